@@ -1,0 +1,213 @@
+/*
+ * gpumemprof.h — the one public header of gpumemprof.
+ *
+ * gpumemprof records the memory a process allocates (GPU and host) into a
+ * bounded ring that lives in a shared file mapping, and writes a diagnostic
+ * bundle (oom_dump_<time>_<pid>_<backend>_<seq>/) when the process runs out
+ * of memory.  This header is the C form of the flight recorder: build a
+ * config, create a recorder, record events, snapshot them oldest first,
+ * classify an error, and dump a bundle.  The LD_PRELOAD interposer is built
+ * on exactly this API; nothing here knows about hooks.
+ *
+ * Thread safety: gmp_record() and gmp_snapshot() may be called from any
+ * number of threads at once and never block or allocate.  gmp_dump() does
+ * not allocate either, so it may run on an emergency path.
+ */
+#ifndef GPUMEMPROF_H
+#define GPUMEMPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GMP_API __attribute__((visibility("default")))
+
+#define GMP_VERSION_STRING "0.1.0"
+#define GMP_BUNDLE_SCHEMA_VERSION 1
+#define GMP_PATH_MAX 4096
+
+/* ---- event model --------------------------------------------------------- */
+
+typedef enum gmp_event_type {
+    GMP_EV_NONE = 0,
+    GMP_EV_ALLOC,          /* a successful allocation */
+    GMP_EV_FREE,           /* memory given back */
+    GMP_EV_ALLOC_FAILED,   /* an allocation call failed with a non-OOM error */
+    GMP_EV_OOM,            /* an allocation failed for lack of memory */
+    GMP_EV_OOM_RECOVERED,  /* a later allocation succeeded: the episode closed */
+    GMP_EV_MAP,            /* virtual memory mapped onto physical memory */
+    GMP_EV_UNMAP,
+    GMP_EV_SAMPLE,         /* a periodic reading of a collector */
+    GMP_EV_SIGNAL,         /* a fatal signal arrived */
+    GMP_EV_PRESSURE,       /* usage crossed a limit threshold */
+    GMP_EV_MARK,           /* a user annotation */
+    GMP_EV_TYPE_COUNT
+} gmp_event_type;
+
+typedef enum gmp_backend {
+    GMP_BACKEND_CPU = 0,
+    GMP_BACKEND_CUDA,
+    GMP_BACKEND_ROCM,
+    GMP_BACKEND_COUNT
+} gmp_backend;
+
+/* Every API an event can name.  One list, so names and numbers never drift. */
+#define GMP_API_LIST(X)                                                        \
+    X(UNKNOWN, "unknown")                                                      \
+    X(MALLOC, "malloc") X(FREE, "free") X(CALLOC, "calloc")                    \
+    X(REALLOC, "realloc") X(REALLOCARRAY, "reallocarray")                      \
+    X(POSIX_MEMALIGN, "posix_memalign") X(ALIGNED_ALLOC, "aligned_alloc")      \
+    X(MEMALIGN, "memalign") X(VALLOC, "valloc") X(PVALLOC, "pvalloc")          \
+    X(CUDA_MALLOC, "cudaMalloc") X(CUDA_FREE, "cudaFree")                      \
+    X(CUDA_MALLOC_MANAGED, "cudaMallocManaged")                                \
+    X(CUDA_MALLOC_HOST, "cudaMallocHost") X(CUDA_HOST_ALLOC, "cudaHostAlloc")  \
+    X(CUDA_FREE_HOST, "cudaFreeHost") X(CUDA_MALLOC_PITCH, "cudaMallocPitch")  \
+    X(CUDA_MALLOC_3D, "cudaMalloc3D") X(CUDA_MALLOC_ASYNC, "cudaMallocAsync")  \
+    X(CUDA_MALLOC_FROM_POOL_ASYNC, "cudaMallocFromPoolAsync")                  \
+    X(CUDA_FREE_ASYNC, "cudaFreeAsync")                                        \
+    X(CU_MEM_ALLOC, "cuMemAlloc_v2")                                           \
+    X(CU_MEM_ALLOC_MANAGED, "cuMemAllocManaged")                               \
+    X(CU_MEM_ALLOC_PITCH, "cuMemAllocPitch_v2")                                \
+    X(CU_MEM_ALLOC_HOST, "cuMemAllocHost_v2")                                  \
+    X(CU_MEM_HOST_ALLOC, "cuMemHostAlloc")                                     \
+    X(CU_MEM_ALLOC_ASYNC, "cuMemAllocAsync")                                   \
+    X(CU_MEM_ALLOC_FROM_POOL_ASYNC, "cuMemAllocFromPoolAsync")                 \
+    X(CU_MEM_FREE, "cuMemFree_v2") X(CU_MEM_FREE_HOST, "cuMemFreeHost")        \
+    X(CU_MEM_FREE_ASYNC, "cuMemFreeAsync") X(CU_MEM_CREATE, "cuMemCreate")     \
+    X(CU_MEM_RELEASE, "cuMemRelease") X(CU_MEM_MAP, "cuMemMap")                \
+    X(CU_MEM_UNMAP, "cuMemUnmap")                                              \
+    X(HIP_MALLOC, "hipMalloc") X(HIP_FREE, "hipFree")                          \
+    X(HIP_MALLOC_MANAGED, "hipMallocManaged")                                  \
+    X(HIP_HOST_MALLOC, "hipHostMalloc") X(HIP_HOST_FREE, "hipHostFree")        \
+    X(HIP_EXT_MALLOC_WITH_FLAGS, "hipExtMallocWithFlags")                      \
+    X(HIP_MALLOC_ASYNC, "hipMallocAsync")                                      \
+    X(HIP_MALLOC_FROM_POOL_ASYNC, "hipMallocFromPoolAsync")                    \
+    X(HIP_FREE_ASYNC, "hipFreeAsync") X(HIP_MALLOC_PITCH, "hipMallocPitch")    \
+    X(USER, "user")
+
+#define GMP_API_ENUM_ENTRY(id, name) GMP_API_##id,
+typedef enum gmp_api { GMP_API_LIST(GMP_API_ENUM_ENTRY) GMP_API_COUNT } gmp_api;
+#undef GMP_API_ENUM_ENTRY
+
+/* One fixed-size record.  Nothing in it points anywhere: the ring can be read
+ * by another process, after this one is dead. */
+typedef struct gmp_event {
+    uint64_t time_ns;   /* CLOCK_REALTIME, ns since the epoch; 0 = stamp now */
+    uint64_t seq;       /* ring sequence, assigned by gmp_record */
+    uint64_t address;
+    uint64_t size;      /* bytes requested or released */
+    uint64_t in_use;    /* bytes in use for this backend/device after the event */
+    uint32_t thread_id; /* kernel tid; 0 = the caller's */
+    int32_t result;     /* the call's return code (0 = success) */
+    uint32_t stack_id;  /* 0 = none */
+    int16_t device;     /* -1 for host memory */
+    uint16_t api;       /* gmp_api */
+    uint8_t type;       /* gmp_event_type */
+    uint8_t backend;    /* gmp_backend */
+    uint16_t flags;
+} gmp_event;
+
+GMP_API const char *gmp_event_type_name(unsigned type);
+GMP_API const char *gmp_backend_name(unsigned backend);
+GMP_API const char *gmp_api_name(unsigned api);
+
+/* ---- configuration ------------------------------------------------------- */
+
+#define GMP_METADATA_MAX 8192
+#define GMP_CONTEXT_MAX 1024
+
+typedef struct gmp_config {
+    int enabled;                       /* GMP_ENABLED, default 1 */
+    char dump_dir[GMP_PATH_MAX];       /* GMP_DUMP_DIR, default ./oom_dumps */
+    char run_dir[GMP_PATH_MAX];        /* GMP_RUN_DIR ("" = default rule) */
+    uint32_t buffer_size;              /* GMP_BUFFER_SIZE, events kept, default 10000 */
+    uint32_t max_dumps;                /* GMP_MAX_DUMPS, default 5 */
+    uint64_t max_total_mb;             /* GMP_MAX_TOTAL_MB, default 256 */
+    char context[GMP_CONTEXT_MAX];     /* GMP_CONTEXT, default "" */
+    char metadata_json[GMP_METADATA_MAX]; /* GMP_METADATA: a JSON object, default "{}" */
+} gmp_config;
+
+/* Fill the documented defaults. */
+GMP_API void gmp_config_defaults(gmp_config *cfg);
+/* Defaults, then the GMP_* variables.  Each bad value prints one stderr line
+ * naming the variable and the value used instead; returns how many were bad. */
+GMP_API int gmp_config_from_env(gmp_config *cfg);
+
+/* ---- classification ------------------------------------------------------ */
+
+typedef struct gmp_classification {
+    int is_oom;
+    char reason[160]; /* e.g. "cudaErrorMemoryAllocation",
+                         "torch.cuda.OutOfMemoryError",
+                         "message_pattern:out of memory" */
+} gmp_classification;
+
+/* A return code of an allocation API (api may be GMP_API_UNKNOWN). */
+GMP_API gmp_classification gmp_classify_result(gmp_backend backend, gmp_api api,
+                                               long code);
+/* An exception (any argument may be NULL): type, module, message text. */
+GMP_API gmp_classification gmp_classify_exception(const char *type,
+                                                  const char *module,
+                                                  const char *message);
+
+/* ---- the recorder -------------------------------------------------------- */
+
+typedef struct gmp_recorder gmp_recorder;
+
+/* Returns NULL only when out of memory.  A disabled config gives a recorder
+ * whose record/dump calls do nothing.  The ring file is created lazily, on
+ * the first event, in the run directory. */
+GMP_API gmp_recorder *gmp_recorder_create(const gmp_config *cfg);
+/* Unmaps and removes the ring file (a normal exit leaves nothing behind). */
+GMP_API void gmp_recorder_destroy(gmp_recorder *rec);
+
+/* Record one event.  Fills seq, and time_ns/thread_id when 0.  Returns 0, or
+ * -1 when the event was dropped (disabled, ring unavailable, slot busy). */
+GMP_API int gmp_record(gmp_recorder *rec, const gmp_event *ev);
+
+/* Copy up to max events, oldest first, never torn or duplicated. */
+GMP_API size_t gmp_snapshot(gmp_recorder *rec, gmp_event *out, size_t max);
+
+/* Path of the live ring file ("" when none yet, or anonymous). */
+GMP_API const char *gmp_recorder_ring_path(const gmp_recorder *rec);
+
+typedef struct gmp_failed_request {
+    int present;
+    gmp_api api;
+    uint64_t size;
+    int device;
+    long code;
+} gmp_failed_request;
+
+typedef struct gmp_dump_request {
+    const char *reason;            /* classification reason */
+    const char *exception_type;    /* NULL -> null */
+    const char *exception_module;
+    const char *exception_message;
+    const char *context;           /* NULL -> config context */
+    gmp_backend backend;
+    const char *metadata_json;     /* JSON object; NULL -> config metadata */
+    const char *confirmed_by;      /* how the OOM episode was confirmed, or NULL */
+    gmp_failed_request failed;
+    uint32_t recovered_episodes;
+} gmp_dump_request;
+
+/* Write a bundle into the dump directory, apply retention, and return the
+ * bundle's path in path_out.  Returns path_out, or NULL when disabled or on
+ * failure (one stderr line says why).  Allocates nothing. */
+GMP_API const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
+                             char *path_out, size_t path_cap);
+
+/* Apply the retention rules to a dump directory: at most max_dumps bundles
+ * and max_total_mb, oldest first; keep (a bundle name) is never removed.
+ * Returns how many bundles were removed, or -1 on error. */
+GMP_API int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
+                                uint64_t max_total_mb, const char *keep);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUMEMPROF_H */

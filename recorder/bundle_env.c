@@ -1,0 +1,199 @@
+/*
+ * bundle_env.c — environment.json: who the process was and what the machine
+ * looked like (pid, cwd, kernel, command line, limits, cgroup, and an
+ * allow-list of environment variables with secret-looking values redacted).
+ * Read straight from uname(2), getrlimit(2), /proc and `environ` into fixed
+ * buffers: this runs on the dump path, where malloc may be what failed.
+ */
+#include "bundle.h"
+
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Exact names worth knowing when memory ran out, then whole prefixes. */
+static const char *const env_names[] = {
+    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "OMP_NUM_THREADS", "MALLOC_ARENA_MAX", "LD_PRELOAD", "RANK", "LOCAL_RANK",
+    "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "SLURM_JOB_ID", "SLURM_PROCID",
+    "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK", "PMI_SIZE",
+};
+static const char *const env_prefixes[] = {"GMP_", "TF_", "XLA_", "NCCL_", "JAX_"};
+static const char *const secret_words[] = {"TOKEN", "SECRET", "KEY", "PASSWORD",
+                                           "PASSWD", "CREDENTIAL", "AUTH"};
+
+static int has_word_ci(const char *name, size_t len, const char *word)
+{
+    size_t wl = strlen(word);
+    for (size_t i = 0; i + wl <= len; i++) {
+        size_t k = 0;
+        while (k < wl && (name[i + k] & ~0x20) == word[k])
+            k++;
+        if (k == wl)
+            return 1;
+    }
+    return 0;
+}
+
+int gmp_env_name_is_secret(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof secret_words / sizeof *secret_words; i++)
+        if (has_word_ci(name, len, secret_words[i]))
+            return 1;
+    return 0;
+}
+
+static int env_name_allowed(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof env_names / sizeof *env_names; i++)
+        if (strlen(env_names[i]) == len && !memcmp(env_names[i], name, len))
+            return 1;
+    for (size_t i = 0; i < sizeof env_prefixes / sizeof *env_prefixes; i++) {
+        size_t pl = strlen(env_prefixes[i]);
+        if (len > pl && !memcmp(env_prefixes[i], name, pl))
+            return 1;
+    }
+    return 0;
+}
+
+static void write_environ(gmp_jw *w)
+{
+    gmp_jw_key(w, "environment");
+    gmp_jw_obj_begin(w);
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq)
+            continue;
+        size_t len = (size_t)(eq - *e);
+        if (!env_name_allowed(*e, len))
+            continue;
+        char key[256];
+        if (len >= sizeof key)
+            continue;
+        memcpy(key, *e, len);
+        key[len] = '\0';
+        gmp_jw_key(w, key);
+        if (gmp_env_name_is_secret(*e, len))
+            gmp_jw_str(w, "[REDACTED]");
+        else
+            gmp_jw_str(w, eq + 1);
+    }
+    gmp_jw_obj_end(w);
+}
+
+static void write_rlimit(gmp_jw *w, const char *name, int resource)
+{
+    struct rlimit rl;
+    gmp_jw_key(w, name);
+    if (getrlimit(resource, &rl) < 0) {
+        gmp_jw_null(w);
+        return;
+    }
+    gmp_jw_obj_begin(w);
+    gmp_jw_key(w, "soft");
+    if (rl.rlim_cur == RLIM_INFINITY)
+        gmp_jw_str(w, "unlimited");
+    else
+        gmp_jw_u64(w, rl.rlim_cur);
+    gmp_jw_key(w, "hard");
+    if (rl.rlim_max == RLIM_INFINITY)
+        gmp_jw_str(w, "unlimited");
+    else
+        gmp_jw_u64(w, rl.rlim_max);
+    gmp_jw_obj_end(w);
+}
+
+static void write_cmdline(gmp_jw *w, char *buf, size_t cap)
+{
+    ssize_t n = gmp_read_file("/proc/self/cmdline", buf, cap);
+    gmp_jw_key(w, "cmdline");
+    gmp_jw_arr_begin(w);
+    for (ssize_t i = 0; i < n;) {
+        size_t len = strnlen(buf + i, (size_t)(n - i));
+        gmp_jw_strn(w, buf + i, len);
+        i += (ssize_t)len + 1;
+    }
+    gmp_jw_arr_end(w);
+    gmp_jw_key(w, "cmdline_truncated");
+    gmp_jw_bool(w, n >= 0 && (size_t)n + 1 >= cap);
+}
+
+/* First line of a /proc file, without its newline. */
+static void write_first_line(gmp_jw *w, const char *key, const char *path,
+                             char *buf, size_t cap)
+{
+    ssize_t n = gmp_read_file(path, buf, cap);
+    gmp_jw_key(w, key);
+    if (n <= 0) {
+        gmp_jw_null(w);
+        return;
+    }
+    gmp_jw_strn(w, buf, strcspn(buf, "\n"));
+}
+
+int gmp_bundle_write_environment(int fd, char *buf, size_t cap,
+                                 const char *backend)
+{
+    /* the JSON buffer is the first half; the second half is scratch */
+    size_t half = cap / 2;
+    char *scratch = buf + half;
+    gmp_jw w;
+    gmp_jw_init(&w, fd, buf, half);
+    gmp_jw_obj_begin(&w);
+    gmp_jw_ki64(&w, "pid", getpid());
+    gmp_jw_key(&w, "cwd");
+    if (getcwd(scratch, half))
+        gmp_jw_str(&w, scratch);
+    else
+        gmp_jw_null(&w);
+
+    struct utsname u;
+    int have_uts = uname(&u) == 0;
+    gmp_jw_key(&w, "system");
+    gmp_jw_obj_begin(&w);
+    gmp_jw_kstr(&w, "platform", "Linux");
+    gmp_jw_kstr(&w, "hostname", have_uts ? u.nodename : NULL);
+    gmp_jw_kstr(&w, "kernel", have_uts ? u.release : NULL);
+    gmp_jw_kstr(&w, "kernel_version", have_uts ? u.version : NULL);
+    gmp_jw_kstr(&w, "machine", have_uts ? u.machine : NULL);
+    gmp_jw_kstr(&w, "detected_backend", backend);
+    gmp_jw_ku64(&w, "page_size", (uint64_t)sysconf(_SC_PAGESIZE));
+    gmp_jw_ku64(&w, "cpu_count", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
+    gmp_jw_kstr(&w, "gpumemprof_version", GMP_VERSION_STRING);
+    gmp_jw_obj_end(&w);
+
+    gmp_jw_key(&w, "process");
+    gmp_jw_obj_begin(&w);
+    gmp_jw_ki64(&w, "ppid", getppid());
+    gmp_jw_ku64(&w, "uid", getuid());
+    ssize_t n = readlink("/proc/self/exe", scratch, half - 1);
+    gmp_jw_key(&w, "exe");
+    if (n > 0)
+        gmp_jw_strn(&w, scratch, (size_t)n);
+    else
+        gmp_jw_null(&w);
+    write_cmdline(&w, scratch, half);
+    write_first_line(&w, "cgroup", "/proc/self/cgroup", scratch, half);
+    gmp_jw_key(&w, "rlimits");
+    gmp_jw_obj_begin(&w);
+    write_rlimit(&w, "as", RLIMIT_AS);
+    write_rlimit(&w, "data", RLIMIT_DATA);
+    write_rlimit(&w, "rss", RLIMIT_RSS);
+    write_rlimit(&w, "memlock", RLIMIT_MEMLOCK);
+    write_rlimit(&w, "stack", RLIMIT_STACK);
+    write_rlimit(&w, "nofile", RLIMIT_NOFILE);
+    write_rlimit(&w, "core", RLIMIT_CORE);
+    gmp_jw_obj_end(&w);
+    gmp_jw_obj_end(&w);
+
+    write_environ(&w);
+    gmp_jw_obj_end(&w);
+    gmp_jw_space(&w, "\n");
+    return gmp_jw_finish(&w);
+}

@@ -1,0 +1,107 @@
+/*
+ * classify.c — is this failure an out-of-memory, and under which name?
+ *
+ * Two ways in: an allocation API's return code (per backend), and an
+ * exception's type/module/message text (the Python recorder's rules, seed
+ * 000, plus MemoryError, std::bad_alloc and RESOURCE_EXHAUSTED).  Types are
+ * tried before message patterns, and the specific patterns before the
+ * generic "out of memory", so the reason names the most precise cause.
+ */
+#include "gpumemprof.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+
+static gmp_classification make(int is_oom, const char *prefix, const char *reason)
+{
+    gmp_classification c;
+    memset(&c, 0, sizeof c);
+    c.is_oom = is_oom;
+    gmp_strlcpy(c.reason, prefix, sizeof c.reason);
+    gmp_strlcat(c.reason, reason, sizeof c.reason);
+    return c;
+}
+
+static int is_driver_api(gmp_api api)
+{
+    return api >= GMP_API_CU_MEM_ALLOC && api <= GMP_API_CU_MEM_UNMAP;
+}
+
+gmp_classification gmp_classify_result(gmp_backend backend, gmp_api api, long code)
+{
+    switch (backend) {
+    case GMP_BACKEND_CUDA:
+        /* cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2 */
+        if (code == 2)
+            return make(1, "", is_driver_api(api) ? "CUDA_ERROR_OUT_OF_MEMORY"
+                                                  : "cudaErrorMemoryAllocation");
+        break;
+    case GMP_BACKEND_ROCM:
+        if (code == 2)
+            return make(1, "", "hipErrorOutOfMemory");
+        break;
+    case GMP_BACKEND_CPU:
+        if (code == ENOMEM)
+            return make(1, "", "ENOMEM");
+        break;
+    default:
+        break;
+    }
+    return make(0, "", code == 0 ? "success" : "not_oom");
+}
+
+/* Case-insensitive substring search, bounded, no allocation. */
+static int contains_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return 1;
+    }
+    return 0;
+}
+
+/* The last dotted component of a type name: "torch.cuda.OutOfMemoryError"
+ * -> "OutOfMemoryError". */
+static const char *base_name(const char *type)
+{
+    const char *dot = strrchr(type, '.');
+    return dot ? dot + 1 : type;
+}
+
+static const char *const message_patterns[] = {
+    "cuda out of memory", "hip out of memory", "out of memory",
+    "resource exhausted", "failed to allocate", "allocation failed",
+};
+
+gmp_classification gmp_classify_exception(const char *type, const char *module,
+                                          const char *message)
+{
+    const char *t = type ? type : "";
+    const char *m = module ? module : "";
+    const char *msg = message ? message : "";
+    const char *base = base_name(t);
+
+    if (!strcmp(base, "OutOfMemoryError") &&
+        (strstr(t, "torch") || strstr(m, "torch")))
+        return make(1, "", "torch.cuda.OutOfMemoryError");
+    if (!strcmp(base, "ResourceExhaustedError"))
+        return make(1, "", "tensorflow.ResourceExhaustedError");
+    if (!strcmp(base, "MemoryError"))
+        return make(1, "", "MemoryError");
+    if (!strcmp(t, "std::bad_alloc") || !strcmp(t, "bad_alloc") ||
+        !strcmp(t, "std::bad_array_new_length"))
+        return make(1, "", "std::bad_alloc");
+    if (strstr(t, "RESOURCE_EXHAUSTED") || strstr(msg, "RESOURCE_EXHAUSTED"))
+        return make(1, "", "RESOURCE_EXHAUSTED");
+    for (size_t i = 0; i < sizeof message_patterns / sizeof *message_patterns; i++)
+        if (contains_ci(msg, message_patterns[i]))
+            return make(1, "message_pattern:", message_patterns[i]);
+    return make(0, "", "not_oom");
+}

@@ -1,0 +1,147 @@
+/*
+ * config.c — the recorder's configuration from GMP_* environment variables.
+ *
+ * The names and defaults follow the Python recorder's config (seed 000).  A
+ * bad value never stops the program: it becomes one stderr line naming the
+ * variable and the value used instead.  Reads the environment with getenv
+ * only, at start-up, never on an emergency path.
+ */
+#include "gpumemprof.h"
+#include "jsonw.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define GMP_METADATA_MAX_DEPTH 32
+
+void gmp_config_defaults(gmp_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->enabled = 1;
+    gmp_strlcpy(cfg->dump_dir, "./oom_dumps", sizeof cfg->dump_dir);
+    cfg->buffer_size = 10000;
+    cfg->max_dumps = 5;
+    cfg->max_total_mb = 256;
+    gmp_strlcpy(cfg->metadata_json, "{}", sizeof cfg->metadata_json);
+}
+
+/* Shows at most 64 bytes of a bad value, so a 1 MiB variable is one line. */
+static void complain(const char *var, const char *value, const char *what,
+                     const char *used)
+{
+    gmp_log("%s='%.64s%s' %s; using %s", var, value,
+            strlen(value) > 64 ? "..." : "", what, used);
+}
+
+static int parse_u64(const char *var, const char *s, uint64_t lo, uint64_t hi,
+                     uint64_t *out)
+{
+    char used[24], range[96];
+    const char *p = s;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = (*p >= '0' && *p <= '9') ? strtoull(p, &end, 10) : 0;
+    int ok = end && end != p && errno == 0 && v >= lo && v <= hi;
+    if (ok) {
+        while (*end == ' ' || *end == '\t')
+            end++;
+        ok = *end == '\0';
+    }
+    if (ok) {
+        *out = v;
+        return 0;
+    }
+    gmp_fmt_u64(*out, used);
+    char lo_s[24], hi_s[24];
+    gmp_fmt_u64(lo, lo_s);
+    gmp_fmt_u64(hi, hi_s);
+    gmp_strlcpy(range, "is not a whole number from ", sizeof range);
+    gmp_strlcat(range, lo_s, sizeof range);
+    gmp_strlcat(range, " to ", sizeof range);
+    gmp_strlcat(range, hi_s, sizeof range);
+    complain(var, s, range, used);
+    return -1;
+}
+
+static int parse_bool(const char *var, const char *s, int *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!strcasecmp(s, yes[i])) {
+            *out = 1;
+            return 0;
+        }
+        if (!strcasecmp(s, no[i])) {
+            *out = 0;
+            return 0;
+        }
+    }
+    complain(var, s, "is not one of 1/0/true/false/yes/no/on/off",
+             *out ? "1" : "0");
+    return -1;
+}
+
+static int parse_string(const char *var, const char *s, char *dst, size_t cap,
+                        int allow_empty)
+{
+    if ((!allow_empty && !*s) || strlen(s) >= cap) {
+        complain(var, s, *s ? "is too long" : "is empty", *dst ? dst : "\"\"");
+        return -1;
+    }
+    gmp_strlcpy(dst, s, cap);
+    return 0;
+}
+
+int gmp_config_from_env(gmp_config *cfg)
+{
+    gmp_config_defaults(cfg);
+    int bad = 0;
+    const char *v;
+    uint64_t n;
+
+    if ((v = getenv("GMP_ENABLED")))
+        bad += parse_bool("GMP_ENABLED", v, &cfg->enabled) < 0;
+    if ((v = getenv("GMP_DUMP_DIR")))
+        bad += parse_string("GMP_DUMP_DIR", v, cfg->dump_dir,
+                            sizeof cfg->dump_dir - 128, 0) < 0;
+    if ((v = getenv("GMP_RUN_DIR")))
+        bad += parse_string("GMP_RUN_DIR", v, cfg->run_dir,
+                            sizeof cfg->run_dir - 128, 0) < 0;
+    if ((v = getenv("GMP_BUFFER_SIZE"))) {
+        n = cfg->buffer_size;
+        bad += parse_u64("GMP_BUFFER_SIZE", v, 16, 1u << 24, &n) < 0;
+        cfg->buffer_size = (uint32_t)n;
+    }
+    if ((v = getenv("GMP_MAX_DUMPS"))) {
+        n = cfg->max_dumps;
+        bad += parse_u64("GMP_MAX_DUMPS", v, 1, 1000000, &n) < 0;
+        cfg->max_dumps = (uint32_t)n;
+    }
+    if ((v = getenv("GMP_MAX_TOTAL_MB"))) {
+        n = cfg->max_total_mb;
+        bad += parse_u64("GMP_MAX_TOTAL_MB", v, 1, 1ull << 40, &n) < 0;
+        cfg->max_total_mb = n;
+    }
+    if ((v = getenv("GMP_CONTEXT")))
+        bad += parse_string("GMP_CONTEXT", v, cfg->context, sizeof cfg->context,
+                            1) < 0;
+    if ((v = getenv("GMP_METADATA"))) {
+        size_t len = strlen(v);
+        if (len >= sizeof cfg->metadata_json) {
+            complain("GMP_METADATA", v, "is longer than 8191 bytes", "{}");
+            bad++;
+        } else if (gmp_json_check_object(v, len, GMP_METADATA_MAX_DEPTH) < 0) {
+            complain("GMP_METADATA", v, "is not a JSON object", "{}");
+            bad++;
+        } else {
+            gmp_strlcpy(cfg->metadata_json, v, sizeof cfg->metadata_json);
+        }
+    }
+    return bad;
+}

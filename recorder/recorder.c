@@ -1,0 +1,181 @@
+/*
+ * recorder.c — the public recorder: a config, a lazily created ring in the
+ * per-user run directory, and the dump entry point that writes a bundle and
+ * then applies retention.  Allocation happens only in gmp_recorder_create;
+ * recording, snapshots and dumps use fixed memory.
+ *
+ * The ring is created on the first event, not at create time, so a process
+ * that never records anything (most children of a preloaded job) leaves no
+ * file behind.  The first thread to record creates it; others arriving in
+ * that instant drop their event (counted) rather than wait.
+ */
+#include "bundle.h"
+#include "gpumemprof.h"
+#include "ring.h"
+#include "rundir.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { RING_NONE, RING_CREATING, RING_READY, RING_FAILED };
+
+struct gmp_recorder {
+    gmp_config cfg;
+    gmp_ring ring;
+    int ring_state;        /* atomic, RING_* */
+    uint64_t early_drops;  /* events dropped while the ring was being made */
+    char abs_dump_dir[GMP_PATH_MAX];
+};
+
+/* Bundles must land where the process was started, even after chdir; and a
+ * ring outliving the process must name an absolute directory. */
+static void absolutize(const char *path, char *out, size_t cap)
+{
+    if (path[0] == '/' || !getcwd(out, cap)) {
+        gmp_strlcpy(out, path, cap);
+        return;
+    }
+    const char *rel = path;
+    while (rel[0] == '.' && rel[1] == '/')
+        rel += 2;
+    if (gmp_strlcat(out, "/", cap) < 0 || gmp_strlcat(out, rel, cap) < 0)
+        gmp_strlcpy(out, path, cap);
+}
+
+gmp_recorder *gmp_recorder_create(const gmp_config *cfg)
+{
+    gmp_recorder *rec = calloc(1, sizeof *rec);
+    if (!rec)
+        return NULL;
+    if (cfg)
+        rec->cfg = *cfg;
+    else
+        gmp_config_defaults(&rec->cfg);
+    /* a config built by hand may carry anything: never embed bad JSON */
+    if (gmp_json_check_object(rec->cfg.metadata_json,
+                              strnlen(rec->cfg.metadata_json, GMP_METADATA_MAX),
+                              32) < 0)
+        gmp_strlcpy(rec->cfg.metadata_json, "{}", sizeof rec->cfg.metadata_json);
+    if (rec->cfg.buffer_size < GMP_RING_MIN_EVENTS)
+        rec->cfg.buffer_size = GMP_RING_MIN_EVENTS;
+    absolutize(rec->cfg.dump_dir, rec->abs_dump_dir, sizeof rec->abs_dump_dir);
+    return rec;
+}
+
+static void make_ring(gmp_recorder *rec)
+{
+    char dir[GMP_PATH_MAX], why[128];
+    gmp_run_dir_resolve(rec->cfg.run_dir, dir, sizeof dir);
+    const char *use = dir;
+    if (gmp_run_dir_ensure(dir, why, sizeof why) < 0) {
+        gmp_log("run directory %s unusable (%s); recording in memory only, "
+                "so a killed process leaves no ring", dir, why);
+        use = NULL;
+    }
+    if (gmp_ring_create(&rec->ring, use, rec->cfg.buffer_size) < 0) {
+        gmp_log("cannot map an event ring: %s; recording is off", strerror(errno));
+        __atomic_store_n(&rec->ring_state, RING_FAILED, __ATOMIC_RELEASE);
+        return;
+    }
+    if (use && !rec->ring.is_file)
+        gmp_log("cannot create a ring file in %s; recording in memory only", dir);
+    gmp_ring_config_copy *c = &rec->ring.hdr->config;
+    c->buffer_size = rec->cfg.buffer_size;
+    c->max_dumps = rec->cfg.max_dumps;
+    c->max_total_mb = rec->cfg.max_total_mb;
+    gmp_strlcpy(c->dump_dir, rec->abs_dump_dir, sizeof c->dump_dir);
+    gmp_strlcpy(c->context, rec->cfg.context, sizeof c->context);
+    __atomic_store_n(&rec->ring_state, RING_READY, __ATOMIC_RELEASE);
+}
+
+/* The ring, creating it on first use; NULL when unavailable right now. */
+static gmp_ring *ring_of(gmp_recorder *rec)
+{
+    int state = __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE);
+    if (state == RING_READY)
+        return &rec->ring;
+    if (state == RING_NONE) {
+        int expected = RING_NONE;
+        if (__atomic_compare_exchange_n(&rec->ring_state, &expected, RING_CREATING,
+                                        0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            make_ring(rec);
+            if (__atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY)
+                return &rec->ring;
+        }
+    }
+    return NULL;
+}
+
+int gmp_record(gmp_recorder *rec, const gmp_event *ev)
+{
+    if (!rec || !rec->cfg.enabled)
+        return -1;
+    gmp_ring *ring = ring_of(rec);
+    if (!ring) {
+        __atomic_fetch_add(&rec->early_drops, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    gmp_event e = *ev;
+    if (!e.time_ns)
+        e.time_ns = gmp_now_realtime_ns();
+    if (!e.thread_id)
+        e.thread_id = gmp_gettid();
+    return gmp_ring_push(ring, &e) == UINT64_MAX ? -1 : 0;
+}
+
+size_t gmp_snapshot(gmp_recorder *rec, gmp_event *out, size_t max)
+{
+    if (!rec || __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) != RING_READY)
+        return 0;
+    return gmp_ring_snapshot(&rec->ring, out, max, NULL);
+}
+
+const char *gmp_recorder_ring_path(const gmp_recorder *rec)
+{
+    if (!rec || __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) != RING_READY)
+        return "";
+    return rec->ring.path;
+}
+
+const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
+                     char *path_out, size_t path_cap)
+{
+    if (!rec || !rec->cfg.enabled || !req || !path_out || !path_cap)
+        return NULL;
+    const char *metadata = rec->cfg.metadata_json;
+    if (req->metadata_json) {
+        if (gmp_json_check_object(req->metadata_json, strlen(req->metadata_json),
+                                  32) == 0)
+            metadata = req->metadata_json;
+        else
+            gmp_log("dump metadata is not a JSON object; using the configured one");
+    }
+    gmp_bundle_input in = {
+        .dump_dir = rec->abs_dump_dir,
+        .ring = __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY
+                    ? &rec->ring
+                    : NULL,
+        .req = req,
+        .context = req->context ? req->context : rec->cfg.context,
+        .metadata_json = metadata,
+        .time_ns = gmp_now_realtime_ns(),
+    };
+    char name[256];
+    if (gmp_bundle_write(&in, path_out, path_cap, name, sizeof name) < 0)
+        return NULL;
+    gmp_retention_apply(rec->abs_dump_dir, rec->cfg.max_dumps,
+                        rec->cfg.max_total_mb, name);
+    return path_out;
+}
+
+void gmp_recorder_destroy(gmp_recorder *rec)
+{
+    if (!rec)
+        return;
+    if (__atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY)
+        gmp_ring_close(&rec->ring, 1);
+    free(rec);
+}

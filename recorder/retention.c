@@ -1,0 +1,259 @@
+/*
+ * retention.c — keeps a dump directory within max_dumps bundles and
+ * max_total_mb, removing the oldest bundles first.
+ *
+ * Rules: only real directories named oom_dump_* are ever removed (never a
+ * symlink, never a foreign file); the bundle just written (keep) survives
+ * even when it alone is over the size cap — unlike the Python recorder,
+ * which would delete it; every process writing into the directory takes the
+ * same flock first, so two writers never prune the same bundle.  The lock is
+ * tried without blocking for up to two seconds, so a dump from a signal
+ * handler can never deadlock on it.  Directories are read with getdents64
+ * into a stack buffer (opendir allocates) and the oldest is found by
+ * repeated scans, so nothing is allocated however many bundles there are.
+ * Temporaries of writers that died mid-bundle (.tmp_oom_dump_*, pid gone,
+ * older than a minute) are removed too.
+ */
+#include "bundle.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOCK_NAME ".gmp-retention.lock"
+#define LOCK_TRIES 200 /* x 10 ms */
+#define STALE_TMP_SECONDS 60
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+typedef int (*entry_fn)(int dirfd, const char *name, void *arg);
+
+/* Calls fn for every entry but "." and ".."; fn returning non-zero stops. */
+static int for_each_entry(int dirfd, entry_fn fn, void *arg)
+{
+    char buf[8192] __attribute__((aligned(8)));
+    if (lseek(dirfd, 0, SEEK_SET) < 0)
+        return -1;
+    for (;;) {
+        long n = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        for (long off = 0; off < n;) {
+            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+                continue;
+            if (fn(dirfd, d->d_name, arg))
+                return 0;
+        }
+    }
+}
+
+/* "oom_dump_YYYYMMDDTHHMMSSZ_..." -> seconds since the epoch, or -1. */
+static int64_t name_time(const char *name)
+{
+    const char *p = name + strlen(GMP_BUNDLE_PREFIX);
+    int v[6] = {0};
+    static const int widths[6] = {4, 2, 2, 2, 2, 2};
+    for (int f = 0; f < 6; f++) {
+        if (f == 3) {
+            if (*p++ != 'T')
+                return -1;
+        }
+        for (int k = 0; k < widths[f]; k++, p++) {
+            if (*p < '0' || *p > '9')
+                return -1;
+            v[f] = v[f] * 10 + (*p - '0');
+        }
+    }
+    if (*p != 'Z')
+        return -1;
+    /* days from civil (Howard Hinnant) */
+    int y = v[0] - (v[1] <= 2);
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (v[1] + (v[1] > 2 ? -3 : 9)) + 2) / 5 + v[2] - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    int64_t days = era * 146097 + doe - 719468;
+    return days * 86400 + v[3] * 3600 + v[4] * 60 + v[5];
+}
+
+typedef struct bundle_info {
+    int64_t created;  /* from the name, seconds */
+    int64_t mtime_ns; /* tie-break within a second */
+    uint64_t bytes;
+} bundle_info;
+
+static int add_file_size(int dirfd, const char *name, void *arg)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        *(uint64_t *)arg += (uint64_t)st.st_size;
+    return 0;
+}
+
+/* Is name a real bundle directory?  Fills info. */
+static int bundle_stat(int dirfd, const char *name, bundle_info *info)
+{
+    if (strncmp(name, GMP_BUNDLE_PREFIX, strlen(GMP_BUNDLE_PREFIX)) != 0)
+        return 0;
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    info->created = name_time(name);
+    if (info->created < 0)
+        info->created = st.st_mtim.tv_sec;
+    info->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    info->bytes = (uint64_t)st.st_size;
+    int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (bfd >= 0) {
+        for_each_entry(bfd, add_file_size, &info->bytes);
+        close(bfd);
+    }
+    return 1;
+}
+
+static int unlink_entry(int dirfd, const char *name, void *arg)
+{
+    (void)arg;
+    unlinkat(dirfd, name, 0); /* files and symlinks; a subdirectory stays */
+    return 0;
+}
+
+static int remove_bundle(int dirfd, const char *name)
+{
+    int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (bfd < 0)
+        return -1;
+    for_each_entry(bfd, unlink_entry, NULL);
+    close(bfd);
+    return unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+typedef struct scan_state {
+    const char *keep;
+    uint64_t count, bytes;
+    int have_oldest;
+    bundle_info oldest;
+    char oldest_name[256];
+} scan_state;
+
+static int older(const bundle_info *a, const char *an, const bundle_info *b,
+                 const char *bn)
+{
+    if (a->created != b->created)
+        return a->created < b->created;
+    if (a->mtime_ns != b->mtime_ns)
+        return a->mtime_ns < b->mtime_ns;
+    return strcmp(an, bn) < 0;
+}
+
+static int scan_one(int dirfd, const char *name, void *arg)
+{
+    scan_state *st = arg;
+    bundle_info info;
+    if (!bundle_stat(dirfd, name, &info))
+        return 0;
+    st->count++;
+    st->bytes += info.bytes;
+    if (st->keep && !strcmp(name, st->keep))
+        return 0;
+    if (strlen(name) >= sizeof st->oldest_name)
+        return 0;
+    if (!st->have_oldest || older(&info, name, &st->oldest, st->oldest_name)) {
+        st->have_oldest = 1;
+        st->oldest = info;
+        gmp_strlcpy(st->oldest_name, name, sizeof st->oldest_name);
+    }
+    return 0;
+}
+
+/* A temporary whose writer is gone: ".tmp_oom_dump_<time>_<pid>_..." */
+static int remove_stale_tmp(int dirfd, const char *name, void *arg)
+{
+    (void)arg;
+    size_t pl = strlen(GMP_BUNDLE_TMP_PREFIX);
+    if (strncmp(name, GMP_BUNDLE_TMP_PREFIX, pl) != 0)
+        return 0;
+    const char *p = strchr(name + pl, '_');
+    long pid = p ? strtol(p + 1, NULL, 10) : 0;
+    struct stat st;
+    if (pid <= 0 || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISDIR(st.st_mode))
+        return 0;
+    if (time(NULL) - st.st_mtim.tv_sec < STALE_TMP_SECONDS)
+        return 0;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return 0;
+    remove_bundle(dirfd, name);
+    return 0;
+}
+
+static int take_lock(int dirfd)
+{
+    int fd = openat(dirfd, LOCK_NAME,
+                    O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    for (int i = 0; i < LOCK_TRIES; i++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return fd;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    close(fd);
+    return -1;
+}
+
+int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
+                        uint64_t max_total_mb, const char *keep)
+{
+    int dirfd = open(dump_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0)
+        return -1;
+    int lock = take_lock(dirfd);
+    if (lock < 0) {
+        gmp_log("retention in %s skipped: its lock is busy or cannot be created",
+                dump_dir);
+        close(dirfd);
+        return -1;
+    }
+    uint64_t max_bytes = max_total_mb * 1024 * 1024;
+    int removed = 0;
+    for (;;) {
+        scan_state st;
+        memset(&st, 0, sizeof st);
+        st.keep = keep;
+        if (for_each_entry(dirfd, scan_one, &st) < 0)
+            break;
+        int over = (max_dumps && st.count > max_dumps) ||
+                   (max_bytes && st.bytes > max_bytes);
+        if (!over || !st.have_oldest)
+            break;
+        if (remove_bundle(dirfd, st.oldest_name) < 0)
+            break; /* not ours to remove (e.g. holds a subdirectory): stop */
+        removed++;
+    }
+    for_each_entry(dirfd, remove_stale_tmp, NULL);
+    close(lock); /* releases the flock */
+    close(dirfd);
+    return removed;
+}

@@ -1,0 +1,297 @@
+/*
+ * ring.c — the lock-free event ring (see ring.h for the layout).
+ *
+ * Writers: take a sequence number with one fetch-add, then claim the slot
+ * with a CAS on its stamp (seqlock style: odd while writing).  A writer that
+ * finds the slot busy or already holding a newer sequence drops its event and
+ * counts it: it never waits.  Readers copy a slot between two loads of its
+ * stamp and keep it only when both equal "seq, whole"; so a snapshot is in
+ * sequence order, never torn, never duplicated — also when read by another
+ * process, or after the writer was killed half-way through a slot.
+ * Payload words are accessed with relaxed atomics so that the racy read the
+ * seqlock relies on is defined behaviour (and quiet under TSan).
+ */
+#include "ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(gmp_ring_slot) == 64, "ring slots are one cache line");
+_Static_assert(sizeof(gmp_ring_header) <= GMP_RING_HEADER_SIZE,
+               "ring header fits its reserved space");
+
+static uint64_t next_pow2(uint64_t v)
+{
+    uint64_t p = 1;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+static size_t ring_bytes(uint64_t slot_count)
+{
+    return GMP_RING_HEADER_SIZE + (size_t)slot_count * sizeof(gmp_ring_slot);
+}
+
+static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
+{
+    memcpy(h->magic, GMP_RING_MAGIC, 8);
+    h->version = GMP_RING_VERSION;
+    h->header_size = GMP_RING_HEADER_SIZE;
+    h->slot_size = sizeof(gmp_ring_slot);
+    h->capacity = capacity;
+    h->slot_count = slots;
+    h->pid = (int32_t)getpid();
+    h->ppid = (int32_t)getppid();
+    h->uid = (uint32_t)getuid();
+    h->start_time_ns = gmp_now_realtime_ns();
+}
+
+static int map_ring_file(const char *dir, size_t len, gmp_ring *ring)
+{
+    char name[96], num[24];
+    gmp_strlcpy(name, "/ring_", sizeof name);
+    gmp_fmt_u64((uint64_t)getpid(), num);
+    gmp_strlcat(name, num, sizeof name);
+    gmp_strlcat(name, "_", sizeof name);
+    gmp_fmt_u64(gmp_now_realtime_ns(), num);
+    gmp_strlcat(name, num, sizeof name);
+    gmp_strlcat(name, ".gmr", sizeof name);
+    if (gmp_strlcpy(ring->path, dir, sizeof ring->path) < 0 ||
+        gmp_strlcat(ring->path, name, sizeof ring->path) < 0) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(ring->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    if (fd < 0)
+        return -1;
+    int err = posix_fallocate(fd, 0, (off_t)len);
+    if (err) {
+        close(fd);
+        unlink(ring->path);
+        errno = err;
+        return -1;
+    }
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int saved = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        unlink(ring->path);
+        errno = saved;
+        return -1;
+    }
+    ring->hdr = p;
+    ring->is_file = 1;
+    return 0;
+}
+
+int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacity)
+{
+    memset(ring, 0, sizeof *ring);
+    if (capacity < GMP_RING_MIN_EVENTS)
+        capacity = GMP_RING_MIN_EVENTS;
+    if (capacity > GMP_RING_MAX_EVENTS)
+        capacity = GMP_RING_MAX_EVENTS;
+    uint64_t slots = next_pow2(capacity);
+    size_t len = ring_bytes(slots);
+
+    if (!dir || map_ring_file(dir, len, ring) < 0) {
+        ring->path[0] = '\0';
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return -1;
+        ring->hdr = p;
+        ring->is_file = 0;
+    }
+    ring->slots = (gmp_ring_slot *)((char *)ring->hdr + GMP_RING_HEADER_SIZE);
+    ring->mask = slots - 1;
+    ring->capacity = capacity;
+    ring->map_len = len;
+    fill_header(ring->hdr, capacity, slots);
+    return 0;
+}
+
+static int fail(char *why, size_t cap, const char *msg)
+{
+    if (why && cap)
+        gmp_strlcpy(why, msg, cap);
+    return -1;
+}
+
+int gmp_ring_attach(gmp_ring *ring, const char *path, char *why, size_t why_cap)
+{
+    memset(ring, 0, sizeof *ring);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return fail(why, why_cap, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(why, why_cap, "not a regular file");
+    }
+    if ((uint64_t)st.st_size < GMP_RING_HEADER_SIZE) {
+        close(fd);
+        return fail(why, why_cap, "too short for a ring header");
+    }
+    gmp_ring_header h;
+    if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+        close(fd);
+        return fail(why, why_cap, "cannot read the ring header");
+    }
+    if (memcmp(h.magic, GMP_RING_MAGIC, 8) != 0) {
+        close(fd);
+        return fail(why, why_cap, "not a gpumemprof ring (bad magic)");
+    }
+    if (h.version != GMP_RING_VERSION || h.header_size != GMP_RING_HEADER_SIZE ||
+        h.slot_size != sizeof(gmp_ring_slot)) {
+        close(fd);
+        return fail(why, why_cap, "unsupported ring version or layout");
+    }
+    if (h.slot_count == 0 || (h.slot_count & (h.slot_count - 1)) ||
+        h.slot_count > GMP_RING_MAX_EVENTS || h.capacity == 0 ||
+        h.capacity > h.slot_count ||
+        (uint64_t)st.st_size < ring_bytes(h.slot_count)) {
+        close(fd);
+        return fail(why, why_cap, "ring header does not match the file size");
+    }
+    size_t len = ring_bytes(h.slot_count);
+    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return fail(why, why_cap, strerror(errno));
+    ring->hdr = p;
+    ring->slots = (gmp_ring_slot *)((char *)p + GMP_RING_HEADER_SIZE);
+    ring->mask = h.slot_count - 1;
+    ring->capacity = h.capacity;
+    ring->map_len = len;
+    ring->is_file = 1;
+    gmp_strlcpy(ring->path, path, sizeof ring->path);
+    return 0;
+}
+
+void gmp_ring_close(gmp_ring *ring, int remove_file)
+{
+    if (!ring->hdr)
+        return;
+    if (remove_file && ring->is_file && ring->path[0])
+        unlink(ring->path);
+    munmap(ring->hdr, ring->map_len);
+    ring->hdr = NULL;
+}
+
+static void pack(const gmp_event *ev, uint64_t w[7])
+{
+    w[0] = ev->time_ns;
+    w[1] = ev->address;
+    w[2] = ev->size;
+    w[3] = ev->in_use;
+    w[4] = (uint64_t)ev->thread_id | ((uint64_t)(uint32_t)ev->result << 32);
+    w[5] = (uint64_t)ev->stack_id | ((uint64_t)(uint16_t)ev->device << 32) |
+           ((uint64_t)ev->api << 48);
+    w[6] = (uint64_t)ev->type | ((uint64_t)ev->backend << 8) |
+           ((uint64_t)ev->flags << 16);
+}
+
+static void unpack(const uint64_t w[7], uint64_t seq, gmp_event *ev)
+{
+    ev->time_ns = w[0];
+    ev->seq = seq;
+    ev->address = w[1];
+    ev->size = w[2];
+    ev->in_use = w[3];
+    ev->thread_id = (uint32_t)w[4];
+    ev->result = (int32_t)(uint32_t)(w[4] >> 32);
+    ev->stack_id = (uint32_t)w[5];
+    ev->device = (int16_t)(uint16_t)(w[5] >> 32);
+    ev->api = (uint16_t)(w[5] >> 48);
+    ev->type = (uint8_t)w[6];
+    ev->backend = (uint8_t)(w[6] >> 8);
+    ev->flags = (uint16_t)(w[6] >> 16);
+}
+
+uint64_t gmp_ring_push(gmp_ring *ring, const gmp_event *ev)
+{
+    gmp_ring_header *h = ring->hdr;
+    uint64_t seq = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
+    gmp_ring_slot *slot = &ring->slots[seq & ring->mask];
+    uint64_t whole = (seq + 1) << 1;
+    uint64_t cur = __atomic_load_n(&slot->stamp, __ATOMIC_RELAXED);
+    /* busy, or a writer that lapped us already owns it: never wait */
+    if ((cur & 1) || cur >= whole ||
+        !__atomic_compare_exchange_n(&slot->stamp, &cur, whole | 1, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
+        return UINT64_MAX;
+    }
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    uint64_t w[7];
+    pack(ev, w);
+    for (int i = 0; i < 7; i++)
+        __atomic_store_n(&slot->word[i], w[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->stamp, whole, __ATOMIC_RELEASE);
+    return seq;
+}
+
+size_t gmp_ring_foreach(const gmp_ring *ring, uint64_t limit,
+                        gmp_ring_visit_fn fn, void *arg, uint64_t *torn)
+{
+    const gmp_ring_header *h = ring->hdr;
+    uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
+    uint64_t keep = limit < ring->capacity ? limit : ring->capacity;
+    uint64_t first = head > keep ? head - keep : 0;
+    size_t n = 0;
+    uint64_t skipped = 0;
+    for (uint64_t seq = first; seq < head; seq++) {
+        const gmp_ring_slot *slot = &ring->slots[seq & ring->mask];
+        uint64_t whole = (seq + 1) << 1;
+        uint64_t s1 = __atomic_load_n(&slot->stamp, __ATOMIC_ACQUIRE);
+        if (s1 != whole) {
+            skipped++;
+            continue;
+        }
+        uint64_t w[7];
+        for (int i = 0; i < 7; i++)
+            w[i] = __atomic_load_n(&slot->word[i], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&slot->stamp, __ATOMIC_RELAXED) != s1) {
+            skipped++;
+            continue;
+        }
+        gmp_event ev;
+        unpack(w, seq, &ev);
+        n++;
+        if (fn(&ev, arg))
+            break;
+    }
+    if (torn)
+        *torn = skipped;
+    return n;
+}
+
+struct copy_state {
+    gmp_event *out;
+    size_t max, n;
+};
+
+static int copy_one(const gmp_event *ev, void *arg)
+{
+    struct copy_state *st = arg;
+    st->out[st->n++] = *ev;
+    return st->n >= st->max;
+}
+
+size_t gmp_ring_snapshot(const gmp_ring *ring, gmp_event *out, size_t max,
+                         uint64_t *torn)
+{
+    if (!max)
+        return 0;
+    struct copy_state st = {out, max, 0};
+    gmp_ring_foreach(ring, max, copy_one, &st, torn);
+    return st.n;
+}

@@ -1,0 +1,106 @@
+/*
+ * ring.h — the event ring: a bounded, lock-free, multi-writer ring of
+ * fixed-size records in a MAP_SHARED mapping, so another process (gmp-inspect
+ * watch, gmp-run after a SIGKILL) can read it while the writer runs or after
+ * it died.  Layout of a ring file: one gmp_ring_header, then slot_count
+ * 64-byte slots.  A slot's stamp says which sequence number it holds and
+ * whether a writer is inside it, so readers can tell torn slots from whole.
+ */
+#ifndef GMP_RING_H
+#define GMP_RING_H
+
+#include "gpumemprof.h"
+#include "util.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GMP_RING_MAGIC "GMPRING"
+#define GMP_RING_VERSION 1u
+#define GMP_RING_HEADER_SIZE 16384u
+#define GMP_RING_MIN_EVENTS 16u
+#define GMP_RING_MAX_EVENTS (1u << 24)
+
+/* Stamp of a slot: 0 never written; (seq+1)<<1 holds seq whole;
+ * ((seq+1)<<1)|1 a writer of seq is inside. */
+typedef struct gmp_ring_slot {
+    uint64_t stamp;
+    uint64_t word[7];
+} gmp_ring_slot;
+
+/* What the process that owns the ring was told, so a reader that outlives it
+ * (recover after SIGKILL) writes the bundle where the process would have. */
+typedef struct gmp_ring_config_copy {
+    uint32_t buffer_size;
+    uint32_t max_dumps;
+    uint64_t max_total_mb;
+    char dump_dir[GMP_PATH_MAX];  /* absolute */
+    char context[GMP_CONTEXT_MAX];
+} gmp_ring_config_copy;
+
+/* An OOM episode that has not been written yet (filled by the preload). */
+typedef struct gmp_ring_pending_oom {
+    uint64_t open;       /* 0/1 */
+    uint64_t time_ns;
+    uint64_t size;
+    int64_t code;
+    int32_t device;
+    uint16_t api;
+    uint8_t backend;
+    uint8_t pad;
+} gmp_ring_pending_oom;
+
+typedef struct gmp_ring_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_size;
+    uint32_t slot_size;
+    uint32_t capacity;     /* events a snapshot keeps (GMP_BUFFER_SIZE) */
+    uint64_t slot_count;   /* power of two >= capacity */
+    int32_t pid;
+    int32_t ppid;
+    uint32_t uid;
+    uint32_t flags;
+    uint64_t start_time_ns;
+    uint64_t counters[16]; /* for the preload: bytes, calls, episodes */
+    gmp_ring_pending_oom pending;
+    gmp_ring_config_copy config;
+    /* on a line of their own: every writer touches these */
+    _Alignas(64) uint64_t head;    /* next sequence number */
+    _Alignas(64) uint64_t dropped; /* events lost to a busy slot */
+} gmp_ring_header;
+
+typedef struct gmp_ring {
+    gmp_ring_header *hdr;
+    gmp_ring_slot *slots;
+    uint64_t mask;
+    uint32_t capacity;
+    size_t map_len;
+    int is_file;
+    char path[GMP_PATH_MAX];
+} gmp_ring;
+
+/* Create a ring for capacity events.  dir != NULL: a file "ring_<pid>_<ns>.gmr"
+ * in dir (blocks reserved up front, so a full disk never SIGBUSes a writer);
+ * dir == NULL or the file failed: an anonymous shared mapping.  0 or -1. */
+GMP_HIDDEN int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacity);
+/* Map an existing ring file read-only, checking every header field against
+ * the file's size.  0, or -1 with a reason in why. */
+GMP_HIDDEN int gmp_ring_attach(gmp_ring *ring, const char *path, char *why,
+                               size_t why_cap);
+GMP_HIDDEN void gmp_ring_close(gmp_ring *ring, int remove_file);
+
+/* Append; returns the sequence number, or UINT64_MAX when dropped. */
+GMP_HIDDEN uint64_t gmp_ring_push(gmp_ring *ring, const gmp_event *ev);
+
+/* Visit the newest min(limit, capacity) events, oldest first, each whole and once.
+ * A visitor returning non-zero stops the walk.  *torn (optional) counts
+ * slots skipped because a writer was inside or had overwritten them. */
+typedef int (*gmp_ring_visit_fn)(const gmp_event *ev, void *arg);
+GMP_HIDDEN size_t gmp_ring_foreach(const gmp_ring *ring, uint64_t limit,
+                                   gmp_ring_visit_fn fn, void *arg,
+                                   uint64_t *torn);
+GMP_HIDDEN size_t gmp_ring_snapshot(const gmp_ring *ring, gmp_event *out,
+                                    size_t max, uint64_t *torn);
+
+#endif

@@ -1,0 +1,19 @@
+/*
+ * rundir.h — where live ring files go: a per-user runtime directory that
+ * other users cannot read or plant files in (GMP_RUN_DIR, else
+ * $XDG_RUNTIME_DIR/gpumemprof, else /tmp/gpumemprof-<uid>).
+ */
+#ifndef GMP_RUNDIR_H
+#define GMP_RUNDIR_H
+
+#include "util.h"
+
+#include <stddef.h>
+
+/* The directory to use (configured may be "" or NULL). */
+GMP_HIDDEN void gmp_run_dir_resolve(const char *configured, char *out, size_t cap);
+/* Create it 0700 if missing; then insist it is a real directory (no
+ * symlink), owned by us, closed to group and others.  0, or -1 with why. */
+GMP_HIDDEN int gmp_run_dir_ensure(const char *path, char *why, size_t why_cap);
+
+#endif

@@ -1,0 +1,247 @@
+/*
+ * util.c — emergency-safe helpers shared by the recorder (see util.h).
+ * No function here allocates or takes a lock, so the bundle writer can use
+ * all of them from a signal handler or after malloc has failed.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t gmp_now_realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t gmp_gettid(void)
+{
+    static __thread uint32_t cached __attribute__((tls_model("initial-exec")));
+    if (!cached)
+        cached = (uint32_t)syscall(SYS_gettid);
+    return cached;
+}
+
+/* Howard Hinnant's days -> civil date; gmtime_r is avoided because it is not
+ * async-signal-safe. */
+static void civil_from_secs(int64_t secs, int *y, int *mo, int *d, int *h,
+                            int *mi, int *s)
+{
+    int64_t days = secs / 86400, rem = secs % 86400;
+    if (rem < 0) {
+        rem += 86400;
+        days--;
+    }
+    *h = (int)(rem / 3600);
+    *mi = (int)(rem % 3600 / 60);
+    *s = (int)(rem % 60);
+    days += 719468;
+    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+    int64_t doe = days - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t yy = yoe + era * 400;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *mo = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (int)(yy + (*mo <= 2));
+}
+
+static char *put_digits(char *p, int v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
+    return p + width;
+}
+
+void gmp_fmt_utc_compact(int64_t secs, char out[17])
+{
+    int y, mo, d, h, mi, s;
+    civil_from_secs(secs, &y, &mo, &d, &h, &mi, &s);
+    char *p = put_digits(out, y, 4);
+    p = put_digits(p, mo, 2);
+    p = put_digits(p, d, 2);
+    *p++ = 'T';
+    p = put_digits(p, h, 2);
+    p = put_digits(p, mi, 2);
+    p = put_digits(p, s, 2);
+    *p++ = 'Z';
+    *p = '\0';
+}
+
+void gmp_fmt_utc_iso(int64_t secs, char out[21])
+{
+    int y, mo, d, h, mi, s;
+    civil_from_secs(secs, &y, &mo, &d, &h, &mi, &s);
+    char *p = put_digits(out, y, 4);
+    *p++ = '-';
+    p = put_digits(p, mo, 2);
+    *p++ = '-';
+    p = put_digits(p, d, 2);
+    *p++ = 'T';
+    p = put_digits(p, h, 2);
+    *p++ = ':';
+    p = put_digits(p, mi, 2);
+    *p++ = ':';
+    p = put_digits(p, s, 2);
+    *p++ = 'Z';
+    *p = '\0';
+}
+
+size_t gmp_fmt_u64(uint64_t v, char *out)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = '\0';
+    return n;
+}
+
+size_t gmp_fmt_i64(int64_t v, char *out)
+{
+    if (v < 0) {
+        out[0] = '-';
+        return 1 + gmp_fmt_u64((uint64_t)0 - (uint64_t)v, out + 1);
+    }
+    return gmp_fmt_u64((uint64_t)v, out);
+}
+
+size_t gmp_fmt_hex(uint64_t v, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    char tmp[16];
+    size_t n = 0;
+    do {
+        tmp[n++] = digits[v & 15];
+        v >>= 4;
+    } while (v);
+    out[0] = '0';
+    out[1] = 'x';
+    for (size_t i = 0; i < n; i++)
+        out[2 + i] = tmp[n - 1 - i];
+    out[2 + n] = '\0';
+    return n + 2;
+}
+
+int gmp_strlcpy(char *dst, const char *src, size_t cap)
+{
+    if (!cap)
+        return -1;
+    size_t n = strnlen(src, cap);
+    if (n == cap) {
+        memcpy(dst, src, cap - 1);
+        dst[cap - 1] = '\0';
+        return -1;
+    }
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+int gmp_strlcat(char *dst, const char *src, size_t cap)
+{
+    size_t have = strnlen(dst, cap);
+    if (have == cap)
+        return -1;
+    return gmp_strlcpy(dst + have, src, cap - have);
+}
+
+int gmp_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
+{
+    if (!cap)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    while (len + 1 < cap) {
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+int gmp_mkdir_p(const char *path, mode_t mode)
+{
+    char buf[4096];
+    if (gmp_strlcpy(buf, path, sizeof buf) < 0 || !buf[0]) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return -1;
+            *p = saved;
+            if (!saved)
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+void gmp_log(const char *fmt, ...)
+{
+    char line[1024];
+    int saved = errno;
+    size_t off = (size_t)snprintf(line, sizeof line, "gpumemprof: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line + off, sizeof line - off - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    off += (size_t)n < sizeof line - off - 1 ? (size_t)n : sizeof line - off - 2;
+    line[off++] = '\n';
+    (void)gmp_write_all(2, line, off);
+    errno = saved;
+}

@@ -1,0 +1,45 @@
+/*
+ * util.h — small helpers the recorder shares: clocks, UTC formatting,
+ * integer formatting, whole writes and reads, directories, one-line stderr
+ * messages.  Everything here is safe on the emergency path: no heap, no
+ * locks, only system calls and fixed buffers the caller owns.
+ */
+#ifndef GMP_UTIL_H
+#define GMP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GMP_HIDDEN __attribute__((visibility("hidden")))
+
+GMP_HIDDEN uint64_t gmp_now_realtime_ns(void);
+GMP_HIDDEN uint32_t gmp_gettid(void);
+
+/* "20260303T120000Z" (compact, 17 bytes with NUL) and
+ * "2026-03-03T12:00:00Z" (ISO, 21 bytes with NUL) from seconds since epoch. */
+GMP_HIDDEN void gmp_fmt_utc_compact(int64_t secs, char out[17]);
+GMP_HIDDEN void gmp_fmt_utc_iso(int64_t secs, char out[21]);
+
+/* Decimal / hex into out (at least 24 bytes); returns the length. */
+GMP_HIDDEN size_t gmp_fmt_u64(uint64_t v, char *out);
+GMP_HIDDEN size_t gmp_fmt_i64(int64_t v, char *out);
+GMP_HIDDEN size_t gmp_fmt_hex(uint64_t v, char *out);
+
+/* Bounded string copy/append that always terminates; returns -1 on truncation. */
+GMP_HIDDEN int gmp_strlcpy(char *dst, const char *src, size_t cap);
+GMP_HIDDEN int gmp_strlcat(char *dst, const char *src, size_t cap);
+
+/* write(2) until done or a real error; returns 0 or -1. */
+GMP_HIDDEN int gmp_write_all(int fd, const void *buf, size_t len);
+/* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length or -1. */
+GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
+
+/* mkdir -p with the given mode for every created level; 0 or -1 (errno). */
+GMP_HIDDEN int gmp_mkdir_p(const char *path, mode_t mode);
+
+/* One line on stderr: "gpumemprof: <msg>\n".  Formats with vsnprintf into a
+ * stack buffer; keep formats to %s %d %u %l* %z* on emergency paths. */
+GMP_HIDDEN void gmp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * inspect.h — shared pieces of gmp-inspect: loading bundles safely (no
+ * symlinked files, size caps, jansson's depth limit), formatting, and the
+ * entry point of each verb.  gmp-inspect only reads; it never changes a
+ * bundle or a live ring.
+ */
+#ifndef GMP_INSPECT_H
+#define GMP_INSPECT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes shared by every verb. */
+enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
+
+#define SMALL_FILE_MAX (16u << 20)    /* manifest, metadata, environment */
+#define EVENTS_FILE_MAX (512u << 20)  /* events.json */
+
+typedef struct bundle {
+    char path[4096];
+    char name[256];
+    int dirfd;
+    json_t *manifest, *metadata, *environment, *events;
+} bundle;
+
+/* Open a bundle directory and load manifest.json and metadata.json
+ * (environment.json and events.json when asked).  On failure, err holds a
+ * sentence and -1 is returned; the bundle is closed. */
+int bundle_open(bundle *b, const char *path, int want_env, int want_events,
+                char *err, size_t err_cap);
+void bundle_close(bundle *b);
+
+/* Read and parse one JSON file inside a directory fd: refuses symlinks,
+ * non-regular files and files over max_bytes. */
+json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
+                     size_t err_cap);
+
+/* events.json is an array, or an object with an "events" array. */
+json_t *events_array(json_t *events);
+
+/* Field helpers that tolerate any JSON type. */
+const char *jstr(json_t *obj, const char *key);        /* NULL unless a string */
+int jint(json_t *obj, const char *key, int64_t *out);  /* 0 when an integer */
+
+void fmt_bytes(uint64_t v, char *out, size_t cap);
+/* A value printed for people on one line: control characters become '?'. */
+void print_clean(FILE *f, const char *s, size_t max);
+
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+
+/* True when argv holds -h or --help. */
+int wants_help(int argc, char **argv);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * list.c — `gmp-inspect list [DIR] [--json]`: one line per bundle in a dump
+ * directory, oldest first (time, pid, backend, reason, events, name).  A
+ * bundle that cannot be read is listed with why, and makes the exit status 1.
+ */
+#include "inspect.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct row {
+    char name[256];
+    char created[64];
+    char backend[32];
+    char reason[200];
+    int64_t pid, events;
+    char error[600];
+} row;
+
+static int row_cmp(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    int c = strcmp(x->created, y->created);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+static void fill_row(row *r, const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    bundle b;
+    if (bundle_open(&b, path, 0, 0, r->error, sizeof r->error) < 0)
+        return;
+    const char *s;
+    snprintf(r->created, sizeof r->created, "%s",
+             (s = jstr(b.manifest, "created_at_utc")) ? s : "?");
+    snprintf(r->backend, sizeof r->backend, "%s",
+             (s = jstr(b.manifest, "backend")) ? s : "?");
+    snprintf(r->reason, sizeof r->reason, "%s",
+             (s = jstr(b.manifest, "reason")) ? s : "?");
+    r->events = -1;
+    jint(b.manifest, "event_count", &r->events);
+    /* the pid: manifest (ours), else the name oom_dump_<time>_<pid>_... */
+    r->pid = -1;
+    if (jint(b.manifest, "pid", &r->pid) < 0) {
+        const char *p = strchr(name + strlen("oom_dump_"), '_');
+        if (p)
+            r->pid = strtoll(p + 1, NULL, 10);
+    }
+    bundle_close(&b);
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: gmp-inspect list [DIR] [--json]\n"
+          "One line per bundle in DIR (default: $GMP_DUMP_DIR, else ./oom_dumps),\n"
+          "oldest first: time, pid, backend, reason, event count, name.\n"
+          "Exit status: 0, 1 when a bundle could not be read, 2 usage error.\n",
+          f);
+}
+
+int cmd_list(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    const char *dir = NULL;
+    int as_json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            as_json = 1;
+        else if (argv[i][0] == '-' || dir) {
+            usage(stderr);
+            return EXIT_USAGE;
+        } else
+            dir = argv[i];
+    }
+    if (!dir)
+        dir = getenv("GMP_DUMP_DIR") && *getenv("GMP_DUMP_DIR") ? getenv("GMP_DUMP_DIR")
+                                                                : "./oom_dumps";
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "gmp-inspect list: cannot open %s: %m\n", dir);
+        return EXIT_INVALID;
+    }
+    row *rows = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "oom_dump_", 9) != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            row *grown = realloc(rows, cap * sizeof *rows);
+            if (!grown) {
+                fprintf(stderr, "gmp-inspect list: out of memory\n");
+                free(rows);
+                closedir(d);
+                return EXIT_INVALID;
+            }
+            rows = grown;
+        }
+        memset(&rows[n], 0, sizeof rows[n]);
+        fill_row(&rows[n++], dir, de->d_name);
+    }
+    closedir(d);
+    qsort(rows, n, sizeof *rows, row_cmp);
+
+    int bad = 0;
+    json_t *out = as_json ? json_array() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        row *r = &rows[i];
+        bad |= r->error[0] != 0;
+        if (out) {
+            json_t *o = r->error[0]
+                ? json_pack("{s:s,s:s}", "name", r->name, "error", r->error)
+                : json_pack("{s:s,s:s,s:I,s:s,s:s,s:I}", "name", r->name, "created_at_utc",
+                            r->created, "pid", (json_int_t)r->pid, "backend", r->backend,
+                            "reason", r->reason, "event_count", (json_int_t)r->events);
+            json_array_append_new(out, o);
+        } else if (r->error[0]) {
+            printf("%-20s  %-8s  %-5s  unreadable: ", "?", "?", "?");
+            print_clean(stdout, r->error, 300);
+            putchar('\n');
+        } else {
+            printf("%-20s  %-8lld  %-5s  ", r->created, (long long)r->pid, r->backend);
+            print_clean(stdout, r->reason, 60);
+            printf("  %lld events  ", (long long)r->events);
+            print_clean(stdout, r->name, 255);
+            putchar('\n');
+        }
+    }
+    if (out) {
+        json_dumpf(out, stdout, JSON_INDENT(2));
+        putchar('\n');
+        json_decref(out);
+    } else if (!n) {
+        printf("no bundles in %s\n", dir);
+    }
+    free(rows);
+    return bad ? EXIT_INVALID : EXIT_OK;
+}

@@ -1,0 +1,189 @@
+/*
+ * load.c — reading bundle files defensively.  Bundles may come from another
+ * machine, a crashed writer or an attacker: every file is opened relative to
+ * the bundle directory with O_NOFOLLOW, must be a regular file under a size
+ * cap, and goes through jansson (whose parser refuses nesting deeper than
+ * 2048 levels rather than recursing without bound).
+ */
+#include "inspect.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* "<what>: <why>" into err, when the caller wants it. */
+static void set_err(char *err, size_t cap, const char *what, const char *why)
+{
+    if (err && cap)
+        snprintf(err, cap, "%s: %s", what, why);
+}
+
+json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
+                     size_t err_cap)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        set_err(err, err_cap, name,
+                errno == ELOOP ? "is a symbolic link (refused)" : strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        set_err(err, err_cap, name, "is not a regular file");
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        close(fd);
+        char lim[32];
+        fmt_bytes(max_bytes, lim, sizeof lim);
+        char why[64];
+        snprintf(why, sizeof why, "larger than the %s this tool reads", lim);
+        set_err(err, err_cap, name, why);
+        return NULL;
+    }
+    size_t len = (size_t)st.st_size;
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        close(fd);
+        set_err(err, err_cap, name, "out of memory reading it");
+        return NULL;
+    }
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    json_error_t jerr;
+    json_t *root = json_loadb(buf, got, JSON_ALLOW_NUL, &jerr);
+    free(buf);
+    if (!root) {
+        char where[300];
+        snprintf(where, sizeof where, "invalid JSON at line %d column %d: %s",
+                 jerr.line, jerr.column, jerr.text);
+        set_err(err, err_cap, name, where);
+    }
+    return root;
+}
+
+json_t *events_array(json_t *events)
+{
+    if (json_is_array(events))
+        return events;
+    json_t *inner = json_object_get(events, "events");
+    return json_is_array(inner) ? inner : NULL;
+}
+
+const char *jstr(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int jint(json_t *obj, const char *key, int64_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_integer(v))
+        return -1;
+    *out = (int64_t)json_integer_value(v);
+    return 0;
+}
+
+void bundle_close(bundle *b)
+{
+    json_decref(b->manifest);
+    json_decref(b->metadata);
+    json_decref(b->environment);
+    json_decref(b->events);
+    b->manifest = b->metadata = b->environment = b->events = NULL;
+    if (b->dirfd >= 0)
+        close(b->dirfd);
+    b->dirfd = -1;
+}
+
+int bundle_open(bundle *b, const char *path, int want_env, int want_events,
+                char *err, size_t err_cap)
+{
+    memset(b, 0, sizeof *b);
+    b->dirfd = -1;
+    snprintf(b->path, sizeof b->path, "%s", path);
+    size_t len = strlen(b->path);
+    while (len > 1 && b->path[len - 1] == '/')
+        b->path[--len] = '\0';
+    const char *slash = strrchr(b->path, '/');
+    snprintf(b->name, sizeof b->name, "%s", slash ? slash + 1 : b->path);
+
+    b->dirfd = open(b->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (b->dirfd < 0) {
+        set_err(err, err_cap, path,
+                errno == ENOTDIR ? "is not a bundle directory" : strerror(errno));
+        return -1;
+    }
+    char why[512];
+    if (!(b->manifest = load_json_at(b->dirfd, "manifest.json", SMALL_FILE_MAX,
+                                     why, sizeof why)) ||
+        !(b->metadata = load_json_at(b->dirfd, "metadata.json", SMALL_FILE_MAX,
+                                     why, sizeof why)) ||
+        (want_env && !(b->environment = load_json_at(b->dirfd, "environment.json",
+                                                     SMALL_FILE_MAX, why, sizeof why))) ||
+        (want_events && !(b->events = load_json_at(b->dirfd, "events.json",
+                                                   EVENTS_FILE_MAX, why, sizeof why)))) {
+        set_err(err, err_cap, b->name, why);
+        bundle_close(b);
+        return -1;
+    }
+    if (!json_is_object(b->manifest) || !json_is_object(b->metadata) ||
+        (b->environment && !json_is_object(b->environment))) {
+        set_err(err, err_cap, b->name,
+                "manifest, metadata and environment must be JSON objects");
+        bundle_close(b);
+        return -1;
+    }
+    if (b->events && !events_array(b->events)) {
+        set_err(err, err_cap, b->name, "events.json holds no event array");
+        bundle_close(b);
+        return -1;
+    }
+    return 0;
+}
+
+void fmt_bytes(uint64_t v, char *out, size_t cap)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (v < 1024) {
+        snprintf(out, cap, "%llu B", (unsigned long long)v);
+        return;
+    }
+    double d = (double)v;
+    int u = 0;
+    while (d >= 1024 && u < 6) {
+        d /= 1024;
+        u++;
+    }
+    snprintf(out, cap, "%.1f %s", d, units[u]);
+}
+
+void print_clean(FILE *f, const char *s, size_t max)
+{
+    size_t n = 0;
+    for (; *s && n < max; s++, n++)
+        fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+    if (*s)
+        fputs("...", f);
+}
+
+int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return 1;
+    return 0;
+}

@@ -1,0 +1,53 @@
+/*
+ * main.c — gmp-inspect: reads the bundles gpumemprof writes.  Dispatches to
+ * one verb per file (list.c, show.c, validate.c).  Reads only: it never
+ * changes a bundle.
+ */
+#include "gpumemprof.h"
+#include "inspect.h"
+
+#include <string.h>
+
+typedef struct verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} verb;
+
+static const verb verbs[] = {
+    {"list", cmd_list, "one line per bundle in a dump directory"},
+    {"show", cmd_show, "what failed, in plain words, with the last events"},
+    {"events", cmd_events, "every event of a bundle (--json for JSON)"},
+    {"validate", cmd_validate, "check bundles are whole and well-formed (CI)"},
+};
+
+static void usage(FILE *f)
+{
+    fputs("usage: gmp-inspect VERB [ARGS...]\n\n", f);
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+        fprintf(f, "  %-9s %s\n", verbs[i].name, verbs[i].summary);
+    fputs("\n`gmp-inspect VERB --help` says more.  gmp-inspect "
+          GMP_VERSION_STRING "\n", f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        puts("gmp-inspect " GMP_VERSION_STRING);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+        if (!strcmp(argv[1], verbs[i].name))
+            return verbs[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "gmp-inspect: unknown verb '%.64s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,361 @@
+/*
+ * show.c — `gmp-inspect show BUNDLE` and `gmp-inspect events BUNDLE`.
+ * show says in plain words what failed, when, in which process, with the
+ * exception, context, custom metadata, bytes in use and the last events.
+ * events prints every event, as a table or (--json) as the JSON array.
+ * Works on bundles from the Python recorder too: unknown event shapes are
+ * printed as their key=value pairs.
+ */
+#include "inspect.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SHOW_LAST_EVENTS 10
+
+static void print_time(json_t *ev)
+{
+    json_t *t = json_object_get(ev, "timestamp");
+    if (!json_is_number(t)) {
+        printf("%-15s", "?");
+        return;
+    }
+    double secs = json_number_value(t);
+    if (!(secs >= 0 && secs < 1e12)) {
+        printf("%-15s", "?");
+        return;
+    }
+    time_t whole = (time_t)secs;
+    struct tm tm;
+    gmtime_r(&whole, &tm);
+    printf("%02d:%02d:%02d.%06d", tm.tm_hour, tm.tm_min, tm.tm_sec,
+           (int)((secs - (double)whole) * 1e6));
+}
+
+static const char *const known_keys[] = {
+    "seq", "timestamp", "event_type", "backend", "device_id", "api", "address",
+    "size", "result", "thread_id", "bytes_in_use", "stack_id",
+};
+
+static int is_known(const char *key)
+{
+    for (size_t i = 0; i < sizeof known_keys / sizeof *known_keys; i++)
+        if (!strcmp(key, known_keys[i]))
+            return 1;
+    return 0;
+}
+
+/* One event on one line: time, type, api, where, size, in use, then any
+ * other fields (Python recorder events carry their own). */
+static void print_event(json_t *ev)
+{
+    if (!json_is_object(ev)) {
+        puts("  (not an event object)");
+        return;
+    }
+    char size[32] = "", in_use[32] = "";
+    int64_t v, dev = -1;
+    if (!jint(ev, "size", &v))
+        fmt_bytes((uint64_t)v, size, sizeof size);
+    if (!jint(ev, "bytes_in_use", &v))
+        fmt_bytes((uint64_t)v, in_use, sizeof in_use);
+    jint(ev, "device_id", &dev);
+    const char *type = jstr(ev, "event_type");
+    const char *api = jstr(ev, "api");
+    const char *backend = jstr(ev, "backend");
+    printf("  ");
+    print_time(ev);
+    printf("  %-13.13s %-18.18s ", type ? type : "-", api ? api : "-");
+    if (backend && dev >= 0)
+        printf("%s:%-3lld ", backend, (long long)dev);
+    else
+        printf("%-7s ", backend ? backend : "-");
+    printf("%10s", size);
+    if (in_use[0])
+        printf("  in use %s", in_use);
+    if (!jint(ev, "result", &v) && v)
+        printf("  result %lld", (long long)v);
+    const char *key;
+    json_t *val;
+    json_object_foreach(ev, key, val) {
+        if (is_known(key))
+            continue;
+        char *txt = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
+        printf("  ");
+        print_clean(stdout, key, 40);
+        putchar('=');
+        print_clean(stdout, txt ? txt : "?", 80);
+        free(txt);
+    }
+    putchar('\n');
+}
+
+static void print_field(const char *label, const char *value)
+{
+    if (!value || !*value)
+        return;
+    printf("%-18s", label);
+    print_clean(stdout, value, 2000);
+    putchar('\n');
+}
+
+static void print_failed_request(json_t *md)
+{
+    json_t *fr = json_object_get(md, "failed_request");
+    if (!json_is_object(fr))
+        return;
+    int64_t size = -1, device = -1, code = 0;
+    jint(fr, "size", &size);
+    jint(fr, "device", &device);
+    jint(fr, "code", &code);
+    const char *api = jstr(fr, "api");
+    char sz[32] = "?";
+    if (size >= 0)
+        fmt_bytes((uint64_t)size, sz, sizeof sz);
+    printf("%-18s%s of %s", "Failed request:", api ? api : "an allocation", sz);
+    if (device >= 0)
+        printf(" on device %lld", (long long)device);
+    else
+        printf(" of host memory");
+    printf(" returned code %lld\n", (long long)code);
+}
+
+static void print_in_use(json_t *md)
+{
+    json_t *arr = json_object_get(md, "bytes_in_use");
+    if (!json_is_array(arr) || !json_array_size(arr))
+        return;
+    printf("%-18s", "Bytes in use:");
+    size_t i;
+    json_t *u;
+    json_array_foreach(arr, i, u) {
+        int64_t bytes = 0, dev = -1;
+        jint(u, "bytes", &bytes);
+        jint(u, "device", &dev);
+        const char *backend = jstr(u, "backend");
+        char b[32];
+        fmt_bytes((uint64_t)bytes, b, sizeof b);
+        printf("%s", i ? "; " : "");
+        print_clean(stdout, backend ? backend : "?", 16);
+        if (dev >= 0)
+            printf(" device %lld", (long long)dev);
+        else
+            printf(" host");
+        printf(" %s", b);
+    }
+    putchar('\n');
+}
+
+static void print_custom(json_t *md)
+{
+    json_t *cm = json_object_get(md, "custom_metadata");
+    if (!json_is_object(cm) || !json_object_size(cm))
+        return;
+    printf("%-18s", "Custom metadata:");
+    const char *key;
+    json_t *val;
+    int first = 1;
+    json_object_foreach(cm, key, val) {
+        char *txt = json_is_string(val) ? NULL : json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
+        printf("%s", first ? "" : ", ");
+        print_clean(stdout, key, 60);
+        putchar('=');
+        print_clean(stdout, txt ? txt : json_string_value(val), 200);
+        free(txt);
+        first = 0;
+    }
+    putchar('\n');
+}
+
+/* The process, from environment.json when readable. */
+static void print_process(bundle *b)
+{
+    json_t *env = b->environment;
+    int64_t pid = -1;
+    if (!env || jint(env, "pid", &pid) < 0)
+        jint(b->manifest, "pid", &pid);
+    printf("%-18s", "Process:");
+    if (pid >= 0)
+        printf("pid %lld", (long long)pid);
+    json_t *proc = json_object_get(env, "process");
+    json_t *cmd = json_object_get(proc, "cmdline");
+    if (json_is_array(cmd) && json_array_size(cmd)) {
+        printf(" (");
+        size_t i;
+        json_t *a;
+        json_array_foreach(cmd, i, a) {
+            if (i >= 8) {
+                printf(" ...");
+                break;
+            }
+            printf("%s", i ? " " : "");
+            print_clean(stdout, json_is_string(a) ? json_string_value(a) : "?", 80);
+        }
+        putchar(')');
+    }
+    const char *host = jstr(json_object_get(env, "system"), "hostname");
+    if (host) {
+        printf(" on ");
+        print_clean(stdout, host, 80);
+    }
+    putchar('\n');
+}
+
+static void show_usage(FILE *f)
+{
+    fputs("usage: gmp-inspect show BUNDLE [--events N]\n"
+          "Say in plain words what failed, when and where: the failed request,\n"
+          "reason, exception, context, custom metadata, bytes in use, and the\n"
+          "last N events (default 10).\n"
+          "Exit status: 0, 1 when the bundle cannot be read, 2 usage error.\n",
+          f);
+}
+
+int cmd_show(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        show_usage(stdout);
+        return EXIT_OK;
+    }
+    const char *path = NULL;
+    long last = SHOW_LAST_EVENTS;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--events") && i + 1 < argc) {
+            char *end;
+            last = strtol(argv[++i], &end, 10);
+            if (*end || last < 0) {
+                show_usage(stderr);
+                return EXIT_USAGE;
+            }
+        } else if (argv[i][0] == '-' || path) {
+            show_usage(stderr);
+            return EXIT_USAGE;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
+        show_usage(stderr);
+        return EXIT_USAGE;
+    }
+    bundle b;
+    char err[1024];
+    if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {
+        fprintf(stderr, "gmp-inspect show: ");
+        print_clean(stderr, err, 1000);
+        fputc('\n', stderr);
+        return EXIT_INVALID;
+    }
+    /* environment.json is optional for show: a damaged one loses a line only */
+    b.environment = load_json_at(b.dirfd, "environment.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *md = b.metadata;
+    const char *reason = jstr(md, "reason");
+    if (!reason)
+        reason = jstr(b.manifest, "reason");
+    const char *backend = jstr(md, "backend");
+    if (!backend)
+        backend = jstr(b.manifest, "backend");
+
+    printf("Bundle            ");
+    print_clean(stdout, b.name, 300);
+    printf("\nWhat happened:    the process ran out of ");
+    print_clean(stdout, backend && strcmp(backend, "cpu") ? backend : "host", 20);
+    printf(" memory (");
+    print_clean(stdout, reason ? reason : "unknown reason", 200);
+    printf(")\n");
+    print_field("When:", jstr(b.manifest, "created_at_utc"));
+    print_process(&b);
+    print_failed_request(md);
+    print_field("Confirmed by:", jstr(md, "confirmed_by"));
+    const char *etype = jstr(md, "exception_type");
+    const char *emod = jstr(md, "exception_module");
+    if (etype || emod) {
+        char both[512];
+        snprintf(both, sizeof both, "%s%s%s", emod ? emod : "", emod && etype ? "." : "",
+                 etype ? etype : "");
+        print_field("Exception:", both);
+    }
+    print_field("Message:", jstr(md, "exception_message"));
+    print_field("Context:", jstr(md, "context"));
+    print_custom(md);
+    print_in_use(md);
+    int64_t recovered = 0;
+    if (!jint(md, "recovered_episodes", &recovered) && recovered > 0)
+        printf("%-18s%lld earlier episode(s) recovered after a failure\n",
+               "Recovered:", (long long)recovered);
+
+    json_t *arr = events_array(b.events);
+    size_t n = json_array_size(arr);
+    printf("%-18s%zu captured", "Events:", n);
+    json_t *ring = json_object_get(md, "ring");
+    int64_t dropped = 0, torn = 0, total = 0;
+    if (json_is_object(ring)) {
+        jint(ring, "recorded_total", &total);
+        jint(ring, "dropped", &dropped);
+        jint(ring, "torn", &torn);
+        printf(" of %lld recorded", (long long)total);
+        if (dropped || torn)
+            printf(" (%lld dropped, %lld torn)", (long long)dropped, (long long)torn);
+    }
+    putchar('\n');
+    if (n && last) {
+        size_t from = n > (size_t)last ? n - (size_t)last : 0;
+        printf("Last %zu event(s), newest last:\n", n - from);
+        for (size_t i = from; i < n; i++)
+            print_event(json_array_get(arr, i));
+    }
+    bundle_close(&b);
+    return EXIT_OK;
+}
+
+static void events_usage(FILE *f)
+{
+    fputs("usage: gmp-inspect events BUNDLE [--json]\n"
+          "Print every event of the bundle, oldest first: one line each, or\n"
+          "with --json the events as a JSON array.\n"
+          "Exit status: 0, 1 when the bundle cannot be read, 2 usage error.\n",
+          f);
+}
+
+int cmd_events(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        events_usage(stdout);
+        return EXIT_OK;
+    }
+    const char *path = NULL;
+    int as_json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            as_json = 1;
+        else if (argv[i][0] == '-' || path) {
+            events_usage(stderr);
+            return EXIT_USAGE;
+        } else
+            path = argv[i];
+    }
+    if (!path) {
+        events_usage(stderr);
+        return EXIT_USAGE;
+    }
+    bundle b;
+    char err[1024];
+    if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {
+        fprintf(stderr, "gmp-inspect events: ");
+        print_clean(stderr, err, 1000);
+        fputc('\n', stderr);
+        return EXIT_INVALID;
+    }
+    json_t *arr = events_array(b.events);
+    if (as_json) {
+        json_dumpf(arr, stdout, JSON_INDENT(1) | JSON_ENCODE_ANY);
+        putchar('\n');
+    } else {
+        size_t i;
+        json_t *ev;
+        json_array_foreach(arr, i, ev) print_event(ev);
+    }
+    bundle_close(&b);
+    return EXIT_OK;
+}
