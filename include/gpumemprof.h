@@ -108,6 +108,7 @@ typedef struct gmp_event {
     uint8_t type;       /* gmp_event_type */
     uint8_t backend;    /* gmp_backend */
     uint16_t flags;
+    uint32_t reserved;  /* zero; keeps the record 64 bytes with no padding */
 } gmp_event;
 
 GMP_API const char *gmp_event_type_name(unsigned type);

@@ -283,8 +283,10 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
     }
     int dirfd = open(in->dump_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd < 0) {
-        gmp_log("cannot open dump directory %s: %s; no bundle written",
-                in->dump_dir, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+        struct stat st;
+        int is_link = lstat(in->dump_dir, &st) == 0 && S_ISLNK(st.st_mode);
+        gmp_log("cannot open dump directory %s: %s; no bundle written", in->dump_dir,
+                is_link ? "it is a symbolic link (refused)" : strerror(errno));
         return -1;
     }
     char name[160], tmp[176];

@@ -11,6 +11,8 @@
  * handler can never deadlock on it.  Directories are read with getdents64
  * into a stack buffer (opendir allocates) and the oldest is found by
  * repeated scans, so nothing is allocated however many bundles there are.
+ * Age is the manifest's created_at_ns (the name's time in seconds and the
+ * directory's mtime for bundles without one, e.g. the Python recorder's).
  * Temporaries of writers that died mid-bundle (.tmp_oom_dump_*, pid gone,
  * older than a minute) are removed too.
  */
@@ -95,10 +97,35 @@ static int64_t name_time(const char *name)
 }
 
 typedef struct bundle_info {
-    int64_t created;  /* from the name, seconds */
-    int64_t mtime_ns; /* tie-break within a second */
+    int64_t created_ns; /* manifest's created_at_ns, else name time + mtime */
     uint64_t bytes;
 } bundle_info;
+
+/* created_at_ns from the bundle's manifest.json, or -1.  File timestamps are
+ * jiffy-coarse and names have whole seconds: neither orders bundles written
+ * by many processes in one second. */
+static int64_t manifest_created_ns(int bfd)
+{
+    static const char key[] = "\"created_at_ns\":";
+    char buf[4096];
+    int fd = openat(bfd, "manifest.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *p = strstr(buf, key);
+    if (!p)
+        return -1;
+    p += sizeof key - 1;
+    int64_t v = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 19; p++, digits++)
+        v = v * 10 + (*p - '0');
+    return digits ? v : -1;
+}
 
 static int add_file_size(int dirfd, const char *name, void *arg)
 {
@@ -116,13 +143,16 @@ static int bundle_stat(int dirfd, const char *name, bundle_info *info)
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
         return 0;
-    info->created = name_time(name);
-    if (info->created < 0)
-        info->created = st.st_mtim.tv_sec;
-    info->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    int64_t secs = name_time(name);
+    if (secs < 0)
+        secs = st.st_mtim.tv_sec;
+    info->created_ns = secs * 1000000000 + st.st_mtim.tv_nsec % 1000000000;
     info->bytes = (uint64_t)st.st_size;
     int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (bfd >= 0) {
+        int64_t exact = manifest_created_ns(bfd);
+        if (exact > 0)
+            info->created_ns = exact;
         for_each_entry(bfd, add_file_size, &info->bytes);
         close(bfd);
     }
@@ -157,10 +187,8 @@ typedef struct scan_state {
 static int older(const bundle_info *a, const char *an, const bundle_info *b,
                  const char *bn)
 {
-    if (a->created != b->created)
-        return a->created < b->created;
-    if (a->mtime_ns != b->mtime_ns)
-        return a->mtime_ns < b->mtime_ns;
+    if (a->created_ns != b->created_ns)
+        return a->created_ns < b->created_ns;
     return strcmp(an, bn) < 0;
 }
 

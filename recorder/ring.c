@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 _Static_assert(sizeof(gmp_ring_slot) == 64, "ring slots are one cache line");
+_Static_assert(sizeof(gmp_event) == 64, "events have no padding");
 _Static_assert(sizeof(gmp_ring_header) <= GMP_RING_HEADER_SIZE,
                "ring header fits its reserved space");
 
@@ -213,6 +214,7 @@ static void unpack(const uint64_t w[7], uint64_t seq, gmp_event *ev)
     ev->type = (uint8_t)w[6];
     ev->backend = (uint8_t)(w[6] >> 8);
     ev->flags = (uint16_t)(w[6] >> 16);
+    ev->reserved = 0;
 }
 
 uint64_t gmp_ring_push(gmp_ring *ring, const gmp_event *ev)

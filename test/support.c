@@ -1,0 +1,153 @@
+/*
+ * support.c — shared helpers of the test programs (see support.h).
+ */
+#include "support.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void scratch_make(char *out, size_t cap, const char *tag)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out, cap, "%s/gmp-test-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
+    if (!mkdtemp(out)) {
+        perror("mkdtemp");
+        abort();
+    }
+}
+
+void scratch_remove(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char child[4096];
+        snprintf(child, sizeof child, "%s/%s", path, de->d_name);
+        struct stat st;
+        if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) {
+            chmod(child, 0700);
+            scratch_remove(child);
+        } else {
+            unlink(child);
+        }
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static void slurp(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    char sink[4096];
+    for (;;) {
+        ssize_t n = len + 1 < cap ? read(fd, buf + len, cap - 1 - len)
+                                  : read(fd, sink, sizeof sink);
+        if (n <= 0)
+            break;
+        if (len + 1 < cap)
+            len += (size_t)n;
+    }
+    if (cap)
+        buf[len] = '\0';
+}
+
+int run_capture(const char *const argv[], char *out, size_t out_cap, char *err,
+                size_t err_cap)
+{
+    char ofile[] = "/tmp/gmp-test-out-XXXXXX", efile[] = "/tmp/gmp-test-err-XXXXXX";
+    int ofd = mkstemp(ofile), efd = mkstemp(efile);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(ofd, 1);
+        dup2(efd, 2);
+        alarm(60); /* a hang fails the test (SIGALRM) instead of stalling CI */
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    lseek(ofd, 0, SEEK_SET);
+    lseek(efd, 0, SEEK_SET);
+    slurp(ofd, out, out_cap);
+    slurp(efd, err, err_cap);
+    close(ofd);
+    close(efd);
+    unlink(ofile);
+    unlink(efile);
+    return status;
+}
+
+const char *inspect_path(void)
+{
+    const char *p = getenv("GMP_INSPECT");
+    return p && *p ? p : "build/gmp-inspect";
+}
+
+static int saved_stderr = -1;
+static char capture_file[64];
+
+void stderr_capture_begin(void)
+{
+    snprintf(capture_file, sizeof capture_file, "/tmp/gmp-test-stderr-XXXXXX");
+    int fd = mkstemp(capture_file);
+    fflush(stderr);
+    saved_stderr = dup(2);
+    dup2(fd, 2);
+    close(fd);
+}
+
+size_t stderr_capture_end(char *buf, size_t cap)
+{
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    int fd = open(capture_file, O_RDONLY);
+    slurp(fd, buf, cap);
+    close(fd);
+    unlink(capture_file);
+    return strlen(buf);
+}
+
+int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+int count_prefixed(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+             strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+void write_file(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
+        perror(path);
+        abort();
+    }
+    close(fd);
+}

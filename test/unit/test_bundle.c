@@ -1,0 +1,327 @@
+/*
+ * test_bundle.c — what a bundle holds and how it appears: the four files
+ * with the seed's fields and values, 0700/0600 modes, the dump directory
+ * made only when a bundle is written, the ring file in the run directory
+ * (never the working directory) and gone after a normal exit, a refused
+ * symlink at the dump directory, and a writer SIGKILLed at random moments
+ * never leaving a visible oom_dump_* that fails `gmp-inspect validate`.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gpumemprof.h"
+#include "support.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static gmp_recorder *make_recorder(const char *scratch, uint32_t buffer, uint32_t max_dumps)
+{
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/dumps", scratch);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    snprintf(cfg.context, sizeof cfg.context, "unit-test");
+    snprintf(cfg.metadata_json, sizeof cfg.metadata_json,
+             "{\"batch_size\":32,\"model_name\":\"resnet50\"}");
+    cfg.buffer_size = buffer;
+    cfg.max_dumps = max_dumps;
+    return gmp_recorder_create(&cfg);
+}
+
+static void record_allocs(gmp_recorder *rec, int n)
+{
+    uint64_t in_use = 0;
+    for (int i = 0; i < n; i++) {
+        in_use += 1 << 20;
+        gmp_event ev = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CUDA, .device = 0,
+                        .api = GMP_API_CUDA_MALLOC, .address = 0x7f0000000000ull + (uint64_t)i,
+                        .size = 1 << 20, .in_use = in_use};
+        assert_int_equal(gmp_record(rec, &ev), 0);
+    }
+}
+
+static const gmp_dump_request cuda_oom = {
+    .reason = "cudaErrorMemoryAllocation",
+    .exception_type = "cudaErrorMemoryAllocation",
+    .exception_module = "libcudart",
+    .exception_message = "cudaMalloc could not allocate 2 GiB on device 0",
+    .backend = GMP_BACKEND_CUDA,
+    .confirmed_by = "second_failure",
+    .failed = {.present = 1, .api = GMP_API_CUDA_MALLOC, .size = 2ull << 30, .device = 0,
+               .code = 2},
+    .recovered_episodes = 1,
+};
+
+static json_t *load(const char *bundle, const char *file)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", bundle, file);
+    json_error_t err;
+    json_t *doc = json_load_file(path, 0, &err);
+    if (!doc)
+        fail_msg("%s: %s", path, err.text);
+    return doc;
+}
+
+static void assert_mode(const char *path, mode_t want)
+{
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    if ((st.st_mode & 07777) != want)
+        fail_msg("%s has mode %o, want %o", path, st.st_mode & 07777, want);
+}
+
+static void test_bundle_contents(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], dumps[512];
+    scratch_make(dir, sizeof dir, "bundle");
+    snprintf(dumps, sizeof dumps, "%s/dumps", dir);
+    gmp_recorder *rec = make_recorder(dir, 100, 5);
+    record_allocs(rec, 150);
+
+    struct stat st;
+    assert_int_equal(stat(dumps, &st), -1); /* nothing written yet: no directory */
+    const char *ring = gmp_recorder_ring_path(rec);
+    char run_prefix[512];
+    snprintf(run_prefix, sizeof run_prefix, "%s/run/ring_", dir);
+    assert_int_equal(strncmp(ring, run_prefix, strlen(run_prefix)), 0);
+    assert_mode(ring, 0600);
+
+    assert_non_null(gmp_dump(rec, &cuda_oom, path, sizeof path));
+    assert_mode(dumps, 0700);
+    assert_mode(path, 0700);
+    const char *name = strrchr(path, '/') + 1;
+    char stamp[32];
+    int pid = 0, seq = 0;
+    assert_int_equal(sscanf(name, "oom_dump_%16[0-9TZ]_%d_cuda_%d", stamp, &pid, &seq), 3);
+    assert_int_equal(pid, getpid());
+    assert_int_equal(strlen(stamp), 16);
+
+    static const char *const files[] = {"manifest.json", "events.json", "metadata.json",
+                                        "environment.json"};
+    for (size_t i = 0; i < 4; i++) {
+        char f[8192];
+        snprintf(f, sizeof f, "%s/%s", path, files[i]);
+        assert_mode(f, 0600);
+    }
+    json_t *man = load(path, "manifest.json");
+    assert_int_equal(json_integer_value(json_object_get(man, "schema_version")), 1);
+    assert_string_equal(json_string_value(json_object_get(man, "bundle_name")), name);
+    assert_string_equal(json_string_value(json_object_get(man, "reason")),
+                        "cudaErrorMemoryAllocation");
+    assert_string_equal(json_string_value(json_object_get(man, "backend")), "cuda");
+    assert_int_equal(json_integer_value(json_object_get(man, "event_count")), 100);
+    const char *created = json_string_value(json_object_get(man, "created_at_utc"));
+    assert_int_equal(strlen(created), 20);
+    assert_int_equal(created[10], 'T');
+    assert_int_equal(json_array_size(json_object_get(man, "files")), 4);
+    json_decref(man);
+
+    json_t *events = load(path, "events.json");
+    assert_int_equal(json_array_size(events), 100);
+    json_t *first = json_array_get(events, 0), *last = json_array_get(events, 99);
+    assert_int_equal(json_integer_value(json_object_get(first, "seq")), 50);
+    assert_int_equal(json_integer_value(json_object_get(last, "seq")), 149);
+    assert_string_equal(json_string_value(json_object_get(last, "event_type")), "alloc");
+    assert_string_equal(json_string_value(json_object_get(last, "api")), "cudaMalloc");
+    assert_int_equal(json_integer_value(json_object_get(last, "device_id")), 0);
+    assert_int_equal(json_integer_value(json_object_get(last, "bytes_in_use")), 150 << 20);
+    assert_true(json_is_real(json_object_get(last, "timestamp")));
+    assert_int_equal(json_integer_value(json_object_get(last, "thread_id")), getpid());
+    json_decref(events);
+
+    json_t *md = load(path, "metadata.json");
+    assert_string_equal(json_string_value(json_object_get(md, "reason")),
+                        "cudaErrorMemoryAllocation");
+    assert_string_equal(json_string_value(json_object_get(md, "exception_module")),
+                        "libcudart");
+    assert_string_equal(json_string_value(json_object_get(md, "context")), "unit-test");
+    assert_int_equal(json_integer_value(json_object_get(md, "captured_event_count")), 100);
+    json_t *custom = json_object_get(md, "custom_metadata");
+    assert_int_equal(json_integer_value(json_object_get(custom, "batch_size")), 32);
+    assert_string_equal(json_string_value(json_object_get(custom, "model_name")), "resnet50");
+    json_t *fr = json_object_get(md, "failed_request");
+    assert_string_equal(json_string_value(json_object_get(fr, "api")), "cudaMalloc");
+    assert_int_equal(json_integer_value(json_object_get(fr, "size")), 2ll << 30);
+    assert_int_equal(json_integer_value(json_object_get(fr, "code")), 2);
+    assert_string_equal(json_string_value(json_object_get(md, "confirmed_by")),
+                        "second_failure");
+    assert_int_equal(json_integer_value(json_object_get(md, "recovered_episodes")), 1);
+    json_t *use = json_array_get(json_object_get(md, "bytes_in_use"), 0);
+    assert_int_equal(json_integer_value(json_object_get(use, "bytes")), 150 << 20);
+    json_decref(md);
+
+    json_t *env = load(path, "environment.json");
+    assert_int_equal(json_integer_value(json_object_get(env, "pid")), getpid());
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_string_equal(json_string_value(json_object_get(env, "cwd")), cwd);
+    json_t *sys = json_object_get(env, "system");
+    assert_string_equal(json_string_value(json_object_get(sys, "platform")), "Linux");
+    assert_string_equal(json_string_value(json_object_get(sys, "detected_backend")), "cuda");
+    assert_true(json_is_array(json_object_get(json_object_get(env, "process"), "cmdline")));
+    json_decref(env);
+
+    /* the tool agrees */
+    const char *argv[] = {inspect_path(), "validate", path, NULL};
+    char out[4096], err[4096];
+    assert_int_equal(run_capture(argv, out, sizeof out, err, sizeof err), 0);
+
+    /* a normal exit removes the ring */
+    char ring_copy[4096];
+    snprintf(ring_copy, sizeof ring_copy, "%s", ring);
+    gmp_recorder_destroy(rec);
+    assert_int_equal(access(ring_copy, F_OK), -1);
+    scratch_remove(dir);
+}
+
+static void test_secrets_never_written(void **state)
+{
+    (void)state;
+    char dir[256], path[4096];
+    scratch_make(dir, sizeof dir, "secret");
+    setenv("GMP_API_TOKEN", "hunter2-token-value", 1);
+    setenv("NCCL_PASSWORD", "hunter2-password-value", 1);
+    setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);
+    gmp_recorder *rec = make_recorder(dir, 64, 5);
+    record_allocs(rec, 3);
+    assert_non_null(gmp_dump(rec, &cuda_oom, path, sizeof path));
+    json_t *env = load(path, "environment.json");
+    json_t *vars = json_object_get(env, "environment");
+    assert_string_equal(json_string_value(json_object_get(vars, "CUDA_VISIBLE_DEVICES")), "0,1");
+    assert_string_equal(json_string_value(json_object_get(vars, "GMP_API_TOKEN")), "[REDACTED]");
+    char *all = json_dumps(env, 0);
+    assert_null(strstr(all, "hunter2"));
+    free(all);
+    json_decref(env);
+    unsetenv("GMP_API_TOKEN");
+    unsetenv("NCCL_PASSWORD");
+    gmp_recorder_destroy(rec);
+    scratch_remove(dir);
+}
+
+static void test_disabled_writes_nothing(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], dumps[512];
+    scratch_make(dir, sizeof dir, "disabled");
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    cfg.enabled = 0;
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/dumps", dir);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", dir);
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_event ev = {.type = GMP_EV_ALLOC, .size = 1};
+    assert_int_equal(gmp_record(rec, &ev), -1);
+    assert_null(gmp_dump(rec, &cuda_oom, path, sizeof path));
+    snprintf(dumps, sizeof dumps, "%s/dumps", dir);
+    assert_int_equal(access(dumps, F_OK), -1);
+    assert_int_equal(count_prefixed(dir, ""), 0);
+    gmp_recorder_destroy(rec);
+    scratch_remove(dir);
+}
+
+static void test_unsafe_directories(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], target[512], link[512], err[2048];
+    scratch_make(dir, sizeof dir, "unsafe");
+    /* a run directory open to others: refused, recording goes on in memory */
+    snprintf(target, sizeof target, "%s/run", dir);
+    assert_int_equal(mkdir(target, 0777), 0);
+    assert_int_equal(chmod(target, 0777), 0);
+    gmp_recorder *rec = make_recorder(dir, 64, 5);
+    stderr_capture_begin();
+    record_allocs(rec, 10);
+    stderr_capture_end(err, sizeof err);
+    assert_int_equal(count_lines(err), 1);
+    assert_non_null(strstr(err, "open to group or others"));
+    assert_string_equal(gmp_recorder_ring_path(rec), "");
+    assert_int_equal(count_prefixed(target, "ring_"), 0);
+    gmp_event out[16];
+    assert_int_equal(gmp_snapshot(rec, out, 16), 10);
+
+    /* a symlink planted at the dump directory: refused, target untouched */
+    snprintf(target, sizeof target, "%s/elsewhere", dir);
+    assert_int_equal(mkdir(target, 0700), 0);
+    snprintf(link, sizeof link, "%s/dumps", dir);
+    assert_int_equal(symlink(target, link), 0);
+    stderr_capture_begin();
+    assert_null(gmp_dump(rec, &cuda_oom, path, sizeof path));
+    stderr_capture_end(err, sizeof err);
+    assert_int_equal(count_lines(err), 1);
+    assert_non_null(strstr(err, "symbolic link"));
+    assert_int_equal(count_prefixed(target, ""), 0);
+    gmp_recorder_destroy(rec);
+    scratch_remove(dir);
+}
+
+/* A child dumps bundles in a loop until killed at a random moment. */
+static void test_sigkill_never_leaves_a_bad_bundle(void **state)
+{
+    (void)state;
+    char dir[256], dumps[512];
+    scratch_make(dir, sizeof dir, "kill");
+    snprintf(dumps, sizeof dumps, "%s/dumps", dir);
+    srand((unsigned)time(NULL));
+    int rounds = 40;
+    for (int r = 0; r < rounds; r++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            gmp_recorder *rec = make_recorder(dir, 20000, 1000);
+            record_allocs(rec, 20000);
+            char path[4096];
+            for (;;)
+                gmp_dump(rec, &cuda_oom, path, sizeof path);
+        }
+        struct timespec ts = {0, (long)(rand() % 40000) * 1000};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    DIR *d = opendir(dumps);
+    assert_non_null(d);
+    struct dirent *de;
+    int visible = 0;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "oom_dump_", 9) != 0)
+            continue;
+        visible++;
+        char path[4096], out[4096], err[4096];
+        snprintf(path, sizeof path, "%s/%s", dumps, de->d_name);
+        const char *argv[] = {inspect_path(), "validate", path, NULL};
+        int status = run_capture(argv, out, sizeof out, err, sizeof err);
+        if (status != 0)
+            fail_msg("killed writer left an invalid visible bundle: %s", out);
+    }
+    closedir(d);
+    print_message("%d rounds: %d whole bundles visible, %d hidden temporaries\n", rounds,
+                  visible, count_prefixed(dumps, ".tmp_oom_dump_"));
+    assert_true(visible > 0);
+    scratch_remove(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bundle_contents),
+        cmocka_unit_test(test_secrets_never_written),
+        cmocka_unit_test(test_disabled_writes_nothing),
+        cmocka_unit_test(test_unsafe_directories),
+        cmocka_unit_test(test_sigkill_never_leaves_a_bad_bundle),
+    };
+    return cmocka_run_group_tests_name("bundle", tests, NULL, NULL);
+}

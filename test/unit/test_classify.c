@@ -1,0 +1,100 @@
+/*
+ * test_classify.c — OOM classification: the Python recorder's cases (seed
+ * 000), the extra types, return codes per backend, and errors that are not
+ * out-of-memory staying not OOM.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gpumemprof.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void expect_exc(const char *type, const char *module, const char *msg,
+                       int is_oom, const char *reason)
+{
+    gmp_classification c = gmp_classify_exception(type, module, msg);
+    if (c.is_oom != is_oom || (reason && strcmp(c.reason, reason)))
+        fail_msg("(%s, %s, %s): got is_oom=%d reason=%s, want %d %s", type, module, msg,
+                 c.is_oom, c.reason, is_oom, reason ? reason : "");
+}
+
+static void test_seed_cases(void **state)
+{
+    (void)state;
+    /* torch's CUDA OOM, by type and module */
+    expect_exc("OutOfMemoryError", "torch.cuda",
+               "CUDA out of memory. Tried to allocate 20.00 MiB", 1,
+               "torch.cuda.OutOfMemoryError");
+    expect_exc("torch.cuda.OutOfMemoryError", NULL, NULL, 1, "torch.cuda.OutOfMemoryError");
+    expect_exc("torch.OutOfMemoryError", NULL, NULL, 1, "torch.cuda.OutOfMemoryError");
+    /* TensorFlow's ResourceExhaustedError */
+    expect_exc("ResourceExhaustedError", "tensorflow.python.framework.errors_impl",
+               "OOM when allocating tensor with shape[1024,1024]", 1,
+               "tensorflow.ResourceExhaustedError");
+    /* a RuntimeError carrying the CUDA message: matched by the message */
+    expect_exc("RuntimeError", "builtins",
+               "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total)", 1,
+               "message_pattern:cuda out of memory");
+    expect_exc("RuntimeError", NULL, "HIP out of memory. Tried to allocate 1 GiB", 1,
+               "message_pattern:hip out of memory");
+    expect_exc(NULL, NULL, "cuMemAlloc: out of memory", 1, "message_pattern:out of memory");
+    expect_exc("Error", NULL, "Resource exhausted: OOM", 1,
+               "message_pattern:resource exhausted");
+    expect_exc("X", NULL, "Failed to allocate 123 bytes", 1,
+               "message_pattern:failed to allocate");
+    expect_exc("X", NULL, "cudnn: Allocation failed", 1, "message_pattern:allocation failed");
+    /* not OOM */
+    expect_exc("ValueError", "builtins", "invalid literal for int() with base 10", 0, NULL);
+    expect_exc("RuntimeError", "builtins", "CUDA error: device-side assert triggered", 0, NULL);
+    expect_exc("OutOfMemoryError", "java.lang", "", 0, NULL); /* not torch, no message */
+    expect_exc(NULL, NULL, NULL, 0, NULL);
+}
+
+static void test_extra_types(void **state)
+{
+    (void)state;
+    expect_exc("MemoryError", "builtins", "Unable to allocate 7.28 TiB for an array", 1,
+               "MemoryError");
+    expect_exc("std::bad_alloc", NULL, "std::bad_alloc", 1, "std::bad_alloc");
+    expect_exc("XlaRuntimeError", "jaxlib.xla_extension",
+               "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
+               1, "RESOURCE_EXHAUSTED");
+}
+
+static void test_return_codes(void **state)
+{
+    (void)state;
+    gmp_classification c = gmp_classify_result(GMP_BACKEND_CUDA, GMP_API_CUDA_MALLOC, 2);
+    assert_true(c.is_oom);
+    assert_string_equal(c.reason, "cudaErrorMemoryAllocation");
+    c = gmp_classify_result(GMP_BACKEND_CUDA, GMP_API_CU_MEM_ALLOC, 2);
+    assert_true(c.is_oom);
+    assert_string_equal(c.reason, "CUDA_ERROR_OUT_OF_MEMORY");
+    c = gmp_classify_result(GMP_BACKEND_ROCM, GMP_API_HIP_MALLOC, 2);
+    assert_true(c.is_oom);
+    assert_string_equal(c.reason, "hipErrorOutOfMemory");
+    c = gmp_classify_result(GMP_BACKEND_CPU, GMP_API_MALLOC, ENOMEM);
+    assert_true(c.is_oom);
+    assert_string_equal(c.reason, "ENOMEM");
+    /* other errors and success are not OOM */
+    assert_false(gmp_classify_result(GMP_BACKEND_CUDA, GMP_API_CUDA_MALLOC, 1).is_oom);
+    assert_false(gmp_classify_result(GMP_BACKEND_CUDA, GMP_API_CUDA_MALLOC, 0).is_oom);
+    assert_false(gmp_classify_result(GMP_BACKEND_ROCM, GMP_API_HIP_MALLOC, 1).is_oom);
+    assert_false(gmp_classify_result(GMP_BACKEND_CPU, GMP_API_MALLOC, EINVAL).is_oom);
+    assert_false(gmp_classify_result((gmp_backend)99, GMP_API_UNKNOWN, 2).is_oom);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seed_cases),
+        cmocka_unit_test(test_extra_types),
+        cmocka_unit_test(test_return_codes),
+    };
+    return cmocka_run_group_tests_name("classify", tests, NULL, NULL);
+}

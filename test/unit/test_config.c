@@ -1,0 +1,128 @@
+/*
+ * test_config.c — configuration from GMP_* variables: documented defaults,
+ * good values taken, and each bad value (huge, negative, non-numeric, 1 MiB
+ * long, invalid JSON) reported in exactly one short stderr line naming the
+ * variable and the value used instead.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gpumemprof.h"
+#include "support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const vars[] = {"GMP_ENABLED", "GMP_DUMP_DIR", "GMP_RUN_DIR",
+                                   "GMP_BUFFER_SIZE", "GMP_MAX_DUMPS", "GMP_MAX_TOTAL_MB",
+                                   "GMP_CONTEXT", "GMP_METADATA"};
+
+static int clear_env(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        unsetenv(vars[i]);
+    return 0;
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    gmp_config c;
+    char err[256];
+    stderr_capture_begin();
+    assert_int_equal(gmp_config_from_env(&c), 0);
+    stderr_capture_end(err, sizeof err);
+    assert_string_equal(err, "");
+    assert_int_equal(c.enabled, 1);
+    assert_string_equal(c.dump_dir, "./oom_dumps");
+    assert_int_equal(c.buffer_size, 10000);
+    assert_int_equal(c.max_dumps, 5);
+    assert_int_equal(c.max_total_mb, 256);
+    assert_string_equal(c.context, "");
+    assert_string_equal(c.metadata_json, "{}");
+}
+
+static void test_good_values(void **state)
+{
+    (void)state;
+    setenv("GMP_ENABLED", "false", 1);
+    setenv("GMP_DUMP_DIR", "/var/tmp/dumps", 1);
+    setenv("GMP_BUFFER_SIZE", " 5000 ", 1);
+    setenv("GMP_MAX_DUMPS", "10", 1);
+    setenv("GMP_MAX_TOTAL_MB", "1024", 1);
+    setenv("GMP_CONTEXT", "training", 1);
+    setenv("GMP_METADATA", "{\"batch_size\": 32, \"model\": \"resnet50\"}", 1);
+    gmp_config c;
+    assert_int_equal(gmp_config_from_env(&c), 0);
+    assert_int_equal(c.enabled, 0);
+    assert_string_equal(c.dump_dir, "/var/tmp/dumps");
+    assert_int_equal(c.buffer_size, 5000);
+    assert_int_equal(c.max_dumps, 10);
+    assert_int_equal(c.max_total_mb, 1024);
+    assert_string_equal(c.context, "training");
+    assert_string_equal(c.metadata_json, "{\"batch_size\": 32, \"model\": \"resnet50\"}");
+}
+
+static void expect_one_line(const char *var, const char *value, const char *used)
+{
+    clear_env(NULL);
+    setenv(var, value, 1);
+    gmp_config c;
+    char err[4096];
+    stderr_capture_begin();
+    int bad = gmp_config_from_env(&c);
+    stderr_capture_end(err, sizeof err);
+    if (bad != 1 || count_lines(err) != 1 || !strstr(err, var) || !strstr(err, used) ||
+        strlen(err) > 300 || strncmp(err, "gpumemprof: ", 12) != 0)
+        fail_msg("%s=%.40s: bad=%d stderr=%s", var, value, bad, err);
+}
+
+static void test_bad_values_one_line_each(void **state)
+{
+    (void)state;
+    expect_one_line("GMP_BUFFER_SIZE", "abc", "using 10000");
+    expect_one_line("GMP_BUFFER_SIZE", "-5", "using 10000");
+    expect_one_line("GMP_BUFFER_SIZE", "99999999999999999999999", "using 10000");
+    expect_one_line("GMP_BUFFER_SIZE", "12abc", "using 10000");
+    expect_one_line("GMP_BUFFER_SIZE", "", "using 10000");
+    expect_one_line("GMP_MAX_DUMPS", "0", "using 5");
+    expect_one_line("GMP_MAX_TOTAL_MB", "lots", "using 256");
+    expect_one_line("GMP_ENABLED", "maybe", "using 1");
+    expect_one_line("GMP_DUMP_DIR", "", "using ./oom_dumps");
+    expect_one_line("GMP_METADATA", "{not json", "using {}");
+    expect_one_line("GMP_METADATA", "[1,2]", "using {}");
+    char *huge = malloc(1 << 20);
+    memset(huge, '7', (1 << 20) - 1);
+    huge[(1 << 20) - 1] = '\0';
+    expect_one_line("GMP_BUFFER_SIZE", huge, "using 10000");
+    expect_one_line("GMP_CONTEXT", huge, "using");
+    expect_one_line("GMP_DUMP_DIR", huge, "using ./oom_dumps");
+    huge[0] = '{';
+    expect_one_line("GMP_METADATA", huge, "using {}");
+    free(huge);
+    /* a bad value leaves the others as set */
+    clear_env(NULL);
+    setenv("GMP_MAX_DUMPS", "x", 1);
+    setenv("GMP_BUFFER_SIZE", "64", 1);
+    gmp_config c;
+    char err[1024];
+    stderr_capture_begin();
+    assert_int_equal(gmp_config_from_env(&c), 1);
+    stderr_capture_end(err, sizeof err);
+    assert_int_equal(c.buffer_size, 64);
+    assert_int_equal(c.max_dumps, 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_defaults, clear_env),
+        cmocka_unit_test_setup(test_good_values, clear_env),
+        cmocka_unit_test_setup(test_bad_values_one_line_each, clear_env),
+    };
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

@@ -1,0 +1,295 @@
+/*
+ * test_inspect.c — gmp-inspect as a user and a CI job run it: a bundle of
+ * ours and one of the Python recorder read and validate; every hostile input
+ * (truncated, random bytes, 100k-deep nesting, a 600 MiB file, symlinked or
+ * FIFO members, wrong types, path tricks, missing files, count mismatches)
+ * gets a clear message and a non-zero exit from every verb, never a crash
+ * or a hang; --help works for each verb; usage errors exit 2.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gpumemprof.h"
+#include "support.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char scratch[256];
+static char good[4096]; /* a bundle written by the recorder */
+static char out[1 << 16], err[1 << 16];
+
+static int run_verb(const char *verb, const char *arg, const char *arg2)
+{
+    const char *argv[] = {inspect_path(), verb, arg, arg2, NULL};
+    int status = run_capture(argv, out, sizeof out, err, sizeof err);
+    if (WIFSIGNALED(status))
+        fail_msg("gmp-inspect %s %s died of signal %d", verb, arg ? arg : "",
+                 WTERMSIG(status));
+    return WEXITSTATUS(status);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    scratch_make(scratch, sizeof scratch, "inspect");
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/good", scratch);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    snprintf(cfg.context, sizeof cfg.context, "ctx\x1b[31m with an escape");
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    for (int i = 0; i < 50; i++) {
+        gmp_event ev = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CUDA, .device = 1,
+                        .api = GMP_API_CUDA_MALLOC, .size = 1u << 20,
+                        .in_use = (uint64_t)(i + 1) << 20};
+        gmp_record(rec, &ev);
+    }
+    gmp_dump_request req = {.reason = "cudaErrorMemoryAllocation",
+                            .exception_message = "cudaMalloc failed",
+                            .backend = GMP_BACKEND_CUDA,
+                            .failed = {1, GMP_API_CUDA_MALLOC, 3ull << 30, 1, 2}};
+    assert_non_null(gmp_dump(rec, &req, good, sizeof good));
+    gmp_recorder_destroy(rec);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(scratch);
+    return 0;
+}
+
+static void test_good_bundles(void **state)
+{
+    (void)state;
+    assert_int_equal(run_verb("validate", good, NULL), 0);
+    assert_non_null(strstr(out, "valid"));
+    assert_int_equal(run_verb("show", good, NULL), 0);
+    assert_non_null(strstr(out, "cudaErrorMemoryAllocation"));
+    assert_non_null(strstr(out, "cudaMalloc of 3.0 GiB on device 1"));
+    assert_non_null(strstr(out, "Bytes in use:"));
+    assert_null(strchr(out, '\x1b')); /* control characters never reach the terminal */
+    assert_int_equal(run_verb("events", good, NULL), 0);
+    assert_int_equal(count_lines(out), 50);
+    assert_int_equal(run_verb("events", good, "--json"), 0);
+    assert_non_null(strstr(out, "\"api\": \"cudaMalloc\""));
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/good", scratch);
+    assert_int_equal(run_verb("list", dir, NULL), 0);
+    assert_non_null(strstr(out, "cudaErrorMemoryAllocation  50 events"));
+
+    char seed[4096];
+    snprintf(seed, sizeof seed, "%s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1",
+             getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES") : "test/fixtures");
+    assert_int_equal(run_verb("validate", seed, NULL), 0);
+    assert_int_equal(run_verb("show", seed, NULL), 0);
+    assert_non_null(strstr(out, "torch.cuda.OutOfMemoryError"));
+    assert_non_null(strstr(out, "batch_size=32"));
+    assert_int_equal(run_verb("events", seed, NULL), 0);
+    assert_non_null(strstr(out, "memory_allocated=16642998272"));
+}
+
+/* A copy of the good bundle named name, for one hostile change. */
+static void copy_good(const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/hostile/%s", scratch, name);
+    char parent[1024];
+    snprintf(parent, sizeof parent, "%s/hostile", scratch);
+    mkdir(parent, 0700);
+    assert_int_equal(mkdir(path, 0700), 0);
+    static const char *const files[] = {"manifest.json", "events.json", "metadata.json",
+                                        "environment.json"};
+    for (int i = 0; i < 4; i++) {
+        char from[8192], to[8192], *data = malloc(1 << 20);
+        snprintf(from, sizeof from, "%s/%s", good, files[i]);
+        snprintf(to, sizeof to, "%s/%s", path, files[i]);
+        int fd = open(from, O_RDONLY);
+        ssize_t n = read(fd, data, 1 << 20);
+        close(fd);
+        write_file(to, data, (size_t)n);
+        free(data);
+    }
+}
+
+static void put(const char *bundle, const char *file, const char *data, size_t len)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", bundle, file);
+    unlink(path);
+    write_file(path, data, len);
+}
+
+/* Every verb refuses the bundle with a message and a non-zero exit. */
+static void expect_refused(const char *bundle, const char *why, int show_too)
+{
+    int rc = run_verb("validate", bundle, NULL);
+    if (rc != 1 || !strstr(out, why))
+        fail_msg("validate %s: rc=%d, want 1 and \"%s\" in: %s%s", bundle, rc, why, out, err);
+    if (!show_too)
+        return;
+    rc = run_verb("show", bundle, NULL);
+    if (rc != 1 || !err[0])
+        fail_msg("show %s: rc=%d stderr=%s", bundle, rc, err);
+    rc = run_verb("events", bundle, NULL);
+    if (rc != 1 || !err[0])
+        fail_msg("events %s: rc=%d stderr=%s", bundle, rc, err);
+}
+
+static void test_hostile_bundles(void **state)
+{
+    (void)state;
+    char b[4096];
+    char *buf = malloc(200001);
+
+    copy_good("truncated", b, sizeof b);
+    put(b, "manifest.json", "{\"schema_version\": 1, \"bundle_na", 32);
+    expect_refused(b, "invalid JSON", 1);
+
+    copy_good("random", b, sizeof b);
+    srand(3);
+    for (int i = 0; i < 4096; i++)
+        buf[i] = (char)rand();
+    put(b, "metadata.json", buf, 4096);
+    expect_refused(b, "metadata.json", 1);
+
+    copy_good("deep", b, sizeof b);
+    memset(buf, '[', 100000);
+    memset(buf + 100000, ']', 100000);
+    put(b, "events.json", buf, 200000);
+    expect_refused(b, "depth", 1);
+    buf[0] = '{';
+    memcpy(buf, "{\"a\":", 5);
+    memset(buf + 5, '{', 99995);
+    put(b, "metadata.json", buf, 100000);
+    expect_refused(b, "metadata.json", 1);
+
+    copy_good("huge", b, sizeof b);
+    char path[8192];
+    snprintf(path, sizeof path, "%s/events.json", b);
+    assert_int_equal(truncate(path, 600ll << 20), 0); /* sparse: costs no disk */
+    expect_refused(b, "larger than", 1);
+
+    copy_good("symlink", b, sizeof b);
+    snprintf(path, sizeof path, "%s/manifest.json", b);
+    unlink(path);
+    char target[8192];
+    snprintf(target, sizeof target, "%s/manifest.json", good);
+    assert_int_equal(symlink(target, path), 0);
+    expect_refused(b, "symbolic link", 1);
+
+    copy_good("fifo", b, sizeof b);
+    snprintf(path, sizeof path, "%s/events.json", b);
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    expect_refused(b, "not a regular file", 1);
+
+    copy_good("types", b, sizeof b);
+    static const char types[] =
+        "{\"schema_version\":\"1\",\"bundle_name\":7,\"created_at_utc\":\"yesterday\","
+        "\"reason\":null,\"backend\":[],\"event_count\":-3,\"files\":{}}";
+    put(b, "manifest.json", types, sizeof types - 1);
+    expect_refused(b, "field \"schema_version\" must be an integer", 0);
+    assert_non_null(strstr(out, "field \"files\" must be an array"));
+    assert_non_null(strstr(out, "field \"event_count\" must be an integer"));
+    assert_true(count_lines(out) >= 6); /* one line per problem */
+    assert_int_equal(run_verb("show", b, NULL), 0); /* still says what it can */
+
+    copy_good("array", b, sizeof b);
+    put(b, "manifest.json", "[1,2,3]", 7);
+    expect_refused(b, "must be JSON objects", 1);
+
+    copy_good("empty", b, sizeof b);
+    put(b, "metadata.json", "", 0);
+    expect_refused(b, "metadata.json", 1);
+
+    copy_good("missing", b, sizeof b);
+    snprintf(path, sizeof path, "%s/events.json", b);
+    unlink(path);
+    expect_refused(b, "events.json", 1);
+
+    copy_good("escape", b, sizeof b);
+    static const char escape[] =
+        "{\"schema_version\":1,\"bundle_name\":\"escape\",\"created_at_utc\":"
+        "\"2026-03-03T12:00:00Z\",\"reason\":\"x\",\"backend\":\"cuda\",\"event_count\":50,"
+        "\"files\":[\"manifest.json\",\"events.json\",\"metadata.json\",\"environment.json\","
+        "\"../../../../etc/passwd\"]}";
+    put(b, "manifest.json", escape, sizeof escape - 1);
+    expect_refused(b, "not a plain file name", 0);
+
+    copy_good("count", b, sizeof b);
+    put(b, "events.json", "[{}, {}]", 8);
+    expect_refused(b, "event_count is 50 but events.json holds 2", 0);
+
+    copy_good("newer", b, sizeof b);
+    static const char newer[] =
+        "{\"schema_version\":99,\"bundle_name\":\"newer\",\"created_at_utc\":"
+        "\"2026-03-03T12:00:00Z\",\"reason\":\"x\",\"backend\":\"cuda\",\"event_count\":50,"
+        "\"files\":[\"manifest.json\",\"events.json\",\"metadata.json\",\"environment.json\"]}";
+    put(b, "manifest.json", newer, sizeof newer - 1);
+    expect_refused(b, "newer than this tool reads", 0);
+
+    /* not a bundle at all */
+    snprintf(path, sizeof path, "%s/hostile/plainfile", scratch);
+    write_file(path, "x", 1);
+    expect_refused(path, "not a bundle directory", 1);
+    snprintf(path, sizeof path, "%s/hostile/does-not-exist", scratch);
+    expect_refused(path, "No such file", 1);
+
+    /* list over all of the above: every bad one named, exit 1, no crash */
+    snprintf(path, sizeof path, "%s/hostile", scratch);
+    assert_int_equal(run_verb("list", path, NULL), 0); /* none is named oom_dump_* */
+    free(buf);
+}
+
+static void test_list_reports_unreadable_bundles(void **state)
+{
+    (void)state;
+    char dir[1024], b[2048];
+    snprintf(dir, sizeof dir, "%s/listdir", scratch);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(b, sizeof b, "%s/oom_dump_20260101T000000Z_1_cpu_1", dir);
+    assert_int_equal(mkdir(b, 0700), 0);
+    put(b, "manifest.json", "{oops", 5);
+    assert_int_equal(run_verb("list", dir, NULL), 1);
+    assert_non_null(strstr(out, "unreadable"));
+    assert_int_equal(run_verb("list", dir, "--json"), 1);
+    assert_non_null(strstr(out, "\"error\""));
+}
+
+static void test_help_and_usage(void **state)
+{
+    (void)state;
+    static const char *const verbs[] = {"list", "show", "events", "validate"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(run_verb(verbs[i], "--help", NULL), 0);
+        assert_non_null(strstr(out, "usage: gmp-inspect"));
+        assert_non_null(strstr(out, verbs[i]));
+    }
+    assert_int_equal(run_verb("--help", NULL, NULL), 0);
+    assert_int_equal(run_verb("frobnicate", NULL, NULL), 2);
+    assert_int_equal(run_verb("validate", NULL, NULL), 2);
+    assert_int_equal(run_verb("show", NULL, NULL), 2);
+    assert_int_equal(run_verb("validate", "--bogus", NULL), 2);
+    assert_int_equal(run_verb("show", good, "--bogus"), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_bundles),
+        cmocka_unit_test(test_hostile_bundles),
+        cmocka_unit_test(test_list_reports_unreadable_bundles),
+        cmocka_unit_test(test_help_and_usage),
+    };
+    return cmocka_run_group_tests_name("inspect", tests, setup, teardown);
+}

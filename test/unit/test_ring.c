@@ -1,0 +1,269 @@
+/*
+ * test_ring.c — the event ring: wrap-around keeps exactly the newest N in
+ * order; 8 writers x 1M events with a reader snapshotting all along never
+ * see a torn, duplicated or out-of-order record; another process reads the
+ * ring after the writer is SIGKILLed; damaged ring files are refused.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "ring.h"
+#include "support.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WRITERS 8
+#define PER_WRITER 1000000u
+
+/* Every field derives from (writer, counter): a torn record cannot pass. */
+static gmp_event make_event(uint32_t writer, uint64_t i)
+{
+    gmp_event ev = {0};
+    ev.time_ns = i * 1000 + writer;
+    ev.address = (i << 8) | writer;
+    ev.size = i ^ 0x5a5a5a5aull;
+    ev.in_use = ~i;
+    ev.thread_id = writer;
+    ev.result = (int32_t)(i & 0x7fff);
+    ev.stack_id = (uint32_t)(i * 7);
+    ev.device = (int16_t)(writer % 3);
+    ev.api = (uint16_t)(i % GMP_API_COUNT);
+    ev.type = GMP_EV_ALLOC;
+    ev.backend = GMP_BACKEND_CUDA;
+    ev.flags = (uint16_t)i;
+    return ev;
+}
+
+static int event_is_whole(const gmp_event *ev)
+{
+    uint64_t i = (ev->time_ns - ev->thread_id) / 1000;
+    gmp_event want = make_event(ev->thread_id, i);
+    want.seq = ev->seq;
+    return ev->thread_id < WRITERS && memcmp(&want, ev, sizeof want) == 0;
+}
+
+static void wrap_keeps_newest(uint32_t capacity, uint64_t pushes)
+{
+    gmp_ring ring;
+    assert_int_equal(gmp_ring_create(&ring, NULL, capacity), 0);
+    for (uint64_t i = 0; i < pushes; i++) {
+        gmp_event ev = make_event(0, i);
+        assert_int_equal(gmp_ring_push(&ring, &ev), i);
+    }
+    gmp_event *out = calloc(capacity + 8, sizeof *out);
+    uint64_t torn = 99;
+    size_t n = gmp_ring_snapshot(&ring, out, capacity + 8, &torn);
+    uint64_t expect = pushes < capacity ? pushes : capacity;
+    assert_int_equal(n, expect);
+    assert_int_equal(torn, 0);
+    for (size_t k = 0; k < n; k++) {
+        uint64_t i = pushes - expect + k;
+        assert_int_equal(out[k].seq, i);
+        assert_int_equal(out[k].size, i ^ 0x5a5a5a5aull);
+        assert_true(event_is_whole(&out[k]));
+    }
+    /* a smaller buffer gets the newest events, still oldest first */
+    if (n > 3) {
+        size_t m = gmp_ring_snapshot(&ring, out, 3, NULL);
+        assert_int_equal(m, 3);
+        assert_int_equal(out[2].seq, pushes - 1);
+        assert_int_equal(out[0].seq, pushes - 3);
+    }
+    free(out);
+    gmp_ring_close(&ring, 0);
+}
+
+static void test_wrap_around(void **state)
+{
+    (void)state;
+    wrap_keeps_newest(100, 1000);   /* not a power of two: 128 slots, 100 kept */
+    wrap_keeps_newest(128, 1000);   /* exactly the slot count */
+    wrap_keeps_newest(10000, 25037);
+    wrap_keeps_newest(64, 10);      /* never wrapped */
+    wrap_keeps_newest(16, 0);       /* empty */
+}
+
+typedef struct writer_arg {
+    gmp_ring *ring;
+    uint32_t id;
+} writer_arg;
+
+static void *writer_main(void *p)
+{
+    writer_arg *a = p;
+    for (uint64_t i = 0; i < PER_WRITER; i++) {
+        gmp_event ev = make_event(a->id, i);
+        gmp_ring_push(a->ring, &ev);
+    }
+    return NULL;
+}
+
+static int writers_done;
+
+static int check_snapshot(const gmp_event *out, size_t n)
+{
+    uint64_t last_i[WRITERS];
+    memset(last_i, 0xff, sizeof last_i);
+    for (size_t k = 0; k < n; k++) {
+        if (!event_is_whole(&out[k]))
+            return -1; /* torn */
+        if (k && out[k].seq <= out[k - 1].seq)
+            return -2; /* out of order or duplicated */
+        uint64_t i = (out[k].time_ns - out[k].thread_id) / 1000;
+        uint32_t w = out[k].thread_id;
+        if (last_i[w] != UINT64_MAX && i <= last_i[w])
+            return -3; /* a writer's own events out of order */
+        last_i[w] = i;
+    }
+    return 0;
+}
+
+static void test_concurrent_writers_and_reader(void **state)
+{
+    (void)state;
+    gmp_ring ring;
+    const uint32_t capacity = 4096;
+    assert_int_equal(gmp_ring_create(&ring, NULL, capacity), 0);
+    pthread_t th[WRITERS];
+    writer_arg args[WRITERS];
+    __atomic_store_n(&writers_done, 0, __ATOMIC_RELEASE);
+    for (uint32_t w = 0; w < WRITERS; w++) {
+        args[w] = (writer_arg){&ring, w};
+        assert_int_equal(pthread_create(&th[w], NULL, writer_main, &args[w]), 0);
+    }
+    gmp_event *out = calloc(capacity, sizeof *out);
+    unsigned snapshots = 0;
+    size_t seen = 0;
+    for (;;) {
+        int done = __atomic_load_n(&writers_done, __ATOMIC_ACQUIRE);
+        size_t n = gmp_ring_snapshot(&ring, out, capacity, NULL);
+        assert_int_equal(check_snapshot(out, n), 0);
+        snapshots++;
+        seen += n;
+        if (done)
+            break;
+        if (__atomic_load_n(&ring.hdr->head, __ATOMIC_RELAXED) >=
+            (uint64_t)WRITERS * PER_WRITER)
+            __atomic_store_n(&writers_done, 1, __ATOMIC_RELEASE);
+    }
+    for (uint32_t w = 0; w < WRITERS; w++)
+        pthread_join(th[w], NULL);
+    /* after the writers: the newest `capacity` sequence numbers, whole */
+    uint64_t torn = 0;
+    size_t n = gmp_ring_snapshot(&ring, out, capacity, &torn);
+    uint64_t head = ring.hdr->head, dropped = ring.hdr->dropped;
+    assert_int_equal(head, (uint64_t)WRITERS * PER_WRITER);
+    assert_int_equal(check_snapshot(out, n), 0);
+    assert_int_equal(n + torn, capacity);
+    assert_true(n > capacity / 2);
+    assert_true(out[0].seq >= head - capacity);
+    assert_true(out[n - 1].seq <= head - 1);
+    print_message("ring: %u snapshots (%zu events checked) during %llu pushes, %llu dropped\n",
+                  snapshots, seen, (unsigned long long)head, (unsigned long long)dropped);
+    assert_true(snapshots > 1);
+    free(out);
+    gmp_ring_close(&ring, 0);
+}
+
+static void test_read_after_sigkill(void **state)
+{
+    (void)state;
+    char dir[256];
+    scratch_make(dir, sizeof dir, "ring");
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        gmp_ring ring;
+        if (gmp_ring_create(&ring, dir, 1000) < 0 || !ring.is_file)
+            _exit(1);
+        for (uint64_t i = 0; i < 2500; i++) {
+            gmp_event ev = make_event(1, i);
+            gmp_ring_push(&ring, &ev);
+        }
+        /* a writer killed inside a slot: its stamp stays odd */
+        uint64_t seq = __atomic_fetch_add(&ring.hdr->head, 1, __ATOMIC_RELAXED);
+        ring.slots[seq & ring.mask].stamp = ((seq + 1) << 1) | 1;
+        if (write(pipefd[1], ring.path, strlen(ring.path) + 1) < 0)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char path[4096] = "";
+    assert_true(read(pipefd[0], path, sizeof path) > 0);
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFSIGNALED(status));
+
+    gmp_ring ring;
+    char why[128];
+    assert_int_equal(gmp_ring_attach(&ring, path, why, sizeof why), 0);
+    assert_int_equal(ring.hdr->pid, pid);
+    gmp_event out[1000];
+    uint64_t torn = 0;
+    size_t n = gmp_ring_snapshot(&ring, out, 1000, &torn);
+    assert_int_equal(torn, 1);
+    assert_int_equal(n, 999);
+    for (size_t k = 0; k < n; k++) {
+        assert_int_equal(out[k].seq, 1501 + k);
+        assert_true(event_is_whole(&out[k]));
+    }
+    gmp_ring_close(&ring, 0);
+    scratch_remove(dir);
+}
+
+static void test_attach_refuses_damaged_files(void **state)
+{
+    (void)state;
+    char dir[256], path[512], why[128];
+    scratch_make(dir, sizeof dir, "ringbad");
+    gmp_ring ring;
+
+    snprintf(path, sizeof path, "%s/random.gmr", dir);
+    char junk[GMP_RING_HEADER_SIZE + 4096];
+    srand(7);
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (char)rand();
+    write_file(path, junk, sizeof junk);
+    assert_int_equal(gmp_ring_attach(&ring, path, why, sizeof why), -1);
+    assert_non_null(strstr(why, "magic"));
+
+    /* a real header, then the file cut short */
+    gmp_ring real;
+    assert_int_equal(gmp_ring_create(&real, dir, 1000), 0);
+    assert_int_equal(truncate(real.path, GMP_RING_HEADER_SIZE + 64), 0);
+    assert_int_equal(gmp_ring_attach(&ring, real.path, why, sizeof why), -1);
+    assert_non_null(strstr(why, "size"));
+    gmp_ring_close(&real, 1);
+
+    snprintf(path, sizeof path, "%s/short.gmr", dir);
+    write_file(path, "GMPRING", 7);
+    assert_int_equal(gmp_ring_attach(&ring, path, why, sizeof why), -1);
+
+    char link[512];
+    snprintf(link, sizeof link, "%s/link.gmr", dir);
+    assert_int_equal(symlink(path, link), 0);
+    assert_int_equal(gmp_ring_attach(&ring, link, why, sizeof why), -1);
+    scratch_remove(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wrap_around),
+        cmocka_unit_test(test_concurrent_writers_and_reader),
+        cmocka_unit_test(test_read_after_sigkill),
+        cmocka_unit_test(test_attach_refuses_damaged_files),
+    };
+    return cmocka_run_group_tests_name("ring", tests, NULL, NULL);
+}
