@@ -269,25 +269,49 @@ static void test_unsafe_directories(void **state)
     scratch_remove(dir);
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 /* A child dumps bundles in a loop until killed at a random moment. */
 static void test_sigkill_never_leaves_a_bad_bundle(void **state)
 {
     (void)state;
-    char dir[256], dumps[512];
+    char dir[256], dumps[512], path[4096];
     scratch_make(dir, sizeof dir, "kill");
     snprintf(dumps, sizeof dumps, "%s/dumps", dir);
+    /* kill anywhere within about three dumps, however fast this build is */
+    gmp_recorder *timing = make_recorder(dir, 20000, 1000);
+    record_allocs(timing, 20000);
+    uint64_t t0 = now_us();
+    assert_non_null(gmp_dump(timing, &cuda_oom, path, sizeof path));
+    uint64_t window_us = 3 * (now_us() - t0) + 1000;
+    gmp_recorder_destroy(timing);
+    scratch_remove(dumps);
+
     srand((unsigned)time(NULL));
     int rounds = 40;
     for (int r = 0; r < rounds; r++) {
+        int ready[2];
+        assert_int_equal(pipe(ready), 0);
         pid_t pid = fork();
         if (pid == 0) {
             gmp_recorder *rec = make_recorder(dir, 20000, 1000);
             record_allocs(rec, 20000);
-            char path[4096];
+            if (write(ready[1], "r", 1) != 1)
+                _exit(1);
             for (;;)
                 gmp_dump(rec, &cuda_oom, path, sizeof path);
         }
-        struct timespec ts = {0, (long)(rand() % 40000) * 1000};
+        char c;
+        assert_int_equal(read(ready[0], &c, 1), 1);
+        close(ready[0]);
+        close(ready[1]);
+        uint64_t delay = (uint64_t)rand() % window_us;
+        struct timespec ts = {(time_t)(delay / 1000000), (long)(delay % 1000000) * 1000};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
@@ -300,7 +324,7 @@ static void test_sigkill_never_leaves_a_bad_bundle(void **state)
         if (strncmp(de->d_name, "oom_dump_", 9) != 0)
             continue;
         visible++;
-        char path[4096], out[4096], err[4096];
+        char out[4096], err[4096];
         snprintf(path, sizeof path, "%s/%s", dumps, de->d_name);
         const char *argv[] = {inspect_path(), "validate", path, NULL};
         int status = run_capture(argv, out, sizeof out, err, sizeof err);
@@ -308,8 +332,9 @@ static void test_sigkill_never_leaves_a_bad_bundle(void **state)
             fail_msg("killed writer left an invalid visible bundle: %s", out);
     }
     closedir(d);
-    print_message("%d rounds: %d whole bundles visible, %d hidden temporaries\n", rounds,
-                  visible, count_prefixed(dumps, ".tmp_oom_dump_"));
+    print_message("%d rounds, kills within %llu us: %d whole bundles visible, "
+                  "%d hidden temporaries\n", rounds, (unsigned long long)window_us, visible,
+                  count_prefixed(dumps, ".tmp_oom_dump_"));
     assert_true(visible > 0);
     scratch_remove(dir);
 }

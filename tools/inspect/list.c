@@ -107,7 +107,8 @@ int cmd_list(int argc, char **argv)
         fill_row(&rows[n++], dir, de->d_name);
     }
     closedir(d);
-    qsort(rows, n, sizeof *rows, row_cmp);
+    if (n)
+        qsort(rows, n, sizeof *rows, row_cmp);
 
     int bad = 0;
     json_t *out = as_json ? json_array() : NULL;
