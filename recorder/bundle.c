@@ -278,7 +278,7 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
 {
     if (gmp_mkdir_p(in->dump_dir, 0700) < 0) {
         gmp_log("cannot create dump directory %s: %s; no bundle written",
-                in->dump_dir, strerror(errno));
+                in->dump_dir, gmp_strerror(errno));
         return -1;
     }
     int dirfd = open(in->dump_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -286,7 +286,7 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
         struct stat st;
         int is_link = lstat(in->dump_dir, &st) == 0 && S_ISLNK(st.st_mode);
         gmp_log("cannot open dump directory %s: %s; no bundle written", in->dump_dir,
-                is_link ? "it is a symbolic link (refused)" : strerror(errno));
+                is_link ? "it is a symbolic link (refused)" : gmp_strerror(errno));
         return -1;
     }
     char name[160], tmp[176];
@@ -326,7 +326,7 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
     int saved = errno;
     close(dirfd);
     if (rc < 0) {
-        gmp_log("cannot write a bundle in %s: %s", in->dump_dir, strerror(saved));
+        gmp_log("cannot write a bundle in %s: %s", in->dump_dir, gmp_strerror(saved));
         return -1;
     }
     if (gmp_strlcpy(path_out, in->dump_dir, path_cap) < 0 ||

@@ -76,7 +76,7 @@ static void make_ring(gmp_recorder *rec)
         use = NULL;
     }
     if (gmp_ring_create(&rec->ring, use, rec->cfg.buffer_size) < 0) {
-        gmp_log("cannot map an event ring: %s; recording is off", strerror(errno));
+        gmp_log("cannot map an event ring: %s; recording is off", gmp_strerror(errno));
         __atomic_store_n(&rec->ring_state, RING_FAILED, __ATOMIC_RELEASE);
         return;
     }

@@ -130,7 +130,7 @@ int gmp_ring_attach(gmp_ring *ring, const char *path, char *why, size_t why_cap)
     memset(ring, 0, sizeof *ring);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return fail(why, why_cap, strerror(errno));
+        return fail(why, why_cap, gmp_strerror(errno));
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
@@ -165,7 +165,7 @@ int gmp_ring_attach(gmp_ring *ring, const char *path, char *why, size_t why_cap)
     void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED)
-        return fail(why, why_cap, strerror(errno));
+        return fail(why, why_cap, gmp_strerror(errno));
     ring->hdr = p;
     ring->slots = (gmp_ring_slot *)((char *)p + GMP_RING_HEADER_SIZE);
     ring->mask = h.slot_count - 1;

@@ -34,13 +34,13 @@ int gmp_run_dir_ensure(const char *path, char *why, size_t why_cap)
     if (mkdir(path, 0700) < 0 && errno != EEXIST) {
         /* a missing parent (GMP_RUN_DIR=/a/b/c): create the chain */
         if (errno != ENOENT || gmp_mkdir_p(path, 0700) < 0) {
-            gmp_strlcpy(why, strerror(errno), why_cap);
+            gmp_strlcpy(why, gmp_strerror(errno), why_cap);
             return -1;
         }
     }
     struct stat st;
     if (lstat(path, &st) < 0) {
-        gmp_strlcpy(why, strerror(errno), why_cap);
+        gmp_strlcpy(why, gmp_strerror(errno), why_cap);
         return -1;
     }
     if (S_ISLNK(st.st_mode)) {

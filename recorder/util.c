@@ -201,6 +201,12 @@ ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
     return (ssize_t)len;
 }
 
+const char *gmp_strerror(int err)
+{
+    const char *s = strerrordesc_np(err);
+    return s ? s : "unknown error";
+}
+
 int gmp_mkdir_p(const char *path, mode_t mode)
 {
     char buf[4096];

@@ -35,6 +35,10 @@ GMP_HIDDEN int gmp_write_all(int fd, const void *buf, size_t len);
 /* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length or -1. */
 GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
 
+/* errno as English text, never translated, never allocating (strerror may
+ * go through gettext, which can malloc). */
+GMP_HIDDEN const char *gmp_strerror(int err);
+
 /* mkdir -p with the given mode for every created level; 0 or -1 (errno). */
 GMP_HIDDEN int gmp_mkdir_p(const char *path, mode_t mode);
 

@@ -20,7 +20,7 @@ enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
 typedef struct bundle {
     char path[4096];
-    char name[256];
+    char name[4096];
     int dirfd;
     json_t *manifest, *metadata, *environment, *events;
 } bundle;

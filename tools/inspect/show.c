@@ -137,11 +137,12 @@ static void print_in_use(json_t *md)
         char b[32];
         fmt_bytes((uint64_t)bytes, b, sizeof b);
         printf("%s", i ? "; " : "");
-        print_clean(stdout, backend ? backend : "?", 16);
-        if (dev >= 0)
+        if (dev >= 0) {
+            print_clean(stdout, backend ? backend : "?", 16);
             printf(" device %lld", (long long)dev);
-        else
-            printf(" host");
+        } else {
+            printf("host");
+        }
         printf(" %s", b);
     }
     putchar('\n');
