@@ -12,16 +12,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_USAGE_KEYS 32
-
-static const char *const bundle_files[] = {"events.json", "metadata.json",
-                                           "environment.json", "manifest.json"};
-#define BUNDLE_FILE_COUNT (sizeof bundle_files / sizeof *bundle_files)
+#define NAME_ATTEMPTS 16
 
 typedef struct usage_key {
     uint8_t backend;
@@ -29,31 +27,36 @@ typedef struct usage_key {
     uint64_t in_use;
 } usage_key;
 
-typedef struct events_state {
-    gmp_jw *w;
-    uint64_t count;
+/* What the files of one bundle share while it is written. */
+typedef struct bundle_ctx {
+    const gmp_bundle_input *in;
+    const char *name;
+    gmp_jw *w;          /* the file being written */
+    uint64_t event_count;
+    uint64_t torn;
     usage_key usage[MAX_USAGE_KEYS];
     size_t usage_n;
-} events_state;
+    char scratch[4096]; /* /proc reads for environment.json */
+} bundle_ctx;
 
-static void note_usage(events_state *st, const gmp_event *ev)
+static void note_usage(bundle_ctx *ctx, const gmp_event *ev)
 {
     if (ev->type == GMP_EV_MARK || ev->type == GMP_EV_SIGNAL)
         return;
-    for (size_t i = 0; i < st->usage_n; i++) {
-        if (st->usage[i].backend == ev->backend && st->usage[i].device == ev->device) {
-            st->usage[i].in_use = ev->in_use;
+    for (size_t i = 0; i < ctx->usage_n; i++) {
+        if (ctx->usage[i].backend == ev->backend && ctx->usage[i].device == ev->device) {
+            ctx->usage[i].in_use = ev->in_use;
             return;
         }
     }
-    if (st->usage_n < MAX_USAGE_KEYS)
-        st->usage[st->usage_n++] = (usage_key){ev->backend, ev->device, ev->in_use};
+    if (ctx->usage_n < MAX_USAGE_KEYS)
+        ctx->usage[ctx->usage_n++] = (usage_key){ev->backend, ev->device, ev->in_use};
 }
 
 static int write_event(const gmp_event *ev, void *arg)
 {
-    events_state *st = arg;
-    gmp_jw *w = st->w;
+    bundle_ctx *ctx = arg;
+    gmp_jw *w = ctx->w;
     gmp_jw_next_line(w); /* one event a line: greppable, diffable */
     gmp_jw_obj_begin(w);
     gmp_jw_ku64(w, "seq", ev->seq);
@@ -73,131 +76,134 @@ static int write_event(const gmp_event *ev, void *arg)
     if (ev->flags)
         gmp_jw_ku64(w, "flags", ev->flags);
     gmp_jw_obj_end(w);
-    st->count++;
-    note_usage(st, ev);
+    ctx->event_count++;
+    note_usage(ctx, ev);
     return w->err != 0;
 }
 
-static int open_new_file(int dirfd, const char *name)
+static void fill_events(gmp_jw *w, bundle_ctx *ctx)
 {
-    int fd = openat(dirfd, name,
-                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        fchmod(fd, 0600); /* exact mode whatever the umask */
-    return fd;
+    gmp_jw_arr_begin(w);
+    if (ctx->in->ring)
+        gmp_ring_foreach(ctx->in->ring, UINT64_MAX, write_event, ctx, &ctx->torn);
+    gmp_jw_space(w, "\n");
+    gmp_jw_arr_end(w);
 }
 
-static int write_events(int dirfd, char *buf, const gmp_bundle_input *in,
-                        events_state *st, uint64_t *torn)
+static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
 {
-    int fd = open_new_file(dirfd, "events.json");
-    if (fd < 0)
-        return -1;
-    gmp_jw w;
-    gmp_jw_init(&w, fd, buf, GMP_JW_BUF);
-    st->w = &w;
-    gmp_jw_arr_begin(&w);
-    *torn = 0;
-    if (in->ring)
-        gmp_ring_foreach(in->ring, UINT64_MAX, write_event, st, torn);
-    gmp_jw_space(&w, "\n");
-    gmp_jw_arr_end(&w);
-    gmp_jw_space(&w, "\n");
-    int rc = gmp_jw_finish(&w);
-    close(fd);
-    return rc;
-}
-
-static int write_metadata(int dirfd, char *buf, const gmp_bundle_input *in,
-                          const events_state *st, uint64_t torn)
-{
+    const gmp_bundle_input *in = ctx->in;
     const gmp_dump_request *req = in->req;
-    int fd = open_new_file(dirfd, "metadata.json");
-    if (fd < 0)
-        return -1;
-    gmp_jw w;
-    gmp_jw_init(&w, fd, buf, GMP_JW_BUF);
-    gmp_jw_obj_begin(&w);
-    gmp_jw_kstr(&w, "reason", req->reason ? req->reason : "unknown");
-    gmp_jw_kstr(&w, "exception_type", req->exception_type);
-    gmp_jw_kstr(&w, "exception_module", req->exception_module);
-    gmp_jw_kstr(&w, "exception_message", req->exception_message);
-    gmp_jw_kstr(&w, "context", in->context && *in->context ? in->context : NULL);
-    gmp_jw_kstr(&w, "backend", gmp_backend_name(req->backend));
-    gmp_jw_ku64(&w, "captured_event_count", st->count);
-    gmp_jw_key(&w, "custom_metadata");
-    gmp_jw_raw(&w, in->metadata_json, strlen(in->metadata_json));
-    gmp_jw_key(&w, "failed_request");
+    const gmp_ring_header *h = in->ring ? in->ring->hdr : NULL;
+    gmp_jw_obj_begin(w);
+    gmp_jw_kstr(w, "reason", req->reason ? req->reason : "unknown");
+    gmp_jw_kstr(w, "exception_type", req->exception_type);
+    gmp_jw_kstr(w, "exception_module", req->exception_module);
+    gmp_jw_kstr(w, "exception_message", req->exception_message);
+    gmp_jw_kstr(w, "context", in->context && *in->context ? in->context : NULL);
+    gmp_jw_kstr(w, "backend", gmp_backend_name(req->backend));
+    gmp_jw_ku64(w, "captured_event_count", ctx->event_count);
+    gmp_jw_key(w, "custom_metadata");
+    gmp_jw_raw(w, in->metadata_json, strlen(in->metadata_json));
+    gmp_jw_key(w, "failed_request");
     if (req->failed.present) {
-        gmp_jw_obj_begin(&w);
-        gmp_jw_kstr(&w, "api", gmp_api_name(req->failed.api));
-        gmp_jw_ku64(&w, "size", req->failed.size);
-        gmp_jw_ki64(&w, "device", req->failed.device);
-        gmp_jw_ki64(&w, "code", req->failed.code);
-        gmp_jw_obj_end(&w);
+        gmp_jw_obj_begin(w);
+        gmp_jw_kstr(w, "api", gmp_api_name(req->failed.api));
+        gmp_jw_ku64(w, "size", req->failed.size);
+        gmp_jw_ki64(w, "device", req->failed.device);
+        gmp_jw_ki64(w, "code", req->failed.code);
+        gmp_jw_obj_end(w);
     } else {
-        gmp_jw_null(&w);
+        gmp_jw_null(w);
     }
-    gmp_jw_kstr(&w, "confirmed_by", req->confirmed_by);
-    gmp_jw_ku64(&w, "recovered_episodes", req->recovered_episodes);
-    gmp_jw_key(&w, "bytes_in_use");
-    gmp_jw_arr_begin(&w);
-    for (size_t i = 0; i < st->usage_n; i++) {
-        gmp_jw_obj_begin(&w);
-        gmp_jw_kstr(&w, "backend", gmp_backend_name(st->usage[i].backend));
-        gmp_jw_ki64(&w, "device", st->usage[i].device);
-        gmp_jw_ku64(&w, "bytes", st->usage[i].in_use);
-        gmp_jw_obj_end(&w);
+    gmp_jw_kstr(w, "confirmed_by", req->confirmed_by);
+    gmp_jw_ku64(w, "recovered_episodes", req->recovered_episodes);
+    gmp_jw_key(w, "bytes_in_use");
+    gmp_jw_arr_begin(w);
+    for (size_t i = 0; i < ctx->usage_n; i++) {
+        gmp_jw_obj_begin(w);
+        gmp_jw_kstr(w, "backend", gmp_backend_name(ctx->usage[i].backend));
+        gmp_jw_ki64(w, "device", ctx->usage[i].device);
+        gmp_jw_ku64(w, "bytes", ctx->usage[i].in_use);
+        gmp_jw_obj_end(w);
     }
-    gmp_jw_arr_end(&w);
-    gmp_jw_key(&w, "ring");
-    gmp_jw_obj_begin(&w);
-    gmp_jw_ku64(&w, "capacity", in->ring ? in->ring->capacity : 0);
-    gmp_jw_ku64(&w, "recorded_total",
-                in->ring ? __atomic_load_n(&in->ring->hdr->head, __ATOMIC_RELAXED) : 0);
-    gmp_jw_ku64(&w, "dropped",
-                in->ring ? __atomic_load_n(&in->ring->hdr->dropped, __ATOMIC_RELAXED) : 0);
-    gmp_jw_ku64(&w, "torn", torn);
-    gmp_jw_obj_end(&w);
-    gmp_jw_kstr(&w, "generator", "gpumemprof " GMP_VERSION_STRING);
-    gmp_jw_obj_end(&w);
-    gmp_jw_space(&w, "\n");
-    int rc = gmp_jw_finish(&w);
-    close(fd);
-    return rc;
+    gmp_jw_arr_end(w);
+    gmp_jw_key(w, "ring");
+    gmp_jw_obj_begin(w);
+    gmp_jw_ku64(w, "capacity", in->ring ? in->ring->capacity : 0);
+    gmp_jw_ku64(w, "recorded_total", h ? __atomic_load_n(&h->head, __ATOMIC_RELAXED) : 0);
+    gmp_jw_ku64(w, "dropped", h ? __atomic_load_n(&h->dropped, __ATOMIC_RELAXED) : 0);
+    gmp_jw_ku64(w, "torn", ctx->torn);
+    gmp_jw_obj_end(w);
+    gmp_jw_kstr(w, "generator", "gpumemprof " GMP_VERSION_STRING);
+    gmp_jw_obj_end(w);
 }
 
-static int write_manifest(int dirfd, char *buf, const gmp_bundle_input *in,
-                          const char *name, uint64_t event_count)
+static void fill_environment(gmp_jw *w, bundle_ctx *ctx)
 {
-    int fd = open_new_file(dirfd, "manifest.json");
+    gmp_bundle_fill_environment(w, ctx->scratch, sizeof ctx->scratch,
+                                gmp_backend_name(ctx->in->req->backend));
+}
+
+static void fill_manifest(gmp_jw *w, bundle_ctx *ctx);
+
+/* The files of a bundle in the order they are written: the manifest last,
+ * once the event count is known, listing exactly these. */
+static const struct bundle_file {
+    const char *name;
+    void (*fill)(gmp_jw *w, bundle_ctx *ctx);
+} bundle_files[] = {
+    {"events.json", fill_events},
+    {"metadata.json", fill_metadata},
+    {"environment.json", fill_environment},
+    {"manifest.json", fill_manifest},
+};
+#define BUNDLE_FILE_COUNT (sizeof bundle_files / sizeof *bundle_files)
+
+static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
+{
+    const gmp_bundle_input *in = ctx->in;
+    char when[21];
+    gmp_fmt_utc((int64_t)(in->time_ns / 1000000000ull), when, 1);
+    gmp_jw_obj_begin(w);
+    gmp_jw_ku64(w, "schema_version", GMP_BUNDLE_SCHEMA_VERSION);
+    gmp_jw_kstr(w, "bundle_name", ctx->name);
+    gmp_jw_kstr(w, "created_at_utc", when);
+    gmp_jw_kstr(w, "reason", in->req->reason ? in->req->reason : "unknown");
+    gmp_jw_kstr(w, "backend", gmp_backend_name(in->req->backend));
+    gmp_jw_ku64(w, "event_count", ctx->event_count);
+    gmp_jw_key(w, "files");
+    gmp_jw_arr_begin(w);
+    gmp_jw_str(w, "manifest.json");
+    for (size_t i = 0; i < BUNDLE_FILE_COUNT; i++)
+        if (bundle_files[i].fill != fill_manifest)
+            gmp_jw_str(w, bundle_files[i].name);
+    gmp_jw_arr_end(w);
+    gmp_jw_ku64(w, "created_at_ns", in->time_ns);
+    gmp_jw_ki64(w, "pid", getpid());
+    gmp_jw_kstr(w, "generator", "gpumemprof " GMP_VERSION_STRING);
+    gmp_jw_obj_end(w);
+}
+
+/* Create one member file (O_EXCL, no symlink followed, exactly 0600) and
+ * stream its JSON through the shared buffer. */
+static int write_json_file(int dirfd, const struct bundle_file *file, char *buf,
+                           bundle_ctx *ctx)
+{
+    int fd = openat(dirfd, file->name,
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    char when[21];
-    gmp_fmt_utc_iso((int64_t)(in->time_ns / 1000000000ull), when);
+    fchmod(fd, 0600); /* whatever the umask */
     gmp_jw w;
     gmp_jw_init(&w, fd, buf, GMP_JW_BUF);
-    gmp_jw_obj_begin(&w);
-    gmp_jw_ku64(&w, "schema_version", GMP_BUNDLE_SCHEMA_VERSION);
-    gmp_jw_kstr(&w, "bundle_name", name);
-    gmp_jw_kstr(&w, "created_at_utc", when);
-    gmp_jw_kstr(&w, "reason", in->req->reason ? in->req->reason : "unknown");
-    gmp_jw_kstr(&w, "backend", gmp_backend_name(in->req->backend));
-    gmp_jw_ku64(&w, "event_count", event_count);
-    gmp_jw_key(&w, "files");
-    gmp_jw_arr_begin(&w);
-    gmp_jw_str(&w, "manifest.json");
-    for (size_t i = 0; i + 1 < BUNDLE_FILE_COUNT; i++)
-        gmp_jw_str(&w, bundle_files[i]);
-    gmp_jw_arr_end(&w);
-    gmp_jw_key(&w, "created_at_ns");
-    gmp_jw_u64(&w, in->time_ns);
-    gmp_jw_ki64(&w, "pid", getpid());
-    gmp_jw_kstr(&w, "generator", "gpumemprof " GMP_VERSION_STRING);
-    gmp_jw_obj_end(&w);
+    ctx->w = &w;
+    file->fill(&w, ctx);
     gmp_jw_space(&w, "\n");
     int rc = gmp_jw_finish(&w);
+    int saved = w.err ? w.err : errno;
     close(fd);
+    errno = saved;
     return rc;
 }
 
@@ -206,7 +212,7 @@ static void remove_partial(int dirfd, const char *tmp)
     int bfd = openat(dirfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (bfd >= 0) {
         for (size_t i = 0; i < BUNDLE_FILE_COUNT; i++)
-            unlinkat(bfd, bundle_files[i], 0);
+            unlinkat(bfd, bundle_files[i].name, 0);
         close(bfd);
     }
     unlinkat(dirfd, tmp, AT_REMOVEDIR);
@@ -216,8 +222,8 @@ static void remove_partial(int dirfd, const char *tmp)
 static void make_name(char *out, size_t cap, const char *prefix, uint64_t time_ns,
                       gmp_backend backend, uint64_t seq)
 {
-    char stamp[17], num[24];
-    gmp_fmt_utc_compact((int64_t)(time_ns / 1000000000ull), stamp);
+    char stamp[21], num[24];
+    gmp_fmt_utc((int64_t)(time_ns / 1000000000ull), stamp, 0);
     gmp_strlcpy(out, prefix, cap);
     gmp_strlcat(out, stamp, cap);
     gmp_strlcat(out, "_", cap);
@@ -247,26 +253,17 @@ static int write_contents(int dirfd, const char *tmp, const char *name,
                           const gmp_bundle_input *in)
 {
     char buf[GMP_JW_BUF];
+    bundle_ctx ctx;
     int bfd = openat(dirfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (bfd < 0)
         return -1;
     fchmod(bfd, 0700);
-    events_state st;
-    memset(&st, 0, sizeof st);
-    uint64_t torn = 0;
-    int rc = write_events(bfd, buf, in, &st, &torn);
-    if (!rc)
-        rc = write_metadata(bfd, buf, in, &st, torn);
-    if (!rc) {
-        int fd = open_new_file(bfd, "environment.json");
-        rc = fd < 0 ? -1
-                    : gmp_bundle_write_environment(fd, buf, sizeof buf,
-                                                   gmp_backend_name(in->req->backend));
-        if (fd >= 0)
-            close(fd);
-    }
-    if (!rc)
-        rc = write_manifest(bfd, buf, in, name, st.count);
+    memset(&ctx, 0, offsetof(bundle_ctx, scratch));
+    ctx.in = in;
+    ctx.name = name;
+    int rc = 0;
+    for (size_t i = 0; i < BUNDLE_FILE_COUNT && !rc; i++)
+        rc = write_json_file(bfd, &bundle_files[i], buf, &ctx);
     int saved = errno;
     close(bfd);
     errno = saved;
@@ -289,39 +286,31 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
                 is_link ? "it is a symbolic link (refused)" : gmp_strerror(errno));
         return -1;
     }
+    /* The name is inside the manifest, so a name taken meanwhile (another
+     * container whose pid is also 1, say) means writing it all again. */
     char name[160], tmp[176];
     int rc = -1;
-    for (int attempt = 0; attempt < 64; attempt++) {
+    for (int attempt = 0; attempt < NAME_ATTEMPTS && rc < 0; attempt++) {
         uint64_t seq = __atomic_add_fetch(&bundle_seq, 1, __ATOMIC_RELAXED);
         make_name(name, sizeof name, GMP_BUNDLE_PREFIX, in->time_ns, in->req->backend, seq);
         make_name(tmp, sizeof tmp, GMP_BUNDLE_TMP_PREFIX, in->time_ns, in->req->backend, seq);
+        if (faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+            continue;
         if (mkdirat(dirfd, tmp, 0700) < 0) {
             if (errno == EEXIST)
                 continue;
             break;
         }
-        if (write_contents(dirfd, tmp, name, in) < 0) {
-            int saved = errno;
-            remove_partial(dirfd, tmp);
-            errno = saved;
+        if (write_contents(dirfd, tmp, name, in) == 0 &&
+            rename_noreplace(dirfd, tmp, name) == 0) {
+            rc = 0;
             break;
         }
-        for (; attempt < 64; attempt++) {
-            if (rename_noreplace(dirfd, tmp, name) == 0) {
-                rc = 0;
-                break;
-            }
-            if (errno != EEXIST && errno != ENOTEMPTY)
-                break;
-            seq = __atomic_add_fetch(&bundle_seq, 1, __ATOMIC_RELAXED);
-            make_name(name, sizeof name, GMP_BUNDLE_PREFIX, in->time_ns, in->req->backend, seq);
-        }
-        if (rc < 0) {
-            int saved = errno;
-            remove_partial(dirfd, tmp);
-            errno = saved;
-        }
-        break;
+        int saved = errno;
+        remove_partial(dirfd, tmp);
+        errno = saved;
+        if (saved != EEXIST && saved != ENOTEMPTY)
+            break;
     }
     int saved = errno;
     close(dirfd);

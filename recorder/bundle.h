@@ -30,8 +30,9 @@ typedef struct gmp_bundle_input {
 GMP_HIDDEN int gmp_bundle_write(const gmp_bundle_input *in, char *path_out,
                                 size_t path_cap, char *name_out, size_t name_cap);
 
-/* environment.json of the calling process (bundle_env.c). */
-GMP_HIDDEN int gmp_bundle_write_environment(int fd, char *buf, size_t cap,
+/* The environment.json object of the calling process (bundle_env.c);
+ * scratch holds /proc reads. */
+GMP_HIDDEN void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t cap,
                                             const char *backend);
 
 /* Is the environment variable name one whose value must never be written? */

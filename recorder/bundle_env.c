@@ -137,63 +137,56 @@ static void write_first_line(gmp_jw *w, const char *key, const char *path,
     gmp_jw_strn(w, buf, strcspn(buf, "\n"));
 }
 
-int gmp_bundle_write_environment(int fd, char *buf, size_t cap,
+void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
                                  const char *backend)
 {
-    /* the JSON buffer is the first half; the second half is scratch */
-    size_t half = cap / 2;
-    char *scratch = buf + half;
-    gmp_jw w;
-    gmp_jw_init(&w, fd, buf, half);
-    gmp_jw_obj_begin(&w);
-    gmp_jw_ki64(&w, "pid", getpid());
-    gmp_jw_key(&w, "cwd");
+    gmp_jw_obj_begin(w);
+    gmp_jw_ki64(w, "pid", getpid());
+    gmp_jw_key(w, "cwd");
     if (getcwd(scratch, half))
-        gmp_jw_str(&w, scratch);
+        gmp_jw_str(w, scratch);
     else
-        gmp_jw_null(&w);
+        gmp_jw_null(w);
 
     struct utsname u;
     int have_uts = uname(&u) == 0;
-    gmp_jw_key(&w, "system");
-    gmp_jw_obj_begin(&w);
-    gmp_jw_kstr(&w, "platform", "Linux");
-    gmp_jw_kstr(&w, "hostname", have_uts ? u.nodename : NULL);
-    gmp_jw_kstr(&w, "kernel", have_uts ? u.release : NULL);
-    gmp_jw_kstr(&w, "kernel_version", have_uts ? u.version : NULL);
-    gmp_jw_kstr(&w, "machine", have_uts ? u.machine : NULL);
-    gmp_jw_kstr(&w, "detected_backend", backend);
-    gmp_jw_ku64(&w, "page_size", (uint64_t)sysconf(_SC_PAGESIZE));
-    gmp_jw_ku64(&w, "cpu_count", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
-    gmp_jw_kstr(&w, "gpumemprof_version", GMP_VERSION_STRING);
-    gmp_jw_obj_end(&w);
+    gmp_jw_key(w, "system");
+    gmp_jw_obj_begin(w);
+    gmp_jw_kstr(w, "platform", "Linux");
+    gmp_jw_kstr(w, "hostname", have_uts ? u.nodename : NULL);
+    gmp_jw_kstr(w, "kernel", have_uts ? u.release : NULL);
+    gmp_jw_kstr(w, "kernel_version", have_uts ? u.version : NULL);
+    gmp_jw_kstr(w, "machine", have_uts ? u.machine : NULL);
+    gmp_jw_kstr(w, "detected_backend", backend);
+    gmp_jw_ku64(w, "page_size", (uint64_t)sysconf(_SC_PAGESIZE));
+    gmp_jw_ku64(w, "cpu_count", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
+    gmp_jw_kstr(w, "gpumemprof_version", GMP_VERSION_STRING);
+    gmp_jw_obj_end(w);
 
-    gmp_jw_key(&w, "process");
-    gmp_jw_obj_begin(&w);
-    gmp_jw_ki64(&w, "ppid", getppid());
-    gmp_jw_ku64(&w, "uid", getuid());
+    gmp_jw_key(w, "process");
+    gmp_jw_obj_begin(w);
+    gmp_jw_ki64(w, "ppid", getppid());
+    gmp_jw_ku64(w, "uid", getuid());
     ssize_t n = readlink("/proc/self/exe", scratch, half - 1);
-    gmp_jw_key(&w, "exe");
+    gmp_jw_key(w, "exe");
     if (n > 0)
-        gmp_jw_strn(&w, scratch, (size_t)n);
+        gmp_jw_strn(w, scratch, (size_t)n);
     else
-        gmp_jw_null(&w);
-    write_cmdline(&w, scratch, half);
-    write_first_line(&w, "cgroup", "/proc/self/cgroup", scratch, half);
-    gmp_jw_key(&w, "rlimits");
-    gmp_jw_obj_begin(&w);
-    write_rlimit(&w, "as", RLIMIT_AS);
-    write_rlimit(&w, "data", RLIMIT_DATA);
-    write_rlimit(&w, "rss", RLIMIT_RSS);
-    write_rlimit(&w, "memlock", RLIMIT_MEMLOCK);
-    write_rlimit(&w, "stack", RLIMIT_STACK);
-    write_rlimit(&w, "nofile", RLIMIT_NOFILE);
-    write_rlimit(&w, "core", RLIMIT_CORE);
-    gmp_jw_obj_end(&w);
-    gmp_jw_obj_end(&w);
+        gmp_jw_null(w);
+    write_cmdline(w, scratch, half);
+    write_first_line(w, "cgroup", "/proc/self/cgroup", scratch, half);
+    gmp_jw_key(w, "rlimits");
+    gmp_jw_obj_begin(w);
+    write_rlimit(w, "as", RLIMIT_AS);
+    write_rlimit(w, "data", RLIMIT_DATA);
+    write_rlimit(w, "rss", RLIMIT_RSS);
+    write_rlimit(w, "memlock", RLIMIT_MEMLOCK);
+    write_rlimit(w, "stack", RLIMIT_STACK);
+    write_rlimit(w, "nofile", RLIMIT_NOFILE);
+    write_rlimit(w, "core", RLIMIT_CORE);
+    gmp_jw_obj_end(w);
+    gmp_jw_obj_end(w);
 
-    write_environ(&w);
-    gmp_jw_obj_end(&w);
-    gmp_jw_space(&w, "\n");
-    return gmp_jw_finish(&w);
+    write_environ(w);
+    gmp_jw_obj_end(w);
 }

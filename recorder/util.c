@@ -64,35 +64,24 @@ static char *put_digits(char *p, int v, int width)
     return p + width;
 }
 
-void gmp_fmt_utc_compact(int64_t secs, char out[17])
+void gmp_fmt_utc(int64_t secs, char out[21], int iso)
 {
     int y, mo, d, h, mi, s;
     civil_from_secs(secs, &y, &mo, &d, &h, &mi, &s);
     char *p = put_digits(out, y, 4);
+    if (iso)
+        *p++ = '-';
     p = put_digits(p, mo, 2);
+    if (iso)
+        *p++ = '-';
     p = put_digits(p, d, 2);
     *p++ = 'T';
     p = put_digits(p, h, 2);
+    if (iso)
+        *p++ = ':';
     p = put_digits(p, mi, 2);
-    p = put_digits(p, s, 2);
-    *p++ = 'Z';
-    *p = '\0';
-}
-
-void gmp_fmt_utc_iso(int64_t secs, char out[21])
-{
-    int y, mo, d, h, mi, s;
-    civil_from_secs(secs, &y, &mo, &d, &h, &mi, &s);
-    char *p = put_digits(out, y, 4);
-    *p++ = '-';
-    p = put_digits(p, mo, 2);
-    *p++ = '-';
-    p = put_digits(p, d, 2);
-    *p++ = 'T';
-    p = put_digits(p, h, 2);
-    *p++ = ':';
-    p = put_digits(p, mi, 2);
-    *p++ = ':';
+    if (iso)
+        *p++ = ':';
     p = put_digits(p, s, 2);
     *p++ = 'Z';
     *p = '\0';

@@ -16,10 +16,9 @@
 GMP_HIDDEN uint64_t gmp_now_realtime_ns(void);
 GMP_HIDDEN uint32_t gmp_gettid(void);
 
-/* "20260303T120000Z" (compact, 17 bytes with NUL) and
- * "2026-03-03T12:00:00Z" (ISO, 21 bytes with NUL) from seconds since epoch. */
-GMP_HIDDEN void gmp_fmt_utc_compact(int64_t secs, char out[17]);
-GMP_HIDDEN void gmp_fmt_utc_iso(int64_t secs, char out[21]);
+/* Seconds since the epoch as "2026-03-03T12:00:00Z" (iso) or
+ * "20260303T120000Z" (compact, for names); out holds 21 bytes. */
+GMP_HIDDEN void gmp_fmt_utc(int64_t secs, char out[21], int iso);
 
 /* Decimal / hex into out (at least 24 bytes); returns the length. */
 GMP_HIDDEN size_t gmp_fmt_u64(uint64_t v, char *out);

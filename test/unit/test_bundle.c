@@ -213,6 +213,37 @@ static void test_secrets_never_written(void **state)
     scratch_remove(dir);
 }
 
+/* Another process with our pid (containers sharing a dump directory) has
+ * taken the names: the bundle goes to a free one and still validates. */
+static void test_taken_names_are_skipped(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], dumps[512], taken[1024], stamp[32];
+    scratch_make(dir, sizeof dir, "taken");
+    snprintf(dumps, sizeof dumps, "%s/dumps", dir);
+    assert_int_equal(mkdir(dumps, 0700), 0);
+    gmp_recorder *rec = make_recorder(dir, 64, 100);
+    record_allocs(rec, 5);
+    time_t now = time(NULL);
+    for (time_t t = now; t <= now + 1; t++) {
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+        for (int seq = 1; seq <= 8; seq++) {
+            snprintf(taken, sizeof taken, "%s/oom_dump_%s_%d_cuda_%d", dumps, stamp,
+                     getpid(), seq);
+            mkdir(taken, 0700);
+        }
+    }
+    assert_non_null(gmp_dump(rec, &cuda_oom, path, sizeof path));
+    const char *argv[] = {inspect_path(), "validate", path, NULL};
+    char out[4096], err[4096];
+    if (run_capture(argv, out, sizeof out, err, sizeof err) != 0)
+        fail_msg("bundle under a free name does not validate: %s", out);
+    gmp_recorder_destroy(rec);
+    scratch_remove(dir);
+}
+
 static void test_disabled_writes_nothing(void **state)
 {
     (void)state;
@@ -344,6 +375,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bundle_contents),
         cmocka_unit_test(test_secrets_never_written),
+        cmocka_unit_test(test_taken_names_are_skipped),
         cmocka_unit_test(test_disabled_writes_nothing),
         cmocka_unit_test(test_unsafe_directories),
         cmocka_unit_test(test_sigkill_never_leaves_a_bad_bundle),
