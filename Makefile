@@ -26,11 +26,17 @@ RECORDER_SRC := $(wildcard recorder/*.c)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(BUILD)/%.o)
 RECORDER_LIB := $(BUILD)/libgpumemprof.a
 
+PRELOAD_SRC := $(wildcard preload/*.c)
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/%.o)
+PRELOAD := $(BUILD)/libgpumemprof_preload.so
+
 INSPECT_SRC := $(wildcard tools/inspect/*.c)
 INSPECT_OBJ := $(INSPECT_SRC:%.c=$(BUILD)/%.o)
 INSPECT := $(BUILD)/gmp-inspect
 
-EXAMPLES := $(BUILD)/examples/oom-demo
+EXAMPLES := $(BUILD)/examples/grow-heap
+
+TEST_PROGRAMS := $(patsubst test/programs/%.c,$(BUILD)/test/programs/%,$(wildcard test/programs/*.c))
 
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
@@ -38,7 +44,7 @@ TEST_SUPPORT := $(BUILD)/test/support.o
 
 .PHONY: all deps test unit-test integration-test demo install uninstall clean
 
-all: $(BUILD)/.deps-ok $(RECORDER_LIB) $(INSPECT) $(EXAMPLES)
+all: $(BUILD)/.deps-ok $(RECORDER_LIB) $(PRELOAD) $(INSPECT) $(EXAMPLES)
 
 # Checked once a build tree; `make clean` re-checks.
 $(BUILD)/.deps-ok: mk/ensure-deps.sh
@@ -56,12 +62,21 @@ $(RECORDER_LIB): $(RECORDER_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
+# The interposer links only libc: every GPU library is found at run time.
+$(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
+	    -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
+
+$(BUILD)/preload/%.o: preload/%.c | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -ftls-model=initial-exec -MMD -MP -c $< -o $@
+
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS)
 
-$(BUILD)/examples/%: examples/%.c $(RECORDER_LIB)
+$(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)
+	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $<
 
 $(BUILD)/test/support.o: test/support.c test/support.h | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
@@ -72,11 +87,18 @@ $(BUILD)/test/test_%: test/unit/test_%.c $(TEST_SUPPORT) $(RECORDER_LIB)
 	$(CC) $(ALL_CFLAGS) -Itest $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(TEST_SUPPORT) $(RECORDER_LIB) $(CMOCKA_LIBS) $(JANSSON_LIBS) -lpthread
 
+# Plain programs the integration tests run under the preload.  -fno-builtin:
+# the compiler must not elide the allocations they exist to make.
+$(BUILD)/test/programs/%: test/programs/%.c | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread -ldl
+
 # Every test binary runs even when one fails; the exit status says if any did.
-test: all $(UNIT_BIN)
+test: all $(UNIT_BIN) $(TEST_PROGRAMS)
 	@failed=0; for t in $(UNIT_BIN); do \
 	    echo "== $$t"; \
 	    GMP_INSPECT=$(abspath $(INSPECT)) GMP_TEST_FIXTURES=$(abspath test/fixtures) \
+	    GMP_BUILD=$(abspath $(BUILD)) \
 	        $$t || failed=$$((failed+1)); \
 	done; \
 	if [ $$failed -ne 0 ]; then echo "$$failed test program(s) failed"; exit 1; fi; \
@@ -88,15 +110,17 @@ demo: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/gmp-inspect
+	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so
 	install -m 0644 include/gpumemprof.h $(DESTDIR)$(PREFIX)/include/gpumemprof.h
 	install -m 0644 $(RECORDER_LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/gmp-inspect \
+	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so \
 	      $(DESTDIR)$(PREFIX)/include/gpumemprof.h \
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a
 
 clean:
 	rm -rf $(BUILD)
 
--include $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d)
+-include $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d)

@@ -129,6 +129,10 @@ typedef struct gmp_config {
     uint64_t max_total_mb;             /* GMP_MAX_TOTAL_MB, default 256 */
     char context[GMP_CONTEXT_MAX];     /* GMP_CONTEXT, default "" */
     char metadata_json[GMP_METADATA_MAX]; /* GMP_METADATA: a JSON object, default "{}" */
+    /* read by the preload */
+    uint64_t host_event_min_bytes;     /* GMP_HOST_EVENT_MIN_BYTES, default 1 MiB */
+    uint32_t oom_confirm_ms;           /* GMP_OOM_CONFIRM_MS, default 1000 */
+    int oom_policy_first;              /* GMP_OOM_POLICY=first|episode, default episode */
 } gmp_config;
 
 /* Fill the documented defaults. */
@@ -175,12 +179,31 @@ GMP_API size_t gmp_snapshot(gmp_recorder *rec, gmp_event *out, size_t max);
 /* Path of the live ring file ("" when none yet, or anonymous). */
 GMP_API const char *gmp_recorder_ring_path(const gmp_recorder *rec);
 
+/* Context and custom metadata of the bundles written from now on (the
+ * metadata must be a JSON object).  0, or -1 when refused. */
+GMP_API int gmp_recorder_set_context(gmp_recorder *rec, const char *context);
+GMP_API int gmp_recorder_set_metadata(gmp_recorder *rec, const char *json_object);
+
+/* In a child after fork: forget the parent's ring (the parent keeps it);
+ * the child makes its own on its first event. */
+GMP_API void gmp_recorder_after_fork(gmp_recorder *rec);
+/* At exit: remove the ring file but keep recording possible until the
+ * process is gone (late threads and destructors stay safe). */
+GMP_API void gmp_recorder_release_ring(gmp_recorder *rec);
+
+/* Under LD_PRELOAD=libgpumemprof_preload.so, a program finds the preload's
+ * recorder with dlsym(RTLD_DEFAULT, GMP_PRELOAD_RECORDER_SYMBOL) and may add
+ * context, metadata and its own events to it (NULL when recording is off). */
+#define GMP_PRELOAD_RECORDER_SYMBOL "gmp_preload_recorder"
+typedef gmp_recorder *(*gmp_preload_recorder_fn)(void);
+
 typedef struct gmp_failed_request {
     int present;
     gmp_api api;
     uint64_t size;
     int device;
     long code;
+    uint64_t in_use; /* bytes in use on that device when it failed */
 } gmp_failed_request;
 
 typedef struct gmp_dump_request {

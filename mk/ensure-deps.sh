@@ -1,30 +1,37 @@
 #!/bin/sh
-# ensure-deps.sh — make sure the build's libraries are present (jansson for
-# the tools, cmocka for the tests).  Missing ones are installed with apt-get
-# when we are root or have password-less sudo; otherwise one line names them.
+# ensure-deps.sh — make sure what the build and tests need is present:
+# jansson (the tools), cmocka (the tests), and the allocators the tests
+# preload behind ours (jemalloc, tcmalloc).  Missing ones are installed with
+# apt-get when we are root or have password-less sudo; otherwise one line
+# names the packages.
 set -u
 missing=""
-for pc in jansson cmocka; do
-    pkg-config --exists "$pc" 2>/dev/null || missing="$missing $pc"
-done
-command -v pkg-config >/dev/null 2>&1 || missing="pkg-config$missing"
+need() { # need PACKAGE CHECK...
+    pkg=$1
+    shift
+    "$@" >/dev/null 2>&1 || missing="$missing $pkg"
+}
+need pkg-config command -v pkg-config
+need libjansson-dev pkg-config --exists jansson
+need libcmocka-dev pkg-config --exists cmocka
+need libjemalloc2 sh -c 'ldconfig -p | grep -q "libjemalloc.so.2 "'
+need libtcmalloc-minimal4 sh -c 'ldconfig -p | grep -q "libtcmalloc_minimal.so.4 "'
 [ -z "$missing" ] && exit 0
 
-pkgs="libjansson-dev libcmocka-dev pkg-config"
 if [ "$(id -u)" = 0 ]; then
     sudo=""
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     sudo="sudo -n"
 else
-    echo "gpumemprof: missing$missing; install the Debian packages: $pkgs" >&2
+    echo "gpumemprof: missing Debian packages:$missing (install them with apt-get)" >&2
     exit 1
 fi
-echo "gpumemprof: installing $pkgs (missing:$missing)" >&2
+echo "gpumemprof: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
-if ! $sudo apt-get install -y -q $pkgs >/dev/null 2>&1; then
+if ! $sudo apt-get install -y -q $missing >/dev/null 2>&1; then
     $sudo apt-get update -q >/dev/null 2>&1
-    $sudo apt-get install -y -q $pkgs >/dev/null || {
-        echo "gpumemprof: apt-get could not install $pkgs" >&2
+    $sudo apt-get install -y -q $missing >/dev/null || {
+        echo "gpumemprof: apt-get could not install$missing" >&2
         exit 1
     }
 fi

@@ -112,6 +112,7 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
         gmp_jw_ku64(w, "size", req->failed.size);
         gmp_jw_ki64(w, "device", req->failed.device);
         gmp_jw_ki64(w, "code", req->failed.code);
+        gmp_jw_ku64(w, "bytes_in_use", req->failed.in_use);
         gmp_jw_obj_end(w);
     } else {
         gmp_jw_null(w);

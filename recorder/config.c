@@ -26,6 +26,9 @@ void gmp_config_defaults(gmp_config *cfg)
     cfg->max_dumps = 5;
     cfg->max_total_mb = 256;
     gmp_strlcpy(cfg->metadata_json, "{}", sizeof cfg->metadata_json);
+    cfg->host_event_min_bytes = 1 << 20;
+    cfg->oom_confirm_ms = 1000;
+    cfg->oom_policy_first = 0;
 }
 
 /* Shows at most 64 bytes of a bad value, so a 1 MiB variable is one line. */
@@ -131,6 +134,24 @@ int gmp_config_from_env(gmp_config *cfg)
     if ((v = getenv("GMP_CONTEXT")))
         bad += parse_string("GMP_CONTEXT", v, cfg->context, sizeof cfg->context,
                             1) < 0;
+    if ((v = getenv("GMP_HOST_EVENT_MIN_BYTES"))) {
+        n = cfg->host_event_min_bytes;
+        bad += parse_u64("GMP_HOST_EVENT_MIN_BYTES", v, 0, 1ull << 50, &n) < 0;
+        cfg->host_event_min_bytes = n;
+    }
+    if ((v = getenv("GMP_OOM_CONFIRM_MS"))) {
+        n = cfg->oom_confirm_ms;
+        bad += parse_u64("GMP_OOM_CONFIRM_MS", v, 0, 3600000, &n) < 0;
+        cfg->oom_confirm_ms = (uint32_t)n;
+    }
+    if ((v = getenv("GMP_OOM_POLICY"))) {
+        if (!strcmp(v, "first") || !strcmp(v, "episode")) {
+            cfg->oom_policy_first = !strcmp(v, "first");
+        } else {
+            complain("GMP_OOM_POLICY", v, "is not first or episode", "episode");
+            bad++;
+        }
+    }
     if ((v = getenv("GMP_METADATA"))) {
         size_t len = strlen(v);
         if (len >= sizeof cfg->metadata_json) {

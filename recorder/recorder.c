@@ -171,6 +171,40 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
     return path_out;
 }
 
+int gmp_recorder_set_context(gmp_recorder *rec, const char *context)
+{
+    if (!rec || !context || strlen(context) >= sizeof rec->cfg.context)
+        return -1;
+    gmp_strlcpy(rec->cfg.context, context, sizeof rec->cfg.context);
+    return 0;
+}
+
+int gmp_recorder_set_metadata(gmp_recorder *rec, const char *json)
+{
+    if (!rec || !json || strlen(json) >= sizeof rec->cfg.metadata_json ||
+        gmp_json_check_object(json, strlen(json), 32) < 0)
+        return -1;
+    gmp_strlcpy(rec->cfg.metadata_json, json, sizeof rec->cfg.metadata_json);
+    return 0;
+}
+
+void gmp_recorder_after_fork(gmp_recorder *rec)
+{
+    if (!rec)
+        return;
+    /* munmap only: the file and its contents are the parent's */
+    if (__atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY)
+        gmp_ring_close(&rec->ring, 0);
+    __atomic_store_n(&rec->ring_state, RING_NONE, __ATOMIC_RELEASE);
+}
+
+void gmp_recorder_release_ring(gmp_recorder *rec)
+{
+    if (rec && __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY &&
+        rec->ring.is_file && rec->ring.path[0])
+        unlink(rec->ring.path);
+}
+
 void gmp_recorder_destroy(gmp_recorder *rec)
 {
     if (!rec)

@@ -127,6 +127,33 @@ size_t gmp_fmt_hex(uint64_t v, char *out)
     return n + 2;
 }
 
+void gmp_fmt_bytes(uint64_t v, char out[32])
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    uint64_t scale = 1;
+    while (u < 6 && v / scale >= 1024) {
+        scale *= 1024;
+        u++;
+    }
+    uint64_t whole = v / scale, tenth = 0;
+    if (u) { /* one decimal, rounded to nearest: integer math, no printf */
+        tenth = ((v % scale) * 10 + scale / 2) / scale;
+        if (tenth == 10) {
+            whole++;
+            tenth = 0;
+        }
+    }
+    size_t n = gmp_fmt_u64(whole, out);
+    if (u) {
+        out[n++] = '.';
+        out[n++] = (char)('0' + tenth);
+    }
+    out[n++] = ' ';
+    out[n] = '\0';
+    gmp_strlcat(out, units[u], 32);
+}
+
 int gmp_strlcpy(char *dst, const char *src, size_t cap)
 {
     if (!cap)

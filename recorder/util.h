@@ -25,6 +25,9 @@ GMP_HIDDEN size_t gmp_fmt_u64(uint64_t v, char *out);
 GMP_HIDDEN size_t gmp_fmt_i64(int64_t v, char *out);
 GMP_HIDDEN size_t gmp_fmt_hex(uint64_t v, char *out);
 
+/* Bytes for people: "512 B", "48.0 MiB", "2.5 GiB" (out: 32 bytes). */
+GMP_HIDDEN void gmp_fmt_bytes(uint64_t v, char out[32]);
+
 /* Bounded string copy/append that always terminates; returns -1 on truncation. */
 GMP_HIDDEN int gmp_strlcpy(char *dst, const char *src, size_t cap);
 GMP_HIDDEN int gmp_strlcat(char *dst, const char *src, size_t cap);

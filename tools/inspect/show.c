@@ -119,6 +119,12 @@ static void print_failed_request(json_t *md)
     else
         printf(" of host memory");
     printf(" returned code %lld\n", (long long)code);
+    int64_t in_use;
+    if (!jint(fr, "bytes_in_use", &in_use) && in_use >= 0) {
+        char b[32];
+        fmt_bytes((uint64_t)in_use, b, sizeof b);
+        printf("%-18s%s %s\n", "In use then:", b, device >= 0 ? "on that device" : "of host memory");
+    }
 }
 
 static void print_in_use(json_t *md)
@@ -126,7 +132,7 @@ static void print_in_use(json_t *md)
     json_t *arr = json_object_get(md, "bytes_in_use");
     if (!json_is_array(arr) || !json_array_size(arr))
         return;
-    printf("%-18s", "Bytes in use:");
+    printf("%-18s", "In use at dump:");
     size_t i;
     json_t *u;
     json_array_foreach(arr, i, u) {

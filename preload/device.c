@@ -1,0 +1,125 @@
+/*
+ * device.c — live device allocations: address -> size, device, API.
+ *
+ * A lock-free open-addressing table (linear probing, tombstones) in an
+ * anonymous mapping made on the first device allocation, so processes that
+ * never touch a GPU pay nothing.  It gives bytes in use per device at any
+ * moment (per-device atomic counters), and the size of what cudaFree and
+ * friends release.  When the table is full an allocation is still counted,
+ * only its later free cannot be matched (said once on stderr).
+ */
+#include "preload.h"
+
+#include <sys/mman.h>
+
+#define TABLE_BITS 18 /* 262144 live allocations */
+#define TABLE_SIZE (1u << TABLE_BITS)
+#define TOMBSTONE UINT64_MAX
+
+typedef struct live_entry {
+    uint64_t key;  /* atomic: 0 empty, TOMBSTONE removed, else address */
+    uint64_t size;
+    uint64_t time_ns;
+    int16_t device;
+    uint8_t backend;
+    uint8_t ready; /* atomic: fields above are valid */
+    uint16_t api;
+} live_entry;
+
+static live_entry *table; /* atomic pointer */
+static int table_state;   /* 0 none, 1 making, 2 ready, 3 failed */
+static uint64_t in_use[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
+static int full_reported;
+
+int gmp_device_index(int device)
+{
+    if (device < 0)
+        return 0;
+    return device < GMP_MAX_DEVICES ? device + 1 : GMP_MAX_DEVICES;
+}
+
+static live_entry *get_table(void)
+{
+    live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (GMP_LIKELY(t != NULL))
+        return t;
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&table_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        void *p = mmap(NULL, sizeof(live_entry) * TABLE_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            __atomic_store_n(&table_state, 3, __ATOMIC_RELEASE);
+            return NULL;
+        }
+        __atomic_store_n(&table, (live_entry *)p, __ATOMIC_RELEASE);
+        __atomic_store_n(&table_state, 2, __ATOMIC_RELEASE);
+        return p;
+    }
+    return __atomic_load_n(&table, __ATOMIC_ACQUIRE); /* NULL while another makes it */
+}
+
+static uint64_t slot_of(uint64_t ptr)
+{
+    uint64_t h = ptr * 0x9E3779B97F4A7C15ull;
+    return h >> (64 - TABLE_BITS);
+}
+
+void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
+                    gmp_api api)
+{
+    __atomic_fetch_add(&in_use[backend][gmp_device_index(device)], size, __ATOMIC_RELAXED);
+    live_entry *t = get_table();
+    if (!t || !ptr)
+        return;
+    uint64_t i = slot_of(ptr);
+    for (uint32_t probe = 0; probe < TABLE_SIZE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
+        uint64_t cur = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
+        if (cur != 0 && cur != TOMBSTONE)
+            continue;
+        if (!__atomic_compare_exchange_n(&t[i].key, &cur, ptr, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_RELAXED))
+            continue;
+        t[i].size = size;
+        t[i].time_ns = gmp_now_realtime_ns();
+        t[i].device = (int16_t)device;
+        t[i].backend = (uint8_t)backend;
+        t[i].api = (uint16_t)api;
+        __atomic_store_n(&t[i].ready, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    if (!__atomic_exchange_n(&full_reported, 1, __ATOMIC_RELAXED))
+        gmp_log("more than %u live device allocations; later frees are not matched",
+                TABLE_SIZE);
+}
+
+int gmp_device_remove(gmp_backend backend, uint64_t ptr, uint64_t *size, int *device)
+{
+    live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (!t || !ptr)
+        return -1;
+    uint64_t i = slot_of(ptr);
+    for (uint32_t probe = 0; probe < TABLE_SIZE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
+        uint64_t cur = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
+        if (cur == 0)
+            return -1;
+        if (cur != ptr || !__atomic_load_n(&t[i].ready, __ATOMIC_ACQUIRE) ||
+            t[i].backend != backend)
+            continue;
+        *size = t[i].size;
+        *device = t[i].device;
+        __atomic_store_n(&t[i].ready, 0, __ATOMIC_RELAXED);
+        if (!__atomic_compare_exchange_n(&t[i].key, &cur, TOMBSTONE, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_RELAXED))
+            return -1; /* a racing free of the same pointer took it */
+        __atomic_fetch_sub(&in_use[backend][gmp_device_index(*device)], *size,
+                           __ATOMIC_RELAXED);
+        return 0;
+    }
+    return -1;
+}
+
+uint64_t gmp_device_in_use(gmp_backend backend, int device)
+{
+    return __atomic_load_n(&in_use[backend][gmp_device_index(device)], __ATOMIC_RELAXED);
+}

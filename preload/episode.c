@@ -1,0 +1,256 @@
+/*
+ * episode.c — OOM episodes (design.md §6).
+ *
+ * Frameworks retry: PyTorch frees its cache and calls cudaMalloc again, a
+ * BFC allocator tries smaller sizes.  So a failure opens an episode on its
+ * (backend, device) and is recorded at once as an `oom` event; the bundle is
+ * written only when the episode is confirmed:
+ *   second_failure  another failure there, at least as large, with no success
+ *                   between (of at least min(failed size, GMP_HOST_EVENT_MIN_BYTES):
+ *                   other threads' small mallocs do not count)
+ *   exit            the process exits with the episode open
+ *   timeout         GMP_OOM_CONFIRM_MS pass (a watcher thread, started on the
+ *                   first episode, or the next hook call notices)
+ *   first           GMP_OOM_POLICY=first writes at the first failure
+ * A later success there of at least the failed size closes the episode as
+ * recovered (an event, counted in the next bundle).  Each episode's state
+ * moves by CAS, so exactly one thread commits it: at most one bundle per
+ * episode, no lock on the way to the dump.
+ */
+#include "preload.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { EP_IDLE = 0, EP_OPENING, EP_OPEN, EP_COMMITTING };
+
+typedef struct episode {
+    int state;            /* atomic */
+    int success_since;    /* atomic: a success on this device since the failure */
+    uint64_t size;
+    uint64_t in_use;      /* on that device, when it failed */
+    uint64_t deadline_ns;
+    long code;
+    gmp_api api;
+    int device;
+} episode;
+
+static episode episodes[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
+int gmp_episodes_open;          /* atomic count */
+static uint32_t recovered;      /* atomic: episodes closed as recovered */
+static int watcher_started;     /* atomic; reset in a forked child */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *library_of(gmp_backend backend, gmp_api api)
+{
+    if (backend == GMP_BACKEND_ROCM)
+        return "libamdhip64";
+    if (backend == GMP_BACKEND_CPU)
+        return "libc";
+    return api >= GMP_API_CU_MEM_ALLOC && api <= GMP_API_CU_MEM_UNMAP ? "libcuda"
+                                                                       : "libcudart";
+}
+
+/* "cuda:0" or "host" */
+static void where(gmp_backend backend, int device, char *out, size_t cap)
+{
+    if (backend == GMP_BACKEND_CPU || device < 0) {
+        gmp_strlcpy(out, "host", cap);
+        return;
+    }
+    char num[24];
+    gmp_strlcpy(out, gmp_backend_name(backend), cap);
+    gmp_strlcat(out, ":", cap);
+    gmp_fmt_i64(device, num);
+    gmp_strlcat(out, num, cap);
+}
+
+/* Write the bundle of an episode this thread owns (state COMMITTING). */
+static void commit(gmp_backend backend, episode *ep, const char *confirmed_by)
+{
+    gmp_classification c = gmp_classify_result(backend, ep->api, ep->code);
+    char place[32], size[32], code[24], message[320], line[GMP_PATH_MAX + 256];
+    where(backend, ep->device, place, sizeof place);
+    gmp_fmt_bytes(ep->size, size);
+    gmp_fmt_i64(ep->code, code);
+    /* "cudaMalloc of 256.0 MiB on cuda:0 failed with cudaErrorMemoryAllocation (code 2)." */
+    gmp_strlcpy(message, gmp_api_name(ep->api), sizeof message);
+    gmp_strlcat(message, " of ", sizeof message);
+    gmp_strlcat(message, size, sizeof message);
+    gmp_strlcat(message, " on ", sizeof message);
+    gmp_strlcat(message, place, sizeof message);
+    gmp_strlcat(message, " failed with ", sizeof message);
+    gmp_strlcat(message, c.reason, sizeof message);
+    gmp_strlcat(message, " (code ", sizeof message);
+    gmp_strlcat(message, code, sizeof message);
+    gmp_strlcat(message, ").", sizeof message);
+
+    gmp_dump_request req = {
+        .reason = c.reason,
+        .exception_type = c.reason,
+        .exception_module = library_of(backend, ep->api),
+        .exception_message = message,
+        .backend = backend,
+        .confirmed_by = confirmed_by,
+        .failed = {1, ep->api, ep->size, ep->device, ep->code, ep->in_use},
+        .recovered_episodes = __atomic_load_n(&recovered, __ATOMIC_RELAXED),
+    };
+    char path[GMP_PATH_MAX];
+    if (gmp_dump(gmp_pl.rec, &req, path, sizeof path)) {
+        /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P */
+        gmp_strlcpy(line, "OOM on ", sizeof line);
+        gmp_strlcat(line, place, sizeof line);
+        gmp_strlcat(line, " (", sizeof line);
+        gmp_strlcat(line, gmp_api_name(ep->api), sizeof line);
+        gmp_strlcat(line, " ", sizeof line);
+        gmp_strlcat(line, size, sizeof line);
+        gmp_strlcat(line, ", ", sizeof line);
+        gmp_strlcat(line, c.reason, sizeof line);
+        gmp_strlcat(line, "); bundle: ", sizeof line);
+        gmp_strlcat(line, path, sizeof line);
+        gmp_log("%s", line);
+    }
+    __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
+}
+
+static int try_take(episode *ep)
+{
+    int expected = EP_OPEN;
+    return __atomic_compare_exchange_n(&ep->state, &expected, EP_COMMITTING, 0,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+void gmp_episode_check_deadlines(void)
+{
+    if (!__atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED))
+        return;
+    uint64_t now = now_ns();
+    for (int b = 0; b < GMP_BACKEND_COUNT; b++)
+        for (int d = 0; d <= GMP_MAX_DEVICES; d++) {
+            episode *ep = &episodes[b][d];
+            if (__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) == EP_OPEN &&
+                now >= ep->deadline_ns && try_take(ep))
+                commit((gmp_backend)b, ep, "timeout");
+        }
+}
+
+static void *watcher_main(void *arg)
+{
+    (void)arg;
+    gmp_in_hook++; /* nothing this thread does is the program's */
+    for (;;) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        if (!gmp_pl_active())
+            continue;
+        gmp_episode_check_deadlines();
+    }
+    return NULL;
+}
+
+/* The watcher exists only in processes that had an episode. */
+static void ensure_watcher(void)
+{
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&watcher_started, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    pthread_attr_t attr;
+    pthread_t tid;
+    if (pthread_attr_init(&attr) != 0)
+        return;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    /* may fail when memory is gone; hooks then check deadlines themselves */
+    if (pthread_create(&tid, &attr, watcher_main, NULL) != 0)
+        __atomic_store_n(&watcher_started, 0, __ATOMIC_RELEASE);
+    pthread_attr_destroy(&attr);
+}
+
+void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t size,
+                         long code, uint64_t in_use)
+{
+    gmp_classification c = gmp_classify_result(backend, api, code);
+    gmp_pl_event(c.is_oom ? GMP_EV_OOM : GMP_EV_ALLOC_FAILED, backend, device, api, 0, size,
+                 (int32_t)code, in_use);
+    if (!c.is_oom)
+        return;
+    episode *ep = &episodes[backend][gmp_device_index(device)];
+    int state = __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE);
+    if (state == EP_OPEN) {
+        if (!__atomic_exchange_n(&ep->success_since, 0, __ATOMIC_ACQ_REL) &&
+            size >= ep->size && try_take(ep))
+            commit(backend, ep, "second_failure");
+        return; /* smaller retries (a BFC allocator's) keep the episode open */
+    }
+    int expected = EP_IDLE;
+    if (state != EP_IDLE ||
+        !__atomic_compare_exchange_n(&ep->state, &expected, EP_OPENING, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return; /* being opened or committed by another thread right now */
+    ep->size = size;
+    ep->in_use = in_use;
+    ep->api = api;
+    ep->code = code;
+    ep->device = device;
+    ep->deadline_ns = now_ns() + gmp_pl.confirm_ns;
+    __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&ep->state, EP_OPEN, __ATOMIC_RELEASE);
+    if (gmp_pl.policy_first) {
+        if (try_take(ep))
+            commit(backend, ep, "first");
+        return;
+    }
+    ensure_watcher();
+}
+
+void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_t in_use)
+{
+    episode *ep = &episodes[backend][gmp_device_index(device)];
+    if (GMP_LIKELY(__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) != EP_OPEN))
+        return;
+    if (size < ep->size) {
+        /* A small success (another thread's 64-byte malloc) says nothing
+         * about whether the failed request could succeed now. */
+        uint64_t meaningful = ep->size < gmp_pl.host_event_min ? ep->size : gmp_pl.host_event_min;
+        if (size >= meaningful)
+            __atomic_store_n(&ep->success_since, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    int expected = EP_OPEN;
+    if (!__atomic_compare_exchange_n(&ep->state, &expected, EP_COMMITTING, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    gmp_pl_event(GMP_EV_OOM_RECOVERED, backend, device, ep->api, 0, ep->size, 0, in_use);
+    __atomic_fetch_add(&recovered, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
+}
+
+void gmp_episode_commit_all(const char *confirmed_by)
+{
+    if (!__atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED))
+        return;
+    for (int b = 0; b < GMP_BACKEND_COUNT; b++)
+        for (int d = 0; d <= GMP_MAX_DEVICES; d++)
+            if (try_take(&episodes[b][d]))
+                commit((gmp_backend)b, &episodes[b][d], confirmed_by);
+}
+
+void gmp_episode_after_fork(void)
+{
+    /* the child inherits no episode and no watcher thread */
+    memset(episodes, 0, sizeof episodes);
+    __atomic_store_n(&gmp_episodes_open, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&watcher_started, 0, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,89 @@
+/*
+ * host.c — host bytes in use without a contended counter.
+ *
+ * Each thread owns a slot of counters (claimed on its first allocation,
+ * returned by a pthread key destructor when it exits, its totals folded into
+ * `retired`).  Only the owner writes a slot, with plain relaxed stores, so a
+ * malloc/free costs no atomic read-modify-write; a reader sums the slots.
+ * Threads beyond the slot table share one atomic overflow counter.
+ */
+#include "preload.h"
+
+#include <pthread.h>
+
+#define HOST_SLOTS 512
+
+typedef struct host_slot {
+    _Alignas(64) int64_t bytes; /* allocated minus freed by this thread */
+    int claimed;                /* atomic */
+} host_slot;
+
+static host_slot slots[HOST_SLOTS];
+static int64_t retired;  /* atomic: totals of exited threads */
+static int64_t overflow; /* atomic: threads that found no slot */
+static pthread_key_t slot_key;
+static int key_ready;
+
+static __thread host_slot *my_slot __attribute__((tls_model("initial-exec")));
+static __thread int no_slot __attribute__((tls_model("initial-exec")));
+
+static void release_slot(void *p)
+{
+    host_slot *s = p;
+    __atomic_fetch_add(&retired, __atomic_load_n(&s->bytes, __ATOMIC_RELAXED),
+                       __ATOMIC_RELAXED);
+    __atomic_store_n(&s->bytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->claimed, 0, __ATOMIC_RELEASE);
+    my_slot = NULL;
+}
+
+void gmp_host_init(void)
+{
+    if (!key_ready && pthread_key_create(&slot_key, release_slot) == 0)
+        key_ready = 1;
+}
+
+static host_slot *claim_slot(void)
+{
+    if (!key_ready || no_slot)
+        return NULL;
+    for (int i = 0; i < HOST_SLOTS; i++) {
+        int expected = 0;
+        if (__atomic_load_n(&slots[i].claimed, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&slots[i].claimed, &expected, 1, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            /* pthread_setspecific on an early key uses static storage */
+            gmp_in_hook++;
+            int ok = pthread_setspecific(slot_key, &slots[i]) == 0;
+            gmp_in_hook--;
+            if (!ok) {
+                __atomic_store_n(&slots[i].claimed, 0, __ATOMIC_RELEASE);
+                break;
+            }
+            my_slot = &slots[i];
+            return my_slot;
+        }
+    }
+    no_slot = 1;
+    return NULL;
+}
+
+void gmp_host_account(int64_t delta)
+{
+    host_slot *s = my_slot;
+    if (GMP_UNLIKELY(!s) && !(s = claim_slot())) {
+        __atomic_fetch_add(&overflow, delta, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_store_n(&s->bytes, __atomic_load_n(&s->bytes, __ATOMIC_RELAXED) + delta,
+                     __ATOMIC_RELAXED);
+}
+
+uint64_t gmp_host_in_use(void)
+{
+    int64_t sum = __atomic_load_n(&retired, __ATOMIC_RELAXED) +
+                  __atomic_load_n(&overflow, __ATOMIC_RELAXED);
+    for (int i = 0; i < HOST_SLOTS; i++)
+        sum += __atomic_load_n(&slots[i].bytes, __ATOMIC_RELAXED);
+    return sum > 0 ? (uint64_t)sum : 0;
+}

@@ -1,0 +1,100 @@
+/*
+ * init.c — the preload's lifecycle.
+ *
+ * Constructor: read the GMP_* config once and create the recorder (whose
+ * ring is made only on the first event worth keeping, so the shells, git
+ * and compilers LD_PRELOAD also reaches leave no file, start no thread and
+ * print nothing).  Set-user-ID processes (AT_SECURE) and GMP_ENABLED=0 record
+ * nothing.  fork: the child forgets the parent's ring and episodes and makes
+ * its own on first use.  exit: commit an open episode, then remove the live
+ * ring file (its mapping stays, so a late allocation in another thread or
+ * destructor can never touch freed memory).
+ */
+#include "preload.h"
+
+#include <pthread.h>
+#include <sys/auxv.h>
+
+gmp_preload gmp_pl;
+__thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
+
+static void after_fork_in_child(void)
+{
+    if (!gmp_pl_active())
+        return;
+    gmp_recorder_after_fork(gmp_pl.rec);
+    gmp_episode_after_fork();
+}
+
+void gmp_preload_init(void)
+{
+    static int once;
+    if (__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
+        return;
+    gmp_in_hook++;
+    if (getauxval(AT_SECURE)) {
+        __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
+        gmp_in_hook--;
+        return;
+    }
+    static gmp_config cfg; /* 13 KiB: not on a constructor's stack */
+    gmp_config_from_env(&cfg);
+    if (!cfg.enabled) {
+        __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
+        gmp_in_hook--;
+        return;
+    }
+    gmp_pl.host_event_min = cfg.host_event_min_bytes;
+    gmp_pl.confirm_ns = (uint64_t)cfg.oom_confirm_ms * 1000000ull;
+    gmp_pl.policy_first = cfg.oom_policy_first;
+    gmp_pl.rec = gmp_recorder_create(&cfg);
+    if (!gmp_pl.rec) {
+        gmp_log("cannot create the recorder; recording is off");
+        __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
+        gmp_in_hook--;
+        return;
+    }
+    gmp_host_init();
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    __atomic_store_n(&gmp_pl.state, GMP_PL_ACTIVE, __ATOMIC_RELEASE);
+    gmp_in_hook--;
+}
+
+__attribute__((constructor)) static void on_load(void)
+{
+    gmp_preload_init();
+}
+
+__attribute__((destructor)) static void on_exit_process(void)
+{
+    if (!gmp_pl_active())
+        return;
+    gmp_in_hook++;
+    gmp_episode_commit_all("exit");
+    __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
+    gmp_recorder_release_ring(gmp_pl.rec);
+    gmp_in_hook--;
+}
+
+void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device, gmp_api api,
+                  uint64_t address, uint64_t size, int32_t result, uint64_t in_use)
+{
+    gmp_event ev = {
+        .address = address,
+        .size = size,
+        .in_use = in_use,
+        .result = result,
+        .device = (int16_t)device,
+        .api = (uint16_t)api,
+        .type = (uint8_t)type,
+        .backend = (uint8_t)backend,
+    };
+    gmp_record(gmp_pl.rec, &ev);
+}
+
+/* For programs: dlsym(RTLD_DEFAULT, "gmp_preload_recorder") finds the
+ * recorder of the preload, to add context, metadata or their own events. */
+GMP_EXPORT gmp_recorder *gmp_preload_recorder(void)
+{
+    return gmp_pl_active() ? gmp_pl.rec : NULL;
+}

@@ -1,0 +1,337 @@
+/*
+ * libc.c — malloc and its relatives.
+ *
+ * The real functions come from dlsym(RTLD_NEXT), so an allocator preloaded
+ * after us (jemalloc, tcmalloc, mimalloc) keeps working.  dlsym itself may
+ * allocate before we know the real malloc; those few requests are served
+ * from a static bootstrap pool, and pointers from it are recognised by
+ * address in free/realloc/malloc_usable_size and never handed to the real
+ * allocator.
+ *
+ * Cost for the common case: the real call, one usable-size lookup and a
+ * per-thread counter update.  Events are recorded only for allocations of
+ * at least GMP_HOST_EVENT_MIN_BYTES and for every failure; errno is kept
+ * exactly as the real function left it.
+ */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct libc_real {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*malloc_usable_size)(void *);
+} libc_real;
+
+static libc_real real;
+static int resolving; /* atomic: a thread is inside dlsym for the reals */
+
+/* ---- bootstrap pool --------------------------------------------------- */
+
+#define POOL_SIZE (256 * 1024)
+static char pool[POOL_SIZE] __attribute__((aligned(64)));
+static size_t pool_used; /* atomic */
+
+typedef struct pool_header {
+    size_t size;
+    size_t pad;
+} pool_header;
+
+static int in_pool(const void *p)
+{
+    return (const char *)p >= pool && (const char *)p < pool + POOL_SIZE;
+}
+
+static void *pool_alloc(size_t size, size_t align)
+{
+    if (align < 16)
+        align = 16;
+    size_t need = sizeof(pool_header) + size + align;
+    size_t off = __atomic_fetch_add(&pool_used, (need + 15) & ~(size_t)15, __ATOMIC_RELAXED);
+    if (off + need > POOL_SIZE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    uintptr_t start = (uintptr_t)(pool + off + sizeof(pool_header));
+    uintptr_t p = (start + align - 1) & ~(uintptr_t)(align - 1);
+    ((pool_header *)p)[-1].size = size;
+    return (void *)p; /* static storage: already zeroed, calloc-ready */
+}
+
+static size_t pool_size(const void *p)
+{
+    return ((const pool_header *)p)[-1].size;
+}
+
+/* ---- resolving the real functions ------------------------------------ */
+
+#define RESOLVE(name) \
+    real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
+
+static void resolve_libc(void)
+{
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&resolving, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return; /* another thread (or dlsym's own calloc) is resolving */
+    int saved = errno;
+    gmp_in_hook++;
+    RESOLVE(free);
+    RESOLVE(calloc);
+    RESOLVE(realloc);
+    RESOLVE(reallocarray);
+    RESOLVE(posix_memalign);
+    RESOLVE(aligned_alloc);
+    RESOLVE(memalign);
+    RESOLVE(valloc);
+    RESOLVE(pvalloc);
+    RESOLVE(malloc_usable_size);
+    void *(*m)(size_t) = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+    __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
+    gmp_in_hook--;
+    errno = saved;
+}
+
+static int have_real(void)
+{
+    if (GMP_LIKELY(__atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) != NULL))
+        return 1;
+    resolve_libc();
+    return __atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) != NULL;
+}
+
+/* ---- bookkeeping ------------------------------------------------------ */
+
+static size_t usable(void *p)
+{
+    return p && real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
+}
+
+/* After a successful allocation of `size` asked, `got` usable bytes. */
+static void after_alloc(gmp_api api, void *p, size_t size)
+{
+    size_t got = usable(p);
+    gmp_host_account((int64_t)got);
+    if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_episodes_open)) {
+        gmp_in_hook++;
+        uint64_t in_use = gmp_host_in_use();
+        if (size >= gmp_pl.host_event_min)
+            gmp_pl_event(GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, size, 0, in_use);
+        if (gmp_episodes_open) {
+            gmp_episode_success(GMP_BACKEND_CPU, -1, size, in_use);
+            gmp_episode_check_deadlines();
+        }
+        gmp_in_hook--;
+    }
+}
+
+static void after_failure(gmp_api api, size_t size, int err)
+{
+    gmp_in_hook++;
+    uint64_t in_use = gmp_host_in_use();
+    if (err == ENOMEM) {
+        gmp_episode_failure(GMP_BACKEND_CPU, -1, api, size, err, in_use);
+    } else {
+        gmp_pl_event(GMP_EV_ALLOC_FAILED, GMP_BACKEND_CPU, -1, api, 0, size, err, in_use);
+    }
+    gmp_in_hook--;
+}
+
+static void before_free(gmp_api api, void *p)
+{
+    size_t got = usable(p);
+    gmp_host_account(-(int64_t)got);
+    if (GMP_UNLIKELY(got >= gmp_pl.host_event_min)) {
+        gmp_in_hook++;
+        gmp_pl_event(GMP_EV_FREE, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, got, 0,
+                     gmp_host_in_use()); /* already without this block */
+        gmp_in_hook--;
+    }
+}
+
+#define RECORDING() (GMP_LIKELY(!gmp_in_hook) && gmp_pl_active())
+
+/* Common tail of every allocating hook: result p for `size` bytes. */
+static void *finish_alloc(gmp_api api, void *p, size_t size, int err)
+{
+    if (RECORDING()) {
+        if (GMP_LIKELY(p != NULL))
+            after_alloc(api, p, size);
+        else if (size)
+            after_failure(api, size, err);
+    }
+    errno = err;
+    return p;
+}
+
+/* ---- the hooks -------------------------------------------------------- */
+
+GMP_EXPORT void *malloc(size_t size)
+{
+    if (GMP_UNLIKELY(!have_real()))
+        return pool_alloc(size, 16);
+    void *p = real.malloc(size);
+    return finish_alloc(GMP_API_MALLOC, p, size, errno);
+}
+
+GMP_EXPORT void free(void *p)
+{
+    if (!p || GMP_UNLIKELY(in_pool(p)))
+        return;
+    if (GMP_UNLIKELY(!have_real()))
+        return; /* cannot happen: p came from a real allocator we resolved */
+    int saved = errno;
+    if (RECORDING())
+        before_free(GMP_API_FREE, p);
+    errno = saved;
+    real.free(p);
+}
+
+GMP_EXPORT void *calloc(size_t n, size_t size)
+{
+    if (GMP_UNLIKELY(!real.calloc)) {
+        /* dlsym's own calloc while we resolve: the pool is zeroed */
+        if (n && size > SIZE_MAX / n) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        if (!have_real())
+            return pool_alloc(n * size, 16);
+    }
+    void *p = real.calloc(n, size);
+    size_t total = n && size > SIZE_MAX / n ? SIZE_MAX : n * size;
+    return finish_alloc(GMP_API_CALLOC, p, total, errno);
+}
+
+/* realloc of a pool block: move it to the real allocator. */
+static void *realloc_from_pool(void *old, size_t size)
+{
+    void *p = malloc(size);
+    if (p) {
+        size_t keep = pool_size(old) < size ? pool_size(old) : size;
+        memcpy(p, old, keep);
+    }
+    return p;
+}
+
+GMP_EXPORT void *realloc(void *old, size_t size)
+{
+    if (GMP_UNLIKELY(old && in_pool(old)))
+        return realloc_from_pool(old, size);
+    if (GMP_UNLIKELY(!have_real()))
+        return pool_alloc(size, 16);
+    int recording = RECORDING();
+    size_t old_size = recording && old ? usable(old) : 0;
+    void *p = real.realloc(old, size);
+    int err = errno;
+    if (recording) {
+        if (p || !size) /* moved, grown, or freed by size 0 */
+            gmp_host_account(-(int64_t)old_size);
+        if (p)
+            after_alloc(GMP_API_REALLOC, p, size);
+        else if (size)
+            after_failure(GMP_API_REALLOC, size, err);
+    }
+    errno = err;
+    return p;
+}
+
+GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
+{
+    if (n && size > SIZE_MAX / n) {
+        if (!have_real() || !real.reallocarray) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        void *p = real.reallocarray(old, n, size); /* the real one reports it */
+        return finish_alloc(GMP_API_REALLOCARRAY, p, SIZE_MAX, errno);
+    }
+    if (GMP_UNLIKELY((old && in_pool(old)) || !have_real() || !real.reallocarray))
+        return realloc(old, n * size);
+    size_t total = n * size;
+    int recording = RECORDING();
+    size_t old_size = recording && old ? usable(old) : 0;
+    void *p = real.reallocarray(old, n, size);
+    int err = errno;
+    if (recording) {
+        if (p || total == 0)
+            gmp_host_account(-(int64_t)old_size);
+        if (p)
+            after_alloc(GMP_API_REALLOCARRAY, p, total);
+        else if (total)
+            after_failure(GMP_API_REALLOCARRAY, total, err);
+    }
+    errno = err;
+    return p;
+}
+
+GMP_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+    if (GMP_UNLIKELY(!have_real())) {
+        void *p = pool_alloc(size, align);
+        if (!p)
+            return ENOMEM;
+        *out = p;
+        return 0;
+    }
+    int saved = errno;
+    int rc = real.posix_memalign(out, align, size);
+    finish_alloc(GMP_API_POSIX_MEMALIGN, rc == 0 ? *out : NULL, size, rc ? rc : saved);
+    errno = saved; /* posix_memalign reports through its result, not errno */
+    return rc;
+}
+
+GMP_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+    if (GMP_UNLIKELY(!have_real()))
+        return pool_alloc(size, align);
+    void *p = real.aligned_alloc(align, size);
+    return finish_alloc(GMP_API_ALIGNED_ALLOC, p, size, errno);
+}
+
+GMP_EXPORT void *memalign(size_t align, size_t size)
+{
+    if (GMP_UNLIKELY(!have_real()))
+        return pool_alloc(size, align);
+    void *p = real.memalign(align, size);
+    return finish_alloc(GMP_API_MEMALIGN, p, size, errno);
+}
+
+GMP_EXPORT void *valloc(size_t size)
+{
+    if (GMP_UNLIKELY(!have_real()))
+        return pool_alloc(size, 4096);
+    void *p = real.valloc(size);
+    return finish_alloc(GMP_API_VALLOC, p, size, errno);
+}
+
+GMP_EXPORT void *pvalloc(size_t size)
+{
+    if (GMP_UNLIKELY(!have_real()))
+        return pool_alloc((size + 4095) & ~(size_t)4095, 4096);
+    void *p = real.pvalloc(size);
+    return finish_alloc(GMP_API_PVALLOC, p, size, errno);
+}
+
+GMP_EXPORT size_t malloc_usable_size(void *p)
+{
+    if (!p)
+        return 0;
+    if (GMP_UNLIKELY(in_pool(p)))
+        return pool_size(p);
+    if (GMP_UNLIKELY(!have_real()) || !real.malloc_usable_size)
+        return 0;
+    return real.malloc_usable_size(p);
+}

@@ -1,0 +1,86 @@
+/*
+ * preload.h — what the files of the LD_PRELOAD interposer share.
+ *
+ * The preload records; it never changes what the program sees.  Every hook
+ * calls the real function, keeps its exact result and errno, and only then
+ * does bookkeeping.  The pieces:
+ *   init.c        process lifecycle: constructor, config, fork, exit, API
+ *   libc.c        malloc and friends, with a bootstrap pool for dlsym
+ *   host.c        per-thread host counters (bytes in use without contention)
+ *   device.c      live device allocations and bytes in use per device
+ *   episode.c     OOM episodes: open, confirm, recover, commit a bundle
+ *   gpu_family.h  the one generic path every GPU hook table goes through
+ */
+#ifndef GMP_PRELOAD_H
+#define GMP_PRELOAD_H
+
+#include "gpumemprof.h"
+#include "util.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GMP_EXPORT __attribute__((visibility("default")))
+#define GMP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GMP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define GMP_MAX_DEVICES 64
+
+enum gmp_preload_state { GMP_PL_UNINIT = 0, GMP_PL_ACTIVE, GMP_PL_DISABLED, GMP_PL_EXITING };
+
+typedef struct gmp_preload {
+    int state;                 /* atomic, gmp_preload_state */
+    gmp_recorder *rec;
+    uint64_t host_event_min;   /* GMP_HOST_EVENT_MIN_BYTES */
+    uint64_t confirm_ns;       /* GMP_OOM_CONFIRM_MS */
+    int policy_first;          /* GMP_OOM_POLICY=first */
+} gmp_preload;
+
+GMP_HIDDEN extern gmp_preload gmp_pl;
+
+/* Set while this thread runs our own code: allocations made by it (dlsym,
+ * pthread_create, ...) pass straight through and are not recorded. */
+GMP_HIDDEN extern __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
+
+static inline int gmp_pl_active(void)
+{
+    return __atomic_load_n(&gmp_pl.state, __ATOMIC_ACQUIRE) == GMP_PL_ACTIVE;
+}
+
+/* init.c */
+GMP_HIDDEN void gmp_preload_init(void);
+GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
+
+/* host.c: per-thread counters; in_use sums them (approximate while racing). */
+GMP_HIDDEN void gmp_host_account(int64_t delta_bytes);
+GMP_HIDDEN uint64_t gmp_host_in_use(void);
+GMP_HIDDEN void gmp_host_init(void);
+
+/* device.c */
+GMP_HIDDEN void gmp_device_add(gmp_backend backend, int device, uint64_t ptr,
+                               uint64_t size, gmp_api api);
+/* Removes ptr; fills its size and device.  0 when it was known, -1 if not. */
+GMP_HIDDEN int gmp_device_remove(gmp_backend backend, uint64_t ptr, uint64_t *size,
+                                 int *device);
+GMP_HIDDEN uint64_t gmp_device_in_use(gmp_backend backend, int device);
+GMP_HIDDEN int gmp_device_index(int device); /* clamps into the counters' range */
+
+/* episode.c */
+GMP_HIDDEN void gmp_episode_failure(gmp_backend backend, int device, gmp_api api,
+                                    uint64_t size, long code, uint64_t in_use);
+GMP_HIDDEN void gmp_episode_success(gmp_backend backend, int device, uint64_t size,
+                                    uint64_t in_use);
+/* Commits every open episode (at exit); confirmed_by names why. */
+GMP_HIDDEN void gmp_episode_commit_all(const char *confirmed_by);
+/* Commits episodes whose confirmation time has passed. */
+GMP_HIDDEN void gmp_episode_check_deadlines(void);
+GMP_HIDDEN void gmp_episode_after_fork(void);
+/* Non-zero while any episode is open: hooks then look at deadlines. */
+GMP_HIDDEN extern int gmp_episodes_open;
+
+/* One event into the preload's recorder (fills time and thread). */
+GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,
+                             gmp_api api, uint64_t address, uint64_t size, int32_t result,
+                             uint64_t in_use);
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * host_oom.c — a plain program (no gpumemprof code, but for `api`) that the
+ * preload integration tests run in different ways of running out of host
+ * memory.  Usage: host_oom MODE
+ *   quiet        small allocations only; prints "ok"
+ *   grow         grows a buffer 1.5x until malloc fails; prints the size; exit 1
+ *   fail-twice   malloc(2^60) fails twice; exit 0
+ *   fail-sleep   malloc(2^60) fails once, then sleeps 1.5 s; exit 0
+ *   recover      under RLIMIT_AS: a big malloc fails, memory is freed, the
+ *                same size succeeds; exit 0
+ *   recover-then-fail   recover, then fail twice; exit 0
+ *   fork         a child fails twice and exits 0; the parent waits, exit 0
+ *   threads      16 threads allocate and free; one fails twice; exit 0
+ *   api          finds the preload's recorder with dlsym, sets context and
+ *                metadata, records a mark, then fails twice; exit 0
+ */
+#include "gpumemprof.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HUGE_REQUEST ((size_t)1 << 60)
+
+static void fail_twice(void)
+{
+    for (int i = 0; i < 2; i++) {
+        errno = 0;
+        void *p = malloc(HUGE_REQUEST);
+        if (p || errno != ENOMEM) {
+            fprintf(stderr, "host_oom: malloc(2^60) did not fail with ENOMEM\n");
+            exit(2);
+        }
+    }
+}
+
+static int grow(void)
+{
+    size_t size = 1 << 20;
+    char *held = NULL;
+    for (;;) {
+        char *p = malloc(size);
+        if (!p) {
+            printf("failed at %zu\n", size);
+            fflush(stdout);
+            free(held);
+            return 1;
+        }
+        memset(p, 1, size);
+        free(held);
+        held = p;
+        size = size / 2 * 3;
+    }
+}
+
+static int recover(void)
+{
+    struct rlimit rl = {512u << 20, 512u << 20};
+    if (setrlimit(RLIMIT_AS, &rl) < 0)
+        return 2;
+    void *ballast = malloc(300u << 20);
+    memset(ballast, 1, 4096);
+    size_t big = 300u << 20;
+    void *p = malloc(big);
+    if (p) {
+        fprintf(stderr, "host_oom: expected the first request to fail\n");
+        return 2;
+    }
+    free(ballast); /* what a caching allocator does before it retries */
+    p = malloc(big);
+    if (!p) {
+        fprintf(stderr, "host_oom: the retry failed too\n");
+        return 2;
+    }
+    free(p);
+    puts("recovered");
+    return 0;
+}
+
+static void *churn(void *arg)
+{
+    long id = (long)arg;
+    for (int i = 0; i < 20000; i++) {
+        void *p = malloc((size_t)(16 + (i * 37 + id) % 5000));
+        void *q = calloc(1, (size_t)(i % 3 ? 64 : (2 << 20)));
+        free(p);
+        free(q);
+        if (id == 7 && i == 10000)
+            fail_twice();
+    }
+    return NULL;
+}
+
+static int threads(void)
+{
+    pthread_t th[16];
+    for (long i = 0; i < 16; i++)
+        pthread_create(&th[i], NULL, churn, (void *)i);
+    for (int i = 0; i < 16; i++)
+        pthread_join(th[i], NULL);
+    puts("threads done");
+    return 0;
+}
+
+static int api(void)
+{
+    gmp_preload_recorder_fn get =
+        (gmp_preload_recorder_fn)dlsym(RTLD_DEFAULT, GMP_PRELOAD_RECORDER_SYMBOL);
+    int (*set_context)(gmp_recorder *, const char *) =
+        (int (*)(gmp_recorder *, const char *))dlsym(RTLD_DEFAULT, "gmp_recorder_set_context");
+    int (*set_metadata)(gmp_recorder *, const char *) =
+        (int (*)(gmp_recorder *, const char *))dlsym(RTLD_DEFAULT, "gmp_recorder_set_metadata");
+    int (*record)(gmp_recorder *, const gmp_event *) =
+        (int (*)(gmp_recorder *, const gmp_event *))dlsym(RTLD_DEFAULT, "gmp_record");
+    gmp_recorder *rec = get ? get() : NULL;
+    if (!rec || !set_context || !set_metadata || !record) {
+        puts("no preload recorder");
+        return 3;
+    }
+    set_context(rec, "epoch 3, step 120");
+    set_metadata(rec, "{\"batch_size\":64,\"model\":\"toy\"}");
+    gmp_event mark = {.type = GMP_EV_MARK, .api = GMP_API_USER, .device = -1, .size = 42};
+    record(rec, &mark);
+    fail_twice();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "quiet";
+    if (!strcmp(mode, "quiet")) {
+        for (int i = 0; i < 1000; i++)
+            free(malloc((size_t)i * 100));
+        puts("ok");
+        return 0;
+    }
+    if (!strcmp(mode, "grow"))
+        return grow();
+    if (!strcmp(mode, "fail-twice")) {
+        fail_twice();
+        return 0;
+    }
+    if (!strcmp(mode, "fail-sleep")) {
+        void *p = malloc(HUGE_REQUEST);
+        usleep(1500 * 1000);
+        return p != NULL;
+    }
+    if (!strcmp(mode, "recover"))
+        return recover();
+    if (!strcmp(mode, "recover-then-fail")) {
+        int rc = recover();
+        fail_twice();
+        return rc;
+    }
+    if (!strcmp(mode, "fork")) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            printf("child %d\n", (int)getpid());
+            fflush(stdout);
+            fail_twice();
+            _exit(0);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+    }
+    if (!strcmp(mode, "threads"))
+        return threads();
+    if (!strcmp(mode, "api"))
+        return api();
+    fprintf(stderr, "host_oom: unknown mode %s\n", mode);
+    return 2;
+}

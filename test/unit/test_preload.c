@@ -1,0 +1,383 @@
+/*
+ * test_preload.c — real processes under LD_PRELOAD=libgpumemprof_preload.so
+ * running out of host memory in each way (see test/programs/host_oom.c),
+ * python3 dying of MemoryError under `ulimit -v` (seed 003), allocators
+ * preloaded after ours, and the everyday processes that must pay nothing.
+ * Each asserts what a user would see: the program's output and exit status
+ * unchanged, the number of bundles, what they say, one stderr line each.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char build[1024], preload[1200], program[1200];
+static char scratch[256], dumps[512], rundir[512];
+static char out[1 << 16], err[1 << 16];
+static int status;
+
+/* Run `sh -c SCRIPT` with the preload's variables set; extra: "VAR=V ..." */
+static void run_sh(const char *extra_env, const char *script)
+{
+    char cmd[8192];
+    scratch_remove(dumps);
+    snprintf(cmd, sizeof cmd,
+             "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s' %s; "
+             "export LD_PRELOAD=\"%s${LD_PRELOAD_AFTER:+ $LD_PRELOAD_AFTER}\"; %s",
+             dumps, rundir, extra_env ? extra_env : "", preload, script);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    status = run_capture(argv, out, sizeof out, err, sizeof err);
+    if (WIFSIGNALED(status))
+        fail_msg("%s: killed by signal %d; stderr: %s", script, WTERMSIG(status), err);
+}
+
+static int exit_code(void)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int bundle_count(void)
+{
+    return count_prefixed(dumps, "oom_dump_");
+}
+
+/* The metadata of the one bundle there is (and checks it validates). */
+static json_t *only_bundle(const char *file, char *path_out, size_t cap)
+{
+    assert_int_equal(bundle_count(), 1);
+    DIR *d = opendir(dumps);
+    struct dirent *de;
+    char path[2048] = "";
+    while ((de = readdir(d)))
+        if (!strncmp(de->d_name, "oom_dump_", 9))
+            snprintf(path, sizeof path, "%s/%s", dumps, de->d_name);
+    closedir(d);
+    if (path_out)
+        snprintf(path_out, cap, "%s", path);
+    char vout[4096], verr[4096];
+    const char *argv[] = {inspect_path(), "validate", path, NULL};
+    if (run_capture(argv, vout, sizeof vout, verr, sizeof verr) != 0)
+        fail_msg("bundle does not validate: %s", vout);
+    char f[4096];
+    snprintf(f, sizeof f, "%s/%s", path, file);
+    json_error_t e;
+    json_t *doc = json_load_file(f, 0, &e);
+    if (!doc)
+        fail_msg("%s: %s", f, e.text);
+    return doc;
+}
+
+static const char *sget(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "(missing)";
+}
+
+static long long iget(json_t *o, const char *k)
+{
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+/* Exactly one stderr line of ours, of the documented shape. */
+static void assert_one_oom_line(const char *where)
+{
+    int ours = 0;
+    for (const char *p = err; (p = strstr(p, "gpumemprof: ")); p++)
+        ours++;
+    if (ours != 1)
+        fail_msg("want one gpumemprof line, got %d: %s", ours, err);
+    char want[128];
+    snprintf(want, sizeof want, "gpumemprof: OOM on %s (", where);
+    if (!strstr(err, want) || !strstr(err, "); bundle: "))
+        fail_msg("stderr line not of the documented shape: %s", err);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *b = getenv("GMP_BUILD");
+    snprintf(build, sizeof build, "%s", b && *b ? b : "build");
+    snprintf(preload, sizeof preload, "%s/libgpumemprof_preload.so", build);
+    snprintf(program, sizeof program, "%s/test/programs/host_oom", build);
+    scratch_make(scratch, sizeof scratch, "preload");
+    snprintf(dumps, sizeof dumps, "%s/dumps", scratch);
+    snprintf(rundir, sizeof rundir, "%s/run", scratch);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(scratch);
+    return 0;
+}
+
+static void test_everyday_processes_pay_nothing(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s quiet; echo piped | cat; ls / >/dev/null; true", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 0);
+    assert_string_equal(out, "ok\npiped\n");
+    assert_string_equal(err, "");
+    assert_int_equal(access(dumps, F_OK), -1);  /* no dump directory */
+    assert_int_equal(count_prefixed(rundir, ""), 0); /* no ring file */
+}
+
+static void test_python_workload_unchanged(void **state)
+{
+    (void)state;
+    const char *py = "python3 -c 'import json; d={str(i): i for i in range(300000)}; "
+                     "s=json.dumps(d); print(len(s), sum(json.loads(s).values()))'";
+    run_sh("GMP_ENABLED=0", py);
+    static char plain[sizeof out];
+    memcpy(plain, out, sizeof out);
+    assert_int_equal(exit_code(), 0);
+    run_sh(NULL, py);
+    assert_int_equal(exit_code(), 0);
+    assert_string_equal(out, plain);
+    assert_string_equal(err, "");
+    assert_int_equal(bundle_count(), 0);
+    assert_int_equal(count_prefixed(rundir, "ring_"), 0); /* removed at exit */
+}
+
+static void test_grow_until_enomem(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "ulimit -v 400000; exec %s grow", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 1); /* the program's own status */
+    unsigned long long asked = 0;
+    assert_int_equal(sscanf(out, "failed at %llu", &asked), 1);
+    assert_one_oom_line("host");
+    json_t *md = only_bundle("metadata.json", NULL, 0);
+    assert_string_equal(sget(md, "reason"), "ENOMEM");
+    assert_string_equal(sget(md, "exception_type"), "ENOMEM");
+    assert_string_equal(sget(md, "exception_module"), "libc");
+    assert_string_equal(sget(md, "backend"), "cpu");
+    assert_string_equal(sget(md, "confirmed_by"), "exit");
+    json_t *fr = json_object_get(md, "failed_request");
+    assert_string_equal(sget(fr, "api"), "malloc");
+    assert_int_equal(iget(fr, "size"), asked);
+    assert_int_equal(iget(fr, "device"), -1);
+    assert_int_equal(iget(fr, "code"), 12);
+    json_decref(md);
+}
+
+static void test_python_memoryerror(void **state)
+{
+    (void)state;
+    const char *py =
+        "ulimit -v 400000; exec python3 -c '\n"
+        "size = 1 << 20\n"
+        "try:\n"
+        "    while True:\n"
+        "        data = b\"x\" * size\n"
+        "        size = int(size * 1.5)\n"
+        "except MemoryError:\n"
+        "    print(\"MemoryError at\", size, flush=True)\n"
+        "    raise\n'";
+    run_sh(NULL, py);
+    assert_int_equal(exit_code(), 1);
+    assert_non_null(strstr(err, "MemoryError"));
+    unsigned long long asked = 0;
+    assert_int_equal(sscanf(out, "MemoryError at %llu", &asked), 1);
+    assert_one_oom_line("host");
+    json_t *md = only_bundle("metadata.json", NULL, 0);
+    long long size = iget(json_object_get(md, "failed_request"), "size");
+    /* the bytes object plus CPython's object header */
+    if (size <= (long long)asked || size > (long long)asked + 64)
+        fail_msg("failed_request.size %lld is not Python's request for %llu bytes", size,
+                 asked);
+    assert_string_equal(sget(md, "backend"), "cpu");
+    json_decref(md);
+}
+
+static void test_second_failure_and_timeout_and_first(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s fail-twice", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 0);
+    json_t *md = only_bundle("metadata.json", NULL, 0);
+    assert_string_equal(sget(md, "confirmed_by"), "second_failure");
+    json_decref(md);
+
+    snprintf(cmd, sizeof cmd, "%s fail-sleep", program);
+    run_sh("GMP_OOM_CONFIRM_MS=300", cmd);
+    assert_int_equal(exit_code(), 0);
+    md = only_bundle("metadata.json", NULL, 0);
+    assert_string_equal(sget(md, "confirmed_by"), "timeout");
+    json_decref(md);
+
+    run_sh("GMP_OOM_POLICY=first", cmd);
+    md = only_bundle("metadata.json", NULL, 0);
+    assert_string_equal(sget(md, "confirmed_by"), "first");
+    json_decref(md);
+}
+
+static void test_recovery_is_not_an_oom(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s recover", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 0);
+    assert_string_equal(out, "recovered\n");
+    assert_string_equal(err, "");
+    assert_int_equal(bundle_count(), 0);
+
+    /* and the next bundle counts it, with its event */
+    snprintf(cmd, sizeof cmd, "%s recover-then-fail", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 0);
+    char path[2048];
+    json_t *md = only_bundle("metadata.json", path, sizeof path);
+    assert_int_equal(iget(md, "recovered_episodes"), 1);
+    json_decref(md);
+    json_t *events = only_bundle("events.json", NULL, 0);
+    int recovered = 0, ooms = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        recovered += !strcmp(sget(ev, "event_type"), "oom_recovered");
+        ooms += !strcmp(sget(ev, "event_type"), "oom");
+    }
+    assert_int_equal(recovered, 1);
+    assert_int_equal(ooms, 3);
+    json_decref(events);
+}
+
+static void test_forked_child(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s fork", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 0);
+    int child = 0;
+    assert_int_equal(sscanf(out, "child %d", &child), 1);
+    json_t *man = only_bundle("manifest.json", NULL, 0);
+    assert_int_equal(iget(man, "pid"), child);
+    json_decref(man);
+    json_t *env = only_bundle("environment.json", NULL, 0);
+    assert_int_equal(iget(env, "pid"), child);
+    json_decref(env);
+}
+
+static void test_sixteen_threads(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s threads", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 0);
+    assert_string_equal(out, "threads done\n");
+    json_t *md = only_bundle("metadata.json", NULL, 0); /* exactly one */
+    assert_int_equal(iget(json_object_get(md, "failed_request"), "size"), 1ll << 60);
+    json_decref(md);
+}
+
+static void test_c_api_inside_preloaded_process(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s api", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 0);
+    json_t *md = only_bundle("metadata.json", NULL, 0);
+    assert_string_equal(sget(md, "context"), "epoch 3, step 120");
+    assert_int_equal(iget(json_object_get(md, "custom_metadata"), "batch_size"), 64);
+    json_decref(md);
+    json_t *events = only_bundle("events.json", NULL, 0);
+    assert_string_equal(sget(json_array_get(events, 0), "event_type"), "mark");
+    json_decref(events);
+}
+
+static void test_disabled_and_unwritable(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s fail-twice", program);
+    run_sh("GMP_ENABLED=0", cmd);
+    assert_int_equal(exit_code(), 0);
+    assert_string_equal(err, "");
+    assert_int_equal(bundle_count(), 0);
+
+    /* a dump directory that cannot be made: one line, the program runs on */
+    run_sh("GMP_DUMP_DIR=/proc/gmp-no-such-dir", cmd);
+    assert_int_equal(exit_code(), 0);
+    assert_int_equal(count_lines(err), 1);
+    assert_non_null(strstr(err, "gpumemprof: cannot create dump directory"));
+
+    /* garbage in the variables: one line each, the program runs on */
+    run_sh("GMP_BUFFER_SIZE=lots GMP_OOM_POLICY=sometimes", cmd);
+    assert_int_equal(exit_code(), 0);
+    assert_non_null(strstr(err, "GMP_BUFFER_SIZE='lots'"));
+    assert_non_null(strstr(err, "GMP_OOM_POLICY='sometimes'"));
+    assert_int_equal(bundle_count(), 1);
+}
+
+/* An allocator preloaded behind ours keeps working, and we still see OOMs. */
+static void test_allocators_behind_us(void **state)
+{
+    (void)state;
+    static const char *const libs[] = {"libjemalloc.so.2", "libtcmalloc_minimal.so.4"};
+    static const char *const dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                       "/usr/lib64", "/usr/lib"};
+    for (size_t l = 0; l < 2; l++) {
+        char lib[512] = "";
+        for (size_t d = 0; d < 4 && !lib[0]; d++) {
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", dirs[d], libs[l]);
+            if (access(p, R_OK) == 0)
+                snprintf(lib, sizeof lib, "%s", p);
+        }
+        if (!lib[0])
+            fail_msg("%s is not installed (make test installs it)", libs[l]);
+        char env[1024], cmd[2048];
+        snprintf(env, sizeof env, "LD_PRELOAD_AFTER='%s'", lib);
+        run_sh(env, "python3 -c 'import json; d={str(i): [i]*3 for i in range(200000)}; "
+                    "print(len(json.loads(json.dumps(d))))'");
+        if (exit_code() != 0 || strcmp(out, "200000\n"))
+            fail_msg("python3 with %s behind us: rc=%d out=%s err=%s", lib, exit_code(), out,
+                     err);
+        snprintf(cmd, sizeof cmd, "%s fail-twice", program);
+        run_sh(env, cmd);
+        assert_int_equal(exit_code(), 0);
+        assert_int_equal(bundle_count(), 1);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_everyday_processes_pay_nothing),
+        cmocka_unit_test(test_python_workload_unchanged),
+        cmocka_unit_test(test_grow_until_enomem),
+        cmocka_unit_test(test_python_memoryerror),
+        cmocka_unit_test(test_second_failure_and_timeout_and_first),
+        cmocka_unit_test(test_recovery_is_not_an_oom),
+        cmocka_unit_test(test_forked_child),
+        cmocka_unit_test(test_sixteen_threads),
+        cmocka_unit_test(test_c_api_inside_preloaded_process),
+        cmocka_unit_test(test_disabled_and_unwritable),
+        cmocka_unit_test(test_allocators_behind_us),
+    };
+    return cmocka_run_group_tests_name("preload", tests, setup, teardown);
+}
