@@ -44,7 +44,22 @@ TEST_SUPPORT := $(BUILD)/test/support.o
 
 .PHONY: all deps test unit-test integration-test demo install uninstall clean
 
-all: $(BUILD)/.deps-ok $(RECORDER_LIB) $(PRELOAD) $(INSPECT) $(EXAMPLES)
+# Our GPU hook prototypes against the real headers, where they are installed.
+CUDA_HOME ?= /usr/local/cuda
+DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
+               $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/check/hip_decls.ok)
+
+all: $(BUILD)/.deps-ok $(RECORDER_LIB) $(PRELOAD) $(INSPECT) $(EXAMPLES) $(DECL_CHECKS)
+
+$(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_table.h preload/gpu_types.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror -I$(CUDA_HOME)/include $<
+	@touch $@
+
+$(BUILD)/check/hip_decls.ok: preload/check/hip_decls.c preload/hip_table.h preload/gpu_types.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror $<
+	@touch $@
 
 # Checked once a build tree; `make clean` re-checks.
 $(BUILD)/.deps-ok: mk/ensure-deps.sh
@@ -93,8 +108,46 @@ $(BUILD)/test/programs/%: test/programs/%.c | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread -ldl
 
+# Test doubles of libcudart and libamdhip64 (one source, built twice), the
+# GPU program built against each, and smoke programs against the real
+# libraries where they are installed.
+DOUBLES := $(BUILD)/test/doubles
+GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_hip \
+             $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),$(BUILD)/test/gpu/gpu_smoke_cuda) \
+             $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/test/gpu/gpu_smoke_hip)
+
+$(DOUBLES)/libcudart.so.13: test/doubles/fake_gpu.c | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -shared -Wl,-soname,libcudart.so.13 -o $@ $< -lpthread
+	ln -sf libcudart.so.13 $(DOUBLES)/libcudart.so
+
+$(DOUBLES)/libamdhip64.so.5: test/doubles/fake_gpu.c | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DFAKE_HIP -Wno-missing-prototypes -shared -Wl,-soname,libamdhip64.so.5 \
+	    -o $@ $< -lpthread
+	ln -sf libamdhip64.so.5 $(DOUBLES)/libamdhip64.so
+
+GPU_PROGRAM_FLAGS = $(ALL_CFLAGS) -fno-builtin $(LDFLAGS)
+$(BUILD)/test/gpu/gpu_oom_cuda: test/gpu/gpu_oom.c $(DOUBLES)/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_PROGRAM_FLAGS) -o $@ $< -L$(DOUBLES) -lcudart \
+	    -Wl,-rpath,$(abspath $(DOUBLES)) -lpthread -ldl
+
+$(BUILD)/test/gpu/gpu_oom_hip: test/gpu/gpu_oom.c $(DOUBLES)/libamdhip64.so.5
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_PROGRAM_FLAGS) -DUSE_HIP -o $@ $< -L$(DOUBLES) -lamdhip64 \
+	    -Wl,-rpath,$(abspath $(DOUBLES)) -lpthread -ldl
+
+$(BUILD)/test/gpu/gpu_smoke_cuda: test/gpu/gpu_smoke.c
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_PROGRAM_FLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+
+$(BUILD)/test/gpu/gpu_smoke_hip: test/gpu/gpu_smoke.c
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_PROGRAM_FLAGS) -DUSE_HIP -o $@ $< -lamdhip64
+
 # Every test binary runs even when one fails; the exit status says if any did.
-test: all $(UNIT_BIN) $(TEST_PROGRAMS)
+test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS)
 	@failed=0; for t in $(UNIT_BIN); do \
 	    echo "== $$t"; \
 	    GMP_INSPECT=$(abspath $(INSPECT)) GMP_TEST_FIXTURES=$(abspath test/fixtures) \

@@ -1,7 +1,8 @@
 #!/bin/sh
 # ensure-deps.sh — make sure what the build and tests need is present:
-# jansson (the tools), cmocka (the tests), and the allocators the tests
-# preload behind ours (jemalloc, tcmalloc).  Missing ones are installed with
+# jansson (the tools), cmocka (the tests), the allocators the tests preload
+# behind ours (jemalloc, tcmalloc), and Debian's HIP (headers to check our
+# hook prototypes against, the real library for a no-GPU smoke test).  Missing ones are installed with
 # apt-get when we are root or have password-less sudo; otherwise one line
 # names the packages.
 set -u
@@ -16,6 +17,7 @@ need libjansson-dev pkg-config --exists jansson
 need libcmocka-dev pkg-config --exists cmocka
 need libjemalloc2 sh -c 'ldconfig -p | grep -q "libjemalloc.so.2 "'
 need libtcmalloc-minimal4 sh -c 'ldconfig -p | grep -q "libtcmalloc_minimal.so.4 "'
+need libamdhip64-dev test -f /usr/include/hip/hip_runtime_api.h
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then

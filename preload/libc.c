@@ -119,12 +119,17 @@ static size_t usable(void *p)
     return p && real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
 }
 
-/* After a successful allocation of `size` asked, `got` usable bytes. */
+/* Counters see every allocation of the process, our own and those made
+ * inside GPU libraries' calls included, so allocation and free always pair
+ * up; events and episodes are only for the program's own calls. */
+#define ACCOUNTING() GMP_LIKELY(gmp_pl_active())
+#define RECORDING() GMP_LIKELY(!gmp_in_hook)
+
+/* After a successful allocation of `size` asked, with p's usable bytes. */
 static void after_alloc(gmp_api api, void *p, size_t size)
 {
-    size_t got = usable(p);
-    gmp_host_account((int64_t)got);
-    if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_episodes_open)) {
+    gmp_host_account((int64_t)usable(p));
+    if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_episodes_open) && RECORDING()) {
         gmp_in_hook++;
         uint64_t in_use = gmp_host_in_use();
         if (size >= gmp_pl.host_event_min)
@@ -139,13 +144,14 @@ static void after_alloc(gmp_api api, void *p, size_t size)
 
 static void after_failure(gmp_api api, size_t size, int err)
 {
+    if (!RECORDING())
+        return;
     gmp_in_hook++;
     uint64_t in_use = gmp_host_in_use();
-    if (err == ENOMEM) {
+    if (err == ENOMEM)
         gmp_episode_failure(GMP_BACKEND_CPU, -1, api, size, err, in_use);
-    } else {
+    else
         gmp_pl_event(GMP_EV_ALLOC_FAILED, GMP_BACKEND_CPU, -1, api, 0, size, err, in_use);
-    }
     gmp_in_hook--;
 }
 
@@ -153,7 +159,7 @@ static void before_free(gmp_api api, void *p)
 {
     size_t got = usable(p);
     gmp_host_account(-(int64_t)got);
-    if (GMP_UNLIKELY(got >= gmp_pl.host_event_min)) {
+    if (GMP_UNLIKELY(got >= gmp_pl.host_event_min) && RECORDING()) {
         gmp_in_hook++;
         gmp_pl_event(GMP_EV_FREE, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, got, 0,
                      gmp_host_in_use()); /* already without this block */
@@ -161,12 +167,10 @@ static void before_free(gmp_api api, void *p)
     }
 }
 
-#define RECORDING() (GMP_LIKELY(!gmp_in_hook) && gmp_pl_active())
-
 /* Common tail of every allocating hook: result p for `size` bytes. */
 static void *finish_alloc(gmp_api api, void *p, size_t size, int err)
 {
-    if (RECORDING()) {
+    if (ACCOUNTING()) {
         if (GMP_LIKELY(p != NULL))
             after_alloc(api, p, size);
         else if (size)
@@ -193,7 +197,7 @@ GMP_EXPORT void free(void *p)
     if (GMP_UNLIKELY(!have_real()))
         return; /* cannot happen: p came from a real allocator we resolved */
     int saved = errno;
-    if (RECORDING())
+    if (ACCOUNTING())
         before_free(GMP_API_FREE, p);
     errno = saved;
     real.free(p);
@@ -232,7 +236,7 @@ GMP_EXPORT void *realloc(void *old, size_t size)
         return realloc_from_pool(old, size);
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc(size, 16);
-    int recording = RECORDING();
+    int recording = ACCOUNTING();
     size_t old_size = recording && old ? usable(old) : 0;
     void *p = real.realloc(old, size);
     int err = errno;
@@ -261,7 +265,7 @@ GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
     if (GMP_UNLIKELY((old && in_pool(old)) || !have_real() || !real.reallocarray))
         return realloc(old, n * size);
     size_t total = n * size;
-    int recording = RECORDING();
+    int recording = ACCOUNTING();
     size_t old_size = recording && old ? usable(old) : 0;
     void *p = real.reallocarray(old, n, size);
     int err = errno;

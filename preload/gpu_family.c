@@ -1,0 +1,76 @@
+/*
+ * gpu_family.c — the generic path of the GPU hook tables (gpu_family.h):
+ * finding the real functions, the current device, and turning each call's
+ * outcome into live-allocation bookkeeping, events and OOM episodes.
+ */
+#include "gpu_family.h"
+
+#include <dlfcn.h>
+
+void *gmp_gpu_resolve(gmp_gpu_family *f, const char *name)
+{
+    gmp_in_hook++;
+    void *fn = dlsym(RTLD_NEXT, name);
+    /* a library dlopen'ed RTLD_LOCAL is not in the RTLD_NEXT scope */
+    for (const char *const *so = f->sonames; !fn && so && *so; so++) {
+        void *h = dlopen(*so, RTLD_LAZY | RTLD_NOLOAD);
+        if (h) {
+            fn = dlsym(h, name);
+            dlclose(h);
+        }
+    }
+    gmp_in_hook--;
+    return fn;
+}
+
+static int current_device(gmp_gpu_family *f)
+{
+    int (*get)(int *) = __atomic_load_n(&f->get_device, __ATOMIC_ACQUIRE);
+    if (!get) {
+        get = (int (*)(int *))gmp_gpu_resolve(f, f->get_device_name);
+        if (!get)
+            return 0;
+        __atomic_store_n(&f->get_device, get, __ATOMIC_RELEASE);
+    }
+    int device = 0;
+    gmp_in_hook++;
+    int status = get(&device);
+    gmp_in_hook--;
+    return status == 0 && device >= 0 ? device : 0;
+}
+
+void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int host_memory,
+                        gmp_gpu_status status, uint64_t ptr, uint64_t requested,
+                        uint64_t size)
+{
+    if (gmp_in_hook || !gmp_pl_active())
+        return; /* nested in another GPU call: that one is the event */
+    gmp_in_hook++;
+    int device = host_memory ? -1 : current_device(f);
+    if (status == 0) {
+        gmp_device_add(f->backend, device, ptr, size, api);
+        uint64_t in_use = gmp_device_in_use(f->backend, device);
+        gmp_pl_event(GMP_EV_ALLOC, f->backend, device, api, ptr, size, 0, in_use);
+        if (gmp_episodes_open) {
+            gmp_episode_success(f->backend, device, size, in_use);
+            gmp_episode_check_deadlines();
+        }
+    } else {
+        gmp_episode_failure(f->backend, device, api, requested, status,
+                            gmp_device_in_use(f->backend, device));
+    }
+    gmp_in_hook--;
+}
+
+void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, uint64_t ptr)
+{
+    if (gmp_in_hook || !gmp_pl_active() || status != 0 || !ptr)
+        return;
+    gmp_in_hook++;
+    uint64_t size = 0;
+    int device = 0;
+    if (gmp_device_remove(f->backend, ptr, &size, &device) == 0)
+        gmp_pl_event(GMP_EV_FREE, f->backend, device, api, ptr, size, 0,
+                     gmp_device_in_use(f->backend, device));
+    gmp_in_hook--;
+}

@@ -1,0 +1,186 @@
+/*
+ * gpu_oom.c — a GPU program the integration tests run under the preload,
+ * built twice: against the libcudart double, and (-DUSE_HIP) the
+ * libamdhip64 double.  Usage: gpu_oom MODE [DEVICE]
+ *   until-oom     256 MiB allocations on DEVICE until one fails; prints what
+ *                 it holds and the failed size; exits 3 holding it
+ *   (the retry modes expect the default 1 GiB device: they fill it exactly)
+ *   retry-recover fail a 512 MiB request, free 512 MiB, retry: success
+ *                 (PyTorch's caching allocator); prints the preload's count
+ *                 of oom_recovered events; exits 0
+ *   retry-fail    fail, free 256 MiB, fail again; exits 0
+ *   threads       16 threads allocate and free on device and host; one hits
+ *                 OOM; exits 0
+ *   fork          a child runs until-oom and exits; the parent waits and exits
+ *                 with the child's status
+ *   kinds         one allocation through every hooked API, then frees them;
+ *                 prints the preload's count of alloc and free events
+ */
+#include "gpumemprof.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef USE_HIP
+#define GPU(name) hip##name
+#else
+#define GPU(name) cuda##name
+#endif
+
+int GPU(Malloc)(void **p, size_t size);
+int GPU(Free)(void *p);
+int GPU(SetDevice)(int device);
+int GPU(MallocManaged)(void **p, size_t size, unsigned flags);
+int GPU(MallocAsync)(void **p, size_t size, void *stream);
+int GPU(MallocFromPoolAsync)(void **p, size_t size, void *pool, void *stream);
+int GPU(MallocPitch)(void **p, size_t *pitch, size_t width, size_t height);
+int GPU(FreeAsync)(void *p, void *stream);
+#ifdef USE_HIP
+int hipExtMallocWithFlags(void **p, size_t size, unsigned flags);
+int hipHostMalloc(void **p, size_t size, unsigned flags);
+int hipHostFree(void *p);
+#else
+typedef struct { size_t width, height, depth; } extent;
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } pitched_ptr;
+int cudaMalloc3D(pitched_ptr *pp, extent e);
+int cudaMallocHost(void **p, size_t size);
+int cudaHostAlloc(void **p, size_t size, unsigned flags);
+int cudaFreeHost(void *p);
+#endif
+
+#define MIB ((size_t)1 << 20)
+
+/* The preload's own events of one type, read through the public C API. */
+static int count_events(gmp_event_type type)
+{
+    gmp_preload_recorder_fn get =
+        (gmp_preload_recorder_fn)dlsym(RTLD_DEFAULT, GMP_PRELOAD_RECORDER_SYMBOL);
+    size_t (*snap)(gmp_recorder *, gmp_event *, size_t) =
+        (size_t (*)(gmp_recorder *, gmp_event *, size_t))dlsym(RTLD_DEFAULT, "gmp_snapshot");
+    gmp_recorder *rec = get ? get() : NULL;
+    if (!rec || !snap)
+        return -1;
+    static gmp_event events[10000];
+    size_t n = snap(rec, events, 10000);
+    int count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += events[i].type == type;
+    return count;
+}
+
+static void *held[4096];
+static size_t nheld;
+
+/* Allocate chunks until one fails (limit 0), or exactly `limit` chunks. */
+static size_t fill(size_t chunk, size_t limit)
+{
+    size_t total = 0;
+    void *p;
+    while (nheld < 4096 && (!limit || nheld < limit) && GPU(Malloc)(&p, chunk) == 0) {
+        held[nheld++] = p;
+        total += chunk;
+    }
+    return total;
+}
+
+static int until_oom(int device)
+{
+    if (GPU(SetDevice)(device) != 0)
+        return 4;
+    size_t total = fill(256 * MIB, 0); /* stops at the first failure */
+    printf("held %zu failed %zu\n", total, 256 * MIB);
+    return 3;
+}
+
+static void *thread_main(void *arg)
+{
+    long id = (long)arg;
+    for (int i = 0; i < 2000; i++) {
+        void *d = NULL;
+        if (GPU(Malloc)(&d, MIB) == 0)
+            GPU(Free)(d);
+        free(malloc((size_t)(64 + i % 4096)));
+        if (id == 5 && i == 1000) {
+            void *big;
+            GPU(Malloc)(&big, (size_t)1 << 40); /* far beyond the device */
+            GPU(Malloc)(&big, (size_t)1 << 40);
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "until-oom";
+    int device = argc > 2 ? atoi(argv[2]) : 0;
+    void *p;
+    if (!strcmp(mode, "until-oom"))
+        return until_oom(device);
+    if (!strcmp(mode, "retry-recover") || !strcmp(mode, "retry-fail")) {
+        fill(256 * MIB, 4); /* the whole 1 GiB device, without failing */
+        if (GPU(Malloc)(&p, 512 * MIB) != 2)
+            return 5;
+        GPU(Free)(held[--nheld]);
+        if (!strcmp(mode, "retry-fail")) {
+            printf("second attempt rc %d\n", GPU(Malloc)(&p, 512 * MIB));
+            return 0;
+        }
+        GPU(Free)(held[--nheld]);
+        if (GPU(Malloc)(&p, 512 * MIB) != 0)
+            return 6;
+        printf("recovered events %d\n", count_events(GMP_EV_OOM_RECOVERED));
+        return 0;
+    }
+    if (!strcmp(mode, "threads")) {
+        pthread_t th[16];
+        for (long i = 0; i < 16; i++)
+            pthread_create(&th[i], NULL, thread_main, (void *)i);
+        for (int i = 0; i < 16; i++)
+            pthread_join(th[i], NULL);
+        puts("threads done");
+        return 0;
+    }
+    if (!strcmp(mode, "fork")) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            printf("child %d\n", (int)getpid());
+            fflush(stdout);
+            exit(until_oom(0)); /* a normal exit commits the open episode */
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+    }
+    if (!strcmp(mode, "kinds")) {
+        void *a, *b, *c, *d, *e, *f;
+        size_t pitch;
+        int bad = GPU(Malloc)(&a, MIB) | GPU(MallocManaged)(&b, MIB, 1) |
+                  GPU(MallocAsync)(&c, MIB, NULL) | GPU(MallocFromPoolAsync)(&d, MIB, NULL, NULL) |
+                  GPU(MallocPitch)(&e, &pitch, 1000, 100);
+#ifdef USE_HIP
+        bad |= hipExtMallocWithFlags(&f, MIB, 0);
+        void *h;
+        bad |= hipHostMalloc(&h, MIB, 0) | hipHostFree(h);
+#else
+        pitched_ptr pp;
+        extent ext = {1000, 10, 10};
+        bad |= cudaMalloc3D(&pp, ext) | GPU(Free)(pp.ptr);
+        f = NULL;
+        bad |= cudaMalloc(&f, MIB);
+        void *h, *h2;
+        bad |= cudaMallocHost(&h, MIB) | cudaHostAlloc(&h2, MIB, 0) | cudaFreeHost(h) |
+               cudaFreeHost(h2);
+#endif
+        bad |= GPU(Free)(a) | GPU(Free)(b) | GPU(FreeAsync)(c, NULL) | GPU(Free)(d) |
+               GPU(Free)(e) | GPU(Free)(f);
+        printf("bad %d allocs %d frees %d\n", bad, count_events(GMP_EV_ALLOC),
+               count_events(GMP_EV_FREE));
+        return 0;
+    }
+    return 2;
+}

@@ -1,0 +1,258 @@
+/*
+ * test_gpu.c — real processes calling the CUDA runtime and HIP under the
+ * preload: against the test doubles of libcudart and libamdhip64 (a device
+ * that runs out, the real codes), and against the real libraries on this
+ * machine with no GPU (their errors must come back unchanged, no bundle).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct family {
+    const char *program;  /* under build/test/gpu */
+    const char *backend;  /* in bundles */
+    const char *api;      /* the malloc of the family */
+    const char *reason;
+    const char *library;
+    int alloc_kinds;      /* allocation APIs `kinds` exercises */
+} family;
+
+static const family cuda = {"gpu_oom_cuda", "cuda", "cudaMalloc", "cudaErrorMemoryAllocation",
+                            "libcudart", 9};
+static const family hip = {"gpu_oom_hip", "rocm", "hipMalloc", "hipErrorOutOfMemory",
+                           "libamdhip64", 7};
+
+static char build[1024], preload[1200], scratch[256], dumps[512], rundir[512];
+static char out[1 << 16], err[1 << 16];
+static int status;
+
+static void run(const char *env, const char *program, const char *args)
+{
+    char cmd[8192];
+    scratch_remove(dumps);
+    snprintf(cmd, sizeof cmd,
+             "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s' LD_PRELOAD='%s' %s; exec %s/test/gpu/%s %s",
+             dumps, rundir, preload, env ? env : "", build, program, args);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    status = run_capture(argv, out, sizeof out, err, sizeof err);
+    if (WIFSIGNALED(status))
+        fail_msg("%s %s: signal %d; stderr: %s", program, args, WTERMSIG(status), err);
+}
+
+static int code(void)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static json_t *only_bundle(const char *file)
+{
+    if (count_prefixed(dumps, "oom_dump_") != 1)
+        fail_msg("want one bundle, have %d; stderr: %s", count_prefixed(dumps, "oom_dump_"), err);
+    DIR *d = opendir(dumps);
+    struct dirent *de;
+    char path[2048] = "";
+    while ((de = readdir(d)))
+        if (!strncmp(de->d_name, "oom_dump_", 9))
+            snprintf(path, sizeof path, "%s/%s", dumps, de->d_name);
+    closedir(d);
+    char vout[4096], verr[4096], f[4096];
+    const char *argv[] = {inspect_path(), "validate", path, NULL};
+    if (run_capture(argv, vout, sizeof vout, verr, sizeof verr) != 0)
+        fail_msg("bundle does not validate: %s", vout);
+    snprintf(f, sizeof f, "%s/%s", path, file);
+    json_t *doc = json_load_file(f, 0, NULL);
+    assert_non_null(doc);
+    return doc;
+}
+
+static const char *sget(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "(missing)";
+}
+
+static long long iget(json_t *o, const char *k)
+{
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *b = getenv("GMP_BUILD");
+    snprintf(build, sizeof build, "%s", b && *b ? b : "build");
+    snprintf(preload, sizeof preload, "%s/libgpumemprof_preload.so", build);
+    scratch_make(scratch, sizeof scratch, "gpu");
+    snprintf(dumps, sizeof dumps, "%s/dumps", scratch);
+    snprintf(rundir, sizeof rundir, "%s/run", scratch);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(scratch);
+    return 0;
+}
+
+static void until_oom(const family *f, int device)
+{
+    char args[32];
+    snprintf(args, sizeof args, "until-oom %d", device);
+    run("GMP_ENABLED=0", f->program, args);
+    char plain[256];
+    snprintf(plain, sizeof plain, "%.255s", out);
+    int plain_code = code();
+
+    run(NULL, f->program, args);
+    assert_int_equal(code(), plain_code); /* the program's own status: 3 */
+    assert_string_equal(out, plain);
+    unsigned long long held = 0, failed = 0;
+    assert_int_equal(sscanf(out, "held %llu failed %llu", &held, &failed), 2);
+    char line[256];
+    snprintf(line, sizeof line, "gpumemprof: OOM on %s:%d (%s 256.0 MiB, %s); bundle: ",
+             f->backend, device, f->api, f->reason);
+    if (!strstr(err, line) || count_lines(err) != 1)
+        fail_msg("want one line \"%s...\", got: %s", line, err);
+
+    json_t *md = only_bundle("metadata.json");
+    assert_string_equal(sget(md, "backend"), f->backend);
+    assert_string_equal(sget(md, "reason"), f->reason);
+    assert_string_equal(sget(md, "exception_type"), f->reason);
+    assert_string_equal(sget(md, "exception_module"), f->library);
+    assert_string_equal(sget(md, "confirmed_by"), "exit");
+    json_t *fr = json_object_get(md, "failed_request");
+    assert_string_equal(sget(fr, "api"), f->api);
+    assert_int_equal(iget(fr, "size"), failed);
+    assert_int_equal(iget(fr, "device"), device);
+    assert_int_equal(iget(fr, "code"), 2);
+    assert_int_equal(iget(fr, "bytes_in_use"), held); /* what the program holds */
+    json_t *use = json_array_get(json_object_get(md, "bytes_in_use"), 0);
+    assert_int_equal(iget(use, "bytes"), held);
+    json_decref(md);
+    json_t *man = only_bundle("manifest.json");
+    assert_string_equal(sget(man, "backend"), f->backend);
+    json_decref(man);
+}
+
+static void test_cuda_until_oom(void **state)
+{
+    (void)state;
+    until_oom(&cuda, 0);
+    until_oom(&cuda, 1);
+}
+
+static void test_hip_until_oom(void **state)
+{
+    (void)state;
+    until_oom(&hip, 0);
+}
+
+static void retries(const family *f)
+{
+    run(NULL, f->program, "retry-recover");
+    assert_int_equal(code(), 0);
+    assert_string_equal(out, "recovered events 1\n");
+    assert_string_equal(err, "");
+    assert_int_equal(count_prefixed(dumps, "oom_dump_"), 0);
+
+    run(NULL, f->program, "retry-fail");
+    assert_int_equal(code(), 0);
+    json_t *md = only_bundle("metadata.json");
+    assert_string_equal(sget(md, "confirmed_by"), "second_failure");
+    assert_int_equal(iget(json_object_get(md, "failed_request"), "size"), 512 << 20);
+    json_decref(md);
+}
+
+static void test_caching_allocator_retries(void **state)
+{
+    (void)state;
+    retries(&cuda);
+    retries(&hip);
+}
+
+static void test_threads_and_fork(void **state)
+{
+    (void)state;
+    const family *fams[] = {&cuda, &hip};
+    for (int i = 0; i < 2; i++) {
+        run(NULL, fams[i]->program, "threads");
+        assert_int_equal(code(), 0);
+        assert_string_equal(out, "threads done\n");
+        json_t *md = only_bundle("metadata.json");
+        assert_int_equal(iget(json_object_get(md, "failed_request"), "size"), 1ll << 40);
+        json_decref(md);
+
+        run(NULL, fams[i]->program, "fork");
+        assert_int_equal(code(), 3); /* the child's status, passed on */
+        int child = 0;
+        assert_int_equal(sscanf(out, "child %d", &child), 1);
+        json_t *man = only_bundle("manifest.json");
+        assert_int_equal(iget(man, "pid"), child);
+        json_decref(man);
+    }
+}
+
+/* One allocation is one event, through every hooked API, and every free
+ * is matched to its allocation. */
+static void test_every_api_one_event(void **state)
+{
+    (void)state;
+    const family *fams[] = {&cuda, &hip};
+    for (int i = 0; i < 2; i++) {
+        run(NULL, fams[i]->program, "kinds");
+        char want[64];
+        snprintf(want, sizeof want, "bad 0 allocs %d frees %d\n", fams[i]->alloc_kinds,
+                 fams[i]->alloc_kinds);
+        assert_string_equal(out, want);
+        assert_int_equal(code(), 0);
+    }
+}
+
+/* The real libraries, no GPU: their own error, unchanged; no bundle. */
+static void test_real_libraries_without_gpu(void **state)
+{
+    (void)state;
+    static const char *const smokes[] = {"gpu_smoke_cuda", "gpu_smoke_hip"};
+    for (int i = 0; i < 2; i++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/test/gpu/%s", build, smokes[i]);
+        if (access(path, X_OK) != 0) {
+            print_message("skipped %s: the real library is not installed here\n", smokes[i]);
+            continue;
+        }
+        run("GMP_ENABLED=0", smokes[i], "");
+        char plain[256];
+        snprintf(plain, sizeof plain, "%.255s", out);
+        run(NULL, smokes[i], "");
+        assert_string_equal(out, plain);
+        assert_string_equal(err, "");
+        assert_int_equal(count_prefixed(dumps, "oom_dump_"), 0);
+        print_message("%s: %s", smokes[i], out);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_until_oom),
+        cmocka_unit_test(test_hip_until_oom),
+        cmocka_unit_test(test_caching_allocator_retries),
+        cmocka_unit_test(test_threads_and_fork),
+        cmocka_unit_test(test_every_api_one_event),
+        cmocka_unit_test(test_real_libraries_without_gpu),
+    };
+    return cmocka_run_group_tests_name("gpu", tests, setup, teardown);
+}
