@@ -16,6 +16,15 @@ BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden \
                -Iinclude -Irecorder $(WARNINGS)
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 
+# Dependencies first, while the makefile is read: what is installed decides
+# which checks and smoke tests are built (see the wildcards below).
+ifneq ($(filter-out clean uninstall,$(or $(MAKECMDGOALS),all)),)
+DEPS_STATUS := $(shell sh mk/ensure-deps.sh >&2; echo $$?)
+ifneq ($(DEPS_STATUS),0)
+$(error dependencies missing (see the line above))
+endif
+endif
+
 PKG_CONFIG ?= pkg-config
 JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
@@ -49,7 +58,7 @@ CUDA_HOME ?= /usr/local/cuda
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
                $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/check/hip_decls.ok)
 
-all: $(BUILD)/.deps-ok $(RECORDER_LIB) $(PRELOAD) $(INSPECT) $(EXAMPLES) $(DECL_CHECKS)
+all: $(RECORDER_LIB) $(PRELOAD) $(INSPECT) $(EXAMPLES) $(DECL_CHECKS)
 
 $(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_table.h preload/gpu_types.h
 	@mkdir -p $(dir $@)
@@ -61,15 +70,10 @@ $(BUILD)/check/hip_decls.ok: preload/check/hip_decls.c preload/hip_table.h prelo
 	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror $<
 	@touch $@
 
-# Checked once a build tree; `make clean` re-checks.
-$(BUILD)/.deps-ok: mk/ensure-deps.sh
-	@mkdir -p $(BUILD)
+deps:
 	@sh mk/ensure-deps.sh
-	@touch $@
 
-deps: $(BUILD)/.deps-ok
-
-$(BUILD)/%.o: %.c | $(BUILD)/.deps-ok
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(JANSSON_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -82,7 +86,7 @@ $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
 	    -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
 
-$(BUILD)/preload/%.o: preload/%.c | $(BUILD)/.deps-ok
+$(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -ftls-model=initial-exec -MMD -MP -c $< -o $@
 
@@ -93,7 +97,7 @@ $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $<
 
-$(BUILD)/test/support.o: test/support.c test/support.h | $(BUILD)/.deps-ok
+$(BUILD)/test/support.o: test/support.c test/support.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) -c $< -o $@
 
@@ -104,7 +108,7 @@ $(BUILD)/test/test_%: test/unit/test_%.c $(TEST_SUPPORT) $(RECORDER_LIB)
 
 # Plain programs the integration tests run under the preload.  -fno-builtin:
 # the compiler must not elide the allocations they exist to make.
-$(BUILD)/test/programs/%: test/programs/%.c | $(BUILD)/.deps-ok
+$(BUILD)/test/programs/%: test/programs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread -ldl
 
@@ -116,12 +120,12 @@ GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_hip \
              $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),$(BUILD)/test/gpu/gpu_smoke_cuda) \
              $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/test/gpu/gpu_smoke_hip)
 
-$(DOUBLES)/libcudart.so.13: test/doubles/fake_gpu.c | $(BUILD)/.deps-ok
+$(DOUBLES)/libcudart.so.13: test/doubles/fake_gpu.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -shared -Wl,-soname,libcudart.so.13 -o $@ $< -lpthread
 	ln -sf libcudart.so.13 $(DOUBLES)/libcudart.so
 
-$(DOUBLES)/libamdhip64.so.5: test/doubles/fake_gpu.c | $(BUILD)/.deps-ok
+$(DOUBLES)/libamdhip64.so.5: test/doubles/fake_gpu.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DFAKE_HIP -Wno-missing-prototypes -shared -Wl,-soname,libamdhip64.so.5 \
 	    -o $@ $< -lpthread
