@@ -247,6 +247,20 @@ void gmp_episode_commit_all(const char *confirmed_by)
                 commit((gmp_backend)b, &episodes[b][d], confirmed_by);
 }
 
+void gmp_episode_wait_commits(unsigned max_ms)
+{
+    for (unsigned waited = 0; waited < max_ms; waited += 10) {
+        int busy = 0;
+        for (int b = 0; b < GMP_BACKEND_COUNT && !busy; b++)
+            for (int d = 0; d <= GMP_MAX_DEVICES && !busy; d++)
+                busy = __atomic_load_n(&episodes[b][d].state, __ATOMIC_ACQUIRE) == EP_COMMITTING;
+        if (!busy)
+            return;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void gmp_episode_after_fork(void)
 {
     /* the child inherits no episode and no watcher thread */

@@ -71,6 +71,9 @@ __attribute__((destructor)) static void on_exit_process(void)
         return;
     gmp_in_hook++;
     gmp_episode_commit_all("exit");
+    /* the watcher may be writing a bundle whose deadline just passed:
+     * exiting now would cut it off half-written */
+    gmp_episode_wait_commits(5000);
     __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
     gmp_recorder_release_ring(gmp_pl.rec);
     gmp_in_hook--;

@@ -129,12 +129,12 @@ static size_t usable(void *p)
 static void after_alloc(gmp_api api, void *p, size_t size)
 {
     gmp_host_account((int64_t)usable(p));
-    if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_episodes_open) && RECORDING()) {
+    if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_any_episode_open()) && RECORDING()) {
         gmp_in_hook++;
         uint64_t in_use = gmp_host_in_use();
         if (size >= gmp_pl.host_event_min)
             gmp_pl_event(GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, size, 0, in_use);
-        if (gmp_episodes_open) {
+        if (gmp_any_episode_open()) {
             gmp_episode_success(GMP_BACKEND_CPU, -1, size, in_use);
             gmp_episode_check_deadlines();
         }

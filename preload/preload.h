@@ -75,8 +75,15 @@ GMP_HIDDEN void gmp_episode_commit_all(const char *confirmed_by);
 /* Commits episodes whose confirmation time has passed. */
 GMP_HIDDEN void gmp_episode_check_deadlines(void);
 GMP_HIDDEN void gmp_episode_after_fork(void);
+/* Waits (at most max_ms) for bundles other threads are writing right now. */
+GMP_HIDDEN void gmp_episode_wait_commits(unsigned max_ms);
 /* Non-zero while any episode is open: hooks then look at deadlines. */
 GMP_HIDDEN extern int gmp_episodes_open;
+
+static inline int gmp_any_episode_open(void)
+{
+    return __atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED) != 0;
+}
 
 /* One event into the preload's recorder (fills time and thread). */
 GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,
