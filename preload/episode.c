@@ -67,10 +67,8 @@ static void where(gmp_backend backend, int device, char *out, size_t cap)
         return;
     }
     char num[24];
-    gmp_strlcpy(out, gmp_backend_name(backend), cap);
-    gmp_strlcat(out, ":", cap);
     gmp_fmt_i64(device, num);
-    gmp_strlcat(out, num, cap);
+    gmp_strjoin(out, cap, gmp_backend_name(backend), ":", num, (char *)NULL);
 }
 
 /* Write the bundle of an episode this thread owns (state COMMITTING). */
@@ -82,16 +80,8 @@ static void commit(gmp_backend backend, episode *ep, const char *confirmed_by)
     gmp_fmt_bytes(ep->size, size);
     gmp_fmt_i64(ep->code, code);
     /* "cudaMalloc of 256.0 MiB on cuda:0 failed with cudaErrorMemoryAllocation (code 2)." */
-    gmp_strlcpy(message, gmp_api_name(ep->api), sizeof message);
-    gmp_strlcat(message, " of ", sizeof message);
-    gmp_strlcat(message, size, sizeof message);
-    gmp_strlcat(message, " on ", sizeof message);
-    gmp_strlcat(message, place, sizeof message);
-    gmp_strlcat(message, " failed with ", sizeof message);
-    gmp_strlcat(message, c.reason, sizeof message);
-    gmp_strlcat(message, " (code ", sizeof message);
-    gmp_strlcat(message, code, sizeof message);
-    gmp_strlcat(message, ").", sizeof message);
+    gmp_strjoin(message, sizeof message, gmp_api_name(ep->api), " of ", size, " on ", place,
+                " failed with ", c.reason, " (code ", code, ").", (char *)NULL);
 
     gmp_dump_request req = {
         .reason = c.reason,
@@ -106,16 +96,8 @@ static void commit(gmp_backend backend, episode *ep, const char *confirmed_by)
     char path[GMP_PATH_MAX];
     if (gmp_dump(gmp_pl.rec, &req, path, sizeof path)) {
         /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P */
-        gmp_strlcpy(line, "OOM on ", sizeof line);
-        gmp_strlcat(line, place, sizeof line);
-        gmp_strlcat(line, " (", sizeof line);
-        gmp_strlcat(line, gmp_api_name(ep->api), sizeof line);
-        gmp_strlcat(line, " ", sizeof line);
-        gmp_strlcat(line, size, sizeof line);
-        gmp_strlcat(line, ", ", sizeof line);
-        gmp_strlcat(line, c.reason, sizeof line);
-        gmp_strlcat(line, "); bundle: ", sizeof line);
-        gmp_strlcat(line, path, sizeof line);
+        gmp_strjoin(line, sizeof line, "OOM on ", place, " (", gmp_api_name(ep->api), " ", size,
+                    ", ", c.reason, "); bundle: ", path, (char *)NULL);
         gmp_log("%s", line);
     }
     __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);

@@ -36,24 +36,30 @@ GMP_HIDDEN void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status
  * hipErrorSharedObjectSymbolNotFound are both 302). */
 #define GMP_GPU_SYMBOL_NOT_FOUND 302
 
-/* An allocating hook.  ptr_expr, requested and size are read only after
- * the real call succeeded (they may dereference the caller's out-pointers). */
+/* Inside a hook: find the real `name` once (or return the family's
+ * symbol-not-found status), call it with the caller's arguments with
+ * gmp_in_hook raised, and leave its result in `status`. */
+#define GMP_GPU_CALL_REAL(family, name, params, args)                                       \
+    static gmp_gpu_status (*real) params;                                                   \
+    gmp_gpu_status (*fn) params = __atomic_load_n(&real, __ATOMIC_ACQUIRE);                 \
+    if (GMP_UNLIKELY(!fn)) {                                                                \
+        fn = (gmp_gpu_status(*) params)gmp_gpu_resolve(&family, #name);                     \
+        if (!fn)                                                                            \
+            return GMP_GPU_SYMBOL_NOT_FOUND;                                                \
+        __atomic_store_n(&real, fn, __ATOMIC_RELEASE);                                      \
+    }                                                                                       \
+    gmp_in_hook++;                                                                          \
+    gmp_gpu_status status = fn args;                                                        \
+    gmp_in_hook--
+
+/* An allocating hook.  ptr_expr and size are read only after the real call
+ * succeeded (they may dereference the caller's out-pointers). */
 #define GMP_GPU_ALLOC_HOOK(family, name, api, host_memory, params, args, ptr_expr,          \
                            requested, size)                                                \
     GMP_EXPORT gmp_gpu_status name params;                                                  \
     GMP_EXPORT gmp_gpu_status name params                                                   \
     {                                                                                       \
-        static gmp_gpu_status (*real) params;                                               \
-        gmp_gpu_status (*fn) params = __atomic_load_n(&real, __ATOMIC_ACQUIRE);            \
-        if (GMP_UNLIKELY(!fn)) {                                                            \
-            fn = (gmp_gpu_status(*) params)gmp_gpu_resolve(&family, #name);                \
-            if (!fn)                                                                        \
-                return GMP_GPU_SYMBOL_NOT_FOUND;                                            \
-            __atomic_store_n(&real, fn, __ATOMIC_RELEASE);                                  \
-        }                                                                                   \
-        gmp_in_hook++;                                                                      \
-        gmp_gpu_status status = fn args;                                                    \
-        gmp_in_hook--;                                                                      \
+        GMP_GPU_CALL_REAL(family, name, params, args);                                      \
         if (status == 0)                                                                    \
             gmp_gpu_alloc_done(&family, api, host_memory, 0, (uint64_t)(uintptr_t)(ptr_expr), \
                                (requested), (size));                                        \
@@ -66,17 +72,7 @@ GMP_HIDDEN void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status
     GMP_EXPORT gmp_gpu_status name params;                                                  \
     GMP_EXPORT gmp_gpu_status name params                                                   \
     {                                                                                       \
-        static gmp_gpu_status (*real) params;                                               \
-        gmp_gpu_status (*fn) params = __atomic_load_n(&real, __ATOMIC_ACQUIRE);            \
-        if (GMP_UNLIKELY(!fn)) {                                                            \
-            fn = (gmp_gpu_status(*) params)gmp_gpu_resolve(&family, #name);                \
-            if (!fn)                                                                        \
-                return GMP_GPU_SYMBOL_NOT_FOUND;                                            \
-            __atomic_store_n(&real, fn, __ATOMIC_RELEASE);                                  \
-        }                                                                                   \
-        gmp_in_hook++;                                                                      \
-        gmp_gpu_status status = fn args;                                                    \
-        gmp_in_hook--;                                                                      \
+        GMP_GPU_CALL_REAL(family, name, params, args);                                      \
         gmp_gpu_free_done(&family, api, status, (uint64_t)(uintptr_t)(ptr_expr));           \
         return status;                                                                      \
     }

@@ -223,18 +223,12 @@ static void remove_partial(int dirfd, const char *tmp)
 static void make_name(char *out, size_t cap, const char *prefix, uint64_t time_ns,
                       gmp_backend backend, uint64_t seq)
 {
-    char stamp[21], num[24];
+    char stamp[21], pid[24], num[24];
     gmp_fmt_utc((int64_t)(time_ns / 1000000000ull), stamp, 0);
-    gmp_strlcpy(out, prefix, cap);
-    gmp_strlcat(out, stamp, cap);
-    gmp_strlcat(out, "_", cap);
-    gmp_fmt_u64((uint64_t)getpid(), num);
-    gmp_strlcat(out, num, cap);
-    gmp_strlcat(out, "_", cap);
-    gmp_strlcat(out, gmp_backend_name(backend), cap);
-    gmp_strlcat(out, "_", cap);
+    gmp_fmt_u64((uint64_t)getpid(), pid);
     gmp_fmt_u64(seq, num);
-    gmp_strlcat(out, num, cap);
+    gmp_strjoin(out, cap, prefix, stamp, "_", pid, "_", gmp_backend_name(backend), "_", num,
+                (char *)NULL);
 }
 
 /* renameat2(RENAME_NOREPLACE) so an existing bundle is never replaced; a
@@ -319,9 +313,7 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
         gmp_log("cannot write a bundle in %s: %s", in->dump_dir, gmp_strerror(saved));
         return -1;
     }
-    if (gmp_strlcpy(path_out, in->dump_dir, path_cap) < 0 ||
-        gmp_strlcat(path_out, "/", path_cap) < 0 ||
-        gmp_strlcat(path_out, name, path_cap) < 0)
+    if (gmp_strjoin(path_out, path_cap, in->dump_dir, "/", name, (char *)NULL) < 0)
         path_out[0] = '\0';
     if (name_out)
         gmp_strlcpy(name_out, name, name_cap);

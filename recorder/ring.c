@@ -54,16 +54,11 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
 
 static int map_ring_file(const char *dir, size_t len, gmp_ring *ring)
 {
-    char name[96], num[24];
-    gmp_strlcpy(name, "/ring_", sizeof name);
-    gmp_fmt_u64((uint64_t)getpid(), num);
-    gmp_strlcat(name, num, sizeof name);
-    gmp_strlcat(name, "_", sizeof name);
-    gmp_fmt_u64(gmp_now_realtime_ns(), num);
-    gmp_strlcat(name, num, sizeof name);
-    gmp_strlcat(name, ".gmr", sizeof name);
-    if (gmp_strlcpy(ring->path, dir, sizeof ring->path) < 0 ||
-        gmp_strlcat(ring->path, name, sizeof ring->path) < 0) {
+    char pid[24], now[24];
+    gmp_fmt_u64((uint64_t)getpid(), pid);
+    gmp_fmt_u64(gmp_now_realtime_ns(), now);
+    if (gmp_strjoin(ring->path, sizeof ring->path, dir, "/ring_", pid, "_", now, ".gmr",
+                    (char *)NULL) < 0) {
         errno = ENAMETOOLONG;
         return -1;
     }

@@ -176,6 +176,21 @@ int gmp_strlcat(char *dst, const char *src, size_t cap)
     return gmp_strlcpy(dst + have, src, cap - have);
 }
 
+int gmp_strjoin(char *dst, size_t cap, ...)
+{
+    if (!cap)
+        return -1;
+    dst[0] = '\0';
+    int rc = 0;
+    va_list ap;
+    va_start(ap, cap);
+    for (const char *part; (part = va_arg(ap, const char *));)
+        if (gmp_strlcat(dst, part, cap) < 0)
+            rc = -1;
+    va_end(ap);
+    return rc;
+}
+
 int gmp_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;

@@ -32,6 +32,10 @@ GMP_HIDDEN void gmp_fmt_bytes(uint64_t v, char out[32]);
 GMP_HIDDEN int gmp_strlcpy(char *dst, const char *src, size_t cap);
 GMP_HIDDEN int gmp_strlcat(char *dst, const char *src, size_t cap);
 
+/* dst = the concatenation of the strings after cap, up to a NULL; always
+ * terminated; -1 when truncated.  For messages and names on the dump path. */
+GMP_HIDDEN int gmp_strjoin(char *dst, size_t cap, ...) __attribute__((sentinel));
+
 /* write(2) until done or a real error; returns 0 or -1. */
 GMP_HIDDEN int gmp_write_all(int fd, const void *buf, size_t len);
 /* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length or -1. */

@@ -3,7 +3,13 @@
  */
 #include "support.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include <dirent.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,4 +156,41 @@ void write_file(const char *path, const void *data, size_t len)
         abort();
     }
     close(fd);
+}
+
+json_t *only_bundle_file(const char *dumps, const char *file, char *path_out, size_t cap)
+{
+    int n = count_prefixed(dumps, "oom_dump_");
+    if (n != 1)
+        fail_msg("want exactly one bundle in %s, found %d", dumps, n);
+    DIR *d = opendir(dumps);
+    struct dirent *de;
+    char path[2048] = "";
+    while ((de = readdir(d)))
+        if (!strncmp(de->d_name, "oom_dump_", 9))
+            snprintf(path, sizeof path, "%s/%s", dumps, de->d_name);
+    closedir(d);
+    if (path_out)
+        snprintf(path_out, cap, "%s", path);
+    char out[4096], err[4096], f[4096];
+    const char *argv[] = {inspect_path(), "validate", path, NULL};
+    if (run_capture(argv, out, sizeof out, err, sizeof err) != 0)
+        fail_msg("bundle does not validate: %s", out);
+    snprintf(f, sizeof f, "%s/%s", path, file);
+    json_error_t e;
+    json_t *doc = json_load_file(f, 0, &e);
+    if (!doc)
+        fail_msg("%s: %s", f, e.text);
+    return doc;
+}
+
+const char *json_str(json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "(missing)";
+}
+
+long long json_int(json_t *obj, const char *key)
+{
+    return (long long)json_integer_value(json_object_get(obj, key));
 }

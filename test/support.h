@@ -29,6 +29,16 @@ int count_lines(const char *s);
 /* Count the entries of dir whose name starts with prefix (not . or ..). */
 int count_prefixed(const char *dir, const char *prefix);
 
+/* The one bundle in dumps (fails the test unless there is exactly one and
+ * `gmp-inspect validate` accepts it): its file parsed, its path in path_out
+ * when given.  The caller owns the JSON. */
+struct json_t;
+struct json_t *only_bundle_file(const char *dumps, const char *file, char *path_out,
+                                size_t cap);
+/* A string member ("(missing)" when absent or not a string), an integer member. */
+const char *json_str(struct json_t *obj, const char *key);
+long long json_int(struct json_t *obj, const char *key);
+
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);
 

@@ -56,37 +56,6 @@ static int code(void)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static json_t *only_bundle(const char *file)
-{
-    if (count_prefixed(dumps, "oom_dump_") != 1)
-        fail_msg("want one bundle, have %d; stderr: %s", count_prefixed(dumps, "oom_dump_"), err);
-    DIR *d = opendir(dumps);
-    struct dirent *de;
-    char path[2048] = "";
-    while ((de = readdir(d)))
-        if (!strncmp(de->d_name, "oom_dump_", 9))
-            snprintf(path, sizeof path, "%s/%s", dumps, de->d_name);
-    closedir(d);
-    char vout[4096], verr[4096], f[4096];
-    const char *argv[] = {inspect_path(), "validate", path, NULL};
-    if (run_capture(argv, vout, sizeof vout, verr, sizeof verr) != 0)
-        fail_msg("bundle does not validate: %s", vout);
-    snprintf(f, sizeof f, "%s/%s", path, file);
-    json_t *doc = json_load_file(f, 0, NULL);
-    assert_non_null(doc);
-    return doc;
-}
-
-static const char *sget(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "(missing)";
-}
-
-static long long iget(json_t *o, const char *k)
-{
-    return (long long)json_integer_value(json_object_get(o, k));
-}
 
 static int setup(void **state)
 {
@@ -127,23 +96,23 @@ static void until_oom(const family *f, int device)
     if (!strstr(err, line) || count_lines(err) != 1)
         fail_msg("want one line \"%s...\", got: %s", line, err);
 
-    json_t *md = only_bundle("metadata.json");
-    assert_string_equal(sget(md, "backend"), f->backend);
-    assert_string_equal(sget(md, "reason"), f->reason);
-    assert_string_equal(sget(md, "exception_type"), f->reason);
-    assert_string_equal(sget(md, "exception_module"), f->library);
-    assert_string_equal(sget(md, "confirmed_by"), "exit");
+    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "backend"), f->backend);
+    assert_string_equal(json_str(md, "reason"), f->reason);
+    assert_string_equal(json_str(md, "exception_type"), f->reason);
+    assert_string_equal(json_str(md, "exception_module"), f->library);
+    assert_string_equal(json_str(md, "confirmed_by"), "exit");
     json_t *fr = json_object_get(md, "failed_request");
-    assert_string_equal(sget(fr, "api"), f->api);
-    assert_int_equal(iget(fr, "size"), failed);
-    assert_int_equal(iget(fr, "device"), device);
-    assert_int_equal(iget(fr, "code"), 2);
-    assert_int_equal(iget(fr, "bytes_in_use"), held); /* what the program holds */
+    assert_string_equal(json_str(fr, "api"), f->api);
+    assert_int_equal(json_int(fr, "size"), failed);
+    assert_int_equal(json_int(fr, "device"), device);
+    assert_int_equal(json_int(fr, "code"), 2);
+    assert_int_equal(json_int(fr, "bytes_in_use"), held); /* what the program holds */
     json_t *use = json_array_get(json_object_get(md, "bytes_in_use"), 0);
-    assert_int_equal(iget(use, "bytes"), held);
+    assert_int_equal(json_int(use, "bytes"), held);
     json_decref(md);
-    json_t *man = only_bundle("manifest.json");
-    assert_string_equal(sget(man, "backend"), f->backend);
+    json_t *man = only_bundle_file(dumps, "manifest.json", NULL, 0);
+    assert_string_equal(json_str(man, "backend"), f->backend);
     json_decref(man);
 }
 
@@ -170,9 +139,9 @@ static void retries(const family *f)
 
     run(NULL, f->program, "retry-fail");
     assert_int_equal(code(), 0);
-    json_t *md = only_bundle("metadata.json");
-    assert_string_equal(sget(md, "confirmed_by"), "second_failure");
-    assert_int_equal(iget(json_object_get(md, "failed_request"), "size"), 512 << 20);
+    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "confirmed_by"), "second_failure");
+    assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), 512 << 20);
     json_decref(md);
 }
 
@@ -191,16 +160,16 @@ static void test_threads_and_fork(void **state)
         run(NULL, fams[i]->program, "threads");
         assert_int_equal(code(), 0);
         assert_string_equal(out, "threads done\n");
-        json_t *md = only_bundle("metadata.json");
-        assert_int_equal(iget(json_object_get(md, "failed_request"), "size"), 1ll << 40);
+        json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+        assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), 1ll << 40);
         json_decref(md);
 
         run(NULL, fams[i]->program, "fork");
         assert_int_equal(code(), 3); /* the child's status, passed on */
         int child = 0;
         assert_int_equal(sscanf(out, "child %d", &child), 1);
-        json_t *man = only_bundle("manifest.json");
-        assert_int_equal(iget(man, "pid"), child);
+        json_t *man = only_bundle_file(dumps, "manifest.json", NULL, 0);
+        assert_int_equal(json_int(man, "pid"), child);
         json_decref(man);
     }
 }

@@ -54,41 +54,6 @@ static int bundle_count(void)
 }
 
 /* The metadata of the one bundle there is (and checks it validates). */
-static json_t *only_bundle(const char *file, char *path_out, size_t cap)
-{
-    assert_int_equal(bundle_count(), 1);
-    DIR *d = opendir(dumps);
-    struct dirent *de;
-    char path[2048] = "";
-    while ((de = readdir(d)))
-        if (!strncmp(de->d_name, "oom_dump_", 9))
-            snprintf(path, sizeof path, "%s/%s", dumps, de->d_name);
-    closedir(d);
-    if (path_out)
-        snprintf(path_out, cap, "%s", path);
-    char vout[4096], verr[4096];
-    const char *argv[] = {inspect_path(), "validate", path, NULL};
-    if (run_capture(argv, vout, sizeof vout, verr, sizeof verr) != 0)
-        fail_msg("bundle does not validate: %s", vout);
-    char f[4096];
-    snprintf(f, sizeof f, "%s/%s", path, file);
-    json_error_t e;
-    json_t *doc = json_load_file(f, 0, &e);
-    if (!doc)
-        fail_msg("%s: %s", f, e.text);
-    return doc;
-}
-
-static const char *sget(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "(missing)";
-}
-
-static long long iget(json_t *o, const char *k)
-{
-    return (long long)json_integer_value(json_object_get(o, k));
-}
 
 /* Exactly one stderr line of ours, of the documented shape. */
 static void assert_one_oom_line(const char *where)
@@ -164,17 +129,17 @@ static void test_grow_until_enomem(void **state)
     unsigned long long asked = 0;
     assert_int_equal(sscanf(out, "failed at %llu", &asked), 1);
     assert_one_oom_line("host");
-    json_t *md = only_bundle("metadata.json", NULL, 0);
-    assert_string_equal(sget(md, "reason"), "ENOMEM");
-    assert_string_equal(sget(md, "exception_type"), "ENOMEM");
-    assert_string_equal(sget(md, "exception_module"), "libc");
-    assert_string_equal(sget(md, "backend"), "cpu");
-    assert_string_equal(sget(md, "confirmed_by"), "exit");
+    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "reason"), "ENOMEM");
+    assert_string_equal(json_str(md, "exception_type"), "ENOMEM");
+    assert_string_equal(json_str(md, "exception_module"), "libc");
+    assert_string_equal(json_str(md, "backend"), "cpu");
+    assert_string_equal(json_str(md, "confirmed_by"), "exit");
     json_t *fr = json_object_get(md, "failed_request");
-    assert_string_equal(sget(fr, "api"), "malloc");
-    assert_int_equal(iget(fr, "size"), asked);
-    assert_int_equal(iget(fr, "device"), -1);
-    assert_int_equal(iget(fr, "code"), 12);
+    assert_string_equal(json_str(fr, "api"), "malloc");
+    assert_int_equal(json_int(fr, "size"), asked);
+    assert_int_equal(json_int(fr, "device"), -1);
+    assert_int_equal(json_int(fr, "code"), 12);
     json_decref(md);
 }
 
@@ -197,13 +162,13 @@ static void test_python_memoryerror(void **state)
     unsigned long long asked = 0;
     assert_int_equal(sscanf(out, "MemoryError at %llu", &asked), 1);
     assert_one_oom_line("host");
-    json_t *md = only_bundle("metadata.json", NULL, 0);
-    long long size = iget(json_object_get(md, "failed_request"), "size");
+    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    long long size = json_int(json_object_get(md, "failed_request"), "size");
     /* the bytes object plus CPython's object header */
     if (size <= (long long)asked || size > (long long)asked + 64)
         fail_msg("failed_request.size %lld is not Python's request for %llu bytes", size,
                  asked);
-    assert_string_equal(sget(md, "backend"), "cpu");
+    assert_string_equal(json_str(md, "backend"), "cpu");
     json_decref(md);
 }
 
@@ -214,20 +179,20 @@ static void test_second_failure_and_timeout_and_first(void **state)
     snprintf(cmd, sizeof cmd, "%s fail-twice", program);
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
-    json_t *md = only_bundle("metadata.json", NULL, 0);
-    assert_string_equal(sget(md, "confirmed_by"), "second_failure");
+    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "confirmed_by"), "second_failure");
     json_decref(md);
 
     snprintf(cmd, sizeof cmd, "%s fail-sleep", program);
     run_sh("GMP_OOM_CONFIRM_MS=300", cmd);
     assert_int_equal(exit_code(), 0);
-    md = only_bundle("metadata.json", NULL, 0);
-    assert_string_equal(sget(md, "confirmed_by"), "timeout");
+    md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "confirmed_by"), "timeout");
     json_decref(md);
 
     run_sh("GMP_OOM_POLICY=first", cmd);
-    md = only_bundle("metadata.json", NULL, 0);
-    assert_string_equal(sget(md, "confirmed_by"), "first");
+    md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "confirmed_by"), "first");
     json_decref(md);
 }
 
@@ -247,16 +212,16 @@ static void test_recovery_is_not_an_oom(void **state)
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
     char path[2048];
-    json_t *md = only_bundle("metadata.json", path, sizeof path);
-    assert_int_equal(iget(md, "recovered_episodes"), 1);
+    json_t *md = only_bundle_file(dumps, "metadata.json", path, sizeof path);
+    assert_int_equal(json_int(md, "recovered_episodes"), 1);
     json_decref(md);
-    json_t *events = only_bundle("events.json", NULL, 0);
+    json_t *events = only_bundle_file(dumps, "events.json", NULL, 0);
     int recovered = 0, ooms = 0;
     size_t i;
     json_t *ev;
     json_array_foreach(events, i, ev) {
-        recovered += !strcmp(sget(ev, "event_type"), "oom_recovered");
-        ooms += !strcmp(sget(ev, "event_type"), "oom");
+        recovered += !strcmp(json_str(ev, "event_type"), "oom_recovered");
+        ooms += !strcmp(json_str(ev, "event_type"), "oom");
     }
     assert_int_equal(recovered, 1);
     assert_int_equal(ooms, 3);
@@ -272,11 +237,11 @@ static void test_forked_child(void **state)
     assert_int_equal(exit_code(), 0);
     int child = 0;
     assert_int_equal(sscanf(out, "child %d", &child), 1);
-    json_t *man = only_bundle("manifest.json", NULL, 0);
-    assert_int_equal(iget(man, "pid"), child);
+    json_t *man = only_bundle_file(dumps, "manifest.json", NULL, 0);
+    assert_int_equal(json_int(man, "pid"), child);
     json_decref(man);
-    json_t *env = only_bundle("environment.json", NULL, 0);
-    assert_int_equal(iget(env, "pid"), child);
+    json_t *env = only_bundle_file(dumps, "environment.json", NULL, 0);
+    assert_int_equal(json_int(env, "pid"), child);
     json_decref(env);
 }
 
@@ -288,8 +253,8 @@ static void test_sixteen_threads(void **state)
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
     assert_string_equal(out, "threads done\n");
-    json_t *md = only_bundle("metadata.json", NULL, 0); /* exactly one */
-    assert_int_equal(iget(json_object_get(md, "failed_request"), "size"), 1ll << 60);
+    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0); /* exactly one */
+    assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), 1ll << 60);
     json_decref(md);
 }
 
@@ -300,12 +265,12 @@ static void test_c_api_inside_preloaded_process(void **state)
     snprintf(cmd, sizeof cmd, "%s api", program);
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
-    json_t *md = only_bundle("metadata.json", NULL, 0);
-    assert_string_equal(sget(md, "context"), "epoch 3, step 120");
-    assert_int_equal(iget(json_object_get(md, "custom_metadata"), "batch_size"), 64);
+    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "context"), "epoch 3, step 120");
+    assert_int_equal(json_int(json_object_get(md, "custom_metadata"), "batch_size"), 64);
     json_decref(md);
-    json_t *events = only_bundle("events.json", NULL, 0);
-    assert_string_equal(sget(json_array_get(events, 0), "event_type"), "mark");
+    json_t *events = only_bundle_file(dumps, "events.json", NULL, 0);
+    assert_string_equal(json_str(json_array_get(events, 0), "event_type"), "mark");
     json_decref(events);
 }
 
