@@ -219,6 +219,23 @@ GMP_EXPORT void *calloc(size_t n, size_t size)
     return finish_alloc(GMP_API_CALLOC, p, total, errno);
 }
 
+/* Tail of realloc and reallocarray: the old block's bytes leave the
+ * counters when it moved, grew or was freed (size 0). */
+static void *finish_realloc(gmp_api api, int accounting, size_t old_size, void *p,
+                            size_t size, int err)
+{
+    if (accounting) {
+        if (p || !size)
+            gmp_host_account(-(int64_t)old_size);
+        if (p)
+            after_alloc(api, p, size);
+        else if (size)
+            after_failure(api, size, err);
+    }
+    errno = err;
+    return p;
+}
+
 /* realloc of a pool block: move it to the real allocator. */
 static void *realloc_from_pool(void *old, size_t size)
 {
@@ -236,20 +253,10 @@ GMP_EXPORT void *realloc(void *old, size_t size)
         return realloc_from_pool(old, size);
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc(size, 16);
-    int recording = ACCOUNTING();
-    size_t old_size = recording && old ? usable(old) : 0;
+    int accounting = ACCOUNTING();
+    size_t old_size = accounting && old ? usable(old) : 0;
     void *p = real.realloc(old, size);
-    int err = errno;
-    if (recording) {
-        if (p || !size) /* moved, grown, or freed by size 0 */
-            gmp_host_account(-(int64_t)old_size);
-        if (p)
-            after_alloc(GMP_API_REALLOC, p, size);
-        else if (size)
-            after_failure(GMP_API_REALLOC, size, err);
-    }
-    errno = err;
-    return p;
+    return finish_realloc(GMP_API_REALLOC, accounting, old_size, p, size, errno);
 }
 
 GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
@@ -264,21 +271,10 @@ GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
     }
     if (GMP_UNLIKELY((old && in_pool(old)) || !have_real() || !real.reallocarray))
         return realloc(old, n * size);
-    size_t total = n * size;
-    int recording = ACCOUNTING();
-    size_t old_size = recording && old ? usable(old) : 0;
+    int accounting = ACCOUNTING();
+    size_t old_size = accounting && old ? usable(old) : 0;
     void *p = real.reallocarray(old, n, size);
-    int err = errno;
-    if (recording) {
-        if (p || total == 0)
-            gmp_host_account(-(int64_t)old_size);
-        if (p)
-            after_alloc(GMP_API_REALLOCARRAY, p, total);
-        else if (total)
-            after_failure(GMP_API_REALLOCARRAY, total, err);
-    }
-    errno = err;
-    return p;
+    return finish_realloc(GMP_API_REALLOCARRAY, accounting, old_size, p, n * size, errno);
 }
 
 GMP_EXPORT int posix_memalign(void **out, size_t align, size_t size)
