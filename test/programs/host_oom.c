@@ -2,10 +2,11 @@
  * host_oom.c — a plain program (no gpumemprof code, but for `api`) that the
  * preload integration tests run in different ways of running out of host
  * memory.  Usage: host_oom MODE
- *   quiet        small allocations only; prints "ok"
+ *   quiet        small allocations only; prints "ok" and its thread count
  *   grow         grows a buffer 1.5x until malloc fails; prints the size; exit 1
  *   fail-twice   malloc(2^60) fails twice; exit 0
- *   fail-sleep   malloc(2^60) fails once, then sleeps 1.5 s; exit 0
+ *   fail-sleep   malloc(2^60) fails once, then sleeps 1.5 s; prints its thread
+ *                count before and after; exit 0
  *   recover      under RLIMIT_AS: a big malloc fails, memory is freed, the
  *                same size succeeds; exit 0
  *   recover-then-fail   recover, then fail twice; exit 0
@@ -27,6 +28,20 @@
 #include <unistd.h>
 
 #define HUGE_REQUEST ((size_t)1 << 60)
+
+/* Threads of this process, from /proc (the preload must start none). */
+static int thread_count(void)
+{
+    char line[256];
+    int n = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "Threads:", 8))
+            n = atoi(line + 8);
+    if (f)
+        fclose(f);
+    return n;
+}
 
 static void fail_twice(void)
 {
@@ -137,7 +152,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "quiet")) {
         for (int i = 0; i < 1000; i++)
             free(malloc((size_t)i * 100));
-        puts("ok");
+        printf("ok threads=%d\n", thread_count());
         return 0;
     }
     if (!strcmp(mode, "grow"))
@@ -147,8 +162,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(mode, "fail-sleep")) {
+        int before = thread_count();
         void *p = malloc(HUGE_REQUEST);
         usleep(1500 * 1000);
+        printf("threads %d then %d\n", before, thread_count());
         return p != NULL;
     }
     if (!strcmp(mode, "recover"))

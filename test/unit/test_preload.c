@@ -96,7 +96,7 @@ static void test_everyday_processes_pay_nothing(void **state)
     snprintf(cmd, sizeof cmd, "%s quiet; echo piped | cat; ls / >/dev/null; true", program);
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
-    assert_string_equal(out, "ok\npiped\n");
+    assert_string_equal(out, "ok threads=1\npiped\n"); /* no thread of ours */
     assert_string_equal(err, "");
     assert_int_equal(access(dumps, F_OK), -1);  /* no dump directory */
     assert_int_equal(count_prefixed(rundir, ""), 0); /* no ring file */
@@ -186,6 +186,8 @@ static void test_second_failure_and_timeout_and_first(void **state)
     snprintf(cmd, sizeof cmd, "%s fail-sleep", program);
     run_sh("GMP_OOM_CONFIRM_MS=300", cmd);
     assert_int_equal(exit_code(), 0);
+    /* the watcher thread exists only once an episode has opened */
+    assert_string_equal(out, "threads 1 then 2\n");
     md = only_bundle_file(dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "confirmed_by"), "timeout");
     json_decref(md);
