@@ -26,11 +26,9 @@ static void after_fork_in_child(void)
     gmp_episode_after_fork();
 }
 
-void gmp_preload_init(void)
+/* Runs once, when the dynamic linker initialises the preload. */
+__attribute__((constructor)) static void on_load(void)
 {
-    static int once;
-    if (__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
-        return;
     gmp_in_hook++;
     if (getauxval(AT_SECURE)) {
         __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
@@ -58,11 +56,6 @@ void gmp_preload_init(void)
     pthread_atfork(NULL, NULL, after_fork_in_child);
     __atomic_store_n(&gmp_pl.state, GMP_PL_ACTIVE, __ATOMIC_RELEASE);
     gmp_in_hook--;
-}
-
-__attribute__((constructor)) static void on_load(void)
-{
-    gmp_preload_init();
 }
 
 __attribute__((destructor)) static void on_exit_process(void)

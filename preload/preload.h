@@ -48,7 +48,6 @@ static inline int gmp_pl_active(void)
 }
 
 /* init.c */
-GMP_HIDDEN void gmp_preload_init(void);
 GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
 
 /* host.c: per-thread counters; in_use sums them (approximate while racing). */

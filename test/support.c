@@ -172,11 +172,17 @@ json_t *only_bundle_file(const char *dumps, const char *file, char *path_out, si
     closedir(d);
     if (path_out)
         snprintf(path_out, cap, "%s", path);
-    char out[4096], err[4096], f[4096];
+    char out[4096], err[4096];
     const char *argv[] = {inspect_path(), "validate", path, NULL};
     if (run_capture(argv, out, sizeof out, err, sizeof err) != 0)
         fail_msg("bundle does not validate: %s", out);
-    snprintf(f, sizeof f, "%s/%s", path, file);
+    return bundle_file(path, file);
+}
+
+json_t *bundle_file(const char *bundle, const char *file)
+{
+    char f[4096];
+    snprintf(f, sizeof f, "%s/%s", bundle, file);
     json_error_t e;
     json_t *doc = json_load_file(f, 0, &e);
     if (!doc)

@@ -35,6 +35,8 @@ int count_prefixed(const char *dir, const char *prefix);
 struct json_t;
 struct json_t *only_bundle_file(const char *dumps, const char *file, char *path_out,
                                 size_t cap);
+/* FILE inside BUNDLE, parsed (fails the test when it does not parse). */
+struct json_t *bundle_file(const char *bundle, const char *file);
 /* A string member ("(missing)" when absent or not a string), an integer member. */
 const char *json_str(struct json_t *obj, const char *key);
 long long json_int(struct json_t *obj, const char *key);

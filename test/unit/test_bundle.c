@@ -64,17 +64,6 @@ static const gmp_dump_request cuda_oom = {
     .recovered_episodes = 1,
 };
 
-static json_t *load(const char *bundle, const char *file)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", bundle, file);
-    json_error_t err;
-    json_t *doc = json_load_file(path, 0, &err);
-    if (!doc)
-        fail_msg("%s: %s", path, err.text);
-    return doc;
-}
-
 static void assert_mode(const char *path, mode_t want)
 {
     struct stat st;
@@ -117,7 +106,7 @@ static void test_bundle_contents(void **state)
         snprintf(f, sizeof f, "%s/%s", path, files[i]);
         assert_mode(f, 0600);
     }
-    json_t *man = load(path, "manifest.json");
+    json_t *man = bundle_file(path, "manifest.json");
     assert_int_equal(json_integer_value(json_object_get(man, "schema_version")), 1);
     assert_string_equal(json_string_value(json_object_get(man, "bundle_name")), name);
     assert_string_equal(json_string_value(json_object_get(man, "reason")),
@@ -130,7 +119,7 @@ static void test_bundle_contents(void **state)
     assert_int_equal(json_array_size(json_object_get(man, "files")), 4);
     json_decref(man);
 
-    json_t *events = load(path, "events.json");
+    json_t *events = bundle_file(path, "events.json");
     assert_int_equal(json_array_size(events), 100);
     json_t *first = json_array_get(events, 0), *last = json_array_get(events, 99);
     assert_int_equal(json_integer_value(json_object_get(first, "seq")), 50);
@@ -143,7 +132,7 @@ static void test_bundle_contents(void **state)
     assert_int_equal(json_integer_value(json_object_get(last, "thread_id")), getpid());
     json_decref(events);
 
-    json_t *md = load(path, "metadata.json");
+    json_t *md = bundle_file(path, "metadata.json");
     assert_string_equal(json_string_value(json_object_get(md, "reason")),
                         "cudaErrorMemoryAllocation");
     assert_string_equal(json_string_value(json_object_get(md, "exception_module")),
@@ -164,7 +153,7 @@ static void test_bundle_contents(void **state)
     assert_int_equal(json_integer_value(json_object_get(use, "bytes")), 150 << 20);
     json_decref(md);
 
-    json_t *env = load(path, "environment.json");
+    json_t *env = bundle_file(path, "environment.json");
     assert_int_equal(json_integer_value(json_object_get(env, "pid")), getpid());
     char cwd[4096];
     assert_non_null(getcwd(cwd, sizeof cwd));
@@ -199,7 +188,7 @@ static void test_secrets_never_written(void **state)
     gmp_recorder *rec = make_recorder(dir, 64, 5);
     record_allocs(rec, 3);
     assert_non_null(gmp_dump(rec, &cuda_oom, path, sizeof path));
-    json_t *env = load(path, "environment.json");
+    json_t *env = bundle_file(path, "environment.json");
     json_t *vars = json_object_get(env, "environment");
     assert_string_equal(json_string_value(json_object_get(vars, "CUDA_VISIBLE_DEVICES")), "0,1");
     assert_string_equal(json_string_value(json_object_get(vars, "GMP_API_TOKEN")), "[REDACTED]");
