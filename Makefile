@@ -35,7 +35,10 @@ RECORDER_SRC := $(wildcard recorder/*.c)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(BUILD)/%.o)
 RECORDER_LIB := $(BUILD)/libgpumemprof.a
 
-PRELOAD_SRC := $(wildcard preload/*.c)
+# CUPTI injection is built where cupti.h is found (CUDA_HOME below).
+CUDA_HOME ?= /usr/local/cuda
+HAVE_CUPTI := $(wildcard $(CUDA_HOME)/include/cupti.h)
+PRELOAD_SRC := $(filter-out $(if $(HAVE_CUPTI),,preload/cupti.c),$(wildcard preload/*.c))
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/%.o)
 PRELOAD := $(BUILD)/libgpumemprof_preload.so
 
@@ -54,7 +57,6 @@ TEST_SUPPORT := $(BUILD)/test/support.o
 .PHONY: all deps test unit-test integration-test demo install uninstall clean
 
 # Our GPU hook prototypes against the real headers, where they are installed.
-CUDA_HOME ?= /usr/local/cuda
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
                $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/check/hip_decls.ok)
 
@@ -90,6 +92,8 @@ $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -ftls-model=initial-exec -MMD -MP -c $< -o $@
 
+$(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include
+
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS)
 
@@ -112,35 +116,69 @@ $(BUILD)/test/programs/%: test/programs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread -ldl
 
-# Test doubles of libcudart and libamdhip64 (one source, built twice), the
-# GPU program built against each, and smoke programs against the real
-# libraries where they are installed.
+# Test doubles of the CUDA driver (libcuda.so.1), the runtime over it
+# (libcudart.so.13, finding the driver beside itself as the real one finds
+# the system's) and HIP (-Bsymbolic: like the real driver, cuGetProcAddress
+# hands out the library's own functions even when the preload exports the
+# same names); the GPU programs built against them; and smoke
+# programs against the real libraries where they are installed.
 DOUBLES := $(BUILD)/test/doubles
+DOUBLE_FLAGS = $(ALL_CFLAGS) -Wno-missing-prototypes -shared
 GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_hip \
+             $(BUILD)/test/gpu/driver_oom $(BUILD)/test/gpu/driver_direct \
+             $(if $(HAVE_CUPTI),$(DOUBLES)/libcupti.so.13) \
+             $(if $(wildcard $(CUDA_HOME)/bin/nvcc),$(BUILD)/test/gpu/static_cudart) \
              $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),$(BUILD)/test/gpu/gpu_smoke_cuda) \
              $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/test/gpu/gpu_smoke_hip)
 
-$(DOUBLES)/libcudart.so.13: test/doubles/fake_gpu.c
+$(DOUBLES)/libcuda.so.1: test/doubles/fake_cuda.c test/doubles/fake_device.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -shared -Wl,-soname,libcudart.so.13 -o $@ $< -lpthread
+	$(CC) $(DOUBLE_FLAGS) -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o $@ $< -lpthread -ldl
+	ln -sf libcuda.so.1 $(DOUBLES)/libcuda.so
+
+$(DOUBLES)/libcudart.so.13: test/doubles/fake_cudart.c $(DOUBLES)/libcuda.so.1
+	$(CC) $(DOUBLE_FLAGS) -Wl,-soname,libcudart.so.13 -Wl,-rpath,'$$ORIGIN' -o $@ $< -lpthread -ldl
 	ln -sf libcudart.so.13 $(DOUBLES)/libcudart.so
 
-$(DOUBLES)/libamdhip64.so.5: test/doubles/fake_gpu.c
+$(DOUBLES)/libcupti.so.13: test/doubles/fake_cupti.c $(DOUBLES)/libcuda.so.1
+	$(CC) $(DOUBLE_FLAGS) -isystem $(CUDA_HOME)/include -Wl,-soname,libcupti.so.13 -o $@ $< -ldl
+
+$(DOUBLES)/libamdhip64.so.5: test/doubles/fake_hip.c test/doubles/fake_device.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DFAKE_HIP -Wno-missing-prototypes -shared -Wl,-soname,libamdhip64.so.5 \
-	    -o $@ $< -lpthread
+	$(CC) $(DOUBLE_FLAGS) -Wl,-soname,libamdhip64.so.5 -o $@ $< -lpthread
 	ln -sf libamdhip64.so.5 $(DOUBLES)/libamdhip64.so
 
 GPU_PROGRAM_FLAGS = $(ALL_CFLAGS) -fno-builtin $(LDFLAGS)
-$(BUILD)/test/gpu/gpu_oom_cuda: test/gpu/gpu_oom.c $(DOUBLES)/libcudart.so.13
+DOUBLES_RPATH = -L$(DOUBLES) -Wl,-rpath,$(abspath $(DOUBLES))
+$(BUILD)/test/gpu/gpu_oom_cuda: test/gpu/gpu_oom.c test/gpu/events.h $(DOUBLES)/libcudart.so.13
 	@mkdir -p $(dir $@)
-	$(CC) $(GPU_PROGRAM_FLAGS) -o $@ $< -L$(DOUBLES) -lcudart \
-	    -Wl,-rpath,$(abspath $(DOUBLES)) -lpthread -ldl
+	$(CC) $(GPU_PROGRAM_FLAGS) -o $@ $< $(DOUBLES_RPATH) -lcudart -lpthread -ldl
 
-$(BUILD)/test/gpu/gpu_oom_hip: test/gpu/gpu_oom.c $(DOUBLES)/libamdhip64.so.5
+$(BUILD)/test/gpu/gpu_oom_hip: test/gpu/gpu_oom.c test/gpu/events.h $(DOUBLES)/libamdhip64.so.5
 	@mkdir -p $(dir $@)
-	$(CC) $(GPU_PROGRAM_FLAGS) -DUSE_HIP -o $@ $< -L$(DOUBLES) -lamdhip64 \
-	    -Wl,-rpath,$(abspath $(DOUBLES)) -lpthread -ldl
+	$(CC) $(GPU_PROGRAM_FLAGS) -DUSE_HIP -o $@ $< $(DOUBLES_RPATH) -lamdhip64 -lpthread -ldl
+
+# The driver program reaches libcuda as static cudart and PyTorch do (dlopen,
+# dlsym, cuGetProcAddress); its twin links libcuda directly.  The probe
+# library looks things up with RTLD_NEXT from an object loaded after us.
+$(BUILD)/test/gpu/libnext_probe.so: test/gpu/next_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $< -ldl
+
+$(BUILD)/test/gpu/driver_oom: test/gpu/driver_oom.c test/gpu/events.h $(DOUBLES)/libcudart.so.13 \
+                              $(BUILD)/test/gpu/libnext_probe.so
+	$(CC) $(GPU_PROGRAM_FLAGS) -o $@ $< $(DOUBLES_RPATH) -lcudart \
+	    -L$(BUILD)/test/gpu -Wl,-rpath,$(abspath $(BUILD)/test/gpu) -lnext_probe -lpthread -ldl
+
+$(BUILD)/test/gpu/driver_direct: test/gpu/driver_oom.c test/gpu/events.h $(DOUBLES)/libcuda.so.1 \
+                                 $(BUILD)/test/gpu/libnext_probe.so
+	$(CC) $(GPU_PROGRAM_FLAGS) -DDIRECT_LINK -o $@ $< $(DOUBLES_RPATH) -lcuda \
+	    -L$(BUILD)/test/gpu -Wl,-rpath,$(abspath $(BUILD)/test/gpu) -lnext_probe -lpthread -ldl
+
+# nvcc's default: cudart linked statically, reaching libcuda only by dlopen.
+$(BUILD)/test/gpu/static_cudart: test/gpu/static_cudart.cu
+	@mkdir -p $(dir $@)
+	$(CUDA_HOME)/bin/nvcc -o $@ $<
 
 $(BUILD)/test/gpu/gpu_smoke_cuda: test/gpu/gpu_smoke.c
 	@mkdir -p $(dir $@)

@@ -107,9 +107,12 @@ typedef struct gmp_event {
     uint16_t api;       /* gmp_api */
     uint8_t type;       /* gmp_event_type */
     uint8_t backend;    /* gmp_backend */
-    uint16_t flags;
+    uint16_t flags;     /* GMP_EVENT_FLAG_* */
     uint32_t reserved;  /* zero; keeps the record 64 bytes with no padding */
 } gmp_event;
+
+/* gmp_event.flags */
+#define GMP_EVENT_FLAG_CUPTI 0x0001u /* recorded from a CUPTI callback, not a hook */
 
 GMP_API const char *gmp_event_type_name(unsigned type);
 GMP_API const char *gmp_backend_name(unsigned backend);
@@ -119,6 +122,13 @@ GMP_API const char *gmp_api_name(unsigned api);
 
 #define GMP_METADATA_MAX 8192
 #define GMP_CONTEXT_MAX 1024
+
+/* Which path records CUDA memory (GMP_CUDA_MODE). */
+typedef enum gmp_cuda_mode {
+    GMP_CUDA_MODE_AUTO = 0,  /* CUPTI when CUDA_INJECTION64_PATH names us, else hooks */
+    GMP_CUDA_MODE_INTERPOSE, /* the hooks only; an injection does nothing */
+    GMP_CUDA_MODE_CUPTI      /* CUPTI; the hooks while it is not running */
+} gmp_cuda_mode;
 
 typedef struct gmp_config {
     int enabled;                       /* GMP_ENABLED, default 1 */
@@ -133,6 +143,7 @@ typedef struct gmp_config {
     uint64_t host_event_min_bytes;     /* GMP_HOST_EVENT_MIN_BYTES, default 1 MiB */
     uint32_t oom_confirm_ms;           /* GMP_OOM_CONFIRM_MS, default 1000 */
     int oom_policy_first;              /* GMP_OOM_POLICY=first|episode, default episode */
+    gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti, default auto */
 } gmp_config;
 
 /* Fill the documented defaults. */

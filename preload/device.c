@@ -6,7 +6,9 @@
  * never touch a GPU pay nothing.  It gives bytes in use per device at any
  * moment (per-device atomic counters), and the size of what cudaFree and
  * friends release.  When the table is full an allocation is still counted,
- * only its later free cannot be matched (said once on stderr).
+ * only its later free cannot be matched (said once on stderr).  cuMemCreate
+ * handles live here too, in their own key space: a handle may equal some
+ * device address, and cuMemRelease must only ever match a handle.
  */
 #include "preload.h"
 
@@ -24,6 +26,7 @@ typedef struct live_entry {
     uint8_t backend;
     uint8_t ready; /* atomic: fields above are valid */
     uint16_t api;
+    uint8_t space; /* what the key is: a pointer, or a VMM allocation handle */
 } live_entry;
 
 static live_entry *table; /* atomic pointer */
@@ -59,6 +62,14 @@ static live_entry *get_table(void)
     return __atomic_load_n(&table, __ATOMIC_ACQUIRE); /* NULL while another makes it */
 }
 
+enum { SPACE_POINTER = 0, SPACE_VMM_HANDLE = 1 };
+
+static uint8_t space_of(gmp_api api)
+{
+    return api == GMP_API_CU_MEM_CREATE || api == GMP_API_CU_MEM_RELEASE ? SPACE_VMM_HANDLE
+                                                                         : SPACE_POINTER;
+}
+
 static uint64_t slot_of(uint64_t ptr)
 {
     uint64_t h = ptr * 0x9E3779B97F4A7C15ull;
@@ -85,6 +96,7 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
         t[i].device = (int16_t)device;
         t[i].backend = (uint8_t)backend;
         t[i].api = (uint16_t)api;
+        t[i].space = space_of(api);
         __atomic_store_n(&t[i].ready, 1, __ATOMIC_RELEASE);
         return;
     }
@@ -93,8 +105,10 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
                 TABLE_SIZE);
 }
 
-int gmp_device_remove(gmp_backend backend, uint64_t ptr, uint64_t *size, int *device)
+int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr, uint64_t *size,
+                      int *device)
 {
+    uint8_t space = space_of(api);
     live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
     if (!t || !ptr)
         return -1;
@@ -104,7 +118,7 @@ int gmp_device_remove(gmp_backend backend, uint64_t ptr, uint64_t *size, int *de
         if (cur == 0)
             return -1;
         if (cur != ptr || !__atomic_load_n(&t[i].ready, __ATOMIC_ACQUIRE) ||
-            t[i].backend != backend)
+            t[i].backend != backend || t[i].space != space)
             continue;
         *size = t[i].size;
         *device = t[i].device;

@@ -7,15 +7,17 @@
 
 #include <dlfcn.h>
 
+int gmp_cuda_via_cupti;
+
 void *gmp_gpu_resolve(gmp_gpu_family *f, const char *name)
 {
     gmp_in_hook++;
-    void *fn = dlsym(RTLD_NEXT, name);
+    void *fn = gmp_dlsym_real(RTLD_NEXT, name);
     /* a library dlopen'ed RTLD_LOCAL is not in the RTLD_NEXT scope */
     for (const char *const *so = f->sonames; !fn && so && *so; so++) {
         void *h = dlopen(*so, RTLD_LAZY | RTLD_NOLOAD);
         if (h) {
-            fn = dlsym(h, name);
+            fn = gmp_dlsym_real(h, name);
             dlclose(h);
         }
     }
@@ -39,14 +41,13 @@ static int current_device(gmp_gpu_family *f)
     return status == 0 && device >= 0 ? device : 0;
 }
 
-void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int host_memory,
-                        gmp_gpu_status status, uint64_t ptr, uint64_t requested,
-                        uint64_t size)
+void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_status status,
+                        uint64_t ptr, uint64_t requested, uint64_t size)
 {
     if (gmp_in_hook || !gmp_pl_active())
         return; /* nested in another GPU call: that one is the event */
     gmp_in_hook++;
-    int device = host_memory ? -1 : current_device(f);
+    int device = where == GMP_ON_DEVICE ? current_device(f) : where;
     if (status == 0) {
         gmp_device_add(f->backend, device, ptr, size, api);
         uint64_t in_use = gmp_device_in_use(f->backend, device);
@@ -69,8 +70,24 @@ void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, ui
     gmp_in_hook++;
     uint64_t size = 0;
     int device = 0;
-    if (gmp_device_remove(f->backend, ptr, &size, &device) == 0)
+    if (gmp_device_remove(f->backend, api, ptr, &size, &device) == 0)
         gmp_pl_event(GMP_EV_FREE, f->backend, device, api, ptr, size, 0,
                      gmp_device_in_use(f->backend, device));
+    gmp_in_hook--;
+}
+
+void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,
+                      gmp_gpu_status status, uint64_t ptr, uint64_t size)
+{
+    if (gmp_in_hook || !gmp_pl_active())
+        return;
+    gmp_in_hook++;
+    int device = current_device(f);
+    if (status == 0)
+        gmp_pl_event(type, f->backend, device, api, ptr, size, 0,
+                     gmp_device_in_use(f->backend, device));
+    else if (type == GMP_EV_MAP) /* failing for memory (page tables) is an OOM too */
+        gmp_episode_failure(f->backend, device, api, size, status,
+                            gmp_device_in_use(f->backend, device));
     gmp_in_hook--;
 }

@@ -1,13 +1,16 @@
 /*
  * gpu_family.h — the one generic path behind every GPU hook table.
  *
- * A family (CUDA runtime, HIP, later the CUDA driver) is a table of hooks,
- * each expanded by GMP_GPU_ALLOC_HOOK / GMP_GPU_FREE_HOOK into a wrapper that
- * finds the real function, calls it with the caller's arguments, returns its
- * exact status, and hands the outcome to gmp_gpu_alloc_done/_free_done.
- * While the real call runs, gmp_in_hook is raised: a driver call made by the
- * runtime is not a second event, and the library's own mallocs are counted
- * but not recorded.
+ * A family (CUDA runtime, CUDA driver, HIP) is a table of hooks, each
+ * expanded by the macros below into a wrapper that calls the real function
+ * with the caller's arguments, returns its exact status, and hands the
+ * outcome to gmp_gpu_alloc_done/_free_done/_map_done.  While the real call
+ * runs, gmp_in_hook is raised: a driver call made by the runtime is not a
+ * second event, and the library's own mallocs are counted but not recorded.
+ *
+ * Where the real function comes from differs: an exported hook finds it by
+ * name (GMP_GPU_RESOLVE_REAL); a routed driver wrapper (cuda_driver.c) calls
+ * the exact pointer dlsym or cuGetProcAddress returned to the caller.
  */
 #ifndef GMP_GPU_FAMILY_H
 #define GMP_GPU_FAMILY_H
@@ -18,28 +21,45 @@
 typedef struct gmp_gpu_family {
     gmp_backend backend;
     const char *const *sonames;  /* tried with RTLD_NOLOAD when RTLD_NEXT fails */
-    const char *get_device_name; /* "cudaGetDevice", "hipGetDevice" */
+    const char *get_device_name; /* "cudaGetDevice", "cuCtxGetDevice", "hipGetDevice" */
     int (*get_device)(int *);    /* atomic: resolved on first use */
 } gmp_gpu_family;
+
+/* Where an allocation lives: a device index, or one of these. */
+#define GMP_ON_HOST (-1)   /* pinned host memory */
+#define GMP_ON_DEVICE (-2) /* the calling thread's current device */
 
 /* The real function `name` of the family, or NULL (never ourselves). */
 GMP_HIDDEN void *gmp_gpu_resolve(gmp_gpu_family *f, const char *name);
 
-GMP_HIDDEN void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int host_memory,
+GMP_HIDDEN void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where,
                                    gmp_gpu_status status, uint64_t ptr,
                                    uint64_t requested, uint64_t size);
 GMP_HIDDEN void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status,
                                   uint64_t ptr);
+/* cuMemMap / cuMemUnmap: a mapping event; bytes in use do not change. */
+GMP_HIDDEN void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,
+                                 gmp_gpu_status status, uint64_t ptr, uint64_t size);
+
+/* Non-zero while CUPTI records CUDA (GMP_CUDA_MODE): the CUDA hooks then
+ * only pass calls through, so one path records at a time. */
+GMP_HIDDEN extern int gmp_cuda_via_cupti;
+
+static inline int gmp_gpu_family_muted(const gmp_gpu_family *f)
+{
+    return f->backend == GMP_BACKEND_CUDA &&
+           GMP_UNLIKELY(__atomic_load_n(&gmp_cuda_via_cupti, __ATOMIC_RELAXED));
+}
 
 /* What a hook returns when the real library cannot be found: the families'
- * "shared object symbol not found" (cudaErrorSharedObjectSymbolNotFound and
- * hipErrorSharedObjectSymbolNotFound are both 302). */
+ * "shared object symbol not found" (cudaErrorSharedObjectSymbolNotFound,
+ * CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND and
+ * hipErrorSharedObjectSymbolNotFound are all 302). */
 #define GMP_GPU_SYMBOL_NOT_FOUND 302
 
-/* Inside a hook: find the real `name` once (or return the family's
- * symbol-not-found status), call it with the caller's arguments with
- * gmp_in_hook raised, and leave its result in `status`. */
-#define GMP_GPU_CALL_REAL(family, name, params, args)                                       \
+/* Inside an exported hook: `fn`, the real `name`, found once (or return the
+ * family's symbol-not-found status). */
+#define GMP_GPU_RESOLVE_REAL(family, name, params)                                          \
     static gmp_gpu_status (*real) params;                                                   \
     gmp_gpu_status (*fn) params = __atomic_load_n(&real, __ATOMIC_ACQUIRE);                 \
     if (GMP_UNLIKELY(!fn)) {                                                                \
@@ -47,34 +67,62 @@ GMP_HIDDEN void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status
         if (!fn)                                                                            \
             return GMP_GPU_SYMBOL_NOT_FOUND;                                                \
         __atomic_store_n(&real, fn, __ATOMIC_RELEASE);                                      \
-    }                                                                                       \
+    }
+
+/* Call `fn` with the caller's arguments, gmp_in_hook raised; the result is
+ * left in `status`.  A muted family's call is a plain tail call. */
+#define GMP_GPU_CALL(family, fn, args)                                                      \
+    if (gmp_gpu_family_muted(&family))                                                      \
+        return fn args;                                                                     \
     gmp_in_hook++;                                                                          \
     gmp_gpu_status status = fn args;                                                        \
     gmp_in_hook--
 
-/* An allocating hook.  ptr_expr and size are read only after the real call
- * succeeded (they may dereference the caller's out-pointers). */
-#define GMP_GPU_ALLOC_HOOK(family, name, api, host_memory, params, args, ptr_expr,          \
-                           requested, size)                                                \
+/* The bodies, after `fn` is known.  ptr_expr, size and where are read only
+ * after the real call (they may dereference the caller's out-pointers). */
+#define GMP_GPU_ALLOC_BODY(family, fn, api, where, args, ptr_expr, requested, size)         \
+    GMP_GPU_CALL(family, fn, args);                                                         \
+    if (status == 0)                                                                        \
+        gmp_gpu_alloc_done(&family, api, where, 0, (uint64_t)(uintptr_t)(ptr_expr),         \
+                           (requested), (size));                                            \
+    else                                                                                    \
+        gmp_gpu_alloc_done(&family, api, where, status, 0, (requested), 0);                 \
+    return status
+
+#define GMP_GPU_FREE_BODY(family, fn, api, args, ptr_expr)                                  \
+    GMP_GPU_CALL(family, fn, args);                                                         \
+    gmp_gpu_free_done(&family, api, status, (uint64_t)(uintptr_t)(ptr_expr));               \
+    return status
+
+#define GMP_GPU_MAP_BODY(family, fn, api, type, args, ptr_expr, size)                       \
+    GMP_GPU_CALL(family, fn, args);                                                         \
+    gmp_gpu_map_done(&family, api, type, status, (uint64_t)(uintptr_t)(ptr_expr), (size));  \
+    return status
+
+/* Exported hooks: the symbol `name`, its real function found by name. */
+#define GMP_GPU_ALLOC_HOOK(family, name, api, where, params, args, ptr_expr, requested,     \
+                           size)                                                           \
     GMP_EXPORT gmp_gpu_status name params;                                                  \
     GMP_EXPORT gmp_gpu_status name params                                                   \
     {                                                                                       \
-        GMP_GPU_CALL_REAL(family, name, params, args);                                      \
-        if (status == 0)                                                                    \
-            gmp_gpu_alloc_done(&family, api, host_memory, 0, (uint64_t)(uintptr_t)(ptr_expr), \
-                               (requested), (size));                                        \
-        else                                                                                \
-            gmp_gpu_alloc_done(&family, api, host_memory, status, 0, (requested), 0);       \
-        return status;                                                                      \
+        GMP_GPU_RESOLVE_REAL(family, name, params)                                          \
+        GMP_GPU_ALLOC_BODY(family, fn, api, where, args, ptr_expr, requested, size);        \
     }
 
 #define GMP_GPU_FREE_HOOK(family, name, api, params, args, ptr_expr)                        \
     GMP_EXPORT gmp_gpu_status name params;                                                  \
     GMP_EXPORT gmp_gpu_status name params                                                   \
     {                                                                                       \
-        GMP_GPU_CALL_REAL(family, name, params, args);                                      \
-        gmp_gpu_free_done(&family, api, status, (uint64_t)(uintptr_t)(ptr_expr));           \
-        return status;                                                                      \
+        GMP_GPU_RESOLVE_REAL(family, name, params)                                          \
+        GMP_GPU_FREE_BODY(family, fn, api, args, ptr_expr);                                 \
+    }
+
+#define GMP_GPU_MAP_HOOK(family, name, api, type, params, args, ptr_expr, size)             \
+    GMP_EXPORT gmp_gpu_status name params;                                                  \
+    GMP_EXPORT gmp_gpu_status name params                                                   \
+    {                                                                                       \
+        GMP_GPU_RESOLVE_REAL(family, name, params)                                          \
+        GMP_GPU_MAP_BODY(family, fn, api, type, args, ptr_expr, size);                      \
     }
 
 #endif

@@ -22,4 +22,23 @@ typedef struct gmp_cuda_pitched_ptr {
     size_t pitch, xsize, ysize;
 } gmp_cuda_pitched_ptr;
 
+/* The CUDA driver's (cuda.h) */
+typedef int gmp_cu_result;                 /* CUresult */
+typedef unsigned long long gmp_cu_devptr;  /* CUdeviceptr (the _v2 ABI) */
+typedef unsigned long long gmp_cu_handle;  /* CUmemGenericAllocationHandle */
+typedef unsigned long long gmp_cu_flags64; /* cuuint64_t, unsigned long long flags */
+
+typedef struct gmp_cu_mem_location {
+    int type; /* CUmemLocationType: 1 device, 2 host, 3 host NUMA node */
+    int id;
+} gmp_cu_mem_location;
+
+typedef struct gmp_cu_mem_alloc_prop { /* CUmemAllocationProp */
+    int type;
+    int requested_handle_types;
+    gmp_cu_mem_location location;
+    void *win32_handle_metadata;
+    unsigned char alloc_flags[8];
+} gmp_cu_mem_alloc_prop;
+
 #endif

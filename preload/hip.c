@@ -12,8 +12,8 @@ static const char *const hip_sonames[] = {"libamdhip64.so.6", "libamdhip64.so.5"
                                           "libamdhip64.so", NULL};
 static gmp_gpu_family hip = {GMP_BACKEND_ROCM, hip_sonames, "hipGetDevice", NULL};
 
-#define ALLOC(name, api, host, params, args, ptr, requested, size) \
-    GMP_GPU_ALLOC_HOOK(hip, name, api, host, params, args, ptr, requested, size)
+#define ALLOC(name, api, where, params, args, ptr, requested, size) \
+    GMP_GPU_ALLOC_HOOK(hip, name, api, where, params, args, ptr, requested, size)
 #define FREE(name, api, params, args, ptr) GMP_GPU_FREE_HOOK(hip, name, api, params, args, ptr)
 GMP_HIP_ALLOCS(ALLOC)
 GMP_HIP_FREES(FREE)

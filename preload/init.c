@@ -17,6 +17,7 @@
 
 gmp_preload gmp_pl;
 __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
+__thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
 
 static void after_fork_in_child(void)
 {
@@ -45,6 +46,7 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.host_event_min = cfg.host_event_min_bytes;
     gmp_pl.confirm_ns = (uint64_t)cfg.oom_confirm_ms * 1000000ull;
     gmp_pl.policy_first = cfg.oom_policy_first;
+    gmp_pl.cuda_mode = cfg.cuda_mode;
     gmp_pl.rec = gmp_recorder_create(&cfg);
     if (!gmp_pl.rec) {
         gmp_log("cannot create the recorder; recording is off");
@@ -53,6 +55,11 @@ __attribute__((constructor)) static void on_load(void)
         return;
     }
     gmp_host_init();
+    if (gmp_cupti_prepare)
+        gmp_cupti_prepare();
+    else if (cfg.cuda_mode == GMP_CUDA_MODE_CUPTI)
+        gmp_log("GMP_CUDA_MODE=cupti: built without CUPTI support; recording CUDA through "
+                "the interposer");
     pthread_atfork(NULL, NULL, after_fork_in_child);
     __atomic_store_n(&gmp_pl.state, GMP_PL_ACTIVE, __ATOMIC_RELEASE);
     gmp_in_hook--;
@@ -84,6 +91,7 @@ void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device, gmp_api 
         .api = (uint16_t)api,
         .type = (uint8_t)type,
         .backend = (uint8_t)backend,
+        .flags = gmp_event_flags,
     };
     gmp_record(gmp_pl.rec, &ev);
 }

@@ -78,7 +78,7 @@ static size_t pool_size(const void *p)
 /* ---- resolving the real functions ------------------------------------ */
 
 #define RESOLVE(name) \
-    real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
+    real.name = (__typeof__(real.name))gmp_dlsym_real(RTLD_NEXT, #name)
 
 static void resolve_libc(void)
 {
@@ -98,7 +98,7 @@ static void resolve_libc(void)
     RESOLVE(valloc);
     RESOLVE(pvalloc);
     RESOLVE(malloc_usable_size);
-    void *(*m)(size_t) = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+    void *(*m)(size_t) = (void *(*)(size_t))gmp_dlsym_real(RTLD_NEXT, "malloc");
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
     gmp_in_hook--;
     errno = saved;

@@ -10,6 +10,9 @@
  *   device.c      live device allocations and bytes in use per device
  *   episode.c     OOM episodes: open, confirm, recover, commit a bundle
  *   gpu_family.h  the one generic path every GPU hook table goes through
+ *   dlsym.c       the exported dlsym: how programs reach the CUDA driver
+ *   cuda_driver.c the driver's hooks, exported and routed (cuGetProcAddress)
+ *   cupti.c       CUPTI injection, the second way into CUDA
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -34,6 +37,7 @@ typedef struct gmp_preload {
     uint64_t host_event_min;   /* GMP_HOST_EVENT_MIN_BYTES */
     uint64_t confirm_ns;       /* GMP_OOM_CONFIRM_MS */
     int policy_first;          /* GMP_OOM_POLICY=first */
+    int cuda_mode;             /* GMP_CUDA_MODE: gmp_cuda_mode */
 } gmp_preload;
 
 GMP_HIDDEN extern gmp_preload gmp_pl;
@@ -41,6 +45,9 @@ GMP_HIDDEN extern gmp_preload gmp_pl;
 /* Set while this thread runs our own code: allocations made by it (dlsym,
  * pthread_create, ...) pass straight through and are not recorded. */
 GMP_HIDDEN extern __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
+
+/* Flags (GMP_EVENT_FLAG_*) for the events this thread records right now. */
+GMP_HIDDEN extern __thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
 
 static inline int gmp_pl_active(void)
 {
@@ -58,9 +65,10 @@ GMP_HIDDEN void gmp_host_init(void);
 /* device.c */
 GMP_HIDDEN void gmp_device_add(gmp_backend backend, int device, uint64_t ptr,
                                uint64_t size, gmp_api api);
-/* Removes ptr; fills its size and device.  0 when it was known, -1 if not. */
-GMP_HIDDEN int gmp_device_remove(gmp_backend backend, uint64_t ptr, uint64_t *size,
-                                 int *device);
+/* Removes ptr (a handle, for cuMemRelease: the freeing api says which);
+ * fills its size and device.  0 when it was known, -1 if not. */
+GMP_HIDDEN int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr,
+                                 uint64_t *size, int *device);
 GMP_HIDDEN uint64_t gmp_device_in_use(gmp_backend backend, int device);
 GMP_HIDDEN int gmp_device_index(int device); /* clamps into the counters' range */
 
@@ -83,6 +91,14 @@ static inline int gmp_any_episode_open(void)
 {
     return __atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED) != 0;
 }
+
+/* dlsym.c: the real dlsym, for the preload's own lookups (RTLD_NEXT from
+ * here means after the preload, as it should). */
+GMP_HIDDEN void *gmp_dlsym_real(void *handle, const char *name);
+
+/* cupti.c, where built (weak: absent without cupti.h): GMP_CUDA_MODE=cupti
+ * sets CUDA_INJECTION64_PATH to this library when the user did not. */
+GMP_HIDDEN void gmp_cupti_prepare(void) __attribute__((weak));
 
 /* One event into the preload's recorder (fills time and thread). */
 GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,

@@ -29,6 +29,7 @@ void gmp_config_defaults(gmp_config *cfg)
     cfg->host_event_min_bytes = 1 << 20;
     cfg->oom_confirm_ms = 1000;
     cfg->oom_policy_first = 0;
+    cfg->cuda_mode = GMP_CUDA_MODE_AUTO;
 }
 
 /* Shows at most 64 bytes of a bad value, so a 1 MiB variable is one line. */
@@ -149,6 +150,19 @@ int gmp_config_from_env(gmp_config *cfg)
             cfg->oom_policy_first = !strcmp(v, "first");
         } else {
             complain("GMP_OOM_POLICY", v, "is not first or episode", "episode");
+            bad++;
+        }
+    }
+    if ((v = getenv("GMP_CUDA_MODE"))) {
+        static const char *const modes[] = {"auto", "interpose", "cupti"};
+        int found = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(v, modes[i]))
+                found = i;
+        if (found >= 0) {
+            cfg->cuda_mode = (gmp_cuda_mode)found;
+        } else {
+            complain("GMP_CUDA_MODE", v, "is not auto, interpose or cupti", "auto");
             bad++;
         }
     }

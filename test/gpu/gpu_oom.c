@@ -16,7 +16,7 @@
  *   kinds         one allocation through every hooked API, then frees them;
  *                 prints the preload's count of alloc and free events
  */
-#include "gpumemprof.h"
+#include "events.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -54,24 +54,6 @@ int cudaFreeHost(void *p);
 #endif
 
 #define MIB ((size_t)1 << 20)
-
-/* The preload's own events of one type, read through the public C API. */
-static int count_events(gmp_event_type type)
-{
-    gmp_preload_recorder_fn get =
-        (gmp_preload_recorder_fn)dlsym(RTLD_DEFAULT, GMP_PRELOAD_RECORDER_SYMBOL);
-    size_t (*snap)(gmp_recorder *, gmp_event *, size_t) =
-        (size_t (*)(gmp_recorder *, gmp_event *, size_t))dlsym(RTLD_DEFAULT, "gmp_snapshot");
-    gmp_recorder *rec = get ? get() : NULL;
-    if (!rec || !snap)
-        return -1;
-    static gmp_event events[10000];
-    size_t n = snap(rec, events, 10000);
-    int count = 0;
-    for (size_t i = 0; i < n; i++)
-        count += events[i].type == type;
-    return count;
-}
 
 static void *held[4096];
 static size_t nheld;

@@ -1,0 +1,91 @@
+/*
+ * fake_device.h — the device memory of the GPU test doubles: each device
+ * has a capacity (GMP_FAKE_DEVICE_BYTES, default 1 GiB; GMP_FAKE_DEVICE_COUNT
+ * devices, default 2), an allocation that does not fit fails with code 2
+ * (the OOM code of cudart, the driver and HIP alike) and leaves the output
+ * alone, frees give memory back.  Addresses are fake: never dereference.
+ * Included by one double each (static state per library).
+ */
+#ifndef FAKE_DEVICE_H
+#define FAKE_DEVICE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define FAKE_MAX_LIVE 65536
+#define FAKE_MAX_DEVICES 8
+
+enum { FAKE_OK = 0, FAKE_INVALID_VALUE = 1, FAKE_OUT_OF_MEMORY = 2 };
+
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { uintptr_t ptr; size_t size; int device; } fake_live[FAKE_MAX_LIVE];
+static size_t fake_used[FAKE_MAX_DEVICES];
+static uintptr_t fake_next_address = 0x7f0000000000;
+
+static size_t fake_capacity(void)
+{
+    const char *s = getenv("GMP_FAKE_DEVICE_BYTES");
+    return s ? strtoull(s, NULL, 10) : (size_t)1 << 30;
+}
+
+static int fake_device_count(void)
+{
+    const char *s = getenv("GMP_FAKE_DEVICE_COUNT");
+    int n = s ? atoi(s) : 2;
+    return n < 1 ? 1 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
+}
+
+/* A new live allocation of `size` on `device` at *out, or OUT_OF_MEMORY. */
+static int fake_alloc(int device, uintptr_t *out, size_t size)
+{
+    if (!out || device < 0 || device >= FAKE_MAX_DEVICES)
+        return FAKE_INVALID_VALUE;
+    pthread_mutex_lock(&fake_lock);
+    if (size > fake_capacity() - fake_used[device]) {
+        pthread_mutex_unlock(&fake_lock);
+        return FAKE_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < FAKE_MAX_LIVE; i++) {
+        if (!fake_live[i].ptr) {
+            fake_live[i].ptr = fake_next_address;
+            fake_live[i].size = size;
+            fake_live[i].device = device;
+            fake_next_address += ((size + 0xfffff) & ~(uintptr_t)0xfffff) + 0x100000;
+            fake_used[device] += size;
+            *out = fake_live[i].ptr;
+            pthread_mutex_unlock(&fake_lock);
+            return FAKE_OK;
+        }
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return FAKE_OUT_OF_MEMORY;
+}
+
+static int fake_free(uintptr_t p)
+{
+    if (!p)
+        return FAKE_OK;
+    pthread_mutex_lock(&fake_lock);
+    for (int i = 0; i < FAKE_MAX_LIVE; i++) {
+        if (fake_live[i].ptr == p) {
+            fake_used[fake_live[i].device] -= fake_live[i].size;
+            fake_live[i].ptr = 0;
+            pthread_mutex_unlock(&fake_lock);
+            return FAKE_OK;
+        }
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return FAKE_INVALID_VALUE;
+}
+
+static size_t fake_free_bytes(int device)
+{
+    pthread_mutex_lock(&fake_lock);
+    size_t n = fake_capacity() - fake_used[device];
+    pthread_mutex_unlock(&fake_lock);
+    return n;
+}
+
+#endif

@@ -1,0 +1,393 @@
+/*
+ * test_driver.c — real processes reaching the CUDA driver double
+ * (libcuda.so.1) the ways real programs do, under the preload: as static
+ * cudart does (dlopen, dlsym of cuGetProcAddress_v2, the self-query, then
+ * cuMemAlloc version 3020), as older PyTorch's expandable segments do (dlsym
+ * of cuMemCreate on an RTLD_NOLOAD handle), linked directly, and through the
+ * cudart double calling into it; a program built by nvcc with static cudart;
+ * lookups that must come back exactly as without the preload; and the CUPTI
+ * injection path over the CUPTI double, with its fallbacks.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char build[1024], preload[1200], doubles[1200], scratch[256], dumps[512], rundir[512];
+static char out[1 << 16], err[1 << 16];
+static int status;
+
+/* Run build/test/gpu/PROGRAM ARGS with `env` exported (the preload only
+ * when `env` names LD_PRELOAD, so plain runs compare against it). */
+static void run(const char *env, const char *program, const char *args)
+{
+    char cmd[8192];
+    scratch_remove(dumps);
+    snprintf(cmd, sizeof cmd,
+             "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s' P='%s' LD_LIBRARY_PATH='%s'; export %s; "
+             "exec %s/test/gpu/%s %s",
+             dumps, rundir, preload, doubles, env ? env : "GMP_UNUSED=1", build, program, args);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    status = run_capture(argv, out, sizeof out, err, sizeof err);
+    if (WIFSIGNALED(status))
+        fail_msg("%s %s: signal %d; stderr: %s", program, args, WTERMSIG(status), err);
+}
+
+static int code(void)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *b = getenv("GMP_BUILD");
+    snprintf(build, sizeof build, "%s", b && *b ? b : "build");
+    snprintf(preload, sizeof preload, "%s/libgpumemprof_preload.so", build);
+    snprintf(doubles, sizeof doubles, "%s/test/doubles", build);
+    scratch_make(scratch, sizeof scratch, "driver");
+    snprintf(dumps, sizeof dumps, "%s/dumps", scratch);
+    snprintf(rundir, sizeof rundir, "%s/run", scratch);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(scratch);
+    return 0;
+}
+
+/* The bundle of one OOM: its reason, API, size, device and what was held. */
+static void expect_bundle(const char *api, unsigned long long size, int device,
+                          unsigned long long held)
+{
+    char line[256];
+    snprintf(line, sizeof line, "gpumemprof: OOM on cuda:%d (%s 256.0 MiB, ", device, api);
+    if (!strstr(err, line) || count_lines(err) != 1)
+        fail_msg("want one line \"%s...\", got: %s", line, err);
+    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "backend"), "cuda");
+    assert_string_equal(json_str(md, "reason"), "CUDA_ERROR_OUT_OF_MEMORY");
+    assert_string_equal(json_str(md, "exception_module"), "libcuda");
+    json_t *fr = json_object_get(md, "failed_request");
+    assert_string_equal(json_str(fr, "api"), api);
+    assert_int_equal(json_int(fr, "size"), size);
+    assert_int_equal(json_int(fr, "device"), device);
+    assert_int_equal(json_int(fr, "code"), 2);
+    assert_int_equal(json_int(fr, "bytes_in_use"), held);
+    json_decref(md);
+    json_t *man = only_bundle_file(dumps, "manifest.json", NULL, 0);
+    assert_string_equal(json_str(man, "backend"), "cuda");
+    json_decref(man);
+}
+
+/* Runs `args` without and with the preload: same stdout up to the events
+ * count the program prints last, same exit status (3: it hit OOM). */
+static void run_both(const char *program, const char *args, char *plain, size_t cap)
+{
+    run("GMP_UNUSED=1", program, args);
+    assert_int_equal(code(), 3);
+    snprintf(plain, cap, "%.255s", out);
+    run("LD_PRELOAD=\"$P\"", program, args);
+    assert_int_equal(code(), 3);
+}
+
+static void test_static_cudart_way(void **state)
+{
+    (void)state;
+    char plain[256];
+    run_both("driver_oom", "static-cudart 1", plain, sizeof plain);
+    assert_string_equal(plain, "held 1073741824 failed 268435456 alloc_events -1\n");
+    /* one event per allocation, named by the driver API it reached */
+    assert_string_equal(out, "held 1073741824 failed 268435456 alloc_events 4\n");
+    expect_bundle("cuMemAlloc_v2", 256ull << 20, 1, 1ull << 30);
+}
+
+static void test_older_pytorch_vmm_way(void **state)
+{
+    (void)state;
+    char plain[256];
+    run_both("driver_oom", "vmm 0", plain, sizeof plain);
+    assert_string_equal(out, "held 1073741824 failed 268435456 map_events 4\n");
+    expect_bundle("cuMemCreate", 256ull << 20, 0, 1ull << 30);
+
+    /* physical memory comes back on cuMemRelease, mappings are events */
+    run("LD_PRELOAD=\"$P\"", "driver_oom", "vmm-cycle");
+    assert_int_equal(code(), 0);
+    assert_string_equal(out, "alloc 4 free 4 map 4 unmap 4\n");
+    assert_string_equal(err, "");
+}
+
+static void test_linked_directly(void **state)
+{
+    (void)state;
+    char plain[256];
+    run_both("driver_direct", "direct 1", plain, sizeof plain);
+    assert_string_equal(out, "held 1073741824 failed 268435456 alloc_events 4\n");
+    expect_bundle("cuMemAlloc_v2", 256ull << 20, 1, 1ull << 30);
+}
+
+/* The cudart double calls the driver through cuGetProcAddress pointers we
+ * routed: still one event per allocation, named by the runtime API. */
+static void test_runtime_over_driver_is_one_event(void **state)
+{
+    (void)state;
+    run("LD_PRELOAD=\"$P\"", "gpu_oom_cuda", "until-oom 0");
+    assert_int_equal(code(), 3);
+    char bundle[1024];
+    json_decref(only_bundle_file(dumps, "manifest.json", bundle, sizeof bundle));
+    json_t *events = bundle_file(bundle, "events.json");
+    size_t i;
+    json_t *ev;
+    int allocs = 0;
+    json_array_foreach(events, i, ev) {
+        if (strncmp(json_str(ev, "api"), "cuda", 4))
+            fail_msg("event %zu names %s, not the runtime API called", i, json_str(ev, "api"));
+        allocs += !strcmp(json_str(ev, "event_type"), "alloc");
+    }
+    assert_int_equal(allocs, 4);
+    json_decref(events);
+}
+
+/* Each line of `plain` as it must read under the preload: the entry points
+ * we route now lie in the preload, everything else is unchanged. */
+static void expected_lookups(const char *plain, char *want, size_t cap)
+{
+    static const char *const routed[] = {
+        "dlsym:cuGetProcAddress_v2 ",   "gpa:cuGetProcAddress@13000 ", "gpa:cuMemAlloc@3020 ",
+        "gpa:cuMemAllocAsync@11020 ",   "gpa:cuMemAllocAsync@11020/ptsz ",
+        "gpa:cuMemCreate@12000 ",       "gpa:cuGetProcAddress@11030 ", "gpa1:cuMemFree@3020 ",
+        "gpa1:cuMemFreeHost@2000 ",     "dlsym:cuMemCreate ",          "dlsym:cuMemAllocAsync_ptsz ",
+        NULL};
+    want[0] = '\0';
+    char copy[8192];
+    snprintf(copy, sizeof copy, "%s", plain);
+    for (char *save = NULL, *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char line[512];
+        snprintf(line, sizeof line, "%s", l);
+        for (const char *const *r = routed; *r; r++) {
+            char *m = strstr(line, "module=libcuda.so.1");
+            if (!strncmp(line, *r, strlen(*r)) && m)
+                strcpy(m, "module=libgpumemprof_preload.so");
+        }
+        strncat(want, line, cap - strlen(want) - 2);
+        strcat(want, "\n");
+    }
+}
+
+static void test_lookups_as_without_preload(void **state)
+{
+    (void)state;
+    static char plain[8192], want[8192];
+    run(NULL, "driver_oom", "lookups");
+    assert_int_equal(code(), 0);
+    snprintf(plain, sizeof plain, "%.8191s", out);
+    /* the double answers like the driver: versions, _ptsz, not found */
+    assert_non_null(strstr(plain, "gpa:cuMemAlloc@2000 rc=0 status=0 module=libcuda.so.1\n"));
+    assert_non_null(strstr(plain, "gpa:cuMemCreate@9000 rc=500 status=2 module=NULL\n"));
+    assert_non_null(strstr(plain, "gpa:cuNoSuchFunction@13000 rc=500 status=1 module=NULL\n"));
+    assert_non_null(strstr(plain, "distinct:cuMemAllocAsync/ptsz 1\n"));
+    /* RTLD_NEXT from a library searches after that library */
+    assert_non_null(strstr(plain, "probe:next:next_probe_only rc=0 status=0 module=NULL\n"));
+
+    run("LD_PRELOAD=\"$P\"", "driver_oom", "lookups");
+    assert_int_equal(code(), 0);
+    expected_lookups(plain, want, sizeof want);
+    assert_string_equal(out, want);
+    assert_string_equal(err, "");
+
+    run("LD_PRELOAD=\"$P\" GMP_ENABLED=0", "driver_oom", "lookups");
+    assert_int_equal(code(), 0);
+    assert_string_equal(out, plain); /* disabled: nothing routed */
+}
+
+/* nvcc's static cudart asks for ~440 driver entry points; the double lacks
+ * most, so cudart gives up with an error, identically with the preload, and
+ * every lookup it made went through our cuGetProcAddress. */
+static void test_nvcc_static_cudart(void **state)
+{
+    (void)state;
+    char program[1100], log_plain[600], log_preload[600];
+    snprintf(program, sizeof program, "%s/test/gpu/static_cudart", build);
+    if (!exists(program)) {
+        print_message("SKIP: no nvcc on this machine, static_cudart not built\n");
+        skip();
+    }
+    snprintf(log_plain, sizeof log_plain, "%s/lookups.plain", scratch);
+    snprintf(log_preload, sizeof log_preload, "%s/lookups.preload", scratch);
+    char env[1400], plain[256];
+    snprintf(env, sizeof env, "GMP_FAKE_CUDA_LOG='%s'", log_plain);
+    run(env, "static_cudart", "");
+    int plain_code = code();
+    snprintf(plain, sizeof plain, "%.255s", out);
+    snprintf(env, sizeof env, "GMP_FAKE_CUDA_LOG='%s' LD_PRELOAD=\"$P\"", log_preload);
+    run(env, "static_cudart", "");
+    assert_int_equal(code(), plain_code);
+    assert_string_equal(out, plain);
+    assert_string_equal(err, "");
+
+    FILE *a = fopen(log_plain, "r"), *b = fopen(log_preload, "r");
+    assert_non_null(a);
+    assert_non_null(b);
+    char la[512], lb[512];
+    int lines = 0, memalloc = 0;
+    while (fgets(la, sizeof la, a)) {
+        if (!fgets(lb, sizeof lb, b))
+            fail_msg("the preload run made fewer lookups (%d)", lines);
+        char *ca = strrchr(la, ' '), *cb = strrchr(lb, ' ');
+        assert_non_null(ca);
+        assert_non_null(cb);
+        /* the same name, version and flags, in the same order */
+        if (ca - la != cb - lb || strncmp(la, lb, (size_t)(ca - la)))
+            fail_msg("lookup %d differs: %s vs %s", lines, la, lb);
+        assert_string_equal(ca, " static_cudart\n");
+        assert_string_equal(cb, " libgpumemprof_preload.so\n");
+        memalloc += !strncmp(la, "cuMemAlloc 3020 ", 16);
+        lines++;
+    }
+    assert_null(fgets(lb, sizeof lb, b));
+    fclose(a);
+    fclose(b);
+    assert_true(lines > 100);
+    assert_int_equal(memalloc, 1);
+}
+
+/* ---- CUPTI injection ------------------------------------------------------ */
+
+static int have_cupti_double(void)
+{
+    char path[1300];
+    snprintf(path, sizeof path, "%s/libcupti.so.13", doubles);
+    if (exists(path))
+        return 1;
+    print_message("SKIP: built without cupti.h, no CUPTI injection\n");
+    return 0;
+}
+
+/* The events of the one bundle: how many, and how many CUPTI recorded. */
+static void bundle_events(int *total, int *from_cupti, int *allocs)
+{
+    char bundle[1024];
+    json_decref(only_bundle_file(dumps, "manifest.json", bundle, sizeof bundle));
+    json_t *events = bundle_file(bundle, "events.json");
+    size_t i;
+    json_t *ev;
+    *total = (int)json_array_size(events);
+    *from_cupti = *allocs = 0;
+    json_array_foreach(events, i, ev) {
+        json_t *flags = json_object_get(ev, "flags");
+        *from_cupti += flags && json_integer_value(flags) == 1;
+        *allocs += !strcmp(json_str(ev, "event_type"), "alloc");
+    }
+    json_decref(events);
+}
+
+static void test_cupti_injection(void **state)
+{
+    (void)state;
+    if (!have_cupti_double())
+        skip();
+    int total, cupti, allocs;
+    /* injection alone: a process the preload never reached */
+    run("CUDA_INJECTION64_PATH=\"$P\"", "gpu_oom_cuda", "until-oom 1");
+    assert_int_equal(code(), 3);
+    assert_non_null(strstr(err, "OOM on cuda:1 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation)"));
+    assert_int_equal(count_lines(err), 1);
+    bundle_events(&total, &cupti, &allocs);
+    assert_int_equal(allocs, 4);
+    assert_int_equal(cupti, total);
+
+    /* with the preload too: one path records, one event per allocation */
+    run("CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$P\"", "gpu_oom_cuda", "until-oom 1");
+    assert_int_equal(code(), 3);
+    assert_int_equal(count_lines(err), 1);
+    bundle_events(&total, &cupti, &allocs);
+    assert_int_equal(allocs, 4);
+    assert_int_equal(total, 5);
+    assert_int_equal(cupti, 5);
+
+    /* VMM through CUPTI: handles, releases, mappings */
+    run("CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$P\"", "driver_oom", "vmm-cycle");
+    assert_int_equal(code(), 0);
+    assert_string_equal(out, "alloc 4 free 4 map 4 unmap 4\n");
+
+    /* GMP_CUDA_MODE=cupti points the driver at us by itself */
+    run("GMP_CUDA_MODE=cupti LD_PRELOAD=\"$P\"", "gpu_oom_cuda", "until-oom 0");
+    assert_int_equal(code(), 3);
+    assert_int_equal(count_lines(err), 1);
+    bundle_events(&total, &cupti, &allocs);
+    assert_int_equal(cupti, 5);
+}
+
+static void test_cupti_fallbacks(void **state)
+{
+    (void)state;
+    if (!have_cupti_double())
+        skip();
+    int total, cupti, allocs;
+    /* another subscriber holds CUPTI: one line, the interposer records */
+    run("GMP_FAKE_CUPTI_BUSY=1 CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$P\"", "gpu_oom_cuda",
+        "until-oom 0");
+    assert_int_equal(code(), 3);
+    assert_int_equal(count_lines(err), 2);
+    assert_non_null(strstr(err, "gpumemprof: CUPTI injection: cuptiSubscribe failed "
+                                "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: another "
+                                "tool, such as Nsight or a profiler, holds CUPTI); recording "
+                                "CUDA through the interposer\n"));
+    bundle_events(&total, &cupti, &allocs);
+    assert_int_equal(allocs, 4);
+    assert_int_equal(cupti, 0);
+
+    /* no libcupti to load */
+    run("LD_LIBRARY_PATH=/nonexistent CUDA_HOME=/nonexistent CUDA_INJECTION64_PATH=\"$P\" "
+        "LD_PRELOAD=\"$P\"",
+        "driver_oom", "static-cudart 0");
+    assert_int_equal(code(), 3);
+    if (!exists("/usr/local/cuda/lib64/libcupti.so")) {
+        assert_non_null(strstr(err, "gpumemprof: CUPTI injection: cannot load libcupti; "
+                                    "recording CUDA through the interposer\n"));
+        bundle_events(&total, &cupti, &allocs);
+        assert_int_equal(cupti, 0);
+    }
+    assert_non_null(strstr(out, "alloc_events 4\n"));
+
+    /* GMP_CUDA_MODE=interpose: the injection does nothing */
+    run("GMP_CUDA_MODE=interpose CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$P\"",
+        "gpu_oom_cuda", "until-oom 0");
+    assert_int_equal(code(), 3);
+    assert_int_equal(count_lines(err), 1);
+    bundle_events(&total, &cupti, &allocs);
+    assert_int_equal(allocs, 4);
+    assert_int_equal(cupti, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_static_cudart_way),
+        cmocka_unit_test(test_older_pytorch_vmm_way),
+        cmocka_unit_test(test_linked_directly),
+        cmocka_unit_test(test_runtime_over_driver_is_one_event),
+        cmocka_unit_test(test_lookups_as_without_preload),
+        cmocka_unit_test(test_nvcc_static_cudart),
+        cmocka_unit_test(test_cupti_injection),
+        cmocka_unit_test(test_cupti_fallbacks),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
