@@ -44,11 +44,11 @@ static int gmp_cu_prop_where(const gmp_cu_mem_alloc_prop *prop)
 
 /* ---- exported hooks ----------------------------------------------------- */
 
-#define EXPORT_ALLOC(name, base, since, api, where, params, args, ptr, requested, size) \
+#define EXPORT_ALLOC(name, base, since, api, where, params, args, ptr, requested, size)    \
     GMP_GPU_ALLOC_HOOK(gmp_cuda_driver, name, api, where, params, args, ptr, requested, size)
-#define EXPORT_FREE(name, base, since, api, params, args, ptr) \
+#define EXPORT_FREE(name, base, since, api, params, args, ptr)                             \
     GMP_GPU_FREE_HOOK(gmp_cuda_driver, name, api, params, args, ptr)
-#define EXPORT_MAP(name, base, since, api, type, params, args, ptr, size) \
+#define EXPORT_MAP(name, base, since, api, type, params, args, ptr, size)                  \
     GMP_GPU_MAP_HOOK(gmp_cuda_driver, name, api, type, params, args, ptr, size)
 GMP_CUDA_DRIVER_ALLOCS(EXPORT_ALLOC)
 GMP_CUDA_DRIVER_FREES(EXPORT_FREE)
@@ -57,40 +57,41 @@ GMP_CUDA_DRIVER_MAPS(EXPORT_MAP)
 /* ---- routed wrappers ---------------------------------------------------- */
 
 #define GMP_ROUTE_SLOTS 4
-#define FOR_EACH_SLOT(M, ...) M(0, __VA_ARGS__) M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__)
+#define FOR_EACH_SLOT(M, ...) \
+    M(0, __VA_ARGS__) M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__)
 
 /* The driver function slot k of `name` calls (atomic; set once). */
-#define TARGET(name, k, params) \
+#define TARGET(name, k, params)                                                            \
     gmp_gpu_status(*fn) params = __atomic_load_n(&name##_targets[k], __ATOMIC_ACQUIRE)
 
-#define ROUTED_ALLOC_SLOT(k, name, api, where, params, args, ptr, requested, size)          \
-    static gmp_gpu_status name##_routed_##k params                                          \
-    {                                                                                       \
-        TARGET(name, k, params);                                                            \
-        GMP_GPU_ALLOC_BODY(gmp_cuda_driver, fn, api, where, args, ptr, requested, size);    \
+#define ROUTED_ALLOC_SLOT(k, name, api, where, params, args, ptr, requested, size)         \
+    static gmp_gpu_status name##_routed_##k params                                         \
+    {                                                                                      \
+        TARGET(name, k, params);                                                           \
+        GMP_GPU_ALLOC_BODY(gmp_cuda_driver, fn, api, where, args, ptr, requested, size);   \
     }
-#define ROUTED_FREE_SLOT(k, name, api, params, args, ptr)                                   \
-    static gmp_gpu_status name##_routed_##k params                                          \
-    {                                                                                       \
-        TARGET(name, k, params);                                                            \
-        GMP_GPU_FREE_BODY(gmp_cuda_driver, fn, api, args, ptr);                             \
+#define ROUTED_FREE_SLOT(k, name, api, params, args, ptr)                                  \
+    static gmp_gpu_status name##_routed_##k params                                         \
+    {                                                                                      \
+        TARGET(name, k, params);                                                           \
+        GMP_GPU_FREE_BODY(gmp_cuda_driver, fn, api, args, ptr);                            \
     }
-#define ROUTED_MAP_SLOT(k, name, api, type, params, args, ptr, size)                        \
-    static gmp_gpu_status name##_routed_##k params                                          \
-    {                                                                                       \
-        TARGET(name, k, params);                                                            \
-        GMP_GPU_MAP_BODY(gmp_cuda_driver, fn, api, type, args, ptr, size);                  \
+#define ROUTED_MAP_SLOT(k, name, api, type, params, args, ptr, size)                       \
+    static gmp_gpu_status name##_routed_##k params                                         \
+    {                                                                                      \
+        TARGET(name, k, params);                                                           \
+        GMP_GPU_MAP_BODY(gmp_cuda_driver, fn, api, type, args, ptr, size);                 \
     }
 
 #define TARGETS(name, params) static gmp_gpu_status(*name##_targets[GMP_ROUTE_SLOTS]) params;
-#define ROUTED_ALLOC(name, base, since, api, where, params, args, ptr, requested, size) \
-    TARGETS(name, params)                                                               \
+#define ROUTED_ALLOC(name, base, since, api, where, params, args, ptr, requested, size)    \
+    TARGETS(name, params)                                                                  \
     FOR_EACH_SLOT(ROUTED_ALLOC_SLOT, name, api, where, params, args, ptr, requested, size)
-#define ROUTED_FREE(name, base, since, api, params, args, ptr) \
-    TARGETS(name, params)                                      \
+#define ROUTED_FREE(name, base, since, api, params, args, ptr)                             \
+    TARGETS(name, params)                                                                  \
     FOR_EACH_SLOT(ROUTED_FREE_SLOT, name, api, params, args, ptr)
-#define ROUTED_MAP(name, base, since, api, type, params, args, ptr, size) \
-    TARGETS(name, params)                                                 \
+#define ROUTED_MAP(name, base, since, api, type, params, args, ptr, size)                  \
+    TARGETS(name, params)                                                                  \
     FOR_EACH_SLOT(ROUTED_MAP_SLOT, name, api, type, params, args, ptr, size)
 GMP_CUDA_DRIVER_ALLOCS(ROUTED_ALLOC)
 GMP_CUDA_DRIVER_FREES(ROUTED_FREE)
@@ -101,20 +102,20 @@ GMP_CUDA_DRIVER_MAPS(ROUTED_MAP)
 typedef int gmp_cu_proc_status; /* CUdriverProcAddressQueryResult */
 static void *route_by_proc(const char *symbol, void *real, int version);
 
-#define PROC_PARAMS_V1 \
+#define PROC_PARAMS_V1                                                                     \
     (const char *symbol, void **pfn, int version, gmp_cu_flags64 flags)
-#define PROC_PARAMS_V2 \
+#define PROC_PARAMS_V2                                                                     \
     (const char *symbol, void **pfn, int version, gmp_cu_flags64 flags, gmp_cu_proc_status *found)
 #define PROC_ARGS_V1 (symbol, pfn, version, flags)
 #define PROC_ARGS_V2 (symbol, pfn, version, flags, found)
 
 /* Not-found results and the empty-name probe pass untouched. */
-#define PROC_BODY(fn, args)                                                                 \
-    gmp_in_hook++;                                                                          \
-    gmp_cu_result status = fn args;                                                         \
-    gmp_in_hook--;                                                                          \
-    if (status == 0 && pfn && *pfn && symbol && symbol[0])                                  \
-        *pfn = route_by_proc(symbol, *pfn, version);                                        \
+#define PROC_BODY(fn, args)                                                                \
+    gmp_in_hook++;                                                                         \
+    gmp_cu_result status = fn args;                                                        \
+    gmp_in_hook--;                                                                         \
+    if (status == 0 && pfn && *pfn && symbol && symbol[0])                                 \
+        *pfn = route_by_proc(symbol, *pfn, version);                                       \
     return status
 
 GMP_EXPORT gmp_cu_result cuGetProcAddress PROC_PARAMS_V1;
@@ -131,11 +132,11 @@ gmp_cu_result cuGetProcAddress_v2 PROC_PARAMS_V2
     PROC_BODY(fn, PROC_ARGS_V2);
 }
 
-#define ROUTED_PROC_SLOT(k, name, params, args) \
-    static gmp_cu_result name##_routed_##k params \
-    {                                             \
-        TARGET(name, k, params);                  \
-        PROC_BODY(fn, args);                      \
+#define ROUTED_PROC_SLOT(k, name, params, args)                                            \
+    static gmp_cu_result name##_routed_##k params                                          \
+    {                                                                                      \
+        TARGET(name, k, params);                                                           \
+        PROC_BODY(fn, args);                                                               \
     }
 TARGETS(cuGetProcAddress, PROC_PARAMS_V1)
 TARGETS(cuGetProcAddress_v2, PROC_PARAMS_V2)
@@ -153,9 +154,9 @@ typedef struct route {
     void *wrappers[GMP_ROUTE_SLOTS];
 } route;
 
-#define ROUTE(name, base, since)                                                            \
-    {#name, #base, since, (void *)name, (void **)name##_targets,                            \
-     {(void *)name##_routed_0, (void *)name##_routed_1, (void *)name##_routed_2,             \
+#define ROUTE(name, base, since)                                                           \
+    {#name, #base, since, (void *)name, (void **)name##_targets,                           \
+     {(void *)name##_routed_0, (void *)name##_routed_1, (void *)name##_routed_2,           \
       (void *)name##_routed_3}},
 #define ROUTE_ALLOC(name, base, since, ...) ROUTE(name, base, since)
 #define ROUTE_FREE(name, base, since, ...) ROUTE(name, base, since)

@@ -12,52 +12,52 @@
  * cuMemCreate's "pointer" is its allocation handle; it counts physical
  * memory, which cuMemMap/cuMemUnmap only map (events, no change in use).
  */
-#define GMP_CUDA_DRIVER_ALLOCS(ALLOC)                                                       \
-    ALLOC(cuMemAlloc_v2, cuMemAlloc, 3020, GMP_API_CU_MEM_ALLOC, GMP_ON_DEVICE,           \
-          (GMP_T_DEVPTR * p, size_t size), (p, size), *p, size, size)                     \
-    ALLOC(cuMemAllocManaged, cuMemAllocManaged, 0, GMP_API_CU_MEM_ALLOC_MANAGED,          \
-          GMP_ON_DEVICE, (GMP_T_DEVPTR * p, size_t size, unsigned int flags),             \
-          (p, size, flags), *p, size, size)                                               \
-    ALLOC(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, GMP_API_CU_MEM_ALLOC_PITCH,          \
-          GMP_ON_DEVICE,                                                                  \
-          (GMP_T_DEVPTR * p, size_t *pitch, size_t width, size_t height,                  \
-           unsigned int element),                                                         \
-          (p, pitch, width, height, element), *p, width *height, *pitch *height)          \
+#define GMP_CUDA_DRIVER_ALLOCS(ALLOC)                                                      \
+    ALLOC(cuMemAlloc_v2, cuMemAlloc, 3020, GMP_API_CU_MEM_ALLOC, GMP_ON_DEVICE,            \
+          (GMP_T_DEVPTR * p, size_t size), (p, size), *p, size, size)                      \
+    ALLOC(cuMemAllocManaged, cuMemAllocManaged, 0, GMP_API_CU_MEM_ALLOC_MANAGED,           \
+          GMP_ON_DEVICE, (GMP_T_DEVPTR * p, size_t size, unsigned int flags),              \
+          (p, size, flags), *p, size, size)                                                \
+    ALLOC(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, GMP_API_CU_MEM_ALLOC_PITCH,           \
+          GMP_ON_DEVICE,                                                                   \
+          (GMP_T_DEVPTR * p, size_t *pitch, size_t width, size_t height,                   \
+           unsigned int element),                                                          \
+          (p, pitch, width, height, element), *p, width *height, *pitch *height)           \
     ALLOC(cuMemAllocHost_v2, cuMemAllocHost, 3020, GMP_API_CU_MEM_ALLOC_HOST, GMP_ON_HOST, \
-          (void **p, size_t size), (p, size), *p, size, size)                             \
-    ALLOC(cuMemHostAlloc, cuMemHostAlloc, 0, GMP_API_CU_MEM_HOST_ALLOC, GMP_ON_HOST,      \
-          (void **p, size_t size, unsigned int flags), (p, size, flags), *p, size, size)  \
-    ALLOC(cuMemAllocAsync, cuMemAllocAsync, 0, GMP_API_CU_MEM_ALLOC_ASYNC, GMP_ON_DEVICE, \
-          (GMP_T_DEVPTR * p, size_t size, GMP_T_STREAM s), (p, size, s), *p, size, size)  \
-    ALLOC(cuMemAllocAsync_ptsz, cuMemAllocAsync, 0, GMP_API_CU_MEM_ALLOC_ASYNC,           \
-          GMP_ON_DEVICE, (GMP_T_DEVPTR * p, size_t size, GMP_T_STREAM s), (p, size, s),   \
-          *p, size, size)                                                                 \
-    ALLOC(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 0,                            \
-          GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,                            \
-          (GMP_T_DEVPTR * p, size_t size, GMP_T_MEMPOOL pool, GMP_T_STREAM s),            \
-          (p, size, pool, s), *p, size, size)                                             \
-    ALLOC(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 0,                       \
-          GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,                            \
-          (GMP_T_DEVPTR * p, size_t size, GMP_T_MEMPOOL pool, GMP_T_STREAM s),            \
-          (p, size, pool, s), *p, size, size)                                             \
-    ALLOC(cuMemCreate, cuMemCreate, 0, GMP_API_CU_MEM_CREATE, gmp_cu_prop_where(prop),    \
-          (GMP_T_HANDLE * h, size_t size, const GMP_T_MEMPROP *prop,                      \
-           unsigned long long flags),                                                     \
+          (void **p, size_t size), (p, size), *p, size, size)                              \
+    ALLOC(cuMemHostAlloc, cuMemHostAlloc, 0, GMP_API_CU_MEM_HOST_ALLOC, GMP_ON_HOST,       \
+          (void **p, size_t size, unsigned int flags), (p, size, flags), *p, size, size)   \
+    ALLOC(cuMemAllocAsync, cuMemAllocAsync, 0, GMP_API_CU_MEM_ALLOC_ASYNC, GMP_ON_DEVICE,  \
+          (GMP_T_DEVPTR * p, size_t size, GMP_T_STREAM s), (p, size, s), *p, size, size)   \
+    ALLOC(cuMemAllocAsync_ptsz, cuMemAllocAsync, 0, GMP_API_CU_MEM_ALLOC_ASYNC,            \
+          GMP_ON_DEVICE, (GMP_T_DEVPTR * p, size_t size, GMP_T_STREAM s), (p, size, s),    \
+          *p, size, size)                                                                  \
+    ALLOC(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 0,                             \
+          GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,                             \
+          (GMP_T_DEVPTR * p, size_t size, GMP_T_MEMPOOL pool, GMP_T_STREAM s),             \
+          (p, size, pool, s), *p, size, size)                                              \
+    ALLOC(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 0,                        \
+          GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,                             \
+          (GMP_T_DEVPTR * p, size_t size, GMP_T_MEMPOOL pool, GMP_T_STREAM s),             \
+          (p, size, pool, s), *p, size, size)                                              \
+    ALLOC(cuMemCreate, cuMemCreate, 0, GMP_API_CU_MEM_CREATE, gmp_cu_prop_where(prop),     \
+          (GMP_T_HANDLE * h, size_t size, const GMP_T_MEMPROP *prop,                       \
+           unsigned long long flags),                                                      \
           (h, size, prop, flags), *h, size, size)
 
-#define GMP_CUDA_DRIVER_FREES(FREE)                                                         \
-    FREE(cuMemFree_v2, cuMemFree, 3020, GMP_API_CU_MEM_FREE, (GMP_T_DEVPTR p), (p), p)    \
-    FREE(cuMemFreeHost, cuMemFreeHost, 0, GMP_API_CU_MEM_FREE_HOST, (void *p), (p), p)    \
-    FREE(cuMemFreeAsync, cuMemFreeAsync, 0, GMP_API_CU_MEM_FREE_ASYNC,                    \
-         (GMP_T_DEVPTR p, GMP_T_STREAM s), (p, s), p)                                     \
-    FREE(cuMemFreeAsync_ptsz, cuMemFreeAsync, 0, GMP_API_CU_MEM_FREE_ASYNC,               \
-         (GMP_T_DEVPTR p, GMP_T_STREAM s), (p, s), p)                                     \
+#define GMP_CUDA_DRIVER_FREES(FREE)                                                        \
+    FREE(cuMemFree_v2, cuMemFree, 3020, GMP_API_CU_MEM_FREE, (GMP_T_DEVPTR p), (p), p)     \
+    FREE(cuMemFreeHost, cuMemFreeHost, 0, GMP_API_CU_MEM_FREE_HOST, (void *p), (p), p)     \
+    FREE(cuMemFreeAsync, cuMemFreeAsync, 0, GMP_API_CU_MEM_FREE_ASYNC,                     \
+         (GMP_T_DEVPTR p, GMP_T_STREAM s), (p, s), p)                                      \
+    FREE(cuMemFreeAsync_ptsz, cuMemFreeAsync, 0, GMP_API_CU_MEM_FREE_ASYNC,                \
+         (GMP_T_DEVPTR p, GMP_T_STREAM s), (p, s), p)                                      \
     FREE(cuMemRelease, cuMemRelease, 0, GMP_API_CU_MEM_RELEASE, (GMP_T_HANDLE h), (h), h)
 
-#define GMP_CUDA_DRIVER_MAPS(MAP)                                                           \
-    MAP(cuMemMap, cuMemMap, 0, GMP_API_CU_MEM_MAP, GMP_EV_MAP,                            \
-        (GMP_T_DEVPTR p, size_t size, size_t offset, GMP_T_HANDLE h,                      \
-         unsigned long long flags),                                                       \
-        (p, size, offset, h, flags), p, size)                                             \
-    MAP(cuMemUnmap, cuMemUnmap, 0, GMP_API_CU_MEM_UNMAP, GMP_EV_UNMAP,                    \
+#define GMP_CUDA_DRIVER_MAPS(MAP)                                                          \
+    MAP(cuMemMap, cuMemMap, 0, GMP_API_CU_MEM_MAP, GMP_EV_MAP,                             \
+        (GMP_T_DEVPTR p, size_t size, size_t offset, GMP_T_HANDLE h,                       \
+         unsigned long long flags),                                                        \
+        (p, size, offset, h, flags), p, size)                                              \
+    MAP(cuMemUnmap, cuMemUnmap, 0, GMP_API_CU_MEM_UNMAP, GMP_EV_UNMAP,                     \
         (GMP_T_DEVPTR p, size_t size), (p, size), p, size)

@@ -37,59 +37,59 @@ static __thread int in_runtime_alloc; /* depth of runtime allocation calls */
  * call's <name>_params (generated_cuda*_meta.h).
  * R_ALLOC/D_ALLOC(name, api, where, ptr, requested, size)
  * R_FREE/D_FREE(name, api, ptr)   D_MAP(name, api, event, ptr, size) */
-#define CUPTI_RUNTIME(ALLOC, FREE)                                                          \
+#define CUPTI_RUNTIME(ALLOC, FREE)                                                         \
     ALLOC(cudaMalloc_v3020, GMP_API_CUDA_MALLOC, GMP_ON_DEVICE, *p->devPtr, p->size, p->size) \
-    ALLOC(cudaMallocManaged_v6000, GMP_API_CUDA_MALLOC_MANAGED, GMP_ON_DEVICE, *p->devPtr,  \
-          p->size, p->size)                                                                 \
-    ALLOC(cudaMallocHost_v3020, GMP_API_CUDA_MALLOC_HOST, GMP_ON_HOST, *p->ptr, p->size,     \
-          p->size)                                                                          \
-    ALLOC(cudaHostAlloc_v3020, GMP_API_CUDA_HOST_ALLOC, GMP_ON_HOST, *p->pHost, p->size,     \
-          p->size)                                                                          \
-    ALLOC(cudaMallocPitch_v3020, GMP_API_CUDA_MALLOC_PITCH, GMP_ON_DEVICE, *p->devPtr,       \
-          p->width *p->height, *p->pitch *p->height)                                        \
-    ALLOC(cudaMalloc3D_v3020, GMP_API_CUDA_MALLOC_3D, GMP_ON_DEVICE, p->pitchedDevPtr->ptr,  \
-          p->extent.width *p->extent.height *p->extent.depth,                               \
-          p->pitchedDevPtr->pitch *p->extent.height *p->extent.depth)                       \
-    ALLOC(cudaMallocAsync_v11020, GMP_API_CUDA_MALLOC_ASYNC, GMP_ON_DEVICE, *p->devPtr,      \
-          p->size, p->size)                                                                 \
+    ALLOC(cudaMallocManaged_v6000, GMP_API_CUDA_MALLOC_MANAGED, GMP_ON_DEVICE, *p->devPtr, \
+          p->size, p->size)                                                                \
+    ALLOC(cudaMallocHost_v3020, GMP_API_CUDA_MALLOC_HOST, GMP_ON_HOST, *p->ptr, p->size,   \
+          p->size)                                                                         \
+    ALLOC(cudaHostAlloc_v3020, GMP_API_CUDA_HOST_ALLOC, GMP_ON_HOST, *p->pHost, p->size,   \
+          p->size)                                                                         \
+    ALLOC(cudaMallocPitch_v3020, GMP_API_CUDA_MALLOC_PITCH, GMP_ON_DEVICE, *p->devPtr,     \
+          p->width *p->height, *p->pitch *p->height)                                       \
+    ALLOC(cudaMalloc3D_v3020, GMP_API_CUDA_MALLOC_3D, GMP_ON_DEVICE, p->pitchedDevPtr->ptr, \
+          p->extent.width *p->extent.height *p->extent.depth,                              \
+          p->pitchedDevPtr->pitch *p->extent.height *p->extent.depth)                      \
+    ALLOC(cudaMallocAsync_v11020, GMP_API_CUDA_MALLOC_ASYNC, GMP_ON_DEVICE, *p->devPtr,    \
+          p->size, p->size)                                                                \
     ALLOC(cudaMallocAsync_ptsz_v11020, GMP_API_CUDA_MALLOC_ASYNC, GMP_ON_DEVICE, *p->devPtr, \
-          p->size, p->size)                                                                 \
-    ALLOC(cudaMallocFromPoolAsync_v11020, GMP_API_CUDA_MALLOC_FROM_POOL_ASYNC,              \
-          GMP_ON_DEVICE, *p->ptr, p->size, p->size)                                         \
-    ALLOC(cudaMallocFromPoolAsync_ptsz_v11020, GMP_API_CUDA_MALLOC_FROM_POOL_ASYNC,         \
-          GMP_ON_DEVICE, *p->ptr, p->size, p->size)                                         \
-    FREE(cudaFree_v3020, GMP_API_CUDA_FREE, p->devPtr)                                      \
-    FREE(cudaFreeHost_v3020, GMP_API_CUDA_FREE_HOST, p->ptr)                                \
-    FREE(cudaFreeAsync_v11020, GMP_API_CUDA_FREE_ASYNC, p->devPtr)                          \
+          p->size, p->size)                                                                \
+    ALLOC(cudaMallocFromPoolAsync_v11020, GMP_API_CUDA_MALLOC_FROM_POOL_ASYNC,             \
+          GMP_ON_DEVICE, *p->ptr, p->size, p->size)                                        \
+    ALLOC(cudaMallocFromPoolAsync_ptsz_v11020, GMP_API_CUDA_MALLOC_FROM_POOL_ASYNC,        \
+          GMP_ON_DEVICE, *p->ptr, p->size, p->size)                                        \
+    FREE(cudaFree_v3020, GMP_API_CUDA_FREE, p->devPtr)                                     \
+    FREE(cudaFreeHost_v3020, GMP_API_CUDA_FREE_HOST, p->ptr)                               \
+    FREE(cudaFreeAsync_v11020, GMP_API_CUDA_FREE_ASYNC, p->devPtr)                         \
     FREE(cudaFreeAsync_ptsz_v11020, GMP_API_CUDA_FREE_ASYNC, p->devPtr)
 
-#define CUPTI_DRIVER(ALLOC, FREE, MAP)                                                      \
-    ALLOC(cuMemAlloc_v2, GMP_API_CU_MEM_ALLOC, GMP_ON_DEVICE, *p->dptr, p->bytesize,        \
-          p->bytesize)                                                                      \
-    ALLOC(cuMemAllocManaged, GMP_API_CU_MEM_ALLOC_MANAGED, GMP_ON_DEVICE, *p->dptr,         \
-          p->bytesize, p->bytesize)                                                         \
-    ALLOC(cuMemAllocPitch_v2, GMP_API_CU_MEM_ALLOC_PITCH, GMP_ON_DEVICE, *p->dptr,          \
-          p->WidthInBytes *p->Height, *p->pPitch *p->Height)                                \
-    ALLOC(cuMemAllocHost_v2, GMP_API_CU_MEM_ALLOC_HOST, GMP_ON_HOST, *p->pp, p->bytesize,   \
-          p->bytesize)                                                                      \
-    ALLOC(cuMemHostAlloc, GMP_API_CU_MEM_HOST_ALLOC, GMP_ON_HOST, *p->pp, p->bytesize,      \
-          p->bytesize)                                                                      \
-    ALLOC(cuMemAllocAsync, GMP_API_CU_MEM_ALLOC_ASYNC, GMP_ON_DEVICE, *p->dptr,             \
-          p->bytesize, p->bytesize)                                                         \
-    ALLOC(cuMemAllocAsync_ptsz, GMP_API_CU_MEM_ALLOC_ASYNC, GMP_ON_DEVICE, *p->dptr,        \
-          p->bytesize, p->bytesize)                                                         \
-    ALLOC(cuMemAllocFromPoolAsync, GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,     \
-          *p->dptr, p->bytesize, p->bytesize)                                               \
-    ALLOC(cuMemAllocFromPoolAsync_ptsz, GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC,               \
-          GMP_ON_DEVICE, *p->dptr, p->bytesize, p->bytesize)                                \
-    ALLOC(cuMemCreate, GMP_API_CU_MEM_CREATE, prop_where(p->prop), *p->handle, p->size,     \
-          p->size)                                                                          \
-    FREE(cuMemFree_v2, GMP_API_CU_MEM_FREE, p->dptr)                                        \
-    FREE(cuMemFreeHost, GMP_API_CU_MEM_FREE_HOST, p->p)                                     \
-    FREE(cuMemFreeAsync, GMP_API_CU_MEM_FREE_ASYNC, p->dptr)                                \
-    FREE(cuMemFreeAsync_ptsz, GMP_API_CU_MEM_FREE_ASYNC, p->dptr)                           \
-    FREE(cuMemRelease, GMP_API_CU_MEM_RELEASE, p->handle)                                   \
-    MAP(cuMemMap, GMP_API_CU_MEM_MAP, GMP_EV_MAP, p->ptr, p->size)                          \
+#define CUPTI_DRIVER(ALLOC, FREE, MAP)                                                     \
+    ALLOC(cuMemAlloc_v2, GMP_API_CU_MEM_ALLOC, GMP_ON_DEVICE, *p->dptr, p->bytesize,       \
+          p->bytesize)                                                                     \
+    ALLOC(cuMemAllocManaged, GMP_API_CU_MEM_ALLOC_MANAGED, GMP_ON_DEVICE, *p->dptr,        \
+          p->bytesize, p->bytesize)                                                        \
+    ALLOC(cuMemAllocPitch_v2, GMP_API_CU_MEM_ALLOC_PITCH, GMP_ON_DEVICE, *p->dptr,         \
+          p->WidthInBytes *p->Height, *p->pPitch *p->Height)                               \
+    ALLOC(cuMemAllocHost_v2, GMP_API_CU_MEM_ALLOC_HOST, GMP_ON_HOST, *p->pp, p->bytesize,  \
+          p->bytesize)                                                                     \
+    ALLOC(cuMemHostAlloc, GMP_API_CU_MEM_HOST_ALLOC, GMP_ON_HOST, *p->pp, p->bytesize,     \
+          p->bytesize)                                                                     \
+    ALLOC(cuMemAllocAsync, GMP_API_CU_MEM_ALLOC_ASYNC, GMP_ON_DEVICE, *p->dptr,            \
+          p->bytesize, p->bytesize)                                                        \
+    ALLOC(cuMemAllocAsync_ptsz, GMP_API_CU_MEM_ALLOC_ASYNC, GMP_ON_DEVICE, *p->dptr,       \
+          p->bytesize, p->bytesize)                                                        \
+    ALLOC(cuMemAllocFromPoolAsync, GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,    \
+          *p->dptr, p->bytesize, p->bytesize)                                              \
+    ALLOC(cuMemAllocFromPoolAsync_ptsz, GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC,              \
+          GMP_ON_DEVICE, *p->dptr, p->bytesize, p->bytesize)                               \
+    ALLOC(cuMemCreate, GMP_API_CU_MEM_CREATE, prop_where(p->prop), *p->handle, p->size,    \
+          p->size)                                                                         \
+    FREE(cuMemFree_v2, GMP_API_CU_MEM_FREE, p->dptr)                                       \
+    FREE(cuMemFreeHost, GMP_API_CU_MEM_FREE_HOST, p->p)                                    \
+    FREE(cuMemFreeAsync, GMP_API_CU_MEM_FREE_ASYNC, p->dptr)                               \
+    FREE(cuMemFreeAsync_ptsz, GMP_API_CU_MEM_FREE_ASYNC, p->dptr)                          \
+    FREE(cuMemRelease, GMP_API_CU_MEM_RELEASE, p->handle)                                  \
+    MAP(cuMemMap, GMP_API_CU_MEM_MAP, GMP_EV_MAP, p->ptr, p->size)                         \
     MAP(cuMemUnmap, GMP_API_CU_MEM_UNMAP, GMP_EV_UNMAP, p->ptr, p->size)
 
 static int prop_where(const CUmemAllocationProp *prop)
@@ -99,25 +99,25 @@ static int prop_where(const CUmemAllocationProp *prop)
     return GMP_ON_DEVICE;
 }
 
-#define CASE_ALLOC(cbid_prefix, name, api, where, ptr, requested, size)                     \
-    case cbid_prefix##name: {                                                               \
-        const name##_params *p = params;                                                    \
-        gmp_gpu_alloc_done(&gmp_cuda_driver, api, where, rc,                                \
-                           rc == 0 ? (uint64_t)(uintptr_t)(ptr) : 0, (requested),           \
-                           rc == 0 ? (uint64_t)(size) : 0);                                 \
-        return;                                                                             \
+#define CASE_ALLOC(cbid_prefix, name, api, where, ptr, requested, size)                    \
+    case cbid_prefix##name: {                                                              \
+        const name##_params *p = params;                                                   \
+        gmp_gpu_alloc_done(&gmp_cuda_driver, api, where, rc,                               \
+                           rc == 0 ? (uint64_t)(uintptr_t)(ptr) : 0, (requested),          \
+                           rc == 0 ? (uint64_t)(size) : 0);                                \
+        return;                                                                            \
     }
-#define CASE_FREE(cbid_prefix, name, api, ptr)                                              \
-    case cbid_prefix##name: {                                                               \
-        const name##_params *p = params;                                                    \
-        gmp_gpu_free_done(&gmp_cuda_driver, api, rc, (uint64_t)(uintptr_t)(ptr));           \
-        return;                                                                             \
+#define CASE_FREE(cbid_prefix, name, api, ptr)                                             \
+    case cbid_prefix##name: {                                                              \
+        const name##_params *p = params;                                                   \
+        gmp_gpu_free_done(&gmp_cuda_driver, api, rc, (uint64_t)(uintptr_t)(ptr));          \
+        return;                                                                            \
     }
-#define CASE_MAP(cbid_prefix, name, api, type, ptr, size)                                   \
-    case cbid_prefix##name: {                                                               \
-        const name##_params *p = params;                                                    \
-        gmp_gpu_map_done(&gmp_cuda_driver, api, type, rc, (uint64_t)(ptr), (size));         \
-        return;                                                                             \
+#define CASE_MAP(cbid_prefix, name, api, type, ptr, size)                                  \
+    case cbid_prefix##name: {                                                              \
+        const name##_params *p = params;                                                   \
+        gmp_gpu_map_done(&gmp_cuda_driver, api, type, rc, (uint64_t)(ptr), (size));        \
+        return;                                                                            \
     }
 #define R_ALLOC(name, ...) CASE_ALLOC(CUPTI_RUNTIME_TRACE_CBID_, name, __VA_ARGS__)
 #define R_FREE(name, ...) CASE_FREE(CUPTI_RUNTIME_TRACE_CBID_, name, __VA_ARGS__)
@@ -148,7 +148,7 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
 {
     (void)userdata;
     const CUpti_CallbackData *cb = data;
-    if (!cb || !gmp_pl_active())
+    if (!cb)
         return;
     int runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
     if (runtime) {
@@ -160,6 +160,8 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
     } else if (in_runtime_alloc > 0 || cb->callbackSite != CUPTI_API_EXIT) {
         return; /* the runtime call around it is the event */
     }
+    if (!gmp_pl_active())
+        return;
     int rc = cb->functionReturnValue ? *(const int *)cb->functionReturnValue : 0;
     gmp_event_flags = GMP_EVENT_FLAG_CUPTI;
     if (runtime)

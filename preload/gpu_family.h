@@ -59,70 +59,70 @@ static inline int gmp_gpu_family_muted(const gmp_gpu_family *f)
 
 /* Inside an exported hook: `fn`, the real `name`, found once (or return the
  * family's symbol-not-found status). */
-#define GMP_GPU_RESOLVE_REAL(family, name, params)                                          \
-    static gmp_gpu_status (*real) params;                                                   \
-    gmp_gpu_status (*fn) params = __atomic_load_n(&real, __ATOMIC_ACQUIRE);                 \
-    if (GMP_UNLIKELY(!fn)) {                                                                \
-        fn = (gmp_gpu_status(*) params)gmp_gpu_resolve(&family, #name);                     \
-        if (!fn)                                                                            \
-            return GMP_GPU_SYMBOL_NOT_FOUND;                                                \
-        __atomic_store_n(&real, fn, __ATOMIC_RELEASE);                                      \
+#define GMP_GPU_RESOLVE_REAL(family, name, params)                                         \
+    static gmp_gpu_status (*real) params;                                                  \
+    gmp_gpu_status (*fn) params = __atomic_load_n(&real, __ATOMIC_ACQUIRE);                \
+    if (GMP_UNLIKELY(!fn)) {                                                               \
+        fn = (gmp_gpu_status(*) params)gmp_gpu_resolve(&family, #name);                    \
+        if (!fn)                                                                           \
+            return GMP_GPU_SYMBOL_NOT_FOUND;                                               \
+        __atomic_store_n(&real, fn, __ATOMIC_RELEASE);                                     \
     }
 
 /* Call `fn` with the caller's arguments, gmp_in_hook raised; the result is
  * left in `status`.  A muted family's call is a plain tail call. */
-#define GMP_GPU_CALL(family, fn, args)                                                      \
-    if (gmp_gpu_family_muted(&family))                                                      \
-        return fn args;                                                                     \
-    gmp_in_hook++;                                                                          \
-    gmp_gpu_status status = fn args;                                                        \
+#define GMP_GPU_CALL(family, fn, args)                                                     \
+    if (gmp_gpu_family_muted(&family))                                                     \
+        return fn args;                                                                    \
+    gmp_in_hook++;                                                                         \
+    gmp_gpu_status status = fn args;                                                       \
     gmp_in_hook--
 
 /* The bodies, after `fn` is known.  ptr_expr, size and where are read only
  * after the real call (they may dereference the caller's out-pointers). */
-#define GMP_GPU_ALLOC_BODY(family, fn, api, where, args, ptr_expr, requested, size)         \
-    GMP_GPU_CALL(family, fn, args);                                                         \
-    if (status == 0)                                                                        \
-        gmp_gpu_alloc_done(&family, api, where, 0, (uint64_t)(uintptr_t)(ptr_expr),         \
-                           (requested), (size));                                            \
-    else                                                                                    \
-        gmp_gpu_alloc_done(&family, api, where, status, 0, (requested), 0);                 \
+#define GMP_GPU_ALLOC_BODY(family, fn, api, where, args, ptr_expr, requested, size)        \
+    GMP_GPU_CALL(family, fn, args);                                                        \
+    if (status == 0)                                                                       \
+        gmp_gpu_alloc_done(&family, api, where, 0, (uint64_t)(uintptr_t)(ptr_expr),        \
+                           (requested), (size));                                           \
+    else                                                                                   \
+        gmp_gpu_alloc_done(&family, api, where, status, 0, (requested), 0);                \
     return status
 
-#define GMP_GPU_FREE_BODY(family, fn, api, args, ptr_expr)                                  \
-    GMP_GPU_CALL(family, fn, args);                                                         \
-    gmp_gpu_free_done(&family, api, status, (uint64_t)(uintptr_t)(ptr_expr));               \
+#define GMP_GPU_FREE_BODY(family, fn, api, args, ptr_expr)                                 \
+    GMP_GPU_CALL(family, fn, args);                                                        \
+    gmp_gpu_free_done(&family, api, status, (uint64_t)(uintptr_t)(ptr_expr));              \
     return status
 
-#define GMP_GPU_MAP_BODY(family, fn, api, type, args, ptr_expr, size)                       \
-    GMP_GPU_CALL(family, fn, args);                                                         \
-    gmp_gpu_map_done(&family, api, type, status, (uint64_t)(uintptr_t)(ptr_expr), (size));  \
+#define GMP_GPU_MAP_BODY(family, fn, api, type, args, ptr_expr, size)                      \
+    GMP_GPU_CALL(family, fn, args);                                                        \
+    gmp_gpu_map_done(&family, api, type, status, (uint64_t)(uintptr_t)(ptr_expr), (size)); \
     return status
 
 /* Exported hooks: the symbol `name`, its real function found by name. */
-#define GMP_GPU_ALLOC_HOOK(family, name, api, where, params, args, ptr_expr, requested,     \
+#define GMP_GPU_ALLOC_HOOK(family, name, api, where, params, args, ptr_expr, requested,    \
                            size)                                                           \
-    GMP_EXPORT gmp_gpu_status name params;                                                  \
-    GMP_EXPORT gmp_gpu_status name params                                                   \
-    {                                                                                       \
-        GMP_GPU_RESOLVE_REAL(family, name, params)                                          \
-        GMP_GPU_ALLOC_BODY(family, fn, api, where, args, ptr_expr, requested, size);        \
+    GMP_EXPORT gmp_gpu_status name params;                                                 \
+    GMP_EXPORT gmp_gpu_status name params                                                  \
+    {                                                                                      \
+        GMP_GPU_RESOLVE_REAL(family, name, params)                                         \
+        GMP_GPU_ALLOC_BODY(family, fn, api, where, args, ptr_expr, requested, size);       \
     }
 
-#define GMP_GPU_FREE_HOOK(family, name, api, params, args, ptr_expr)                        \
-    GMP_EXPORT gmp_gpu_status name params;                                                  \
-    GMP_EXPORT gmp_gpu_status name params                                                   \
-    {                                                                                       \
-        GMP_GPU_RESOLVE_REAL(family, name, params)                                          \
-        GMP_GPU_FREE_BODY(family, fn, api, args, ptr_expr);                                 \
+#define GMP_GPU_FREE_HOOK(family, name, api, params, args, ptr_expr)                       \
+    GMP_EXPORT gmp_gpu_status name params;                                                 \
+    GMP_EXPORT gmp_gpu_status name params                                                  \
+    {                                                                                      \
+        GMP_GPU_RESOLVE_REAL(family, name, params)                                         \
+        GMP_GPU_FREE_BODY(family, fn, api, args, ptr_expr);                                \
     }
 
-#define GMP_GPU_MAP_HOOK(family, name, api, type, params, args, ptr_expr, size)             \
-    GMP_EXPORT gmp_gpu_status name params;                                                  \
-    GMP_EXPORT gmp_gpu_status name params                                                   \
-    {                                                                                       \
-        GMP_GPU_RESOLVE_REAL(family, name, params)                                          \
-        GMP_GPU_MAP_BODY(family, fn, api, type, args, ptr_expr, size);                      \
+#define GMP_GPU_MAP_HOOK(family, name, api, type, params, args, ptr_expr, size)            \
+    GMP_EXPORT gmp_gpu_status name params;                                                 \
+    GMP_EXPORT gmp_gpu_status name params                                                  \
+    {                                                                                      \
+        GMP_GPU_RESOLVE_REAL(family, name, params)                                         \
+        GMP_GPU_MAP_BODY(family, fn, api, type, args, ptr_expr, size);                     \
     }
 
 #endif

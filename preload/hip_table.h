@@ -3,20 +3,20 @@
  * the same form as cuda_runtime_table.h (checked by check/hip_decls.c).
  */
 #define GMP_HIP_ALLOCS(ALLOC)                                                              \
-    ALLOC(hipMalloc, GMP_API_HIP_MALLOC, GMP_ON_DEVICE, (void **p, size_t size), (p, size), *p, size,   \
-          size)                                                                            \
-    ALLOC(hipMallocManaged, GMP_API_HIP_MALLOC_MANAGED, GMP_ON_DEVICE,                                 \
+    ALLOC(hipMalloc, GMP_API_HIP_MALLOC, GMP_ON_DEVICE, (void **p, size_t size), (p, size),  \
+          *p, size, size)                                                                  \
+    ALLOC(hipMallocManaged, GMP_API_HIP_MALLOC_MANAGED, GMP_ON_DEVICE,                     \
           (void **p, size_t size, unsigned int flags), (p, size, flags), *p, size, size)   \
-    ALLOC(hipHostMalloc, GMP_API_HIP_HOST_MALLOC, GMP_ON_HOST,                                       \
+    ALLOC(hipHostMalloc, GMP_API_HIP_HOST_MALLOC, GMP_ON_HOST,                             \
           (void **p, size_t size, unsigned int flags), (p, size, flags), *p, size, size)   \
-    ALLOC(hipExtMallocWithFlags, GMP_API_HIP_EXT_MALLOC_WITH_FLAGS, GMP_ON_DEVICE,                     \
+    ALLOC(hipExtMallocWithFlags, GMP_API_HIP_EXT_MALLOC_WITH_FLAGS, GMP_ON_DEVICE,         \
           (void **p, size_t size, unsigned int flags), (p, size, flags), *p, size, size)   \
-    ALLOC(hipMallocAsync, GMP_API_HIP_MALLOC_ASYNC, GMP_ON_DEVICE,                                     \
+    ALLOC(hipMallocAsync, GMP_API_HIP_MALLOC_ASYNC, GMP_ON_DEVICE,                         \
           (void **p, size_t size, GMP_T_STREAM s), (p, size, s), *p, size, size)           \
-    ALLOC(hipMallocFromPoolAsync, GMP_API_HIP_MALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,                   \
+    ALLOC(hipMallocFromPoolAsync, GMP_API_HIP_MALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,       \
           (void **p, size_t size, GMP_T_MEMPOOL pool, GMP_T_STREAM s), (p, size, pool, s), \
           *p, size, size)                                                                  \
-    ALLOC(hipMallocPitch, GMP_API_HIP_MALLOC_PITCH, GMP_ON_DEVICE,                                     \
+    ALLOC(hipMallocPitch, GMP_API_HIP_MALLOC_PITCH, GMP_ON_DEVICE,                         \
           (void **p, size_t *pitch, size_t width, size_t height), (p, pitch, width, height), \
           *p, width *height, *pitch *height)
 

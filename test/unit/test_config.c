@@ -18,7 +18,7 @@
 
 static const char *const vars[] = {"GMP_ENABLED", "GMP_DUMP_DIR", "GMP_RUN_DIR",
                                    "GMP_BUFFER_SIZE", "GMP_MAX_DUMPS", "GMP_MAX_TOTAL_MB",
-                                   "GMP_CONTEXT", "GMP_METADATA"};
+                                   "GMP_CONTEXT", "GMP_METADATA", "GMP_CUDA_MODE"};
 
 static int clear_env(void **state)
 {
@@ -44,6 +44,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.max_total_mb, 256);
     assert_string_equal(c.context, "");
     assert_string_equal(c.metadata_json, "{}");
+    assert_int_equal(c.cuda_mode, GMP_CUDA_MODE_AUTO);
 }
 
 static void test_good_values(void **state)
@@ -56,8 +57,10 @@ static void test_good_values(void **state)
     setenv("GMP_MAX_TOTAL_MB", "1024", 1);
     setenv("GMP_CONTEXT", "training", 1);
     setenv("GMP_METADATA", "{\"batch_size\": 32, \"model\": \"resnet50\"}", 1);
+    setenv("GMP_CUDA_MODE", "cupti", 1);
     gmp_config c;
     assert_int_equal(gmp_config_from_env(&c), 0);
+    assert_int_equal(c.cuda_mode, GMP_CUDA_MODE_CUPTI);
     assert_int_equal(c.enabled, 0);
     assert_string_equal(c.dump_dir, "/var/tmp/dumps");
     assert_int_equal(c.buffer_size, 5000);
@@ -95,6 +98,8 @@ static void test_bad_values_one_line_each(void **state)
     expect_one_line("GMP_DUMP_DIR", "", "using ./oom_dumps");
     expect_one_line("GMP_METADATA", "{not json", "using {}");
     expect_one_line("GMP_METADATA", "[1,2]", "using {}");
+    expect_one_line("GMP_CUDA_MODE", "nvtx", "using auto");
+    expect_one_line("GMP_CUDA_MODE", "CUPTI", "using auto");
     char *huge = malloc(1 << 20);
     memset(huge, '7', (1 << 20) - 1);
     huge[(1 << 20) - 1] = '\0';
