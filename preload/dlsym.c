@@ -67,7 +67,7 @@ static void *lookup_next(const void *caller, const char *name)
 
 /* Called by the entry with the caller's arguments: the real dlsym when the
  * lookup is not ours to route (the entry jumps to it), else NULL. */
-GMP_HIDDEN void *gmp_dlsym_forward_to(void *handle, const char *name);
+GMP_HIDDEN __attribute__((used)) void *gmp_dlsym_forward_to(void *handle, const char *name);
 void *gmp_dlsym_forward_to(void *handle, const char *name)
 {
     (void)handle;
@@ -81,7 +81,8 @@ void *gmp_dlsym_forward_to(void *handle, const char *name)
 }
 
 /* A routed name: look it up as the caller asked, then swap in our wrapper. */
-GMP_HIDDEN void *gmp_dlsym_route(void *handle, const char *name, const void *caller);
+GMP_HIDDEN __attribute__((used)) void *gmp_dlsym_route(void *handle, const char *name,
+                                                     const void *caller);
 void *gmp_dlsym_route(void *handle, const char *name, const void *caller)
 {
     if (!find_real_dlsym())

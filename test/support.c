@@ -28,6 +28,35 @@ void scratch_make(char *out, size_t cap, const char *tag)
     }
 }
 
+void preload_paths_make(preload_paths *p, const char *tag)
+{
+    const char *b = getenv("GMP_BUILD");
+    snprintf(p->build, sizeof p->build, "%s", b && *b ? b : "build");
+    snprintf(p->preload, sizeof p->preload, "%s/libgpumemprof_preload.so", p->build);
+    scratch_make(p->scratch, sizeof p->scratch, tag);
+    snprintf(p->dumps, sizeof p->dumps, "%s/dumps", p->scratch);
+    snprintf(p->rundir, sizeof p->rundir, "%s/run", p->scratch);
+}
+
+int run_script(const preload_paths *p, const char *script, char *out, size_t out_cap,
+               char *err, size_t err_cap)
+{
+    static char cmd[16384];
+    scratch_remove(p->dumps);
+    snprintf(cmd, sizeof cmd, "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s'; %s", p->dumps,
+             p->rundir, script);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int status = run_capture(argv, out, out_cap, err, err_cap);
+    if (WIFSIGNALED(status))
+        fail_msg("%s: killed by signal %d; stderr: %s", script, WTERMSIG(status), err);
+    return status;
+}
+
+int exit_code_of(int status)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 void scratch_remove(const char *path)
 {
     DIR *d = opendir(path);

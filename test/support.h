@@ -13,6 +13,22 @@
 void scratch_make(char *out, size_t cap, const char *tag);
 void scratch_remove(const char *path);
 
+/* For tests that run programs under the preload: the build directory
+ * ($GMP_BUILD, else build), the preload in it, and a fresh scratch directory
+ * (TAG in its name) with the paths of dumps/ and run/ inside it. */
+typedef struct preload_paths {
+    char build[1024], preload[1200], scratch[256], dumps[512], rundir[512];
+} preload_paths;
+void preload_paths_make(preload_paths *p, const char *tag);
+
+/* sh -c SCRIPT with GMP_DUMP_DIR and GMP_RUN_DIR of p exported, its dump
+ * directory emptied first, output captured as by run_capture.  Fails the
+ * test when the shell is killed by a signal.  Returns the wait status. */
+int run_script(const preload_paths *p, const char *script, char *out, size_t out_cap,
+               char *err, size_t err_cap);
+/* The exit code in a wait status, -1 when killed. */
+int exit_code_of(int status);
+
 /* Run argv with stdout/stderr captured (NUL-terminated, truncated to cap).
  * Returns the wait status. */
 int run_capture(const char *const argv[], char *out, size_t out_cap, char *err,

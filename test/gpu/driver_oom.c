@@ -38,6 +38,30 @@ typedef int (*gpa_v1_fn)(const char *, void **, int, unsigned long long);
 
 void *next_probe_lookup(const char *name);
 
+/* The four driver functions a cudart needs to allocate. */
+typedef struct driver_api {
+    int (*init)(unsigned);
+    int (*retain)(void **, int);
+    int (*set_current)(void *);
+    int (*alloc)(devptr *, size_t);
+} driver_api;
+
+/* 256 MiB on `device` until an allocation fails; exits 3 on the OOM code. */
+static int until_oom(const driver_api *d, int device)
+{
+    void *ctx = NULL;
+    if (d->init(0) || d->retain(&ctx, device) || d->set_current(ctx))
+        return 11;
+    unsigned long long held = 0;
+    devptr p;
+    int rc;
+    while ((rc = d->alloc(&p, CHUNK)) == 0)
+        held += CHUNK;
+    printf("held %llu failed %llu alloc_events %d\n", held, CHUNK,
+           count_events_of(GMP_EV_ALLOC, "cuMemAlloc_v2"));
+    return rc == 2 ? 3 : 4;
+}
+
 #ifdef DIRECT_LINK
 int cuInit(unsigned flags);
 int cuMemAlloc_v2(devptr *p, size_t size);
@@ -48,17 +72,8 @@ int main(int argc, char **argv)
 {
     if (argc < 3 || strcmp(argv[1], "direct"))
         return 2;
-    void *ctx = NULL;
-    if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, atoi(argv[2])) || cuCtxSetCurrent(ctx))
-        return 11;
-    unsigned long long held = 0;
-    devptr p;
-    int rc;
-    while ((rc = cuMemAlloc_v2(&p, CHUNK)) == 0)
-        held += CHUNK;
-    printf("held %llu failed %llu alloc_events %d\n", held, CHUNK,
-           count_events_of(GMP_EV_ALLOC, "cuMemAlloc_v2"));
-    return rc == 2 ? 3 : 4;
+    driver_api d = {cuInit, cuDevicePrimaryCtxRetain, cuCtxSetCurrent, cuMemAlloc_v2};
+    return until_oom(&d, atoi(argv[2]));
 }
 #else
 int cudaSetDevice(int device);
@@ -111,21 +126,12 @@ static void *proc(gpa_v2_fn gpa, const char *name, int version, unsigned long lo
 static int static_cudart(int device)
 {
     gpa_v2_fn gpa = boot_driver(NULL);
-    int (*init)(unsigned) = (int (*)(unsigned))proc(gpa, "cuInit", 2000, 0);
-    int (*retain)(void **, int) = (int (*)(void **, int))proc(gpa, "cuDevicePrimaryCtxRetain", 7000, 0);
-    int (*set)(void *) = (int (*)(void *))proc(gpa, "cuCtxSetCurrent", 4000, 0);
-    int (*alloc)(devptr *, size_t) = (int (*)(devptr *, size_t))proc(gpa, "cuMemAlloc", 3020, 0);
-    void *ctx = NULL;
-    if (init(0) || retain(&ctx, device) || set(ctx))
-        return 11;
-    unsigned long long held = 0;
-    devptr p;
-    int rc;
-    while ((rc = alloc(&p, CHUNK)) == 0)
-        held += CHUNK;
-    printf("held %llu failed %llu alloc_events %d\n", held, CHUNK,
-           count_events_of(GMP_EV_ALLOC, "cuMemAlloc_v2"));
-    return rc == 2 ? 3 : 4;
+    driver_api d;
+    *(void **)&d.init = proc(gpa, "cuInit", 2000, 0);
+    *(void **)&d.retain = proc(gpa, "cuDevicePrimaryCtxRetain", 7000, 0);
+    *(void **)&d.set_current = proc(gpa, "cuCtxSetCurrent", 4000, 0);
+    *(void **)&d.alloc = proc(gpa, "cuMemAlloc", 3020, 0);
+    return until_oom(&d, device);
 }
 
 typedef struct vmm {

@@ -20,32 +20,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char build[1024], preload[1200], doubles[1200], scratch[256], dumps[512], rundir[512];
+static preload_paths paths;
+static char doubles[1200];
 static char out[1 << 16], err[1 << 16];
 static int status;
 
 /* Run build/test/gpu/PROGRAM ARGS with `env` exported (the preload only
- * when `env` names LD_PRELOAD, so plain runs compare against it). */
+ * when `env` names LD_PRELOAD as "$P", so plain runs compare against it). */
 static void run(const char *env, const char *program, const char *args)
 {
-    char cmd[8192];
-    scratch_remove(dumps);
-    snprintf(cmd, sizeof cmd,
-             "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s' P='%s' LD_LIBRARY_PATH='%s'; export %s; "
-             "exec %s/test/gpu/%s %s",
-             dumps, rundir, preload, doubles, env ? env : "GMP_UNUSED=1", build, program, args);
-    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    status = run_capture(argv, out, sizeof out, err, sizeof err);
-    if (WIFSIGNALED(status))
-        fail_msg("%s %s: signal %d; stderr: %s", program, args, WTERMSIG(status), err);
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export P='%s' LD_LIBRARY_PATH='%s'; export %s; exec %s/test/gpu/%s %s",
+             paths.preload, doubles, env ? env : "GMP_UNUSED=1", paths.build, program, args);
+    status = run_script(&paths, script, out, sizeof out, err, sizeof err);
 }
 
 static int code(void)
 {
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return exit_code_of(status);
 }
 
 static int exists(const char *path)
@@ -56,20 +53,15 @@ static int exists(const char *path)
 static int setup(void **state)
 {
     (void)state;
-    const char *b = getenv("GMP_BUILD");
-    snprintf(build, sizeof build, "%s", b && *b ? b : "build");
-    snprintf(preload, sizeof preload, "%s/libgpumemprof_preload.so", build);
-    snprintf(doubles, sizeof doubles, "%s/test/doubles", build);
-    scratch_make(scratch, sizeof scratch, "driver");
-    snprintf(dumps, sizeof dumps, "%s/dumps", scratch);
-    snprintf(rundir, sizeof rundir, "%s/run", scratch);
+    preload_paths_make(&paths, "driver");
+    snprintf(doubles, sizeof doubles, "%s/test/doubles", paths.build);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    scratch_remove(scratch);
+    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -81,7 +73,7 @@ static void expect_bundle(const char *api, unsigned long long size, int device,
     snprintf(line, sizeof line, "gpumemprof: OOM on cuda:%d (%s 256.0 MiB, ", device, api);
     if (!strstr(err, line) || count_lines(err) != 1)
         fail_msg("want one line \"%s...\", got: %s", line, err);
-    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "backend"), "cuda");
     assert_string_equal(json_str(md, "reason"), "CUDA_ERROR_OUT_OF_MEMORY");
     assert_string_equal(json_str(md, "exception_module"), "libcuda");
@@ -92,41 +84,41 @@ static void expect_bundle(const char *api, unsigned long long size, int device,
     assert_int_equal(json_int(fr, "code"), 2);
     assert_int_equal(json_int(fr, "bytes_in_use"), held);
     json_decref(md);
-    json_t *man = only_bundle_file(dumps, "manifest.json", NULL, 0);
+    json_t *man = only_bundle_file(paths.dumps, "manifest.json", NULL, 0);
     assert_string_equal(json_str(man, "backend"), "cuda");
     json_decref(man);
 }
 
-/* Runs `args` without and with the preload: same stdout up to the events
- * count the program prints last, same exit status (3: it hit OOM). */
-static void run_both(const char *program, const char *args, char *plain, size_t cap)
+/* PROGRAM ARGS fills a device until the driver says OOM: without the preload
+ * its events count is -1, with it one event per allocation (four), the exit
+ * status is 3 both times, and the bundle names `api`. */
+static void expect_driver_oom(const char *program, const char *args, const char *events,
+                              const char *api, int device)
 {
+    char want[128];
     run("GMP_UNUSED=1", program, args);
     assert_int_equal(code(), 3);
-    snprintf(plain, cap, "%.255s", out);
+    snprintf(want, sizeof want, "held 1073741824 failed 268435456 %s -1\n", events);
+    assert_string_equal(out, want);
     run("LD_PRELOAD=\"$P\"", program, args);
     assert_int_equal(code(), 3);
+    snprintf(want, sizeof want, "held 1073741824 failed 268435456 %s 4\n", events);
+    assert_string_equal(out, want);
+    expect_bundle(api, 256ull << 20, device, 1ull << 30);
 }
 
+/* dlopen, dlsym of cuGetProcAddress_v2, the self-query, cuMemAlloc/3020 */
 static void test_static_cudart_way(void **state)
 {
     (void)state;
-    char plain[256];
-    run_both("driver_oom", "static-cudart 1", plain, sizeof plain);
-    assert_string_equal(plain, "held 1073741824 failed 268435456 alloc_events -1\n");
-    /* one event per allocation, named by the driver API it reached */
-    assert_string_equal(out, "held 1073741824 failed 268435456 alloc_events 4\n");
-    expect_bundle("cuMemAlloc_v2", 256ull << 20, 1, 1ull << 30);
+    expect_driver_oom("driver_oom", "static-cudart 1", "alloc_events", "cuMemAlloc_v2", 1);
 }
 
+/* RTLD_NOLOAD handle, dlsym of cuMemCreate and cuMemMap */
 static void test_older_pytorch_vmm_way(void **state)
 {
     (void)state;
-    char plain[256];
-    run_both("driver_oom", "vmm 0", plain, sizeof plain);
-    assert_string_equal(out, "held 1073741824 failed 268435456 map_events 4\n");
-    expect_bundle("cuMemCreate", 256ull << 20, 0, 1ull << 30);
-
+    expect_driver_oom("driver_oom", "vmm 0", "map_events", "cuMemCreate", 0);
     /* physical memory comes back on cuMemRelease, mappings are events */
     run("LD_PRELOAD=\"$P\"", "driver_oom", "vmm-cycle");
     assert_int_equal(code(), 0);
@@ -137,10 +129,7 @@ static void test_older_pytorch_vmm_way(void **state)
 static void test_linked_directly(void **state)
 {
     (void)state;
-    char plain[256];
-    run_both("driver_direct", "direct 1", plain, sizeof plain);
-    assert_string_equal(out, "held 1073741824 failed 268435456 alloc_events 4\n");
-    expect_bundle("cuMemAlloc_v2", 256ull << 20, 1, 1ull << 30);
+    expect_driver_oom("driver_direct", "direct 1", "alloc_events", "cuMemAlloc_v2", 1);
 }
 
 /* The cudart double calls the driver through cuGetProcAddress pointers we
@@ -151,7 +140,7 @@ static void test_runtime_over_driver_is_one_event(void **state)
     run("LD_PRELOAD=\"$P\"", "gpu_oom_cuda", "until-oom 0");
     assert_int_equal(code(), 3);
     char bundle[1024];
-    json_decref(only_bundle_file(dumps, "manifest.json", bundle, sizeof bundle));
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
     json_t *events = bundle_file(bundle, "events.json");
     size_t i;
     json_t *ev;
@@ -217,27 +206,24 @@ static void test_lookups_as_without_preload(void **state)
     assert_string_equal(out, plain); /* disabled: nothing routed */
 }
 
-/* nvcc's static cudart asks for ~440 driver entry points; the double lacks
- * most, so cudart gives up with an error, identically with the preload, and
- * every lookup it made went through our cuGetProcAddress. */
-static void test_nvcc_static_cudart(void **state)
+/* PROGRAM (a real cudart reaching the driver double) with and without the
+ * preload: the same output and status, the same lookups in the same order
+ * (name, version, flags), made by `caller` without the preload and all
+ * through our cuGetProcAddress with it.  `env` places the driver double. */
+static void expect_lookups_routed(const char *program, const char *env, const char *caller)
 {
-    (void)state;
-    char program[1100], log_plain[600], log_preload[600];
-    snprintf(program, sizeof program, "%s/test/gpu/static_cudart", build);
-    if (!exists(program)) {
-        print_message("SKIP: no nvcc on this machine, static_cudart not built\n");
-        skip();
-    }
-    snprintf(log_plain, sizeof log_plain, "%s/lookups.plain", scratch);
-    snprintf(log_preload, sizeof log_preload, "%s/lookups.preload", scratch);
-    char env[1400], plain[256];
-    snprintf(env, sizeof env, "GMP_FAKE_CUDA_LOG='%s'", log_plain);
-    run(env, "static_cudart", "");
+    char log_plain[600], log_preload[600], script_env[2048], plain[256];
+    snprintf(log_plain, sizeof log_plain, "%s/lookups.plain", paths.scratch);
+    snprintf(log_preload, sizeof log_preload, "%s/lookups.preload", paths.scratch);
+    unlink(log_plain); /* the double appends */
+    unlink(log_preload);
+    snprintf(script_env, sizeof script_env, "%s GMP_FAKE_CUDA_LOG='%s'", env, log_plain);
+    run(script_env, program, "");
     int plain_code = code();
     snprintf(plain, sizeof plain, "%.255s", out);
-    snprintf(env, sizeof env, "GMP_FAKE_CUDA_LOG='%s' LD_PRELOAD=\"$P\"", log_preload);
-    run(env, "static_cudart", "");
+    snprintf(script_env, sizeof script_env, "%s GMP_FAKE_CUDA_LOG='%s' LD_PRELOAD=\"$P\"", env,
+             log_preload);
+    run(script_env, program, "");
     assert_int_equal(code(), plain_code);
     assert_string_equal(out, plain);
     assert_string_equal(err, "");
@@ -245,7 +231,8 @@ static void test_nvcc_static_cudart(void **state)
     FILE *a = fopen(log_plain, "r"), *b = fopen(log_preload, "r");
     assert_non_null(a);
     assert_non_null(b);
-    char la[512], lb[512];
+    char la[512], lb[512], want_plain[128];
+    snprintf(want_plain, sizeof want_plain, " %s\n", caller);
     int lines = 0, memalloc = 0;
     while (fgets(la, sizeof la, a)) {
         if (!fgets(lb, sizeof lb, b))
@@ -253,10 +240,9 @@ static void test_nvcc_static_cudart(void **state)
         char *ca = strrchr(la, ' '), *cb = strrchr(lb, ' ');
         assert_non_null(ca);
         assert_non_null(cb);
-        /* the same name, version and flags, in the same order */
         if (ca - la != cb - lb || strncmp(la, lb, (size_t)(ca - la)))
             fail_msg("lookup %d differs: %s vs %s", lines, la, lb);
-        assert_string_equal(ca, " static_cudart\n");
+        assert_string_equal(ca, want_plain);
         assert_string_equal(cb, " libgpumemprof_preload.so\n");
         memalloc += !strncmp(la, "cuMemAlloc 3020 ", 16);
         lines++;
@@ -266,6 +252,45 @@ static void test_nvcc_static_cudart(void **state)
     fclose(b);
     assert_true(lines > 100);
     assert_int_equal(memalloc, 1);
+}
+
+/* nvcc's static cudart asks for ~440 driver entry points; the double lacks
+ * most, so cudart gives up with an error, identically with the preload. */
+static void test_nvcc_static_cudart(void **state)
+{
+    (void)state;
+    char program[1100];
+    snprintf(program, sizeof program, "%s/test/gpu/static_cudart", paths.build);
+    if (!exists(program)) {
+        print_message("SKIP: no nvcc on this machine, static_cudart not built\n");
+        skip();
+    }
+    expect_lookups_routed("static_cudart", "GMP_UNUSED=1", "static_cudart");
+}
+
+/* NVIDIA's shared libcudart finds the driver double (alone in a directory
+ * on LD_LIBRARY_PATH) and resolves through it the same way. */
+static void test_real_shared_cudart(void **state)
+{
+    (void)state;
+    char program[1100], dir[600], link[700], target[2048], env[1000];
+    snprintf(program, sizeof program, "%s/test/gpu/gpu_smoke_cuda", paths.build);
+    if (!exists(program)) {
+        print_message("SKIP: no libcudart on this machine, gpu_smoke_cuda not built\n");
+        skip();
+    }
+    snprintf(dir, sizeof dir, "%s/driver-only", paths.scratch);
+    snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
+    snprintf(target, sizeof target, "%s/libcuda.so.1", doubles);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    if (target[0] != '/') {
+        char cwd[512];
+        assert_non_null(getcwd(cwd, sizeof cwd));
+        snprintf(target, sizeof target, "%s/%s/libcuda.so.1", cwd, doubles);
+    }
+    assert_int_equal(symlink(target, link), 0);
+    snprintf(env, sizeof env, "LD_LIBRARY_PATH='%s'", dir);
+    expect_lookups_routed("gpu_smoke_cuda", env, "libcudart.so.13");
 }
 
 /* ---- CUPTI injection ------------------------------------------------------ */
@@ -284,7 +309,7 @@ static int have_cupti_double(void)
 static void bundle_events(int *total, int *from_cupti, int *allocs)
 {
     char bundle[1024];
-    json_decref(only_bundle_file(dumps, "manifest.json", bundle, sizeof bundle));
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
     json_t *events = bundle_file(bundle, "events.json");
     size_t i;
     json_t *ev;
@@ -386,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_runtime_over_driver_is_one_event),
         cmocka_unit_test(test_lookups_as_without_preload),
         cmocka_unit_test(test_nvcc_static_cudart),
+        cmocka_unit_test(test_real_shared_cudart),
         cmocka_unit_test(test_cupti_injection),
         cmocka_unit_test(test_cupti_fallbacks),
     };

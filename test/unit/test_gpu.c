@@ -34,45 +34,34 @@ static const family cuda = {"gpu_oom_cuda", "cuda", "cudaMalloc", "cudaErrorMemo
 static const family hip = {"gpu_oom_hip", "rocm", "hipMalloc", "hipErrorOutOfMemory",
                            "libamdhip64", 7};
 
-static char build[1024], preload[1200], scratch[256], dumps[512], rundir[512];
+static preload_paths paths;
 static char out[1 << 16], err[1 << 16];
 static int status;
 
 static void run(const char *env, const char *program, const char *args)
 {
-    char cmd[8192];
-    scratch_remove(dumps);
-    snprintf(cmd, sizeof cmd,
-             "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s' LD_PRELOAD='%s' %s; exec %s/test/gpu/%s %s",
-             dumps, rundir, preload, env ? env : "", build, program, args);
-    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    status = run_capture(argv, out, sizeof out, err, sizeof err);
-    if (WIFSIGNALED(status))
-        fail_msg("%s %s: signal %d; stderr: %s", program, args, WTERMSIG(status), err);
+    char script[4096];
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s' %s; exec %s/test/gpu/%s %s",
+             paths.preload, env ? env : "", paths.build, program, args);
+    status = run_script(&paths, script, out, sizeof out, err, sizeof err);
 }
 
 static int code(void)
 {
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return exit_code_of(status);
 }
-
 
 static int setup(void **state)
 {
     (void)state;
-    const char *b = getenv("GMP_BUILD");
-    snprintf(build, sizeof build, "%s", b && *b ? b : "build");
-    snprintf(preload, sizeof preload, "%s/libgpumemprof_preload.so", build);
-    scratch_make(scratch, sizeof scratch, "gpu");
-    snprintf(dumps, sizeof dumps, "%s/dumps", scratch);
-    snprintf(rundir, sizeof rundir, "%s/run", scratch);
+    preload_paths_make(&paths, "gpu");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    scratch_remove(scratch);
+    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -96,7 +85,7 @@ static void until_oom(const family *f, int device)
     if (!strstr(err, line) || count_lines(err) != 1)
         fail_msg("want one line \"%s...\", got: %s", line, err);
 
-    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "backend"), f->backend);
     assert_string_equal(json_str(md, "reason"), f->reason);
     assert_string_equal(json_str(md, "exception_type"), f->reason);
@@ -111,7 +100,7 @@ static void until_oom(const family *f, int device)
     json_t *use = json_array_get(json_object_get(md, "bytes_in_use"), 0);
     assert_int_equal(json_int(use, "bytes"), held);
     json_decref(md);
-    json_t *man = only_bundle_file(dumps, "manifest.json", NULL, 0);
+    json_t *man = only_bundle_file(paths.dumps, "manifest.json", NULL, 0);
     assert_string_equal(json_str(man, "backend"), f->backend);
     json_decref(man);
 }
@@ -135,11 +124,11 @@ static void retries(const family *f)
     assert_int_equal(code(), 0);
     assert_string_equal(out, "recovered events 1\n");
     assert_string_equal(err, "");
-    assert_int_equal(count_prefixed(dumps, "oom_dump_"), 0);
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 
     run(NULL, f->program, "retry-fail");
     assert_int_equal(code(), 0);
-    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "confirmed_by"), "second_failure");
     assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), 512 << 20);
     json_decref(md);
@@ -160,7 +149,7 @@ static void test_threads_and_fork(void **state)
         run(NULL, fams[i]->program, "threads");
         assert_int_equal(code(), 0);
         assert_string_equal(out, "threads done\n");
-        json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+        json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
         assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), 1ll << 40);
         json_decref(md);
 
@@ -168,7 +157,7 @@ static void test_threads_and_fork(void **state)
         assert_int_equal(code(), 3); /* the child's status, passed on */
         int child = 0;
         assert_int_equal(sscanf(out, "child %d", &child), 1);
-        json_t *man = only_bundle_file(dumps, "manifest.json", NULL, 0);
+        json_t *man = only_bundle_file(paths.dumps, "manifest.json", NULL, 0);
         assert_int_equal(json_int(man, "pid"), child);
         json_decref(man);
     }
@@ -197,7 +186,7 @@ static void test_real_libraries_without_gpu(void **state)
     static const char *const smokes[] = {"gpu_smoke_cuda", "gpu_smoke_hip"};
     for (int i = 0; i < 2; i++) {
         char path[2048];
-        snprintf(path, sizeof path, "%s/test/gpu/%s", build, smokes[i]);
+        snprintf(path, sizeof path, "%s/test/gpu/%s", paths.build, smokes[i]);
         if (access(path, X_OK) != 0) {
             print_message("skipped %s: the real library is not installed here\n", smokes[i]);
             continue;
@@ -208,7 +197,7 @@ static void test_real_libraries_without_gpu(void **state)
         run(NULL, smokes[i], "");
         assert_string_equal(out, plain);
         assert_string_equal(err, "");
-        assert_int_equal(count_prefixed(dumps, "oom_dump_"), 0);
+        assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
         print_message("%s: %s", smokes[i], out);
     }
 }

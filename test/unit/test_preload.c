@@ -23,8 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char build[1024], preload[1200], program[1200];
-static char scratch[256], dumps[512], rundir[512];
+static preload_paths paths;
+static char program[1200];
 static char out[1 << 16], err[1 << 16];
 static int status;
 
@@ -32,25 +32,21 @@ static int status;
 static void run_sh(const char *extra_env, const char *script)
 {
     char cmd[8192];
-    scratch_remove(dumps);
     snprintf(cmd, sizeof cmd,
-             "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s' %s; "
+             "export GMP_UNUSED=1 %s; "
              "export LD_PRELOAD=\"%s${LD_PRELOAD_AFTER:+ $LD_PRELOAD_AFTER}\"; %s",
-             dumps, rundir, extra_env ? extra_env : "", preload, script);
-    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    status = run_capture(argv, out, sizeof out, err, sizeof err);
-    if (WIFSIGNALED(status))
-        fail_msg("%s: killed by signal %d; stderr: %s", script, WTERMSIG(status), err);
+             extra_env ? extra_env : "", paths.preload, script);
+    status = run_script(&paths, cmd, out, sizeof out, err, sizeof err);
 }
 
 static int exit_code(void)
 {
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return exit_code_of(status);
 }
 
 static int bundle_count(void)
 {
-    return count_prefixed(dumps, "oom_dump_");
+    return count_prefixed(paths.dumps, "oom_dump_");
 }
 
 /* The metadata of the one bundle there is (and checks it validates). */
@@ -72,20 +68,15 @@ static void assert_one_oom_line(const char *where)
 static int setup(void **state)
 {
     (void)state;
-    const char *b = getenv("GMP_BUILD");
-    snprintf(build, sizeof build, "%s", b && *b ? b : "build");
-    snprintf(preload, sizeof preload, "%s/libgpumemprof_preload.so", build);
-    snprintf(program, sizeof program, "%s/test/programs/host_oom", build);
-    scratch_make(scratch, sizeof scratch, "preload");
-    snprintf(dumps, sizeof dumps, "%s/dumps", scratch);
-    snprintf(rundir, sizeof rundir, "%s/run", scratch);
+    preload_paths_make(&paths, "preload");
+    snprintf(program, sizeof program, "%s/test/programs/host_oom", paths.build);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    scratch_remove(scratch);
+    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -98,8 +89,8 @@ static void test_everyday_processes_pay_nothing(void **state)
     assert_int_equal(exit_code(), 0);
     assert_string_equal(out, "ok threads=1\npiped\n"); /* no thread of ours */
     assert_string_equal(err, "");
-    assert_int_equal(access(dumps, F_OK), -1);  /* no dump directory */
-    assert_int_equal(count_prefixed(rundir, ""), 0); /* no ring file */
+    assert_int_equal(access(paths.dumps, F_OK), -1);  /* no dump directory */
+    assert_int_equal(count_prefixed(paths.rundir, ""), 0); /* no ring file */
 }
 
 static void test_python_workload_unchanged(void **state)
@@ -116,7 +107,7 @@ static void test_python_workload_unchanged(void **state)
     assert_string_equal(out, plain);
     assert_string_equal(err, "");
     assert_int_equal(bundle_count(), 0);
-    assert_int_equal(count_prefixed(rundir, "ring_"), 0); /* removed at exit */
+    assert_int_equal(count_prefixed(paths.rundir, "ring_"), 0); /* removed at exit */
 }
 
 static void test_grow_until_enomem(void **state)
@@ -129,7 +120,7 @@ static void test_grow_until_enomem(void **state)
     unsigned long long asked = 0;
     assert_int_equal(sscanf(out, "failed at %llu", &asked), 1);
     assert_one_oom_line("host");
-    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "reason"), "ENOMEM");
     assert_string_equal(json_str(md, "exception_type"), "ENOMEM");
     assert_string_equal(json_str(md, "exception_module"), "libc");
@@ -162,7 +153,7 @@ static void test_python_memoryerror(void **state)
     unsigned long long asked = 0;
     assert_int_equal(sscanf(out, "MemoryError at %llu", &asked), 1);
     assert_one_oom_line("host");
-    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     long long size = json_int(json_object_get(md, "failed_request"), "size");
     /* the bytes object plus CPython's object header */
     if (size <= (long long)asked || size > (long long)asked + 64)
@@ -179,7 +170,7 @@ static void test_second_failure_and_timeout_and_first(void **state)
     snprintf(cmd, sizeof cmd, "%s fail-twice", program);
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
-    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "confirmed_by"), "second_failure");
     json_decref(md);
 
@@ -188,12 +179,12 @@ static void test_second_failure_and_timeout_and_first(void **state)
     assert_int_equal(exit_code(), 0);
     /* the watcher thread exists only once an episode has opened */
     assert_string_equal(out, "threads 1 then 2\n");
-    md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "confirmed_by"), "timeout");
     json_decref(md);
 
     run_sh("GMP_OOM_POLICY=first", cmd);
-    md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "confirmed_by"), "first");
     json_decref(md);
 }
@@ -214,10 +205,10 @@ static void test_recovery_is_not_an_oom(void **state)
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
     char path[2048];
-    json_t *md = only_bundle_file(dumps, "metadata.json", path, sizeof path);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", path, sizeof path);
     assert_int_equal(json_int(md, "recovered_episodes"), 1);
     json_decref(md);
-    json_t *events = only_bundle_file(dumps, "events.json", NULL, 0);
+    json_t *events = only_bundle_file(paths.dumps, "events.json", NULL, 0);
     int recovered = 0, ooms = 0;
     size_t i;
     json_t *ev;
@@ -239,10 +230,10 @@ static void test_forked_child(void **state)
     assert_int_equal(exit_code(), 0);
     int child = 0;
     assert_int_equal(sscanf(out, "child %d", &child), 1);
-    json_t *man = only_bundle_file(dumps, "manifest.json", NULL, 0);
+    json_t *man = only_bundle_file(paths.dumps, "manifest.json", NULL, 0);
     assert_int_equal(json_int(man, "pid"), child);
     json_decref(man);
-    json_t *env = only_bundle_file(dumps, "environment.json", NULL, 0);
+    json_t *env = only_bundle_file(paths.dumps, "environment.json", NULL, 0);
     assert_int_equal(json_int(env, "pid"), child);
     json_decref(env);
 }
@@ -255,7 +246,7 @@ static void test_sixteen_threads(void **state)
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
     assert_string_equal(out, "threads done\n");
-    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0); /* exactly one */
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0); /* exactly one */
     assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), 1ll << 60);
     json_decref(md);
 }
@@ -267,11 +258,11 @@ static void test_c_api_inside_preloaded_process(void **state)
     snprintf(cmd, sizeof cmd, "%s api", program);
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
-    json_t *md = only_bundle_file(dumps, "metadata.json", NULL, 0);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
     assert_string_equal(json_str(md, "context"), "epoch 3, step 120");
     assert_int_equal(json_int(json_object_get(md, "custom_metadata"), "batch_size"), 64);
     json_decref(md);
-    json_t *events = only_bundle_file(dumps, "events.json", NULL, 0);
+    json_t *events = only_bundle_file(paths.dumps, "events.json", NULL, 0);
     assert_string_equal(json_str(json_array_get(events, 0), "event_type"), "mark");
     json_decref(events);
 }
