@@ -130,6 +130,13 @@ typedef enum gmp_cuda_mode {
     GMP_CUDA_MODE_CUPTI      /* CUPTI; the hooks while it is not running */
 } gmp_cuda_mode;
 
+/* When a fatal signal writes a bundle (GMP_ON_CRASH). */
+typedef enum gmp_on_crash {
+    GMP_ON_CRASH_AFTER_FAILURE = 0, /* only once an allocation failed in this process */
+    GMP_ON_CRASH_ALWAYS,
+    GMP_ON_CRASH_NEVER
+} gmp_on_crash;
+
 typedef struct gmp_config {
     int enabled;                       /* GMP_ENABLED, default 1 */
     char dump_dir[GMP_PATH_MAX];       /* GMP_DUMP_DIR, default ./oom_dumps */
@@ -143,6 +150,7 @@ typedef struct gmp_config {
     uint64_t host_event_min_bytes;     /* GMP_HOST_EVENT_MIN_BYTES, default 1 MiB */
     uint32_t oom_confirm_ms;           /* GMP_OOM_CONFIRM_MS, default 1000 */
     int oom_policy_first;              /* GMP_OOM_POLICY=first|episode, default episode */
+    gmp_on_crash on_crash;             /* GMP_ON_CRASH, default after-failure */
     gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti, default auto */
 } gmp_config;
 
@@ -208,6 +216,8 @@ GMP_API void gmp_recorder_release_ring(gmp_recorder *rec);
 #define GMP_PRELOAD_RECORDER_SYMBOL "gmp_preload_recorder"
 typedef gmp_recorder *(*gmp_preload_recorder_fn)(void);
 
+#define GMP_STACK_MAX 32
+
 typedef struct gmp_failed_request {
     int present;
     gmp_api api;
@@ -215,6 +225,10 @@ typedef struct gmp_failed_request {
     int device;
     long code;
     uint64_t in_use; /* bytes in use on that device when it failed */
+    /* the failing call's return addresses, innermost first (the program's
+     * frames: the recorder's own are left out); symbolise with modules.json */
+    uint32_t stack_depth;
+    uint64_t stack[GMP_STACK_MAX];
 } gmp_failed_request;
 
 typedef struct gmp_dump_request {

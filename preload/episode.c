@@ -29,15 +29,17 @@ enum { EP_IDLE = 0, EP_OPENING, EP_OPEN, EP_COMMITTING };
 typedef struct episode {
     int state;            /* atomic */
     int success_since;    /* atomic: a success on this device since the failure */
-    uint64_t size;
-    uint64_t in_use;      /* on that device, when it failed */
     uint64_t deadline_ns;
-    long code;
-    gmp_api api;
-    int device;
+    gmp_failed_request failed; /* the call that opened it */
 } episode;
 
 static episode episodes[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
+
+/* The latest failed allocation, for a fatal signal that follows it.  Two
+ * threads failing at once may mix their fields: it is a hint, not a record. */
+static gmp_failed_request last_failure;
+static gmp_backend last_failure_backend;
+static int any_failure; /* atomic */
 int gmp_episodes_open;          /* atomic count */
 static uint32_t recovered;      /* atomic: episodes closed as recovered */
 static int watcher_started;     /* atomic; reset in a forked child */
@@ -71,35 +73,77 @@ static void where(gmp_backend backend, int device, char *out, size_t cap)
     gmp_strjoin(out, cap, gmp_backend_name(backend), ":", num, (char *)NULL);
 }
 
-/* Write the bundle of an episode this thread owns (state COMMITTING). */
-static void commit(gmp_backend backend, episode *ep, const char *confirmed_by)
+static const char *signal_name(int sig)
 {
-    gmp_classification c = gmp_classify_result(backend, ep->api, ep->code);
-    char place[32], size[32], code[24], message[320], line[GMP_PATH_MAX + 256];
-    where(backend, ep->device, place, sizeof place);
-    gmp_fmt_bytes(ep->size, size);
-    gmp_fmt_i64(ep->code, code);
-    /* "cudaMalloc of 256.0 MiB on cuda:0 failed with cudaErrorMemoryAllocation (code 2)." */
-    gmp_strjoin(message, sizeof message, gmp_api_name(ep->api), " of ", size, " on ", place,
-                " failed with ", c.reason, " (code ", code, ").", (char *)NULL);
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGABRT: return "SIGABRT";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    default: return "signal";
+    }
+}
+
+/* A fatal signal that writes the bundle: which, and where it struck. */
+typedef struct crash {
+    int sig;
+    uint64_t address;
+} crash;
+
+/* Write the bundle of a failed request (an episode this thread owns, or the
+ * last failure when a signal kills the process); crash is NULL unless one
+ * does. */
+static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
+                           const char *confirmed_by, const crash *cr)
+{
+    gmp_classification c = gmp_classify_result(backend, f->api, f->code);
+    char place[32], size[32], code[24], addr[24], reason[64], message[384];
+    char line[GMP_PATH_MAX + 256];
+    where(backend, f->device, place, sizeof place);
+    gmp_fmt_bytes(f->size, size);
+    gmp_fmt_i64(f->code, code);
+    const char *signame = cr ? signal_name(cr->sig) : NULL;
+    if (cr) {
+        gmp_fmt_hex(cr->address, addr);
+        gmp_strjoin(reason, sizeof reason, signame, " after failed allocation", (char *)NULL);
+    }
+    /* "cudaMalloc of 256.0 MiB on cuda:0 failed with cudaErrorMemoryAllocation (code 2)."
+     * "SIGSEGV at address 0x0 after malloc of 1.0 TiB on host failed with ENOMEM (code 12)." */
+    gmp_strjoin(message, sizeof message, cr ? signame : "", cr ? " at address " : "",
+                cr ? addr : "", cr ? " after " : "", gmp_api_name(f->api), " of ", size,
+                " on ", place, " failed with ", c.reason, " (code ", code, ").", (char *)NULL);
 
     gmp_dump_request req = {
-        .reason = c.reason,
-        .exception_type = c.reason,
-        .exception_module = library_of(backend, ep->api),
+        .reason = cr ? reason : c.reason,
+        .exception_type = cr ? signame : c.reason,
+        .exception_module = library_of(backend, f->api),
         .exception_message = message,
         .backend = backend,
         .confirmed_by = confirmed_by,
-        .failed = {1, ep->api, ep->size, ep->device, ep->code, ep->in_use},
+        .failed = *f,
         .recovered_episodes = __atomic_load_n(&recovered, __ATOMIC_RELAXED),
     };
+    req.failed.present = 1;
     char path[GMP_PATH_MAX];
     if (gmp_dump(gmp_pl.rec, &req, path, sizeof path)) {
-        /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P */
-        gmp_strjoin(line, sizeof line, "OOM on ", place, " (", gmp_api_name(ep->api), " ", size,
-                    ", ", c.reason, "); bundle: ", path, (char *)NULL);
+        /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P
+         * gpumemprof: SIGSEGV after failed allocation (malloc 1.0 TiB on host, ENOMEM); bundle: P */
+        if (cr)
+            gmp_strjoin(line, sizeof line, reason, " (", gmp_api_name(f->api), " ", size, " on ",
+                        place, ", ", c.reason, "); bundle: ", path, (char *)NULL);
+        else
+            gmp_strjoin(line, sizeof line, "OOM on ", place, " (", gmp_api_name(f->api), " ",
+                        size, ", ", c.reason, "); bundle: ", path, (char *)NULL);
         gmp_log("%s", line);
     }
+}
+
+/* Write the bundle of an episode this thread owns (state COMMITTING). */
+static void commit(gmp_backend backend, episode *ep, const char *confirmed_by,
+                   const crash *cr)
+{
+    commit_failure(backend, &ep->failed, confirmed_by, cr);
     __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
 }
@@ -121,7 +165,7 @@ void gmp_episode_check_deadlines(void)
             episode *ep = &episodes[b][d];
             if (__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) == EP_OPEN &&
                 now >= ep->deadline_ns && try_take(ep))
-                commit((gmp_backend)b, ep, "timeout");
+                commit((gmp_backend)b, ep, "timeout", NULL);
         }
 }
 
@@ -166,12 +210,18 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
                  (int32_t)code, in_use);
     if (!c.is_oom)
         return;
+    gmp_failed_request f = {1, api, size, device, code, in_use, 0, {0}};
+    f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);
+    last_failure = f;
+    last_failure_backend = backend;
+    __atomic_store_n(&any_failure, 1, __ATOMIC_RELEASE);
+    gmp_crash_arm();
     episode *ep = &episodes[backend][gmp_device_index(device)];
     int state = __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE);
     if (state == EP_OPEN) {
         if (!__atomic_exchange_n(&ep->success_since, 0, __ATOMIC_ACQ_REL) &&
-            size >= ep->size && try_take(ep))
-            commit(backend, ep, "second_failure");
+            size >= ep->failed.size && try_take(ep))
+            commit(backend, ep, "second_failure", NULL);
         return; /* smaller retries (a BFC allocator's) keep the episode open */
     }
     int expected = EP_IDLE;
@@ -179,18 +229,14 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
         !__atomic_compare_exchange_n(&ep->state, &expected, EP_OPENING, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return; /* being opened or committed by another thread right now */
-    ep->size = size;
-    ep->in_use = in_use;
-    ep->api = api;
-    ep->code = code;
-    ep->device = device;
+    ep->failed = f;
     ep->deadline_ns = now_ns() + gmp_pl.confirm_ns;
     __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->state, EP_OPEN, __ATOMIC_RELEASE);
     if (gmp_pl.policy_first) {
         if (try_take(ep))
-            commit(backend, ep, "first");
+            commit(backend, ep, "first", NULL);
         return;
     }
     ensure_watcher();
@@ -201,10 +247,12 @@ void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_
     episode *ep = &episodes[backend][gmp_device_index(device)];
     if (GMP_LIKELY(__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) != EP_OPEN))
         return;
-    if (size < ep->size) {
+    uint64_t failed_size = ep->failed.size;
+    if (size < failed_size) {
         /* A small success (another thread's 64-byte malloc) says nothing
          * about whether the failed request could succeed now. */
-        uint64_t meaningful = ep->size < gmp_pl.host_event_min ? ep->size : gmp_pl.host_event_min;
+        uint64_t meaningful = failed_size < gmp_pl.host_event_min ? failed_size
+                                                                   : gmp_pl.host_event_min;
         if (size >= meaningful)
             __atomic_store_n(&ep->success_since, 1, __ATOMIC_RELEASE);
         return;
@@ -213,7 +261,8 @@ void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_
     if (!__atomic_compare_exchange_n(&ep->state, &expected, EP_COMMITTING, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
-    gmp_pl_event(GMP_EV_OOM_RECOVERED, backend, device, ep->api, 0, ep->size, 0, in_use);
+    gmp_pl_event(GMP_EV_OOM_RECOVERED, backend, device, ep->failed.api, 0, failed_size, 0,
+                 in_use);
     __atomic_fetch_add(&recovered, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
@@ -226,7 +275,7 @@ void gmp_episode_commit_all(const char *confirmed_by)
     for (int b = 0; b < GMP_BACKEND_COUNT; b++)
         for (int d = 0; d <= GMP_MAX_DEVICES; d++)
             if (try_take(&episodes[b][d]))
-                commit((gmp_backend)b, &episodes[b][d], confirmed_by);
+                commit((gmp_backend)b, &episodes[b][d], confirmed_by, NULL);
 }
 
 void gmp_episode_wait_commits(unsigned max_ms)
@@ -243,10 +292,50 @@ void gmp_episode_wait_commits(unsigned max_ms)
     }
 }
 
+void gmp_episode_crash(int sig, const siginfo_t *info)
+{
+    int failed = __atomic_load_n(&any_failure, __ATOMIC_ACQUIRE);
+    if (!gmp_pl_active() || gmp_pl.on_crash == GMP_ON_CRASH_NEVER ||
+        (!failed && gmp_pl.on_crash != GMP_ON_CRASH_ALWAYS))
+        return;
+    crash cr = {sig, info ? (uint64_t)(uintptr_t)info->si_addr : 0};
+    /* an open episode is this death's cause: its bundle names the signal */
+    int written = 0;
+    for (int b = 0; b < GMP_BACKEND_COUNT; b++)
+        for (int d = 0; d <= GMP_MAX_DEVICES; d++)
+            if (try_take(&episodes[b][d])) {
+                commit((gmp_backend)b, &episodes[b][d], "signal", &cr);
+                written = 1;
+            }
+    if (written)
+        return;
+    if (failed) {
+        gmp_failed_request f = last_failure;
+        commit_failure(last_failure_backend, &f, "signal", &cr);
+        return;
+    }
+    /* GMP_ON_CRASH=always, and no allocation ever failed */
+    char addr[24], message[96], path[GMP_PATH_MAX];
+    gmp_fmt_hex(cr.address, addr);
+    gmp_strjoin(message, sizeof message, signal_name(sig), " at address ", addr, ".",
+                (char *)NULL);
+    gmp_dump_request req = {
+        .reason = signal_name(sig),
+        .exception_type = signal_name(sig),
+        .exception_message = message,
+        .backend = GMP_BACKEND_CPU,
+        .confirmed_by = "signal",
+        .recovered_episodes = __atomic_load_n(&recovered, __ATOMIC_RELAXED),
+    };
+    if (gmp_dump(gmp_pl.rec, &req, path, sizeof path))
+        gmp_log("%s; bundle: %s", signal_name(sig), path);
+}
+
 void gmp_episode_after_fork(void)
 {
     /* the child inherits no episode and no watcher thread */
     memset(episodes, 0, sizeof episodes);
+    __atomic_store_n(&any_failure, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&gmp_episodes_open, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&watcher_started, 0, __ATOMIC_RELAXED);
 }

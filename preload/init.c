@@ -47,6 +47,7 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.confirm_ns = (uint64_t)cfg.oom_confirm_ms * 1000000ull;
     gmp_pl.policy_first = cfg.oom_policy_first;
     gmp_pl.cuda_mode = cfg.cuda_mode;
+    gmp_pl.on_crash = cfg.on_crash;
     gmp_pl.rec = gmp_recorder_create(&cfg);
     if (!gmp_pl.rec) {
         gmp_log("cannot create the recorder; recording is off");
@@ -62,6 +63,8 @@ __attribute__((constructor)) static void on_load(void)
                 "the interposer");
     pthread_atfork(NULL, NULL, after_fork_in_child);
     __atomic_store_n(&gmp_pl.state, GMP_PL_ACTIVE, __ATOMIC_RELEASE);
+    if (cfg.on_crash == GMP_ON_CRASH_ALWAYS)
+        gmp_crash_arm();
     gmp_in_hook--;
 }
 

@@ -13,6 +13,8 @@
  *   dlsym.c       the exported dlsym: how programs reach the CUDA driver
  *   cuda_driver.c the driver's hooks, exported and routed (cuGetProcAddress)
  *   cupti.c       CUPTI injection, the second way into CUDA
+ *   stack.c       the return addresses of a failing call
+ *   crash.c       fatal signals after a failed allocation
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -20,6 +22,7 @@
 #include "gpumemprof.h"
 #include "util.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +41,7 @@ typedef struct gmp_preload {
     uint64_t confirm_ns;       /* GMP_OOM_CONFIRM_MS */
     int policy_first;          /* GMP_OOM_POLICY=first */
     int cuda_mode;             /* GMP_CUDA_MODE: gmp_cuda_mode */
+    int on_crash;              /* GMP_ON_CRASH: gmp_on_crash */
 } gmp_preload;
 
 GMP_HIDDEN extern gmp_preload gmp_pl;
@@ -91,6 +95,18 @@ static inline int gmp_any_episode_open(void)
 {
     return __atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED) != 0;
 }
+
+/* stack.c: the caller's return addresses, the preload's frames left out. */
+GMP_HIDDEN uint32_t gmp_stack_capture(uint64_t *out, uint32_t max);
+
+/* crash.c: fatal-signal handlers (GMP_ON_CRASH).  arm installs them once and
+ * gives the calling thread an alternate stack; called at start (always) or
+ * at a thread's first failed allocation (after-failure). */
+GMP_HIDDEN void gmp_crash_arm(void);
+
+/* episode.c: a fatal signal is killing the process; writes the bundle the
+ * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock). */
+GMP_HIDDEN void gmp_episode_crash(int sig, const siginfo_t *info);
 
 /* dlsym.c: the real dlsym, for the preload's own lookups (RTLD_NEXT from
  * here means after the preload, as it should). */

@@ -113,6 +113,11 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
         gmp_jw_ki64(w, "device", req->failed.device);
         gmp_jw_ki64(w, "code", req->failed.code);
         gmp_jw_ku64(w, "bytes_in_use", req->failed.in_use);
+        gmp_jw_key(w, "stack");
+        gmp_jw_arr_begin(w);
+        for (uint32_t i = 0; i < req->failed.stack_depth && i < GMP_STACK_MAX; i++)
+            gmp_jw_hex(w, req->failed.stack[i]);
+        gmp_jw_arr_end(w);
         gmp_jw_obj_end(w);
     } else {
         gmp_jw_null(w);
@@ -146,20 +151,39 @@ static void fill_environment(gmp_jw *w, bundle_ctx *ctx)
                                 gmp_backend_name(ctx->in->req->backend));
 }
 
+static void fill_modules(gmp_jw *w, bundle_ctx *ctx)
+{
+    gmp_modules_write(w, ctx->scratch, sizeof ctx->scratch);
+}
+
 static void fill_manifest(gmp_jw *w, bundle_ctx *ctx);
 
 /* The files of a bundle in the order they are written: the manifest last,
- * once the event count is known, listing exactly these. */
+ * once the event count is known, listing exactly those written.  Files of
+ * the live process (self_only) are left out of a bundle written for
+ * another, dead one. */
 static const struct bundle_file {
     const char *name;
     void (*fill)(gmp_jw *w, bundle_ctx *ctx);
+    int self_only;
 } bundle_files[] = {
-    {"events.json", fill_events},
-    {"metadata.json", fill_metadata},
-    {"environment.json", fill_environment},
-    {"manifest.json", fill_manifest},
+    {"events.json", fill_events, 0},
+    {"metadata.json", fill_metadata, 0},
+    {"environment.json", fill_environment, 1},
+    {"modules.json", fill_modules, 1},
+    {"manifest.json", fill_manifest, 0},
 };
 #define BUNDLE_FILE_COUNT (sizeof bundle_files / sizeof *bundle_files)
+
+static int wanted(const struct bundle_file *file, const gmp_bundle_input *in)
+{
+    return !file->self_only || in->pid == 0;
+}
+
+static int32_t subject_pid(const gmp_bundle_input *in)
+{
+    return in->pid ? in->pid : (int32_t)getpid();
+}
 
 static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
 {
@@ -177,11 +201,11 @@ static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
     gmp_jw_arr_begin(w);
     gmp_jw_str(w, "manifest.json");
     for (size_t i = 0; i < BUNDLE_FILE_COUNT; i++)
-        if (bundle_files[i].fill != fill_manifest)
+        if (bundle_files[i].fill != fill_manifest && wanted(&bundle_files[i], in))
             gmp_jw_str(w, bundle_files[i].name);
     gmp_jw_arr_end(w);
     gmp_jw_ku64(w, "created_at_ns", in->time_ns);
-    gmp_jw_ki64(w, "pid", getpid());
+    gmp_jw_ki64(w, "pid", subject_pid(in));
     gmp_jw_kstr(w, "generator", "gpumemprof " GMP_VERSION_STRING);
     gmp_jw_obj_end(w);
 }
@@ -220,12 +244,13 @@ static void remove_partial(int dirfd, const char *tmp)
 }
 
 /* "oom_dump_<compact>_<pid>_<backend>_<seq>" */
-static void make_name(char *out, size_t cap, const char *prefix, uint64_t time_ns,
-                      gmp_backend backend, uint64_t seq)
+static void make_name(char *out, size_t cap, const char *prefix, const gmp_bundle_input *in,
+                      uint64_t seq)
 {
     char stamp[21], pid[24], num[24];
-    gmp_fmt_utc((int64_t)(time_ns / 1000000000ull), stamp, 0);
-    gmp_fmt_u64((uint64_t)getpid(), pid);
+    gmp_backend backend = in->req->backend;
+    gmp_fmt_utc((int64_t)(in->time_ns / 1000000000ull), stamp, 0);
+    gmp_fmt_u64((uint64_t)subject_pid(in), pid);
     gmp_fmt_u64(seq, num);
     gmp_strjoin(out, cap, prefix, stamp, "_", pid, "_", gmp_backend_name(backend), "_", num,
                 (char *)NULL);
@@ -258,7 +283,8 @@ static int write_contents(int dirfd, const char *tmp, const char *name,
     ctx.name = name;
     int rc = 0;
     for (size_t i = 0; i < BUNDLE_FILE_COUNT && !rc; i++)
-        rc = write_json_file(bfd, &bundle_files[i], buf, &ctx);
+        if (wanted(&bundle_files[i], in))
+            rc = write_json_file(bfd, &bundle_files[i], buf, &ctx);
     int saved = errno;
     close(bfd);
     errno = saved;
@@ -287,8 +313,8 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
     int rc = -1;
     for (int attempt = 0; attempt < NAME_ATTEMPTS && rc < 0; attempt++) {
         uint64_t seq = __atomic_add_fetch(&bundle_seq, 1, __ATOMIC_RELAXED);
-        make_name(name, sizeof name, GMP_BUNDLE_PREFIX, in->time_ns, in->req->backend, seq);
-        make_name(tmp, sizeof tmp, GMP_BUNDLE_TMP_PREFIX, in->time_ns, in->req->backend, seq);
+        make_name(name, sizeof name, GMP_BUNDLE_PREFIX, in, seq);
+        make_name(tmp, sizeof tmp, GMP_BUNDLE_TMP_PREFIX, in, seq);
         if (faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
             continue;
         if (mkdirat(dirfd, tmp, 0700) < 0) {

@@ -23,6 +23,7 @@ typedef struct gmp_bundle_input {
     const char *context;           /* resolved: request, else config */
     const char *metadata_json;     /* a checked JSON object */
     uint64_t time_ns;              /* when the bundle is made */
+    int32_t pid;                   /* whose bundle: 0 = the calling process */
 } gmp_bundle_input;
 
 /* Writes the bundle; returns 0 with its path in path_out (and its name in
@@ -34,6 +35,9 @@ GMP_HIDDEN int gmp_bundle_write(const gmp_bundle_input *in, char *path_out,
  * scratch holds /proc reads. */
 GMP_HIDDEN void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t cap,
                                             const char *backend);
+
+/* modules.json of the calling process (modules.c); buf holds /proc reads. */
+GMP_HIDDEN void gmp_modules_write(gmp_jw *w, char *buf, size_t cap);
 
 /* Is the environment variable name one whose value must never be written? */
 GMP_HIDDEN int gmp_env_name_is_secret(const char *name, size_t len);

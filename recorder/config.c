@@ -30,6 +30,16 @@ void gmp_config_defaults(gmp_config *cfg)
     cfg->oom_confirm_ms = 1000;
     cfg->oom_policy_first = 0;
     cfg->cuda_mode = GMP_CUDA_MODE_AUTO;
+    cfg->on_crash = GMP_ON_CRASH_AFTER_FAILURE;
+}
+
+/* The index of v in names (n of them), or -1. */
+static int one_of(const char *v, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, names[i]))
+            return i;
+    return -1;
 }
 
 /* Shows at most 64 bytes of a bad value, so a 1 MiB variable is one line. */
@@ -155,14 +165,22 @@ int gmp_config_from_env(gmp_config *cfg)
     }
     if ((v = getenv("GMP_CUDA_MODE"))) {
         static const char *const modes[] = {"auto", "interpose", "cupti"};
-        int found = -1;
-        for (int i = 0; i < 3; i++)
-            if (!strcmp(v, modes[i]))
-                found = i;
+        int found = one_of(v, modes, 3);
         if (found >= 0) {
             cfg->cuda_mode = (gmp_cuda_mode)found;
         } else {
             complain("GMP_CUDA_MODE", v, "is not auto, interpose or cupti", "auto");
+            bad++;
+        }
+    }
+    if ((v = getenv("GMP_ON_CRASH"))) {
+        static const char *const modes[] = {"after-failure", "always", "never"};
+        int found = one_of(v, modes, 3);
+        if (found >= 0) {
+            cfg->on_crash = (gmp_on_crash)found;
+        } else {
+            complain("GMP_ON_CRASH", v, "is not after-failure, always or never",
+                     "after-failure");
             bad++;
         }
     }

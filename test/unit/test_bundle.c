@@ -100,8 +100,8 @@ static void test_bundle_contents(void **state)
     assert_int_equal(strlen(stamp), 16);
 
     static const char *const files[] = {"manifest.json", "events.json", "metadata.json",
-                                        "environment.json"};
-    for (size_t i = 0; i < 4; i++) {
+                                        "environment.json", "modules.json"};
+    for (size_t i = 0; i < 5; i++) {
         char f[8192];
         snprintf(f, sizeof f, "%s/%s", path, files[i]);
         assert_mode(f, 0600);
@@ -116,8 +116,29 @@ static void test_bundle_contents(void **state)
     const char *created = json_string_value(json_object_get(man, "created_at_utc"));
     assert_int_equal(strlen(created), 20);
     assert_int_equal(created[10], 'T');
-    assert_int_equal(json_array_size(json_object_get(man, "files")), 4);
+    assert_int_equal(json_array_size(json_object_get(man, "files")), 5);
     json_decref(man);
+
+    /* the module map: this program and libc, each with its load bias and
+     * build-id, as /proc/self/maps and the ELF notes give them */
+    json_t *mods = bundle_file(path, "modules.json");
+    size_t mi;
+    json_t *mod;
+    int self = 0, libc = 0;
+    json_array_foreach(mods, mi, mod) {
+        const char *mpath = json_str(mod, "path"), *id = json_str(mod, "build_id");
+        const char *slash = strrchr(mpath, '/');
+        assert_non_null(slash);
+        assert_int_equal(strncmp(json_str(mod, "base"), "0x", 2), 0);
+        if (!strcmp(slash, "/test_bundle")) {
+            self++;
+            assert_true(strlen(id) == 40 && strspn(id, "0123456789abcdef") == 40);
+        }
+        libc += !strncmp(slash, "/libc.so", 8) || !strncmp(slash, "/libc-", 6);
+    }
+    assert_int_equal(self, 1);
+    assert_int_equal(libc, 1);
+    json_decref(mods);
 
     json_t *events = bundle_file(path, "events.json");
     assert_int_equal(json_array_size(events), 100);

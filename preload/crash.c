@@ -1,0 +1,107 @@
+/*
+ * crash.c — the corrupted death (seed 002): malloc returns NULL, the
+ * program writes through it, SIGSEGV.  Handlers for SIGSEGV, SIGBUS,
+ * SIGABRT, SIGILL and SIGFPE write the bundle (episode.c decides which,
+ * by GMP_ON_CRASH), then hand the signal on exactly as it would have gone:
+ * to the handler that was there before ours, or to the default action with
+ * the same signal, so the exit status and the core dump do not change.
+ *
+ * With the default after-failure mode nothing is installed until the first
+ * failed allocation: a healthy process keeps its signal dispositions
+ * untouched.  A handler the program installs later replaces ours and works
+ * as it would without us.  Each thread that failed an allocation gets an
+ * alternate stack (64 KiB, kept for the thread's life), so a stack
+ * exhausted by the failure still leaves room for the bundle.
+ */
+#include "preload.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define ALT_STACK_SIZE (64 * 1024)
+
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
+#define FATAL_COUNT (sizeof fatal_signals / sizeof *fatal_signals)
+
+static struct sigaction previous[FATAL_COUNT];
+static int armed;                      /* atomic: 0 no, 1 installing, 2 installed */
+static int crashing;                   /* atomic: the first fatal signal dumps */
+static __thread int has_alt_stack __attribute__((tls_model("initial-exec")));
+
+static int slot_of(int sig)
+{
+    for (size_t i = 0; i < FATAL_COUNT; i++)
+        if (fatal_signals[i] == sig)
+            return (int)i;
+    return -1;
+}
+
+static void on_fatal(int sig, siginfo_t *info, void *ucontext)
+{
+    int saved = errno;
+    int i = slot_of(sig);
+    if (!__atomic_exchange_n(&crashing, 1, __ATOMIC_ACQ_REL)) {
+        gmp_in_hook++;
+        gmp_episode_crash(sig, info);
+        gmp_in_hook--;
+    }
+    errno = saved;
+    if (i < 0)
+        return;
+    struct sigaction *prev = &previous[i];
+    if ((prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction) {
+        prev->sa_sigaction(sig, info, ucontext);
+        return;
+    }
+    if (!(prev->sa_flags & SA_SIGINFO) && prev->sa_handler != SIG_DFL &&
+        prev->sa_handler != SIG_IGN) {
+        prev->sa_handler(sig);
+        return;
+    }
+    /* The disposition from before us, then the signal again: a fault
+     * repeats when we return (and the kernel never lets one be ignored);
+     * a sent signal (kill, raise, abort) is sent once more, blocked until
+     * this handler returns. */
+    sigaction(sig, prev, NULL);
+    if ((info == NULL || info->si_code <= 0) && prev->sa_handler == SIG_DFL)
+        raise(sig);
+}
+
+static void give_thread_alt_stack(void)
+{
+    if (has_alt_stack)
+        return;
+    has_alt_stack = 1;
+    stack_t current;
+    if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_DISABLE))
+        return; /* the program has its own */
+    void *mem = mmap(NULL, ALT_STACK_SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED)
+        return;
+    stack_t alt = {.ss_sp = mem, .ss_size = ALT_STACK_SIZE, .ss_flags = 0};
+    if (sigaltstack(&alt, NULL) != 0)
+        munmap(mem, ALT_STACK_SIZE);
+}
+
+void gmp_crash_arm(void)
+{
+    if (gmp_pl.on_crash == GMP_ON_CRASH_NEVER)
+        return;
+    int saved = errno;
+    give_thread_alt_stack();
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&armed, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fatal;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < FATAL_COUNT; i++)
+            sigaction(fatal_signals[i], &sa, &previous[i]);
+        __atomic_store_n(&armed, 2, __ATOMIC_RELEASE);
+    }
+    errno = saved;
+}

@@ -1,0 +1,135 @@
+/*
+ * modules.c — the module map of the calling process, for modules.json: each
+ * mapped ELF object's path, load bias and GNU build-id, so that the return
+ * addresses in a bundle can be symbolised later, on another machine
+ * (addr2line -e PATH ADDRESS-BASE, or a debuginfod lookup by build-id).
+ *
+ * Runs on the emergency path (a fatal signal): /proc/self/maps is read with
+ * read(2) into the caller's buffer and the ELF headers and notes are read in
+ * place from the mapping, so no lock (dl_iterate_phdr takes the loader's)
+ * and no allocation.
+ */
+#include "bundle.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+static int parse_hex(const char **s, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *p = *s;
+    int digits = 0;
+    for (;; p++, digits++) {
+        char c = *p;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            break;
+        v = v << 4 | (uint64_t)d;
+    }
+    *s = p;
+    *out = v;
+    return digits > 0;
+}
+
+/* The GNU build-id in the notes of the object mapped at [start, end), as
+ * hex into out (empty when there is none); its load bias in *bias. */
+static void read_elf(uint64_t start, uint64_t end, uint64_t *bias, char *out, size_t cap)
+{
+    out[0] = '\0';
+    *bias = start;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(uintptr_t)start;
+    if (end - start < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_phentsize != sizeof(Elf64_Phdr) ||
+        eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > end - start)
+        return;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(uintptr_t)(start + eh->e_phoff);
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
+            *bias = start - (ph[i].p_vaddr & ~(uint64_t)0xfff);
+            break;
+        }
+    for (int i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_NOTE)
+            continue;
+        uint64_t at = *bias + ph[i].p_vaddr, stop = at + ph[i].p_memsz;
+        if (at < start || stop > end || stop < at)
+            continue; /* only notes inside this readable mapping */
+        while (at + sizeof(Elf64_Nhdr) <= stop) {
+            const Elf64_Nhdr *n = (const Elf64_Nhdr *)(uintptr_t)at;
+            uint64_t name = at + sizeof *n, desc = name + ((n->n_namesz + 3) & ~3u);
+            uint64_t next = desc + ((n->n_descsz + 3) & ~3u);
+            if (next > stop || next <= at)
+                break;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+                !memcmp((const void *)(uintptr_t)name, "GNU", 4) && n->n_descsz * 2 < cap) {
+                static const char hex[] = "0123456789abcdef";
+                const unsigned char *d = (const unsigned char *)(uintptr_t)desc;
+                for (uint32_t k = 0; k < n->n_descsz; k++) {
+                    out[2 * k] = hex[d[k] >> 4];
+                    out[2 * k + 1] = hex[d[k] & 15];
+                }
+                out[2 * n->n_descsz] = '\0';
+                return;
+            }
+            at = next;
+        }
+    }
+}
+
+/* One line of /proc/self/maps: "start-end perms offset dev inode path". */
+static void module_line(gmp_jw *w, const char *line)
+{
+    uint64_t start, end, offset;
+    const char *p = line;
+    if (!parse_hex(&p, &start) || *p++ != '-' || !parse_hex(&p, &end) || *p++ != ' ')
+        return;
+    if (p[0] != 'r' || !p[1] || !p[2] || !p[3] || p[4] != ' ')
+        return;
+    p += 5;
+    if (!parse_hex(&p, &offset) || offset != 0)
+        return; /* the object's first mapping holds its ELF header */
+    const char *path = strchr(p, '/');
+    if (!path || end <= start)
+        return;
+    uint64_t bias;
+    char build_id[129];
+    read_elf(start, end, &bias, build_id, sizeof build_id);
+    if (bias == start && memcmp((const void *)(uintptr_t)start, ELFMAG, SELFMAG) != 0)
+        return; /* a mapped data file, not an object */
+    gmp_jw_next_line(w);
+    gmp_jw_obj_begin(w);
+    gmp_jw_kstr(w, "path", path);
+    gmp_jw_key(w, "base");
+    gmp_jw_hex(w, bias);
+    gmp_jw_kstr(w, "build_id", build_id[0] ? build_id : NULL);
+    gmp_jw_obj_end(w);
+}
+
+void gmp_modules_write(gmp_jw *w, char *buf, size_t cap)
+{
+    gmp_jw_arr_begin(w);
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    size_t have = 0;
+    while (fd >= 0) {
+        ssize_t n = read(fd, buf + have, cap - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        char *line = buf, *nl;
+        while ((nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
+            *nl = '\0';
+            module_line(w, line);
+            line = nl + 1;
+        }
+        have = (size_t)(buf + have - line);
+        memmove(buf, line, have);
+        if (have == cap - 1)
+            have = 0; /* a line longer than the buffer: skipped */
+    }
+    if (fd >= 0)
+        close(fd);
+    gmp_jw_space(w, "\n");
+    gmp_jw_arr_end(w);
+}

@@ -1,0 +1,61 @@
+/*
+ * naive_malloc.c — seed 002's program: allocates what it is told and writes
+ * through the result without checking it.  Usage:
+ *   naive_malloc SIZE          malloc(SIZE), then write "OK\n" into it
+ *   naive_malloc segv          write through NULL with no allocation at all
+ *   naive_malloc abort SIZE    malloc(SIZE) fails, then abort()
+ *   naive_malloc handler SIZE  install a SIGSEGV handler that prints and
+ *                              _exit(42)s, then as SIZE (handlers keep working)
+ * allocate_unchecked is the function a bundle's native stack must name.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char *allocate_unchecked(size_t size);
+__attribute__((noinline)) char *allocate_unchecked(size_t size)
+{
+    char *data = malloc(size);
+    __asm__ volatile("" ::"r"(data) : "memory"); /* a real call, not a tail call */
+    return data;
+}
+
+static void on_segv(int sig)
+{
+    (void)sig;
+    static const char msg[] = "program handler\n";
+    (void)!write(1, msg, sizeof msg - 1);
+    _exit(42);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    if (!strcmp(argv[1], "segv")) {
+        volatile char *nothing = NULL;
+        nothing[0] = 'X';
+        return 0;
+    }
+    if (!strcmp(argv[1], "abort") && argc > 2) {
+        char *p = allocate_unchecked(strtoull(argv[2], NULL, 10));
+        if (!p)
+            abort();
+        return 0;
+    }
+    const char *size_arg = argv[1];
+    if (!strcmp(argv[1], "handler") && argc > 2) {
+        signal(SIGSEGV, on_segv);
+        size_arg = argv[2];
+    }
+    char *data = allocate_unchecked(strtoull(size_arg, NULL, 10));
+    /* Uh oh, didn't check for NULL return result. */
+    data[0] = 'O';
+    data[1] = 'K';
+    data[2] = '\n';
+    data[3] = 0;
+    printf("%s", data);
+    return 0;
+}

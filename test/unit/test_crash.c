@@ -1,0 +1,208 @@
+/*
+ * test_crash.c — the corrupted death (seed 002): a program that writes
+ * through the NULL a failed malloc returned.  Under the preload it dies
+ * exactly as without (status, signal, output), with one bundle that names
+ * the signal, the failed request and a native stack that symbolises to the
+ * allocating function; GMP_ON_CRASH decides when a signal writes at all,
+ * and the program's own handlers still run.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HUGE "10000000000000000" /* 8.9 PiB: malloc says ENOMEM */
+
+static preload_paths paths;
+static char program[2048], out[1 << 16], err[1 << 16];
+
+/* naive_malloc ARG [ARG2] under the preload (unless `env` is
+ * "GMP_ENABLED=0" or another NAME=VALUE for it); run without a shell, so
+ * that no shell reports the death on stderr.  out ends with "status N"
+ * (128+signal for a death by signal, as a shell would say). */
+static void run(const char *env, const char *arg, const char *arg2)
+{
+    char name[64] = "", value[64] = "";
+    if (env)
+        sscanf(env, "%63[^=]=%63s", name, value);
+    setenv("LD_PRELOAD", paths.preload, 1);
+    setenv("GMP_DUMP_DIR", paths.dumps, 1);
+    setenv("GMP_RUN_DIR", paths.rundir, 1);
+    if (*name)
+        setenv(name, value, 1);
+    scratch_remove(paths.dumps);
+    const char *argv[] = {program, arg, arg2, NULL};
+    int status = run_capture(argv, out, sizeof out - 32, err, sizeof err);
+    unsetenv("LD_PRELOAD");
+    if (*name)
+        unsetenv(name);
+    int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    snprintf(out + strlen(out), 32, "status %d\n", code);
+}
+
+static int bundles(void)
+{
+    return count_prefixed(paths.dumps, "oom_dump_");
+}
+
+/* The same output and status with and without the preload. */
+static void same_death(const char *env, const char *arg, const char *arg2, const char *want_out)
+{
+    run("GMP_ENABLED=0", arg, arg2);
+    assert_string_equal(out, want_out);
+    run(env, arg, arg2);
+    assert_string_equal(out, want_out);
+}
+
+/* The one bundle's metadata; its stderr line starts with `line`. */
+static json_t *crash_bundle(const char *line, char *path, size_t cap)
+{
+    if (strncmp(err, line, strlen(line)) || count_lines(err) != 1)
+        fail_msg("want one line \"%s...\", got: %s", line, err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", path, cap);
+    assert_string_equal(json_str(md, "confirmed_by"), "signal");
+    return md;
+}
+
+/* Seed 002: exit status 139, one bundle naming SIGSEGV and the failed size. */
+static void test_segv_after_failed_malloc(void **state)
+{
+    (void)state;
+    char bundle[1024];
+    same_death(NULL, HUGE, NULL, "status 139\n");
+    json_t *md = crash_bundle("gpumemprof: SIGSEGV after failed allocation (malloc 8.9 PiB on "
+                              "host, ENOMEM); bundle: ",
+                              bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "reason"), "SIGSEGV after failed allocation");
+    assert_string_equal(json_str(md, "exception_type"), "SIGSEGV");
+    assert_string_equal(json_str(md, "exception_message"),
+                        "SIGSEGV at address 0x0 after malloc of 8.9 PiB on host failed with "
+                        "ENOMEM (code 12).");
+    json_t *fr = json_object_get(md, "failed_request");
+    assert_string_equal(json_str(fr, "api"), "malloc");
+    assert_int_equal(json_int(fr, "size"), 10000000000000000ll);
+    assert_int_equal(json_int(fr, "code"), 12);
+
+    /* the stack's first address, against the program's load bias in
+     * modules.json, is in allocate_unchecked according to addr2line */
+    const char *first = json_string_value(json_array_get(json_object_get(fr, "stack"), 0));
+    assert_non_null(first);
+    json_t *mods = bundle_file(bundle, "modules.json");
+    unsigned long long base = 0, at = strtoull(first, NULL, 16);
+    size_t i;
+    json_t *m;
+    json_array_foreach(mods, i, m) {
+        if (!strcmp(json_str(m, "path"), program))
+            base = strtoull(json_str(m, "base"), NULL, 16);
+    }
+    json_decref(mods);
+    json_decref(md);
+    assert_true(base != 0 && at > base);
+    if (access("/usr/bin/addr2line", X_OK) != 0) {
+        print_message("SKIP: no addr2line to symbolise with\n");
+        return;
+    }
+    char cmd[2400], sym[1024], none[64];
+    snprintf(cmd, sizeof cmd, "addr2line -f -e '%s' 0x%llx", program, at - base - 1);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    run_capture(argv, sym, sizeof sym, none, sizeof none);
+    if (strncmp(sym, "allocate_unchecked\n", 19))
+        fail_msg("the stack symbolises to %s", sym);
+}
+
+/* A segfault with no failed allocation is not ours to report... */
+static void test_plain_segv_writes_nothing(void **state)
+{
+    (void)state;
+    same_death(NULL, "segv", NULL, "status 139\n");
+    assert_string_equal(err, "");
+    assert_int_equal(bundles(), 0);
+}
+
+/* ...unless GMP_ON_CRASH=always. */
+static void test_on_crash_always(void **state)
+{
+    (void)state;
+    same_death("GMP_ON_CRASH=always", "segv", NULL, "status 139\n");
+    json_t *md = crash_bundle("gpumemprof: SIGSEGV; bundle: ", NULL, 0);
+    assert_string_equal(json_str(md, "reason"), "SIGSEGV");
+    assert_true(json_is_null(json_object_get(md, "failed_request")));
+    json_decref(md);
+}
+
+/* GMP_ON_CRASH=never: the failure still records, the signal writes nothing. */
+static void test_on_crash_never(void **state)
+{
+    (void)state;
+    same_death("GMP_ON_CRASH=never", HUGE, NULL, "status 139\n");
+    assert_string_equal(err, "");
+    assert_int_equal(bundles(), 0);
+}
+
+/* abort() after the failure: SIGABRT, status 134, as without us. */
+static void test_abort_after_failed_malloc(void **state)
+{
+    (void)state;
+    same_death(NULL, "abort", HUGE, "status 134\n");
+    json_t *md = crash_bundle("gpumemprof: SIGABRT after failed allocation (malloc 8.9 PiB on "
+                              "host, ENOMEM); bundle: ",
+                              NULL, 0);
+    assert_string_equal(json_str(md, "reason"), "SIGABRT after failed allocation");
+    json_decref(md);
+}
+
+/* The program's own SIGSEGV handler (installed before the failure) still
+ * runs after the bundle is written, and decides the exit status. */
+static void test_program_handler_still_runs(void **state)
+{
+    (void)state;
+    same_death(NULL, "handler", HUGE, "program handler\nstatus 42\n");
+    json_t *md = crash_bundle("gpumemprof: SIGSEGV after failed allocation", NULL, 0);
+    json_decref(md);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    preload_paths_make(&paths, "crash");
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core); /* the children dump no core */
+    snprintf(program, sizeof program, "%s/test/programs/naive_malloc", paths.build);
+    if (program[0] != '/') {
+        char cwd[512];
+        assert_non_null(getcwd(cwd, sizeof cwd));
+        snprintf(program, sizeof program, "%s/%s/test/programs/naive_malloc", cwd, paths.build);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(paths.scratch);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_segv_after_failed_malloc),
+        cmocka_unit_test(test_plain_segv_writes_nothing),
+        cmocka_unit_test(test_on_crash_always),
+        cmocka_unit_test(test_on_crash_never),
+        cmocka_unit_test(test_abort_after_failed_malloc),
+        cmocka_unit_test(test_program_handler_still_runs),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
