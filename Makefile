@@ -46,6 +46,8 @@ INSPECT_SRC := $(wildcard tools/inspect/*.c)
 INSPECT_OBJ := $(INSPECT_SRC:%.c=$(BUILD)/%.o)
 INSPECT := $(BUILD)/gmp-inspect
 
+RUN_TOOL := $(BUILD)/gmp-run
+
 EXAMPLES := $(BUILD)/examples/grow-heap
 
 TEST_PROGRAMS := $(patsubst test/programs/%.c,$(BUILD)/test/programs/%,$(wildcard test/programs/*.c))
@@ -61,7 +63,7 @@ DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)
                $(if $(wildcard $(CUDA_HOME)/include/cuda.h),$(BUILD)/check/cuda_driver_decls.ok) \
                $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/check/hip_decls.ok)
 
-all: $(RECORDER_LIB) $(PRELOAD) $(INSPECT) $(EXAMPLES) $(DECL_CHECKS)
+all: $(RECORDER_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(EXAMPLES) $(DECL_CHECKS)
 
 $(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_table.h preload/gpu_types.h
 	@mkdir -p $(dir $@)
@@ -104,6 +106,9 @@ $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include
 
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS)
+
+$(RUN_TOOL): $(BUILD)/tools/run/main.o $(RECORDER_LIB)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)
 
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
@@ -213,12 +218,13 @@ demo: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/gmp-inspect
+	install -m 0755 $(RUN_TOOL) $(DESTDIR)$(PREFIX)/bin/gmp-run
 	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so
 	install -m 0644 include/gpumemprof.h $(DESTDIR)$(PREFIX)/include/gpumemprof.h
 	install -m 0644 $(RECORDER_LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/gmp-inspect \
+	rm -f $(DESTDIR)$(PREFIX)/bin/gmp-inspect $(DESTDIR)$(PREFIX)/bin/gmp-run \
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so \
 	      $(DESTDIR)$(PREFIX)/include/gpumemprof.h \
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a
@@ -226,4 +232,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d)
+-include $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d) $(BUILD)/tools/run/main.d

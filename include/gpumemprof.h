@@ -242,6 +242,7 @@ typedef struct gmp_dump_request {
     const char *confirmed_by;      /* how the OOM episode was confirmed, or NULL */
     gmp_failed_request failed;
     uint32_t recovered_episodes;
+    const char *evidence;          /* why we believe the reason, e.g. the kernel OOM killer */
 } gmp_dump_request;
 
 /* Write a bundle into the dump directory, apply retention, and return the
@@ -255,6 +256,40 @@ GMP_API const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
  * Returns how many bundles were removed, or -1 on error. */
 GMP_API int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
                                 uint64_t max_total_mb, const char *keep);
+
+/* ---- rings of other processes ---------------------------------------------
+ * A process killed by SIGKILL (the kernel OOM killer) runs nothing: its ring
+ * file stays in the run directory.  gmp-run and `gmp-inspect recover` write
+ * its bundle from there.  */
+
+/* The run directory cfg names (GMP_RUN_DIR, else the per-user default). */
+GMP_API void gmp_run_dir_path(const gmp_config *cfg, char *out, size_t cap);
+
+/* Remove the ring files this process left under its previous image, before
+ * an exec (same pid, same start time): that image did not die.  Returns how
+ * many were removed. */
+GMP_API int gmp_rings_forget_exec(const char *run_dir);
+
+/* A parent reaped child pid, killed by signal sig: note it in the child's
+ * ring, so that the bundle written from it names the signal. */
+GMP_API void gmp_rings_note_death(const char *run_dir, int pid, int sig);
+
+typedef struct gmp_recover_options {
+    const char *dump_dir;  /* NULL: where each process would have written */
+    const char *evidence;  /* e.g. "oom_killer: ..." for every bundle, or NULL */
+    int pid;               /* with signal: a death seen first hand (0: none) */
+    int signal;
+} gmp_recover_options;
+
+typedef void (*gmp_recover_report_fn)(const char *bundle_path, int pid, const char *reason,
+                                      void *arg);
+
+/* For every ring in run_dir whose process is gone (no such pid, or another
+ * process under that pid now): write its bundle from the ring (reason: the
+ * signal that killed it when known, else "killed"), then remove the ring.
+ * Returns the number of bundles written, or -1 when run_dir is unreadable. */
+GMP_API int gmp_rings_recover(const char *run_dir, const gmp_recover_options *opt,
+                              gmp_recover_report_fn report, void *arg);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #include "preload.h"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <sys/auxv.h>
 
 gmp_preload gmp_pl;
@@ -21,6 +22,7 @@ __thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
 
 static void after_fork_in_child(void)
 {
+    __atomic_store_n(&gmp_pl.pid, (int)getpid(), __ATOMIC_RELAXED);
     if (!gmp_pl_active())
         return;
     gmp_recorder_after_fork(gmp_pl.rec);
@@ -56,6 +58,10 @@ __attribute__((constructor)) static void on_load(void)
         return;
     }
     gmp_host_init();
+    gmp_pl.pid = (int)getpid();
+    gmp_run_dir_path(&cfg, gmp_pl.run_dir, sizeof gmp_pl.run_dir);
+    /* a ring of our own pid and start time is our image before an exec */
+    gmp_rings_forget_exec(gmp_pl.run_dir);
     if (gmp_cupti_prepare)
         gmp_cupti_prepare();
     else if (cfg.cuda_mode == GMP_CUDA_MODE_CUPTI)

@@ -15,6 +15,7 @@
  *   cupti.c       CUPTI injection, the second way into CUDA
  *   stack.c       the return addresses of a failing call
  *   crash.c       fatal signals after a failed allocation
+ *   process.c     _exit and the wait family: what a ring left behind means
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -22,6 +23,7 @@
 #include "gpumemprof.h"
 #include "util.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +44,8 @@ typedef struct gmp_preload {
     int policy_first;          /* GMP_OOM_POLICY=first */
     int cuda_mode;             /* GMP_CUDA_MODE: gmp_cuda_mode */
     int on_crash;              /* GMP_ON_CRASH: gmp_on_crash */
+    int pid;                   /* ours (a vfork child's differs); reset after fork */
+    char run_dir[GMP_PATH_MAX]; /* where rings live, for death notes */
 } gmp_preload;
 
 GMP_HIDDEN extern gmp_preload gmp_pl;

@@ -123,6 +123,7 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
         gmp_jw_null(w);
     }
     gmp_jw_kstr(w, "confirmed_by", req->confirmed_by);
+    gmp_jw_kstr(w, "evidence", req->evidence);
     gmp_jw_ku64(w, "recovered_episodes", req->recovered_episodes);
     gmp_jw_key(w, "bytes_in_use");
     gmp_jw_arr_begin(w);
@@ -147,8 +148,11 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
 
 static void fill_environment(gmp_jw *w, bundle_ctx *ctx)
 {
-    gmp_bundle_fill_environment(w, ctx->scratch, sizeof ctx->scratch,
-                                gmp_backend_name(ctx->in->req->backend));
+    const char *backend = gmp_backend_name(ctx->in->req->backend);
+    if (ctx->in->pid == 0)
+        gmp_bundle_fill_environment(w, ctx->scratch, sizeof ctx->scratch, backend);
+    else
+        gmp_bundle_fill_environment_of(w, ctx->in->ring ? ctx->in->ring->hdr : NULL, backend);
 }
 
 static void fill_modules(gmp_jw *w, bundle_ctx *ctx)
@@ -169,7 +173,7 @@ static const struct bundle_file {
 } bundle_files[] = {
     {"events.json", fill_events, 0},
     {"metadata.json", fill_metadata, 0},
-    {"environment.json", fill_environment, 1},
+    {"environment.json", fill_environment, 0},
     {"modules.json", fill_modules, 1},
     {"manifest.json", fill_manifest, 0},
 };

@@ -36,6 +36,10 @@ GMP_HIDDEN int gmp_bundle_write(const gmp_bundle_input *in, char *path_out,
 GMP_HIDDEN void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t cap,
                                             const char *backend);
 
+/* environment.json of a dead process, from what its ring header kept. */
+GMP_HIDDEN void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h,
+                                               const char *backend);
+
 /* modules.json of the calling process (modules.c); buf holds /proc reads. */
 GMP_HIDDEN void gmp_modules_write(gmp_jw *w, char *buf, size_t cap);
 

@@ -137,17 +137,9 @@ static void write_first_line(gmp_jw *w, const char *key, const char *path,
     gmp_jw_strn(w, buf, strcspn(buf, "\n"));
 }
 
-void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
-                                 const char *backend)
+/* The machine: the same for the process and for whoever writes its bundle. */
+static void write_system(gmp_jw *w, const char *backend)
 {
-    gmp_jw_obj_begin(w);
-    gmp_jw_ki64(w, "pid", getpid());
-    gmp_jw_key(w, "cwd");
-    if (getcwd(scratch, half))
-        gmp_jw_str(w, scratch);
-    else
-        gmp_jw_null(w);
-
     struct utsname u;
     int have_uts = uname(&u) == 0;
     gmp_jw_key(w, "system");
@@ -162,6 +154,43 @@ void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
     gmp_jw_ku64(w, "cpu_count", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
     gmp_jw_kstr(w, "gpumemprof_version", GMP_VERSION_STRING);
     gmp_jw_obj_end(w);
+}
+
+void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const char *backend)
+{
+    gmp_jw_obj_begin(w);
+    gmp_jw_ki64(w, "pid", h ? h->pid : 0);
+    gmp_jw_key(w, "cwd");
+    gmp_jw_null(w);
+    write_system(w, backend);
+    gmp_jw_key(w, "process");
+    gmp_jw_obj_begin(w);
+    if (h) {
+        gmp_jw_ki64(w, "ppid", h->ppid);
+        gmp_jw_ku64(w, "uid", h->uid);
+        /* the header is another process's file: bounded, never trusted */
+        gmp_jw_key(w, "exe");
+        gmp_jw_strn(w, h->exe, strnlen(h->exe, sizeof h->exe));
+        gmp_jw_key(w, "command");
+        gmp_jw_strn(w, h->cmdline, strnlen(h->cmdline, sizeof h->cmdline));
+    }
+    gmp_jw_ki64(w, "recovered_by_pid", getpid());
+    gmp_jw_obj_end(w);
+    gmp_jw_obj_end(w);
+}
+
+void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
+                                 const char *backend)
+{
+    gmp_jw_obj_begin(w);
+    gmp_jw_ki64(w, "pid", getpid());
+    gmp_jw_key(w, "cwd");
+    if (getcwd(scratch, half))
+        gmp_jw_str(w, scratch);
+    else
+        gmp_jw_null(w);
+
+    write_system(w, backend);
 
     gmp_jw_key(w, "process");
     gmp_jw_obj_begin(w);

@@ -34,39 +34,6 @@
 #define LOCK_TRIES 200 /* x 10 ms */
 #define STALE_TMP_SECONDS 60
 
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
-typedef int (*entry_fn)(int dirfd, const char *name, void *arg);
-
-/* Calls fn for every entry but "." and ".."; fn returning non-zero stops. */
-static int for_each_entry(int dirfd, entry_fn fn, void *arg)
-{
-    char buf[8192] __attribute__((aligned(8)));
-    if (lseek(dirfd, 0, SEEK_SET) < 0)
-        return -1;
-    for (;;) {
-        long n = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            return 0;
-        for (long off = 0; off < n;) {
-            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
-            off += d->d_reclen;
-            if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
-                continue;
-            if (fn(dirfd, d->d_name, arg))
-                return 0;
-        }
-    }
-}
-
 /* "oom_dump_YYYYMMDDTHHMMSSZ_..." -> seconds since the epoch, or -1. */
 static int64_t name_time(const char *name)
 {
@@ -153,7 +120,7 @@ static int bundle_stat(int dirfd, const char *name, bundle_info *info)
         int64_t exact = manifest_created_ns(bfd);
         if (exact > 0)
             info->created_ns = exact;
-        for_each_entry(bfd, add_file_size, &info->bytes);
+        gmp_dir_foreach(bfd, add_file_size, &info->bytes);
         close(bfd);
     }
     return 1;
@@ -171,7 +138,7 @@ static int remove_bundle(int dirfd, const char *name)
     int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (bfd < 0)
         return -1;
-    for_each_entry(bfd, unlink_entry, NULL);
+    gmp_dir_foreach(bfd, unlink_entry, NULL);
     close(bfd);
     return unlinkat(dirfd, name, AT_REMOVEDIR);
 }
@@ -270,7 +237,7 @@ int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
         scan_state st;
         memset(&st, 0, sizeof st);
         st.keep = keep;
-        if (for_each_entry(dirfd, scan_one, &st) < 0)
+        if (gmp_dir_foreach(dirfd, scan_one, &st) < 0)
             break;
         int over = (max_dumps && st.count > max_dumps) ||
                    (max_bytes && st.bytes > max_bytes);
@@ -280,7 +247,7 @@ int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
             break; /* not ours to remove (e.g. holds a subdirectory): stop */
         removed++;
     }
-    for_each_entry(dirfd, remove_stale_tmp, NULL);
+    gmp_dir_foreach(dirfd, remove_stale_tmp, NULL);
     close(lock); /* releases the flock */
     close(dirfd);
     return removed;

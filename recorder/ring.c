@@ -50,6 +50,16 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
     h->ppid = (int32_t)getppid();
     h->uid = (uint32_t)getuid();
     h->start_time_ns = gmp_now_realtime_ns();
+    h->proc_start_ticks = gmp_proc_start_ticks(0);
+    h->oom_kills_at_start = gmp_cgroup_oom_file(h->cgroup_oom_file, sizeof h->cgroup_oom_file) == 0
+                                ? gmp_cgroup_oom_kills(h->cgroup_oom_file)
+                                : UINT64_MAX;
+    ssize_t n = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
+    h->exe[n > 0 ? n : 0] = '\0';
+    n = gmp_read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline);
+    for (ssize_t i = 0; i + 1 < n; i++)
+        if (h->cmdline[i] == '\0')
+            h->cmdline[i] = ' ';
 }
 
 static int map_ring_file(const char *dir, size_t len, gmp_ring *ring)

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define GMP_RING_MAGIC "GMPRING"
-#define GMP_RING_VERSION 1u
+#define GMP_RING_VERSION 2u
 #define GMP_RING_HEADER_SIZE 16384u
 #define GMP_RING_MIN_EVENTS 16u
 #define GMP_RING_MAX_EVENTS (1u << 24)
@@ -62,6 +62,13 @@ typedef struct gmp_ring_header {
     uint32_t uid;
     uint32_t flags;
     uint64_t start_time_ns;
+    uint64_t proc_start_ticks; /* /proc/PID/stat starttime: tells pid reuse apart */
+    int32_t death_signal;      /* atomic: set by a parent that reaped it (0 unknown) */
+    uint32_t reserved;
+    uint64_t oom_kills_at_start; /* the cgroup's oom_kill count then (UINT64_MAX unknown) */
+    char cgroup_oom_file[512]; /* memory.events (v2) or memory.oom_control (v1) */
+    char exe[1024];            /* /proc/self/exe, for a bundle written after death */
+    char cmdline[1024];        /* arguments joined by spaces, truncated */
     uint64_t counters[16]; /* for the preload: bytes, calls, episodes */
     gmp_ring_pending_oom pending;
     gmp_ring_config_copy config;

@@ -211,6 +211,82 @@ int gmp_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+int gmp_cgroup_oom_file(char *out, size_t cap)
+{
+    char buf[2048];
+    if (gmp_read_file("/proc/self/cgroup", buf, sizeof buf) <= 0)
+        return -1;
+    /* "0::/path" (v2) and "N:memory:/path" (v1), one a line */
+    for (int v2 = 1; v2 >= 0; v2--) {
+        const char *tag = v2 ? "0::" : ":memory:";
+        for (char *line = buf; line && *line;) {
+            char *nl = strchr(line, '\n');
+            size_t len = nl ? (size_t)(nl - line) : strlen(line);
+            char *hit = strstr(line, tag);
+            if (hit && hit < line + len && (v2 ? hit == line : 1)) {
+                char path[1024];
+                size_t plen = len - (size_t)(hit + strlen(tag) - line);
+                if (plen >= sizeof path)
+                    break;
+                memcpy(path, hit + strlen(tag), plen);
+                path[plen] = '\0';
+                if (!strcmp(path, "/"))
+                    path[0] = '\0';
+                if (gmp_strjoin(out, cap, v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", path,
+                                v2 ? "/memory.events" : "/memory.oom_control",
+                                (char *)NULL) == 0 &&
+                    access(out, R_OK) == 0)
+                    return 0;
+                break;
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    return -1;
+}
+
+uint64_t gmp_cgroup_oom_kills(const char *file)
+{
+    char buf[1024];
+    if (!file[0] || gmp_read_file(file, buf, sizeof buf) <= 0)
+        return UINT64_MAX;
+    for (const char *p = buf; (p = strstr(p, "oom_kill ")); p++) {
+        if (p != buf && p[-1] != '\n')
+            continue; /* not oom_kill_disable's line */
+        uint64_t v = 0;
+        for (p += 9; *p >= '0' && *p <= '9'; p++)
+            v = v * 10 + (uint64_t)(*p - '0');
+        return v;
+    }
+    return UINT64_MAX;
+}
+
+uint64_t gmp_proc_start_ticks(int pid)
+{
+    char path[48], num[24], buf[1024];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(path, sizeof path, "/proc/", pid ? num : "self", "/stat", (char *)NULL);
+    if (gmp_read_file(path, buf, sizeof buf) <= 0)
+        return 0;
+    /* "pid (comm) state ppid ...": comm may hold spaces and parentheses */
+    const char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    for (int field = 3; field < 22; field++) { /* skip state (3) ... cstime (21) */
+        while (*p == ' ')
+            p++;
+        while (*p && *p != ' ')
+            p++;
+    }
+    while (*p == ' ')
+        p++;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
 ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
 {
     if (!cap)
@@ -281,4 +357,34 @@ void gmp_log(const char *fmt, ...)
     line[off++] = '\n';
     (void)gmp_write_all(2, line, off);
     errno = saved;
+}
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+int gmp_dir_foreach(int dirfd, gmp_dir_entry_fn fn, void *arg)
+{
+    char buf[8192] __attribute__((aligned(8)));
+    if (lseek(dirfd, 0, SEEK_SET) < 0)
+        return -1;
+    for (;;) {
+        long n = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        for (long off = 0; off < n;) {
+            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+                continue;
+            if (fn(dirfd, d->d_name, arg))
+                return 0;
+        }
+    }
 }

@@ -41,6 +41,21 @@ GMP_HIDDEN int gmp_write_all(int fd, const void *buf, size_t len);
 /* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length or -1. */
 GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
 
+/* The file of this process's memory cgroup that counts OOM kills:
+ * memory.events (cgroup v2) or memory.oom_control (v1).  0, or -1. */
+GMP_HIDDEN int gmp_cgroup_oom_file(char *out, size_t cap);
+/* Its "oom_kill N" count, or UINT64_MAX when it cannot be read. */
+GMP_HIDDEN uint64_t gmp_cgroup_oom_kills(const char *file);
+
+/* Calls fn for every entry of the directory but "." and ".." (getdents64:
+ * no allocation, no lock); fn returning non-zero stops.  0, or -1. */
+typedef int (*gmp_dir_entry_fn)(int dirfd, const char *name, void *arg);
+GMP_HIDDEN int gmp_dir_foreach(int dirfd, gmp_dir_entry_fn fn, void *arg);
+
+/* The start time of process pid (0: this one) in clock ticks since boot,
+ * field 22 of /proc/PID/stat; 0 when it cannot be read (no such process). */
+GMP_HIDDEN uint64_t gmp_proc_start_ticks(int pid);
+
 /* errno as English text, never translated, never allocating (strerror may
  * go through gettext, which can malloc). */
 GMP_HIDDEN const char *gmp_strerror(int err);

@@ -1,7 +1,8 @@
 /*
  * main.c — gmp-inspect: reads the bundles gpumemprof writes.  Dispatches to
- * one verb per file (list.c, show.c, validate.c).  Reads only: it never
- * changes a bundle.
+ * one verb per file (list.c, show.c, validate.c, recover.c).  It never
+ * changes a bundle; recover writes new ones for processes that died without
+ * a word, through the recorder library.
  */
 #include "gpumemprof.h"
 #include "inspect.h"
@@ -19,6 +20,7 @@ static const verb verbs[] = {
     {"show", cmd_show, "what failed, in plain words, with the last events"},
     {"events", cmd_events, "every event of a bundle (--json for JSON)"},
     {"validate", cmd_validate, "check bundles are whole and well-formed (CI)"},
+    {"recover", cmd_recover, "bundles of killed processes, from the rings they left"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,311 @@
+/*
+ * rings.c — the ring files of other processes (gpumemprof.h, "rings of
+ * other processes"): a process killed by SIGKILL runs nothing, so its ring
+ * stays in the run directory, and gmp-run or `gmp-inspect recover` write its
+ * bundle from it afterwards.  Two things keep that honest: a process that
+ * exec()s leaves its old image's ring behind though nothing died, so the new
+ * image removes it at start (gmp_rings_forget_exec); and only the parent
+ * learns how a child died, so a preloaded parent notes the signal in the
+ * child's ring when it reaps it (gmp_rings_note_death).
+ *
+ * A ring is "of a dead process" when its pid is gone, or is now another
+ * process (a different start time in /proc/PID/stat).
+ */
+#include "bundle.h"
+#include "gpumemprof.h"
+#include "ring.h"
+#include "rundir.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+
+void gmp_run_dir_path(const gmp_config *cfg, char *out, size_t cap)
+{
+    gmp_run_dir_resolve(cfg ? cfg->run_dir : NULL, out, cap);
+}
+
+/* "ring_<pid>_..." for this pid? */
+static int ring_of_pid(const char *name, int pid)
+{
+    char prefix[40], num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(prefix, sizeof prefix, "ring_", num, "_", (char *)NULL);
+    size_t n = strlen(name);
+    return !strncmp(name, prefix, strlen(prefix)) && n > 4 && !strcmp(name + n - 4, ".gmr");
+}
+
+/* The fixed part of a ring file's header, read (not mapped) and checked. */
+static int read_header(int dirfd, const char *name, gmp_ring_header *h, int *fd_out)
+{
+    int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (pread(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h ||
+        memcmp(h->magic, GMP_RING_MAGIC, 8) != 0 || h->version != GMP_RING_VERSION) {
+        close(fd);
+        return -1;
+    }
+    if (fd_out)
+        *fd_out = fd;
+    else
+        close(fd);
+    return 0;
+}
+
+typedef struct exec_scan {
+    int pid;
+    uint64_t ticks;
+    int removed;
+} exec_scan;
+
+static int forget_one(int dirfd, const char *name, void *arg)
+{
+    exec_scan *s = arg;
+    gmp_ring_header h;
+    if (ring_of_pid(name, s->pid) && read_header(dirfd, name, &h, NULL) == 0 &&
+        h.pid == s->pid && h.proc_start_ticks == s->ticks && unlinkat(dirfd, name, 0) == 0)
+        s->removed++;
+    return 0;
+}
+
+int gmp_rings_forget_exec(const char *run_dir)
+{
+    int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0)
+        return 0;
+    exec_scan s = {(int)getpid(), 0, 0};
+    s.ticks = gmp_proc_start_ticks(0);
+    if (s.ticks)
+        gmp_dir_foreach(dirfd, forget_one, &s);
+    close(dirfd);
+    return s.removed;
+}
+
+typedef struct death_note {
+    int pid, sig;
+} death_note;
+
+static int note_one(int dirfd, const char *name, void *arg)
+{
+    death_note *d = arg;
+    gmp_ring_header h;
+    int fd;
+    if (!ring_of_pid(name, d->pid) || read_header(dirfd, name, &h, &fd) < 0)
+        return 0;
+    if (h.pid == d->pid && h.death_signal == 0) {
+        int32_t sig = d->sig;
+        (void)!pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal));
+    }
+    close(fd);
+    return 0;
+}
+
+void gmp_rings_note_death(const char *run_dir, int pid, int sig)
+{
+    int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0)
+        return;
+    death_note d = {pid, sig};
+    gmp_dir_foreach(dirfd, note_one, &d);
+    close(dirfd);
+}
+
+/* ---- recovery -------------------------------------------------------------- */
+
+static int process_gone(const gmp_ring_header *h)
+{
+    if (h->pid <= 0)
+        return 1;
+    if (kill(h->pid, 0) < 0 && errno == ESRCH)
+        return 1;
+    uint64_t now = gmp_proc_start_ticks(h->pid);
+    return now != 0 && h->proc_start_ticks != 0 && now != h->proc_start_ticks;
+}
+
+/* What the events say: the last OOM the process saw, and its backend. */
+typedef struct ring_story {
+    gmp_failed_request failed;
+    gmp_backend failed_backend;
+    gmp_backend gpu_backend; /* the last GPU backend seen, or CPU */
+} ring_story;
+
+static int read_story(const gmp_event *ev, void *arg)
+{
+    ring_story *s = arg;
+    if (ev->backend != GMP_BACKEND_CPU && ev->backend < GMP_BACKEND_COUNT)
+        s->gpu_backend = (gmp_backend)ev->backend;
+    if (ev->type == GMP_EV_OOM) {
+        s->failed = (gmp_failed_request){1, (gmp_api)ev->api, ev->size, ev->device,
+                                         ev->result, ev->in_use, 0, {0}};
+        s->failed_backend = ev->backend < GMP_BACKEND_COUNT ? (gmp_backend)ev->backend
+                                                            : GMP_BACKEND_CPU;
+    } else if (ev->type == GMP_EV_OOM_RECOVERED) {
+        s->failed.present = 0;
+    }
+    return 0;
+}
+
+/* "Out of memory: Killed process 1234 (python3) ..." in the kernel log, when
+ * this user may read it. */
+static int kernel_says_oom_killed(int pid)
+{
+    int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char rec[2048], needle[48], num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(needle, sizeof needle, "Killed process ", num, " ", (char *)NULL);
+    int found = 0;
+    for (int i = 0; i < 100000 && !found; i++) {
+        ssize_t n = read(fd, rec, sizeof rec - 1);
+        if (n < 0 && errno == EPIPE)
+            continue; /* records overwritten while we read */
+        if (n <= 0)
+            break;
+        rec[n] = '\0';
+        found = strstr(rec, needle) != NULL;
+    }
+    close(fd);
+    return found;
+}
+
+/* A string from another process's file: at most src_cap bytes, maybe no NUL. */
+static void copy_bounded(char *dst, size_t cap, const char *src, size_t src_cap)
+{
+    size_t n = strnlen(src, src_cap);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+typedef struct recover_ctx {
+    const char *run_dir;
+    const gmp_recover_options *opt;
+    gmp_recover_report_fn report;
+    void *arg;
+    int written;
+} recover_ctx;
+
+static int recover_one(int dirfd, const char *name, void *arg)
+{
+    recover_ctx *rc = arg;
+    size_t n = strlen(name);
+    gmp_ring_header h;
+    if (strncmp(name, "ring_", 5) || n < 5 || strcmp(name + n - 4, ".gmr") ||
+        read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
+        return 0;
+    char path[GMP_PATH_MAX], why[128];
+    gmp_ring ring;
+    if (gmp_strjoin(path, sizeof path, rc->run_dir, "/", name, (char *)NULL) < 0 ||
+        gmp_ring_attach(&ring, path, why, sizeof why) < 0)
+        return 0;
+    const gmp_ring_header *live = ring.hdr;
+
+    ring_story story = {.gpu_backend = GMP_BACKEND_CPU};
+    gmp_ring_foreach(&ring, UINT64_MAX, read_story, &story, NULL);
+    int sig = rc->opt->pid && rc->opt->pid == live->pid ? rc->opt->signal
+                                                          : __atomic_load_n(&live->death_signal,
+                                                                            __ATOMIC_RELAXED);
+    char signame[24] = "killed", evidence[512] = "";
+    if (sig > 0 && sig < 65) {
+        const char *abbrev = sigabbrev_np(sig);
+        gmp_strjoin(signame, sizeof signame, "SIG", abbrev ? abbrev : "?", (char *)NULL);
+    }
+    if (rc->opt->evidence)
+        gmp_strlcpy(evidence, rc->opt->evidence, sizeof evidence);
+    char cgroup_file[sizeof live->cgroup_oom_file];
+    copy_bounded(cgroup_file, sizeof cgroup_file, live->cgroup_oom_file,
+                 sizeof live->cgroup_oom_file);
+    uint64_t kills_then = live->oom_kills_at_start, kills_now = gmp_cgroup_oom_kills(cgroup_file);
+    if ((sig == SIGKILL || sig == 0) && kills_then != UINT64_MAX && kills_now != UINT64_MAX &&
+        kills_now > kills_then) {
+        char a[24], b[24];
+        gmp_fmt_u64(kills_then, a);
+        gmp_fmt_u64(kills_now, b);
+        gmp_strjoin(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
+                    evidence[0] ? "; " : "", "oom_killer: oom_kill in ", cgroup_file,
+                    " rose from ", a, " to ", b, " while it ran", (char *)NULL);
+    }
+    if (kernel_says_oom_killed(live->pid)) {
+        char num[24];
+        gmp_fmt_u64((uint64_t)live->pid, num);
+        gmp_strjoin(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
+                    evidence[0] ? "; " : "", "oom_killer: the kernel log says \"Killed process ",
+                    num, "\"", (char *)NULL);
+    }
+
+    char command[256], pidtext[24], message[1024];
+    copy_bounded(command, sizeof command, live->cmdline, sizeof live->cmdline);
+    for (char *c = command; *c; c++)
+        if ((unsigned char)*c < 0x20)
+            *c = ' '; /* a python -c script: one line in the message */
+    if (!command[0])
+        gmp_strlcpy(command, "a process", sizeof command);
+    gmp_fmt_u64((uint64_t)live->pid, pidtext);
+    /* "python3 grow.py (pid 123) was killed by SIGKILL; oom_killer: ..." */
+    gmp_strjoin(message, sizeof message, command, " (pid ", pidtext, ") ",
+                sig > 0 ? "was killed by " : "died without exiting (the signal was not seen)",
+                sig > 0 ? signame : "", evidence[0] ? "; " : ".", evidence,
+                (char *)NULL);
+
+    char context[GMP_CONTEXT_MAX], dump_dir[GMP_PATH_MAX];
+    copy_bounded(context, sizeof context, live->config.context, sizeof live->config.context);
+    if (rc->opt->dump_dir)
+        gmp_strlcpy(dump_dir, rc->opt->dump_dir, sizeof dump_dir);
+    else
+        copy_bounded(dump_dir, sizeof dump_dir, live->config.dump_dir,
+                     sizeof live->config.dump_dir);
+    gmp_dump_request req = {
+        .reason = signame,
+        .exception_type = evidence[0] ? "oom_killer" : signame,
+        .exception_module = evidence[0] ? "kernel" : NULL,
+        .exception_message = message,
+        .backend = story.failed.present ? story.failed_backend : story.gpu_backend,
+        .confirmed_by = "recovered",
+        .failed = story.failed,
+        .evidence = evidence[0] ? evidence : NULL,
+    };
+    gmp_bundle_input in = {
+        .dump_dir = dump_dir,
+        .ring = &ring,
+        .req = &req,
+        .context = context,
+        .metadata_json = "{}",
+        .time_ns = gmp_now_realtime_ns(),
+        .pid = live->pid > 0 ? live->pid : -1,
+    };
+    char bundle[GMP_PATH_MAX], bname[256];
+    int ok = dump_dir[0] == '/' &&
+             gmp_bundle_write(&in, bundle, sizeof bundle, bname, sizeof bname) == 0;
+    uint32_t max_dumps = live->config.max_dumps;
+    uint64_t max_mb = live->config.max_total_mb;
+    int pid = live->pid;
+    gmp_ring_close(&ring, 0);
+    if (!ok)
+        return 0;
+    unlinkat(dirfd, name, 0);
+    gmp_retention_apply(dump_dir, max_dumps ? max_dumps : 5, max_mb ? max_mb : 256, bname);
+    rc->written++;
+    if (rc->report)
+        rc->report(bundle, pid, signame, rc->arg);
+    return 0;
+}
+
+int gmp_rings_recover(const char *run_dir, const gmp_recover_options *opt,
+                      gmp_recover_report_fn report, void *arg)
+{
+    int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0)
+        return -1;
+    gmp_recover_options o = opt ? *opt : (gmp_recover_options){0};
+    recover_ctx rc = {run_dir, &o, report, arg, 0};
+    int r = gmp_dir_foreach(dirfd, recover_one, &rc);
+    close(dirfd);
+    return r < 0 ? -1 : rc.written;
+}

@@ -1,0 +1,250 @@
+/*
+ * test_run.c — the assassination: processes killed by SIGKILL run no code,
+ * so their bundle is written afterwards from the ring they left.  gmp-run
+ * around python3 killed with kill -9 (the command itself, and a grandchild
+ * reaped by a preloaded shell), a real kernel OOM kill in a memory cgroup
+ * where the machine lets the test make one, exec and os._exit leaving no
+ * false bundle, and `gmp-inspect recover` later, for a ring whose process
+ * is gone (and not for one whose process lives).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16];
+
+/* python3 that holds four 8 MiB buffers (four events), then kills itself. */
+#define SELF_KILL                                                                          \
+    "python3 -c 'import os, signal\n"                                                      \
+    "keep = [bytearray(8 << 20) for _ in range(4)]\n"                                      \
+    "os.kill(os.getpid(), signal.SIGKILL)'"
+
+/* sh -c SCRIPT; out ends with "status N" of its last command. */
+static void run(const char *script)
+{
+    char full[12288];
+    snprintf(full, sizeof full, "export GMP_RUN=%s/gmp-run; %s; echo \"status $?\"",
+             paths.build, script);
+    run_script(&paths, full, out, sizeof out, err, sizeof err);
+}
+
+static int ends_with_status(int code)
+{
+    char want[32];
+    snprintf(want, sizeof want, "status %d\n", code);
+    size_t n = strlen(out), w = strlen(want);
+    return n >= w && !strcmp(out + n - w, want);
+}
+
+/* The one bundle: reason, and allocation events of 8 MiB in it. */
+static json_t *killed_bundle(const char *reason, int min_allocs)
+{
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "reason"), reason);
+    assert_string_equal(json_str(md, "confirmed_by"), "recovered");
+    json_t *events = bundle_file(bundle, "events.json");
+    size_t i;
+    json_t *ev;
+    int big = 0;
+    json_array_foreach(events, i, ev) {
+        big += !strcmp(json_str(ev, "event_type"), "alloc") && json_int(ev, "size") >= 8 << 20;
+    }
+    json_decref(events);
+    if (big < min_allocs)
+        fail_msg("want at least %d allocations of 8 MiB in the bundle, found %d", min_allocs, big);
+    json_t *env = bundle_file(bundle, "environment.json");
+    if (!strstr(json_str(json_object_get(env, "process"), "command"), "python3"))
+        fail_msg("the bundle does not name the killed command");
+    json_decref(env);
+    return md;
+}
+
+static void test_gmp_run_kill_9(void **state)
+{
+    (void)state;
+    run("\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- " SELF_KILL);
+    assert_true(ends_with_status(137));
+    if (!strstr(err, "gmp-run: pid ") || !strstr(err, " died (SIGKILL); bundle: ") ||
+        count_lines(err) != 1)
+        fail_msg("stderr: %s", err);
+    json_t *md = killed_bundle("SIGKILL", 4);
+    assert_true(json_is_null(json_object_get(md, "failed_request")));
+    json_decref(md);
+}
+
+/* Killed under a shell the preload reaches: the shell's wait notes the
+ * signal, gmp-run writes the bundle, and exits with the shell's status. */
+static void test_gmp_run_grandchild(void **state)
+{
+    (void)state;
+    run("\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c \"" SELF_KILL "; exit 4\"");
+    assert_true(ends_with_status(4));
+    json_decref(killed_bundle("SIGKILL", 4));
+}
+
+/* An exec leaves the old image's ring, os._exit skips the destructor:
+ * neither is a death, so neither gets a bundle. */
+static void test_exec_and_quick_exit_are_not_deaths(void **state)
+{
+    (void)state;
+    run("\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- python3 -c 'import os\n"
+        "keep = [bytearray(8 << 20) for _ in range(4)]\n"
+        "os.execv(\"/bin/sh\", [\"sh\", \"-c\", \"exit 5\"])'");
+    assert_true(ends_with_status(5));
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
+    run("\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- python3 -c 'import os\n"
+        "keep = [bytearray(8 << 20) for _ in range(4)]\n"
+        "os._exit(3)'");
+    assert_true(ends_with_status(3));
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
+    assert_string_equal(err, "");
+}
+
+/* A memory cgroup for a real OOM kill: v2 (memory.max) or v1
+ * (memory.limit_in_bytes) under this process's own cgroup.  Its procs
+ * file in procs_out; 0, or -1 when the machine does not let us. */
+static int make_memory_cgroup(char *dir, size_t cap, char *procs_out, size_t procs_cap)
+{
+    char self[2048];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return -1;
+    char line[1024], v2[1024] = "", v1[1024] = "";
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!strncmp(line, "0::", 3))
+            snprintf(v2, sizeof v2, "%s", line + 3);
+        char *m = strstr(line, ":memory:");
+        if (m)
+            snprintf(v1, sizeof v1, "%s", m + 8);
+    }
+    fclose(f);
+    static const struct { const char *root, *limit; } kinds[] = {
+        {"/sys/fs/cgroup", "memory.max"}, {"/sys/fs/cgroup/memory", "memory.limit_in_bytes"}};
+    for (int k = 0; k < 2; k++) {
+        const char *rel = k == 0 ? v2 : v1;
+        if (k == 0 ? !v2[0] || access("/sys/fs/cgroup/cgroup.controllers", F_OK) : !v1[0])
+            continue;
+        snprintf(self, sizeof self, "%s%s", kinds[k].root, strcmp(rel, "/") ? rel : "");
+        snprintf(dir, cap, "%s/gmp-test-%d", self, (int)getpid());
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            continue;
+        char limit[3200];
+        snprintf(limit, sizeof limit, "%s/%s", dir, kinds[k].limit);
+        FILE *l = fopen(limit, "w");
+        int ok = l && fprintf(l, "%d\n", 96 << 20) > 0;
+        if (l && fclose(l) != 0)
+            ok = 0;
+        if (!ok) {
+            rmdir(dir);
+            continue;
+        }
+        if (k == 1) { /* swap must not let it live on */
+            snprintf(limit, sizeof limit, "%s/memory.memsw.limit_in_bytes", dir);
+            if ((l = fopen(limit, "w"))) {
+                fprintf(l, "%d\n", 96 << 20);
+                fclose(l);
+            }
+        } else {
+            snprintf(limit, sizeof limit, "%s/memory.swap.max", dir);
+            if ((l = fopen(limit, "w"))) {
+                fputs("0\n", l);
+                fclose(l);
+            }
+        }
+        snprintf(procs_out, procs_cap, "%s/cgroup.procs", dir);
+        return 0;
+    }
+    return -1;
+}
+
+static void test_kernel_oom_killer(void **state)
+{
+    (void)state;
+    char cg[3000], procs[3100];
+    if (make_memory_cgroup(cg, sizeof cg, procs, sizeof procs) < 0) {
+        print_message("SKIP: cannot make a memory cgroup with a limit here\n");
+        skip();
+    }
+    char script[8192];
+    snprintf(script, sizeof script,
+             "timeout 120 \"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c 'echo $$ > %s; "
+             "exec python3 -c \"keep = []\nwhile True:\n    keep.append(bytearray(8 << 20))\"'",
+             procs);
+    run(script);
+    rmdir(cg);
+    if (ends_with_status(124))
+        fail_msg("not killed within 120 s; stderr: %s", err);
+    assert_true(ends_with_status(137));
+    json_t *md = killed_bundle("SIGKILL", 2);
+    assert_string_equal(json_str(md, "exception_type"), "oom_killer");
+    if (!strstr(json_str(md, "evidence"), "oom_killer: "))
+        fail_msg("evidence: %s", json_str(md, "evidence"));
+    json_decref(md);
+}
+
+/* Without gmp-run: the ring stays until `gmp-inspect recover`, which leaves
+ * a live process's ring alone.  The shell here is not preloaded, so nobody
+ * noted the signal: the reason says "killed". */
+static void test_inspect_recover(void **state)
+{
+    (void)state;
+    char script[8192];
+    snprintf(script, sizeof script,
+             "export GMP_RUN_DIR=\"%s/later\"; mkdir -p -m 700 \"$GMP_RUN_DIR\"; "
+             "LD_PRELOAD=%s python3 -c 'import os, time\n"
+             "keep = [bytearray(8 << 20) for _ in range(4)]\n"
+             "time.sleep(3)' & live=$!; "
+             "LD_PRELOAD=%s " SELF_KILL "; sleep 0.5; "
+             "%s recover \"$GMP_RUN_DIR\" --dump-dir \"$GMP_DUMP_DIR\"; "
+             "%s recover \"$GMP_RUN_DIR\"; kill $live; wait $live; ls \"$GMP_RUN_DIR\" | wc -l",
+             paths.scratch, paths.preload, paths.preload, inspect_path(), inspect_path());
+    run(script);
+    char *first = strstr(out, ": killed; bundle: ");
+    if (!first || strncmp(out, "pid ", 4) != 0)
+        fail_msg("recover printed: %s", out);
+    if (!strstr(out, "\nno ring of a dead process in "))
+        fail_msg("a second recover found more: %s", out);
+    json_decref(killed_bundle("killed", 4));
+    (void)first;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    preload_paths_make(&paths, "run");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(paths.scratch);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gmp_run_kill_9),
+        cmocka_unit_test(test_gmp_run_grandchild),
+        cmocka_unit_test(test_exec_and_quick_exit_are_not_deaths),
+        cmocka_unit_test(test_kernel_oom_killer),
+        cmocka_unit_test(test_inspect_recover),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

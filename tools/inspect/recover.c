@@ -1,0 +1,66 @@
+/*
+ * recover.c — `gmp-inspect recover [DIR]`: bundles for processes that died
+ * without a word (SIGKILL, the kernel OOM killer), written from the rings
+ * they left in the run directory.  The one verb that writes: it goes
+ * through the recorder library (gmp_rings_recover), which writes the bundle
+ * where the dead process would have and then removes its ring.  Rings of
+ * live processes are left alone.
+ */
+#include "gpumemprof.h"
+#include "inspect.h"
+
+#include <string.h>
+
+static void report(const char *bundle_path, int pid, const char *reason, void *arg)
+{
+    int *count = arg;
+    printf("pid %d: %s; bundle: %s\n", pid, reason, bundle_path);
+    ++*count;
+}
+
+int cmd_recover(int argc, char **argv)
+{
+    const char *dir = NULL, *dump_dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            puts("usage: gmp-inspect recover [RUN_DIR] [--dump-dir DIR]\n\n"
+                 "Write the bundles of processes that died without writing one (killed\n"
+                 "by SIGKILL, say by the kernel OOM killer) from the event rings they\n"
+                 "left in RUN_DIR (default: $GMP_RUN_DIR, else the per-user run\n"
+                 "directory), into the dump directory each process used, or DIR.  The\n"
+                 "reason is the signal when the parent that reaped it was preloaded,\n"
+                 "else \"killed\"; evidence names the kernel OOM killer when the\n"
+                 "process's cgroup counted an OOM kill or the kernel log says so.\n"
+                 "Rings of live processes are left alone.  Exit 0, or 1 when RUN_DIR\n"
+                 "cannot be read.");
+            return EXIT_OK;
+        }
+        if (!strcmp(argv[i], "--dump-dir") && i + 1 < argc) {
+            dump_dir = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "gmp-inspect recover: unknown option %.64s\n", argv[i]);
+            return EXIT_USAGE;
+        } else if (!dir) {
+            dir = argv[i];
+        } else {
+            fprintf(stderr, "gmp-inspect recover: one run directory at most\n");
+            return EXIT_USAGE;
+        }
+    }
+    char path[4096];
+    if (!dir) {
+        static gmp_config cfg;
+        gmp_config_from_env(&cfg);
+        gmp_run_dir_path(&cfg, path, sizeof path);
+        dir = path;
+    }
+    gmp_recover_options opt = {.dump_dir = dump_dir};
+    int count = 0;
+    if (gmp_rings_recover(dir, &opt, report, &count) < 0) {
+        fprintf(stderr, "gmp-inspect recover: cannot read %s\n", dir);
+        return EXIT_INVALID;
+    }
+    if (!count)
+        printf("no ring of a dead process in %s\n", dir);
+    return EXIT_OK;
+}

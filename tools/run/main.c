@@ -1,0 +1,202 @@
+/*
+ * gmp-run — runs a command under the preload and stays to see how it ends.
+ *
+ *   gmp-run [--dump-dir DIR] [--] CMD [ARG...]
+ *
+ * A process killed by SIGKILL (the kernel OOM killer) runs no code, so it
+ * cannot write its own bundle; its event ring stays behind instead.  gmp-run
+ * gives the command a private run directory (so it knows every descendant's
+ * ring), becomes the subreaper of its descendants, notes the signal of each
+ * one it reaps, and when the command has ended writes the bundle of every
+ * process whose ring was left by a death (gmp_rings_recover).  Its exit
+ * status is the command's (128 + the signal when it was killed).  Signals
+ * sent to gmp-run (Ctrl-C, a scheduler's SIGTERM) go on to the command.
+ */
+#include "gpumemprof.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PRELOAD_NAME "libgpumemprof_preload.so"
+
+static volatile pid_t child;
+
+static void forward(int sig)
+{
+    if (child > 0)
+        kill(child, sig);
+}
+
+static int usage(FILE *f, int code)
+{
+    fputs("usage: gmp-run [--dump-dir DIR] [--] CMD [ARG...]\n\n"
+          "Runs CMD with the gpumemprof preload (LD_PRELOAD) and a private run\n"
+          "directory.  When CMD or any process under it is killed (SIGKILL from the\n"
+          "kernel OOM killer, or another signal) without writing its own bundle,\n"
+          "gmp-run writes one from the events it left, with the signal as reason and\n"
+          "oom_killer evidence when its cgroup counted an OOM kill.  Exits with CMD's\n"
+          "status (128 + signal when killed).  The preload is found beside gmp-run,\n"
+          "in ../lib, or at $GMP_PRELOAD_LIBRARY.\n",
+          f);
+    return code;
+}
+
+/* The preload: $GMP_PRELOAD_LIBRARY, beside this binary, or in ../lib. */
+static int find_preload(char *out, size_t cap)
+{
+    const char *env = getenv("GMP_PRELOAD_LIBRARY");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return access(out, R_OK);
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    static const char *const places[] = {"/" PRELOAD_NAME, "/../lib/" PRELOAD_NAME};
+    for (size_t i = 0; i < 2; i++) {
+        if ((size_t)snprintf(out, cap, "%.*s%s", (int)(cap - 64), self, places[i]) < cap &&
+            access(out, R_OK) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+static void report(const char *bundle, int pid, const char *reason, void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "gmp-run: pid %d died (%s); bundle: %s\n", pid, reason, bundle);
+}
+
+static int remove_tree_if_empty(const char *dir)
+{
+    return rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dump_dir = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return usage(stdout, 0);
+        if (!strcmp(argv[i], "--version")) {
+            puts("gmp-run " GMP_VERSION_STRING);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--dump-dir") && i + 1 < argc) {
+            dump_dir = argv[++i];
+            continue;
+        }
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "gmp-run: unknown option %.64s\n", argv[i]);
+            return usage(stderr, 2);
+        }
+        break;
+    }
+    if (i >= argc)
+        return usage(stderr, 2);
+
+    char preload[PATH_MAX], run_dir[PATH_MAX], abs_dump[PATH_MAX];
+    if (find_preload(preload, sizeof preload) < 0) {
+        fprintf(stderr, "gmp-run: cannot find %s (set GMP_PRELOAD_LIBRARY)\n", PRELOAD_NAME);
+        return 2;
+    }
+    if (dump_dir) {
+        if (dump_dir[0] != '/' && getcwd(abs_dump, sizeof abs_dump))
+            snprintf(abs_dump + strlen(abs_dump), sizeof abs_dump - strlen(abs_dump), "/%s",
+                     dump_dir);
+        else
+            snprintf(abs_dump, sizeof abs_dump, "%s", dump_dir);
+    }
+    const char *base = getenv("XDG_RUNTIME_DIR");
+    if (!base || base[0] != '/' || access(base, W_OK) != 0)
+        base = "/tmp";
+    snprintf(run_dir, sizeof run_dir, "%s/gmp-run-XXXXXX", base);
+    if (!mkdtemp(run_dir)) {
+        fprintf(stderr, "gmp-run: cannot make a run directory in %s: %s\n", base,
+                strerror(errno));
+        return 2;
+    }
+
+    /* descendants whose parent dies come to us, so their deaths are seen */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++)
+        sigaction(forwarded[k], &sa, NULL);
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "gmp-run: fork: %s\n", strerror(errno));
+        rmdir(run_dir);
+        return 2;
+    }
+    if (pid == 0) {
+        for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++)
+            signal(forwarded[k], SIG_DFL);
+        const char *old = getenv("LD_PRELOAD");
+        char ld[2 * PATH_MAX];
+        snprintf(ld, sizeof ld, "%s%s%s", preload, old && *old ? " " : "", old ? old : "");
+        setenv("LD_PRELOAD", ld, 1);
+        setenv("GMP_RUN_DIR", run_dir, 1);
+        if (dump_dir)
+            setenv("GMP_DUMP_DIR", abs_dump, 1);
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "gmp-run: cannot run %s: %s\n", argv[i], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    child = pid;
+
+    /* Reap the command, and every orphaned descendant that dies meanwhile. */
+    int status = 0, done = 0;
+    while (!done) {
+        int st;
+        pid_t r = waitpid(-1, &st, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            break; /* ECHILD: nothing left */
+        }
+        if (WIFSIGNALED(st))
+            gmp_rings_note_death(run_dir, (int)r, WTERMSIG(st));
+        if (r == pid) {
+            status = st;
+            done = 1;
+        }
+    }
+    /* descendants already dead but not yet reaped */
+    for (int st; waitpid(-1, &st, WNOHANG) > 0;)
+        ;
+    child = 0;
+
+    gmp_recover_options opt = {.dump_dir = dump_dir ? abs_dump : NULL};
+    gmp_rings_recover(run_dir, &opt, report, NULL);
+    if (remove_tree_if_empty(run_dir) < 0 && errno == ENOTEMPTY)
+        fprintf(stderr, "gmp-run: processes of the command still run; their rings stay in %s "
+                        "(gmp-inspect recover %s)\n",
+                run_dir, run_dir);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
