@@ -151,6 +151,9 @@ typedef struct gmp_config {
     uint32_t oom_confirm_ms;           /* GMP_OOM_CONFIRM_MS, default 1000 */
     int oom_policy_first;              /* GMP_OOM_POLICY=first|episode, default episode */
     gmp_on_crash on_crash;             /* GMP_ON_CRASH, default after-failure */
+    int watchdog;                      /* GMP_WATCHDOG, default 1 */
+    uint64_t watchdog_min_mb;          /* GMP_WATCHDOG_MIN_MB: heap that starts it, default 256 */
+    uint32_t pressure_pct;             /* GMP_PRESSURE_PCT of the nearest limit, default 90 */
     gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti, default auto */
 } gmp_config;
 

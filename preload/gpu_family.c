@@ -52,6 +52,7 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         gmp_device_add(f->backend, device, ptr, size, api);
         uint64_t in_use = gmp_device_in_use(f->backend, device);
         gmp_pl_event(GMP_EV_ALLOC, f->backend, device, api, ptr, size, 0, in_use);
+        gmp_watchdog_start(); /* GPU memory in use: pressure is worth watching */
         if (gmp_any_episode_open()) {
             gmp_episode_success(f->backend, device, size, in_use);
             gmp_episode_check_deadlines();

@@ -27,6 +27,7 @@ static void after_fork_in_child(void)
         return;
     gmp_recorder_after_fork(gmp_pl.rec);
     gmp_episode_after_fork();
+    gmp_watchdog_after_fork();
 }
 
 /* Runs once, when the dynamic linker initialises the preload. */
@@ -50,6 +51,9 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.policy_first = cfg.oom_policy_first;
     gmp_pl.cuda_mode = cfg.cuda_mode;
     gmp_pl.on_crash = cfg.on_crash;
+    gmp_pl.watchdog = cfg.watchdog;
+    gmp_pl.watchdog_min = cfg.watchdog_min_mb << 20;
+    gmp_pl.pressure_pct = cfg.pressure_pct;
     gmp_pl.rec = gmp_recorder_create(&cfg);
     if (!gmp_pl.rec) {
         gmp_log("cannot create the recorder; recording is off");

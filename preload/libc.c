@@ -132,8 +132,11 @@ static void after_alloc(gmp_api api, void *p, size_t size)
     if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_any_episode_open()) && RECORDING()) {
         gmp_in_hook++;
         uint64_t in_use = gmp_host_in_use();
-        if (size >= gmp_pl.host_event_min)
+        if (size >= gmp_pl.host_event_min) {
             gmp_pl_event(GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, size, 0, in_use);
+            if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
+                gmp_watchdog_start();
+        }
         if (gmp_any_episode_open()) {
             gmp_episode_success(GMP_BACKEND_CPU, -1, size, in_use);
             gmp_episode_check_deadlines();

@@ -16,6 +16,7 @@
  *   stack.c       the return addresses of a failing call
  *   crash.c       fatal signals after a failed allocation
  *   process.c     _exit and the wait family: what a ring left behind means
+ *   watchdog.c    the slow death: pressure against the nearest memory limit
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -45,6 +46,9 @@ typedef struct gmp_preload {
     int cuda_mode;             /* GMP_CUDA_MODE: gmp_cuda_mode */
     int on_crash;              /* GMP_ON_CRASH: gmp_on_crash */
     int pid;                   /* ours (a vfork child's differs); reset after fork */
+    int watchdog;              /* GMP_WATCHDOG */
+    uint64_t watchdog_min;     /* GMP_WATCHDOG_MIN_MB, in bytes */
+    uint32_t pressure_pct;     /* GMP_PRESSURE_PCT */
     char run_dir[GMP_PATH_MAX]; /* where rings live, for death notes */
 } gmp_preload;
 
@@ -111,6 +115,10 @@ GMP_HIDDEN void gmp_crash_arm(void);
 /* episode.c: a fatal signal is killing the process; writes the bundle the
  * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock). */
 GMP_HIDDEN void gmp_episode_crash(int sig, const siginfo_t *info);
+
+/* watchdog.c: the pressure watchdog thread, started once (GMP_WATCHDOG). */
+GMP_HIDDEN void gmp_watchdog_start(void);
+GMP_HIDDEN void gmp_watchdog_after_fork(void);
 
 /* dlsym.c: the real dlsym, for the preload's own lookups (RTLD_NEXT from
  * here means after the preload, as it should). */

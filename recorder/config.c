@@ -31,6 +31,9 @@ void gmp_config_defaults(gmp_config *cfg)
     cfg->oom_policy_first = 0;
     cfg->cuda_mode = GMP_CUDA_MODE_AUTO;
     cfg->on_crash = GMP_ON_CRASH_AFTER_FAILURE;
+    cfg->watchdog = 1;
+    cfg->watchdog_min_mb = 256;
+    cfg->pressure_pct = 90;
 }
 
 /* The index of v in names (n of them), or -1. */
@@ -172,6 +175,18 @@ int gmp_config_from_env(gmp_config *cfg)
             complain("GMP_CUDA_MODE", v, "is not auto, interpose or cupti", "auto");
             bad++;
         }
+    }
+    if ((v = getenv("GMP_WATCHDOG")))
+        bad += parse_bool("GMP_WATCHDOG", v, &cfg->watchdog) < 0;
+    if ((v = getenv("GMP_WATCHDOG_MIN_MB"))) {
+        n = cfg->watchdog_min_mb;
+        bad += parse_u64("GMP_WATCHDOG_MIN_MB", v, 0, 1ull << 30, &n) < 0;
+        cfg->watchdog_min_mb = n;
+    }
+    if ((v = getenv("GMP_PRESSURE_PCT"))) {
+        n = cfg->pressure_pct;
+        bad += parse_u64("GMP_PRESSURE_PCT", v, 1, 100, &n) < 0;
+        cfg->pressure_pct = (uint32_t)n;
     }
     if ((v = getenv("GMP_ON_CRASH"))) {
         static const char *const modes[] = {"after-failure", "always", "never"};

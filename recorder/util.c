@@ -211,20 +211,20 @@ int gmp_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-int gmp_cgroup_oom_file(char *out, size_t cap)
+int gmp_cgroup_memory_dir(char *out, size_t cap)
 {
     char buf[2048];
     if (gmp_read_file("/proc/self/cgroup", buf, sizeof buf) <= 0)
         return -1;
     /* "0::/path" (v2) and "N:memory:/path" (v1), one a line */
-    for (int v2 = 1; v2 >= 0; v2--) {
-        const char *tag = v2 ? "0::" : ":memory:";
+    for (int version = 2; version >= 1; version--) {
+        const char *tag = version == 2 ? "0::" : ":memory:";
         for (char *line = buf; line && *line;) {
             char *nl = strchr(line, '\n');
             size_t len = nl ? (size_t)(nl - line) : strlen(line);
             char *hit = strstr(line, tag);
-            if (hit && hit < line + len && (v2 ? hit == line : 1)) {
-                char path[1024];
+            if (hit && hit < line + len && (version == 1 || hit == line)) {
+                char path[1024], probe[4096 + 32];
                 size_t plen = len - (size_t)(hit + strlen(tag) - line);
                 if (plen >= sizeof path)
                     break;
@@ -232,17 +232,30 @@ int gmp_cgroup_oom_file(char *out, size_t cap)
                 path[plen] = '\0';
                 if (!strcmp(path, "/"))
                     path[0] = '\0';
-                if (gmp_strjoin(out, cap, v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", path,
-                                v2 ? "/memory.events" : "/memory.oom_control",
+                /* v2 only where the memory controller is on (memory.current) */
+                if (gmp_strjoin(out, cap, version == 2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory",
+                                path, (char *)NULL) == 0 &&
+                    gmp_strjoin(probe, sizeof probe, out,
+                                version == 2 ? "/memory.current" : "/memory.usage_in_bytes",
                                 (char *)NULL) == 0 &&
-                    access(out, R_OK) == 0)
-                    return 0;
+                    access(probe, R_OK) == 0)
+                    return version;
                 break;
             }
             line = nl ? nl + 1 : NULL;
         }
     }
     return -1;
+}
+
+int gmp_cgroup_oom_file(char *out, size_t cap)
+{
+    char dir[4096];
+    int version = gmp_cgroup_memory_dir(dir, sizeof dir);
+    if (version < 0)
+        return -1;
+    return gmp_strjoin(out, cap, dir, version == 2 ? "/memory.events" : "/memory.oom_control",
+                       (char *)NULL);
 }
 
 uint64_t gmp_cgroup_oom_kills(const char *file)

@@ -14,6 +14,9 @@
  *   threads      16 threads allocate and free; one fails twice; exit 0
  *   api          finds the preload's recorder with dlsym, sets context and
  *                metadata, records a mark, then fails twice; exit 0
+ *   slow-grow N  under RLIMIT_AS: N times, grows in 8 MiB steps (10 ms
+ *                apart) to 95% of the limit, holds 500 ms, shrinks below
+ *                80%, holds 300 ms; never fails an allocation; exit 0
  */
 #include "gpumemprof.h"
 
@@ -25,9 +28,56 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HUGE_REQUEST ((size_t)1 << 60)
+
+/* VmSize from /proc/self/status, in bytes. */
+static size_t vm_size(void)
+{
+    char line[256];
+    size_t kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmSize:", 7))
+            kb = strtoull(line + 7, NULL, 10);
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* A slow death, rounds times: near the address-space limit and back. */
+static int slow_grow(int rounds)
+{
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY)
+        return 2;
+    static void *chunks[4096];
+    size_t n = 0, step = 8u << 20;
+    for (int r = 0; r < rounds; r++) {
+        while (vm_size() + step < as.rlim_cur / 100 * 95 && n < 4096) {
+            if (!(chunks[n] = malloc(step)))
+                return 3; /* too close: a failure is not what this mode shows */
+            n++;
+            sleep_ms(10);
+        }
+        sleep_ms(500);
+        while (n > 0 && vm_size() >= as.rlim_cur / 100 * 80)
+            free(chunks[--n]);
+        sleep_ms(300);
+    }
+    while (n > 0)
+        free(chunks[--n]);
+    puts("grew and shrank");
+    return 0;
+}
 
 /* Threads of this process, from /proc (the preload must start none). */
 static int thread_count(void)
@@ -189,6 +239,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "threads"))
         return threads();
+    if (!strcmp(mode, "slow-grow"))
+        return slow_grow(argc > 2 ? atoi(argv[2]) : 1);
     if (!strcmp(mode, "api"))
         return api();
     fprintf(stderr, "host_oom: unknown mode %s\n", mode);

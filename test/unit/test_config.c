@@ -18,7 +18,9 @@
 
 static const char *const vars[] = {"GMP_ENABLED", "GMP_DUMP_DIR", "GMP_RUN_DIR",
                                    "GMP_BUFFER_SIZE", "GMP_MAX_DUMPS", "GMP_MAX_TOTAL_MB",
-                                   "GMP_CONTEXT", "GMP_METADATA", "GMP_CUDA_MODE"};
+                                   "GMP_CONTEXT", "GMP_METADATA", "GMP_CUDA_MODE",
+                                   "GMP_ON_CRASH", "GMP_WATCHDOG", "GMP_WATCHDOG_MIN_MB",
+                                   "GMP_PRESSURE_PCT"};
 
 static int clear_env(void **state)
 {
@@ -45,6 +47,10 @@ static void test_defaults(void **state)
     assert_string_equal(c.context, "");
     assert_string_equal(c.metadata_json, "{}");
     assert_int_equal(c.cuda_mode, GMP_CUDA_MODE_AUTO);
+    assert_int_equal(c.on_crash, GMP_ON_CRASH_AFTER_FAILURE);
+    assert_int_equal(c.watchdog, 1);
+    assert_int_equal(c.watchdog_min_mb, 256);
+    assert_int_equal(c.pressure_pct, 90);
 }
 
 static void test_good_values(void **state)
@@ -58,9 +64,17 @@ static void test_good_values(void **state)
     setenv("GMP_CONTEXT", "training", 1);
     setenv("GMP_METADATA", "{\"batch_size\": 32, \"model\": \"resnet50\"}", 1);
     setenv("GMP_CUDA_MODE", "cupti", 1);
+    setenv("GMP_ON_CRASH", "never", 1);
+    setenv("GMP_WATCHDOG", "off", 1);
+    setenv("GMP_WATCHDOG_MIN_MB", "1024", 1);
+    setenv("GMP_PRESSURE_PCT", "75", 1);
     gmp_config c;
     assert_int_equal(gmp_config_from_env(&c), 0);
     assert_int_equal(c.cuda_mode, GMP_CUDA_MODE_CUPTI);
+    assert_int_equal(c.on_crash, GMP_ON_CRASH_NEVER);
+    assert_int_equal(c.watchdog, 0);
+    assert_int_equal(c.watchdog_min_mb, 1024);
+    assert_int_equal(c.pressure_pct, 75);
     assert_int_equal(c.enabled, 0);
     assert_string_equal(c.dump_dir, "/var/tmp/dumps");
     assert_int_equal(c.buffer_size, 5000);
@@ -100,6 +114,11 @@ static void test_bad_values_one_line_each(void **state)
     expect_one_line("GMP_METADATA", "[1,2]", "using {}");
     expect_one_line("GMP_CUDA_MODE", "nvtx", "using auto");
     expect_one_line("GMP_CUDA_MODE", "CUPTI", "using auto");
+    expect_one_line("GMP_ON_CRASH", "sometimes", "using after-failure");
+    expect_one_line("GMP_WATCHDOG", "maybe", "using 1");
+    expect_one_line("GMP_PRESSURE_PCT", "0", "using 90");
+    expect_one_line("GMP_PRESSURE_PCT", "101", "using 90");
+    expect_one_line("GMP_WATCHDOG_MIN_MB", "-1", "using 256");
     char *huge = malloc(1 << 20);
     memset(huge, '7', (1 << 20) - 1);
     huge[(1 << 20) - 1] = '\0';

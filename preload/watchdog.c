@@ -1,0 +1,181 @@
+/*
+ * watchdog.c — the slow death (seed 002): swapping, pressure, then the OOM
+ * killer.  A thread, started only once the process holds GPU memory or a
+ * heap of GMP_WATCHDOG_MIN_MB, samples every 100 ms how close the process
+ * is to each limit that can end it:
+ *   RLIMIT_AS        against VmSize
+ *   its cgroup       memory.current/memory.max (v2), usage/limit_in_bytes (v1)
+ *   the machine      MemTotal - MemAvailable against MemTotal
+ * When the nearest crosses GMP_PRESSURE_PCT it writes one memory_pressure
+ * bundle (with PSI memory in its evidence), and again only after usage has
+ * fallen back below.  GMP_WATCHDOG=0 turns it off.  Device free memory
+ * joins once the collectors know it (a later issue).
+ */
+#include "preload.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define SAMPLE_MS 100
+
+static int started; /* atomic; reset in a forked child */
+
+typedef struct limit_sample {
+    const char *name; /* "RLIMIT_AS" */
+    const char *what; /* "VmSize" */
+    uint64_t used, limit;
+} limit_sample;
+
+/* The value after `key` in a /proc file of "Key:   123 kB" lines, in bytes. */
+static uint64_t proc_kb(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    if (!p)
+        return 0;
+    p += strlen(key);
+    while (*p == ' ' || *p == '\t' || *p == ':')
+        p++;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v * 1024;
+}
+
+static uint64_t file_u64(const char *path)
+{
+    char buf[64];
+    if (gmp_read_file(path, buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
+        return 0; /* "max", or nothing */
+    uint64_t v = 0;
+    for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
+/* Every limit that applies now; returns how many. */
+static int sample(limit_sample *out, char *buf, size_t cap)
+{
+    int n = 0;
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
+        gmp_read_file("/proc/self/status", buf, cap) > 0)
+        out[n++] = (limit_sample){"RLIMIT_AS", "VmSize", proc_kb(buf, "\nVmSize"),
+                                  (uint64_t)as.rlim_cur};
+    char dir[GMP_PATH_MAX], path[GMP_PATH_MAX + 32];
+    int version = gmp_cgroup_memory_dir(dir, sizeof dir);
+    if (version > 0) {
+        gmp_strjoin(path, sizeof path, dir,
+                    version == 2 ? "/memory.max" : "/memory.limit_in_bytes", (char *)NULL);
+        uint64_t limit = file_u64(path);
+        gmp_strjoin(path, sizeof path, dir,
+                    version == 2 ? "/memory.current" : "/memory.usage_in_bytes", (char *)NULL);
+        uint64_t used = file_u64(path);
+        if (limit && limit < (1ull << 62)) /* v1 says "unlimited" with a huge number */
+            out[n++] = (limit_sample){"cgroup memory limit", "cgroup usage", used, limit};
+    }
+    if (gmp_read_file("/proc/meminfo", buf, cap) > 0) {
+        uint64_t total = proc_kb(buf, "MemTotal"), avail = proc_kb(buf, "MemAvailable");
+        if (total && avail <= total)
+            out[n++] = (limit_sample){"MemTotal", "memory in use on the machine", total - avail,
+                                      total};
+    }
+    return n;
+}
+
+static uint32_t pct(const limit_sample *s)
+{
+    return s->limit ? (uint32_t)(s->used * 100 / s->limit) : 0;
+}
+
+static void write_pressure_bundle(const limit_sample *all, int n, const limit_sample *nearest,
+                                  char *buf, size_t cap)
+{
+    char used[32], limit[32], p[24], threshold[24], message[320], evidence[1024];
+    gmp_fmt_bytes(nearest->used, used);
+    gmp_fmt_bytes(nearest->limit, limit);
+    gmp_fmt_u64(pct(nearest), p);
+    gmp_fmt_u64(gmp_pl.pressure_pct, threshold);
+    /* "VmSize 930.0 MiB is 93% of RLIMIT_AS 1000.0 MiB (threshold 90%)." */
+    gmp_strjoin(message, sizeof message, nearest->what, " ", used, " is ", p, "% of ",
+                nearest->name, " ", limit, " (threshold ", threshold, "%).", (char *)NULL);
+    evidence[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char u[32], l[32], q[24];
+        gmp_fmt_bytes(all[i].used, u);
+        gmp_fmt_bytes(all[i].limit, l);
+        gmp_fmt_u64(pct(&all[i]), q);
+        size_t at = strlen(evidence);
+        gmp_strjoin(evidence + at, sizeof evidence - at, at ? "; " : "", all[i].what, " ", u,
+                    " of ", all[i].name, " ", l, " (", q, "%)", (char *)NULL);
+    }
+    if (gmp_read_file("/proc/pressure/memory", buf, cap) > 0) {
+        size_t at = strlen(evidence);
+        buf[strcspn(buf, "\n")] = '\0';
+        gmp_strjoin(evidence + at, sizeof evidence - at, "; PSI memory ", buf, (char *)NULL);
+    }
+    gmp_pl_event(GMP_EV_PRESSURE, GMP_BACKEND_CPU, -1, GMP_API_UNKNOWN, 0, nearest->limit,
+                 (int32_t)pct(nearest), nearest->used);
+    gmp_dump_request req = {
+        .reason = "memory_pressure",
+        .exception_type = "memory_pressure",
+        .exception_message = message,
+        .backend = GMP_BACKEND_CPU,
+        .confirmed_by = "watchdog",
+        .evidence = evidence,
+    };
+    char path[GMP_PATH_MAX];
+    if (gmp_dump(gmp_pl.rec, &req, path, sizeof path))
+        gmp_log("memory pressure: %s bundle: %s", message, path);
+}
+
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    gmp_in_hook++; /* nothing this thread does is the program's */
+    static char buf[8192];
+    int above = 0;
+    for (;;) {
+        struct timespec ts = {0, SAMPLE_MS * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        if (!gmp_pl_active())
+            continue;
+        limit_sample all[4];
+        int n = sample(all, buf, sizeof buf);
+        const limit_sample *nearest = NULL;
+        for (int i = 0; i < n; i++)
+            if (!nearest || pct(&all[i]) > pct(nearest))
+                nearest = &all[i];
+        int now_above = nearest && pct(nearest) >= gmp_pl.pressure_pct;
+        if (now_above && !above)
+            write_pressure_bundle(all, n, nearest, buf, sizeof buf);
+        above = now_above;
+    }
+    return NULL;
+}
+
+void gmp_watchdog_start(void)
+{
+    int expected = 0;
+    if (!gmp_pl.watchdog || __atomic_load_n(&started, __ATOMIC_RELAXED) ||
+        !__atomic_compare_exchange_n(&started, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    pthread_attr_t attr;
+    pthread_t tid;
+    if (pthread_attr_init(&attr) != 0)
+        return;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 128 * 1024);
+    gmp_in_hook++;
+    if (pthread_create(&tid, &attr, watchdog_main, NULL) != 0)
+        __atomic_store_n(&started, 0, __ATOMIC_RELEASE); /* another try later */
+    gmp_in_hook--;
+    pthread_attr_destroy(&attr);
+}
+
+void gmp_watchdog_after_fork(void)
+{
+    __atomic_store_n(&started, 0, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,108 @@
+/*
+ * test_pressure.c — the slow death: a process under `ulimit -v` growing
+ * slowly to 95% of its address-space limit.  The watchdog writes one
+ * memory_pressure bundle per crossing of GMP_PRESSURE_PCT (not one per
+ * sample), names the limit and the usage, and writes nothing when
+ * GMP_WATCHDOG=0.  The program never fails an allocation.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16];
+
+/* host_oom slow-grow ROUNDS under a 600 MB address-space limit. */
+static void grow(const char *env, int rounds)
+{
+    char script[4096];
+    snprintf(script, sizeof script,
+             "ulimit -v 600000; export LD_PRELOAD='%s' %s; exec %s/test/programs/host_oom "
+             "slow-grow %d",
+             paths.preload, env ? env : "", paths.build, rounds);
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 0);
+    assert_string_equal(out, "grew and shrank\n");
+}
+
+static int pressure_bundles(void)
+{
+    return count_prefixed(paths.dumps, "oom_dump_");
+}
+
+static void test_one_bundle_per_crossing(void **state)
+{
+    (void)state;
+    grow(NULL, 1);
+    assert_int_equal(pressure_bundles(), 1); /* five samples above: one bundle */
+    if (strncmp(err, "gpumemprof: memory pressure: VmSize ", 36) || count_lines(err) != 1)
+        fail_msg("stderr: %s", err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "reason"), "memory_pressure");
+    assert_string_equal(json_str(md, "confirmed_by"), "watchdog");
+    const char *msg = json_str(md, "exception_message");
+    if (!strstr(msg, "% of RLIMIT_AS 585.9 MiB (threshold 90%)."))
+        fail_msg("message: %s", msg);
+    if (!strstr(json_str(md, "evidence"), "VmSize "))
+        fail_msg("evidence: %s", json_str(md, "evidence"));
+    json_decref(md);
+}
+
+/* Falling back below the threshold re-arms it. */
+static void test_again_after_falling_below(void **state)
+{
+    (void)state;
+    grow(NULL, 2);
+    assert_int_equal(pressure_bundles(), 2);
+    assert_int_equal(count_lines(err), 2);
+}
+
+static void test_watchdog_off(void **state)
+{
+    (void)state;
+    grow("GMP_WATCHDOG=0", 1);
+    assert_int_equal(pressure_bundles(), 0);
+    assert_string_equal(err, "");
+}
+
+/* A threshold above any crossing writes nothing. */
+static void test_threshold_is_honoured(void **state)
+{
+    (void)state;
+    grow("GMP_PRESSURE_PCT=99", 1);
+    assert_int_equal(pressure_bundles(), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    preload_paths_make(&paths, "pressure");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(paths.scratch);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_bundle_per_crossing),
+        cmocka_unit_test(test_again_after_falling_below),
+        cmocka_unit_test(test_watchdog_off),
+        cmocka_unit_test(test_threshold_is_honoured),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
