@@ -254,6 +254,13 @@ typedef struct gmp_dump_request {
 GMP_API const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
                              char *path_out, size_t path_cap);
 
+/* Set exception_type, exception_module and exception_message of the bundle
+ * at path (a framework said more than the failing call); metadata.json is
+ * rewritten atomically.  buf is scratch (64 KiB is plenty).  0, or -1. */
+GMP_API int gmp_bundle_patch_exception(const char *bundle, const char *type,
+                                       const char *module, const char *message, char *buf,
+                                       size_t cap);
+
 /* Apply the retention rules to a dump directory: at most max_dumps bundles
  * and max_total_mb, oldest first; keep (a bundle name) is never removed.
  * Returns how many bundles were removed, or -1 on error. */

@@ -114,11 +114,15 @@ static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
                 cr ? addr : "", cr ? " after " : "", gmp_api_name(f->api), " of ", size,
                 " on ", place, " failed with ", c.reason, " (code ", code, ").", (char *)NULL);
 
+    /* a framework's own words on stderr, when it said something meanwhile */
+    char ftype[128], fmodule[128], fmessage[512];
+    int framework = cr ? 0 : gmp_messages_take(ftype, fmodule, fmessage, sizeof ftype);
     gmp_dump_request req = {
         .reason = cr ? reason : c.reason,
-        .exception_type = cr ? signame : c.reason,
-        .exception_module = library_of(backend, f->api),
-        .exception_message = message,
+        .exception_type = framework && ftype[0] ? ftype : cr ? signame : c.reason,
+        .exception_module = framework ? (fmodule[0] ? fmodule : NULL)
+                                      : library_of(backend, f->api),
+        .exception_message = framework ? fmessage : message,
         .backend = backend,
         .confirmed_by = confirmed_by,
         .failed = *f,
@@ -127,6 +131,8 @@ static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
     req.failed.present = 1;
     char path[GMP_PATH_MAX];
     if (gmp_dump(gmp_pl.rec, &req, path, sizeof path)) {
+        if (!cr)
+            gmp_messages_note_bundle(path, framework);
         /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P
          * gpumemprof: SIGSEGV after failed allocation (malloc 1.0 TiB on host, ENOMEM); bundle: P */
         if (cr)

@@ -17,6 +17,7 @@
  *   crash.c       fatal signals after a failed allocation
  *   process.c     _exit and the wait family: what a ring left behind means
  *   watchdog.c    the slow death: pressure against the nearest memory limit
+ *   messages.c    OOM messages on stderr, for failures no hook saw
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -115,6 +116,13 @@ GMP_HIDDEN void gmp_crash_arm(void);
 /* episode.c: a fatal signal is killing the process; writes the bundle the
  * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock). */
 GMP_HIDDEN void gmp_episode_crash(int sig, const siginfo_t *info);
+
+/* messages.c: an OOM message seen on stderr while an episode was open, for
+ * its bundle: copies it out (cap bytes each) and returns its level (0 none).
+ * note_bundle: an episode's bundle was written at path (level: what filled
+ * its exception, 0 the hook's own words). */
+GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t cap);
+GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
 
 /* watchdog.c: the pressure watchdog thread, started once (GMP_WATCHDOG). */
 GMP_HIDDEN void gmp_watchdog_start(void);

@@ -80,6 +80,14 @@ static const char *const message_patterns[] = {
     "resource exhausted", "failed to allocate", "allocation failed",
 };
 
+const char *gmp_classify_message_pattern(const char *text)
+{
+    for (size_t i = 0; i < sizeof message_patterns / sizeof *message_patterns; i++)
+        if (contains_ci(text, message_patterns[i]))
+            return message_patterns[i];
+    return NULL;
+}
+
 gmp_classification gmp_classify_exception(const char *type, const char *module,
                                           const char *message)
 {

@@ -41,6 +41,10 @@ GMP_HIDDEN int gmp_write_all(int fd, const void *buf, size_t len);
 /* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length or -1. */
 GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
 
+/* The first OOM message pattern ("cuda out of memory", ...) in text, or NULL
+ * (classify.c). */
+GMP_HIDDEN const char *gmp_classify_message_pattern(const char *text);
+
 /* This process's memory cgroup directory: returns 2 (cgroup v2), 1 (v1) or
  * -1 when there is none with the memory controller. */
 GMP_HIDDEN int gmp_cgroup_memory_dir(char *out, size_t cap);

@@ -1,0 +1,261 @@
+/*
+ * messages.c — OOM deaths with no failing call.  TensorFlow's and JAX's BFC
+ * allocators and PyTorch's memory fraction fail inside their own pool, so no
+ * hook sees a failure; what the process writes to stderr says it.  Writes to
+ * fd 2 (write, writev; fwrite and fputs on stderr) are read, at most 4 KiB
+ * of each, in lines assembled across writes, against the classification patterns ("cuda out of
+ * memory", "resource exhausted", ...).  A matching line, preferably one that
+ * names an exception ("torch.OutOfMemoryError: CUDA out of memory. Tried to
+ * allocate 20.00 GiB ..."), gives exception_type/_module/_message:
+ *   - to the open episode, whose bundle is not written yet;
+ *   - else to the bundle written in the last 10 s (metadata.json rewritten
+ *     atomically, bundle_patch.c);
+ *   - else it is the only news of the OOM: a bundle of its own, with reason
+ *     message_pattern:<pattern>.
+ * Every other fd costs one comparison.  Lines are handled by one thread at
+ * a time (a busy flag: a concurrent line is skipped, never waited for).
+ */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define SCAN_MAX 4096
+#define RECENT_NS (10ull * 1000000000ull)
+
+typedef struct exception_text {
+    int level; /* 0 none, 1 a matching line, 2 a line naming its exception type */
+    char type[128], module[128], message[512];
+} exception_text;
+
+static int busy;                      /* atomic try-lock over everything below */
+static exception_text pending;        /* for the open episode */
+static char last_bundle[GMP_PATH_MAX];
+static uint64_t last_bundle_ns;
+static int last_bundle_level;
+static char patch_buf[64 * 1024];
+
+static int try_lock(void)
+{
+    return !__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE);
+}
+
+static void unlock(void)
+{
+    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+}
+
+int gmp_messages_take(char *type, char *module, char *message, size_t cap)
+{
+    if (!__atomic_load_n(&pending.level, __ATOMIC_RELAXED) || !try_lock())
+        return 0;
+    int level = pending.level;
+    if (level) {
+        gmp_strlcpy(type, pending.type, cap);
+        gmp_strlcpy(module, pending.module, cap);
+        gmp_strlcpy(message, pending.message, cap);
+        pending.level = 0;
+    }
+    unlock();
+    return level;
+}
+
+void gmp_messages_note_bundle(const char *path, int level)
+{
+    if (!try_lock())
+        return;
+    gmp_strlcpy(last_bundle, path, sizeof last_bundle);
+    last_bundle_ns = gmp_now_realtime_ns();
+    last_bundle_level = level;
+    unlock();
+}
+
+/* "torch.OutOfMemoryError: CUDA out of memory..." -> type, module, message. */
+static void parse_line(const char *line, exception_text *t)
+{
+    size_t id = strspn(line, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:");
+    const char *colon = NULL;
+    for (size_t i = 0; i + 1 < id + 1 && line[i]; i++)
+        if (line[i] == ':' && line[i + 1] == ' ') {
+            colon = line + i;
+            break;
+        }
+    t->type[0] = t->module[0] = '\0';
+    if (colon && colon > line && line[0] != '.' && colon[-1] != '.' &&
+        (size_t)(colon - line) < sizeof t->type) {
+        memcpy(t->type, line, (size_t)(colon - line));
+        t->type[colon - line] = '\0';
+        const char *dot = strrchr(t->type, '.');
+        if (dot && (size_t)(dot - t->type) < sizeof t->module) {
+            memcpy(t->module, t->type, (size_t)(dot - t->type));
+            t->module[dot - t->type] = '\0';
+        }
+        gmp_strlcpy(t->message, colon + 2, sizeof t->message);
+        t->level = 2;
+    } else {
+        gmp_strlcpy(t->message, line, sizeof t->message);
+        t->level = 1;
+    }
+}
+
+static gmp_backend backend_of(const char *pattern, const char *line)
+{
+    if (strstr(pattern, "hip") || strstr(line, "HIP") || strstr(line, "ROCm"))
+        return GMP_BACKEND_ROCM;
+    if (strstr(pattern, "cuda") || strstr(line, "CUDA") || strstr(line, "GPU"))
+        return GMP_BACKEND_CUDA;
+    return GMP_BACKEND_CPU;
+}
+
+/* The only news of an OOM: a bundle of its own. */
+static void write_message_bundle(const exception_text *t, const char *pattern,
+                                 const char *line)
+{
+    char reason[96], path[GMP_PATH_MAX];
+    gmp_strjoin(reason, sizeof reason, "message_pattern:", pattern, (char *)NULL);
+    gmp_dump_request req = {
+        .reason = reason,
+        .exception_type = t->type[0] ? t->type : NULL,
+        .exception_module = t->module[0] ? t->module : NULL,
+        .exception_message = t->message,
+        .backend = backend_of(pattern, line),
+        .confirmed_by = "message",
+    };
+    if (gmp_dump(gmp_pl.rec, &req, path, sizeof path)) {
+        gmp_log("OOM message on stderr (%s); bundle: %s", pattern, path);
+        gmp_strlcpy(last_bundle, path, sizeof last_bundle);
+        last_bundle_ns = gmp_now_realtime_ns();
+        last_bundle_level = t->level;
+    }
+}
+
+static void on_line(const char *line)
+{
+    if (!strncmp(line, "gpumemprof: ", 12))
+        return; /* our own */
+    const char *pattern = gmp_classify_message_pattern(line);
+    exception_text t;
+    parse_line(line, &t);
+    if (!pattern) {
+        gmp_classification c =
+            gmp_classify_exception(t.type[0] ? t.type : NULL, t.module, t.message);
+        if (!c.is_oom || t.level < 2)
+            return;
+        pattern = "exception";
+    }
+    if (gmp_any_episode_open()) {
+        if (t.level > pending.level)
+            pending = t;
+        return;
+    }
+    uint64_t now = gmp_now_realtime_ns();
+    if (last_bundle[0] && now - last_bundle_ns < RECENT_NS) {
+        if (t.level > last_bundle_level &&
+            gmp_bundle_patch_exception(last_bundle, t.type[0] ? t.type : NULL,
+                                       t.module[0] ? t.module : NULL, t.message, patch_buf,
+                                       sizeof patch_buf) == 0)
+            last_bundle_level = t.level;
+        return;
+    }
+    write_message_bundle(&t, pattern, line);
+}
+
+/* Bytes just written to stderr.  Lines are assembled across writes: Python
+ * prints "torch", ".", "OutOfMemoryError", ": ", the message and "\n" as
+ * six writes. */
+static void scan(const char *buf, size_t n)
+{
+    static char line[1024];
+    static size_t have;
+    if (!n || !buf || !gmp_pl_active() || !try_lock())
+        return;
+    gmp_in_hook++;
+    size_t len = n < SCAN_MAX ? n : SCAN_MAX;
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(buf + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - buf) : len, take = end - at;
+        if (take > sizeof line - 1 - have)
+            take = sizeof line - 1 - have; /* a longer line is cut */
+        memcpy(line + have, buf + at, take);
+        have += take;
+        if (nl || have == sizeof line - 1) {
+            line[have] = '\0';
+            if (have > 8)
+                on_line(line);
+            have = 0;
+        }
+        at = end + (nl ? 1 : 0);
+        if (!nl)
+            break;
+    }
+    gmp_in_hook--;
+    unlock();
+}
+
+#define REAL(name, type)                                                                    \
+    static type real_##name;                                                                \
+    type fn = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                              \
+    if (GMP_UNLIKELY(!fn)) {                                                                \
+        fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                        \
+        __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                               \
+    }
+
+typedef ssize_t (*write_fn)(int, const void *, size_t);
+GMP_EXPORT ssize_t write(int fd, const void *buf, size_t n);
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    REAL(write, write_fn)
+    ssize_t r = fn(fd, buf, n);
+    if (GMP_UNLIKELY(fd == 2) && r > 0 && !gmp_in_hook) {
+        int saved = errno;
+        scan(buf, (size_t)r);
+        errno = saved;
+    }
+    return r;
+}
+
+typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
+GMP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int count);
+ssize_t writev(int fd, const struct iovec *iov, int count)
+{
+    REAL(writev, writev_fn)
+    ssize_t r = fn(fd, iov, count);
+    if (GMP_UNLIKELY(fd == 2) && r > 0 && !gmp_in_hook) {
+        int saved = errno;
+        for (int i = 0; i < count && i < 8; i++)
+            scan(iov[i].iov_base, iov[i].iov_len);
+        errno = saved;
+    }
+    return r;
+}
+
+typedef size_t (*fwrite_fn)(const void *, size_t, size_t, FILE *);
+GMP_EXPORT size_t fwrite(const void *p, size_t size, size_t count, FILE *stream);
+size_t fwrite(const void *p, size_t size, size_t count, FILE *stream)
+{
+    REAL(fwrite, fwrite_fn)
+    size_t r = fn(p, size, count, stream);
+    if (GMP_UNLIKELY(stream == stderr) && r > 0 && !gmp_in_hook) {
+        int saved = errno;
+        scan(p, r * size);
+        errno = saved;
+    }
+    return r;
+}
+
+typedef int (*fputs_fn)(const char *, FILE *);
+GMP_EXPORT int fputs(const char *s, FILE *stream);
+int fputs(const char *s, FILE *stream)
+{
+    REAL(fputs, fputs_fn)
+    int r = fn(s, stream);
+    if (GMP_UNLIKELY(stream == stderr) && r >= 0 && !gmp_in_hook) {
+        int saved = errno;
+        scan(s, strlen(s));
+        errno = saved;
+    }
+    return r;
+}

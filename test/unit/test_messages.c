@@ -1,0 +1,153 @@
+/*
+ * test_messages.c — OOM deaths that only stderr tells of: python3 printing
+ * a PyTorch-style "torch.OutOfMemoryError: CUDA out of memory. Tried to
+ * allocate ..." traceback (as frameworks allocating from their own pool
+ * do).  With no failing call: a bundle of its own, reason
+ * message_pattern:<pattern>.  After a failing call: the message fills the
+ * exception of that call's bundle, whether the episode is still open or
+ * its bundle was just written (metadata.json rewritten, still valid).  The
+ * program's own output and status never change; other stderr is ignored.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16];
+
+#define TORCH_MESSAGE                                                                     \
+    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "   \
+    "79.15 GiB of which 3.12 GiB is free."
+
+/* python3 raising a torch.OutOfMemoryError, after `before` (python code). */
+static int run_python(const char *env, const char *before)
+{
+    char script[8192];
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s' GMP_CUDART='%s/test/doubles/libcudart.so.13' %s; "
+             "exec python3 -c 'import ctypes, os\n"
+             "%s\n"
+             "class OutOfMemoryError(RuntimeError):\n"
+             "    pass\n"
+             "OutOfMemoryError.__module__ = \"torch\"\n"
+             "def train_step():\n"
+             "    raise OutOfMemoryError(\"" TORCH_MESSAGE "\")\n"
+             "train_step()'",
+             paths.preload, paths.build, env ? env : "", before ? before : "");
+    return exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+}
+
+/* What the user sees on stderr, but for our own lines, is Python's. */
+static void expect_traceback_intact(void)
+{
+    assert_non_null(strstr(err, "Traceback (most recent call last):\n"));
+    assert_non_null(strstr(err, "\ntorch.OutOfMemoryError: " TORCH_MESSAGE "\n"));
+}
+
+static json_t *the_bundle(void)
+{
+    return only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+}
+
+static void expect_torch_exception(json_t *md)
+{
+    assert_string_equal(json_str(md, "exception_type"), "torch.OutOfMemoryError");
+    assert_string_equal(json_str(md, "exception_module"), "torch");
+    assert_string_equal(json_str(md, "exception_message"), TORCH_MESSAGE);
+}
+
+static void test_message_alone(void **state)
+{
+    (void)state;
+    assert_int_equal(run_python(NULL, NULL), 1);
+    expect_traceback_intact();
+    json_t *md = the_bundle();
+    assert_string_equal(json_str(md, "reason"), "message_pattern:cuda out of memory");
+    assert_string_equal(json_str(md, "backend"), "cuda");
+    assert_string_equal(json_str(md, "confirmed_by"), "message");
+    expect_torch_exception(md);
+    json_decref(md);
+}
+
+/* A real failure first (the cudart double, reaching the driver), episode
+ * open: the message waits for the episode's bundle. */
+#define FAIL_ON_DEVICE                                                                     \
+    "rt = ctypes.CDLL(os.environ[\"GMP_CUDART\"])\n"                                       \
+    "p = ctypes.c_void_p()\n"                                                              \
+    "assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 40)) == 2"
+
+static void test_message_fills_the_open_episode(void **state)
+{
+    (void)state;
+    assert_int_equal(run_python(NULL, FAIL_ON_DEVICE), 1);
+    expect_traceback_intact();
+    json_t *md = the_bundle();
+    assert_string_equal(json_str(md, "reason"), "CUDA_ERROR_OUT_OF_MEMORY");
+    assert_string_equal(json_str(md, "confirmed_by"), "exit");
+    assert_string_equal(json_str(json_object_get(md, "failed_request"), "api"), "cuMemAlloc_v2");
+    expect_torch_exception(md);
+    json_decref(md);
+}
+
+/* GMP_OOM_POLICY=first: the bundle is written at the failure; the message
+ * then rewrites its metadata.json (only_bundle_file validates it). */
+static void test_message_patches_a_written_bundle(void **state)
+{
+    (void)state;
+    assert_int_equal(run_python("GMP_OOM_POLICY=first", FAIL_ON_DEVICE), 1);
+    json_t *md = the_bundle();
+    assert_string_equal(json_str(md, "reason"), "CUDA_ERROR_OUT_OF_MEMORY");
+    assert_string_equal(json_str(md, "confirmed_by"), "first");
+    expect_torch_exception(md);
+    json_decref(md);
+}
+
+static void test_other_stderr_is_ignored(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s'; exec python3 -c 'import sys\n"
+             "sys.stderr.write(\"warning: something else entirely\\n\")\n"
+             "print(\"fine\")'",
+             paths.preload);
+    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    assert_int_equal(code, 0);
+    assert_string_equal(out, "fine\n");
+    assert_string_equal(err, "warning: something else entirely\n");
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    preload_paths_make(&paths, "messages");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(paths.scratch);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_message_alone),
+        cmocka_unit_test(test_message_fills_the_open_episode),
+        cmocka_unit_test(test_message_patches_a_written_bundle),
+        cmocka_unit_test(test_other_stderr_is_ignored),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
