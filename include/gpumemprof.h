@@ -246,6 +246,7 @@ typedef struct gmp_dump_request {
     gmp_failed_request failed;
     uint32_t recovered_episodes;
     const char *evidence;          /* why we believe the reason, e.g. the kernel OOM killer */
+    int python_traceback_fd;       /* > 0: its contents become python_traceback.txt */
 } gmp_dump_request;
 
 /* Write a bundle into the dump directory, apply retention, and return the

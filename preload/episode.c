@@ -31,6 +31,7 @@ typedef struct episode {
     int success_since;    /* atomic: a success on this device since the failure */
     uint64_t deadline_ns;
     gmp_failed_request failed; /* the call that opened it */
+    int python_traceback_fd;   /* its thread's Python stack then, or -1 */
 } episode;
 
 static episode episodes[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
@@ -95,7 +96,7 @@ typedef struct crash {
  * last failure when a signal kills the process); crash is NULL unless one
  * does. */
 static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
-                           const char *confirmed_by, const crash *cr)
+                           const char *confirmed_by, const crash *cr, int traceback_fd)
 {
     gmp_classification c = gmp_classify_result(backend, f->api, f->code);
     char place[32], size[32], code[24], addr[24], reason[64], message[384];
@@ -127,6 +128,7 @@ static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
         .confirmed_by = confirmed_by,
         .failed = *f,
         .recovered_episodes = __atomic_load_n(&recovered, __ATOMIC_RELAXED),
+        .python_traceback_fd = traceback_fd,
     };
     req.failed.present = 1;
     char path[GMP_PATH_MAX];
@@ -149,7 +151,10 @@ static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
 static void commit(gmp_backend backend, episode *ep, const char *confirmed_by,
                    const crash *cr)
 {
-    commit_failure(backend, &ep->failed, confirmed_by, cr);
+    commit_failure(backend, &ep->failed, confirmed_by, cr, ep->python_traceback_fd);
+    if (ep->python_traceback_fd > 0 && !cr) /* a dying process keeps it */
+        close(ep->python_traceback_fd);
+    ep->python_traceback_fd = -1;
     __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
 }
@@ -236,6 +241,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
                                      __ATOMIC_RELAXED))
         return; /* being opened or committed by another thread right now */
     ep->failed = f;
+    ep->python_traceback_fd = gmp_python_traceback_fd();
     ep->deadline_ns = now_ns() + gmp_pl.confirm_ns;
     __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
@@ -317,7 +323,7 @@ void gmp_episode_crash(int sig, const siginfo_t *info)
         return;
     if (failed) {
         gmp_failed_request f = last_failure;
-        commit_failure(last_failure_backend, &f, "signal", &cr);
+        commit_failure(last_failure_backend, &f, "signal", &cr, -1);
         return;
     }
     /* GMP_ON_CRASH=always, and no allocation ever failed */

@@ -18,6 +18,7 @@
  *   process.c     _exit and the wait family: what a ring left behind means
  *   watchdog.c    the slow death: pressure against the nearest memory limit
  *   messages.c    OOM messages on stderr, for failures no hook saw
+ *   python.c      the Python stack of the thread that failed
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -123,6 +124,10 @@ GMP_HIDDEN void gmp_episode_crash(int sig, const siginfo_t *info);
  * its exception, 0 the hook's own words). */
 GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t cap);
 GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
+
+/* python.c: in a CPython thread holding the GIL, its Python stack in a
+ * memfd (the caller closes it); else -1. */
+GMP_HIDDEN int gmp_python_traceback_fd(void);
 
 /* watchdog.c: the pressure watchdog thread, started once (GMP_WATCHDOG). */
 GMP_HIDDEN void gmp_watchdog_start(void);

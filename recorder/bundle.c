@@ -162,25 +162,45 @@ static void fill_modules(gmp_jw *w, bundle_ctx *ctx)
 
 static void fill_manifest(gmp_jw *w, bundle_ctx *ctx);
 
+/* python_traceback.txt: the bytes the preload captured at the failure. */
+static int copy_python_traceback(int fd, char *buf, bundle_ctx *ctx)
+{
+    int from = ctx->in->req->python_traceback_fd;
+    for (off_t at = 0;;) {
+        ssize_t n = pread(from, buf, GMP_JW_BUF, at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -1 : 0;
+        if (gmp_write_all(fd, buf, (size_t)n) < 0)
+            return -1;
+        at += n;
+    }
+}
+
 /* The files of a bundle in the order they are written: the manifest last,
  * once the event count is known, listing exactly those written.  Files of
  * the live process (self_only) are left out of a bundle written for
  * another, dead one. */
 static const struct bundle_file {
     const char *name;
-    void (*fill)(gmp_jw *w, bundle_ctx *ctx);
+    void (*fill)(gmp_jw *w, bundle_ctx *ctx);       /* a JSON file, or */
+    int (*copy)(int fd, char *buf, bundle_ctx *ctx); /* a text file */
     int self_only;
 } bundle_files[] = {
-    {"events.json", fill_events, 0},
-    {"metadata.json", fill_metadata, 0},
-    {"environment.json", fill_environment, 0},
-    {"modules.json", fill_modules, 1},
-    {"manifest.json", fill_manifest, 0},
+    {"events.json", fill_events, NULL, 0},
+    {"metadata.json", fill_metadata, NULL, 0},
+    {"environment.json", fill_environment, NULL, 0},
+    {"modules.json", fill_modules, NULL, 1},
+    {"python_traceback.txt", NULL, copy_python_traceback, 1},
+    {"manifest.json", fill_manifest, NULL, 0},
 };
 #define BUNDLE_FILE_COUNT (sizeof bundle_files / sizeof *bundle_files)
 
 static int wanted(const struct bundle_file *file, const gmp_bundle_input *in)
 {
+    if (file->copy == copy_python_traceback && in->req->python_traceback_fd <= 0)
+        return 0;
     return !file->self_only || in->pid == 0;
 }
 
@@ -224,6 +244,13 @@ static int write_json_file(int dirfd, const struct bundle_file *file, char *buf,
     if (fd < 0)
         return -1;
     fchmod(fd, 0600); /* whatever the umask */
+    if (file->copy) {
+        int rc = file->copy(fd, buf, ctx);
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return rc;
+    }
     gmp_jw w;
     gmp_jw_init(&w, fd, buf, GMP_JW_BUF);
     ctx->w = &w;

@@ -50,8 +50,9 @@ int gmp_bundle_patch_exception(const char *bundle, const char *type, const char 
         gmp_jw_kstr(&w, "exception_module", module);
         gmp_jw_kstr(&w, "exception_message", message);
         gmp_jw_obj_end(&w);
-        size_t head = (size_t)(start - in), flen = strlen(fields), tail = strlen(end);
-        if (gmp_jw_finish(&w) == 0 && head + flen + tail < half) {
+        int whole = gmp_jw_finish(&w) == 0; /* NUL-terminates fields */
+        size_t head = (size_t)(start - in), flen = whole ? strlen(fields) : 0, tail = strlen(end);
+        if (whole && flen >= 2 && head + flen + tail < half) {
             memcpy(out, in, head);
             memcpy(out + head, fields + 1, flen - 2); /* without the braces */
             memcpy(out + head + flen - 2, end, tail);

@@ -139,21 +139,24 @@ static void test_python_memoryerror(void **state)
     (void)state;
     const char *py =
         "ulimit -v 400000; exec python3 -c '\n"
-        "size = 1 << 20\n"
-        "try:\n"
-        "    while True:\n"
-        "        data = b\"x\" * size\n"
-        "        size = int(size * 1.5)\n"
-        "except MemoryError:\n"
-        "    print(\"MemoryError at\", size, flush=True)\n"
-        "    raise\n'";
+        "def grow_forever():\n"
+        "    size = 1 << 20\n"
+        "    try:\n"
+        "        while True:\n"
+        "            data = b\"x\" * size\n"
+        "            size = int(size * 1.5)\n"
+        "    except MemoryError:\n"
+        "        print(\"MemoryError at\", size, flush=True)\n"
+        "        raise\n"
+        "grow_forever()\n'";
     run_sh(NULL, py);
     assert_int_equal(exit_code(), 1);
     assert_non_null(strstr(err, "MemoryError"));
     unsigned long long asked = 0;
     assert_int_equal(sscanf(out, "MemoryError at %llu", &asked), 1);
     assert_one_oom_line("host");
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     long long size = json_int(json_object_get(md, "failed_request"), "size");
     /* the bytes object plus CPython's object header */
     if (size <= (long long)asked || size > (long long)asked + 64)
@@ -161,6 +164,17 @@ static void test_python_memoryerror(void **state)
                  asked);
     assert_string_equal(json_str(md, "backend"), "cpu");
     json_decref(md);
+
+    /* the Python stack of the failing thread, captured at the failure */
+    char path[1100], text[4096] = "";
+    snprintf(path, sizeof path, "%s/python_traceback.txt", bundle);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    if (!strstr(text, "File \"<string>\", line 6 in grow_forever\n") ||
+        !strstr(text, "line 11 in <module>\n"))
+        fail_msg("python_traceback.txt: %s", text);
 }
 
 static void test_second_failure_and_timeout_and_first(void **state)
