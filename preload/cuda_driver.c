@@ -29,7 +29,8 @@
 #include "cuda_driver_table.h"
 
 static const char *const driver_sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
-gmp_gpu_family gmp_cuda_driver = {GMP_BACKEND_CUDA, driver_sonames, "cuCtxGetDevice", NULL};
+gmp_gpu_family gmp_cuda_driver = {GMP_BACKEND_CUDA, driver_sonames, "cuCtxGetDevice",
+                                   "cuMemGetInfo_v2", NULL, NULL};
 
 /* cuMemCreate's device: where its properties put the memory. */
 static int gmp_cu_prop_where(const gmp_cu_mem_alloc_prop *prop)

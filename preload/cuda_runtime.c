@@ -14,7 +14,8 @@
 
 static const char *const cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12",
                                              "libcudart.so.11.0", "libcudart.so", NULL};
-static gmp_gpu_family cudart = {GMP_BACKEND_CUDA, cudart_sonames, "cudaGetDevice", NULL};
+static gmp_gpu_family cudart = {GMP_BACKEND_CUDA, cudart_sonames, "cudaGetDevice",
+                                "cudaMemGetInfo", NULL, NULL};
 
 #define ALLOC(name, api, where, params, args, ptr, requested, size) \
     GMP_GPU_ALLOC_HOOK(cudart, name, api, where, params, args, ptr, requested, size)

@@ -41,6 +41,44 @@ static int current_device(gmp_gpu_family *f)
     return status == 0 && device >= 0 ? device : 0;
 }
 
+/* Free and total memory per device, sampled at most every 100 ms. */
+#define DEVICE_SAMPLE_NS (100ull * 1000 * 1000)
+static struct {
+    uint64_t at_ns, free_bytes, total; /* atomics */
+} device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
+
+static void sample_device(gmp_gpu_family *f, int device)
+{
+    if (device < 0 || device >= GMP_MAX_DEVICES)
+        return;
+    uint64_t now = gmp_now_realtime_ns();
+    uint64_t last = __atomic_load_n(&device_memory[f->backend][device].at_ns, __ATOMIC_RELAXED);
+    if (now - last < DEVICE_SAMPLE_NS ||
+        !__atomic_compare_exchange_n(&device_memory[f->backend][device].at_ns, &last, now, 0,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    int (*info)(size_t *, size_t *) = __atomic_load_n(&f->mem_info, __ATOMIC_ACQUIRE);
+    if (!info) {
+        info = (int (*)(size_t *, size_t *))gmp_gpu_resolve(f, f->mem_info_name);
+        if (!info)
+            return;
+        __atomic_store_n(&f->mem_info, info, __ATOMIC_RELEASE);
+    }
+    size_t free_bytes = 0, total = 0;
+    if (info(&free_bytes, &total) == 0 && total) { /* this thread's current device */
+        __atomic_store_n(&device_memory[f->backend][device].free_bytes, free_bytes,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&device_memory[f->backend][device].total, total, __ATOMIC_RELEASE);
+    }
+}
+
+void gmp_gpu_device_memory(gmp_backend backend, int device, uint64_t *free_bytes,
+                           uint64_t *total)
+{
+    *total = __atomic_load_n(&device_memory[backend][device].total, __ATOMIC_ACQUIRE);
+    *free_bytes = __atomic_load_n(&device_memory[backend][device].free_bytes, __ATOMIC_RELAXED);
+}
+
 void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_status status,
                         uint64_t ptr, uint64_t requested, uint64_t size)
 {
@@ -52,6 +90,8 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         gmp_device_add(f->backend, device, ptr, size, api);
         uint64_t in_use = gmp_device_in_use(f->backend, device);
         gmp_pl_event(GMP_EV_ALLOC, f->backend, device, api, ptr, size, 0, in_use);
+        if (where == GMP_ON_DEVICE)
+            sample_device(f, device);
         gmp_watchdog_start(); /* GPU memory in use: pressure is worth watching */
         if (gmp_any_episode_open()) {
             gmp_episode_success(f->backend, device, size, in_use);

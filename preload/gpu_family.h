@@ -22,8 +22,16 @@ typedef struct gmp_gpu_family {
     gmp_backend backend;
     const char *const *sonames;  /* tried with RTLD_NOLOAD when RTLD_NEXT fails */
     const char *get_device_name; /* "cudaGetDevice", "cuCtxGetDevice", "hipGetDevice" */
+    const char *mem_info_name;   /* "cudaMemGetInfo", "cuMemGetInfo_v2", "hipMemGetInfo" */
     int (*get_device)(int *);    /* atomic: resolved on first use */
+    int (*mem_info)(size_t *, size_t *); /* atomic: resolved on first use */
 } gmp_gpu_family;
+
+/* A device's free and total memory, as the program's own thread (which has
+ * the context) last saw them after an allocation: for the watchdog.
+ * total 0 = never seen. */
+GMP_HIDDEN void gmp_gpu_device_memory(gmp_backend backend, int device, uint64_t *free_bytes,
+                                      uint64_t *total);
 
 /* Where an allocation lives: a device index, or one of these. */
 #define GMP_ON_HOST (-1)   /* pinned host memory */

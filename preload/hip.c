@@ -10,7 +10,8 @@
 
 static const char *const hip_sonames[] = {"libamdhip64.so.6", "libamdhip64.so.5",
                                           "libamdhip64.so", NULL};
-static gmp_gpu_family hip = {GMP_BACKEND_ROCM, hip_sonames, "hipGetDevice", NULL};
+static gmp_gpu_family hip = {GMP_BACKEND_ROCM, hip_sonames, "hipGetDevice", "hipMemGetInfo",
+                             NULL, NULL};
 
 #define ALLOC(name, api, where, params, args, ptr, requested, size) \
     GMP_GPU_ALLOC_HOOK(hip, name, api, where, params, args, ptr, requested, size)

@@ -6,12 +6,13 @@
  *   RLIMIT_AS        against VmSize
  *   its cgroup       memory.current/memory.max (v2), usage/limit_in_bytes (v1)
  *   the machine      MemTotal - MemAvailable against MemTotal
- * When the nearest crosses GMP_PRESSURE_PCT it writes one memory_pressure
- * bundle (with PSI memory in its evidence), and again only after usage has
- * fallen back below.  GMP_WATCHDOG=0 turns it off.  Device free memory
- * joins once the collectors know it (a later issue).
+ *   each GPU         used against total, as the program's own thread saw them
+ *                    after its last allocation (gpu_family.c: it has the context)
+ * When the nearest stays above GMP_PRESSURE_PCT for two samples it writes
+ * one memory_pressure bundle (with PSI memory in its evidence), and again
+ * only after usage has fallen back below.  GMP_WATCHDOG=0 turns it off.
  */
-#include "preload.h"
+#include "gpu_family.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -19,14 +20,26 @@
 #include <time.h>
 
 #define SAMPLE_MS 100
+#define MAX_SAMPLES 16
 
 static int started; /* atomic; reset in a forked child */
 
 typedef struct limit_sample {
-    const char *name; /* "RLIMIT_AS" */
-    const char *what; /* "VmSize" */
+    char name[32];    /* "RLIMIT_AS", "cuda:0 memory" */
+    char what[48];    /* "VmSize", "cuda:0 in use" */
     uint64_t used, limit;
+    gmp_backend backend;
+    int device;
 } limit_sample;
+
+static limit_sample make_sample(const char *name, const char *what, uint64_t used,
+                                uint64_t limit, gmp_backend backend, int device)
+{
+    limit_sample s = {.used = used, .limit = limit, .backend = backend, .device = device};
+    gmp_strlcpy(s.name, name, sizeof s.name);
+    gmp_strlcpy(s.what, what, sizeof s.what);
+    return s;
+}
 
 /* The value after `key` in a /proc file of "Key:   123 kB" lines, in bytes. */
 static uint64_t proc_kb(const char *text, const char *key)
@@ -61,8 +74,8 @@ static int sample(limit_sample *out, char *buf, size_t cap)
     struct rlimit as;
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
         gmp_read_file("/proc/self/status", buf, cap) > 0)
-        out[n++] = (limit_sample){"RLIMIT_AS", "VmSize", proc_kb(buf, "\nVmSize"),
-                                  (uint64_t)as.rlim_cur};
+        out[n++] = make_sample("RLIMIT_AS", "VmSize", proc_kb(buf, "\nVmSize"),
+                               (uint64_t)as.rlim_cur, GMP_BACKEND_CPU, -1);
     char dir[GMP_PATH_MAX], path[GMP_PATH_MAX + 32];
     int version = gmp_cgroup_memory_dir(dir, sizeof dir);
     if (version > 0) {
@@ -73,14 +86,30 @@ static int sample(limit_sample *out, char *buf, size_t cap)
                     version == 2 ? "/memory.current" : "/memory.usage_in_bytes", (char *)NULL);
         uint64_t used = file_u64(path);
         if (limit && limit < (1ull << 62)) /* v1 says "unlimited" with a huge number */
-            out[n++] = (limit_sample){"cgroup memory limit", "cgroup usage", used, limit};
+            out[n++] = make_sample("cgroup memory limit", "cgroup usage", used, limit,
+                                   GMP_BACKEND_CPU, -1);
     }
     if (gmp_read_file("/proc/meminfo", buf, cap) > 0) {
         uint64_t total = proc_kb(buf, "MemTotal"), avail = proc_kb(buf, "MemAvailable");
         if (total && avail <= total)
-            out[n++] = (limit_sample){"MemTotal", "memory in use on the machine", total - avail,
-                                      total};
+            out[n++] = make_sample("MemTotal", "memory in use on the machine", total - avail,
+                                   total, GMP_BACKEND_CPU, -1);
     }
+    /* devices, as the program's threads last saw them */
+    for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
+        for (int d = 0; d < GMP_MAX_DEVICES && n < MAX_SAMPLES; d++) {
+            uint64_t free_bytes, total;
+            gmp_gpu_device_memory((gmp_backend)b, d, &free_bytes, &total);
+            if (!total || free_bytes > total)
+                continue;
+            char num[24], name[32], what[48];
+            gmp_fmt_i64(d, num);
+            gmp_strjoin(name, sizeof name, gmp_backend_name((unsigned)b), ":", num, " memory",
+                        (char *)NULL);
+            gmp_strjoin(what, sizeof what, gmp_backend_name((unsigned)b), ":", num, " in use",
+                        (char *)NULL);
+            out[n++] = make_sample(name, what, total - free_bytes, total, (gmp_backend)b, d);
+        }
     return n;
 }
 
@@ -115,13 +144,13 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
         buf[strcspn(buf, "\n")] = '\0';
         gmp_strjoin(evidence + at, sizeof evidence - at, "; PSI memory ", buf, (char *)NULL);
     }
-    gmp_pl_event(GMP_EV_PRESSURE, GMP_BACKEND_CPU, -1, GMP_API_UNKNOWN, 0, nearest->limit,
-                 (int32_t)pct(nearest), nearest->used);
+    gmp_pl_event(GMP_EV_PRESSURE, nearest->backend, nearest->device, GMP_API_UNKNOWN, 0,
+                 nearest->limit, (int32_t)pct(nearest), nearest->used);
     gmp_dump_request req = {
         .reason = "memory_pressure",
         .exception_type = "memory_pressure",
         .exception_message = message,
-        .backend = GMP_BACKEND_CPU,
+        .backend = nearest->backend,
         .confirmed_by = "watchdog",
         .evidence = evidence,
     };
@@ -141,16 +170,19 @@ static void *watchdog_main(void *arg)
         nanosleep(&ts, NULL);
         if (!gmp_pl_active())
             continue;
-        limit_sample all[4];
+        limit_sample all[MAX_SAMPLES];
         int n = sample(all, buf, sizeof buf);
         const limit_sample *nearest = NULL;
         for (int i = 0; i < n; i++)
             if (!nearest || pct(&all[i]) > pct(nearest))
                 nearest = &all[i];
+        /* above for two samples running (a burst that ends at once is not a
+         * slow death), once per crossing, and not while an OOM episode is
+         * open: that is the death itself, with its own bundle */
         int now_above = nearest && pct(nearest) >= gmp_pl.pressure_pct;
-        if (now_above && !above)
+        above = now_above ? above + 1 : 0;
+        if (above == 2 && !gmp_any_episode_open())
             write_pressure_bundle(all, n, nearest, buf, sizeof buf);
-        above = now_above;
     }
     return NULL;
 }

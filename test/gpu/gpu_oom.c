@@ -13,6 +13,8 @@
  *                 OOM; exits 0
  *   fork          a child runs until-oom and exits; the parent waits and exits
  *                 with the child's status
+ *   slow-fill     64 MiB on DEVICE every 20 ms until 95% of it is in use
+ *                 (by MemGetInfo), holds 500 ms, frees all; never fails; exit 0
  *   kinds         one allocation through every hooked API, then frees them;
  *                 prints the preload's count of alloc and free events
  */
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef USE_HIP
@@ -35,6 +38,7 @@
 int GPU(Malloc)(void **p, size_t size);
 int GPU(Free)(void *p);
 int GPU(SetDevice)(int device);
+int GPU(MemGetInfo)(size_t *free_bytes, size_t *total);
 int GPU(MallocManaged)(void **p, size_t size, unsigned flags);
 int GPU(MallocAsync)(void **p, size_t size, void *stream);
 int GPU(MallocFromPoolAsync)(void **p, size_t size, void *pool, void *stream);
@@ -116,6 +120,23 @@ int main(int argc, char **argv)
         if (GPU(Malloc)(&p, 512 * MIB) != 0)
             return 6;
         printf("recovered events %d\n", count_events(GMP_EV_OOM_RECOVERED));
+        return 0;
+    }
+    if (!strcmp(mode, "slow-fill")) {
+        size_t free_bytes = 0, total = 0;
+        if (GPU(SetDevice)(device) != 0)
+            return 4;
+        while (GPU(MemGetInfo)(&free_bytes, &total) == 0 && free_bytes > total / 20 &&
+               nheld < 4096 && GPU(Malloc)(&held[nheld], 64 * MIB) == 0) {
+            nheld++;
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        struct timespec hold = {0, 500 * 1000 * 1000};
+        nanosleep(&hold, NULL);
+        printf("filled %zu MiB\n", nheld * 64);
+        while (nheld)
+            GPU(Free)(held[--nheld]);
         return 0;
     }
     if (!strcmp(mode, "threads")) {

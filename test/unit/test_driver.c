@@ -35,7 +35,8 @@ static void run(const char *env, const char *program, const char *args)
 {
     char script[4096];
     snprintf(script, sizeof script,
-             "export P='%s' LD_LIBRARY_PATH='%s'; export %s; exec %s/test/gpu/%s %s",
+             "export P='%s' LD_LIBRARY_PATH='%s' GMP_WATCHDOG=0; export %s; "
+             "exec %s/test/gpu/%s %s",
              paths.preload, doubles, env ? env : "GMP_UNUSED=1", paths.build, program, args);
     status = run_script(&paths, script, out, sizeof out, err, sizeof err);
 }

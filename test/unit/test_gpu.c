@@ -41,7 +41,9 @@ static int status;
 static void run(const char *env, const char *program, const char *args)
 {
     char script[4096];
-    snprintf(script, sizeof script, "export LD_PRELOAD='%s' %s; exec %s/test/gpu/%s %s",
+    /* the watchdog has its own tests: here it would race the OOM bundles */
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s' GMP_WATCHDOG=0 %s; exec %s/test/gpu/%s %s",
              paths.preload, env ? env : "", paths.build, program, args);
     status = run_script(&paths, script, out, sizeof out, err, sizeof err);
 }
@@ -202,9 +204,45 @@ static void test_real_libraries_without_gpu(void **state)
     }
 }
 
+/* The slow death on a device: filling it slowly to 95% without a failure
+ * writes one memory_pressure bundle that names the device. */
+static void pressure(const family *f, const char *device_name)
+{
+    run("GMP_WATCHDOG=1", f->program, "slow-fill 1");
+    assert_int_equal(code(), 0);
+    assert_string_equal(out, "filled 1024 MiB\n");
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "reason"), "memory_pressure");
+    assert_string_equal(json_str(md, "backend"), f->backend);
+    /* sampled after an allocation at most every 100 ms: 90% or more */
+    char want_start[32], want_limit[64];
+    snprintf(want_start, sizeof want_start, "%s in use ", device_name);
+    snprintf(want_limit, sizeof want_limit, "%% of %s memory 1.0 GiB (threshold 90%%).",
+             device_name);
+    const char *msg = json_str(md, "exception_message");
+    if (strncmp(msg, want_start, strlen(want_start)) || !strstr(msg, want_limit))
+        fail_msg("message: %s", msg);
+    json_decref(md);
+    assert_int_equal(count_lines(err), 1);
+}
+
+static void test_cuda_device_pressure(void **state)
+{
+    (void)state;
+    pressure(&cuda, "cuda:1");
+}
+
+static void test_hip_device_pressure(void **state)
+{
+    (void)state;
+    pressure(&hip, "rocm:1");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_device_pressure),
+        cmocka_unit_test(test_hip_device_pressure),
         cmocka_unit_test(test_cuda_until_oom),
         cmocka_unit_test(test_hip_until_oom),
         cmocka_unit_test(test_caching_allocator_retries),

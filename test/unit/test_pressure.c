@@ -82,6 +82,18 @@ static void test_threshold_is_honoured(void **state)
     assert_int_equal(pressure_bundles(), 0);
 }
 
+/* A process with a small heap and no GPU memory starts no watchdog. */
+static void test_small_process_starts_no_thread(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s'; exec %s/test/programs/host_oom quiet",
+             paths.preload, paths.build);
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 0);
+    assert_string_equal(out, "ok threads=1\n");
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -103,6 +115,7 @@ int main(void)
         cmocka_unit_test(test_again_after_falling_below),
         cmocka_unit_test(test_watchdog_off),
         cmocka_unit_test(test_threshold_is_honoured),
+        cmocka_unit_test(test_small_process_starts_no_thread),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
