@@ -19,7 +19,6 @@
  */
 #include "preload.h"
 
-#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -201,16 +200,9 @@ static void ensure_watcher(void)
     if (!__atomic_compare_exchange_n(&watcher_started, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;
-    pthread_attr_t attr;
-    pthread_t tid;
-    if (pthread_attr_init(&attr) != 0)
-        return;
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
     /* may fail when memory is gone; hooks then check deadlines themselves */
-    if (pthread_create(&tid, &attr, watcher_main, NULL) != 0)
+    if (gmp_spawn_thread(watcher_main, 256 * 1024) < 0)
         __atomic_store_n(&watcher_started, 0, __ATOMIC_RELEASE);
-    pthread_attr_destroy(&attr);
 }
 
 void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t size,

@@ -78,7 +78,7 @@ __attribute__((constructor)) static void on_load(void)
     gmp_in_hook--;
 }
 
-__attribute__((destructor)) static void on_exit_process(void)
+void gmp_pl_finish(void)
 {
     if (!gmp_pl_active())
         return;
@@ -90,6 +90,26 @@ __attribute__((destructor)) static void on_exit_process(void)
     __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
     gmp_recorder_release_ring(gmp_pl.rec);
     gmp_in_hook--;
+}
+
+__attribute__((destructor)) static void on_exit_process(void)
+{
+    gmp_pl_finish();
+}
+
+int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size)
+{
+    pthread_attr_t attr;
+    pthread_t tid;
+    if (pthread_attr_init(&attr) != 0)
+        return -1;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, stack_size);
+    gmp_in_hook++; /* pthread_create's own allocations are not the program's */
+    int rc = pthread_create(&tid, &attr, main_fn, NULL);
+    gmp_in_hook--;
+    pthread_attr_destroy(&attr);
+    return rc == 0 ? 0 : -1;
 }
 
 void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device, gmp_api api,

@@ -195,19 +195,11 @@ static void scan(const char *buf, size_t n)
     unlock();
 }
 
-#define REAL(name, type)                                                                    \
-    static type real_##name;                                                                \
-    type fn = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                              \
-    if (GMP_UNLIKELY(!fn)) {                                                                \
-        fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                        \
-        __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                               \
-    }
-
 typedef ssize_t (*write_fn)(int, const void *, size_t);
 GMP_EXPORT ssize_t write(int fd, const void *buf, size_t n);
 ssize_t write(int fd, const void *buf, size_t n)
 {
-    REAL(write, write_fn)
+    GMP_REAL_FN(write, write_fn)
     ssize_t r = fn(fd, buf, n);
     if (GMP_UNLIKELY(fd == 2) && r > 0 && !gmp_in_hook) {
         int saved = errno;
@@ -221,7 +213,7 @@ typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
 GMP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int count);
 ssize_t writev(int fd, const struct iovec *iov, int count)
 {
-    REAL(writev, writev_fn)
+    GMP_REAL_FN(writev, writev_fn)
     ssize_t r = fn(fd, iov, count);
     if (GMP_UNLIKELY(fd == 2) && r > 0 && !gmp_in_hook) {
         int saved = errno;
@@ -236,7 +228,7 @@ typedef size_t (*fwrite_fn)(const void *, size_t, size_t, FILE *);
 GMP_EXPORT size_t fwrite(const void *p, size_t size, size_t count, FILE *stream);
 size_t fwrite(const void *p, size_t size, size_t count, FILE *stream)
 {
-    REAL(fwrite, fwrite_fn)
+    GMP_REAL_FN(fwrite, fwrite_fn)
     size_t r = fn(p, size, count, stream);
     if (GMP_UNLIKELY(stream == stderr) && r > 0 && !gmp_in_hook) {
         int saved = errno;
@@ -250,7 +242,7 @@ typedef int (*fputs_fn)(const char *, FILE *);
 GMP_EXPORT int fputs(const char *s, FILE *stream);
 int fputs(const char *s, FILE *stream)
 {
-    REAL(fputs, fputs_fn)
+    GMP_REAL_FN(fputs, fputs_fn)
     int r = fn(s, stream);
     if (GMP_UNLIKELY(stream == stderr) && r >= 0 && !gmp_in_hook) {
         int saved = errno;

@@ -141,6 +141,22 @@ GMP_HIDDEN void *gmp_dlsym_real(void *handle, const char *name);
  * sets CUDA_INJECTION64_PATH to this library when the user did not. */
 GMP_HIDDEN void gmp_cupti_prepare(void) __attribute__((weak));
 
+/* init.c: what exit() does for us (commit open episodes, wait for bundles
+ * being written, remove the ring); _exit calls it too. */
+GMP_HIDDEN void gmp_pl_finish(void);
+/* A detached thread of ours; 0, or -1 (memory may be gone: callers cope). */
+GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
+
+/* `fn`, the real function `name` of type `type` after the preload, found
+ * once (NULL when there is none). */
+#define GMP_REAL_FN(name, type)                                                            \
+    static type real_##name;                                                               \
+    type fn = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                             \
+    if (GMP_UNLIKELY(!fn)) {                                                               \
+        fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                       \
+        __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                              \
+    }
+
 /* One event into the preload's recorder (fills time and thread). */
 GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,
                              gmp_api api, uint64_t address, uint64_t size, int32_t result,

@@ -29,39 +29,30 @@ static void note_reaped(pid_t pid, int status)
     }
 }
 
-/* The real `name`, found once. */
-#define REAL(name, type)                                                                    \
-    static type real_##name;                                                                \
-    type fn = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                              \
-    if (GMP_UNLIKELY(!fn)) {                                                                \
-        fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                        \
-        __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                               \
-    }
-
 /* Hooks of the wait functions that report an int status: call the real one
  * (with a status of our own when the caller passed none), note a death. */
-#define GMP_WAIT_HOOKS(X)                                                                   \
-    X(wait, (int *status), (st))                                                            \
-    X(waitpid, (pid_t pid, int *status, int options), (pid, st, options))                   \
-    X(wait3, (int *status, int options, struct rusage *usage), (st, options, usage))        \
-    X(wait4, (pid_t pid, int *status, int options, struct rusage *usage),                   \
+#define GMP_WAIT_HOOKS(X)                                                                  \
+    X(wait, (int *status), (st))                                                           \
+    X(waitpid, (pid_t pid, int *status, int options), (pid, st, options))                  \
+    X(wait3, (int *status, int options, struct rusage *usage), (st, options, usage))       \
+    X(wait4, (pid_t pid, int *status, int options, struct rusage *usage),                  \
       (pid, st, options, usage))
 
-#define WAIT_HOOK(name, params, args)                                                       \
-    GMP_EXPORT pid_t name params;                                                           \
-    typedef pid_t (*name##_fn) params;                                                      \
-    pid_t name params                                                                       \
-    {                                                                                       \
-        REAL(name, name##_fn)                                                               \
-        if (!fn) {                                                                          \
-            errno = ENOSYS;                                                                 \
-            return -1;                                                                      \
-        }                                                                                   \
-        int own = 0, *st = status ? status : &own;                                          \
-        pid_t r = fn args;                                                                  \
-        if (r > 0)                                                                          \
-            note_reaped(r, *st);                                                            \
-        return r;                                                                           \
+#define WAIT_HOOK(name, params, args)                                                      \
+    GMP_EXPORT pid_t name params;                                                          \
+    typedef pid_t (*name##_fn) params;                                                     \
+    pid_t name params                                                                      \
+    {                                                                                      \
+        GMP_REAL_FN(name, name##_fn)                                                       \
+        if (!fn) {                                                                         \
+            errno = ENOSYS;                                                                \
+            return -1;                                                                     \
+        }                                                                                  \
+        int own = 0, *st = status ? status : &own;                                         \
+        pid_t r = fn args;                                                                 \
+        if (r > 0)                                                                         \
+            note_reaped(r, *st);                                                           \
+        return r;                                                                          \
     }
 GMP_WAIT_HOOKS(WAIT_HOOK)
 
@@ -69,7 +60,7 @@ GMP_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options);
 typedef int (*waitid_fn)(idtype_t, id_t, siginfo_t *, int);
 int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
 {
-    REAL(waitid, waitid_fn)
+    GMP_REAL_FN(waitid, waitid_fn)
     if (!fn) {
         errno = ENOSYS;
         return -1;
@@ -84,27 +75,21 @@ int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
 /* What exit() would have done for us, when the program skips it. */
 static void before_quick_exit(void)
 {
-    if (!gmp_pl_active() || getpid() != __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED))
-        return; /* a vfork child: the ring and episodes are the parent's */
-    gmp_in_hook++;
-    gmp_episode_commit_all("exit");
-    gmp_episode_wait_commits(5000);
-    __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
-    gmp_recorder_release_ring(gmp_pl.rec);
-    gmp_in_hook--;
+    if (getpid() == __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED))
+        gmp_pl_finish(); /* not in a vfork child: the ring is the parent's */
 }
 
 typedef void (*exit_fn)(int);
-#define QUICK_EXIT(name)                                                                    \
-    GMP_EXPORT __attribute__((noreturn)) void name(int status);                             \
-    void name(int status)                                                                   \
-    {                                                                                       \
-        before_quick_exit();                                                                \
-        REAL(name, exit_fn)                                                                 \
-        if (fn)                                                                             \
-            fn(status);                                                                     \
-        syscall(SYS_exit_group, status);                                                    \
-        __builtin_unreachable();                                                            \
+#define QUICK_EXIT(name)                                                                   \
+    GMP_EXPORT __attribute__((noreturn)) void name(int status);                            \
+    void name(int status)                                                                  \
+    {                                                                                      \
+        before_quick_exit();                                                               \
+        GMP_REAL_FN(name, exit_fn)                                                         \
+        if (fn)                                                                            \
+            fn(status);                                                                    \
+        syscall(SYS_exit_group, status);                                                   \
+        __builtin_unreachable();                                                           \
     }
 QUICK_EXIT(_exit)
 QUICK_EXIT(_Exit)

@@ -14,7 +14,6 @@
  */
 #include "gpu_family.h"
 
-#include <pthread.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -194,17 +193,8 @@ void gmp_watchdog_start(void)
         !__atomic_compare_exchange_n(&started, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;
-    pthread_attr_t attr;
-    pthread_t tid;
-    if (pthread_attr_init(&attr) != 0)
-        return;
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 128 * 1024);
-    gmp_in_hook++;
-    if (pthread_create(&tid, &attr, watchdog_main, NULL) != 0)
+    if (gmp_spawn_thread(watchdog_main, 128 * 1024) < 0)
         __atomic_store_n(&started, 0, __ATOMIC_RELEASE); /* another try later */
-    gmp_in_hook--;
-    pthread_attr_destroy(&attr);
 }
 
 void gmp_watchdog_after_fork(void)

@@ -38,6 +38,14 @@ void preload_paths_make(preload_paths *p, const char *tag)
     snprintf(p->rundir, sizeof p->rundir, "%s/run", p->scratch);
 }
 
+int preload_paths_teardown(void **state)
+{
+    preload_paths *p = *state;
+    if (p)
+        scratch_remove(p->scratch);
+    return 0;
+}
+
 int run_script(const preload_paths *p, const char *script, char *out, size_t out_cap,
                char *err, size_t err_cap)
 {

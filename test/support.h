@@ -20,6 +20,9 @@ typedef struct preload_paths {
     char build[1024], preload[1200], scratch[256], dumps[512], rundir[512];
 } preload_paths;
 void preload_paths_make(preload_paths *p, const char *tag);
+/* cmocka group teardown for a setup that made paths and set *state to them:
+ * removes the scratch directory. */
+int preload_paths_teardown(void **state);
 
 /* sh -c SCRIPT with GMP_DUMP_DIR and GMP_RUN_DIR of p exported, its dump
  * directory emptied first, output captured as by run_capture.  Fails the

@@ -174,7 +174,7 @@ static void test_program_handler_still_runs(void **state)
 
 static int setup(void **state)
 {
-    (void)state;
+    *state = &paths;
     preload_paths_make(&paths, "crash");
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core); /* the children dump no core */
@@ -184,13 +184,6 @@ static int setup(void **state)
         assert_non_null(getcwd(cwd, sizeof cwd));
         snprintf(program, sizeof program, "%s/%s/test/programs/naive_malloc", cwd, paths.build);
     }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -204,5 +197,5 @@ int main(void)
         cmocka_unit_test(test_abort_after_failed_malloc),
         cmocka_unit_test(test_program_handler_still_runs),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -53,16 +53,9 @@ static int exists(const char *path)
 
 static int setup(void **state)
 {
-    (void)state;
+    *state = &paths;
     preload_paths_make(&paths, "driver");
     snprintf(doubles, sizeof doubles, "%s/test/doubles", paths.build);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -416,5 +409,5 @@ int main(void)
         cmocka_unit_test(test_cupti_injection),
         cmocka_unit_test(test_cupti_fallbacks),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -55,15 +55,8 @@ static int code(void)
 
 static int setup(void **state)
 {
-    (void)state;
+    *state = &paths;
     preload_paths_make(&paths, "gpu");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -250,5 +243,5 @@ int main(void)
         cmocka_unit_test(test_every_api_one_event),
         cmocka_unit_test(test_real_libraries_without_gpu),
     };
-    return cmocka_run_group_tests_name("gpu", tests, setup, teardown);
+    return cmocka_run_group_tests_name("gpu", tests, setup, preload_paths_teardown);
 }

@@ -129,15 +129,8 @@ static void test_other_stderr_is_ignored(void **state)
 
 static int setup(void **state)
 {
-    (void)state;
+    *state = &paths;
     preload_paths_make(&paths, "messages");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -149,5 +142,5 @@ int main(void)
         cmocka_unit_test(test_message_patches_a_written_bundle),
         cmocka_unit_test(test_other_stderr_is_ignored),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

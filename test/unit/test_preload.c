@@ -67,16 +67,9 @@ static void assert_one_oom_line(const char *where)
 
 static int setup(void **state)
 {
-    (void)state;
+    *state = &paths;
     preload_paths_make(&paths, "preload");
     snprintf(program, sizeof program, "%s/test/programs/host_oom", paths.build);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -351,5 +344,5 @@ int main(void)
         cmocka_unit_test(test_disabled_and_unwritable),
         cmocka_unit_test(test_allocators_behind_us),
     };
-    return cmocka_run_group_tests_name("preload", tests, setup, teardown);
+    return cmocka_run_group_tests_name("preload", tests, setup, preload_paths_teardown);
 }

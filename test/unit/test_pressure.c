@@ -96,15 +96,8 @@ static void test_small_process_starts_no_thread(void **state)
 
 static int setup(void **state)
 {
-    (void)state;
+    *state = &paths;
     preload_paths_make(&paths, "pressure");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -117,5 +110,5 @@ int main(void)
         cmocka_unit_test(test_threshold_is_honoured),
         cmocka_unit_test(test_small_process_starts_no_thread),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -227,15 +227,8 @@ static void test_inspect_recover(void **state)
 
 static int setup(void **state)
 {
-    (void)state;
+    *state = &paths;
     preload_paths_make(&paths, "run");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    scratch_remove(paths.scratch);
     return 0;
 }
 
@@ -248,5 +241,5 @@ int main(void)
         cmocka_unit_test(test_kernel_oom_killer),
         cmocka_unit_test(test_inspect_recover),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
