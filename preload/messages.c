@@ -2,7 +2,8 @@
  * messages.c — OOM deaths with no failing call.  TensorFlow's and JAX's BFC
  * allocators and PyTorch's memory fraction fail inside their own pool, so no
  * hook sees a failure; what the process writes to stderr says it.  Writes to
- * fd 2 (write, writev; fwrite and fputs on stderr) are read, at most 4 KiB
+ * fd 2 (write, writev: Python's stderr, and stdio's own writes) are read,
+ * at most 4 KiB
  * of each, in lines assembled across writes, against the classification patterns ("cuda out of
  * memory", "resource exhausted", ...).  A matching line, preferably one that
  * names an exception ("torch.OutOfMemoryError: CUDA out of memory. Tried to
@@ -18,7 +19,6 @@
 #include "preload.h"
 
 #include <dlfcn.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -219,34 +219,6 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
         int saved = errno;
         for (int i = 0; i < count && i < 8; i++)
             scan(iov[i].iov_base, iov[i].iov_len);
-        errno = saved;
-    }
-    return r;
-}
-
-typedef size_t (*fwrite_fn)(const void *, size_t, size_t, FILE *);
-GMP_EXPORT size_t fwrite(const void *p, size_t size, size_t count, FILE *stream);
-size_t fwrite(const void *p, size_t size, size_t count, FILE *stream)
-{
-    GMP_REAL_FN(fwrite, fwrite_fn)
-    size_t r = fn(p, size, count, stream);
-    if (GMP_UNLIKELY(stream == stderr) && r > 0 && !gmp_in_hook) {
-        int saved = errno;
-        scan(p, r * size);
-        errno = saved;
-    }
-    return r;
-}
-
-typedef int (*fputs_fn)(const char *, FILE *);
-GMP_EXPORT int fputs(const char *s, FILE *stream);
-int fputs(const char *s, FILE *stream)
-{
-    GMP_REAL_FN(fputs, fputs_fn)
-    int r = fn(s, stream);
-    if (GMP_UNLIKELY(stream == stderr) && r >= 0 && !gmp_in_hook) {
-        int saved = errno;
-        scan(s, strlen(s));
         errno = saved;
     }
     return r;

@@ -66,6 +66,10 @@ static uint64_t file_u64(const char *path)
     return v;
 }
 
+/* The memory cgroup, found once per watchdog (2 v2, 1 v1, -1 none). */
+static char cgroup_dir[GMP_PATH_MAX];
+static int cgroup_version;
+
 /* Every limit that applies now; returns how many. */
 static int sample(limit_sample *out, char *buf, size_t cap)
 {
@@ -75,8 +79,9 @@ static int sample(limit_sample *out, char *buf, size_t cap)
         gmp_read_file("/proc/self/status", buf, cap) > 0)
         out[n++] = make_sample("RLIMIT_AS", "VmSize", proc_kb(buf, "\nVmSize"),
                                (uint64_t)as.rlim_cur, GMP_BACKEND_CPU, -1);
-    char dir[GMP_PATH_MAX], path[GMP_PATH_MAX + 32];
-    int version = gmp_cgroup_memory_dir(dir, sizeof dir);
+    char path[GMP_PATH_MAX + 32];
+    const char *dir = cgroup_dir;
+    int version = cgroup_version;
     if (version > 0) {
         gmp_strjoin(path, sizeof path, dir,
                     version == 2 ? "/memory.max" : "/memory.limit_in_bytes", (char *)NULL);
@@ -163,6 +168,7 @@ static void *watchdog_main(void *arg)
     (void)arg;
     gmp_in_hook++; /* nothing this thread does is the program's */
     static char buf[8192];
+    cgroup_version = gmp_cgroup_memory_dir(cgroup_dir, sizeof cgroup_dir);
     int above = 0;
     for (;;) {
         struct timespec ts = {0, SAMPLE_MS * 1000 * 1000};

@@ -67,8 +67,11 @@ static int forget_one(int dirfd, const char *name, void *arg)
 {
     exec_scan *s = arg;
     gmp_ring_header h;
-    if (ring_of_pid(name, s->pid) && read_header(dirfd, name, &h, NULL) == 0 &&
-        h.pid == s->pid && h.proc_start_ticks == s->ticks && unlinkat(dirfd, name, 0) == 0)
+    if (!ring_of_pid(name, s->pid) || read_header(dirfd, name, &h, NULL) < 0 || h.pid != s->pid)
+        return 0;
+    if (!s->ticks) /* read only when a ring of our pid is there at all */
+        s->ticks = gmp_proc_start_ticks(0);
+    if (s->ticks && h.proc_start_ticks == s->ticks && unlinkat(dirfd, name, 0) == 0)
         s->removed++;
     return 0;
 }
@@ -79,9 +82,7 @@ int gmp_rings_forget_exec(const char *run_dir)
     if (dirfd < 0)
         return 0;
     exec_scan s = {(int)getpid(), 0, 0};
-    s.ticks = gmp_proc_start_ticks(0);
-    if (s.ticks)
-        gmp_dir_foreach(dirfd, forget_one, &s);
+    gmp_dir_foreach(dirfd, forget_one, &s);
     close(dirfd);
     return s.removed;
 }
