@@ -21,6 +21,7 @@ static const verb verbs[] = {
     {"events", cmd_events, "every event of a bundle (--json for JSON)"},
     {"validate", cmd_validate, "check bundles are whole and well-formed (CI)"},
     {"recover", cmd_recover, "bundles of killed processes, from the rings they left"},
+    {"triage", cmd_triage, "group many bundles by signature, for CI (exit 3 on OOM)"},
 };
 
 static void usage(FILE *f)

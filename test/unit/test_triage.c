@@ -1,0 +1,192 @@
+/*
+ * test_triage.c — `gmp-inspect triage` over 2,000 bundles (3 signatures,
+ * 8 ranks, written by the recorder and copied, in one dump directory per
+ * node as a job would leave them): 3 groups with the right counts and ranks, exit
+ * 3, well-formed JUnit XML (xmllint), Markdown and JSON, all under 5 s; and
+ * exit 0 where there is no out-of-memory bundle.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gpumemprof.h"
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char scratch[256], jobs[512];
+static char out[1 << 20], err[1 << 16];
+
+enum { PER_RANK_A = 125, PER_RANK_B = 88, PER_RANK_C = 37, RANKS = 8 };
+
+/* A copy of bundle directory src at dst (its files, flat). */
+static void copy_bundle(const char *src, const char *dst)
+{
+    static const char *const files[] = {"manifest.json", "metadata.json", "events.json",
+                                        "environment.json", "modules.json"};
+    assert_int_equal(mkdir(dst, 0700), 0);
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char from[4400], to[4400];
+        static char buf[1 << 16];
+        snprintf(from, sizeof from, "%s/%s", src, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dst, files[i]);
+        FILE *in = fopen(from, "rb");
+        assert_non_null(in);
+        size_t n = fread(buf, 1, sizeof buf, in);
+        fclose(in);
+        write_file(to, buf, n);
+    }
+}
+
+/* One bundle per signature and rank from the recorder, then copies of it
+ * (as many processes of one rank failing alike would leave). */
+static void write_bundles(void)
+{
+    for (int r = 0; r < RANKS; r++) {
+        gmp_config cfg;
+        gmp_config_defaults(&cfg);
+        snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/node%d/dumps", jobs, r / 4);
+        snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+        cfg.max_dumps = 10000;
+        cfg.max_total_mb = 100000;
+        char rank[8];
+        snprintf(rank, sizeof rank, "%d", r);
+        setenv("RANK", rank, 1);
+        gmp_recorder *rec = gmp_recorder_create(&cfg);
+        assert_non_null(rec);
+        gmp_dump_request sig[3] = {
+            {.reason = "cudaErrorMemoryAllocation",
+             .backend = GMP_BACKEND_CUDA,
+             .failed = {1, GMP_API_CUDA_MALLOC, (1ull << 30) + (uint64_t)r, 0, 2, 0, 0, {0}}},
+            {.reason = "ENOMEM",
+             .backend = GMP_BACKEND_CPU,
+             .failed = {1, GMP_API_MALLOC, 4096, -1, 12, 0, 0, {0}}},
+            {.reason = "message_pattern:cuda out of memory", .backend = GMP_BACKEND_CUDA},
+        };
+        static const int copies[3] = {PER_RANK_A, PER_RANK_B, PER_RANK_C};
+        for (int k = 0; k < 3; k++) {
+            char path[4096];
+            assert_non_null(gmp_dump(rec, &sig[k], path, sizeof path));
+            for (int i = 1; i < copies[k]; i++) {
+                char dst[4200];
+                snprintf(dst, sizeof dst, "%s_copy%d", path, i);
+                copy_bundle(path, dst);
+            }
+        }
+        gmp_recorder_destroy(rec);
+    }
+    unsetenv("RANK");
+}
+
+static int triage(const char *format, double *seconds)
+{
+    const char *argv[] = {inspect_path(), "triage", jobs, "--format", format, NULL};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status = run_capture(argv, out, sizeof out, err, sizeof err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (seconds)
+        *seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_groups_counts_and_formats(void **state)
+{
+    (void)state;
+    write_bundles();
+    double secs = 0;
+    assert_int_equal(triage("json", &secs), 3);
+    print_message("triage of 2000 bundles: %.2f s\n", secs);
+    if (secs > 5.0)
+        fail_msg("triage of 2000 bundles took %.1f s", secs);
+    json_error_t je;
+    json_t *root = json_loads(out, 0, &je);
+    assert_non_null(root);
+    assert_int_equal(json_integer_value(json_object_get(root, "bundles")), 2000);
+    assert_int_equal(json_integer_value(json_object_get(root, "oom_bundles")), 2000);
+    json_t *groups = json_object_get(root, "groups");
+    assert_int_equal(json_array_size(groups), 3);
+    static const struct { const char *reason, *api; long count; } want[] = {
+        {"cudaErrorMemoryAllocation", "cudaMalloc", PER_RANK_A * RANKS},
+        {"ENOMEM", "malloc", PER_RANK_B * RANKS},
+        {"message_pattern:cuda out of memory", "-", PER_RANK_C * RANKS},
+    };
+    for (size_t i = 0; i < 3; i++) { /* largest group first */
+        json_t *g = json_array_get(groups, i);
+        assert_string_equal(json_str(g, "reason"), want[i].reason);
+        assert_string_equal(json_str(g, "api"), want[i].api);
+        assert_int_equal(json_int(g, "count"), want[i].count);
+        assert_int_equal(json_array_size(json_object_get(g, "ranks")), RANKS);
+        assert_int_equal(json_array_size(json_object_get(g, "hosts")), 1);
+    }
+    assert_int_equal(json_int(json_array_get(groups, 0), "largest_request"), (1ll << 30) + 7);
+    json_decref(root);
+
+    assert_int_equal(triage("junit", NULL), 3);
+    char xml[700];
+    snprintf(xml, sizeof xml, "%s/report.xml", scratch);
+    write_file(xml, out, strlen(out));
+    char cmd[1600], x_out[4096], x_err[4096];
+    snprintf(cmd, sizeof cmd, "xmllint --noout '%s' && grep -c '<testcase ' '%s'", xml, xml);
+    const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+    int st = run_capture(sh, x_out, sizeof x_out, x_err, sizeof x_err);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("xmllint: %s", x_err);
+    assert_string_equal(x_out, "3\n");
+
+    assert_int_equal(triage("markdown", NULL), 3);
+    assert_non_null(strstr(out, "| 1 | 1000 | cuda | cudaMalloc | cudaErrorMemoryAllocation | - |"));
+    assert_int_equal(triage("text", NULL), 3);
+    assert_non_null(strstr(out, "3 signature(s) in 2000 bundle(s): 2000 out of memory"));
+}
+
+static void test_no_oom_exits_0(void **state)
+{
+    (void)state;
+    char empty[600];
+    snprintf(empty, sizeof empty, "%s/empty", scratch);
+    mkdir(empty, 0700);
+    const char *argv[] = {inspect_path(), "triage", empty, NULL};
+    int status = run_capture(argv, out, sizeof out, err, sizeof err);
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_non_null(strstr(out, "0 signature(s) in 0 bundle(s)"));
+    const char *bad[] = {inspect_path(), "triage", "--format", "yaml", empty, NULL};
+    status = run_capture(bad, out, sizeof out, err, sizeof err);
+    assert_int_equal(WEXITSTATUS(status), 2);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    /* 12,000 small files: on tmpfs when there is one, a disk may take 10x longer */
+    if (access("/dev/shm", W_OK) == 0)
+        setenv("TMPDIR", "/dev/shm", 1);
+    scratch_make(scratch, sizeof scratch, "triage");
+    snprintf(jobs, sizeof jobs, "%s/job", scratch);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(scratch);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_groups_counts_and_formats),
+        cmocka_unit_test(test_no_oom_exits_0),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

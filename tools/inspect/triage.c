@@ -1,0 +1,418 @@
+/*
+ * triage.c — `gmp-inspect triage PATH...`: every bundle under the paths
+ * (many processes, ranks, hosts), grouped by signature — backend, failing
+ * API, reason, top allocation site — with counts, first and last seen, the
+ * largest request and the ranks and hosts affected.  For CI: text, JSON,
+ * Markdown (a job summary) or JUnit XML (a test report); exit 0 when there
+ * is no out-of-memory bundle, 3 when there is one, 2 on usage errors.
+ * The top site is the failing call's first return address as module+offset
+ * (modules.json), so it is the same in every process whatever ASLR did.
+ */
+#include "inspect.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_DEPTH 8
+#define MAX_NAMES 64 /* ranks or hosts listed per group */
+
+typedef struct name_set {
+    int n, more;
+    char v[MAX_NAMES][64];
+} name_set;
+
+typedef struct group {
+    char backend[32], api[64], reason[200], site[320];
+    long count;
+    char first[40], last[40];
+    int64_t largest;
+    name_set ranks, hosts;
+    char example[4096];
+} group;
+
+typedef struct triage {
+    group *groups;
+    size_t n, cap;
+    long bundles, ooms, unreadable;
+    char first_unreadable[4096];
+} triage;
+
+static void add_name(name_set *s, const char *v)
+{
+    if (!v || !*v)
+        return;
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i], v))
+            return;
+    if (s->n == MAX_NAMES) {
+        s->more = 1;
+        return;
+    }
+    snprintf(s->v[s->n++], sizeof s->v[0], "%s", v);
+}
+
+/* "libtorch_cuda.so+0x1a2b3c" for the failing call's first return address. */
+static void top_site(bundle *b, char *out, size_t cap)
+{
+    snprintf(out, cap, "-");
+    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
+    const char *first = json_string_value(json_array_get(stack, 0));
+    if (!first)
+        return;
+    uint64_t at = strtoull(first, NULL, 16);
+    json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+    const char *best = NULL;
+    uint64_t best_base = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(mods, i, m) {
+        const char *base = jstr(m, "base"), *path = jstr(m, "path");
+        uint64_t b0 = base ? strtoull(base, NULL, 16) : 0;
+        if (path && base && b0 <= at && b0 >= best_base) {
+            best = path;
+            best_base = b0;
+        }
+    }
+    if (best) {
+        const char *slash = strrchr(best, '/');
+        snprintf(out, cap, "%s+0x%llx", slash ? slash + 1 : best,
+                 (unsigned long long)(at - best_base));
+    } else {
+        snprintf(out, cap, "%s", first);
+    }
+    json_decref(mods);
+}
+
+static const char *rank_of(json_t *env)
+{
+    static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                       "PMI_RANK", "LOCAL_RANK"};
+    json_t *vals = json_object_get(env, "environment");
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (jstr(vals, vars[i]))
+            return jstr(vals, vars[i]);
+    return NULL;
+}
+
+static void add_bundle(triage *t, const char *path)
+{
+    char err[600];
+    bundle b;
+    t->bundles++;
+    if (bundle_open(&b, path, 1, 0, err, sizeof err) < 0) {
+        if (!t->unreadable++)
+            snprintf(t->first_unreadable, sizeof t->first_unreadable, "%s", err);
+        return;
+    }
+    const char *s;
+    json_t *fr = json_object_get(b.metadata, "failed_request");
+    char backend[32], api[64], reason[200], site[320];
+    snprintf(backend, sizeof backend, "%s", (s = jstr(b.manifest, "backend")) ? s : "?");
+    snprintf(api, sizeof api, "%s", (s = jstr(fr, "api")) ? s : "-");
+    snprintf(reason, sizeof reason, "%s", (s = jstr(b.manifest, "reason")) ? s : "?");
+    top_site(&b, site, sizeof site);
+    if (strcmp(reason, "memory_pressure"))
+        t->ooms++;
+
+    group *g = NULL;
+    for (size_t i = 0; i < t->n && !g; i++)
+        if (!strcmp(t->groups[i].backend, backend) && !strcmp(t->groups[i].api, api) &&
+            !strcmp(t->groups[i].reason, reason) && !strcmp(t->groups[i].site, site))
+            g = &t->groups[i];
+    if (!g) {
+        if (t->n == t->cap) {
+            size_t cap = t->cap ? t->cap * 2 : 8;
+            group *more = realloc(t->groups, cap * sizeof *more);
+            if (!more) {
+                bundle_close(&b);
+                return;
+            }
+            t->groups = more;
+            t->cap = cap;
+        }
+        g = &t->groups[t->n++];
+        memset(g, 0, sizeof *g);
+        snprintf(g->backend, sizeof g->backend, "%s", backend);
+        snprintf(g->api, sizeof g->api, "%s", api);
+        snprintf(g->reason, sizeof g->reason, "%s", reason);
+        snprintf(g->site, sizeof g->site, "%s", site);
+        snprintf(g->example, sizeof g->example, "%s", path);
+        g->largest = -1;
+    }
+    g->count++;
+    const char *when = jstr(b.manifest, "created_at_utc");
+    if (when && (!g->first[0] || strcmp(when, g->first) < 0))
+        snprintf(g->first, sizeof g->first, "%s", when);
+    if (when && strcmp(when, g->last) > 0)
+        snprintf(g->last, sizeof g->last, "%s", when);
+    int64_t size;
+    if (!jint(fr, "size", &size) && size > g->largest)
+        g->largest = size;
+    add_name(&g->ranks, rank_of(b.environment));
+    add_name(&g->hosts, jstr(json_object_get(b.environment, "system"), "hostname"));
+    bundle_close(&b);
+}
+
+static int is_bundle_name(const char *name)
+{
+    return !strncmp(name, "oom_dump_", 9);
+}
+
+static void walk(triage *t, const char *path, int depth)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (is_bundle_name(base)) {
+        add_bundle(t, path);
+        return;
+    }
+    if (depth > MAX_DEPTH)
+        return;
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue; /* ., .., hidden temporaries of writers */
+        char child[4096];
+        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
+            continue;
+        struct stat st;
+        if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) /* never follow a symlink */
+            walk(t, child, depth + 1);
+    }
+    closedir(d);
+}
+
+static int by_count(const void *a, const void *b)
+{
+    const group *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    return strcmp(x->reason, y->reason);
+}
+
+static void join(const name_set *s, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (int i = 0; i < s->n; i++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? "," : "", s->v[i]);
+    if (s->more)
+        snprintf(out + strlen(out), cap - strlen(out), ",...");
+    if (!out[0])
+        snprintf(out, cap, "-");
+}
+
+/* ---- formats ------------------------------------------------------------- */
+
+static void print_text(const triage *t)
+{
+    printf("%zu signature(s) in %ld bundle(s): %ld out of memory, %ld unreadable\n", t->n,
+           t->bundles, t->ooms, t->unreadable);
+    for (size_t i = 0; i < t->n; i++) {
+        const group *g = &t->groups[i];
+        char big[32] = "-", ranks[1024], hosts[1024];
+        if (g->largest >= 0)
+            fmt_bytes((uint64_t)g->largest, big, sizeof big);
+        join(&g->ranks, ranks, sizeof ranks);
+        join(&g->hosts, hosts, sizeof hosts);
+        printf("\n#%zu  %ld bundle(s)  %s  %s  ", i + 1, g->count, g->backend, g->api);
+        print_clean(stdout, g->reason, 200);
+        printf("  at ");
+        print_clean(stdout, g->site, 320);
+        printf("\n    first %s  last %s  largest request %s\n    ranks %s  hosts %s\n"
+               "    e.g. %s\n",
+               g->first, g->last, big, ranks, hosts, g->example);
+    }
+    if (t->unreadable)
+        printf("\nunreadable, e.g.: %s\n", t->first_unreadable);
+}
+
+static json_t *names_json(const name_set *s)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < s->n; i++)
+        json_array_append_new(a, json_string(s->v[i]));
+    return a;
+}
+
+static void print_json(const triage *t)
+{
+    json_t *root = json_object(), *groups = json_array();
+    json_object_set_new(root, "bundles", json_integer(t->bundles));
+    json_object_set_new(root, "oom_bundles", json_integer(t->ooms));
+    json_object_set_new(root, "unreadable", json_integer(t->unreadable));
+    for (size_t i = 0; i < t->n; i++) {
+        const group *g = &t->groups[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "backend", json_string(g->backend));
+        json_object_set_new(o, "api", json_string(g->api));
+        json_object_set_new(o, "reason", json_string(g->reason));
+        json_object_set_new(o, "site", json_string(g->site));
+        json_object_set_new(o, "count", json_integer(g->count));
+        json_object_set_new(o, "first_seen", json_string(g->first));
+        json_object_set_new(o, "last_seen", json_string(g->last));
+        json_object_set_new(o, "largest_request",
+                            g->largest >= 0 ? json_integer(g->largest) : json_null());
+        json_object_set_new(o, "ranks", names_json(&g->ranks));
+        json_object_set_new(o, "hosts", names_json(&g->hosts));
+        json_object_set_new(o, "example", json_string(g->example));
+        json_array_append_new(groups, o);
+    }
+    json_object_set_new(root, "groups", groups);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    if (text)
+        puts(text);
+    free(text);
+    json_decref(root);
+}
+
+/* Markdown and XML carry bundle text: keep it from breaking the markup. */
+static void put_escaped(const char *s, int xml)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (xml && c == '<')
+            fputs("&lt;", stdout);
+        else if (xml && c == '>')
+            fputs("&gt;", stdout);
+        else if (xml && c == '&')
+            fputs("&amp;", stdout);
+        else if (xml && c == '"')
+            fputs("&quot;", stdout);
+        else if (!xml && (c == '|' || c == '`' || c == '<'))
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            putchar('?');
+        else
+            putchar(c);
+    }
+}
+
+static void print_markdown(const triage *t)
+{
+    printf("### gpumemprof: %ld out-of-memory bundle(s), %zu signature(s)\n\n", t->ooms, t->n);
+    if (!t->n) {
+        puts("No bundle found.");
+        return;
+    }
+    puts("| # | bundles | backend | API | reason | site | largest request | ranks | hosts | "
+         "first seen | last seen |");
+    puts("| ---: | ---: | --- | --- | --- | --- | ---: | --- | --- | --- | --- |");
+    for (size_t i = 0; i < t->n; i++) {
+        const group *g = &t->groups[i];
+        char big[32] = "-", ranks[1024], hosts[1024];
+        if (g->largest >= 0)
+            fmt_bytes((uint64_t)g->largest, big, sizeof big);
+        join(&g->ranks, ranks, sizeof ranks);
+        join(&g->hosts, hosts, sizeof hosts);
+        printf("| %zu | %ld | ", i + 1, g->count);
+        const char *cells[] = {g->backend, g->api, g->reason, g->site, big, ranks, hosts,
+                               g->first, g->last};
+        for (size_t k = 0; k < sizeof cells / sizeof *cells; k++) {
+            put_escaped(cells[k], 0);
+            fputs(" | ", stdout);
+        }
+        putchar('\n');
+    }
+    if (t->unreadable)
+        printf("\n%ld bundle(s) could not be read.\n", t->unreadable);
+}
+
+static void print_junit(const triage *t)
+{
+    puts("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    printf("<testsuites name=\"gpumemprof\" tests=\"%zu\" failures=\"%zu\">\n",
+           t->n ? t->n : 1, t->n);
+    printf("  <testsuite name=\"gpumemprof.oom\" tests=\"%zu\" failures=\"%zu\">\n",
+           t->n ? t->n : 1, t->n);
+    if (!t->n)
+        puts("    <testcase classname=\"gpumemprof.oom\" name=\"no out-of-memory bundle\"/>");
+    for (size_t i = 0; i < t->n; i++) {
+        const group *g = &t->groups[i];
+        char big[32] = "-", ranks[1024], hosts[1024];
+        if (g->largest >= 0)
+            fmt_bytes((uint64_t)g->largest, big, sizeof big);
+        join(&g->ranks, ranks, sizeof ranks);
+        join(&g->hosts, hosts, sizeof hosts);
+        fputs("    <testcase classname=\"gpumemprof.oom\" name=\"", stdout);
+        put_escaped(g->reason, 1);
+        fputs(" in ", stdout);
+        put_escaped(g->api, 1);
+        fputs(" at ", stdout);
+        put_escaped(g->site, 1);
+        printf("\">\n      <failure message=\"%ld bundle(s)\" type=\"", g->count);
+        put_escaped(g->reason, 1);
+        printf("\">%s %s, largest request %s; ranks ", g->backend, g->api, big);
+        put_escaped(ranks, 1);
+        fputs("; hosts ", stdout);
+        put_escaped(hosts, 1);
+        printf("; first %s, last %s; e.g. ", g->first, g->last);
+        put_escaped(g->example, 1);
+        puts("</failure>\n    </testcase>");
+    }
+    puts("  </testsuite>\n</testsuites>");
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: gmp-inspect triage PATH... [--format text|json|markdown|junit]\n"
+          "Every bundle under the PATHs (bundle directories, or directories searched\n"
+          "8 levels deep), grouped by signature: backend, failing API, reason and top\n"
+          "allocation site (module+offset of the failing call).  Per group: count,\n"
+          "first and last seen, largest request, ranks and hosts.  markdown suits a\n"
+          "CI job summary, junit a CI test report (one failing test per signature).\n"
+          "Exit status: 0 no out-of-memory bundle, 3 at least one, 2 usage error.\n",
+          f);
+}
+
+int cmd_triage(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    const char *format = "text";
+    int paths = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+            format = argv[++i];
+        } else if (argv[i][0] == '-') {
+            usage(stderr);
+            return EXIT_USAGE;
+        } else {
+            paths++;
+        }
+    }
+    if (!paths || (strcmp(format, "text") && strcmp(format, "json") &&
+                   strcmp(format, "markdown") && strcmp(format, "junit"))) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    triage t = {0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--format")) {
+            i++;
+            continue;
+        }
+        size_t len = strlen(argv[i]);
+        while (len > 1 && argv[i][len - 1] == '/')
+            argv[i][--len] = '\0';
+        walk(&t, argv[i], 0);
+    }
+    if (t.n > 1)
+        qsort(t.groups, t.n, sizeof *t.groups, by_count);
+    if (!strcmp(format, "json"))
+        print_json(&t);
+    else if (!strcmp(format, "markdown"))
+        print_markdown(&t);
+    else if (!strcmp(format, "junit"))
+        print_junit(&t);
+    else
+        print_text(&t);
+    free(t.groups);
+    return t.ooms ? 3 : EXIT_OK;
+}
