@@ -2,7 +2,8 @@
 # ensure-deps.sh — make sure what the build and tests need is present:
 # jansson (the tools), cmocka (the tests), the allocators the tests preload
 # behind ours (jemalloc, tcmalloc), and Debian's HIP (headers to check our
-# hook prototypes against, the real library for a no-GPU smoke test).  Missing ones are installed with
+# hook prototypes against, the real library for a no-GPU smoke test), and
+# the tools the tests check output with.  Missing ones are installed with
 # apt-get when we are root or have password-less sudo; otherwise one line
 # names the packages.
 set -u
@@ -18,6 +19,9 @@ need libcmocka-dev pkg-config --exists cmocka
 need libjemalloc2 sh -c 'ldconfig -p | grep -q "libjemalloc.so.2 "'
 need libtcmalloc-minimal4 sh -c 'ldconfig -p | grep -q "libtcmalloc_minimal.so.4 "'
 need libamdhip64-dev test -f /usr/include/hip/hip_runtime_api.h
+need libxml2-utils command -v xmllint     # the tests check triage's JUnit XML
+need tmux command -v tmux                 # the tests watch `gmp-inspect watch` in a terminal
+need binutils command -v addr2line        # the tests symbolise a bundle's stack
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then

@@ -54,6 +54,8 @@ int cmd_events(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_triage(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
 
 /* True when argv holds -h or --help. */
 int wants_help(int argc, char **argv);

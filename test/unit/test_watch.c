@@ -1,0 +1,135 @@
+/*
+ * test_watch.c — the live tools: `gmp-inspect watch --once --json` on a
+ * running python3 under the preload reports its live bytes, `watch` in a
+ * tmux terminal refreshes its screen, and `gmp-inspect prune` applies the
+ * retention rules by hand.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gpumemprof.h"
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16];
+
+/* A python3 under the preload holding 5 x 8 MiB for a few seconds, started
+ * in the background by the script; $! is its pid. */
+#define HOLDER                                                                             \
+    "mkdir -p -m 700 \"$GMP_RUN_DIR\"; "                                                   \
+    "LD_PRELOAD=\"$P\" python3 -c 'import time\n"                                          \
+    "keep = [bytearray(8 << 20) for _ in range(5)]\n"                                      \
+    "time.sleep(%d)' & sleep 1; "
+
+static void test_watch_once_json(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export P='%s'; " HOLDER "echo \"pid $!\"; %s watch $! --once --json; kill $!",
+             paths.preload, 3, inspect_path());
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 0);
+    int pid = 0;
+    assert_int_equal(sscanf(out, "pid %d", &pid), 1);
+    json_error_t je;
+    json_t *o = json_loads(strchr(out, '\n') + 1, 0, &je);
+    if (!o)
+        fail_msg("not JSON: %s", out);
+    assert_int_equal(json_int(o, "pid"), pid);
+    assert_true(json_is_true(json_object_get(o, "alive")));
+    json_t *host = json_array_get(json_object_get(o, "bytes_in_use"), 0);
+    assert_string_equal(json_str(host, "where"), "host");
+    long long bytes = json_int(host, "bytes");
+    if (bytes < 5ll * (8 << 20) || bytes > 5ll * (8 << 20) + (64 << 20))
+        fail_msg("live bytes %lld, want the 40 MiB it holds", bytes);
+    assert_int_equal(json_array_size(json_object_get(o, "last_events")), 5);
+    json_decref(o);
+}
+
+static void test_watch_refreshes_in_a_terminal(void **state)
+{
+    (void)state;
+    if (system("command -v tmux >/dev/null 2>&1") != 0) {
+        print_message("SKIP: no tmux\n");
+        skip();
+    }
+    char script[8192];
+    snprintf(script, sizeof script,
+             "export P='%s'; " HOLDER
+             "T=\"tmux -L gmp-watch-$$\"; "
+             "$T new-session -d -x 120 -y 40 \"GMP_RUN_DIR='$GMP_RUN_DIR' %s watch $!\"; "
+             "sleep 1.5; $T capture-pane -p; echo '----'; sleep 1.5; $T capture-pane -p; "
+             "$T kill-server; kill $!",
+             paths.preload, 6, inspect_path());
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    char *second = strstr(out, "\n----\n");
+    if (!second)
+        fail_msg("tmux output: %s\nstderr: %s", out, err);
+    *second = '\0';
+    second += 6;
+    int a = 0, b = 0;
+    const char *ra = strstr(out, "(refresh "), *rb = strstr(second, "(refresh ");
+    if (!ra || !rb || sscanf(ra, "(refresh %d", &a) != 1 || sscanf(rb, "(refresh %d", &b) != 1)
+        fail_msg("no watch screen: %s / %s", out, second);
+    assert_true(b > a); /* it refreshed */
+    const char *host = strstr(second, "\nhost ");
+    if (!host || !strstr(host, " MiB\n"))
+        fail_msg("no host line in: %s", second);
+    assert_non_null(strstr(second, "last events:"));
+}
+
+static void test_prune(void **state)
+{
+    (void)state;
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/prune", paths.scratch);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", paths.rundir);
+    cfg.max_dumps = 100;
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_dump_request req = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU};
+    char path[4096];
+    for (int i = 0; i < 6; i++)
+        assert_non_null(gmp_dump(rec, &req, path, sizeof path));
+    gmp_recorder_destroy(rec);
+    const char *argv[] = {inspect_path(), "prune", cfg.dump_dir, "--max-dumps", "2", NULL};
+    int status = run_capture(argv, out, sizeof out, err, sizeof err);
+    assert_int_equal(WEXITSTATUS(status), 0);
+    if (!strstr(out, "removed 4 bundle(s)"))
+        fail_msg("prune said: %s", out);
+    assert_int_equal(count_prefixed(cfg.dump_dir, "oom_dump_"), 2);
+    /* the newest stays: the last one written is among the two */
+    assert_int_equal(access(path, F_OK), 0);
+    const char *bad[] = {inspect_path(), "prune", cfg.dump_dir, "--max-dumps", "0", NULL};
+    status = run_capture(bad, out, sizeof out, err, sizeof err);
+    assert_int_equal(WEXITSTATUS(status), 2);
+}
+
+static int setup(void **state)
+{
+    *state = &paths;
+    preload_paths_make(&paths, "watch");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_watch_once_json),
+        cmocka_unit_test(test_watch_refreshes_in_a_terminal),
+        cmocka_unit_test(test_prune),
+    };
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
+}
