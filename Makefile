@@ -105,7 +105,7 @@ $(BUILD)/preload/%.o: preload/%.c
 $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include
 
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) -lm
 
 $(RUN_TOOL): $(BUILD)/tools/run/main.o $(RECORDER_LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)

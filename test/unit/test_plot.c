@@ -1,0 +1,145 @@
+/*
+ * test_plot.c — `gmp-inspect plot`: for a bundle of the CUDA double run out
+ * of memory, a well-formed SVG (xmllint) with the device's line and the OOM
+ * marked, and an HTML page that headless Chromium renders to a screenshot
+ * that is not blank (Chromium is installed when it can be; the test skips
+ * with a message where it cannot).  A bundle with no events still plots.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static preload_paths paths;
+static char bundle[1024], out[1 << 16], err[1 << 16];
+
+static int sh(const char *cmd)
+{
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err));
+}
+
+static void make_bundle(void)
+{
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s' GMP_WATCHDOG=0; exec %s/test/gpu/gpu_oom_cuda until-oom 0",
+             paths.preload, paths.build);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+}
+
+static void test_svg(void **state)
+{
+    (void)state;
+    char cmd[4096], svg[600];
+    snprintf(svg, sizeof svg, "%s/plot.svg", paths.scratch);
+    snprintf(cmd, sizeof cmd, "%s plot '%s' -o '%s' && xmllint --noout '%s' && cat '%s'",
+             inspect_path(), bundle, svg, svg, svg);
+    if (sh(cmd) != 0)
+        fail_msg("plot or xmllint failed: %s", err);
+    assert_non_null(strstr(out, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert_non_null(strstr(out, "<polyline"));
+    assert_non_null(strstr(out, ">cuda:0 in use</text>"));
+    assert_non_null(strstr(out, ">OOM: cudaMalloc 256.0 MiB</text>"));
+    snprintf(cmd, sizeof cmd, "%s plot '%s' -o '%s/plot.png'", inspect_path(), bundle,
+             paths.scratch);
+    assert_int_equal(sh(cmd), 2); /* only .svg or .html */
+}
+
+/* Pixels of a PNG that are not the page's white, with python3's zlib. */
+static const char *const count_ink =
+    "import struct, sys, zlib\n"
+    "d = open(sys.argv[1], 'rb').read()\n"
+    "w, h, depth, ctype = struct.unpack('>IIBB', d[16:26])\n"
+    "bpp = {2: 3, 6: 4}[ctype]\n"
+    "i, idat = 8, b''\n"
+    "while i < len(d):\n"
+    "    n, kind = struct.unpack('>I4s', d[i:i + 8])\n"
+    "    if kind == b'IDAT': idat += d[i + 8:i + 8 + n]\n"
+    "    i += 12 + n\n"
+    "raw, stride, prev, ink = zlib.decompress(idat), w * bpp, bytearray(w * bpp), 0\n"
+    "for r in range(h):\n"
+    "    f, line = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1:(r + 1) * (stride + 1)])\n"
+    "    for x in range(stride):\n"
+    "        a = line[x - bpp] if x >= bpp else 0\n"
+    "        b, c = prev[x], prev[x - bpp] if x >= bpp else 0\n"
+    "        p = a + b - c\n"
+    "        pr = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c\n"
+    "        line[x] = (line[x] + [0, a, b, (a + b) // 2, pr][f]) & 255\n"
+    "    ink += sum(1 for x in range(0, stride, bpp) if line[x:x + 3] != b'\\xff\\xff\\xff')\n"
+    "    prev = line\n"
+    "print(w, h, ink)\n";
+
+static void test_html_renders(void **state)
+{
+    (void)state;
+    if (sh("command -v chromium") != 0 &&
+        sh("sh mk/install-optional.sh chromium; command -v chromium") != 0) {
+        print_message("SKIP: chromium cannot be installed here\n");
+        skip();
+    }
+    char cmd[8192], html[600], png[600], py[600];
+    snprintf(html, sizeof html, "%s/plot.html", paths.scratch);
+    snprintf(png, sizeof png, "%s/plot.png", paths.scratch);
+    snprintf(py, sizeof py, "%s/ink.py", paths.scratch);
+    write_file(py, count_ink, strlen(count_ink));
+    snprintf(cmd, sizeof cmd,
+             "%s plot '%s' -o '%s' && grep -c '<script\\|http://\\|https://' '%s'; "
+             "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+             "--user-data-dir='%s/chromium' --window-size=1000,700 --screenshot='%s' "
+             "'file://%s' >/dev/null 2>&1; python3 '%s' '%s'",
+             inspect_path(), bundle, html, html, paths.scratch, png, html, py, png);
+    sh(cmd);
+    /* no script, and no address but the SVG namespace: self-contained */
+    int refs = -1, w = 0, h = 0, ink = 0;
+    if (sscanf(out, "%d\n%d %d %d", &refs, &w, &h, &ink) != 4)
+        fail_msg("render: %s %s", out, err);
+    assert_int_equal(refs, 1);
+    assert_int_equal(w, 1000);
+    assert_int_equal(h, 700);
+    if (ink < 1000)
+        fail_msg("the screenshot is blank (%d inked pixels)", ink);
+}
+
+static void test_no_events_still_plots(void **state)
+{
+    (void)state;
+    char cmd[4096], svg[600];
+    snprintf(svg, sizeof svg, "%s/empty.svg", paths.scratch);
+    snprintf(cmd, sizeof cmd, "%s plot '%s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' "
+                              "-o '%s' && xmllint --noout '%s' && grep -c polyline '%s'",
+             inspect_path(), getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
+                                                          : "test/fixtures",
+             svg, svg, svg);
+    sh(cmd);
+    assert_string_equal(out, "0\n");
+}
+
+static int setup(void **state)
+{
+    *state = &paths;
+    preload_paths_make(&paths, "plot");
+    make_bundle();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_svg),
+        cmocka_unit_test(test_html_renders),
+        cmocka_unit_test(test_no_events_still_plots),
+    };
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
+}
