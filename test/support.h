@@ -60,6 +60,9 @@ struct json_t *bundle_file(const char *bundle, const char *file);
 const char *json_str(struct json_t *obj, const char *key);
 long long json_int(struct json_t *obj, const char *key);
 
+/* `gmp-inspect show BUNDLE` must name `cause` first among the likely causes. */
+void expect_first_cause(const char *bundle, const char *cause);
+
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);
 

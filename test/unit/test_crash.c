@@ -108,6 +108,7 @@ static void test_segv_after_failed_malloc(void **state)
     }
     json_decref(mods);
     json_decref(md);
+    expect_first_cause(bundle, "a crash caused by an unchecked failed allocation");
     assert_true(base != 0 && at > base);
     if (access("/usr/bin/addr2line", X_OK) != 0) {
         print_message("SKIP: no addr2line to symbolise with\n");

@@ -80,7 +80,9 @@ static void until_oom(const family *f, int device)
     if (!strstr(err, line) || count_lines(err) != 1)
         fail_msg("want one line \"%s...\", got: %s", line, err);
 
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    expect_first_cause(bundle, "steady growth, like a leak");
     assert_string_equal(json_str(md, "backend"), f->backend);
     assert_string_equal(json_str(md, "reason"), f->reason);
     assert_string_equal(json_str(md, "exception_type"), f->reason);

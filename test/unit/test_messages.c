@@ -76,6 +76,9 @@ static void test_message_alone(void **state)
     assert_string_equal(json_str(md, "confirmed_by"), "message");
     expect_torch_exception(md);
     json_decref(md);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+    expect_first_cause(bundle, "the framework's own memory pool ran out");
 }
 
 /* A real failure first (the cudart double, reaching the driver), episode

@@ -158,6 +158,8 @@ static void test_python_memoryerror(void **state)
     assert_string_equal(json_str(md, "backend"), "cpu");
     json_decref(md);
 
+    expect_first_cause(bundle, "a host limit was reached (the address-space limit)");
+
     /* the Python stack of the failing thread, captured at the failure */
     char path[1100], text[4096] = "";
     snprintf(path, sizeof path, "%s/python_traceback.txt", bundle);
@@ -177,9 +179,11 @@ static void test_second_failure_and_timeout_and_first(void **state)
     snprintf(cmd, sizeof cmd, "%s fail-twice", program);
     run_sh(NULL, cmd);
     assert_int_equal(exit_code(), 0);
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     assert_string_equal(json_str(md, "confirmed_by"), "second_failure");
     json_decref(md);
+    expect_first_cause(bundle, "a request larger than any machine's memory"); /* 2^60 bytes */
 
     snprintf(cmd, sizeof cmd, "%s fail-sleep", program);
     run_sh("GMP_OOM_CONFIRM_MS=300", cmd);

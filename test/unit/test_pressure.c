@@ -46,7 +46,9 @@ static void test_one_bundle_per_crossing(void **state)
     assert_int_equal(pressure_bundles(), 1); /* five samples above: one bundle */
     if (strncmp(err, "gpumemprof: memory pressure: VmSize ", 36) || count_lines(err) != 1)
         fail_msg("stderr: %s", err);
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    expect_first_cause(bundle, "memory close to a limit");
     assert_string_equal(json_str(md, "reason"), "memory_pressure");
     assert_string_equal(json_str(md, "confirmed_by"), "watchdog");
     const char *msg = json_str(md, "exception_message");

@@ -49,10 +49,11 @@ static int ends_with_status(int code)
     return n >= w && !strcmp(out + n - w, want);
 }
 
+static char bundle[1024]; /* the one bundle's path, after killed_bundle */
+
 /* The one bundle: reason, and allocation events of 8 MiB in it. */
 static json_t *killed_bundle(const char *reason, int min_allocs)
 {
-    char bundle[1024];
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     assert_string_equal(json_str(md, "reason"), reason);
     assert_string_equal(json_str(md, "confirmed_by"), "recovered");
@@ -84,6 +85,7 @@ static void test_gmp_run_kill_9(void **state)
     json_t *md = killed_bundle("SIGKILL", 4);
     assert_true(json_is_null(json_object_get(md, "failed_request")));
     json_decref(md);
+    expect_first_cause(bundle, "killed without a word (SIGKILL)");
 }
 
 /* Killed under a shell the preload reaches: the shell's wait notes the
@@ -197,6 +199,7 @@ static void test_kernel_oom_killer(void **state)
     if (!strstr(json_str(md, "evidence"), "oom_killer: "))
         fail_msg("evidence: %s", json_str(md, "evidence"));
     json_decref(md);
+    expect_first_cause(bundle, "killed by the kernel's OOM killer");
 }
 
 /* Without gmp-run: the ring stays until `gmp-inspect recover`, which leaves

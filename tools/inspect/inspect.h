@@ -48,6 +48,10 @@ void fmt_bytes(uint64_t v, char *out, size_t cap);
 /* A value printed for people on one line: control characters become '?'. */
 void print_clean(FILE *f, const char *s, size_t max);
 
+/* diagnose.c: the likely causes of the bundle's OOM, most certain first,
+ * each with its evidence (ANSI bold and red when colour). */
+void diagnose(bundle *b, json_t *events, int colour);
+
 int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_events(int argc, char **argv);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SHOW_LAST_EVENTS 10
 
@@ -212,7 +213,8 @@ static void print_process(bundle *b)
 static void show_usage(FILE *f)
 {
     fputs("usage: gmp-inspect show BUNDLE [--events N]\n"
-          "Say in plain words what failed, when and where: the failed request,\n"
+          "Say in plain words what failed, when and where: the likely causes, most\n"
+          "certain first, with their evidence; then the failed request,\n"
           "reason, exception, context, custom metadata, bytes in use, and the\n"
           "last N events (default 10).\n"
           "Exit status: 0, 1 when the bundle cannot be read, 2 usage error.\n",
@@ -271,6 +273,7 @@ int cmd_show(int argc, char **argv)
     printf(" memory (");
     print_clean(stdout, reason ? reason : "unknown reason", 200);
     printf(")\n");
+    diagnose(&b, events_array(b.events), isatty(1) && getenv("NO_COLOR") == NULL);
     print_field("When:", jstr(b.manifest, "created_at_utc"));
     print_process(&b);
     print_failed_request(md);

@@ -1,0 +1,204 @@
+/*
+ * diagnose.c — the opening of `gmp-inspect show`: the likely causes of a
+ * bundle's out-of-memory, most certain first, each with the evidence from
+ * the bundle that supports it.  Every rule reads only what the bundle holds;
+ * a rule whose data is absent (device free memory comes from the
+ * collectors) says nothing rather than guess.
+ */
+#include "inspect.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CAUSES 8
+
+typedef struct cause {
+    char what[200];
+    char evidence[600];
+} cause;
+
+typedef struct causes {
+    cause c[MAX_CAUSES];
+    int n;
+} causes;
+
+static void add(causes *cs, const char *what, const char *evidence)
+{
+    if (cs->n == MAX_CAUSES)
+        return;
+    snprintf(cs->c[cs->n].what, sizeof cs->c[0].what, "%s", what);
+    snprintf(cs->c[cs->n].evidence, sizeof cs->c[0].evidence, "%s", evidence ? evidence : "");
+    cs->n++;
+}
+
+static int starts(const char *s, const char *prefix)
+{
+    return s && !strncmp(s, prefix, strlen(prefix));
+}
+
+/* A soft rlimit from environment.json's process.rlimits, or -1. */
+static int64_t rlimit_of(json_t *env, const char *name)
+{
+    json_t *lim = json_object_get(json_object_get(json_object_get(env, "process"), "rlimits"), name);
+    int64_t v;
+    return jint(lim, "soft", &v) == 0 ? v : -1;
+}
+
+/* "93 µs", "1.5 s", "2.0 min" */
+static void fmt_duration(double secs, char *out, size_t cap)
+{
+    if (secs < 1e-3)
+        snprintf(out, cap, "%.0f \xc2\xb5s", secs * 1e6);
+    else if (secs < 1)
+        snprintf(out, cap, "%.0f ms", secs * 1e3);
+    else if (secs < 120)
+        snprintf(out, cap, "%.1f s", secs);
+    else
+        snprintf(out, cap, "%.1f min", secs / 60);
+}
+
+/* Growth on the failed request's device: first and last in-use of its
+ * events, how many allocations and frees, over how long. */
+static void growth(json_t *events, const char *backend, int64_t device, causes *cs)
+{
+    size_t i;
+    json_t *ev;
+    int64_t first = -1, last = -1, allocs = 0, frees = 0;
+    double t0 = 0, t1 = 0;
+    json_array_foreach(events, i, ev) {
+        const char *type = jstr(ev, "event_type"), *b = jstr(ev, "backend");
+        int64_t dev = -1, use;
+        jint(ev, "device_id", &dev);
+        json_t *ts = json_object_get(ev, "timestamp");
+        if (!type || !b || strcmp(b, backend) || dev != device || jint(ev, "bytes_in_use", &use))
+            continue;
+        if (strcmp(type, "alloc") && strcmp(type, "free"))
+            continue;
+        if (first < 0) {
+            first = use;
+            t0 = json_number_value(ts);
+        }
+        last = use;
+        t1 = json_number_value(ts);
+        allocs += !strcmp(type, "alloc");
+        frees += !strcmp(type, "free");
+    }
+    if (allocs < 4 || last <= first || frees * 2 >= allocs || (last - first) * 2 < last)
+        return;
+    char grew[32], took[32], what[200], evidence[600];
+    fmt_bytes((uint64_t)(last - first), grew, sizeof grew);
+    fmt_duration(t1 - t0, took, sizeof took);
+    snprintf(what, sizeof what, "steady growth, like a leak or a cache that never lets go");
+    snprintf(evidence, sizeof evidence,
+             "+%s over %s in %lld allocations and only %lld frees before the failure", grew,
+             took, (long long)allocs, (long long)frees);
+    add(cs, what, evidence);
+}
+
+static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
+{
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        int64_t dev = -1, free_b = -1, total = -1, others = -1;
+        jint(st, "device", &dev);
+        jint(st, "free", &free_b);
+        jint(st, "total", &total);
+        jint(st, "other_processes_bytes", &others);
+        if (dev != device || free_b < 0)
+            continue;
+        char req[32], fr[32], tot[32], ev[600];
+        fmt_bytes((uint64_t)size, req, sizeof req);
+        fmt_bytes((uint64_t)free_b, fr, sizeof fr);
+        fmt_bytes((uint64_t)(total > 0 ? total : 0), tot, sizeof tot);
+        if (size > free_b) {
+            snprintf(ev, sizeof ev, "asked for %s; %s free of %s on device %lld", req, fr, tot,
+                     (long long)dev);
+            add(cs, "a single request larger than the device's free memory", ev);
+        } else {
+            snprintf(ev, sizeof ev, "%s free on device %lld, at least the %s asked for, yet it "
+                                    "failed: no contiguous block that large", fr, (long long)dev, req);
+            add(cs, "fragmentation", ev);
+        }
+        if (others > 0 && total > 0 && others * 10 > total) {
+            char o[32];
+            fmt_bytes((uint64_t)others, o, sizeof o);
+            snprintf(ev, sizeof ev, "other processes hold %s of device %lld's %s", o,
+                     (long long)dev, tot);
+            add(cs, "other processes holding memory on the device", ev);
+        }
+    }
+}
+
+static void collect(bundle *b, json_t *events, causes *cs)
+{
+    json_t *md = b->metadata;
+    const char *reason = jstr(md, "reason") ? jstr(md, "reason") : jstr(b->manifest, "reason");
+    const char *etype = jstr(md, "exception_type"), *evidence = jstr(md, "evidence");
+    const char *backend = jstr(md, "backend") ? jstr(md, "backend") : "cpu";
+    json_t *fr = json_object_get(md, "failed_request");
+    int64_t size = -1, device = -1, in_use = -1;
+    jint(fr, "size", &size);
+    jint(fr, "device", &device);
+    jint(fr, "bytes_in_use", &in_use);
+    char ev[600], a[32], b2[32], c[32];
+
+    if (etype && !strcmp(etype, "oom_killer"))
+        add(cs, "killed by the kernel's OOM killer", evidence);
+    else if (reason && (!strcmp(reason, "SIGKILL") || !strcmp(reason, "killed")))
+        add(cs, "killed without a word (SIGKILL)",
+            "no evidence that the OOM killer did it: no memory cgroup counted a kill and the "
+            "kernel log did not name it");
+    if (reason && strstr(reason, " after failed allocation")) {
+        snprintf(ev, sizeof ev, "%s: the program used the NULL (or error) the failed allocation "
+                                "returned instead of checking it", reason);
+        add(cs, "a crash caused by an unchecked failed allocation", ev);
+    }
+    if (starts(reason, "message_pattern:"))
+        add(cs, "the framework's own memory pool ran out (no allocation call failed)",
+            jstr(md, "exception_message"));
+    if (reason && !strcmp(reason, "memory_pressure"))
+        add(cs, "memory close to a limit (a warning written before any failure)",
+            jstr(md, "exception_message"));
+    if (size >= 0 && size >= (int64_t)1 << 50) {
+        fmt_bytes((uint64_t)size, a, sizeof a);
+        snprintf(ev, sizeof ev, "asked for %s at once: an overflowed or uninitialised size?", a);
+        add(cs, "a request larger than any machine's memory", ev);
+    }
+    if (size >= 0 && device >= 0)
+        device_rules(md, size, device, cs);
+    int64_t as = rlimit_of(b->environment, "as");
+    if (size >= 0 && device < 0 && as > 0 && in_use >= 0 && (in_use + size) * 10 >= as * 8) {
+        fmt_bytes((uint64_t)as, a, sizeof a);
+        fmt_bytes((uint64_t)in_use, b2, sizeof b2);
+        fmt_bytes((uint64_t)size, c, sizeof c);
+        snprintf(ev, sizeof ev, "RLIMIT_AS is %s; %s was in use and %s more was asked for", a,
+                 b2, c);
+        add(cs, "a host limit was reached (the address-space limit)", ev);
+    }
+    if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))
+        add(cs, "a host limit was near (the memory cgroup)", evidence);
+    if (fr && json_is_object(fr))
+        growth(events, device >= 0 ? backend : "cpu", device, cs);
+}
+
+void diagnose(bundle *b, json_t *events, int colour)
+{
+    causes cs = {.n = 0};
+    collect(b, events, &cs);
+    const char *on = colour ? "\033[1m" : "", *off = colour ? "\033[0m" : "";
+    if (!cs.n) {
+        printf("%sLikely cause:%s     nothing in this bundle points at one; see the events\n", on,
+               off);
+        return;
+    }
+    printf("%sLikely causes%s, most certain first:\n", on, off);
+    for (int i = 0; i < cs.n; i++) {
+        printf("  %d. %s%s%s\n", i + 1, colour ? "\033[31m" : "", cs.c[i].what, off);
+        if (cs.c[i].evidence[0]) {
+            printf("     evidence: ");
+            print_clean(stdout, cs.c[i].evidence, 600);
+            putchar('\n');
+        }
+    }
+}
