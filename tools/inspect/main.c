@@ -22,6 +22,7 @@ static const verb verbs[] = {
     {"validate", cmd_validate, "check bundles are whole and well-formed (CI)"},
     {"recover", cmd_recover, "bundles of killed processes, from the rings they left"},
     {"triage", cmd_triage, "group many bundles by signature, for CI (exit 3 on OOM)"},
+    {"diff", cmd_diff, "what changed between two bundles"},
     {"plot", cmd_plot, "memory over time, the OOM marked: one SVG or HTML file"},
     {"watch", cmd_watch, "a live view of a running process, from its ring"},
     {"prune", cmd_prune, "apply the retention rules to a dump directory"},
