@@ -222,12 +222,15 @@ install: all
 	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so
 	install -m 0644 include/gpumemprof.h $(DESTDIR)$(PREFIX)/include/gpumemprof.h
 	install -m 0644 $(RECORDER_LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 docs/man/gmp-inspect.1 docs/man/gmp-run.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/gmp-inspect $(DESTDIR)$(PREFIX)/bin/gmp-run \
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so \
 	      $(DESTDIR)$(PREFIX)/include/gpumemprof.h \
-	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a
+	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a \
+	      $(DESTDIR)$(PREFIX)/share/man/man1/gmp-inspect.1 $(DESTDIR)$(PREFIX)/share/man/man1/gmp-run.1
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,89 @@
+/*
+ * test_install.c — `make install DESTDIR=...`: the tools, the preload, the
+ * header, the library and the man pages land under PREFIX; the man pages
+ * render without a warning; the installed gmp-run finds the installed
+ * preload in ../lib and runs a command through it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char scratch[256], out[1 << 16], err[1 << 16];
+
+static int sh(const char *cmd)
+{
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err));
+}
+
+static void test_install(void **state)
+{
+    (void)state;
+    const char *build = getenv("GMP_BUILD");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "make -s install BUILD='%s' DESTDIR='%s/root' PREFIX=/opt/gmp",
+             build && *build ? build : "build", scratch);
+    if (sh(cmd) != 0)
+        fail_msg("make install: %s", err);
+    static const char *const files[] = {
+        "bin/gmp-inspect", "bin/gmp-run", "lib/libgpumemprof_preload.so",
+        "lib/libgpumemprof.a", "include/gpumemprof.h", "share/man/man1/gmp-inspect.1",
+        "share/man/man1/gmp-run.1"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/root/opt/gmp/%s", scratch, files[i]);
+        if (access(path, R_OK) != 0)
+            fail_msg("not installed: %s", path);
+    }
+    /* the man pages render, with no warning from groff */
+    if (sh("command -v groff") == 0) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s/root/opt/gmp/share/man/man1' && for m in gmp-inspect.1 gmp-run.1; do "
+                 "groff -man -Tutf8 -ww -z $m || exit 1; done; "
+                 "groff -man -Tutf8 gmp-run.1 | col -b 2>/dev/null | grep -c 'gmp-run \\[--dump-dir DIR\\]'",
+                 scratch);
+        assert_int_equal(sh(cmd), 0);
+        assert_string_equal(err, "");
+        assert_string_equal(out, "1\n");
+    }
+    /* the installed gmp-run finds the installed preload */
+    snprintf(cmd, sizeof cmd,
+             "env -u GMP_PRELOAD_LIBRARY '%s/root/opt/gmp/bin/gmp-run' -- sh -c 'echo \"$LD_PRELOAD\"'",
+             scratch);
+    assert_int_equal(sh(cmd), 0);
+    char want[1024];
+    snprintf(want, sizeof want, "%s/root/opt/gmp/bin/../lib/libgpumemprof_preload.so\n", scratch);
+    assert_string_equal(out, want);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    scratch_make(scratch, sizeof scratch, "install");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    scratch_remove(scratch);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_install),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
