@@ -154,6 +154,8 @@ typedef struct gmp_config {
     int watchdog;                      /* GMP_WATCHDOG, default 1 */
     uint64_t watchdog_min_mb;          /* GMP_WATCHDOG_MIN_MB: heap that starts it, default 256 */
     uint32_t pressure_pct;             /* GMP_PRESSURE_PCT of the nearest limit, default 90 */
+    char prom_file[GMP_PATH_MAX];      /* GMP_PROM_FILE: Prometheus textfile ("" none; %p = pid) */
+    uint32_t prom_interval_s;          /* GMP_PROM_INTERVAL_S, default 15 */
     gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti, default auto */
 } gmp_config;
 

@@ -32,6 +32,9 @@ typedef struct live_entry {
 static live_entry *table; /* atomic pointer */
 static int table_state;   /* 0 none, 1 making, 2 ready, 3 failed */
 static uint64_t in_use[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
+static uint64_t peak[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];    /* atomic */
+static uint64_t allocs[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];  /* atomic */
+static uint64_t frees[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];   /* atomic */
 static int full_reported;
 
 int gmp_device_index(int device)
@@ -79,7 +82,13 @@ static uint64_t slot_of(uint64_t ptr)
 void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
                     gmp_api api)
 {
-    __atomic_fetch_add(&in_use[backend][gmp_device_index(device)], size, __ATOMIC_RELAXED);
+    int d = gmp_device_index(device);
+    uint64_t now = __atomic_add_fetch(&in_use[backend][d], size, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&allocs[backend][d], 1, __ATOMIC_RELAXED);
+    uint64_t top = __atomic_load_n(&peak[backend][d], __ATOMIC_RELAXED);
+    while (now > top && !__atomic_compare_exchange_n(&peak[backend][d], &top, now, 1,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
     live_entry *t = get_table();
     if (!t || !ptr)
         return;
@@ -128,9 +137,19 @@ int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr, uint64_t *
             return -1; /* a racing free of the same pointer took it */
         __atomic_fetch_sub(&in_use[backend][gmp_device_index(*device)], *size,
                            __ATOMIC_RELAXED);
+        __atomic_fetch_add(&frees[backend][gmp_device_index(*device)], 1, __ATOMIC_RELAXED);
         return 0;
     }
     return -1;
+}
+
+void gmp_device_stats(gmp_backend backend, int index, uint64_t *bytes, uint64_t *top,
+                      uint64_t *alloc_count, uint64_t *free_count)
+{
+    *bytes = __atomic_load_n(&in_use[backend][index], __ATOMIC_RELAXED);
+    *top = __atomic_load_n(&peak[backend][index], __ATOMIC_RELAXED);
+    *alloc_count = __atomic_load_n(&allocs[backend][index], __ATOMIC_RELAXED);
+    *free_count = __atomic_load_n(&frees[backend][index], __ATOMIC_RELAXED);
 }
 
 uint64_t gmp_device_in_use(gmp_backend backend, int device)

@@ -42,6 +42,7 @@ static gmp_backend last_failure_backend;
 static int any_failure; /* atomic */
 int gmp_episodes_open;          /* atomic count */
 static uint32_t recovered;      /* atomic: episodes closed as recovered */
+static uint64_t opened;         /* atomic: episodes opened */
 static int watcher_started;     /* atomic; reset in a forked child */
 
 static uint64_t now_ns(void)
@@ -131,7 +132,7 @@ static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
     };
     req.failed.present = 1;
     char path[GMP_PATH_MAX];
-    if (gmp_dump(gmp_pl.rec, &req, path, sizeof path)) {
+    if (gmp_pl_dump(&req, path, sizeof path)) {
         if (!cr)
             gmp_messages_note_bundle(path, framework);
         /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P
@@ -233,6 +234,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
                                      __ATOMIC_RELAXED))
         return; /* being opened or committed by another thread right now */
     ep->failed = f;
+    __atomic_fetch_add(&opened, 1, __ATOMIC_RELAXED);
     ep->python_traceback_fd = gmp_python_traceback_fd();
     ep->deadline_ns = now_ns() + gmp_pl.confirm_ns;
     __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
@@ -331,8 +333,14 @@ void gmp_episode_crash(int sig, const siginfo_t *info)
         .confirmed_by = "signal",
         .recovered_episodes = __atomic_load_n(&recovered, __ATOMIC_RELAXED),
     };
-    if (gmp_dump(gmp_pl.rec, &req, path, sizeof path))
+    if (gmp_pl_dump(&req, path, sizeof path))
         gmp_log("%s; bundle: %s", signal_name(sig), path);
+}
+
+void gmp_episode_counts(uint64_t *opened_episodes, uint64_t *recovered_episodes)
+{
+    *opened_episodes = __atomic_load_n(&opened, __ATOMIC_RELAXED);
+    *recovered_episodes = __atomic_load_n(&recovered, __ATOMIC_RELAXED);
 }
 
 void gmp_episode_after_fork(void)

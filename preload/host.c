@@ -15,12 +15,14 @@
 
 typedef struct host_slot {
     _Alignas(64) int64_t bytes; /* allocated minus freed by this thread */
+    uint64_t allocs, frees;     /* calls that added / returned bytes */
     int claimed;                /* atomic */
 } host_slot;
 
 static host_slot slots[HOST_SLOTS];
 static int64_t retired;  /* atomic: totals of exited threads */
 static int64_t overflow; /* atomic: threads that found no slot */
+static uint64_t retired_allocs, retired_frees, overflow_allocs, overflow_frees; /* atomic */
 static pthread_key_t slot_key;
 static int key_ready;
 
@@ -32,7 +34,13 @@ static void release_slot(void *p)
     host_slot *s = p;
     __atomic_fetch_add(&retired, __atomic_load_n(&s->bytes, __ATOMIC_RELAXED),
                        __ATOMIC_RELAXED);
+    __atomic_fetch_add(&retired_allocs, __atomic_load_n(&s->allocs, __ATOMIC_RELAXED),
+                       __ATOMIC_RELAXED);
+    __atomic_fetch_add(&retired_frees, __atomic_load_n(&s->frees, __ATOMIC_RELAXED),
+                       __ATOMIC_RELAXED);
     __atomic_store_n(&s->bytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->allocs, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->frees, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->claimed, 0, __ATOMIC_RELEASE);
     my_slot = NULL;
 }
@@ -73,10 +81,27 @@ void gmp_host_account(int64_t delta)
     host_slot *s = my_slot;
     if (GMP_UNLIKELY(!s) && !(s = claim_slot())) {
         __atomic_fetch_add(&overflow, delta, __ATOMIC_RELAXED);
+        __atomic_fetch_add(delta >= 0 ? &overflow_allocs : &overflow_frees, 1, __ATOMIC_RELAXED);
         return;
     }
     __atomic_store_n(&s->bytes, __atomic_load_n(&s->bytes, __ATOMIC_RELAXED) + delta,
                      __ATOMIC_RELAXED);
+    uint64_t *count = delta >= 0 ? &s->allocs : &s->frees;
+    __atomic_store_n(count, __atomic_load_n(count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+void gmp_host_counts(uint64_t *allocs, uint64_t *frees)
+{
+    uint64_t a = __atomic_load_n(&retired_allocs, __ATOMIC_RELAXED) +
+                 __atomic_load_n(&overflow_allocs, __ATOMIC_RELAXED);
+    uint64_t f = __atomic_load_n(&retired_frees, __ATOMIC_RELAXED) +
+                 __atomic_load_n(&overflow_frees, __ATOMIC_RELAXED);
+    for (int i = 0; i < HOST_SLOTS; i++) {
+        a += __atomic_load_n(&slots[i].allocs, __ATOMIC_RELAXED);
+        f += __atomic_load_n(&slots[i].frees, __ATOMIC_RELAXED);
+    }
+    *allocs = a;
+    *frees = f;
 }
 
 uint64_t gmp_host_in_use(void)

@@ -28,6 +28,7 @@ static void after_fork_in_child(void)
     gmp_recorder_after_fork(gmp_pl.rec);
     gmp_episode_after_fork();
     gmp_watchdog_after_fork();
+    gmp_metrics_after_fork();
 }
 
 /* Runs once, when the dynamic linker initialises the preload. */
@@ -54,6 +55,8 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.watchdog = cfg.watchdog;
     gmp_pl.watchdog_min = cfg.watchdog_min_mb << 20;
     gmp_pl.pressure_pct = cfg.pressure_pct;
+    gmp_strlcpy(gmp_pl.prom_file, cfg.prom_file, sizeof gmp_pl.prom_file);
+    gmp_pl.prom_interval_s = cfg.prom_interval_s;
     gmp_pl.rec = gmp_recorder_create(&cfg);
     if (!gmp_pl.rec) {
         gmp_log("cannot create the recorder; recording is off");
@@ -75,6 +78,7 @@ __attribute__((constructor)) static void on_load(void)
     __atomic_store_n(&gmp_pl.state, GMP_PL_ACTIVE, __ATOMIC_RELEASE);
     if (cfg.on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();
+    gmp_metrics_start();
     gmp_in_hook--;
 }
 
@@ -87,6 +91,7 @@ void gmp_pl_finish(void)
     /* the watcher may be writing a bundle whose deadline just passed:
      * exiting now would cut it off half-written */
     gmp_episode_wait_commits(5000);
+    gmp_metrics_write(); /* the last word, with this exit's bundles counted */
     __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
     gmp_recorder_release_ring(gmp_pl.rec);
     gmp_in_hook--;
@@ -110,6 +115,21 @@ int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size)
     gmp_in_hook--;
     pthread_attr_destroy(&attr);
     return rc == 0 ? 0 : -1;
+}
+
+static uint64_t bundles_written; /* atomic */
+
+const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
+{
+    const char *p = gmp_dump(gmp_pl.rec, req, path, cap);
+    if (p)
+        __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+uint64_t gmp_pl_bundles_written(void)
+{
+    return __atomic_load_n(&bundles_written, __ATOMIC_RELAXED);
 }
 
 void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device, gmp_api api,

@@ -136,6 +136,7 @@ static void after_alloc(gmp_api api, void *p, size_t size)
             gmp_pl_event(GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, size, 0, in_use);
             if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
                 gmp_watchdog_start();
+            gmp_metrics_note_host(in_use);
         }
         if (gmp_any_episode_open()) {
             gmp_episode_success(GMP_BACKEND_CPU, -1, size, in_use);

@@ -124,7 +124,7 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         .backend = backend_of(pattern, line),
         .confirmed_by = "message",
     };
-    if (gmp_dump(gmp_pl.rec, &req, path, sizeof path)) {
+    if (gmp_pl_dump(&req, path, sizeof path)) {
         gmp_log("OOM message on stderr (%s); bundle: %s", pattern, path);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);
         last_bundle_ns = gmp_now_realtime_ns();

@@ -19,6 +19,7 @@
  *   watchdog.c    the slow death: pressure against the nearest memory limit
  *   messages.c    OOM messages on stderr, for failures no hook saw
  *   python.c      the Python stack of the thread that failed
+ *   metrics.c     the Prometheus textfile (GMP_PROM_FILE)
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -51,6 +52,8 @@ typedef struct gmp_preload {
     int watchdog;              /* GMP_WATCHDOG */
     uint64_t watchdog_min;     /* GMP_WATCHDOG_MIN_MB, in bytes */
     uint32_t pressure_pct;     /* GMP_PRESSURE_PCT */
+    char prom_file[GMP_PATH_MAX]; /* GMP_PROM_FILE ("" none) */
+    uint32_t prom_interval_s;  /* GMP_PROM_INTERVAL_S */
     char run_dir[GMP_PATH_MAX]; /* where rings live, for death notes */
 } gmp_preload;
 
@@ -74,6 +77,8 @@ GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
 /* host.c: per-thread counters; in_use sums them (approximate while racing). */
 GMP_HIDDEN void gmp_host_account(int64_t delta_bytes);
 GMP_HIDDEN uint64_t gmp_host_in_use(void);
+/* Calls that added and that returned host bytes, all threads (approximate while racing). */
+GMP_HIDDEN void gmp_host_counts(uint64_t *allocs, uint64_t *frees);
 GMP_HIDDEN void gmp_host_init(void);
 
 /* device.c */
@@ -85,6 +90,9 @@ GMP_HIDDEN int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr,
                                  uint64_t *size, int *device);
 GMP_HIDDEN uint64_t gmp_device_in_use(gmp_backend backend, int device);
 GMP_HIDDEN int gmp_device_index(int device); /* clamps into the counters' range */
+/* For metrics, by counter index (0 = host memory of that backend, d+1 = device d). */
+GMP_HIDDEN void gmp_device_stats(gmp_backend backend, int index, uint64_t *bytes,
+                                 uint64_t *top, uint64_t *alloc_count, uint64_t *free_count);
 
 /* episode.c */
 GMP_HIDDEN void gmp_episode_failure(gmp_backend backend, int device, gmp_api api,
@@ -96,6 +104,8 @@ GMP_HIDDEN void gmp_episode_commit_all(const char *confirmed_by);
 /* Commits episodes whose confirmation time has passed. */
 GMP_HIDDEN void gmp_episode_check_deadlines(void);
 GMP_HIDDEN void gmp_episode_after_fork(void);
+/* OOM episodes opened, and closed as recovered, since start. */
+GMP_HIDDEN void gmp_episode_counts(uint64_t *episodes, uint64_t *recovered_episodes);
 /* Waits (at most max_ms) for bundles other threads are writing right now. */
 GMP_HIDDEN void gmp_episode_wait_commits(unsigned max_ms);
 /* Non-zero while any episode is open: hooks then look at deadlines. */
@@ -129,6 +139,13 @@ GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
  * memfd (the caller closes it); else -1. */
 GMP_HIDDEN int gmp_python_traceback_fd(void);
 
+/* metrics.c: the GMP_PROM_FILE textfile: a thread rewriting it (start,
+ * after fork), a write now (at exit), and host peaks seen by the hooks. */
+GMP_HIDDEN void gmp_metrics_start(void);
+GMP_HIDDEN void gmp_metrics_after_fork(void);
+GMP_HIDDEN void gmp_metrics_write(void);
+GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
+
 /* watchdog.c: the pressure watchdog thread, started once (GMP_WATCHDOG). */
 GMP_HIDDEN void gmp_watchdog_start(void);
 GMP_HIDDEN void gmp_watchdog_after_fork(void);
@@ -156,6 +173,10 @@ GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
         fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                       \
         __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                              \
     }
+
+/* init.c: gmp_dump into the preload's recorder, counting the bundles. */
+GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);
+GMP_HIDDEN uint64_t gmp_pl_bundles_written(void);
 
 /* One event into the preload's recorder (fills time and thread). */
 GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,

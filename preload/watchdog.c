@@ -159,7 +159,7 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
         .evidence = evidence,
     };
     char path[GMP_PATH_MAX];
-    if (gmp_dump(gmp_pl.rec, &req, path, sizeof path))
+    if (gmp_pl_dump(&req, path, sizeof path))
         gmp_log("memory pressure: %s bundle: %s", message, path);
 }
 

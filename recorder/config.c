@@ -34,6 +34,8 @@ void gmp_config_defaults(gmp_config *cfg)
     cfg->watchdog = 1;
     cfg->watchdog_min_mb = 256;
     cfg->pressure_pct = 90;
+    cfg->prom_file[0] = '\0';
+    cfg->prom_interval_s = 15;
 }
 
 /* The index of v in names (n of them), or -1. */
@@ -130,6 +132,14 @@ int gmp_config_from_env(gmp_config *cfg)
     if ((v = getenv("GMP_RUN_DIR")))
         bad += parse_string("GMP_RUN_DIR", v, cfg->run_dir,
                             sizeof cfg->run_dir - 128, 0) < 0;
+    if ((v = getenv("GMP_PROM_FILE")))
+        bad += parse_string("GMP_PROM_FILE", v, cfg->prom_file, sizeof cfg->prom_file - 64,
+                            1) < 0;
+    if ((v = getenv("GMP_PROM_INTERVAL_S"))) {
+        n = cfg->prom_interval_s;
+        bad += parse_u64("GMP_PROM_INTERVAL_S", v, 1, 3600, &n) < 0;
+        cfg->prom_interval_s = (uint32_t)n;
+    }
     if ((v = getenv("GMP_BUFFER_SIZE"))) {
         n = cfg->buffer_size;
         bad += parse_u64("GMP_BUFFER_SIZE", v, 16, 1u << 24, &n) < 0;

@@ -40,6 +40,14 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
 /* events.json is an array, or an object with an "events" array. */
 json_t *events_array(json_t *events);
 
+/* Calls fn for every bundle directory at or under path (8 levels deep, no
+ * symlink followed, hidden names skipped); trailing slashes are trimmed. */
+void for_each_bundle(char *path, void (*fn)(const char *bundle, void *arg), void *arg);
+/* The rank (manifest, else RANK and friends in environment.json) and the
+ * host of a bundle opened with its environment; NULL when unknown. */
+const char *bundle_rank(bundle *b);
+const char *bundle_host(bundle *b);
+
 /* Field helpers that tolerate any JSON type. */
 const char *jstr(json_t *obj, const char *key);        /* NULL unless a string */
 int jint(json_t *obj, const char *key, int64_t *out);  /* 0 when an integer */
@@ -61,6 +69,7 @@ int cmd_triage(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 
 /* True when argv holds -h or --help. */

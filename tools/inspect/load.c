@@ -7,6 +7,7 @@
  */
 #include "inspect.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -186,4 +187,61 @@ int wants_help(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
     return 0;
+}
+
+static int is_bundle_name(const char *name)
+{
+    return !strncmp(name, "oom_dump_", 9);
+}
+
+static void walk(const char *path, int depth, void (*fn)(const char *, void *), void *arg)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (is_bundle_name(base)) {
+        fn(path, arg);
+        return;
+    }
+    if (depth > 8)
+        return;
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue; /* ., .., hidden temporaries of writers */
+        char child[4096];
+        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
+            continue;
+        struct stat st;
+        if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) /* never follow a symlink */
+            walk(child, depth + 1, fn, arg);
+    }
+    closedir(d);
+}
+
+void for_each_bundle(char *path, void (*fn)(const char *bundle, void *arg), void *arg)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        path[--len] = '\0';
+    walk(path, 0, fn, arg);
+}
+
+const char *bundle_rank(bundle *b)
+{
+    static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                       "PMI_RANK", "LOCAL_RANK"};
+    const char *r = jstr(b->manifest, "rank");
+    json_t *vals = json_object_get(b->environment, "environment");
+    for (size_t i = 0; i < sizeof vars / sizeof *vars && !r; i++)
+        r = jstr(vals, vars[i]);
+    return r;
+}
+
+const char *bundle_host(bundle *b)
+{
+    const char *h = jstr(b->manifest, "host");
+    return h ? h : jstr(json_object_get(b->environment, "system"), "hostname");
 }

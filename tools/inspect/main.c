@@ -26,6 +26,7 @@ static const verb verbs[] = {
     {"plot", cmd_plot, "memory over time, the OOM marked: one SVG or HTML file"},
     {"watch", cmd_watch, "a live view of a running process, from its ring"},
     {"prune", cmd_prune, "apply the retention rules to a dump directory"},
+    {"metrics", cmd_metrics, "a Prometheus textfile from bundles"},
 };
 
 static void usage(FILE *f)

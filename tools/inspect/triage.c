@@ -10,12 +10,9 @@
  */
 #include "inspect.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define MAX_DEPTH 8
 #define MAX_NAMES 64 /* ranks or hosts listed per group */
 
 typedef struct name_set {
@@ -85,19 +82,9 @@ static void top_site(bundle *b, char *out, size_t cap)
     json_decref(mods);
 }
 
-static const char *rank_of(json_t *env)
+static void add_bundle(const char *path, void *arg)
 {
-    static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-                                       "PMI_RANK", "LOCAL_RANK"};
-    json_t *vals = json_object_get(env, "environment");
-    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-        if (jstr(vals, vars[i]))
-            return jstr(vals, vars[i]);
-    return NULL;
-}
-
-static void add_bundle(triage *t, const char *path)
-{
+    triage *t = arg;
     char err[600];
     bundle b;
     t->bundles++;
@@ -150,41 +137,9 @@ static void add_bundle(triage *t, const char *path)
     int64_t size;
     if (!jint(fr, "size", &size) && size > g->largest)
         g->largest = size;
-    add_name(&g->ranks, rank_of(b.environment));
-    add_name(&g->hosts, jstr(json_object_get(b.environment, "system"), "hostname"));
+    add_name(&g->ranks, bundle_rank(&b));
+    add_name(&g->hosts, bundle_host(&b));
     bundle_close(&b);
-}
-
-static int is_bundle_name(const char *name)
-{
-    return !strncmp(name, "oom_dump_", 9);
-}
-
-static void walk(triage *t, const char *path, int depth)
-{
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    if (is_bundle_name(base)) {
-        add_bundle(t, path);
-        return;
-    }
-    if (depth > MAX_DEPTH)
-        return;
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue; /* ., .., hidden temporaries of writers */
-        char child[4096];
-        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
-            continue;
-        struct stat st;
-        if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) /* never follow a symlink */
-            walk(t, child, depth + 1);
-    }
-    closedir(d);
 }
 
 static int by_count(const void *a, const void *b)
@@ -398,10 +353,7 @@ int cmd_triage(int argc, char **argv)
             i++;
             continue;
         }
-        size_t len = strlen(argv[i]);
-        while (len > 1 && argv[i][len - 1] == '/')
-            argv[i][--len] = '\0';
-        walk(&t, argv[i], 0);
+        for_each_bundle(argv[i], add_bundle, &t);
     }
     if (t.n > 1)
         qsort(t.groups, t.n, sizeof *t.groups, by_count);

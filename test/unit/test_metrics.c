@@ -1,0 +1,186 @@
+/*
+ * test_metrics.c — Prometheus textfiles: GMP_PROM_FILE written by the
+ * preload while a process runs (python3 holding 40 MiB: its live bytes) and
+ * at its exit (the CUDA double: bytes, peaks, counts, one episode opened and
+ * recovered), and `gmp-inspect metrics` over bundles.  Every file passes a
+ * strict reading of the text format, and `promtool check metrics` where
+ * Debian's prometheus package can be installed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16];
+static int have_promtool = -1;
+
+/* The text format, strictly: HELP and TYPE comments, then samples
+ * name{label="value",...} number, names and labels well-formed. */
+static void check_format(const char *text)
+{
+    char copy[1 << 16];
+    snprintf(copy, sizeof copy, "%s", text);
+    int samples = 0;
+    for (char *save = NULL, *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(l, "# HELP gpumemprof_", 18) || !strncmp(l, "# TYPE gpumemprof_", 18)) {
+            if (!strncmp(l, "# TYPE", 6) && !strstr(l, " gauge") && !strstr(l, " counter"))
+                fail_msg("bad TYPE: %s", l);
+            continue;
+        }
+        const char *p = l;
+        if (strncmp(p, "gpumemprof_", 11))
+            fail_msg("not ours: %s", l);
+        while (isalnum((unsigned char)*p) || *p == '_')
+            p++;
+        if (*p++ != '{')
+            fail_msg("no labels: %s", l);
+        while (*p != '}') {
+            while (isalnum((unsigned char)*p) || *p == '_')
+                p++;
+            if (p[0] != '=' || p[1] != '"')
+                fail_msg("bad label: %s", l);
+            p += 2;
+            while (*p && *p != '"')
+                p += *p == '\\' ? 2 : 1;
+            if (*p++ != '"')
+                fail_msg("unterminated label: %s", l);
+            if (*p == ',')
+                p++;
+            else if (*p != '}')
+                fail_msg("bad label list: %s", l);
+        }
+        p++;
+        if (*p++ != ' ' || !isdigit((unsigned char)*p))
+            fail_msg("bad value: %s", l);
+        while (isdigit((unsigned char)*p))
+            p++;
+        if (*p)
+            fail_msg("trailing text: %s", l);
+        samples++;
+    }
+    assert_true(samples > 0);
+}
+
+static void promtool(const char *file)
+{
+    if (have_promtool < 0) {
+        const char *argv[] = {"/bin/sh", "-c",
+                              "command -v promtool || { sh mk/install-optional.sh prometheus "
+                              ">/dev/null; command -v promtool; }",
+                              NULL};
+        have_promtool = exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)) == 0;
+        if (!have_promtool)
+            print_message("promtool cannot be installed here: the strict reading only\n");
+    }
+    if (!have_promtool)
+        return;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s'", file);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    if (exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)) != 0)
+        fail_msg("promtool: %s%s", out, err);
+}
+
+static void read_file(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("no %s", path);
+    buf[fread(buf, 1, cap - 1, f)] = '\0';
+    fclose(f);
+}
+
+static long long value_of(const char *text, const char *series)
+{
+    const char *p = strstr(text, series);
+    if (!p)
+        fail_msg("no %s in:\n%s", series, text);
+    p = strchr(p, '}');
+    return p ? strtoll(p + 2, NULL, 10) : -1;
+}
+
+static void test_preload_textfile(void **state)
+{
+    (void)state;
+    static char text[1 << 16];
+    char script[4096], file[700];
+    /* while it runs: python3 holding 40 MiB, the file rewritten every second */
+    snprintf(script, sizeof script,
+             "export GMP_PROM_FILE='%s/live_%%p.prom' GMP_PROM_INTERVAL_S=1; "
+             "LD_PRELOAD='%s' python3 -c 'import time\n"
+             "keep = [bytearray(8 << 20) for _ in range(5)]\n"
+             "time.sleep(3)' & sleep 2; cat %s/live_$!.prom; wait",
+             paths.scratch, paths.preload, paths.scratch);
+    run_script(&paths, script, text, sizeof text, err, sizeof err);
+    check_format(text);
+    long long host = value_of(text, "gpumemprof_bytes_in_use{");
+    if (host < 40ll << 20)
+        fail_msg("live host bytes %lld", host);
+
+    /* at exit: the CUDA double, an episode opened and recovered */
+    snprintf(script, sizeof script,
+             "export GMP_PROM_FILE='%s/gpu.prom' GMP_WATCHDOG=0 LD_PRELOAD='%s'; "
+             "exec %s/test/gpu/gpu_oom_cuda retry-recover",
+             paths.scratch, paths.preload, paths.build);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)), 0);
+    snprintf(file, sizeof file, "%s/gpu.prom", paths.scratch);
+    read_file(file, text, sizeof text);
+    check_format(text);
+    promtool(file);
+    assert_int_equal(value_of(text, "gpumemprof_bytes_in_use{pid"), 1ll << 30);
+    char *cuda = strstr(text, "gpumemprof_allocations_total{");
+    assert_non_null(cuda);
+    assert_non_null(strstr(cuda, "backend=\"cuda\",device=\"0\"} 5\n"));
+    assert_non_null(strstr(text, "backend=\"cuda\",device=\"0\"} 2\n")); /* frees */
+    assert_int_equal(value_of(text, "gpumemprof_oom_episodes_total{"), 1);
+    assert_int_equal(value_of(text, "gpumemprof_recovered_episodes_total{"), 1);
+    assert_int_equal(value_of(text, "gpumemprof_bundles_written_total{"), 0);
+}
+
+static void test_metrics_from_bundles(void **state)
+{
+    (void)state;
+    static char text[1 << 16];
+    char script[4096], file[700];
+    snprintf(script, sizeof script,
+             "export GMP_WATCHDOG=0 LD_PRELOAD='%s'; %s/test/gpu/gpu_oom_cuda until-oom 1",
+             paths.preload, paths.build);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    const char *argv[] = {inspect_path(), "metrics", paths.dumps, NULL};
+    assert_int_equal(exit_code_of(run_capture(argv, text, sizeof text, err, sizeof err)), 0);
+    check_format(text);
+    snprintf(file, sizeof file, "%s/bundles.prom", paths.scratch);
+    write_file(file, text, strlen(text));
+    promtool(file);
+    assert_int_equal(value_of(text, "gpumemprof_peak_bytes{"), 1ll << 30);
+    assert_non_null(strstr(text, "backend=\"cuda\",device=\"1\"} 4\n")); /* allocations */
+    assert_int_equal(value_of(text, "gpumemprof_oom_episodes_total{"), 1);
+    assert_int_equal(value_of(text, "gpumemprof_bundles_written_total{"), 1);
+}
+
+static int setup(void **state)
+{
+    *state = &paths;
+    preload_paths_make(&paths, "metrics");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_preload_textfile),
+        cmocka_unit_test(test_metrics_from_bundles),
+    };
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
+}
