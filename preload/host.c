@@ -13,12 +13,6 @@
 
 #define HOST_SLOTS 512
 
-typedef struct host_slot {
-    _Alignas(64) int64_t bytes; /* allocated minus freed by this thread */
-    uint64_t allocs, frees;     /* calls that added / returned bytes */
-    int claimed;                /* atomic */
-} host_slot;
-
 static host_slot slots[HOST_SLOTS];
 static int64_t retired;  /* atomic: totals of exited threads */
 static int64_t overflow; /* atomic: threads that found no slot */
@@ -26,7 +20,7 @@ static uint64_t retired_allocs, retired_frees, overflow_allocs, overflow_frees; 
 static pthread_key_t slot_key;
 static int key_ready;
 
-static __thread host_slot *my_slot __attribute__((tls_model("initial-exec")));
+__thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec")));
 static __thread int no_slot __attribute__((tls_model("initial-exec")));
 
 static void release_slot(void *p)
@@ -42,7 +36,7 @@ static void release_slot(void *p)
     __atomic_store_n(&s->allocs, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->frees, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->claimed, 0, __ATOMIC_RELEASE);
-    my_slot = NULL;
+    gmp_host_slot = NULL;
 }
 
 void gmp_host_init(void)
@@ -68,26 +62,23 @@ static host_slot *claim_slot(void)
                 __atomic_store_n(&slots[i].claimed, 0, __ATOMIC_RELEASE);
                 break;
             }
-            my_slot = &slots[i];
-            return my_slot;
+            gmp_host_slot = &slots[i];
+            return gmp_host_slot;
         }
     }
     no_slot = 1;
     return NULL;
 }
 
-void gmp_host_account(int64_t delta)
+__attribute__((noinline)) void gmp_host_account_first(int64_t delta)
 {
-    host_slot *s = my_slot;
-    if (GMP_UNLIKELY(!s) && !(s = claim_slot())) {
+    host_slot *s = claim_slot();
+    if (!s) {
         __atomic_fetch_add(&overflow, delta, __ATOMIC_RELAXED);
         __atomic_fetch_add(delta >= 0 ? &overflow_allocs : &overflow_frees, 1, __ATOMIC_RELAXED);
         return;
     }
-    __atomic_store_n(&s->bytes, __atomic_load_n(&s->bytes, __ATOMIC_RELAXED) + delta,
-                     __ATOMIC_RELAXED);
-    uint64_t *count = delta >= 0 ? &s->allocs : &s->frees;
-    __atomic_store_n(count, __atomic_load_n(count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    gmp_host_slot_add(s, delta);
 }
 
 void gmp_host_counts(uint64_t *allocs, uint64_t *frees)

@@ -37,6 +37,9 @@ typedef struct libc_real {
 
 static libc_real real;
 static int resolving; /* atomic: a thread is inside dlsym for the reals */
+/* glibc's own allocator is the real one (nothing preloaded behind us): its
+ * chunk header gives a block's usable size without a call. */
+static int glibc_chunks;
 
 /* ---- bootstrap pool --------------------------------------------------- */
 
@@ -99,6 +102,11 @@ static void resolve_libc(void)
     RESOLVE(pvalloc);
     RESOLVE(malloc_usable_size);
     void *(*m)(size_t) = (void *(*)(size_t))gmp_dlsym_real(RTLD_NEXT, "malloc");
+#if defined(__x86_64__) && defined(__GLIBC__)
+    /* malloc is glibc's own when it is __libc_malloc, found the same way */
+    void *libc_malloc = gmp_dlsym_real(RTLD_NEXT, "__libc_malloc");
+    glibc_chunks = m && (void *)m == libc_malloc && getenv("GLIBC_TUNABLES") == NULL;
+#endif
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
     gmp_in_hook--;
     errno = saved;
@@ -114,8 +122,16 @@ static int have_real(void)
 
 /* ---- bookkeeping ------------------------------------------------------ */
 
-static size_t usable(void *p)
+/* A block's usable bytes.  With glibc's allocator, read from its chunk
+ * header as malloc_usable_size does (size word before the block, flags in
+ * its low 3 bits, an mmapped chunk carrying one more word of header); the
+ * hooks count bytes only, so this costs no call on every malloc and free. */
+static inline size_t usable(void *p)
 {
+    if (GMP_LIKELY(glibc_chunks)) {
+        size_t word = ((const size_t *)p)[-1];
+        return (word & ~(size_t)7) - ((word & 2) ? 2 : 1) * sizeof(size_t);
+    }
     return p && real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
 }
 
@@ -125,32 +141,43 @@ static size_t usable(void *p)
 #define ACCOUNTING() GMP_LIKELY(gmp_pl_active())
 #define RECORDING() GMP_LIKELY(!gmp_in_hook)
 
-/* After a successful allocation of `size` asked, with p's usable bytes. */
-static void after_alloc(gmp_api api, void *p, size_t size)
+#define COLD __attribute__((noinline, cold))
+
+/* A large allocation, or any while an episode is open: the event, the
+ * watchdog and the episode, out of the hot path's way. */
+static COLD void alloc_event(gmp_api api, void *p, size_t size)
 {
-    gmp_host_account((int64_t)usable(p));
-    if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_any_episode_open()) && RECORDING()) {
-        gmp_in_hook++;
-        uint64_t in_use = gmp_host_in_use();
-        if (size >= gmp_pl.host_event_min) {
-            gmp_pl_event(GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, size, 0, in_use);
-            if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
-                gmp_watchdog_start();
-            gmp_metrics_note_host(in_use);
-        }
-        if (gmp_any_episode_open()) {
-            gmp_episode_success(GMP_BACKEND_CPU, -1, size, in_use);
-            gmp_episode_check_deadlines();
-        }
-        gmp_in_hook--;
+    int saved = errno;
+    gmp_in_hook++;
+    uint64_t in_use = gmp_host_in_use();
+    if (size >= gmp_pl.host_event_min) {
+        gmp_pl_event(GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, size, 0, in_use);
+        if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
+            gmp_watchdog_start();
+        gmp_metrics_note_host(in_use);
     }
+    if (gmp_any_episode_open()) {
+        gmp_episode_success(GMP_BACKEND_CPU, -1, size, in_use);
+        gmp_episode_check_deadlines();
+    }
+    gmp_in_hook--;
+    errno = saved;
 }
 
-static void after_failure(gmp_api api, size_t size, int err)
+/* After a successful allocation of `size` asked, with p's usable bytes.
+ * The common path touches neither errno nor anything shared. */
+static inline void after_alloc(gmp_api api, void *p, size_t size)
+{
+    gmp_host_account((int64_t)usable(p));
+    if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_any_episode_open()) && RECORDING())
+        alloc_event(api, p, size);
+}
+
+static COLD void after_failure(gmp_api api, size_t size, int err)
 {
     if (!RECORDING())
         return;
-    gmp_in_hook++;
+    gmp_in_hook++; /* the caller puts errno back */
     uint64_t in_use = gmp_host_in_use();
     if (err == ENOMEM)
         gmp_episode_failure(GMP_BACKEND_CPU, -1, api, size, err, in_use);
@@ -159,27 +186,37 @@ static void after_failure(gmp_api api, size_t size, int err)
     gmp_in_hook--;
 }
 
-static void before_free(gmp_api api, void *p)
+static COLD void free_event(gmp_api api, void *p, size_t got)
+{
+    int saved = errno;
+    gmp_in_hook++;
+    gmp_pl_event(GMP_EV_FREE, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, got, 0,
+                 gmp_host_in_use()); /* already without this block */
+    gmp_in_hook--;
+    errno = saved;
+}
+
+static inline void before_free(gmp_api api, void *p)
 {
     size_t got = usable(p);
     gmp_host_account(-(int64_t)got);
-    if (GMP_UNLIKELY(got >= gmp_pl.host_event_min) && RECORDING()) {
-        gmp_in_hook++;
-        gmp_pl_event(GMP_EV_FREE, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, got, 0,
-                     gmp_host_in_use()); /* already without this block */
-        gmp_in_hook--;
-    }
+    if (GMP_UNLIKELY(got >= gmp_pl.host_event_min) && RECORDING())
+        free_event(api, p, got);
 }
 
-/* Common tail of every allocating hook: result p for `size` bytes. */
-static void *finish_alloc(gmp_api api, void *p, size_t size, int err)
+/* Common tail of every allocating hook: result p for `size` bytes.  errno
+ * is read only when the call failed (it is the failure's), and left as the
+ * real call set it. */
+static inline void *finish_alloc(gmp_api api, void *p, size_t size)
 {
-    if (ACCOUNTING()) {
-        if (GMP_LIKELY(p != NULL))
+    if (GMP_LIKELY(p != NULL)) {
+        if (ACCOUNTING())
             after_alloc(api, p, size);
-        else if (size)
-            after_failure(api, size, err);
+        return p;
     }
+    int err = errno;
+    if (ACCOUNTING() && size)
+        after_failure(api, size, err);
     errno = err;
     return p;
 }
@@ -191,7 +228,7 @@ GMP_EXPORT void *malloc(size_t size)
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc(size, 16);
     void *p = real.malloc(size);
-    return finish_alloc(GMP_API_MALLOC, p, size, errno);
+    return finish_alloc(GMP_API_MALLOC, p, size);
 }
 
 GMP_EXPORT void free(void *p)
@@ -200,10 +237,8 @@ GMP_EXPORT void free(void *p)
         return;
     if (GMP_UNLIKELY(!have_real()))
         return; /* cannot happen: p came from a real allocator we resolved */
-    int saved = errno;
     if (ACCOUNTING())
         before_free(GMP_API_FREE, p);
-    errno = saved;
     real.free(p);
 }
 
@@ -220,7 +255,7 @@ GMP_EXPORT void *calloc(size_t n, size_t size)
     }
     void *p = real.calloc(n, size);
     size_t total = n && size > SIZE_MAX / n ? SIZE_MAX : n * size;
-    return finish_alloc(GMP_API_CALLOC, p, total, errno);
+    return finish_alloc(GMP_API_CALLOC, p, total);
 }
 
 /* Tail of realloc and reallocarray: the old block's bytes leave the
@@ -271,7 +306,7 @@ GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
             return NULL;
         }
         void *p = real.reallocarray(old, n, size); /* the real one reports it */
-        return finish_alloc(GMP_API_REALLOCARRAY, p, SIZE_MAX, errno);
+        return finish_alloc(GMP_API_REALLOCARRAY, p, SIZE_MAX);
     }
     if (GMP_UNLIKELY((old && in_pool(old)) || !have_real() || !real.reallocarray))
         return realloc(old, n * size);
@@ -292,7 +327,9 @@ GMP_EXPORT int posix_memalign(void **out, size_t align, size_t size)
     }
     int saved = errno;
     int rc = real.posix_memalign(out, align, size);
-    finish_alloc(GMP_API_POSIX_MEMALIGN, rc == 0 ? *out : NULL, size, rc ? rc : saved);
+    if (rc != 0)
+        errno = rc; /* the failure's code, for the bookkeeping */
+    finish_alloc(GMP_API_POSIX_MEMALIGN, rc == 0 ? *out : NULL, size);
     errno = saved; /* posix_memalign reports through its result, not errno */
     return rc;
 }
@@ -302,7 +339,7 @@ GMP_EXPORT void *aligned_alloc(size_t align, size_t size)
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc(size, align);
     void *p = real.aligned_alloc(align, size);
-    return finish_alloc(GMP_API_ALIGNED_ALLOC, p, size, errno);
+    return finish_alloc(GMP_API_ALIGNED_ALLOC, p, size);
 }
 
 GMP_EXPORT void *memalign(size_t align, size_t size)
@@ -310,7 +347,7 @@ GMP_EXPORT void *memalign(size_t align, size_t size)
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc(size, align);
     void *p = real.memalign(align, size);
-    return finish_alloc(GMP_API_MEMALIGN, p, size, errno);
+    return finish_alloc(GMP_API_MEMALIGN, p, size);
 }
 
 GMP_EXPORT void *valloc(size_t size)
@@ -318,7 +355,7 @@ GMP_EXPORT void *valloc(size_t size)
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc(size, 4096);
     void *p = real.valloc(size);
-    return finish_alloc(GMP_API_VALLOC, p, size, errno);
+    return finish_alloc(GMP_API_VALLOC, p, size);
 }
 
 GMP_EXPORT void *pvalloc(size_t size)
@@ -326,7 +363,7 @@ GMP_EXPORT void *pvalloc(size_t size)
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc((size + 4095) & ~(size_t)4095, 4096);
     void *p = real.pvalloc(size);
-    return finish_alloc(GMP_API_PVALLOC, p, size, errno);
+    return finish_alloc(GMP_API_PVALLOC, p, size);
 }
 
 GMP_EXPORT size_t malloc_usable_size(void *p)

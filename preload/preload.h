@@ -74,8 +74,35 @@ static inline int gmp_pl_active(void)
 /* init.c */
 GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
 
-/* host.c: per-thread counters; in_use sums them (approximate while racing). */
-GMP_HIDDEN void gmp_host_account(int64_t delta_bytes);
+/* host.c: per-thread counters; in_use sums them (approximate while racing).
+ * Only the owning thread writes a slot, so the hot path is plain stores
+ * (relaxed atomics: readers in other threads never see a torn value). */
+typedef struct host_slot {
+    _Alignas(64) int64_t bytes; /* allocated minus freed by this thread */
+    uint64_t allocs, frees;     /* calls that added / returned bytes */
+    int claimed;                /* atomic */
+} host_slot;
+
+GMP_HIDDEN extern __thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec")));
+/* A thread's first call: claims its slot (or counts into the overflow). */
+GMP_HIDDEN void gmp_host_account_first(int64_t delta_bytes);
+
+static inline void gmp_host_slot_add(host_slot *s, int64_t delta)
+{
+    __atomic_store_n(&s->bytes, __atomic_load_n(&s->bytes, __ATOMIC_RELAXED) + delta,
+                     __ATOMIC_RELAXED);
+    uint64_t *count = delta >= 0 ? &s->allocs : &s->frees;
+    __atomic_store_n(count, __atomic_load_n(count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+static inline void gmp_host_account(int64_t delta_bytes)
+{
+    host_slot *s = gmp_host_slot;
+    if (GMP_LIKELY(s != NULL))
+        gmp_host_slot_add(s, delta_bytes);
+    else
+        gmp_host_account_first(delta_bytes); /* once per thread */
+}
 GMP_HIDDEN uint64_t gmp_host_in_use(void);
 /* Calls that added and that returned host bytes, all threads (approximate while racing). */
 GMP_HIDDEN void gmp_host_counts(uint64_t *allocs, uint64_t *frees);
