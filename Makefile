@@ -56,7 +56,7 @@ UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 TEST_SUPPORT := $(BUILD)/test/support.o
 
-.PHONY: all deps test unit-test integration-test demo install uninstall clean
+.PHONY: all deps test unit-test integration-test demo bench install uninstall clean
 
 # Our GPU hook prototypes against the real headers, where they are installed.
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
@@ -214,6 +214,23 @@ test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS)
 
 demo: all
 	@sh examples/demo.sh $(BUILD)
+
+# Benchmarks (bench/README.md): built with the same flags, run side by side
+# with the peers this machine has.
+BENCH_PROGRAMS := $(BUILD)/bench/churn $(BUILD)/bench/device_pairs $(BUILD)/bench/rss \
+                  $(BUILD)/bench/recorder_bench
+$(BUILD)/bench/churn $(BUILD)/bench/rss: $(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread
+$(BUILD)/bench/device_pairs: bench/device_pairs.c $(DOUBLES)/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(DOUBLES_RPATH) -lcudart
+$(BUILD)/bench/recorder_bench: bench/recorder_bench.c $(RECORDER_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB) -lpthread
+
+bench: all $(BENCH_PROGRAMS)
+	@sh bench/run.sh $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib

@@ -80,7 +80,7 @@ static uint64_t slot_of(uint64_t ptr)
 }
 
 void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
-                    gmp_api api)
+                    gmp_api api, uint64_t now_ns)
 {
     int d = gmp_device_index(device);
     uint64_t now = __atomic_add_fetch(&in_use[backend][d], size, __ATOMIC_RELAXED);
@@ -101,7 +101,7 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
                                          __ATOMIC_RELAXED))
             continue;
         t[i].size = size;
-        t[i].time_ns = gmp_now_realtime_ns();
+        t[i].time_ns = now_ns;
         t[i].device = (int16_t)device;
         t[i].backend = (uint8_t)backend;
         t[i].api = (uint16_t)api;

@@ -47,11 +47,10 @@ static struct {
     uint64_t at_ns, free_bytes, total; /* atomics */
 } device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
 
-static void sample_device(gmp_gpu_family *f, int device)
+static void sample_device(gmp_gpu_family *f, int device, uint64_t now)
 {
     if (device < 0 || device >= GMP_MAX_DEVICES)
         return;
-    uint64_t now = gmp_now_realtime_ns();
     uint64_t last = __atomic_load_n(&device_memory[f->backend][device].at_ns, __ATOMIC_RELAXED);
     if (now - last < DEVICE_SAMPLE_NS ||
         !__atomic_compare_exchange_n(&device_memory[f->backend][device].at_ns, &last, now, 0,
@@ -87,11 +86,12 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
     gmp_in_hook++;
     int device = where == GMP_ON_DEVICE ? current_device(f) : where;
     if (status == 0) {
-        gmp_device_add(f->backend, device, ptr, size, api);
+        uint64_t now = gmp_now_realtime_ns();
+        gmp_device_add(f->backend, device, ptr, size, api, now);
         uint64_t in_use = gmp_device_in_use(f->backend, device);
-        gmp_pl_event(GMP_EV_ALLOC, f->backend, device, api, ptr, size, 0, in_use);
+        gmp_pl_event_at(now, GMP_EV_ALLOC, f->backend, device, api, ptr, size, 0, in_use);
         if (where == GMP_ON_DEVICE)
-            sample_device(f, device);
+            sample_device(f, device, now);
         gmp_watchdog_start(); /* GPU memory in use: pressure is worth watching */
         if (gmp_any_episode_open()) {
             gmp_episode_success(f->backend, device, size, in_use);

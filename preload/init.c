@@ -135,7 +135,15 @@ uint64_t gmp_pl_bundles_written(void)
 void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device, gmp_api api,
                   uint64_t address, uint64_t size, int32_t result, uint64_t in_use)
 {
+    gmp_pl_event_at(0, type, backend, device, api, address, size, result, in_use);
+}
+
+void gmp_pl_event_at(uint64_t now_ns, gmp_event_type type, gmp_backend backend, int device,
+                     gmp_api api, uint64_t address, uint64_t size, int32_t result,
+                     uint64_t in_use)
+{
     gmp_event ev = {
+        .time_ns = now_ns, /* 0: the recorder reads the clock */
         .address = address,
         .size = size,
         .in_use = in_use,

@@ -110,7 +110,7 @@ GMP_HIDDEN void gmp_host_init(void);
 
 /* device.c */
 GMP_HIDDEN void gmp_device_add(gmp_backend backend, int device, uint64_t ptr,
-                               uint64_t size, gmp_api api);
+                               uint64_t size, gmp_api api, uint64_t now_ns);
 /* Removes ptr (a handle, for cuMemRelease: the freeing api says which);
  * fills its size and device.  0 when it was known, -1 if not. */
 GMP_HIDDEN int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr,
@@ -204,6 +204,12 @@ GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
 /* init.c: gmp_dump into the preload's recorder, counting the bundles. */
 GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);
 GMP_HIDDEN uint64_t gmp_pl_bundles_written(void);
+
+/* One event into the preload's recorder at time now_ns (the caller read the
+ * clock already: one read a call), its thread filled in. */
+GMP_HIDDEN void gmp_pl_event_at(uint64_t now_ns, gmp_event_type type, gmp_backend backend,
+                                int device, gmp_api api, uint64_t address, uint64_t size,
+                                int32_t result, uint64_t in_use);
 
 /* One event into the preload's recorder (fills time and thread). */
 GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,
