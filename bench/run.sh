@@ -71,7 +71,10 @@ for round in $(seq "$ROUNDS"); do
         echo "python $tool $(python $tool)" >> "$RES"
     done
     echo "pairs none $("$B/bench/device_pairs" 1000000)" >> "$RES"
-    echo "pairs gpumemprof $(GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD "$B/bench/device_pairs" 1000000)" >> "$RES"
+    echo "pairs gpumemprof $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD \
+        "$B/bench/device_pairs" 1000000)" >> "$RES"
+    echo "pairs stacks $(GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD "$B/bench/device_pairs" 200000)" \
+        >> "$RES"
 done
 "$B/bench/recorder_bench" "$W" | sed 's/^/recorder /' >> "$RES"
 "$B/bench/rss" | sed 's/^/rss none /' >> "$RES"
@@ -97,8 +100,10 @@ print("| python3 dict of 300k, JSON round-trip (%.2f s bare) | %s | - | - | %s |
     med("python", "none") or 0, ratio("python", "gpumemprof"), ratio("python", "memray"),
     ratio("python", "fil")))
 added = (med("pairs", "gpumemprof") or 0) - (med("pairs", "none") or 0)
-print("| device alloc/free pair, cudart double (%.0f ns bare) | +%.0f ns | - | - | - | - | <= 150 ns |" % (
+print("| device alloc/free pair, cudart double (%.0f ns bare), GMP_STACKS=0 | +%.0f ns | - | - | - | - | <= 150 ns |" % (
     med("pairs", "none") or 0, added))
+with_stacks = (med("pairs", "stacks") or 0) - (med("pairs", "none") or 0)
+print("| the same with allocation stacks (the default) | +%.0f ns | - | - | - | - | <= 2 us |" % with_stacks)
 rec = {r[1]: float(r[2]) for r in rows if r[0] == "recorder"}
 print("| ring push, 1 thread / 2 threads | %.1f / %.1f ns | | | | | <= 10 ns (1 thread) |" % (
     rec.get("push1", 0), rec.get("push2", 0)))

@@ -157,6 +157,7 @@ typedef struct gmp_config {
     char prom_file[GMP_PATH_MAX];      /* GMP_PROM_FILE: Prometheus textfile ("" none; %p = pid) */
     uint32_t prom_interval_s;          /* GMP_PROM_INTERVAL_S, default 15 */
     gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti, default auto */
+    int stacks;                        /* GMP_STACKS: allocation stacks, default 1 */
 } gmp_config;
 
 /* Fill the documented defaults. */
@@ -236,6 +237,9 @@ typedef struct gmp_failed_request {
     uint64_t stack[GMP_STACK_MAX];
 } gmp_failed_request;
 
+/* Fills frames (at most max) of stack `id`; returns how many, 0 unknown. */
+typedef uint32_t (*gmp_stack_lookup_fn)(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
+
 typedef struct gmp_dump_request {
     const char *reason;            /* classification reason */
     const char *exception_type;    /* NULL -> null */
@@ -249,6 +253,9 @@ typedef struct gmp_dump_request {
     uint32_t recovered_episodes;
     const char *evidence;          /* why we believe the reason, e.g. the kernel OOM killer */
     int python_traceback_fd;       /* > 0: its contents become python_traceback.txt */
+    /* the frames of the events' stack_id (1-based), for stacks.json; NULL: none */
+    gmp_stack_lookup_fn stack_lookup;
+    void *stack_lookup_arg;
 } gmp_dump_request;
 
 /* Write a bundle into the dump directory, apply retention, and return the

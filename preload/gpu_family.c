@@ -89,7 +89,8 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         uint64_t now = gmp_now_realtime_ns();
         gmp_device_add(f->backend, device, ptr, size, api, now);
         uint64_t in_use = gmp_device_in_use(f->backend, device);
-        gmp_pl_event_at(now, GMP_EV_ALLOC, f->backend, device, api, ptr, size, 0, in_use);
+        gmp_pl_event_at(now, gmp_stack_id_here(), GMP_EV_ALLOC, f->backend, device, api, ptr,
+                        size, 0, in_use);
         if (where == GMP_ON_DEVICE)
             sample_device(f, device, now);
         gmp_watchdog_start(); /* GPU memory in use: pressure is worth watching */

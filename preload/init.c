@@ -57,6 +57,7 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.pressure_pct = cfg.pressure_pct;
     gmp_strlcpy(gmp_pl.prom_file, cfg.prom_file, sizeof gmp_pl.prom_file);
     gmp_pl.prom_interval_s = cfg.prom_interval_s;
+    gmp_pl.stacks = cfg.stacks;
     gmp_pl.rec = gmp_recorder_create(&cfg);
     if (!gmp_pl.rec) {
         gmp_log("cannot create the recorder; recording is off");
@@ -121,7 +122,10 @@ static uint64_t bundles_written; /* atomic */
 
 const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
 {
-    const char *p = gmp_dump(gmp_pl.rec, req, path, cap);
+    gmp_dump_request with_stacks = *req;
+    if (gmp_pl.stacks && !with_stacks.stack_lookup)
+        with_stacks.stack_lookup = gmp_stack_lookup;
+    const char *p = gmp_dump(gmp_pl.rec, &with_stacks, path, cap);
     if (p)
         __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);
     return p;
@@ -135,15 +139,16 @@ uint64_t gmp_pl_bundles_written(void)
 void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device, gmp_api api,
                   uint64_t address, uint64_t size, int32_t result, uint64_t in_use)
 {
-    gmp_pl_event_at(0, type, backend, device, api, address, size, result, in_use);
+    gmp_pl_event_at(0, 0, type, backend, device, api, address, size, result, in_use);
 }
 
-void gmp_pl_event_at(uint64_t now_ns, gmp_event_type type, gmp_backend backend, int device,
-                     gmp_api api, uint64_t address, uint64_t size, int32_t result,
-                     uint64_t in_use)
+void gmp_pl_event_at(uint64_t now_ns, uint32_t stack_id, gmp_event_type type,
+                     gmp_backend backend, int device, gmp_api api, uint64_t address,
+                     uint64_t size, int32_t result, uint64_t in_use)
 {
     gmp_event ev = {
         .time_ns = now_ns, /* 0: the recorder reads the clock */
+        .stack_id = stack_id,
         .address = address,
         .size = size,
         .in_use = in_use,

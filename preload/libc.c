@@ -151,7 +151,8 @@ static COLD void alloc_event(gmp_api api, void *p, size_t size)
     gmp_in_hook++;
     uint64_t in_use = gmp_host_in_use();
     if (size >= gmp_pl.host_event_min) {
-        gmp_pl_event(GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, size, 0, in_use);
+        gmp_pl_event_at(0, gmp_stack_id_here(), GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api,
+                        (uintptr_t)p, size, 0, in_use);
         if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
             gmp_watchdog_start();
         gmp_metrics_note_host(in_use);

@@ -52,6 +52,7 @@ typedef struct gmp_preload {
     int watchdog;              /* GMP_WATCHDOG */
     uint64_t watchdog_min;     /* GMP_WATCHDOG_MIN_MB, in bytes */
     uint32_t pressure_pct;     /* GMP_PRESSURE_PCT */
+    int stacks;                /* GMP_STACKS: allocation stacks captured */
     char prom_file[GMP_PATH_MAX]; /* GMP_PROM_FILE ("" none) */
     uint32_t prom_interval_s;  /* GMP_PROM_INTERVAL_S */
     char run_dir[GMP_PATH_MAX]; /* where rings live, for death notes */
@@ -145,6 +146,12 @@ static inline int gmp_any_episode_open(void)
 
 /* stack.c: the caller's return addresses, the preload's frames left out. */
 GMP_HIDDEN uint32_t gmp_stack_capture(uint64_t *out, uint32_t max);
+/* The stack here as an id of the deduplicated table (0: none, GMP_STACKS=0,
+ * or the table full); gmp_stack_lookup gives its frames back (a
+ * gmp_stack_lookup_fn for bundles). */
+#define GMP_ALLOC_STACK_DEPTH 16
+GMP_HIDDEN uint32_t gmp_stack_id_here(void);
+GMP_HIDDEN uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
 
 /* crash.c: fatal-signal handlers (GMP_ON_CRASH).  arm installs them once and
  * gives the calling thread an alternate stack; called at start (always) or
@@ -207,9 +214,10 @@ GMP_HIDDEN uint64_t gmp_pl_bundles_written(void);
 
 /* One event into the preload's recorder at time now_ns (the caller read the
  * clock already: one read a call), its thread filled in. */
-GMP_HIDDEN void gmp_pl_event_at(uint64_t now_ns, gmp_event_type type, gmp_backend backend,
-                                int device, gmp_api api, uint64_t address, uint64_t size,
-                                int32_t result, uint64_t in_use);
+GMP_HIDDEN void gmp_pl_event_at(uint64_t now_ns, uint32_t stack_id, gmp_event_type type,
+                                gmp_backend backend, int device, gmp_api api,
+                                uint64_t address, uint64_t size, int32_t result,
+                                uint64_t in_use);
 
 /* One event into the preload's recorder (fills time and thread). */
 GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,

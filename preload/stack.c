@@ -1,15 +1,24 @@
 /*
- * stack.c — the return addresses of a failing call, for its bundle.
+ * stack.c — native stacks: the return addresses of a failing call, for its
+ * bundle; and (GMP_STACKS, on by default) the stacks of device allocations
+ * and large host allocations, deduplicated in a table whose 1-based index is
+ * the events' stack_id, written to the bundle's stacks.json.
  *
- * Captured only when an allocation fails (never on the hot path), with
- * glibc's backtrace(); its first call loads libgcc's unwinder, which is why
- * this runs in the failing hook and not in a signal handler.  Frames inside
- * the preload itself are left out: the first address is the program's call.
+ * Captured with glibc's backtrace(), never in a signal handler (its first
+ * call loads libgcc's unwinder), only for calls that already cost
+ * microseconds (a device allocation, a host one of GMP_HOST_EVENT_MIN_BYTES)
+ * — never for a small malloc.  Frames inside the preload itself are left
+ * out: the first address is the program's call.  The table is lock-free (a
+ * slot is claimed by CAS on the stack's hash, published by a ready flag),
+ * in an anonymous mapping made on first use: its untouched pages cost
+ * nothing.
  */
 #include "preload.h"
 
 #include <execinfo.h>
 #include <link.h>
+#include <string.h>
+#include <sys/mman.h>
 
 static uintptr_t self_lo, self_hi; /* the preload's own mapped range */
 
@@ -48,5 +57,87 @@ uint32_t gmp_stack_capture(uint64_t *out, uint32_t max)
             continue; /* our own frames, innermost ones only */
         out[depth++] = a;
     }
+    return depth;
+}
+
+/* ---- the table of allocation stacks ----------------------------------- */
+
+#define TABLE_SLOTS 4096 /* distinct stacks kept; more get stack_id 0 */
+#define MAX_PROBES 32
+
+typedef struct stack_entry {
+    uint64_t hash;  /* atomic: 0 free, else claimed */
+    uint32_t depth;
+    uint32_t ready; /* atomic: frames and depth are whole */
+    uint64_t frames[GMP_ALLOC_STACK_DEPTH];
+} stack_entry;
+
+static stack_entry *table; /* atomic pointer */
+static int table_state;    /* atomic: 0 none, 1 making, 2 ready, 3 failed */
+
+static stack_entry *get_table(void)
+{
+    stack_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (GMP_LIKELY(t != NULL))
+        return t;
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&table_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return NULL; /* being made by another thread, or failed */
+    void *p = mmap(NULL, sizeof(stack_entry) * TABLE_SLOTS, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        __atomic_store_n(&table_state, 3, __ATOMIC_RELEASE);
+        return NULL;
+    }
+    __atomic_store_n(&table, (stack_entry *)p, __ATOMIC_RELEASE);
+    __atomic_store_n(&table_state, 2, __ATOMIC_RELEASE);
+    return p;
+}
+
+uint32_t gmp_stack_id_here(void)
+{
+    if (!gmp_pl.stacks)
+        return 0;
+    stack_entry *t = get_table();
+    if (!t)
+        return 0;
+    uint64_t frames[GMP_ALLOC_STACK_DEPTH];
+    uint32_t depth = gmp_stack_capture(frames, GMP_ALLOC_STACK_DEPTH);
+    if (!depth)
+        return 0;
+    uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a over the addresses */
+    for (uint32_t i = 0; i < depth; i++)
+        hash = (hash ^ frames[i]) * 0x100000001b3ull;
+    hash |= 1; /* never 0, the free mark */
+    for (uint32_t probe = 0, i = (uint32_t)(hash >> 20) & (TABLE_SLOTS - 1); probe < MAX_PROBES;
+         probe++, i = (i + 1) & (TABLE_SLOTS - 1)) {
+        uint64_t cur = __atomic_load_n(&t[i].hash, __ATOMIC_ACQUIRE);
+        if (cur == hash)
+            return i + 1; /* the same stack (or, rarely, one with its hash) */
+        if (cur != 0)
+            continue;
+        if (!__atomic_compare_exchange_n(&t[i].hash, &cur, hash, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) {
+            if (cur == hash)
+                return i + 1;
+            continue;
+        }
+        memcpy(t[i].frames, frames, depth * sizeof *frames);
+        t[i].depth = depth;
+        __atomic_store_n(&t[i].ready, 1, __ATOMIC_RELEASE);
+        return i + 1;
+    }
+    return 0;
+}
+
+uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg)
+{
+    (void)arg;
+    stack_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (!t || id == 0 || id > TABLE_SLOTS || !__atomic_load_n(&t[id - 1].ready, __ATOMIC_ACQUIRE))
+        return 0;
+    uint32_t depth = t[id - 1].depth < max ? t[id - 1].depth : max;
+    memcpy(frames, t[id - 1].frames, depth * sizeof *frames);
     return depth;
 }

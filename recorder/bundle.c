@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define MAX_USAGE_KEYS 32
+#define MAX_STACK_IDS 4096 /* stacks.json holds ids up to this */
 #define NAME_ATTEMPTS 16
 
 typedef struct usage_key {
@@ -36,6 +37,7 @@ typedef struct bundle_ctx {
     uint64_t torn;
     usage_key usage[MAX_USAGE_KEYS];
     size_t usage_n;
+    uint64_t stacks_seen[MAX_STACK_IDS / 64]; /* stack ids the events name */
     char scratch[4096]; /* /proc reads for environment.json */
 } bundle_ctx;
 
@@ -78,6 +80,8 @@ static int write_event(const gmp_event *ev, void *arg)
     gmp_jw_obj_end(w);
     ctx->event_count++;
     note_usage(ctx, ev);
+    if (ev->stack_id && ev->stack_id <= MAX_STACK_IDS)
+        ctx->stacks_seen[(ev->stack_id - 1) / 64] |= 1ull << ((ev->stack_id - 1) % 64);
     return w->err != 0;
 }
 
@@ -155,6 +159,30 @@ static void fill_environment(gmp_jw *w, bundle_ctx *ctx)
         gmp_bundle_fill_environment_of(w, ctx->in->ring ? ctx->in->ring->hdr : NULL, backend);
 }
 
+/* stacks.json: the frames of every stack an event names, innermost first. */
+static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
+{
+    const gmp_dump_request *req = ctx->in->req;
+    gmp_jw_arr_begin(w);
+    for (uint32_t id = 1; id <= MAX_STACK_IDS; id++) {
+        if (!(ctx->stacks_seen[(id - 1) / 64] & (1ull << ((id - 1) % 64))))
+            continue;
+        uint64_t frames[GMP_STACK_MAX];
+        uint32_t n = req->stack_lookup(id, frames, GMP_STACK_MAX, req->stack_lookup_arg);
+        gmp_jw_next_line(w);
+        gmp_jw_obj_begin(w);
+        gmp_jw_ku64(w, "id", id);
+        gmp_jw_key(w, "frames");
+        gmp_jw_arr_begin(w);
+        for (uint32_t i = 0; i < n; i++)
+            gmp_jw_hex(w, frames[i]);
+        gmp_jw_arr_end(w);
+        gmp_jw_obj_end(w);
+    }
+    gmp_jw_space(w, "\n");
+    gmp_jw_arr_end(w);
+}
+
 static void fill_modules(gmp_jw *w, bundle_ctx *ctx)
 {
     gmp_modules_write(w, ctx->scratch, sizeof ctx->scratch);
@@ -191,6 +219,7 @@ static const struct bundle_file {
     {"events.json", fill_events, NULL, 0},
     {"metadata.json", fill_metadata, NULL, 0},
     {"environment.json", fill_environment, NULL, 0},
+    {"stacks.json", fill_stacks, NULL, 1},
     {"modules.json", fill_modules, NULL, 1},
     {"python_traceback.txt", NULL, copy_python_traceback, 1},
     {"manifest.json", fill_manifest, NULL, 0},
@@ -200,6 +229,8 @@ static const struct bundle_file {
 static int wanted(const struct bundle_file *file, const gmp_bundle_input *in)
 {
     if (file->copy == copy_python_traceback && in->req->python_traceback_fd <= 0)
+        return 0;
+    if (file->fill == fill_stacks && !in->req->stack_lookup)
         return 0;
     return !file->self_only || in->pid == 0;
 }

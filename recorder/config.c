@@ -30,6 +30,7 @@ void gmp_config_defaults(gmp_config *cfg)
     cfg->oom_confirm_ms = 1000;
     cfg->oom_policy_first = 0;
     cfg->cuda_mode = GMP_CUDA_MODE_AUTO;
+    cfg->stacks = 1;
     cfg->on_crash = GMP_ON_CRASH_AFTER_FAILURE;
     cfg->watchdog = 1;
     cfg->watchdog_min_mb = 256;
@@ -186,6 +187,8 @@ int gmp_config_from_env(gmp_config *cfg)
             bad++;
         }
     }
+    if ((v = getenv("GMP_STACKS")))
+        bad += parse_bool("GMP_STACKS", v, &cfg->stacks) < 0;
     if ((v = getenv("GMP_WATCHDOG")))
         bad += parse_bool("GMP_WATCHDOG", v, &cfg->watchdog) < 0;
     if ((v = getenv("GMP_WATCHDOG_MIN_MB"))) {

@@ -20,7 +20,7 @@ static const char *const vars[] = {"GMP_ENABLED", "GMP_DUMP_DIR", "GMP_RUN_DIR",
                                    "GMP_BUFFER_SIZE", "GMP_MAX_DUMPS", "GMP_MAX_TOTAL_MB",
                                    "GMP_CONTEXT", "GMP_METADATA", "GMP_CUDA_MODE",
                                    "GMP_ON_CRASH", "GMP_WATCHDOG", "GMP_WATCHDOG_MIN_MB",
-                                   "GMP_PRESSURE_PCT"};
+                                   "GMP_PRESSURE_PCT", "GMP_STACKS"};
 
 static int clear_env(void **state)
 {
@@ -116,6 +116,7 @@ static void test_bad_values_one_line_each(void **state)
     expect_one_line("GMP_CUDA_MODE", "CUPTI", "using auto");
     expect_one_line("GMP_ON_CRASH", "sometimes", "using after-failure");
     expect_one_line("GMP_WATCHDOG", "maybe", "using 1");
+    expect_one_line("GMP_STACKS", "sometimes", "using 1");
     expect_one_line("GMP_PRESSURE_PCT", "0", "using 90");
     expect_one_line("GMP_PRESSURE_PCT", "101", "using 90");
     expect_one_line("GMP_WATCHDOG_MIN_MB", "-1", "using 256");

@@ -109,6 +109,64 @@ static void test_cuda_until_oom(void **state)
     until_oom(&cuda, 1);
 }
 
+/* Each device allocation's stack (GMP_STACKS, on by default): one stack_id
+ * for the four allocations of one loop, in stacks.json, whose first frame
+ * addr2line puts in the program's fill(); none with GMP_STACKS=0. */
+static void test_allocation_stacks(void **state)
+{
+    (void)state;
+    run(NULL, cuda.program, "until-oom 0");
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+    json_t *events = bundle_file(bundle, "events.json");
+    long long id = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        if (strcmp(json_str(ev, "event_type"), "alloc"))
+            continue;
+        if (!id)
+            id = json_int(ev, "stack_id");
+        assert_int_equal(json_int(ev, "stack_id"), id); /* one site, one id */
+    }
+    json_decref(events);
+    assert_true(id > 0);
+    json_t *stacks = bundle_file(bundle, "stacks.json");
+    assert_int_equal(json_array_size(stacks), 1);
+    assert_int_equal(json_int(json_array_get(stacks, 0), "id"), id);
+    const char *first =
+        json_string_value(json_array_get(json_object_get(json_array_get(stacks, 0), "frames"), 0));
+    assert_non_null(first);
+    unsigned long long at = strtoull(first, NULL, 16), base = 0;
+    json_t *mods = bundle_file(bundle, "modules.json");
+    json_t *m;
+    char program[1200];
+    snprintf(program, sizeof program, "%s/test/gpu/%s", paths.build, cuda.program);
+    json_array_foreach(mods, i, m) {
+        const char *path = json_str(m, "path");
+        if (strlen(path) >= strlen(cuda.program) &&
+            !strcmp(path + strlen(path) - strlen(cuda.program), cuda.program))
+            base = strtoull(json_str(m, "base"), NULL, 16);
+    }
+    json_decref(mods);
+    json_decref(stacks);
+    assert_true(base && at > base);
+    if (access("/usr/bin/addr2line", X_OK) == 0) {
+        char cmd[2600], sym[1024], none[256];
+        snprintf(cmd, sizeof cmd, "addr2line -f -e '%s' 0x%llx", program, at - base - 1);
+        const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        run_capture(argv, sym, sizeof sym, none, sizeof none);
+        if (strncmp(sym, "fill\n", 5))
+            fail_msg("the allocation's stack symbolises to %s", sym);
+    }
+
+    run("GMP_STACKS=0", cuda.program, "until-oom 0");
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+    char path[1100];
+    snprintf(path, sizeof path, "%s/stacks.json", bundle);
+    assert_int_equal(access(path, F_OK), -1);
+}
+
 static void test_hip_until_oom(void **state)
 {
     (void)state;
@@ -237,6 +295,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_device_pressure),
+        cmocka_unit_test(test_allocation_stacks),
         cmocka_unit_test(test_hip_device_pressure),
         cmocka_unit_test(test_cuda_until_oom),
         cmocka_unit_test(test_hip_until_oom),
