@@ -15,17 +15,24 @@ trap 'rm -rf "$W"' EXIT
 RES=$W/results
 : > "$RES"
 export GMP_DUMP_DIR="$W/dumps" GMP_RUN_DIR="$W/run"
-MEMUSAGE=$(ls /usr/lib/*/libmemusage.so /lib/*/libmemusage.so 2>/dev/null | head -n 1)
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 have() { command -v "$1" >/dev/null 2>&1; }
+
+# The peers, installed when they can be (Debian for heaptrack, PyPI for
+# Memray and Fil); one that cannot is shown as absent.
+have heaptrack || sh "$HERE/../mk/install-optional.sh" heaptrack
+have memray || timeout 300 python3 -m pip install -q memray >/dev/null 2>&1
+have fil-profile || timeout 300 python3 -m pip install -q filprofiler >/dev/null 2>&1
+[ -n "$(ls /usr/lib/*/libmemusage.so 2>/dev/null)" ] || sh "$HERE/../mk/install-optional.sh" libc-devtools
+MEMUSAGE=$(ls /usr/lib/*/libmemusage.so /lib/*/libmemusage.so 2>/dev/null | head -n 1)
 
 # wall TOOL CMD...: seconds the whole command took (startup included)
 wall() {
     a=$(date +%s%N)
     "$@" >/dev/null 2>&1
     b=$(date +%s%N)
-    echo "scale=6; ($b - $a) / 1000000000" | bc
+    awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f\n", (b - a) / 1e9 }'
 }
 
 # churn: the program's own timing of its loop
@@ -73,7 +80,7 @@ for round in $(seq "$ROUNDS"); do
     echo "pairs none $("$B/bench/device_pairs" 1000000)" >> "$RES"
     echo "pairs gpumemprof $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD \
         "$B/bench/device_pairs" 1000000)" >> "$RES"
-    echo "pairs stacks $(GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD "$B/bench/device_pairs" 200000)" \
+    echo "pairs stacks $(GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD "$B/bench/device_pairs" 1000000)" \
         >> "$RES"
 done
 "$B/bench/recorder_bench" "$W" | sed 's/^/recorder /' >> "$RES"
