@@ -30,6 +30,8 @@ JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
 CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
+DW_CFLAGS = $(shell $(PKG_CONFIG) --cflags libdw 2>/dev/null)
+DW_LIBS = $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null || echo -ldw -lelf)
 
 RECORDER_SRC := $(wildcard recorder/*.c)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(BUILD)/%.o)
@@ -105,7 +107,7 @@ $(BUILD)/preload/%.o: preload/%.c
 $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include
 
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) -lm
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
 
 $(RUN_TOOL): $(BUILD)/tools/run/main.o $(RECORDER_LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)

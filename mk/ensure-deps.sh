@@ -16,6 +16,7 @@ need() { # need PACKAGE CHECK...
 need pkg-config command -v pkg-config
 need libjansson-dev pkg-config --exists jansson
 need libcmocka-dev pkg-config --exists cmocka
+need libdw-dev pkg-config --exists libdw      # gmp-inspect symbolises allocation sites
 need libjemalloc2 sh -c 'ldconfig -p | grep -q "libjemalloc.so.2 "'
 need libtcmalloc-minimal4 sh -c 'ldconfig -p | grep -q "libtcmalloc_minimal.so.4 "'
 need libamdhip64-dev test -f /usr/include/hip/hip_runtime_api.h

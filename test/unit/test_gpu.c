@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,6 +159,36 @@ static void test_allocation_stacks(void **state)
         run_capture(argv, sym, sizeof sym, none, sizeof none);
         if (strncmp(sym, "fill\n", 5))
             fail_msg("the allocation's stack symbolises to %s", sym);
+    }
+
+    /* show names the site: libdw finds fill() in the program on this machine */
+    const char *show[] = {inspect_path(), "show", bundle, NULL};
+    char shown[1 << 14], none2[256];
+    run_capture(show, shown, sizeof shown, none2, sizeof none2);
+    const char *top = strstr(shown, "Top allocation sites by live bytes");
+    if (!top || !strstr(top, "1.0 GiB in 4 allocation(s)  fill") || !strstr(top, "(gpu_oom.c:") ||
+        !strstr(shown, "from one site: fill"))
+        fail_msg("show:\n%s", shown);
+
+    /* a hostile modules.json naming a device or a FIFO: never handed to
+     * libdw (it would block or never end), named module+offset instead */
+    char mods_path[1100], fifo[700];
+    snprintf(mods_path, sizeof mods_path, "%s/modules.json", bundle);
+    snprintf(fifo, sizeof fifo, "%s/fifo", paths.scratch);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    static const char *const hostile[] = {"/dev/zero", NULL};
+    for (int h = 0; h < 2; h++) {
+        const char *target = hostile[h] ? hostile[h] : fifo;
+        char json[2048];
+        snprintf(json, sizeof json, "[{\"path\":\"%s\",\"base\":\"0x%llx\",\"build_id\":null}]",
+                 target, base);
+        write_file(mods_path, json, strlen(json));
+        run_capture(show, shown, sizeof shown, none2, sizeof none2);
+        const char *slash = strrchr(target, '/');
+        char want[128];
+        snprintf(want, sizeof want, "allocation(s)  %s+0x", slash + 1);
+        if (!strstr(shown, want))
+            fail_msg("show with modules at %s:\n%s", target, shown);
     }
 
     run("GMP_STACKS=0", cuda.program, "until-oom 0");

@@ -59,18 +59,19 @@ static void fmt_duration(double secs, char *out, size_t cap)
 
 /* Growth on the failed request's device: first and last in-use of its
  * events, how many allocations and frees, over how long. */
-static void growth(json_t *events, const char *backend, int64_t device, causes *cs)
+static void growth(bundle *b, json_t *events, const char *backend, int64_t device, causes *cs)
 {
     size_t i;
     json_t *ev;
-    int64_t first = -1, last = -1, allocs = 0, frees = 0;
+    int64_t first = -1, last = -1, allocs = 0, frees = 0, site = 0, from_site = 0;
     double t0 = 0, t1 = 0;
     json_array_foreach(events, i, ev) {
-        const char *type = jstr(ev, "event_type"), *b = jstr(ev, "backend");
+        const char *type = jstr(ev, "event_type"), *evb = jstr(ev, "backend");
         int64_t dev = -1, use;
         jint(ev, "device_id", &dev);
         json_t *ts = json_object_get(ev, "timestamp");
-        if (!type || !b || strcmp(b, backend) || dev != device || jint(ev, "bytes_in_use", &use))
+        if (!type || !evb || strcmp(evb, backend) || dev != device ||
+            jint(ev, "bytes_in_use", &use))
             continue;
         if (strcmp(type, "alloc") && strcmp(type, "free"))
             continue;
@@ -82,6 +83,12 @@ static void growth(json_t *events, const char *backend, int64_t device, causes *
         t1 = json_number_value(ts);
         allocs += !strcmp(type, "alloc");
         frees += !strcmp(type, "free");
+        int64_t stack = 0;
+        if (!strcmp(type, "alloc") && !jint(ev, "stack_id", &stack) && stack > 0) {
+            if (!site)
+                site = stack;
+            from_site += stack == site;
+        }
     }
     if (allocs < 4 || last <= first || frees * 2 >= allocs || (last - first) * 2 < last)
         return;
@@ -92,6 +99,12 @@ static void growth(json_t *events, const char *backend, int64_t device, causes *
     snprintf(evidence, sizeof evidence,
              "+%s over %s in %lld allocations and only %lld frees before the failure", grew,
              took, (long long)allocs, (long long)frees);
+    if (site && from_site * 10 >= allocs * 8) { /* one site made (nearly) all of them */
+        char where[320];
+        name_site(b, site, where, sizeof where);
+        snprintf(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
+                 ", from one site: %s", where);
+    }
     add(cs, what, evidence);
 }
 
@@ -179,7 +192,7 @@ static void collect(bundle *b, json_t *events, causes *cs)
     if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))
         add(cs, "a host limit was near (the memory cgroup)", evidence);
     if (fr && json_is_object(fr))
-        growth(events, device >= 0 ? backend : "cpu", device, cs);
+        growth(b, events, device >= 0 ? backend : "cpu", device, cs);
 }
 
 void diagnose(bundle *b, json_t *events, int colour)

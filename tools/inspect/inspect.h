@@ -56,6 +56,11 @@ void fmt_bytes(uint64_t v, char *out, size_t cap);
 /* A value printed for people on one line: control characters become '?'. */
 void print_clean(FILE *f, const char *s, size_t max);
 
+/* sites.c: the top allocation sites by live bytes, symbolised (libdw);
+ * name_site: one stack's site, "fill (gpu_oom.c:70)" or "module+0x1983". */
+void print_top_sites(bundle *b, json_t *events);
+void name_site(bundle *b, int64_t stack, char *out, size_t cap);
+
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */
 void diagnose(bundle *b, json_t *events, int colour);

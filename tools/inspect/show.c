@@ -296,6 +296,7 @@ int cmd_show(int argc, char **argv)
                "Recovered:", (long long)recovered);
 
     json_t *arr = events_array(b.events);
+    print_top_sites(&b, arr);
     size_t n = json_array_size(arr);
     printf("%-18s%zu captured", "Events:", n);
     json_t *ring = json_object_get(md, "ring");

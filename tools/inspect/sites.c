@@ -1,0 +1,224 @@
+/*
+ * sites.c — the top allocation sites of a bundle by live bytes, for `show`:
+ * the allocations its events made and did not free, summed per stack
+ * (stack_id, stacks.json), largest first.  Each site is named by the first
+ * frame that is not in a GPU or C library: symbolised with elfutils' libdw
+ * when the binary is on this machine (function, file:line), module+offset
+ * otherwise (modules.json gives the load bias, so it is the same wherever
+ * the process ran).
+ */
+#include "inspect.h"
+
+#include <elfutils/libdwfl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SITES 5
+
+typedef struct live {
+    uint64_t address, size;
+    int64_t stack;
+} live;
+
+typedef struct site {
+    int64_t stack;
+    uint64_t bytes, count;
+} site;
+
+static int by_bytes(const void *a, const void *b)
+{
+    const site *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+static void describe(json_t *stacks, json_t *mods, int64_t id, char *out, size_t cap);
+
+/* The module that holds a runtime address: path and load bias. */
+static const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
+{
+    const char *best = NULL;
+    uint64_t best_base = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(mods, i, m) {
+        const char *base = jstr(m, "base"), *path = jstr(m, "path");
+        uint64_t b = base ? strtoull(base, NULL, 16) : 0;
+        if (path && base && b <= at && b >= best_base) {
+            best = path;
+            best_base = b;
+        }
+    }
+    *bias = best_base;
+    return best;
+}
+
+/* Frames in these are the allocator, not the program's site. */
+static int is_library_frame(const char *path)
+{
+    static const char *const libs[] = {"libc.so", "libcudart", "libcuda.so", "libamdhip64",
+                                       "libgpumemprof", "libstdc++", "libpython", "libtorch",
+                                       "libc10"};
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
+        if (!strncmp(base, libs[i], strlen(libs[i])))
+            return 1;
+    return 0;
+}
+
+/* "fill (gpu_oom.c:70)" with libdw, else "gpu_oom_cuda+0x1983". */
+static void name_frame(const char *path, uint64_t offset, char *out, size_t cap)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(out, cap, "%s+0x%llx", base, (unsigned long long)offset);
+    /* the path comes from the bundle: only a regular file of this machine
+     * goes to libdw (never a FIFO or a device that would block or never end) */
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || access(path, R_OK) != 0)
+        return;
+    static const Dwfl_Callbacks callbacks = {
+        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .section_address = dwfl_offline_section_address,
+    };
+    Dwfl *dwfl = dwfl_begin(&callbacks);
+    if (!dwfl)
+        return;
+    Dwfl_Module *mod = dwfl_report_offline(dwfl, base, path, -1);
+    dwfl_report_end(dwfl, NULL, NULL);
+    Dwarf_Addr mod_bias = 0;
+    if (mod && dwfl_module_getelf(mod, &mod_bias)) {
+        Dwarf_Addr at = mod_bias + offset - 1; /* the call, not the return address */
+        const char *fn = dwfl_module_addrname(mod, at);
+        Dwfl_Line *line = dwfl_module_getsrc(mod, at);
+        int lineno = 0;
+        const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+        const char *slash = file ? strrchr(file, '/') : NULL;
+        if (fn && file)
+            snprintf(out, cap, "%s (%s:%d)", fn, slash ? slash + 1 : file, lineno);
+        else if (fn)
+            snprintf(out, cap, "%s (%s)", fn, base);
+    }
+    dwfl_end(dwfl);
+}
+
+void name_site(bundle *b, int64_t stack, char *out, size_t cap)
+{
+    json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+    describe(stacks, mods, stack, out, cap);
+    json_decref(stacks);
+    json_decref(mods);
+}
+
+static void describe(json_t *stacks, json_t *mods, int64_t id, char *out, size_t cap)
+{
+    snprintf(out, cap, "stack %lld", (long long)id);
+    size_t i;
+    json_t *s;
+    json_array_foreach(stacks, i, s) {
+        int64_t sid;
+        if (jint(s, "id", &sid) || sid != id)
+            continue;
+        size_t k;
+        json_t *f;
+        json_array_foreach(json_object_get(s, "frames"), k, f) {
+            const char *hex = json_string_value(f);
+            uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
+            const char *path = at ? module_of(mods, at, &bias) : NULL;
+            if (path && !is_library_frame(path)) {
+                name_frame(path, at - bias, out, cap);
+                return;
+            }
+        }
+    }
+}
+
+/* Live allocations by address: open addressing, deleted slots marked. */
+#define LIVE_BITS 17
+#define LIVE_SLOTS (1u << LIVE_BITS)
+#define DELETED UINT64_MAX
+
+static live table[LIVE_SLOTS];
+
+static size_t slot_of(uint64_t address)
+{
+    return (size_t)((address * 0x9E3779B97F4A7C15ull) >> (64 - LIVE_BITS));
+}
+
+static void live_add(uint64_t at, uint64_t size, int64_t stack, size_t *n)
+{
+    if (*n >= LIVE_SLOTS / 2)
+        return; /* keep probes short: a site table, not an audit */
+    for (size_t i = slot_of(at);; i = (i + 1) & (LIVE_SLOTS - 1))
+        if (table[i].address == 0 || table[i].address == DELETED) {
+            table[i] = (live){at, size, stack};
+            ++*n;
+            return;
+        }
+}
+
+static void live_remove(uint64_t at, size_t *n)
+{
+    for (size_t i = slot_of(at), probes = 0; table[i].address && probes < LIVE_SLOTS;
+         i = (i + 1) & (LIVE_SLOTS - 1), probes++)
+        if (table[i].address == at) {
+            table[i].address = DELETED;
+            --*n;
+            return;
+        }
+}
+
+void print_top_sites(bundle *b, json_t *events)
+{
+    size_t n = 0, i;
+    json_t *ev;
+    memset(table, 0, sizeof table);
+    json_array_foreach(events, i, ev) {
+        const char *type = jstr(ev, "event_type"), *addr = jstr(ev, "address");
+        int64_t size = 0, stack = 0;
+        jint(ev, "size", &size);
+        jint(ev, "stack_id", &stack);
+        uint64_t at = addr ? strtoull(addr, NULL, 16) : 0;
+        if (!type || !at || at == DELETED)
+            continue;
+        if (!strcmp(type, "alloc"))
+            live_add(at, (uint64_t)size, stack, &n);
+        else if (!strcmp(type, "free"))
+            live_remove(at, &n);
+    }
+    site sites[64];
+    size_t ns = 0;
+    for (size_t k = 0; k < LIVE_SLOTS && n; k++) {
+        const live *l = &table[k];
+        if (!l->address || l->address == DELETED || l->stack <= 0)
+            continue;
+        size_t s = 0;
+        while (s < ns && sites[s].stack != l->stack)
+            s++;
+        if (s == ns && ns < 64)
+            sites[ns++] = (site){l->stack, 0, 0};
+        if (s < ns) {
+            sites[s].bytes += l->size;
+            sites[s].count++;
+        }
+    }
+    if (!ns)
+        return;
+    qsort(sites, ns, sizeof *sites, by_bytes);
+    json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+    printf("Top allocation sites by live bytes (the events' allocations not freed):\n");
+    for (size_t s = 0; s < ns && s < MAX_SITES; s++) {
+        char bytes[32], where[512];
+        fmt_bytes(sites[s].bytes, bytes, sizeof bytes);
+        describe(stacks, mods, sites[s].stack, where, sizeof where);
+        printf("  %10s in %llu allocation(s)  ", bytes, (unsigned long long)sites[s].count);
+        print_clean(stdout, where, 400);
+        putchar('\n');
+    }
+    json_decref(stacks);
+    json_decref(mods);
+}
