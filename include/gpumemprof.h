@@ -237,6 +237,15 @@ typedef struct gmp_failed_request {
     uint64_t stack[GMP_STACK_MAX];
 } gmp_failed_request;
 
+/* A device's memory as the process saw it (its own context's view). */
+typedef struct gmp_device_state {
+    gmp_backend backend;
+    int device;
+    uint64_t free_bytes, total;  /* as the runtime or driver reported them */
+    uint64_t process_bytes;      /* what this process held there */
+    uint64_t sampled_ns;         /* when (CLOCK_REALTIME) */
+} gmp_device_state;
+
 /* Fills frames (at most max) of stack `id`; returns how many, 0 unknown. */
 typedef uint32_t (*gmp_stack_lookup_fn)(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
 
@@ -256,6 +265,9 @@ typedef struct gmp_dump_request {
     /* the frames of the events' stack_id (1-based), for stacks.json; NULL: none */
     gmp_stack_lookup_fn stack_lookup;
     void *stack_lookup_arg;
+    /* metadata.json's device_state: every device whose memory is known */
+    const gmp_device_state *devices;
+    uint32_t device_count;
 } gmp_dump_request;
 
 /* Write a bundle into the dump directory, apply retention, and return the

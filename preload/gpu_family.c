@@ -47,15 +47,19 @@ static struct {
     uint64_t at_ns, free_bytes, total; /* atomics */
 } device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
 
-static void sample_device(gmp_gpu_family *f, int device, uint64_t now)
+/* force: at a failure, whatever the last sample's age */
+static void sample_device(gmp_gpu_family *f, int device, uint64_t now, int force)
 {
     if (device < 0 || device >= GMP_MAX_DEVICES)
         return;
     uint64_t last = __atomic_load_n(&device_memory[f->backend][device].at_ns, __ATOMIC_RELAXED);
-    if (now - last < DEVICE_SAMPLE_NS ||
-        !__atomic_compare_exchange_n(&device_memory[f->backend][device].at_ns, &last, now, 0,
-                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    if (!force && (now - last < DEVICE_SAMPLE_NS ||
+                   !__atomic_compare_exchange_n(&device_memory[f->backend][device].at_ns,
+                                                &last, now, 0, __ATOMIC_RELAXED,
+                                                __ATOMIC_RELAXED)))
         return;
+    if (force)
+        __atomic_store_n(&device_memory[f->backend][device].at_ns, now, __ATOMIC_RELAXED);
     int (*info)(size_t *, size_t *) = __atomic_load_n(&f->mem_info, __ATOMIC_ACQUIRE);
     if (!info) {
         info = (int (*)(size_t *, size_t *))gmp_gpu_resolve(f, f->mem_info_name);
@@ -69,6 +73,26 @@ static void sample_device(gmp_gpu_family *f, int device, uint64_t now)
                          __ATOMIC_RELAXED);
         __atomic_store_n(&device_memory[f->backend][device].total, total, __ATOMIC_RELEASE);
     }
+}
+
+uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max)
+{
+    uint32_t n = 0;
+    for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
+        for (int d = 0; d < GMP_MAX_DEVICES && n < max; d++) {
+            uint64_t total = __atomic_load_n(&device_memory[b][d].total, __ATOMIC_ACQUIRE);
+            if (!total)
+                continue;
+            out[n++] = (gmp_device_state){
+                .backend = (gmp_backend)b,
+                .device = d,
+                .free_bytes = __atomic_load_n(&device_memory[b][d].free_bytes, __ATOMIC_RELAXED),
+                .total = total,
+                .process_bytes = gmp_device_in_use((gmp_backend)b, d),
+                .sampled_ns = __atomic_load_n(&device_memory[b][d].at_ns, __ATOMIC_RELAXED),
+            };
+        }
+    return n;
 }
 
 void gmp_gpu_device_memory(gmp_backend backend, int device, uint64_t *free_bytes,
@@ -92,13 +116,16 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         gmp_pl_event_at(now, gmp_stack_id_here(), GMP_EV_ALLOC, f->backend, device, api, ptr,
                         size, 0, in_use);
         if (where == GMP_ON_DEVICE)
-            sample_device(f, device, now);
+            sample_device(f, device, now, 0);
         gmp_watchdog_start(); /* GPU memory in use: pressure is worth watching */
         if (gmp_any_episode_open()) {
             gmp_episode_success(f->backend, device, size, in_use);
             gmp_episode_check_deadlines();
         }
     } else {
+        /* the device as it was when the request failed, for the bundle */
+        if (where == GMP_ON_DEVICE)
+            sample_device(f, device, gmp_now_realtime_ns(), 1);
         gmp_episode_failure(f->backend, device, api, requested, status,
                             gmp_device_in_use(f->backend, device));
     }

@@ -10,7 +10,7 @@
  * ring file (its mapping stays, so a late allocation in another thread or
  * destructor can never touch freed memory).
  */
-#include "preload.h"
+#include "gpu_family.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -125,6 +125,11 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     gmp_dump_request with_stacks = *req;
     if (gmp_pl.stacks && !with_stacks.stack_lookup)
         with_stacks.stack_lookup = gmp_stack_lookup;
+    gmp_device_state devices[16];
+    if (!with_stacks.devices) {
+        with_stacks.devices = devices;
+        with_stacks.device_count = gmp_gpu_device_states(devices, 16);
+    }
     const char *p = gmp_dump(gmp_pl.rec, &with_stacks, path, cap);
     if (p)
         __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);

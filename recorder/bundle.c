@@ -126,6 +126,24 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
     } else {
         gmp_jw_null(w);
     }
+    gmp_jw_key(w, "device_state");
+    gmp_jw_arr_begin(w);
+    for (uint32_t i = 0; i < req->device_count && req->devices; i++) {
+        const gmp_device_state *d = &req->devices[i];
+        uint64_t used = d->total > d->free_bytes ? d->total - d->free_bytes : 0;
+        gmp_jw_obj_begin(w);
+        gmp_jw_kstr(w, "backend", gmp_backend_name(d->backend));
+        gmp_jw_ki64(w, "device", d->device);
+        gmp_jw_ku64(w, "free", d->free_bytes);
+        gmp_jw_ku64(w, "total", d->total);
+        gmp_jw_ku64(w, "process_bytes", d->process_bytes);
+        /* used there by others: what the device has in use less ours */
+        gmp_jw_ku64(w, "other_processes_bytes", used > d->process_bytes ? used - d->process_bytes : 0);
+        gmp_jw_key(w, "sampled_at");
+        gmp_jw_seconds(w, d->sampled_ns);
+        gmp_jw_obj_end(w);
+    }
+    gmp_jw_arr_end(w);
     gmp_jw_kstr(w, "confirmed_by", req->confirmed_by);
     gmp_jw_kstr(w, "evidence", req->evidence);
     gmp_jw_ku64(w, "recovered_episodes", req->recovered_episodes);

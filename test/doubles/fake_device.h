@@ -4,6 +4,9 @@
  * devices, default 2), an allocation that does not fit fails with code 2
  * (the OOM code of cudart, the driver and HIP alike) and leaves the output
  * alone, frees give memory back.  Addresses are fake: never dereference.
+ * GMP_FAKE_OTHER_BYTES is memory other processes hold on every device
+ * (gone from free memory); GMP_FAKE_MAX_BLOCK the largest contiguous block
+ * (a larger request fails even with free memory to spare: fragmentation).
  * Included by one double each (static state per library).
  */
 #ifndef FAKE_DEVICE_H
@@ -30,6 +33,12 @@ static size_t fake_capacity(void)
     return s ? strtoull(s, NULL, 10) : (size_t)1 << 30;
 }
 
+static size_t fake_env_bytes(const char *name, size_t otherwise)
+{
+    const char *s = getenv(name);
+    return s && *s ? strtoull(s, NULL, 10) : otherwise;
+}
+
 static int fake_device_count(void)
 {
     const char *s = getenv("GMP_FAKE_DEVICE_COUNT");
@@ -42,8 +51,11 @@ static int fake_alloc(int device, uintptr_t *out, size_t size)
 {
     if (!out || device < 0 || device >= FAKE_MAX_DEVICES)
         return FAKE_INVALID_VALUE;
+    size_t other = fake_env_bytes("GMP_FAKE_OTHER_BYTES", 0);
     pthread_mutex_lock(&fake_lock);
-    if (size > fake_capacity() - fake_used[device]) {
+    size_t room = fake_capacity() - fake_used[device];
+    if (size > (room > other ? room - other : 0) ||
+        size > fake_env_bytes("GMP_FAKE_MAX_BLOCK", (size_t)-1)) {
         pthread_mutex_unlock(&fake_lock);
         return FAKE_OUT_OF_MEMORY;
     }
@@ -82,10 +94,11 @@ static int fake_free(uintptr_t p)
 
 static size_t fake_free_bytes(int device)
 {
+    size_t other = fake_env_bytes("GMP_FAKE_OTHER_BYTES", 0);
     pthread_mutex_lock(&fake_lock);
     size_t n = fake_capacity() - fake_used[device];
     pthread_mutex_unlock(&fake_lock);
-    return n;
+    return n > other ? n - other : 0;
 }
 
 #endif

@@ -124,6 +124,14 @@ static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
         fmt_bytes((uint64_t)size, req, sizeof req);
         fmt_bytes((uint64_t)free_b, fr, sizeof fr);
         fmt_bytes((uint64_t)(total > 0 ? total : 0), tot, sizeof tot);
+        if (others > 0 && total > 0 && others * 4 >= total) { /* a quarter: the story */
+            char o[32];
+            fmt_bytes((uint64_t)others, o, sizeof o);
+            snprintf(ev, sizeof ev, "other processes hold %s of device %lld's %s", o,
+                     (long long)dev, tot);
+            add(cs, "other processes holding memory on the device", ev);
+            others = 0; /* said once */
+        }
         if (size > free_b) {
             snprintf(ev, sizeof ev, "asked for %s; %s free of %s on device %lld", req, fr, tot,
                      (long long)dev);

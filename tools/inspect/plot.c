@@ -243,15 +243,22 @@ static void marks(FILE *f, const plot *p, json_t *metadata)
             fputs("</text>\n", f);
         }
     }
-    /* the device's total, when the bundle's collectors gave it */
+    /* the device's total and what all processes had in use there when it
+     * failed: the request is drawn against what was free */
     json_t *states = json_object_get(metadata, "device_state");
     json_array_foreach(states, i, ev) {
-        double total;
-        if (num(ev, "total", &total) == 0 && total > 0 && total < p->ymax)
-            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ff7f0e\" "
-                       "stroke-dasharray=\"2,3\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
-                       "fill=\"#ff7f0e\">device total</text>\n",
-                    L, py(p, total), W - R, py(p, total), L + 4, py(p, total) - 4);
+        double total, free_b;
+        if (num(ev, "total", &total) || total <= 0 || num(ev, "free", &free_b))
+            continue;
+        static const char *const labels[] = {"device total", "in use on the device (all processes)"};
+        double ys[2] = {total, total - free_b};
+        for (int k = 0; k < 2; k++)
+            if (ys[k] >= 0 && ys[k] < p->ymax)
+                fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ff7f0e\" "
+                           "stroke-dasharray=\"%s\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
+                           "fill=\"#ff7f0e\">%s</text>\n",
+                        L, py(p, ys[k]), W - R, py(p, ys[k]), k ? "6,3" : "2,3", L + 4,
+                        py(p, ys[k]) - 4, labels[k]);
     }
 }
 
