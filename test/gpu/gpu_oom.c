@@ -13,6 +13,7 @@
  *                 OOM; exits 0
  *   fork          a child runs until-oom and exits; the parent waits and exits
  *                 with the child's status
+ *   one-huge      one request of 4 GiB on DEVICE (more than the device): exit 3
  *   slow-fill     64 MiB on DEVICE every 20 ms until 95% of it is in use
  *                 (by MemGetInfo), holds 500 ms, frees all; never fails; exit 0
  *   kinds         one allocation through every hooked API, then frees them;
@@ -121,6 +122,11 @@ int main(int argc, char **argv)
             return 6;
         printf("recovered events %d\n", count_events(GMP_EV_OOM_RECOVERED));
         return 0;
+    }
+    if (!strcmp(mode, "one-huge")) {
+        if (GPU(SetDevice)(device) != 0)
+            return 4;
+        return GPU(Malloc)(&p, (size_t)4 << 30) == 2 ? 3 : 5;
     }
     if (!strcmp(mode, "slow-fill")) {
         size_t free_bytes = 0, total = 0;

@@ -57,6 +57,12 @@ static void test_diff(void **state)
     if (!strstr(out, peak) || !strstr(out, conf) || strstr(out, "request") ||
         strstr(out, "reason"))
         fail_msg("diff said:\n%s", out);
+    /* show lists the variables that shape memory */
+    const char *show[] = {inspect_path(), "show", b, NULL};
+    run_capture(show, out, sizeof out, err, sizeof err);
+    const char *env = strstr(out, "\nEnvironment:      ");
+    if (!env || !strstr(env, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"))
+        fail_msg("show:\n%s", out);
     assert_int_equal(diff(a, a), 0);
     assert_string_equal(out, "no difference in reason, request, peaks or configuration\n");
     const char *argv[] = {inspect_path(), "diff", a, NULL};

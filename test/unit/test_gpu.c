@@ -83,7 +83,7 @@ static void until_oom(const family *f, int device)
 
     char bundle[1024];
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
-    expect_first_cause(bundle, "a single request larger than the device's free memory");
+    expect_first_cause(bundle, "steady growth, like a leak"); /* it ate the free memory */
     assert_string_equal(json_str(md, "backend"), f->backend);
     assert_string_equal(json_str(md, "reason"), f->reason);
     assert_string_equal(json_str(md, "exception_type"), f->reason);
@@ -199,11 +199,13 @@ static void test_allocation_stacks(void **state)
 }
 
 /* The device's causes, each made by the double and named first by show:
- * a request no block can hold though memory is free (fragmentation), and
- * memory other processes hold; the bundle's device_state says why. */
-static void device_cause(const char *env, const char *cause, long long others)
+ * one request larger than the whole device, a request no block can hold
+ * though memory is free (fragmentation), and memory other processes hold;
+ * the bundle's device_state says why. */
+static void device_cause(const char *env, const char *mode, const char *cause,
+                         long long others)
 {
-    run(env, cuda.program, "until-oom 0");
+    run(env, cuda.program, mode);
     char bundle[1024];
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     json_t *st = json_array_get(json_object_get(md, "device_state"), 0);
@@ -216,9 +218,10 @@ static void device_cause(const char *env, const char *cause, long long others)
 static void test_device_causes(void **state)
 {
     (void)state;
-    device_cause("GMP_FAKE_MAX_BLOCK=134217728", "fragmentation", 0);
-    device_cause("GMP_FAKE_OTHER_BYTES=536870912", "other processes holding memory on the device",
-                 512ll << 20);
+    device_cause(NULL, "one-huge 0", "a single request larger than the device's free memory", 0);
+    device_cause("GMP_FAKE_MAX_BLOCK=134217728", "until-oom 0", "fragmentation", 0);
+    device_cause("GMP_FAKE_OTHER_BYTES=536870912", "until-oom 0",
+                 "other processes holding memory on the device", 512ll << 20);
 }
 
 static void test_hip_until_oom(void **state)

@@ -59,7 +59,8 @@ static void fmt_duration(double secs, char *out, size_t cap)
 
 /* Growth on the failed request's device: first and last in-use of its
  * events, how many allocations and frees, over how long. */
-static void growth(bundle *b, json_t *events, const char *backend, int64_t device, causes *cs)
+static int64_t growth(bundle *b, json_t *events, const char *backend, int64_t device,
+                      causes *cs)
 {
     size_t i;
     json_t *ev;
@@ -91,7 +92,7 @@ static void growth(bundle *b, json_t *events, const char *backend, int64_t devic
         }
     }
     if (allocs < 4 || last <= first || frees * 2 >= allocs || (last - first) * 2 < last)
-        return;
+        return 0;
     char grew[32], took[32], what[200], evidence[600];
     fmt_bytes((uint64_t)(last - first), grew, sizeof grew);
     fmt_duration(t1 - t0, took, sizeof took);
@@ -106,6 +107,22 @@ static void growth(bundle *b, json_t *events, const char *backend, int64_t devic
                  ", from one site: %s", where);
     }
     add(cs, what, evidence);
+    return last - first;
+}
+
+/* The free memory the bundle saw on the failed request's device, or -1. */
+static int64_t device_free(json_t *md, int64_t device)
+{
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        int64_t dev = -1, free_b = -1;
+        jint(st, "device", &dev);
+        jint(st, "free", &free_b);
+        if (dev == device)
+            return free_b;
+    }
+    return -1;
 }
 
 static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
@@ -186,6 +203,18 @@ static void collect(bundle *b, json_t *events, causes *cs)
         snprintf(ev, sizeof ev, "asked for %s at once: an overflowed or uninitialised size?", a);
         add(cs, "a request larger than any machine's memory", ev);
     }
+    /* Growth that ate the free memory is the story, and the request that
+     * found none its last step; a request larger than what was free before
+     * the growth is the story itself. */
+    int growth_first = 0;
+    if (fr && json_is_object(fr) && size >= 0 && device >= 0) {
+        causes tmp = {.n = 0};
+        int64_t grown = growth(b, events, backend, device, &tmp), free_b = device_free(md, device);
+        growth_first = grown > 0 && (free_b < 0 || size <= free_b + grown);
+        if (growth_first) {
+            add(cs, tmp.c[0].what, tmp.c[0].evidence);
+        }
+    }
     if (size >= 0 && device >= 0)
         device_rules(md, size, device, cs);
     int64_t as = rlimit_of(b->environment, "as");
@@ -199,7 +228,7 @@ static void collect(bundle *b, json_t *events, causes *cs)
     }
     if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))
         add(cs, "a host limit was near (the memory cgroup)", evidence);
-    if (fr && json_is_object(fr))
+    if (fr && json_is_object(fr) && !growth_first)
         growth(b, events, device >= 0 ? backend : "cpu", device, cs);
 }
 

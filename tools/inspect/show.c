@@ -210,6 +210,31 @@ static void print_process(bundle *b)
     putchar('\n');
 }
 
+/* The variables that shape memory, from environment.json. */
+static void print_environment(bundle *b)
+{
+    static const char *const prefixes[] = {"CUDA_", "HIP_", "PYTORCH_", "TF_", "XLA_", "NCCL_",
+                                           "JAX_", "MALLOC_", "OMP_NUM_THREADS", "RANK",
+                                           "LOCAL_RANK", "WORLD_SIZE"};
+    json_t *env = json_object_get(b->environment, "environment");
+    const char *key;
+    json_t *val;
+    int shown = 0;
+    json_object_foreach(env, key, val) {
+        int wanted = 0;
+        for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !wanted; i++)
+            wanted = !strncmp(key, prefixes[i], strlen(prefixes[i]));
+        if (!wanted || !json_is_string(val))
+            continue;
+        printf(shown++ ? ", " : "%-18s", "Environment:");
+        print_clean(stdout, key, 80);
+        putchar('=');
+        print_clean(stdout, json_string_value(val), 200);
+    }
+    if (shown)
+        putchar('\n');
+}
+
 static void show_usage(FILE *f)
 {
     fputs("usage: gmp-inspect show BUNDLE [--events N]\n"
@@ -276,6 +301,7 @@ int cmd_show(int argc, char **argv)
     diagnose(&b, events_array(b.events), isatty(1) && getenv("NO_COLOR") == NULL);
     print_field("When:", jstr(b.manifest, "created_at_utc"));
     print_process(&b);
+    print_environment(&b);
     print_failed_request(md);
     print_field("Confirmed by:", jstr(md, "confirmed_by"));
     const char *etype = jstr(md, "exception_type");
