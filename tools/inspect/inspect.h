@@ -60,6 +60,9 @@ void print_clean(FILE *f, const char *s, size_t max);
  * name_site: one stack's site, "fill (gpu_oom.c:70)" or "module+0x1983". */
 void print_top_sites(bundle *b, json_t *events);
 void name_site(bundle *b, int64_t stack, char *out, size_t cap);
+/* The module of modules.json that holds a runtime address (the highest load
+ * bias at or below it): its path, and the bias in *bias; NULL when none. */
+const char *module_of(json_t *mods, uint64_t at, uint64_t *bias);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */

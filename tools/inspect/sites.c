@@ -35,8 +35,7 @@ static int by_bytes(const void *a, const void *b)
 
 static void describe(json_t *stacks, json_t *mods, int64_t id, char *out, size_t cap);
 
-/* The module that holds a runtime address: path and load bias. */
-static const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
+const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
 {
     const char *best = NULL;
     uint64_t best_base = 0;

@@ -58,20 +58,9 @@ static void top_site(bundle *b, char *out, size_t cap)
     const char *first = json_string_value(json_array_get(stack, 0));
     if (!first)
         return;
-    uint64_t at = strtoull(first, NULL, 16);
+    uint64_t at = strtoull(first, NULL, 16), best_base = 0;
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    const char *best = NULL;
-    uint64_t best_base = 0;
-    size_t i;
-    json_t *m;
-    json_array_foreach(mods, i, m) {
-        const char *base = jstr(m, "base"), *path = jstr(m, "path");
-        uint64_t b0 = base ? strtoull(base, NULL, 16) : 0;
-        if (path && base && b0 <= at && b0 >= best_base) {
-            best = path;
-            best_base = b0;
-        }
-    }
+    const char *best = module_of(mods, at, &best_base);
     if (best) {
         const char *slash = strrchr(best, '/');
         snprintf(out, cap, "%s+0x%llx", slash ? slash + 1 : best,
@@ -163,24 +152,35 @@ static void join(const name_set *s, char *out, size_t cap)
 
 /* ---- formats ------------------------------------------------------------- */
 
+/* A group's cells as people read them: largest request, ranks, hosts. */
+typedef struct cells {
+    char big[32], ranks[1024], hosts[1024];
+} cells;
+
+static void cells_of(const group *g, cells *c)
+{
+    snprintf(c->big, sizeof c->big, "-");
+    if (g->largest >= 0)
+        fmt_bytes((uint64_t)g->largest, c->big, sizeof c->big);
+    join(&g->ranks, c->ranks, sizeof c->ranks);
+    join(&g->hosts, c->hosts, sizeof c->hosts);
+}
+
 static void print_text(const triage *t)
 {
     printf("%zu signature(s) in %ld bundle(s): %ld out of memory, %ld unreadable\n", t->n,
            t->bundles, t->ooms, t->unreadable);
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
-        char big[32] = "-", ranks[1024], hosts[1024];
-        if (g->largest >= 0)
-            fmt_bytes((uint64_t)g->largest, big, sizeof big);
-        join(&g->ranks, ranks, sizeof ranks);
-        join(&g->hosts, hosts, sizeof hosts);
+        cells c;
+        cells_of(g, &c);
         printf("\n#%zu  %ld bundle(s)  %s  %s  ", i + 1, g->count, g->backend, g->api);
         print_clean(stdout, g->reason, 200);
         printf("  at ");
         print_clean(stdout, g->site, 320);
         printf("\n    first %s  last %s  largest request %s\n    ranks %s  hosts %s\n"
                "    e.g. %s\n",
-               g->first, g->last, big, ranks, hosts, g->example);
+               g->first, g->last, c.big, c.ranks, c.hosts, g->example);
     }
     if (t->unreadable)
         printf("\nunreadable, e.g.: %s\n", t->first_unreadable);
@@ -259,16 +259,13 @@ static void print_markdown(const triage *t)
     puts("| ---: | ---: | --- | --- | --- | --- | ---: | --- | --- | --- | --- |");
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
-        char big[32] = "-", ranks[1024], hosts[1024];
-        if (g->largest >= 0)
-            fmt_bytes((uint64_t)g->largest, big, sizeof big);
-        join(&g->ranks, ranks, sizeof ranks);
-        join(&g->hosts, hosts, sizeof hosts);
+        cells c;
+        cells_of(g, &c);
         printf("| %zu | %ld | ", i + 1, g->count);
-        const char *cells[] = {g->backend, g->api, g->reason, g->site, big, ranks, hosts,
-                               g->first, g->last};
-        for (size_t k = 0; k < sizeof cells / sizeof *cells; k++) {
-            put_escaped(cells[k], 0);
+        const char *row[] = {g->backend, g->api, g->reason, g->site, c.big, c.ranks, c.hosts,
+                             g->first, g->last};
+        for (size_t k = 0; k < sizeof row / sizeof *row; k++) {
+            put_escaped(row[k], 0);
             fputs(" | ", stdout);
         }
         putchar('\n');
@@ -288,11 +285,8 @@ static void print_junit(const triage *t)
         puts("    <testcase classname=\"gpumemprof.oom\" name=\"no out-of-memory bundle\"/>");
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
-        char big[32] = "-", ranks[1024], hosts[1024];
-        if (g->largest >= 0)
-            fmt_bytes((uint64_t)g->largest, big, sizeof big);
-        join(&g->ranks, ranks, sizeof ranks);
-        join(&g->hosts, hosts, sizeof hosts);
+        cells c;
+        cells_of(g, &c);
         fputs("    <testcase classname=\"gpumemprof.oom\" name=\"", stdout);
         put_escaped(g->reason, 1);
         fputs(" in ", stdout);
@@ -301,10 +295,10 @@ static void print_junit(const triage *t)
         put_escaped(g->site, 1);
         printf("\">\n      <failure message=\"%ld bundle(s)\" type=\"", g->count);
         put_escaped(g->reason, 1);
-        printf("\">%s %s, largest request %s; ranks ", g->backend, g->api, big);
-        put_escaped(ranks, 1);
+        printf("\">%s %s, largest request %s; ranks ", g->backend, g->api, c.big);
+        put_escaped(c.ranks, 1);
         fputs("; hosts ", stdout);
-        put_escaped(hosts, 1);
+        put_escaped(c.hosts, 1);
         printf("; first %s, last %s; e.g. ", g->first, g->last);
         put_escaped(g->example, 1);
         puts("</failure>\n    </testcase>");
