@@ -12,7 +12,6 @@
  */
 #include "preload.h"
 
-#include <sys/mman.h>
 
 #define TABLE_BITS 18 /* 262144 live allocations */
 #define TABLE_SIZE (1u << TABLE_BITS)
@@ -30,7 +29,7 @@ typedef struct live_entry {
 } live_entry;
 
 static live_entry *table; /* atomic pointer */
-static int table_state;   /* 0 none, 1 making, 2 ready, 3 failed */
+static int table_state;   /* atomic: gmp_lazy_table's */
 static uint64_t in_use[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
 static uint64_t peak[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];    /* atomic */
 static uint64_t allocs[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];  /* atomic */
@@ -46,23 +45,7 @@ int gmp_device_index(int device)
 
 static live_entry *get_table(void)
 {
-    live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
-    if (GMP_LIKELY(t != NULL))
-        return t;
-    int expected = 0;
-    if (__atomic_compare_exchange_n(&table_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
-        void *p = mmap(NULL, sizeof(live_entry) * TABLE_SIZE, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED) {
-            __atomic_store_n(&table_state, 3, __ATOMIC_RELEASE);
-            return NULL;
-        }
-        __atomic_store_n(&table, (live_entry *)p, __ATOMIC_RELEASE);
-        __atomic_store_n(&table_state, 2, __ATOMIC_RELEASE);
-        return p;
-    }
-    return __atomic_load_n(&table, __ATOMIC_ACQUIRE); /* NULL while another makes it */
+    return gmp_lazy_table((void **)&table, &table_state, sizeof(live_entry) * TABLE_SIZE);
 }
 
 enum { SPACE_POINTER = 0, SPACE_VMM_HANDLE = 1 };

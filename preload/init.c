@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 
 gmp_preload gmp_pl;
 __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
@@ -101,6 +102,25 @@ void gmp_pl_finish(void)
 __attribute__((destructor)) static void on_exit_process(void)
 {
     gmp_pl_finish();
+}
+
+void *gmp_lazy_table(void **slot, int *state, size_t len)
+{
+    void *t = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (GMP_LIKELY(t != NULL))
+        return t;
+    int expected = 0; /* 0 none, 1 making, 2 ready, 3 failed */
+    if (!__atomic_compare_exchange_n(state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+        __atomic_store_n(state, 3, __ATOMIC_RELEASE);
+        return NULL;
+    }
+    __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+    __atomic_store_n(state, 2, __ATOMIC_RELEASE);
+    return p;
 }
 
 int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size)

@@ -195,6 +195,12 @@ GMP_HIDDEN void gmp_cupti_prepare(void) __attribute__((weak));
 /* init.c: what exit() does for us (commit open episodes, wait for bundles
  * being written, remove the ring); _exit calls it too. */
 GMP_HIDDEN void gmp_pl_finish(void);
+/* A table made on first use: an anonymous mapping of len bytes (untouched
+ * pages cost nothing) published in *slot; the first caller makes it, others
+ * get NULL meanwhile (they drop what they had to record), and NULL for good
+ * when the mapping failed.  *state is the table's atomic state word. */
+GMP_HIDDEN void *gmp_lazy_table(void **slot, int *state, size_t len);
+
 /* A detached thread of ours; 0, or -1 (memory may be gone: callers cope). */
 GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
 

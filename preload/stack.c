@@ -18,7 +18,6 @@
 #include <execinfo.h>
 #include <link.h>
 #include <string.h>
-#include <sys/mman.h>
 
 static uintptr_t self_lo, self_hi; /* the preload's own mapped range */
 
@@ -73,26 +72,11 @@ typedef struct stack_entry {
 } stack_entry;
 
 static stack_entry *table; /* atomic pointer */
-static int table_state;    /* atomic: 0 none, 1 making, 2 ready, 3 failed */
+static int table_state;    /* atomic: gmp_lazy_table's */
 
 static stack_entry *get_table(void)
 {
-    stack_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
-    if (GMP_LIKELY(t != NULL))
-        return t;
-    int expected = 0;
-    if (!__atomic_compare_exchange_n(&table_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED))
-        return NULL; /* being made by another thread, or failed */
-    void *p = mmap(NULL, sizeof(stack_entry) * TABLE_SLOTS, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-        __atomic_store_n(&table_state, 3, __ATOMIC_RELEASE);
-        return NULL;
-    }
-    __atomic_store_n(&table, (stack_entry *)p, __ATOMIC_RELEASE);
-    __atomic_store_n(&table_state, 2, __ATOMIC_RELEASE);
-    return p;
+    return gmp_lazy_table((void **)&table, &table_state, sizeof(stack_entry) * TABLE_SLOTS);
 }
 
 uint32_t gmp_stack_id_here(void)
