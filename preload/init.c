@@ -93,7 +93,7 @@ void gmp_pl_finish(void)
     /* the watcher may be writing a bundle whose deadline just passed:
      * exiting now would cut it off half-written */
     gmp_episode_wait_commits(5000);
-    gmp_metrics_write(); /* the last word, with this exit's bundles counted */
+    gmp_metrics_flush(); /* the last word, with this exit's bundles counted */
     __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
     gmp_recorder_release_ring(gmp_pl.rec);
     gmp_in_hook--;

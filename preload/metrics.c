@@ -117,10 +117,30 @@ static void per_device(out *o, const char *name, int which, uint64_t host_value)
         (unsigned long long)host_value);
 }
 
+static void write_now(void);
+
 void gmp_metrics_write(void)
 {
-    if (!path[0] || __atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
-        return;
+    if (path[0] && !__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
+        write_now();
+}
+
+void gmp_metrics_flush(void)
+{
+    /* the thread may be writing right now: its file would be the last if
+     * the process left first, so wait for it (a second at most) */
+    for (int i = 0; path[0] && i < 100; i++) {
+        if (!__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
+            write_now();
+            return;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void write_now(void)
+{
     gmp_in_hook++;
     out o = {0};
     uint64_t host = gmp_host_in_use(), host_allocs, host_frees, episodes, recovered;

@@ -178,6 +178,7 @@ GMP_HIDDEN int gmp_python_traceback_fd(void);
 GMP_HIDDEN void gmp_metrics_start(void);
 GMP_HIDDEN void gmp_metrics_after_fork(void);
 GMP_HIDDEN void gmp_metrics_write(void);
+GMP_HIDDEN void gmp_metrics_flush(void); /* at exit: waits for a write in progress */
 GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
 
 /* watchdog.c: the pressure watchdog thread, started once (GMP_WATCHDOG). */
