@@ -13,7 +13,7 @@ ifeq ($(CI),true)
 WARNINGS += -Werror
 endif
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden \
-               -Iinclude -Irecorder $(WARNINGS)
+               -Iinclude -Irecorder -Icollectors $(WARNINGS)
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 
 # Dependencies first, while the makefile is read: what is installed decides
@@ -33,7 +33,8 @@ CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 DW_CFLAGS = $(shell $(PKG_CONFIG) --cflags libdw 2>/dev/null)
 DW_LIBS = $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null || echo -ldw -lelf)
 
-RECORDER_SRC := $(wildcard recorder/*.c)
+# The collectors go wherever the recorder goes (the preload and the tools).
+RECORDER_SRC := $(wildcard recorder/*.c) $(wildcard collectors/*.c)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(BUILD)/%.o)
 RECORDER_LIB := $(BUILD)/libgpumemprof.a
 
@@ -139,7 +140,7 @@ $(BUILD)/test/programs/%: test/programs/%.c
 # programs against the real libraries where they are installed.
 DOUBLES := $(BUILD)/test/doubles
 DOUBLE_FLAGS = $(ALL_CFLAGS) -Wno-missing-prototypes -shared
-GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_hip \
+GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_hip $(DOUBLES)/libnvidia-ml.so.1 \
              $(BUILD)/test/gpu/driver_oom $(BUILD)/test/gpu/driver_direct \
              $(if $(HAVE_CUPTI),$(DOUBLES)/libcupti.so.13) \
              $(if $(wildcard $(CUDA_HOME)/bin/nvcc),$(BUILD)/test/gpu/static_cudart) \
@@ -150,6 +151,10 @@ $(DOUBLES)/libcuda.so.1: test/doubles/fake_cuda.c test/doubles/fake_device.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DOUBLE_FLAGS) -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o $@ $< -lpthread -ldl
 	ln -sf libcuda.so.1 $(DOUBLES)/libcuda.so
+
+$(DOUBLES)/libnvidia-ml.so.1: test/doubles/fake_nvml.c test/doubles/fake_device.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DOUBLE_FLAGS) -Wl,-soname,libnvidia-ml.so.1 -o $@ $< -lpthread -ldl
 
 $(DOUBLES)/libcudart.so.13: test/doubles/fake_cudart.c $(DOUBLES)/libcuda.so.1
 	$(CC) $(DOUBLE_FLAGS) -Wl,-soname,libcudart.so.13 -Wl,-rpath,'$$ORIGIN' -o $@ $< -lpthread -ldl

@@ -137,6 +137,13 @@ typedef enum gmp_on_crash {
     GMP_ON_CRASH_NEVER
 } gmp_on_crash;
 
+/* NVML, for other processes' usage of a GPU (GMP_NVML). */
+typedef enum gmp_nvml_mode {
+    GMP_NVML_AUTO = 0, /* when the program loaded libnvidia-ml.so.1 */
+    GMP_NVML_LOAD,     /* the preload loads it, once the process uses a CUDA device */
+    GMP_NVML_OFF
+} gmp_nvml_mode;
+
 typedef struct gmp_config {
     int enabled;                       /* GMP_ENABLED, default 1 */
     char dump_dir[GMP_PATH_MAX];       /* GMP_DUMP_DIR, default ./oom_dumps */
@@ -158,6 +165,9 @@ typedef struct gmp_config {
     uint32_t prom_interval_s;          /* GMP_PROM_INTERVAL_S, default 15 */
     gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti, default auto */
     int stacks;                        /* GMP_STACKS: allocation stacks, default 1 */
+    int leak_check;                    /* GMP_LEAK_CHECK: a leak report at exit, default 0 */
+    uint32_t sample_ms;                /* GMP_SAMPLE_MS: sample events every N ms, 0 none */
+    gmp_nvml_mode nvml;                /* GMP_NVML=auto|load|off, default auto */
 } gmp_config;
 
 /* Fill the documented defaults. */
@@ -237,14 +247,46 @@ typedef struct gmp_failed_request {
     uint64_t stack[GMP_STACK_MAX];
 } gmp_failed_request;
 
-/* A device's memory as the process saw it (its own context's view). */
+/* A device's memory as the process saw it (its own context's view), and
+ * what the collectors added (known says which of those fields hold). */
+#define GMP_DS_USED 0x1u          /* used_bytes: the device's own count */
+#define GMP_DS_DRIVER_PROCESS 0x2u /* driver_process_bytes */
+#define GMP_DS_OTHERS 0x4u        /* other_processes_bytes and _count */
 typedef struct gmp_device_state {
     gmp_backend backend;
     int device;
     uint64_t free_bytes, total;  /* as the runtime or driver reported them */
-    uint64_t process_bytes;      /* what this process held there */
+    uint64_t process_bytes;      /* what this process held there (its live allocations) */
     uint64_t sampled_ns;         /* when (CLOCK_REALTIME) */
+    unsigned known;              /* GMP_DS_* */
+    uint64_t used_bytes;         /* all processes, contexts included */
+    uint64_t driver_process_bytes; /* this process as the driver counts it */
+    uint64_t other_processes_bytes;
+    uint32_t other_process_count;
+    char name[96];               /* "" unknown */
+    const char *source;          /* "cuMemGetInfo", "cuMemGetInfo+nvml", ...; NULL unknown */
 } gmp_device_state;
+
+/* One live device allocation (or cuMemCreate handle), for allocations.json
+ * and the leak report. */
+typedef struct gmp_live_allocation {
+    uint64_t address;  /* the handle, for cuMemCreate */
+    uint64_t size;
+    uint64_t time_ns;  /* when it was made (CLOCK_REALTIME) */
+    uint32_t stack_id; /* 0 none */
+    int16_t device;    /* -1: pinned host memory */
+    uint8_t backend;
+    uint16_t api;
+} gmp_live_allocation;
+typedef void (*gmp_live_visit_fn)(const gmp_live_allocation *a, void *ctx);
+/* Calls visit once per live allocation (lock-free, no allocation). */
+typedef void (*gmp_live_foreach_fn)(gmp_live_visit_fn visit, void *ctx, void *arg);
+
+/* What gmp_dump writes. */
+typedef enum gmp_bundle_kind {
+    GMP_BUNDLE_OOM = 0, /* oom_dump_...: the bundle */
+    GMP_BUNDLE_LEAKS    /* leak_report_...: leaks.json, stacks, modules, environment */
+} gmp_bundle_kind;
 
 /* Fills frames (at most max) of stack `id`; returns how many, 0 unknown. */
 typedef uint32_t (*gmp_stack_lookup_fn)(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
@@ -268,6 +310,11 @@ typedef struct gmp_dump_request {
     /* metadata.json's device_state: every device whose memory is known */
     const gmp_device_state *devices;
     uint32_t device_count;
+    /* allocations.json (or leaks.json): the live allocations; NULL none */
+    gmp_live_foreach_fn live_foreach;
+    void *live_arg;
+    gmp_bundle_kind kind;
+    int in_signal_handler; /* the host collector still runs; nothing else is called */
 } gmp_dump_request;
 
 /* Write a bundle into the dump directory, apply retention, and return the

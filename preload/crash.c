@@ -28,6 +28,7 @@ static struct sigaction previous[FATAL_COUNT];
 static int armed;                      /* atomic: 0 no, 1 installing, 2 installed */
 static int crashing;                   /* atomic: the first fatal signal dumps */
 static __thread int has_alt_stack __attribute__((tls_model("initial-exec")));
+__thread int gmp_in_signal __attribute__((tls_model("initial-exec")));
 
 static int slot_of(int sig)
 {
@@ -43,7 +44,9 @@ static void on_fatal(int sig, siginfo_t *info, void *ucontext)
     int i = slot_of(sig);
     if (!__atomic_exchange_n(&crashing, 1, __ATOMIC_ACQ_REL)) {
         gmp_in_hook++;
+        gmp_in_signal++;
         gmp_episode_crash(sig, info);
+        gmp_in_signal--;
         gmp_in_hook--;
     }
     errno = saved;

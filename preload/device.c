@@ -21,6 +21,7 @@ typedef struct live_entry {
     uint64_t key;  /* atomic: 0 empty, TOMBSTONE removed, else address */
     uint64_t size;
     uint64_t time_ns;
+    uint32_t stack_id;
     int16_t device;
     uint8_t backend;
     uint8_t ready; /* atomic: fields above are valid */
@@ -63,7 +64,7 @@ static uint64_t slot_of(uint64_t ptr)
 }
 
 void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
-                    gmp_api api, uint64_t now_ns)
+                    gmp_api api, uint64_t now_ns, uint32_t stack_id)
 {
     int d = gmp_device_index(device);
     uint64_t now = __atomic_add_fetch(&in_use[backend][d], size, __ATOMIC_RELAXED);
@@ -85,6 +86,7 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
             continue;
         t[i].size = size;
         t[i].time_ns = now_ns;
+        t[i].stack_id = stack_id;
         t[i].device = (int16_t)device;
         t[i].backend = (uint8_t)backend;
         t[i].api = (uint16_t)api;
@@ -138,4 +140,37 @@ void gmp_device_stats(gmp_backend backend, int index, uint64_t *bytes, uint64_t 
 uint64_t gmp_device_in_use(gmp_backend backend, int device)
 {
     return __atomic_load_n(&in_use[backend][gmp_device_index(device)], __ATOMIC_RELAXED);
+}
+
+void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg)
+{
+    (void)arg;
+    live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (!t)
+        return;
+    /* racing adds and frees may be seen or not: each entry is whole (ready) */
+    for (uint32_t i = 0; i < TABLE_SIZE; i++) {
+        uint64_t key = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
+        if (key == 0 || key == TOMBSTONE || !__atomic_load_n(&t[i].ready, __ATOMIC_ACQUIRE))
+            continue;
+        gmp_live_allocation a = {
+            .address = key,
+            .size = t[i].size,
+            .time_ns = t[i].time_ns,
+            .stack_id = t[i].stack_id,
+            .device = t[i].device,
+            .backend = t[i].backend,
+            .api = t[i].api,
+        };
+        visit(&a, ctx);
+    }
+}
+
+uint64_t gmp_device_allocations_ever(void)
+{
+    uint64_t n = 0;
+    for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
+        for (int d = 0; d <= GMP_MAX_DEVICES; d++)
+            n += __atomic_load_n(&allocs[b][d], __ATOMIC_RELAXED);
+    return n;
 }

@@ -4,8 +4,10 @@
  * outcome into live-allocation bookkeeping, events and OOM episodes.
  */
 #include "gpu_family.h"
+#include "collector.h"
 
 #include <dlfcn.h>
+#include <string.h>
 
 int gmp_cuda_via_cupti;
 
@@ -67,12 +69,73 @@ static void sample_device(gmp_gpu_family *f, int device, uint64_t now, int force
             return;
         __atomic_store_n(&f->mem_info, info, __ATOMIC_RELEASE);
     }
+    if (!force)
+        gmp_gpu_probe(); /* names and versions, once the libraries are there */
     size_t free_bytes = 0, total = 0;
     if (info(&free_bytes, &total) == 0 && total) { /* this thread's current device */
         __atomic_store_n(&device_memory[f->backend][device].free_bytes, free_bytes,
                          __ATOMIC_RELAXED);
         __atomic_store_n(&device_memory[f->backend][device].total, total, __ATOMIC_RELEASE);
     }
+}
+
+/* What a collector with a view beyond our context (NVML, rocm-smi) said
+ * of a device at its last failure: who else holds it.  One writer at a time
+ * (busy), readers take what is there. */
+static struct {
+    int busy; /* atomic */
+    gmp_device_state state;
+} at_failure[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
+
+static const gmp_collector *wide_collector(gmp_backend backend)
+{
+    if (backend == GMP_BACKEND_CUDA)
+        return gmp_pl.nvml == GMP_NVML_OFF ? NULL : &gmp_collector_nvml;
+    return backend == GMP_BACKEND_ROCM ? &gmp_collector_rocm : NULL;
+}
+
+/* Fills used/driver/others from a wide collector's sample of the device. */
+static int widen(gmp_backend backend, int device, gmp_device_state *into)
+{
+    const gmp_collector *c = wide_collector(backend);
+    gmp_device_state s;
+    const char *why;
+    if (!c || !c->is_available(&why) || c->sample(device, &s) < 0)
+        return -1;
+    /* wider than our own context's view: per process, or the whole device */
+    if (!(s.known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS)) && strcmp(s.source, "rocm-smi"))
+        return -1;
+    into->known |= s.known;
+    if (s.known & GMP_DS_USED)
+        into->used_bytes = s.used_bytes;
+    into->driver_process_bytes = s.driver_process_bytes;
+    into->other_processes_bytes = s.other_processes_bytes;
+    into->other_process_count = s.other_process_count;
+    if (!into->name[0])
+        gmp_strlcpy(into->name, s.name, sizeof into->name);
+    into->source = backend == GMP_BACKEND_CUDA ? "cuMemGetInfo+nvml" : "hipMemGetInfo+rocm-smi";
+    return 0;
+}
+
+static void widen_at_failure(gmp_backend backend, int device)
+{
+    if (device < 0 || device >= GMP_MAX_DEVICES ||
+        __atomic_exchange_n(&at_failure[backend][device].busy, 1, __ATOMIC_ACQUIRE))
+        return;
+    gmp_device_state *s = &at_failure[backend][device].state;
+    memset(s, 0, sizeof *s);
+    if (widen(backend, device, s) == 0)
+        s->sampled_ns = gmp_now_realtime_ns();
+    __atomic_store_n(&at_failure[backend][device].busy, 0, __ATOMIC_RELEASE);
+}
+
+/* GMP_NVML=load: the user asked us to load NVML (never done otherwise) */
+static void load_nvml_once(void)
+{
+    static int loaded; /* atomic */
+    if (!__atomic_load_n(&loaded, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&loaded, 1, __ATOMIC_RELAXED))
+        gmp_nvml_load();
 }
 
 uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max)
@@ -83,14 +146,45 @@ uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max)
             uint64_t total = __atomic_load_n(&device_memory[b][d].total, __ATOMIC_ACQUIRE);
             if (!total)
                 continue;
-            out[n++] = (gmp_device_state){
+            gmp_device_state *s = &out[n++];
+            *s = (gmp_device_state){
                 .backend = (gmp_backend)b,
                 .device = d,
                 .free_bytes = __atomic_load_n(&device_memory[b][d].free_bytes, __ATOMIC_RELAXED),
                 .total = total,
                 .process_bytes = gmp_device_in_use((gmp_backend)b, d),
                 .sampled_ns = __atomic_load_n(&device_memory[b][d].at_ns, __ATOMIC_RELAXED),
+                .source = b == GMP_BACKEND_CUDA ? "cuMemGetInfo" : "hipMemGetInfo",
             };
+            if (s->free_bytes <= total) {
+                s->used_bytes = total - s->free_bytes;
+                s->known = GMP_DS_USED;
+            }
+            const char *name = gmp_gpu_probe_device_name((gmp_backend)b, d);
+            if (name)
+                gmp_strlcpy(s->name, name, sizeof s->name);
+            /* who else held it: as seen at its failure, else now (never from
+             * a signal handler: that would call into NVML) */
+            const gmp_device_state *f = &at_failure[b][d].state;
+            if (!__atomic_load_n(&at_failure[b][d].busy, __ATOMIC_ACQUIRE) && f->known) {
+                s->known |= f->known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS);
+                s->driver_process_bytes = f->driver_process_bytes;
+                s->other_processes_bytes = f->other_processes_bytes;
+                s->other_process_count = f->other_process_count;
+                s->source = f->source;
+                if (!s->name[0])
+                    gmp_strlcpy(s->name, f->name, sizeof s->name);
+            } else if (!gmp_in_signal) {
+                gmp_device_state wide = *s;
+                if (widen((gmp_backend)b, d, &wide) == 0) {
+                    s->known |= wide.known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS);
+                    s->driver_process_bytes = wide.driver_process_bytes;
+                    s->other_processes_bytes = wide.other_processes_bytes;
+                    s->other_process_count = wide.other_process_count;
+                    s->source = wide.source;
+                    gmp_strlcpy(s->name, wide.name, sizeof s->name);
+                }
+            }
         }
     return n;
 }
@@ -111,21 +205,26 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
     int device = where == GMP_ON_DEVICE ? current_device(f) : where;
     if (status == 0) {
         uint64_t now = gmp_now_realtime_ns();
-        gmp_device_add(f->backend, device, ptr, size, api, now);
+        uint32_t stack_id = gmp_stack_id_here();
+        gmp_device_add(f->backend, device, ptr, size, api, now, stack_id);
         uint64_t in_use = gmp_device_in_use(f->backend, device);
-        gmp_pl_event_at(now, gmp_stack_id_here(), GMP_EV_ALLOC, f->backend, device, api, ptr,
-                        size, 0, in_use);
+        gmp_pl_event_at(now, stack_id, GMP_EV_ALLOC, f->backend, device, api, ptr, size, 0,
+                        in_use);
         if (where == GMP_ON_DEVICE)
             sample_device(f, device, now, 0);
         gmp_watchdog_start(); /* GPU memory in use: pressure is worth watching */
+        if (f->backend == GMP_BACKEND_CUDA && gmp_pl.nvml == GMP_NVML_LOAD)
+            load_nvml_once();
         if (gmp_any_episode_open()) {
             gmp_episode_success(f->backend, device, size, in_use);
             gmp_episode_check_deadlines();
         }
     } else {
         /* the device as it was when the request failed, for the bundle */
-        if (where == GMP_ON_DEVICE)
+        if (where == GMP_ON_DEVICE) {
             sample_device(f, device, gmp_now_realtime_ns(), 1);
+            widen_at_failure(f->backend, device);
+        }
         gmp_episode_failure(f->backend, device, api, requested, status,
                             gmp_device_in_use(f->backend, device));
     }

@@ -11,6 +11,7 @@
  * destructor can never touch freed memory).
  */
 #include "gpu_family.h"
+#include "collector.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -59,6 +60,9 @@ __attribute__((constructor)) static void on_load(void)
     gmp_strlcpy(gmp_pl.prom_file, cfg.prom_file, sizeof gmp_pl.prom_file);
     gmp_pl.prom_interval_s = cfg.prom_interval_s;
     gmp_pl.stacks = cfg.stacks;
+    gmp_pl.leak_check = cfg.leak_check;
+    gmp_pl.sample_ms = cfg.sample_ms;
+    gmp_pl.nvml = cfg.nvml;
     gmp_pl.rec = gmp_recorder_create(&cfg);
     if (!gmp_pl.rec) {
         gmp_log("cannot create the recorder; recording is off");
@@ -81,6 +85,7 @@ __attribute__((constructor)) static void on_load(void)
     if (cfg.on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();
     gmp_metrics_start();
+    gmp_gpu_probe(); /* CPython, when it is the program */
     gmp_in_hook--;
 }
 
@@ -90,6 +95,8 @@ void gmp_pl_finish(void)
         return;
     gmp_in_hook++;
     gmp_episode_commit_all("exit");
+    if (gmp_pl.leak_check)
+        gmp_leak_check_at_exit();
     /* the watcher may be writing a bundle whose deadline just passed:
      * exiting now would cut it off half-written */
     gmp_episode_wait_commits(5000);
@@ -145,13 +152,18 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     gmp_dump_request with_stacks = *req;
     if (gmp_pl.stacks && !with_stacks.stack_lookup)
         with_stacks.stack_lookup = gmp_stack_lookup;
+    if (!with_stacks.live_foreach)
+        with_stacks.live_foreach = gmp_device_foreach_live;
+    with_stacks.in_signal_handler = gmp_in_signal;
+    if (!gmp_in_signal)
+        gmp_gpu_probe(); /* versions and names for environment.json */
     gmp_device_state devices[16];
     if (!with_stacks.devices) {
         with_stacks.devices = devices;
         with_stacks.device_count = gmp_gpu_device_states(devices, 16);
     }
     const char *p = gmp_dump(gmp_pl.rec, &with_stacks, path, cap);
-    if (p)
+    if (p && req->kind == GMP_BUNDLE_OOM)
         __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);
     return p;
 }

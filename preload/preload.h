@@ -56,6 +56,9 @@ typedef struct gmp_preload {
     char prom_file[GMP_PATH_MAX]; /* GMP_PROM_FILE ("" none) */
     uint32_t prom_interval_s;  /* GMP_PROM_INTERVAL_S */
     char run_dir[GMP_PATH_MAX]; /* where rings live, for death notes */
+    int leak_check;            /* GMP_LEAK_CHECK */
+    uint32_t sample_ms;        /* GMP_SAMPLE_MS */
+    int nvml;                  /* GMP_NVML: gmp_nvml_mode */
 } gmp_preload;
 
 GMP_HIDDEN extern gmp_preload gmp_pl;
@@ -63,6 +66,10 @@ GMP_HIDDEN extern gmp_preload gmp_pl;
 /* Set while this thread runs our own code: allocations made by it (dlsym,
  * pthread_create, ...) pass straight through and are not recorded. */
 GMP_HIDDEN extern __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
+
+/* Set while this thread runs a fatal-signal handler: the dump then calls
+ * nothing but system calls (no GPU library, no dynamic loader). */
+GMP_HIDDEN extern __thread int gmp_in_signal __attribute__((tls_model("initial-exec")));
 
 /* Flags (GMP_EVENT_FLAG_*) for the events this thread records right now. */
 GMP_HIDDEN extern __thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
@@ -111,7 +118,11 @@ GMP_HIDDEN void gmp_host_init(void);
 
 /* device.c */
 GMP_HIDDEN void gmp_device_add(gmp_backend backend, int device, uint64_t ptr,
-                               uint64_t size, gmp_api api, uint64_t now_ns);
+                               uint64_t size, gmp_api api, uint64_t now_ns, uint32_t stack_id);
+/* Every live allocation (a gmp_live_foreach_fn for bundles; arg unused). */
+GMP_HIDDEN void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg);
+/* GPU allocations made since start (all backends, pinned host included). */
+GMP_HIDDEN uint64_t gmp_device_allocations_ever(void);
 /* Removes ptr (a handle, for cuMemRelease: the freeing api says which);
  * fills its size and device.  0 when it was known, -1 if not. */
 GMP_HIDDEN int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr,
@@ -181,8 +192,13 @@ GMP_HIDDEN void gmp_metrics_write(void);
 GMP_HIDDEN void gmp_metrics_flush(void); /* at exit: waits for a write in progress */
 GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
 
-/* watchdog.c: the pressure watchdog thread, started once (GMP_WATCHDOG). */
+/* watchdog.c: the monitor thread, started once: pressure (GMP_WATCHDOG)
+ * and sample events (GMP_SAMPLE_MS). */
 GMP_HIDDEN void gmp_watchdog_start(void);
+/* sampler.c: one sample event per collector's device into the ring. */
+GMP_HIDDEN void gmp_sampler_tick(void);
+/* leaks.c: at exit, GMP_LEAK_CHECK's report of what was never freed. */
+GMP_HIDDEN void gmp_leak_check_at_exit(void);
 GMP_HIDDEN void gmp_watchdog_after_fork(void);
 
 /* dlsym.c: the real dlsym, for the preload's own lookups (RTLD_NEXT from

@@ -11,6 +11,7 @@
  * When the nearest stays above GMP_PRESSURE_PCT for two samples it writes
  * one memory_pressure bundle (with PSI memory in its evidence), and again
  * only after usage has fallen back below.  GMP_WATCHDOG=0 turns it off.
+ * The same thread records GMP_SAMPLE_MS's sample events (sampler.c).
  */
 #include "gpu_family.h"
 
@@ -163,31 +164,49 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
         gmp_log("memory pressure: %s bundle: %s", message, path);
 }
 
+/* Pressure: above the threshold for two samples running (a burst that ends
+ * at once is not a slow death), once per crossing, and not while an OOM
+ * episode is open: that is the death itself, with its own bundle. */
+static void check_pressure(int *above, char *buf, size_t cap)
+{
+    limit_sample all[MAX_SAMPLES];
+    int n = sample(all, buf, cap);
+    const limit_sample *nearest = NULL;
+    for (int i = 0; i < n; i++)
+        if (!nearest || pct(&all[i]) > pct(nearest))
+            nearest = &all[i];
+    int now_above = nearest && pct(nearest) >= gmp_pl.pressure_pct;
+    *above = now_above ? *above + 1 : 0;
+    if (*above == 2 && !gmp_any_episode_open())
+        write_pressure_bundle(all, n, nearest, buf, cap);
+}
+
 static void *watchdog_main(void *arg)
 {
     (void)arg;
     gmp_in_hook++; /* nothing this thread does is the program's */
     static char buf[8192];
     cgroup_version = gmp_cgroup_memory_dir(cgroup_dir, sizeof cgroup_dir);
+    /* one tick serves both: the finer of the two periods */
+    uint32_t tick_ms = gmp_pl.sample_ms && gmp_pl.sample_ms < SAMPLE_MS ? gmp_pl.sample_ms
+                                                                        : SAMPLE_MS;
+    uint64_t since_pressure = 0, since_sample = 0;
     int above = 0;
     for (;;) {
-        struct timespec ts = {0, SAMPLE_MS * 1000 * 1000};
+        struct timespec ts = {tick_ms / 1000, (long)(tick_ms % 1000) * 1000 * 1000};
         nanosleep(&ts, NULL);
         if (!gmp_pl_active())
             continue;
-        limit_sample all[MAX_SAMPLES];
-        int n = sample(all, buf, sizeof buf);
-        const limit_sample *nearest = NULL;
-        for (int i = 0; i < n; i++)
-            if (!nearest || pct(&all[i]) > pct(nearest))
-                nearest = &all[i];
-        /* above for two samples running (a burst that ends at once is not a
-         * slow death), once per crossing, and not while an OOM episode is
-         * open: that is the death itself, with its own bundle */
-        int now_above = nearest && pct(nearest) >= gmp_pl.pressure_pct;
-        above = now_above ? above + 1 : 0;
-        if (above == 2 && !gmp_any_episode_open())
-            write_pressure_bundle(all, n, nearest, buf, sizeof buf);
+        since_pressure += tick_ms;
+        since_sample += tick_ms;
+        if (gmp_pl.watchdog && since_pressure >= SAMPLE_MS) {
+            since_pressure = 0;
+            check_pressure(&above, buf, sizeof buf);
+        }
+        if (gmp_pl.sample_ms && since_sample >= gmp_pl.sample_ms) {
+            since_sample = 0;
+            gmp_sampler_tick();
+        }
     }
     return NULL;
 }
@@ -195,7 +214,7 @@ static void *watchdog_main(void *arg)
 void gmp_watchdog_start(void)
 {
     int expected = 0;
-    if (!gmp_pl.watchdog || __atomic_load_n(&started, __ATOMIC_RELAXED) ||
+    if ((!gmp_pl.watchdog && !gmp_pl.sample_ms) || __atomic_load_n(&started, __ATOMIC_RELAXED) ||
         !__atomic_compare_exchange_n(&started, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;

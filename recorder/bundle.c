@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #define MAX_USAGE_KEYS 32
@@ -75,6 +76,10 @@ static int write_event(const gmp_event *ev, void *arg)
     gmp_jw_ku64(w, "thread_id", ev->thread_id);
     gmp_jw_ku64(w, "bytes_in_use", ev->in_use);
     gmp_jw_ku64(w, "stack_id", ev->stack_id);
+    if (ev->type == GMP_EV_SAMPLE) { /* a collector's reading: see sampler.c */
+        gmp_jw_ku64(w, "free", ev->address);
+        gmp_jw_ku64(w, "total", ev->size);
+    }
     if (ev->flags)
         gmp_jw_ku64(w, "flags", ev->flags);
     gmp_jw_obj_end(w);
@@ -126,24 +131,9 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
     } else {
         gmp_jw_null(w);
     }
-    gmp_jw_key(w, "device_state");
-    gmp_jw_arr_begin(w);
-    for (uint32_t i = 0; i < req->device_count && req->devices; i++) {
-        const gmp_device_state *d = &req->devices[i];
-        uint64_t used = d->total > d->free_bytes ? d->total - d->free_bytes : 0;
-        gmp_jw_obj_begin(w);
-        gmp_jw_kstr(w, "backend", gmp_backend_name(d->backend));
-        gmp_jw_ki64(w, "device", d->device);
-        gmp_jw_ku64(w, "free", d->free_bytes);
-        gmp_jw_ku64(w, "total", d->total);
-        gmp_jw_ku64(w, "process_bytes", d->process_bytes);
-        /* used there by others: what the device has in use less ours */
-        gmp_jw_ku64(w, "other_processes_bytes", used > d->process_bytes ? used - d->process_bytes : 0);
-        gmp_jw_key(w, "sampled_at");
-        gmp_jw_seconds(w, d->sampled_ns);
-        gmp_jw_obj_end(w);
-    }
-    gmp_jw_arr_end(w);
+    gmp_bundle_fill_device_state(w, "device_state", req->devices, req->device_count);
+    if (in->pid == 0) /* the host as it is now: ours, not a dead process's */
+        gmp_bundle_fill_host_state(w);
     gmp_jw_kstr(w, "confirmed_by", req->confirmed_by);
     gmp_jw_kstr(w, "evidence", req->evidence);
     gmp_jw_ku64(w, "recovered_episodes", req->recovered_episodes);
@@ -177,7 +167,13 @@ static void fill_environment(gmp_jw *w, bundle_ctx *ctx)
         gmp_bundle_fill_environment_of(w, ctx->in->ring ? ctx->in->ring->hdr : NULL, backend);
 }
 
-/* stacks.json: the frames of every stack an event names, innermost first. */
+static void fill_live(gmp_jw *w, bundle_ctx *ctx)
+{
+    gmp_bundle_fill_live(w, ctx->in->req, ctx->in->time_ns, ctx->stacks_seen, MAX_STACK_IDS);
+}
+
+/* stacks.json: the frames of every stack an event or a live allocation
+ * names, innermost first. */
 static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
 {
     const gmp_dump_request *req = ctx->in->req;
@@ -225,30 +221,41 @@ static int copy_python_traceback(int fd, char *buf, bundle_ctx *ctx)
 }
 
 /* The files of a bundle in the order they are written: the manifest last,
- * once the event count is known, listing exactly those written.  Files of
+ * once the event count is known, listing exactly those written; the live
+ * allocations before stacks.json, which holds their stacks too.  Files of
  * the live process (self_only) are left out of a bundle written for
- * another, dead one. */
+ * another, dead one.  kinds: the gmp_bundle_kind bits a file belongs to. */
+#define KIND(k) (1u << (k))
+#define OOM KIND(GMP_BUNDLE_OOM)
+#define LEAKS KIND(GMP_BUNDLE_LEAKS)
 static const struct bundle_file {
     const char *name;
     void (*fill)(gmp_jw *w, bundle_ctx *ctx);       /* a JSON file, or */
     int (*copy)(int fd, char *buf, bundle_ctx *ctx); /* a text file */
     int self_only;
+    unsigned kinds;
 } bundle_files[] = {
-    {"events.json", fill_events, NULL, 0},
-    {"metadata.json", fill_metadata, NULL, 0},
-    {"environment.json", fill_environment, NULL, 0},
-    {"stacks.json", fill_stacks, NULL, 1},
-    {"modules.json", fill_modules, NULL, 1},
-    {"python_traceback.txt", NULL, copy_python_traceback, 1},
-    {"manifest.json", fill_manifest, NULL, 0},
+    {"events.json", fill_events, NULL, 0, OOM},
+    {"allocations.json", fill_live, NULL, 1, OOM},
+    {"leaks.json", fill_live, NULL, 1, LEAKS},
+    {"metadata.json", fill_metadata, NULL, 0, OOM},
+    {"environment.json", fill_environment, NULL, 0, OOM | LEAKS},
+    {"stacks.json", fill_stacks, NULL, 1, OOM | LEAKS},
+    {"modules.json", fill_modules, NULL, 1, OOM | LEAKS},
+    {"python_traceback.txt", NULL, copy_python_traceback, 1, OOM},
+    {"manifest.json", fill_manifest, NULL, 0, OOM | LEAKS},
 };
 #define BUNDLE_FILE_COUNT (sizeof bundle_files / sizeof *bundle_files)
 
 static int wanted(const struct bundle_file *file, const gmp_bundle_input *in)
 {
+    if (!(file->kinds & KIND(in->req->kind)))
+        return 0;
     if (file->copy == copy_python_traceback && in->req->python_traceback_fd <= 0)
         return 0;
     if (file->fill == fill_stacks && !in->req->stack_lookup)
+        return 0;
+    if (file->fill == fill_live && !in->req->live_foreach)
         return 0;
     return !file->self_only || in->pid == 0;
 }
@@ -279,6 +286,17 @@ static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
     gmp_jw_arr_end(w);
     gmp_jw_ku64(w, "created_at_ns", in->time_ns);
     gmp_jw_ki64(w, "pid", subject_pid(in));
+    gmp_jw_kstr(w, "kind", in->req->kind == GMP_BUNDLE_LEAKS ? "leak_report" : "oom_dump");
+    if (in->pid == 0) { /* a recovered bundle's process was another's */
+        struct utsname u;
+        gmp_jw_kstr(w, "host", uname(&u) == 0 ? u.nodename : NULL);
+        long rank = gmp_bundle_rank();
+        gmp_jw_key(w, "rank");
+        if (rank >= 0)
+            gmp_jw_i64(w, rank);
+        else
+            gmp_jw_null(w);
+    }
     gmp_jw_kstr(w, "generator", "gpumemprof " GMP_VERSION_STRING);
     gmp_jw_obj_end(w);
 }
@@ -323,17 +341,25 @@ static void remove_partial(int dirfd, const char *tmp)
     unlinkat(dirfd, tmp, AT_REMOVEDIR);
 }
 
-/* "oom_dump_<compact>_<pid>_<backend>_<seq>" */
-static void make_name(char *out, size_t cap, const char *prefix, const gmp_bundle_input *in,
-                      uint64_t seq)
+/* "oom_dump_<compact>_<pid>_<backend>[_r<rank>]_<seq>" (leak_report_ alike) */
+static void make_name(char *out, size_t cap, int tmp, const gmp_bundle_input *in, uint64_t seq)
 {
-    char stamp[21], pid[24], num[24];
+    char stamp[21], pid[24], num[24], rank[26] = "";
     gmp_backend backend = in->req->backend;
+    const char *prefix = in->req->kind == GMP_BUNDLE_LEAKS
+                             ? (tmp ? GMP_LEAK_REPORT_TMP_PREFIX : GMP_LEAK_REPORT_PREFIX)
+                             : (tmp ? GMP_BUNDLE_TMP_PREFIX : GMP_BUNDLE_PREFIX);
+    long r = in->pid == 0 ? gmp_bundle_rank() : -1;
+    if (r >= 0) {
+        rank[0] = '_';
+        rank[1] = 'r';
+        gmp_fmt_u64((uint64_t)r, rank + 2);
+    }
     gmp_fmt_utc((int64_t)(in->time_ns / 1000000000ull), stamp, 0);
     gmp_fmt_u64((uint64_t)subject_pid(in), pid);
     gmp_fmt_u64(seq, num);
-    gmp_strjoin(out, cap, prefix, stamp, "_", pid, "_", gmp_backend_name(backend), "_", num,
-                (char *)NULL);
+    gmp_strjoin(out, cap, prefix, stamp, "_", pid, "_", gmp_backend_name(backend), rank, "_",
+                num, (char *)NULL);
 }
 
 /* renameat2(RENAME_NOREPLACE) so an existing bundle is never replaced; a
@@ -393,8 +419,8 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
     int rc = -1;
     for (int attempt = 0; attempt < NAME_ATTEMPTS && rc < 0; attempt++) {
         uint64_t seq = __atomic_add_fetch(&bundle_seq, 1, __ATOMIC_RELAXED);
-        make_name(name, sizeof name, GMP_BUNDLE_PREFIX, in, seq);
-        make_name(tmp, sizeof tmp, GMP_BUNDLE_TMP_PREFIX, in, seq);
+        make_name(name, sizeof name, 0, in, seq);
+        make_name(tmp, sizeof tmp, 1, in, seq);
         if (faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
             continue;
         if (mkdirat(dirfd, tmp, 0700) < 0) {

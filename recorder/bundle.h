@@ -14,6 +14,8 @@
 
 #define GMP_BUNDLE_PREFIX "oom_dump_"
 #define GMP_BUNDLE_TMP_PREFIX ".tmp_oom_dump_"
+#define GMP_LEAK_REPORT_PREFIX "leak_report_"
+#define GMP_LEAK_REPORT_TMP_PREFIX ".tmp_leak_report_"
 #define GMP_JW_BUF 16384
 
 typedef struct gmp_bundle_input {
@@ -36,12 +38,30 @@ GMP_HIDDEN int gmp_bundle_write(const gmp_bundle_input *in, char *path_out,
 GMP_HIDDEN void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t cap,
                                             const char *backend);
 
+/* environment.json's "gpu" (driver versions, devices), python_version and
+ * torch_version, from the collectors' probe. */
+GMP_HIDDEN void gmp_bundle_fill_software(gmp_jw *w);
+
 /* environment.json of a dead process, from what its ring header kept. */
 GMP_HIDDEN void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h,
                                                const char *backend);
 
 /* modules.json of the calling process (modules.c); buf holds /proc reads. */
 GMP_HIDDEN void gmp_modules_write(gmp_jw *w, char *buf, size_t cap);
+
+/* allocations.json / leaks.json (bundle_live.c): the live allocations,
+ * largest first; marks the stack ids it names in stacks_seen. */
+GMP_HIDDEN void gmp_bundle_fill_live(gmp_jw *w, const gmp_dump_request *req, uint64_t now_ns,
+                                     uint64_t *stacks_seen, uint32_t max_stack_id);
+
+/* metadata.json's device_state and host_state (bundle_state.c). */
+GMP_HIDDEN void gmp_bundle_fill_device_state(gmp_jw *w, const char *key,
+                                             const gmp_device_state *devices, uint32_t count);
+GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w);
+
+/* The process's rank from RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
+ * PMI_RANK; -1 when none is set. */
+GMP_HIDDEN long gmp_bundle_rank(void);
 
 /* Is the environment variable name one whose value must never be written? */
 GMP_HIDDEN int gmp_env_name_is_secret(const char *name, size_t len);

@@ -6,7 +6,9 @@
  * buffers: this runs on the dump path, where malloc may be what failed.
  */
 #include "bundle.h"
+#include "collector.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
@@ -156,6 +158,101 @@ static void write_system(gmp_jw *w, const char *backend)
     gmp_jw_obj_end(w);
 }
 
+/* A non-negative decimal variable, or -1. */
+static long env_number(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || *v < '0' || *v > '9')
+        return -1;
+    long n = 0;
+    for (; *v >= '0' && *v <= '9' && n < 100000000; v++)
+        n = n * 10 + (*v - '0');
+    return *v ? -1 : n;
+}
+
+long gmp_bundle_rank(void)
+{
+    static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                       "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        long r = env_number(vars[i]);
+        if (r >= 0)
+            return r;
+    }
+    return -1;
+}
+
+static void knumber_or_null(gmp_jw *w, const char *key, long v)
+{
+    gmp_jw_key(w, key);
+    if (v >= 0)
+        gmp_jw_i64(w, v);
+    else
+        gmp_jw_null(w);
+}
+
+/* Where this process sits in a distributed job. */
+static void write_rank(gmp_jw *w)
+{
+    gmp_jw_key(w, "rank");
+    gmp_jw_obj_begin(w);
+    knumber_or_null(w, "rank", gmp_bundle_rank());
+    knumber_or_null(w, "local_rank", env_number("LOCAL_RANK"));
+    knumber_or_null(w, "world_size", env_number("WORLD_SIZE"));
+    knumber_or_null(w, "slurm_procid", env_number("SLURM_PROCID"));
+    knumber_or_null(w, "ompi_comm_world_rank", env_number("OMPI_COMM_WORLD_RANK"));
+    gmp_jw_obj_end(w);
+}
+
+/* "12040" -> "12.4" (CUDA), HIP's 50221153 -> "5.2.21153" */
+static void version_key(gmp_jw *w, const char *key, int v, int hip)
+{
+    gmp_jw_key(w, key);
+    if (v <= 0) {
+        gmp_jw_null(w);
+        return;
+    }
+    char a[24], b[24], c[24], out[80];
+    if (hip) {
+        gmp_fmt_u64((uint64_t)v / 10000000, a);
+        gmp_fmt_u64((uint64_t)v / 100000 % 100, b);
+        gmp_fmt_u64((uint64_t)v % 100000, c);
+        gmp_strjoin(out, sizeof out, a, ".", b, ".", c, (char *)NULL);
+    } else {
+        gmp_fmt_u64((uint64_t)v / 1000, a);
+        gmp_fmt_u64((uint64_t)v % 1000 / 10, b);
+        gmp_strjoin(out, sizeof out, a, ".", b, (char *)NULL);
+    }
+    gmp_jw_str(w, out);
+}
+
+/* The GPU libraries and the frameworks the process had loaded. */
+void gmp_bundle_fill_software(gmp_jw *w)
+{
+    const gmp_gpu_probe_result *p = gmp_gpu_probe_get();
+    gmp_jw_key(w, "gpu");
+    gmp_jw_obj_begin(w);
+    version_key(w, "cuda_driver_version", p->cuda_driver_version, 0);
+    gmp_jw_kstr(w, "nvidia_driver_version",
+                p->nvml_driver_version[0] ? p->nvml_driver_version : NULL);
+    version_key(w, "hip_runtime_version", p->hip_runtime_version, 1);
+    gmp_jw_key(w, "devices");
+    gmp_jw_arr_begin(w);
+    int n = __atomic_load_n(&p->device_count, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++) {
+        gmp_jw_obj_begin(w);
+        gmp_jw_kstr(w, "backend", gmp_backend_name(p->devices[i].backend));
+        gmp_jw_ki64(w, "device", p->devices[i].device);
+        gmp_jw_kstr(w, "name", p->devices[i].name[0] ? p->devices[i].name : NULL);
+        gmp_jw_ku64(w, "total", p->devices[i].total);
+        gmp_jw_obj_end(w);
+    }
+    gmp_jw_arr_end(w);
+    gmp_jw_obj_end(w);
+    gmp_jw_kstr(w, "python_version", p->python_version[0] ? p->python_version : NULL);
+    gmp_jw_kstr(w, "torch_version", p->torch_version[0] ? p->torch_version : NULL);
+}
+
 void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const char *backend)
 {
     gmp_jw_obj_begin(w);
@@ -214,8 +311,10 @@ void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
     write_rlimit(w, "nofile", RLIMIT_NOFILE);
     write_rlimit(w, "core", RLIMIT_CORE);
     gmp_jw_obj_end(w);
+    write_rank(w);
     gmp_jw_obj_end(w);
 
+    gmp_bundle_fill_software(w);
     write_environ(w);
     gmp_jw_obj_end(w);
 }

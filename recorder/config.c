@@ -191,6 +191,23 @@ int gmp_config_from_env(gmp_config *cfg)
         bad += parse_bool("GMP_STACKS", v, &cfg->stacks) < 0;
     if ((v = getenv("GMP_WATCHDOG")))
         bad += parse_bool("GMP_WATCHDOG", v, &cfg->watchdog) < 0;
+    if ((v = getenv("GMP_LEAK_CHECK")))
+        bad += parse_bool("GMP_LEAK_CHECK", v, &cfg->leak_check) < 0;
+    if ((v = getenv("GMP_SAMPLE_MS"))) {
+        n = cfg->sample_ms;
+        bad += parse_u64("GMP_SAMPLE_MS", v, 0, 3600000, &n) < 0;
+        cfg->sample_ms = (uint32_t)n;
+    }
+    if ((v = getenv("GMP_NVML"))) {
+        static const char *const modes[] = {"auto", "load", "off"};
+        int found = one_of(v, modes, 3);
+        if (found >= 0) {
+            cfg->nvml = (gmp_nvml_mode)found;
+        } else {
+            complain("GMP_NVML", v, "is not auto, load or off", "auto");
+            bad++;
+        }
+    }
     if ((v = getenv("GMP_WATCHDOG_MIN_MB"))) {
         n = cfg->watchdog_min_mb;
         bad += parse_u64("GMP_WATCHDOG_MIN_MB", v, 0, 1ull << 30, &n) < 0;

@@ -166,8 +166,9 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
     char name[256];
     if (gmp_bundle_write(&in, path_out, path_cap, name, sizeof name) < 0)
         return NULL;
-    gmp_retention_apply(rec->abs_dump_dir, rec->cfg.max_dumps,
-                        rec->cfg.max_total_mb, name);
+    if (req->kind == GMP_BUNDLE_OOM) /* leak reports are not oom_dump_ bundles */
+        gmp_retention_apply(rec->abs_dump_dir, rec->cfg.max_dumps, rec->cfg.max_total_mb,
+                            name);
     return path_out;
 }
 

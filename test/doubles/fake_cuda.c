@@ -33,6 +33,7 @@ typedef struct { int type; int id; } mem_location;
 typedef struct { int type; int handle_types; mem_location location; void *win32; unsigned char flags[8]; } alloc_prop;
 
 static __thread int current; /* the device of this thread's context */
+static __thread int has_context; /* cuCtxSetCurrent was called on this thread */
 
 /* ---- the CUPTI double's ear ---------------------------------------------- */
 
@@ -98,9 +99,48 @@ EXPORT int cuCtxSetCurrent(void *ctx)
     if (dev < 0 || dev >= fake_device_count())
         return INVALID_CONTEXT;
     current = dev;
+    has_context = 1;
     return FAKE_OK;
 }
 EXPORT int cuCtxGetDevice(int *dev) { *dev = current; return FAKE_OK; }
+EXPORT int cuCtxGetCurrent(void **ctx)
+{
+    *ctx = has_context ? (void *)(uintptr_t)(current + 1) : NULL;
+    return FAKE_OK;
+}
+EXPORT int cuDeviceGetName(char *name, int len, int dev)
+{
+    if (dev < 0 || dev >= fake_device_count())
+        return INVALID_DEVICE;
+    snprintf(name, (size_t)len, "Fake GPU %d", dev);
+    return FAKE_OK;
+}
+EXPORT int cuDeviceTotalMem_v2(size_t *bytes, int dev)
+{
+    if (dev < 0 || dev >= fake_device_count())
+        return INVALID_DEVICE;
+    *bytes = fake_capacity();
+    return FAKE_OK;
+}
+/* Device d's UUID: fa ce .. d; the NVML double spells the same one. */
+EXPORT int cuDeviceGetUuid_v2(unsigned char *uuid, int dev)
+{
+    if (dev < 0 || dev >= fake_device_count())
+        return INVALID_DEVICE;
+    memset(uuid, 0, 16);
+    uuid[0] = 0xfa;
+    uuid[1] = 0xce;
+    uuid[15] = (unsigned char)dev;
+    return FAKE_OK;
+}
+/* For the NVML double: what this process holds on a device. */
+EXPORT size_t fake_cuda_used(int dev)
+{
+    pthread_mutex_lock(&fake_lock);
+    size_t n = dev >= 0 && dev < FAKE_MAX_DEVICES ? fake_used[dev] : 0;
+    pthread_mutex_unlock(&fake_lock);
+    return n;
+}
 EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     *total = fake_capacity();

@@ -27,19 +27,19 @@ static struct { uintptr_t ptr; size_t size; int device; } fake_live[FAKE_MAX_LIV
 static size_t fake_used[FAKE_MAX_DEVICES];
 static uintptr_t fake_next_address = 0x7f0000000000;
 
-static size_t fake_capacity(void)
+static inline size_t fake_capacity(void)
 {
     const char *s = getenv("GMP_FAKE_DEVICE_BYTES");
     return s ? strtoull(s, NULL, 10) : (size_t)1 << 30;
 }
 
-static size_t fake_env_bytes(const char *name, size_t otherwise)
+static inline size_t fake_env_bytes(const char *name, size_t otherwise)
 {
     const char *s = getenv(name);
     return s && *s ? strtoull(s, NULL, 10) : otherwise;
 }
 
-static int fake_device_count(void)
+static inline int fake_device_count(void)
 {
     const char *s = getenv("GMP_FAKE_DEVICE_COUNT");
     int n = s ? atoi(s) : 2;
@@ -47,7 +47,7 @@ static int fake_device_count(void)
 }
 
 /* A new live allocation of `size` on `device` at *out, or OUT_OF_MEMORY. */
-static int fake_alloc(int device, uintptr_t *out, size_t size)
+static inline int fake_alloc(int device, uintptr_t *out, size_t size)
 {
     if (!out || device < 0 || device >= FAKE_MAX_DEVICES)
         return FAKE_INVALID_VALUE;
@@ -75,7 +75,7 @@ static int fake_alloc(int device, uintptr_t *out, size_t size)
     return FAKE_OUT_OF_MEMORY;
 }
 
-static int fake_free(uintptr_t p)
+static inline int fake_free(uintptr_t p)
 {
     if (!p)
         return FAKE_OK;
@@ -92,7 +92,7 @@ static int fake_free(uintptr_t p)
     return FAKE_INVALID_VALUE;
 }
 
-static size_t fake_free_bytes(int device)
+static inline size_t fake_free_bytes(int device)
 {
     size_t other = fake_env_bytes("GMP_FAKE_OTHER_BYTES", 0);
     pthread_mutex_lock(&fake_lock);

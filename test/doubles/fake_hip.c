@@ -5,6 +5,8 @@
  */
 #include "fake_device.h"
 
+#include <string.h>
+
 enum { INVALID_DEVICE = 101 };
 
 static __thread int current;
@@ -35,6 +37,24 @@ EXPORT int hipMemGetInfo(size_t *free_bytes, size_t *total)
     *free_bytes = fake_free_bytes(current);
     return FAKE_OK;
 }
+
+EXPORT int hipDeviceTotalMem(size_t *bytes, int d)
+{
+    if (d < 0 || d >= fake_device_count())
+        return INVALID_DEVICE;
+    *bytes = fake_capacity();
+    return FAKE_OK;
+}
+EXPORT int hipDeviceGetName(char *name, int len, int d)
+{
+    if (d < 0 || d >= fake_device_count() || len < 16)
+        return INVALID_DEVICE;
+    memcpy(name, "Fake AMD GPU ", 13);
+    name[13] = (char)('0' + d);
+    name[14] = '\0';
+    return FAKE_OK;
+}
+EXPORT int hipRuntimeGetVersion(int *v) { *v = 60032830; return FAKE_OK; }
 
 EXPORT int hipMalloc(void **p, size_t size) { return device_alloc(p, size); }
 EXPORT int hipMallocManaged(void **p, size_t size, unsigned flags) { (void)flags; return device_alloc(p, size); }

@@ -79,6 +79,7 @@ int cmd_plot(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 /* True when argv holds -h or --help. */
 int wants_help(int argc, char **argv);

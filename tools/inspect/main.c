@@ -27,6 +27,7 @@ static const verb verbs[] = {
     {"watch", cmd_watch, "a live view of a running process, from its ring"},
     {"prune", cmd_prune, "apply the retention rules to a dump directory"},
     {"metrics", cmd_metrics, "a Prometheus textfile from bundles"},
+    {"info", cmd_info, "what the memory collectors see on this machine"},
 };
 
 static void usage(FILE *f)

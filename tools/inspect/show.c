@@ -155,6 +155,91 @@ static void print_in_use(json_t *md)
     putchar('\n');
 }
 
+/* Each device as the collectors saw it: free of total, ours, others'. */
+static void print_devices(json_t *md)
+{
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        int64_t dev = -1, free_b = -1, total = 0, mine = 0, others = 0, nothers = -1;
+        jint(st, "device", &dev);
+        jint(st, "free", &free_b);
+        jint(st, "total", &total);
+        jint(st, "process_bytes", &mine);
+        jint(st, "other_processes_bytes", &others);
+        jint(st, "other_process_count", &nothers);
+        const char *backend = jstr(st, "backend"), *name = jstr(st, "name");
+        const char *src = jstr(st, "other_processes_source");
+        char fr[32], tot[32], m[32], o[32];
+        fmt_bytes((uint64_t)(free_b > 0 ? free_b : 0), fr, sizeof fr);
+        fmt_bytes((uint64_t)total, tot, sizeof tot);
+        fmt_bytes((uint64_t)mine, m, sizeof m);
+        fmt_bytes((uint64_t)others, o, sizeof o);
+        printf("%-18s", i ? "" : "Devices:");
+        print_clean(stdout, backend ? backend : "?", 16);
+        printf(":%lld", (long long)dev);
+        if (name) {
+            printf(" (");
+            print_clean(stdout, name, 96);
+            putchar(')');
+        }
+        if (free_b >= 0)
+            printf(" %s free of %s;", fr, tot);
+        else
+            printf(" %s;", tot);
+        printf(" this process %s, other processes %s", m, o);
+        if (src && !strcmp(src, "driver") && nothers >= 0)
+            printf(" (%lld process(es), from the driver)", (long long)nothers);
+        else
+            printf(" (estimated: the device's use less ours)");
+        putchar('\n');
+    }
+}
+
+/* The host: this process, its cgroup limit, the machine. */
+static void print_host(json_t *md)
+{
+    json_t *hs = json_object_get(md, "host_state");
+    if (!json_is_object(hs))
+        return;
+    json_t *proc = json_object_get(hs, "process"), *mach = json_object_get(hs, "machine");
+    json_t *cg = json_object_get(hs, "cgroup");
+    int64_t rss = -1, hwm = -1, cur = -1, max = -1, avail = -1, total = -1, kills = -1;
+    jint(proc, "vm_rss", &rss);
+    jint(proc, "vm_hwm", &hwm);
+    jint(cg, "memory_current", &cur);
+    jint(cg, "memory_max", &max);
+    jint(json_object_get(cg, "events"), "oom_kill", &kills);
+    jint(mach, "mem_available", &avail);
+    jint(mach, "mem_total", &total);
+    char a[32], b[32];
+    printf("%-18s", "Host:");
+    if (rss >= 0) {
+        fmt_bytes((uint64_t)rss, a, sizeof a);
+        fmt_bytes((uint64_t)(hwm > 0 ? hwm : rss), b, sizeof b);
+        printf("RSS %s (peak %s); ", a, b);
+    }
+    if (cur >= 0) {
+        fmt_bytes((uint64_t)cur, a, sizeof a);
+        printf("cgroup %s", a);
+        if (max >= 0) {
+            fmt_bytes((uint64_t)max, b, sizeof b);
+            printf(" of %s limit", b);
+        } else {
+            printf(" (no limit)");
+        }
+        if (kills > 0)
+            printf(", %lld OOM kill(s)", (long long)kills);
+        printf("; ");
+    }
+    if (avail >= 0 && total > 0) {
+        fmt_bytes((uint64_t)avail, a, sizeof a);
+        fmt_bytes((uint64_t)total, b, sizeof b);
+        printf("machine %s available of %s", a, b);
+    }
+    putchar('\n');
+}
+
 static void print_custom(json_t *md)
 {
     json_t *cm = json_object_get(md, "custom_metadata");
@@ -316,6 +401,8 @@ int cmd_show(int argc, char **argv)
     print_field("Context:", jstr(md, "context"));
     print_custom(md);
     print_in_use(md);
+    print_devices(md);
+    print_host(md);
     int64_t recovered = 0;
     if (!jint(md, "recovered_episodes", &recovered) && recovered > 0)
         printf("%-18s%lld earlier episode(s) recovered after a failure\n",

@@ -1,6 +1,7 @@
 /*
  * sites.c — the top allocation sites of a bundle by live bytes, for `show`:
- * the allocations its events made and did not free, summed per stack
+ * allocations.json's live allocations at the failure (older bundles: the
+ * allocations its events made and did not free), summed per stack
  * (stack_id, stacks.json), largest first.  Each site is named by the first
  * frame that is not in a GPU or C library: symbolised with elfutils' libdw
  * when the binary is on this machine (function, file:line), module+offset
@@ -170,8 +171,66 @@ static void live_remove(uint64_t at, size_t *n)
         }
 }
 
+/* From allocations.json, when the bundle has it: the live table itself at
+ * the failure, not rebuilt from a ring that may have wrapped.  1 if shown. */
+static int print_held(bundle *b)
+{
+    json_t *held = load_json_at(b->dirfd, "allocations.json", SMALL_FILE_MAX * 4, NULL, 0);
+    int64_t count = 0, bytes = 0;
+    if (!json_is_object(held) || jint(held, "live_count", &count) ||
+        jint(held, "live_bytes", &bytes)) {
+        json_decref(held);
+        return 0;
+    }
+    char total[32];
+    fmt_bytes((uint64_t)bytes, total, sizeof total);
+    printf("%-18s%lld live GPU allocation(s), %s", "Held:", (long long)count, total);
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(held, "by_device"), i, d) {
+        int64_t dev = -1, db = 0;
+        jint(d, "device", &dev);
+        jint(d, "bytes", &db);
+        char amount[32];
+        fmt_bytes((uint64_t)db, amount, sizeof amount);
+        printf("%s", i ? ", " : " (");
+        if (dev >= 0) {
+            print_clean(stdout, jstr(d, "backend") ? jstr(d, "backend") : "?", 16);
+            printf(":%lld %s", (long long)dev, amount);
+        } else {
+            printf("pinned host %s", amount);
+        }
+    }
+    printf("%s\n", json_array_size(json_object_get(held, "by_device")) ? ")" : "");
+    json_t *top = json_object_get(held, "top_stacks");
+    if (json_array_size(top)) {
+        json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
+        json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+        printf("Top allocation sites by live bytes (allocations alive at the failure):\n");
+        json_t *t;
+        json_array_foreach(top, i, t) {
+            int64_t id = 0, n = 0, sb = 0;
+            if (i >= MAX_SITES || jint(t, "stack_id", &id) || jint(t, "count", &n) ||
+                jint(t, "bytes", &sb))
+                break;
+            char amount[32], where[512];
+            fmt_bytes((uint64_t)sb, amount, sizeof amount);
+            describe(stacks, mods, id, where, sizeof where);
+            printf("  %10s in %lld allocation(s)  ", amount, (long long)n);
+            print_clean(stdout, where, 400);
+            putchar('\n');
+        }
+        json_decref(stacks);
+        json_decref(mods);
+    }
+    json_decref(held);
+    return 1;
+}
+
 void print_top_sites(bundle *b, json_t *events)
 {
+    if (print_held(b))
+        return;
     size_t n = 0, i;
     json_t *ev;
     memset(table, 0, sizeof table);

@@ -1,0 +1,121 @@
+/*
+ * collector.h — device and host memory collectors behind one interface (seed
+ * 001's contract in C): a name, whether it can sample here, a sample of one
+ * device, and what it can tell.  The preload samples them at a failure and
+ * into every bundle; `gmp-inspect info` shows them.
+ *
+ * None of them creates a CUDA context or loads a GPU library the program
+ * did not load: in the preload they only look for libraries already there
+ * (dlopen RTLD_NOLOAD).  A tool may let them load what they need
+ * (gmp_collectors_may_load), as `gmp-inspect info` does, and even then the
+ * CUDA collector reads device totals without a context.
+ *
+ *   cuda.c   cuMemGetInfo in the calling thread's context, device names,
+ *            driver version
+ *   nvml.c   libnvidia-ml.so.1: device used/free/total without a context,
+ *            per-process usage (who else holds this GPU)
+ *   rocm.c   hipMemGetInfo, and rocm-smi's library when loaded
+ *   host.c   /proc/self/status, /proc/meminfo, cgroup v2/v1, PSI, rlimits
+ */
+#ifndef GMP_COLLECTOR_H
+#define GMP_COLLECTOR_H
+
+#include "gpumemprof.h"
+#include "util.h"
+
+#include <stdint.h>
+
+#define GMP_UNKNOWN UINT64_MAX
+
+typedef struct gmp_collector_caps {
+    gmp_backend backend;
+    int supports_device_total;
+    int supports_device_free;
+    int supports_process_usage; /* this process's and others' bytes */
+    const char *sampling_source;  /* "cuMemGetInfo", "nvml", ... */
+} gmp_collector_caps;
+
+typedef struct gmp_collector {
+    const char *name;
+    /* 1 when it can sample now; else 0 and why in `why` (static text) */
+    int (*is_available)(const char **why);
+    int (*device_count)(void);
+    /* One device (-1: the host); fills out (device_state's fields, unknown
+     * ones GMP_UNKNOWN) and returns 0, or -1. */
+    int (*sample)(int device, gmp_device_state *out);
+    void (*capabilities)(gmp_collector_caps *out);
+} gmp_collector;
+
+GMP_HIDDEN extern const gmp_collector gmp_collector_cuda;
+GMP_HIDDEN extern const gmp_collector gmp_collector_nvml;
+GMP_HIDDEN extern const gmp_collector gmp_collector_rocm;
+GMP_HIDDEN extern const gmp_collector gmp_collector_host;
+
+/* Every collector, host last; NULL-terminated. */
+GMP_HIDDEN extern const gmp_collector *const gmp_collectors[];
+
+/* Tools: the collectors may dlopen the libraries they need (and call
+ * cuInit / nvmlInit).  Off by default: the preload never loads one. */
+GMP_HIDDEN void gmp_collectors_may_load(int yes);
+GMP_HIDDEN int gmp_collectors_loading_allowed(void);
+
+/* A library: the handle when it is loaded (or loadable, when allowed). */
+GMP_HIDDEN void *gmp_collector_open(const char *const *sonames);
+
+/* Versions and names the GPU libraries give without a context, for
+ * environment.json.  Filled by gmp_gpu_probe (normal context: it may call
+ * into the libraries); read on the dump path as they are.  "" unknown. */
+typedef struct gmp_gpu_probe_result {
+    int cuda_driver_version;   /* cuDriverGetVersion: 12040 = 12.4; 0 unknown */
+    char nvml_driver_version[32]; /* "550.54.15" */
+    int hip_runtime_version;   /* hipRuntimeGetVersion */
+    char python_version[64];   /* Py_GetVersion, up to the first space */
+    char torch_version[48];    /* torch/version.py next to the loaded libtorch */
+    int device_count;
+    struct {
+        gmp_backend backend;
+        int device;
+        char name[96];
+        uint64_t total;
+    } devices[16];
+} gmp_gpu_probe_result;
+
+/* Refresh what can be learned now (cheap once everything is found). */
+GMP_HIDDEN void gmp_gpu_probe(void);
+GMP_HIDDEN const gmp_gpu_probe_result *gmp_gpu_probe_get(void);
+/* The name of a device from the probe, or NULL. */
+GMP_HIDDEN const char *gmp_gpu_probe_device_name(gmp_backend backend, int device);
+
+/* The host in detail, for metadata.json's host_state and `gmp-inspect info`.
+ * Read from /proc and /sys into the struct: no allocation. */
+typedef struct gmp_host_state {
+    uint64_t sampled_ns;
+    /* this process (/proc/self/status), bytes */
+    uint64_t vm_rss, vm_hwm, vm_size, vm_peak, vm_swap;
+    /* the machine (/proc/meminfo) */
+    uint64_t mem_total, mem_available, swap_total, swap_free;
+    /* the memory cgroup; cgroup_version 0 when none */
+    int cgroup_version;
+    char cgroup_path[256];
+    uint64_t cg_current, cg_max, cg_peak, cg_high; /* GMP_UNKNOWN: none / "max" */
+    uint64_t cg_swap_current, cg_swap_max;
+    uint64_t cg_events_high, cg_events_max, cg_events_oom, cg_events_oom_kill;
+    /* PSI memory: the cgroup's, else the machine's; avg10 etc. in hundredths */
+    int psi_present;
+    uint32_t psi_some_avg10, psi_some_avg60, psi_some_avg300;
+    uint32_t psi_full_avg10, psi_full_avg60, psi_full_avg300;
+    uint64_t psi_some_total_us, psi_full_total_us;
+    /* soft and hard limits (GMP_UNKNOWN: unlimited) */
+    uint64_t rlimit_as[2], rlimit_data[2], rlimit_rss[2], rlimit_memlock[2];
+} gmp_host_state;
+
+GMP_HIDDEN void gmp_host_state_read(gmp_host_state *out);
+
+/* Helpers the collectors share (cuda.c, nvml.c, rocm.c). */
+GMP_HIDDEN int gmp_cuda_device_uuid(int device, char out[48]); /* "GPU-..." as NVML spells it */
+GMP_HIDDEN int gmp_cuda_driver_version(void);                  /* 0 unknown */
+GMP_HIDDEN int gmp_nvml_driver_version(char *out, unsigned cap);
+GMP_HIDDEN void gmp_nvml_load(void); /* GMP_NVML=load: the preload loads NVML itself */
+GMP_HIDDEN int gmp_hip_runtime_version(void);
+
+#endif

@@ -1,0 +1,242 @@
+/*
+ * host.c — the host collector: this process (/proc/self/status), the
+ * machine (/proc/meminfo), its memory cgroup (v2: memory.current, max,
+ * high, peak, swap, events; v1: usage, limit, max usage), PSI memory and
+ * the memory rlimits.  Plain reads into fixed buffers, no allocation: it
+ * runs on the dump path too, in a signal handler included.
+ */
+#include "collector.h"
+#include "util.h"
+
+#include <string.h>
+#include <sys/resource.h>
+
+/* The number after the line that starts with `key` (then ':' or ' '),
+ * times unit; GMP_UNKNOWN when there is no such line. */
+static uint64_t line_u64(const char *text, const char *key, uint64_t unit)
+{
+    size_t kl = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, kl) || (p[kl] != ':' && p[kl] != ' '))
+            continue;
+        p += kl + 1;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p < '0' || *p > '9')
+            return GMP_UNKNOWN;
+        uint64_t v = 0;
+        for (; *p >= '0' && *p <= '9'; p++)
+            v = v * 10 + (uint64_t)(*p - '0');
+        return v * unit;
+    }
+    return GMP_UNKNOWN;
+}
+
+/* A one-number file; GMP_UNKNOWN for "max", absent or unreadable. */
+static uint64_t file_u64(const char *dir, const char *name, char *buf, size_t cap)
+{
+    char path[GMP_PATH_MAX + 64];
+    if (gmp_strjoin(path, sizeof path, dir, "/", name, (char *)NULL) < 0 ||
+        gmp_read_file(path, buf, cap) <= 0 || buf[0] < '0' || buf[0] > '9')
+        return GMP_UNKNOWN;
+    uint64_t v = 0;
+    for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
+/* "avg10=1.50" -> 150 */
+static uint32_t psi_hundredths(const char *line, const char *key)
+{
+    const char *p = strstr(line, key);
+    if (!p)
+        return 0;
+    p += strlen(key);
+    uint32_t whole = 0, frac = 0, digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        whole = whole * 10 + (uint32_t)(*p - '0');
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9' && digits < 2; p++, digits++)
+            frac = frac * 10 + (uint32_t)(*p - '0');
+    while (digits++ < 2)
+        frac *= 10;
+    return whole * 100 + frac;
+}
+
+static void read_psi(gmp_host_state *s, const char *dir, char *buf, size_t cap)
+{
+    char path[GMP_PATH_MAX + 32];
+    ssize_t n = -1;
+    if (s->cgroup_version == 2 &&
+        gmp_strjoin(path, sizeof path, dir, "/memory.pressure", (char *)NULL) == 0)
+        n = gmp_read_file(path, buf, cap);
+    if (n <= 0)
+        n = gmp_read_file("/proc/pressure/memory", buf, cap);
+    if (n <= 0)
+        return;
+    const char *some = strstr(buf, "some "), *full = strstr(buf, "full ");
+    s->psi_present = some != NULL;
+    if (some) {
+        s->psi_some_avg10 = psi_hundredths(some, "avg10=");
+        s->psi_some_avg60 = psi_hundredths(some, "avg60=");
+        s->psi_some_avg300 = psi_hundredths(some, "avg300=");
+        const char *t = strstr(some, "total=");
+        for (t = t ? t + 6 : ""; *t >= '0' && *t <= '9'; t++)
+            s->psi_some_total_us = s->psi_some_total_us * 10 + (uint64_t)(*t - '0');
+    }
+    if (full) {
+        s->psi_full_avg10 = psi_hundredths(full, "avg10=");
+        s->psi_full_avg60 = psi_hundredths(full, "avg60=");
+        s->psi_full_avg300 = psi_hundredths(full, "avg300=");
+        const char *t = strstr(full, "total=");
+        for (t = t ? t + 6 : ""; *t >= '0' && *t <= '9'; t++)
+            s->psi_full_total_us = s->psi_full_total_us * 10 + (uint64_t)(*t - '0');
+    }
+}
+
+static void read_rlimit(int resource, uint64_t out[2])
+{
+    struct rlimit rl;
+    out[0] = out[1] = GMP_UNKNOWN;
+    if (getrlimit(resource, &rl) == 0) {
+        out[0] = rl.rlim_cur == RLIM_INFINITY ? GMP_UNKNOWN : (uint64_t)rl.rlim_cur;
+        out[1] = rl.rlim_max == RLIM_INFINITY ? GMP_UNKNOWN : (uint64_t)rl.rlim_max;
+    }
+}
+
+static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
+{
+    char dir[GMP_PATH_MAX];
+    int version = gmp_cgroup_memory_dir(dir, sizeof dir);
+    s->cg_current = s->cg_max = s->cg_peak = s->cg_high = GMP_UNKNOWN;
+    s->cg_swap_current = s->cg_swap_max = GMP_UNKNOWN;
+    s->cg_events_high = s->cg_events_max = s->cg_events_oom = s->cg_events_oom_kill = GMP_UNKNOWN;
+    if (version < 0) {
+        read_psi(s, "", buf, cap);
+        return;
+    }
+    s->cgroup_version = version;
+    gmp_strlcpy(s->cgroup_path, dir, sizeof s->cgroup_path);
+    if (version == 2) {
+        s->cg_current = file_u64(dir, "memory.current", buf, cap);
+        s->cg_max = file_u64(dir, "memory.max", buf, cap);
+        s->cg_high = file_u64(dir, "memory.high", buf, cap);
+        s->cg_peak = file_u64(dir, "memory.peak", buf, cap);
+        s->cg_swap_current = file_u64(dir, "memory.swap.current", buf, cap);
+        s->cg_swap_max = file_u64(dir, "memory.swap.max", buf, cap);
+        char path[GMP_PATH_MAX + 32];
+        if (gmp_strjoin(path, sizeof path, dir, "/memory.events", (char *)NULL) == 0 &&
+            gmp_read_file(path, buf, cap) > 0) {
+            s->cg_events_high = line_u64(buf, "high", 1);
+            s->cg_events_max = line_u64(buf, "max", 1);
+            s->cg_events_oom = line_u64(buf, "oom", 1);
+            s->cg_events_oom_kill = line_u64(buf, "oom_kill", 1);
+        }
+    } else {
+        s->cg_current = file_u64(dir, "memory.usage_in_bytes", buf, cap);
+        s->cg_max = file_u64(dir, "memory.limit_in_bytes", buf, cap);
+        s->cg_peak = file_u64(dir, "memory.max_usage_in_bytes", buf, cap);
+        if (s->cg_max != GMP_UNKNOWN && s->cg_max >= (1ull << 62))
+            s->cg_max = GMP_UNKNOWN; /* v1 says "no limit" with a huge number */
+    }
+    read_psi(s, dir, buf, cap);
+}
+
+void gmp_host_state_read(gmp_host_state *s)
+{
+    char buf[4096];
+    memset(s, 0, sizeof *s);
+    s->sampled_ns = gmp_now_realtime_ns();
+    s->vm_rss = s->vm_hwm = s->vm_size = s->vm_peak = s->vm_swap = GMP_UNKNOWN;
+    if (gmp_read_file("/proc/self/status", buf, sizeof buf) > 0) {
+        s->vm_rss = line_u64(buf, "VmRSS", 1024);
+        s->vm_hwm = line_u64(buf, "VmHWM", 1024);
+        s->vm_size = line_u64(buf, "VmSize", 1024);
+        s->vm_peak = line_u64(buf, "VmPeak", 1024);
+        s->vm_swap = line_u64(buf, "VmSwap", 1024);
+    }
+    s->mem_total = s->mem_available = s->swap_total = s->swap_free = GMP_UNKNOWN;
+    if (gmp_read_file("/proc/meminfo", buf, sizeof buf) > 0) {
+        s->mem_total = line_u64(buf, "MemTotal", 1024);
+        s->mem_available = line_u64(buf, "MemAvailable", 1024);
+        s->swap_total = line_u64(buf, "SwapTotal", 1024);
+        s->swap_free = line_u64(buf, "SwapFree", 1024);
+    }
+    read_cgroup(s, buf, sizeof buf);
+    read_rlimit(RLIMIT_AS, s->rlimit_as);
+    read_rlimit(RLIMIT_DATA, s->rlimit_data);
+    read_rlimit(RLIMIT_RSS, s->rlimit_rss);
+    read_rlimit(RLIMIT_MEMLOCK, s->rlimit_memlock);
+}
+
+/* ---- the generic interface: the host as device -1 ------------------------ */
+
+static int host_available(const char **why)
+{
+    char buf[256];
+    if (gmp_read_file("/proc/meminfo", buf, sizeof buf) <= 0) {
+        *why = "/proc/meminfo is not readable";
+        return 0;
+    }
+    return 1;
+}
+
+static int host_device_count(void)
+{
+    return 1;
+}
+
+/* The nearest limit: the cgroup's when it has one below the machine's. */
+static int host_sample(int device, gmp_device_state *out)
+{
+    gmp_host_state s;
+    if (device != -1)
+        return -1;
+    gmp_host_state_read(&s);
+    if (s.mem_total == GMP_UNKNOWN)
+        return -1;
+    memset(out, 0, sizeof *out);
+    out->backend = GMP_BACKEND_CPU;
+    out->device = -1;
+    out->sampled_ns = s.sampled_ns;
+    gmp_strlcpy(out->name, "host memory", sizeof out->name);
+    int cgroup_bound = s.cg_max != GMP_UNKNOWN && s.cg_current != GMP_UNKNOWN &&
+                       s.cg_max < s.mem_total;
+    if (cgroup_bound) {
+        out->total = s.cg_max;
+        out->used_bytes = s.cg_current;
+        out->source = "cgroup";
+    } else {
+        uint64_t avail = s.mem_available != GMP_UNKNOWN ? s.mem_available : 0;
+        out->total = s.mem_total;
+        out->used_bytes = s.mem_total > avail ? s.mem_total - avail : 0;
+        out->source = "meminfo";
+    }
+    out->free_bytes = out->total > out->used_bytes ? out->total - out->used_bytes : 0;
+    out->known = GMP_DS_USED;
+    if (s.vm_rss != GMP_UNKNOWN) {
+        out->driver_process_bytes = s.vm_rss;
+        out->other_processes_bytes = out->used_bytes > s.vm_rss ? out->used_bytes - s.vm_rss : 0;
+        out->known |= GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS;
+    }
+    return 0;
+}
+
+static void host_capabilities(gmp_collector_caps *out)
+{
+    *out = (gmp_collector_caps){
+        .backend = GMP_BACKEND_CPU,
+        .supports_device_total = 1,
+        .supports_device_free = 1,
+        .supports_process_usage = 1,
+        .sampling_source = "procfs",
+    };
+}
+
+const gmp_collector gmp_collector_host = {
+    .name = "host",
+    .is_available = host_available,
+    .device_count = host_device_count,
+    .sample = host_sample,
+    .capabilities = host_capabilities,
+};

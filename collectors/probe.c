@@ -1,0 +1,130 @@
+/*
+ * probe.c — what the loaded GPU and Python libraries say about themselves,
+ * for environment.json: CUDA driver version, NVML's driver version, HIP's
+ * runtime version, device names and totals, CPython's version and the
+ * version of the torch package whose libtorch is loaded.
+ *
+ * Asking calls into those libraries, so it runs only in a normal context
+ * (start, a device allocation at most every 100 ms, a dump outside a
+ * signal handler), and only again once more libraries were loaded
+ * (dl_iterate_phdr's load counter).  The dump path reads the result as it
+ * stands.
+ */
+#include "collector.h"
+#include "util.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+static gmp_gpu_probe_result probe;
+static int probing;              /* atomic: one thread at a time */
+static unsigned long long seen_adds = ~0ull; /* loads when last probed */
+
+static int count_loads(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    *(unsigned long long *)arg = info->dlpi_adds;
+    return 1; /* the counter is the same in every entry */
+}
+
+/* torch/lib/libc10.so -> torch/version.py: "__version__ = '2.3.0+cu121'" */
+static int find_torch(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    const char *path = info->dlpi_name;
+    const char *lib = path ? strstr(path, "/torch/lib/") : NULL;
+    if (!lib || (!strstr(lib, "libc10") && !strstr(lib, "libtorch")))
+        return 0;
+    char file[GMP_PATH_MAX], text[2048];
+    size_t dir = (size_t)(lib - path) + strlen("/torch/");
+    if (dir >= sizeof file - 16)
+        return 0;
+    memcpy(file, path, dir);
+    memcpy(file + dir, "version.py", 11);
+    if (gmp_read_file(file, text, sizeof text) <= 0)
+        return 0;
+    const char *v = strstr(text, "__version__");
+    if (!v || !(v = strpbrk(v, "'\"")))
+        return 0;
+    char quote = *v++;
+    size_t len = strcspn(v, quote == '\'' ? "'\n" : "\"\n");
+    char *out = arg;
+    if (len >= sizeof probe.torch_version)
+        len = sizeof probe.torch_version - 1;
+    memcpy(out, v, len);
+    out[len] = '\0';
+    return 1;
+}
+
+static void add_devices(const gmp_collector *c, int *n)
+{
+    const char *why;
+    if (!c->is_available(&why))
+        return;
+    int count = c->device_count();
+    for (int d = 0; d < count && *n < (int)(sizeof probe.devices / sizeof *probe.devices); d++) {
+        gmp_device_state s;
+        if (c->sample(d, &s) < 0)
+            continue;
+        int i = *n;
+        probe.devices[i].backend = s.backend;
+        probe.devices[i].device = d;
+        probe.devices[i].total = s.total;
+        gmp_strlcpy(probe.devices[i].name, s.name, sizeof probe.devices[i].name);
+        __atomic_store_n(n, i + 1, __ATOMIC_RELEASE);
+    }
+}
+
+void gmp_gpu_probe(void)
+{
+    unsigned long long adds = 0;
+    dl_iterate_phdr(count_loads, &adds);
+    if (adds == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED) ||
+        __atomic_exchange_n(&probing, 1, __ATOMIC_ACQUIRE))
+        return;
+    if (!probe.cuda_driver_version)
+        probe.cuda_driver_version = gmp_cuda_driver_version();
+    if (!probe.nvml_driver_version[0])
+        gmp_nvml_driver_version(probe.nvml_driver_version, sizeof probe.nvml_driver_version);
+    if (!probe.hip_runtime_version)
+        probe.hip_runtime_version = gmp_hip_runtime_version();
+    if (!probe.python_version[0]) {
+        /* CPython's is a static string, fine to read before Py_Initialize */
+        const char *(*py_version)(void) =
+            (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+        const char *v = py_version ? py_version() : NULL;
+        if (v) {
+            size_t len = strcspn(v, " ");
+            if (len >= sizeof probe.python_version)
+                len = sizeof probe.python_version - 1;
+            memcpy(probe.python_version, v, len);
+            probe.python_version[len] = '\0';
+        }
+    }
+    if (!probe.torch_version[0])
+        dl_iterate_phdr(find_torch, probe.torch_version);
+    if (!probe.device_count) {
+        int n = 0;
+        add_devices(&gmp_collector_cuda, &n);
+        add_devices(&gmp_collector_rocm, &n);
+        __atomic_store_n(&probe.device_count, n, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&seen_adds, adds, __ATOMIC_RELAXED);
+    __atomic_store_n(&probing, 0, __ATOMIC_RELEASE);
+}
+
+const gmp_gpu_probe_result *gmp_gpu_probe_get(void)
+{
+    return &probe;
+}
+
+const char *gmp_gpu_probe_device_name(gmp_backend backend, int device)
+{
+    int n = __atomic_load_n(&probe.device_count, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (probe.devices[i].backend == backend && probe.devices[i].device == device &&
+            probe.devices[i].name[0])
+            return probe.devices[i].name;
+    return NULL;
+}

@@ -1,0 +1,204 @@
+/*
+ * info.c — `gmp-inspect info [--json]`: the collectors' view of this
+ * machine (seed 001's `info`): which collectors can sample here and why not,
+ * what they can tell, each device they see, the host's memory and limits,
+ * and the driver versions.  Unlike the preload, this tool may load the GPU
+ * libraries to ask them (gmp_collectors_may_load); it still makes no CUDA
+ * context.  --json writes the same through the recorder's JSON writer, so
+ * its fields are those of a bundle's device_state and host_state.
+ */
+#include "bundle.h"
+#include "collector.h"
+#include "inspect.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_DEVICES 16
+
+static void usage(FILE *f)
+{
+    fputs("usage: gmp-inspect info [--json]\n"
+          "What gpumemprof's collectors see on this machine: CUDA driver, NVML,\n"
+          "ROCm and the host (process, machine, cgroup, PSI, rlimits); each\n"
+          "collector's devices, or why it cannot sample here.  Works on a machine\n"
+          "with no GPU.\n"
+          "Exit status: 0, 2 usage error.\n",
+          f);
+}
+
+typedef struct collector_view {
+    const gmp_collector *c;
+    int available;
+    const char *why;
+    gmp_collector_caps caps;
+    gmp_device_state devices[MAX_DEVICES];
+    uint32_t count;
+} collector_view;
+
+static void look(collector_view *v, const gmp_collector *c)
+{
+    memset(v, 0, sizeof *v);
+    v->c = c;
+    v->why = "";
+    v->available = c->is_available(&v->why);
+    c->capabilities(&v->caps);
+    if (!v->available)
+        return;
+    int first = c == &gmp_collector_host ? -1 : 0;
+    int n = c == &gmp_collector_host ? 1 : c->device_count();
+    for (int d = first; d < first + n && v->count < MAX_DEVICES; d++)
+        if (c->sample(d, &v->devices[v->count]) == 0)
+            v->count++;
+}
+
+static void print_text(collector_view *views, int nviews, const gmp_gpu_probe_result *p)
+{
+    printf("gpumemprof %s collectors on this machine:\n", GMP_VERSION_STRING);
+    for (int i = 0; i < nviews; i++) {
+        collector_view *v = &views[i];
+        printf("  %-5s ", v->c->name);
+        if (!v->available) {
+            printf("not available: %s\n", v->why);
+            continue;
+        }
+        printf("available (%s%s%s)\n", v->caps.sampling_source,
+               v->caps.supports_device_free ? ", free" : "",
+               v->caps.supports_process_usage ? ", per-process usage" : "");
+        for (uint32_t k = 0; k < v->count; k++) {
+            const gmp_device_state *d = &v->devices[k];
+            char total[32], free_b[32], used[32], others[32];
+            fmt_bytes(d->total, total, sizeof total);
+            if (d->device >= 0)
+                printf("        %s:%d %-28s total %s", gmp_backend_name(d->backend), d->device,
+                       d->name[0] ? d->name : "(no name)", total);
+            else
+                printf("        host (%s) total %s", d->source, total);
+            if (d->free_bytes != GMP_UNKNOWN) {
+                fmt_bytes(d->free_bytes, free_b, sizeof free_b);
+                printf(", free %s", free_b);
+            } else {
+                printf(", free unknown (no context of ours)");
+            }
+            if (d->known & GMP_DS_USED) {
+                fmt_bytes(d->used_bytes, used, sizeof used);
+                printf(", used %s", used);
+            }
+            if (d->known & GMP_DS_OTHERS) {
+                fmt_bytes(d->other_processes_bytes, others, sizeof others);
+                if (d->device >= 0)
+                    printf(", other processes %s (%u)", others, d->other_process_count);
+                else
+                    printf(", other processes %s", others);
+            }
+            putchar('\n');
+        }
+    }
+    gmp_host_state h;
+    gmp_host_state_read(&h);
+    char a[32], b[32];
+    if (h.vm_rss != GMP_UNKNOWN) {
+        fmt_bytes(h.mem_available != GMP_UNKNOWN ? h.mem_available : 0, a, sizeof a);
+        fmt_bytes(h.mem_total != GMP_UNKNOWN ? h.mem_total : 0, b, sizeof b);
+        printf("Machine: %s available of %s", a, b);
+        if (h.swap_total != GMP_UNKNOWN && h.swap_total) {
+            fmt_bytes(h.swap_total, a, sizeof a);
+            printf(", swap %s", a);
+        }
+        putchar('\n');
+    }
+    if (h.cgroup_version) {
+        fmt_bytes(h.cg_current != GMP_UNKNOWN ? h.cg_current : 0, a, sizeof a);
+        printf("Cgroup:  v%d %s: %s", h.cgroup_version, h.cgroup_path, a);
+        if (h.cg_max != GMP_UNKNOWN) {
+            fmt_bytes(h.cg_max, b, sizeof b);
+            printf(" of %s limit", b);
+        } else {
+            printf(", no limit");
+        }
+        if (h.cg_events_oom_kill != GMP_UNKNOWN)
+            printf(", %llu OOM kill(s) so far", (unsigned long long)h.cg_events_oom_kill);
+        putchar('\n');
+    }
+    if (h.psi_present)
+        printf("PSI:     memory some avg10 %u.%02u%%, full avg10 %u.%02u%%\n",
+               h.psi_some_avg10 / 100, h.psi_some_avg10 % 100, h.psi_full_avg10 / 100,
+               h.psi_full_avg10 % 100);
+    if (h.rlimit_as[0] != GMP_UNKNOWN) {
+        fmt_bytes(h.rlimit_as[0], a, sizeof a);
+        printf("Limits:  RLIMIT_AS %s\n", a);
+    }
+    if (p->cuda_driver_version)
+        printf("CUDA driver API: %d.%d\n", p->cuda_driver_version / 1000,
+               p->cuda_driver_version % 1000 / 10);
+    if (p->nvml_driver_version[0])
+        printf("NVIDIA driver:   %s\n", p->nvml_driver_version);
+    if (p->hip_runtime_version)
+        printf("HIP runtime:     %d.%d.%d\n", p->hip_runtime_version / 10000000,
+               p->hip_runtime_version / 100000 % 100, p->hip_runtime_version % 100000);
+}
+
+static int print_json(collector_view *views, int nviews)
+{
+    char buf[GMP_JW_BUF];
+    gmp_jw w;
+    gmp_jw_init(&w, 1, buf, sizeof buf);
+    gmp_jw_obj_begin(&w);
+    gmp_jw_kstr(&w, "generator", "gpumemprof " GMP_VERSION_STRING);
+    gmp_jw_key(&w, "collectors");
+    gmp_jw_arr_begin(&w);
+    for (int i = 0; i < nviews; i++) {
+        collector_view *v = &views[i];
+        gmp_jw_obj_begin(&w);
+        gmp_jw_kstr(&w, "name", v->c->name);
+        gmp_jw_key(&w, "available");
+        gmp_jw_bool(&w, v->available);
+        gmp_jw_kstr(&w, "why_not", v->available ? NULL : v->why);
+        gmp_jw_key(&w, "capabilities");
+        gmp_jw_obj_begin(&w);
+        gmp_jw_kstr(&w, "backend", gmp_backend_name(v->caps.backend));
+        gmp_jw_key(&w, "supports_device_total");
+        gmp_jw_bool(&w, v->caps.supports_device_total);
+        gmp_jw_key(&w, "supports_device_free");
+        gmp_jw_bool(&w, v->caps.supports_device_free);
+        gmp_jw_key(&w, "supports_process_usage");
+        gmp_jw_bool(&w, v->caps.supports_process_usage);
+        gmp_jw_kstr(&w, "sampling_source", v->caps.sampling_source);
+        gmp_jw_obj_end(&w);
+        gmp_bundle_fill_device_state(&w, "devices", v->devices, v->count);
+        gmp_jw_obj_end(&w);
+    }
+    gmp_jw_arr_end(&w);
+    gmp_bundle_fill_host_state(&w);
+    gmp_bundle_fill_software(&w); /* "gpu": driver versions and devices */
+    gmp_jw_obj_end(&w);
+    gmp_jw_space(&w, "\n");
+    return gmp_jw_finish(&w) < 0 ? EXIT_INVALID : EXIT_OK;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    if (wants_help(argc, argv)) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else {
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    gmp_collectors_may_load(1);
+    collector_view views[4];
+    int n = 0;
+    for (const gmp_collector *const *c = gmp_collectors; *c && n < 4; c++)
+        look(&views[n++], *c);
+    gmp_gpu_probe();
+    if (json)
+        return print_json(views, n);
+    print_text(views, n, gmp_gpu_probe_get());
+    return EXIT_OK;
+}
