@@ -140,7 +140,8 @@ $(BUILD)/test/programs/%: test/programs/%.c
 # programs against the real libraries where they are installed.
 DOUBLES := $(BUILD)/test/doubles
 DOUBLE_FLAGS = $(ALL_CFLAGS) -Wno-missing-prototypes -shared
-GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_hip $(DOUBLES)/libnvidia-ml.so.1 \
+GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_hip \
+             $(BUILD)/test/gpu/held $(DOUBLES)/libnvidia-ml.so.1 \
              $(BUILD)/test/gpu/driver_oom $(BUILD)/test/gpu/driver_direct \
              $(if $(HAVE_CUPTI),$(DOUBLES)/libcupti.so.13) \
              $(if $(wildcard $(CUDA_HOME)/bin/nvcc),$(BUILD)/test/gpu/static_cudart) \
@@ -173,6 +174,10 @@ DOUBLES_RPATH = -L$(DOUBLES) -Wl,-rpath,$(abspath $(DOUBLES))
 $(BUILD)/test/gpu/gpu_oom_cuda: test/gpu/gpu_oom.c test/gpu/events.h $(DOUBLES)/libcudart.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_PROGRAM_FLAGS) -o $@ $< $(DOUBLES_RPATH) -lcudart -lpthread -ldl
+
+$(BUILD)/test/gpu/held: test/gpu/held.c $(DOUBLES)/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_PROGRAM_FLAGS) -o $@ $< $(DOUBLES_RPATH) -lcudart -ldl
 
 $(BUILD)/test/gpu/gpu_oom_hip: test/gpu/gpu_oom.c test/gpu/events.h $(DOUBLES)/libamdhip64.so.5
 	@mkdir -p $(dir $@)

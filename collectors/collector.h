@@ -80,8 +80,10 @@ typedef struct gmp_gpu_probe_result {
     } devices[16];
 } gmp_gpu_probe_result;
 
-/* Refresh what can be learned now (cheap once everything is found). */
+/* Refresh what can be learned now (cheap once everything is found);
+ * gmp_python_probe asks CPython only. */
 GMP_HIDDEN void gmp_gpu_probe(void);
+GMP_HIDDEN void gmp_python_probe(void);
 GMP_HIDDEN const gmp_gpu_probe_result *gmp_gpu_probe_get(void);
 /* The name of a device from the probe, or NULL. */
 GMP_HIDDEN const char *gmp_gpu_probe_device_name(gmp_backend backend, int device);

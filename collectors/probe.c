@@ -5,9 +5,10 @@
  * version of the torch package whose libtorch is loaded.
  *
  * Asking calls into those libraries, so it runs only in a normal context
- * (start, a device allocation at most every 100 ms, a dump outside a
- * signal handler), and only again once more libraries were loaded
- * (dl_iterate_phdr's load counter).  The dump path reads the result as it
+ * where GPU memory is in play (a device allocation, at most every 100 ms;
+ * a GPU failure's dump, never from a signal handler), and only again once
+ * more libraries were loaded (dl_iterate_phdr's load counter).  At start
+ * only CPython is asked (one lookup).  The dump path reads the result as it
  * stands.
  */
 #include "collector.h"
@@ -76,6 +77,22 @@ static void add_devices(const gmp_collector *c, int *n)
     }
 }
 
+void gmp_python_probe(void)
+{
+    if (probe.python_version[0])
+        return;
+    /* CPython's is a static string, fine to read before Py_Initialize */
+    const char *(*py_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    const char *v = py_version ? py_version() : NULL;
+    if (v) {
+        size_t len = strcspn(v, " ");
+        if (len >= sizeof probe.python_version)
+            len = sizeof probe.python_version - 1;
+        memcpy(probe.python_version, v, len);
+        probe.python_version[len] = '\0';
+    }
+}
+
 void gmp_gpu_probe(void)
 {
     unsigned long long adds = 0;
@@ -89,19 +106,7 @@ void gmp_gpu_probe(void)
         gmp_nvml_driver_version(probe.nvml_driver_version, sizeof probe.nvml_driver_version);
     if (!probe.hip_runtime_version)
         probe.hip_runtime_version = gmp_hip_runtime_version();
-    if (!probe.python_version[0]) {
-        /* CPython's is a static string, fine to read before Py_Initialize */
-        const char *(*py_version)(void) =
-            (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
-        const char *v = py_version ? py_version() : NULL;
-        if (v) {
-            size_t len = strcspn(v, " ");
-            if (len >= sizeof probe.python_version)
-                len = sizeof probe.python_version - 1;
-            memcpy(probe.python_version, v, len);
-            probe.python_version[len] = '\0';
-        }
-    }
+    gmp_python_probe();
     if (!probe.torch_version[0])
         dl_iterate_phdr(find_torch, probe.torch_version);
     if (!probe.device_count) {

@@ -314,7 +314,6 @@ typedef struct gmp_dump_request {
     gmp_live_foreach_fn live_foreach;
     void *live_arg;
     gmp_bundle_kind kind;
-    int in_signal_handler; /* the host collector still runs; nothing else is called */
 } gmp_dump_request;
 
 /* Write a bundle into the dump directory, apply retention, and return the

@@ -138,7 +138,7 @@ static void load_nvml_once(void)
         gmp_nvml_load();
 }
 
-uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max)
+uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call)
 {
     uint32_t n = 0;
     for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
@@ -163,8 +163,9 @@ uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max)
             const char *name = gmp_gpu_probe_device_name((gmp_backend)b, d);
             if (name)
                 gmp_strlcpy(s->name, name, sizeof s->name);
-            /* who else held it: as seen at its failure, else now (never from
-             * a signal handler: that would call into NVML) */
+            /* who else held it: as seen at its failure, else now when the
+             * caller may call into NVML (not in a signal handler, nor when
+             * host memory ran out) */
             const gmp_device_state *f = &at_failure[b][d].state;
             if (!__atomic_load_n(&at_failure[b][d].busy, __ATOMIC_ACQUIRE) && f->known) {
                 s->known |= f->known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS);
@@ -174,7 +175,7 @@ uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max)
                 s->source = f->source;
                 if (!s->name[0])
                     gmp_strlcpy(s->name, f->name, sizeof s->name);
-            } else if (!gmp_in_signal) {
+            } else if (may_call) {
                 gmp_device_state wide = *s;
                 if (widen((gmp_backend)b, d, &wide) == 0) {
                     s->known |= wide.known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS);

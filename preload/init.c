@@ -85,7 +85,7 @@ __attribute__((constructor)) static void on_load(void)
     if (cfg.on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();
     gmp_metrics_start();
-    gmp_gpu_probe(); /* CPython, when it is the program */
+    gmp_python_probe(); /* when CPython is the program */
     gmp_in_hook--;
 }
 
@@ -154,13 +154,15 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
         with_stacks.stack_lookup = gmp_stack_lookup;
     if (!with_stacks.live_foreach)
         with_stacks.live_foreach = gmp_device_foreach_live;
-    with_stacks.in_signal_handler = gmp_in_signal;
-    if (!gmp_in_signal)
-        gmp_gpu_probe(); /* versions and names for environment.json */
+    /* versions, names and NVML's view: not in a signal handler, nor for
+     * host memory (the loader and NVML may allocate: malloc is what failed) */
+    int may_call = !gmp_in_signal && req->backend != GMP_BACKEND_CPU;
+    if (may_call)
+        gmp_gpu_probe();
     gmp_device_state devices[16];
     if (!with_stacks.devices) {
         with_stacks.devices = devices;
-        with_stacks.device_count = gmp_gpu_device_states(devices, 16);
+        with_stacks.device_count = gmp_gpu_device_states(devices, 16, may_call);
     }
     const char *p = gmp_dump(gmp_pl.rec, &with_stacks, path, cap);
     if (p && req->kind == GMP_BUNDLE_OOM)

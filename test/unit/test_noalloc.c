@@ -17,6 +17,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,54 @@ static unsigned long end(void)
     return allocations;
 }
 
+/* A live table of 20000 allocations for allocations.json: more than it
+ * lists one by one, so the bounded heap is exercised. */
+static void fake_live(gmp_live_visit_fn visit, void *ctx, void *arg)
+{
+    (void)arg;
+    for (uint64_t i = 1; i <= 20000; i++) {
+        gmp_live_allocation a = {.address = i << 20, .size = (i * 7919) % 100003,
+                                 .time_ns = i, .stack_id = (uint32_t)(i % 300),
+                                 .device = 0, .backend = GMP_BACKEND_CUDA,
+                                 .api = GMP_API_CUDA_MALLOC};
+        visit(&a, ctx);
+    }
+}
+
+/* The 10000 largest of them, largest first; totals over all 20000. */
+static void check_allocations(const char *bundle)
+{
+    json_t *a = bundle_file(bundle, "allocations.json");
+    uint64_t all = 0, smallest_listed = UINT64_MAX, largest_omitted = 0;
+    static uint64_t sizes[20001];
+    for (uint64_t i = 1; i <= 20000; i++) {
+        sizes[i] = (i * 7919) % 100003;
+        all += sizes[i];
+    }
+    assert_int_equal(json_int(a, "live_count"), 20000);
+    assert_int_equal((uint64_t)json_int(a, "live_bytes"), all);
+    assert_int_equal(json_int(a, "listed_count"), 10000);
+    assert_int_equal(json_int(a, "omitted_count"), 10000);
+    json_t *list = json_object_get(a, "allocations");
+    assert_int_equal(json_array_size(list), 10000);
+    uint64_t previous = UINT64_MAX, listed = 0;
+    size_t i;
+    json_t *x;
+    json_array_foreach(list, i, x) {
+        uint64_t size = (uint64_t)json_int(x, "size");
+        assert_true(size <= previous);
+        previous = smallest_listed = size;
+        listed += size;
+        sizes[strtoull(json_str(x, "address"), NULL, 16) >> 20] = UINT64_MAX; /* taken */
+    }
+    for (uint64_t k = 1; k <= 20000; k++)
+        if (sizes[k] != UINT64_MAX && sizes[k] > largest_omitted)
+            largest_omitted = sizes[k];
+    assert_true(largest_omitted <= smallest_listed);
+    assert_int_equal((uint64_t)json_int(a, "omitted_bytes"), all - listed);
+    json_decref(a);
+}
+
 static void test_record_dump_prune_allocate_nothing(void **state)
 {
     (void)state;
@@ -120,7 +169,8 @@ static void test_record_dump_prune_allocate_nothing(void **state)
     gmp_dump_request req = {.reason = "cudaErrorMemoryAllocation",
                             .exception_message = "cudaMalloc failed",
                             .backend = GMP_BACKEND_CUDA,
-                            .failed = {1, GMP_API_CUDA_MALLOC, 1ull << 40, 0, 2}};
+                            .failed = {1, GMP_API_CUDA_MALLOC, 1ull << 40, 0, 2},
+                            .live_foreach = fake_live};
     assert_non_null(gmp_dump(rec, &req, path, sizeof path));
 
     begin();
@@ -147,6 +197,7 @@ static void test_record_dump_prune_allocate_nothing(void **state)
     assert_non_null(p2);
     assert_int_equal(count_prefixed(dumps, "oom_dump_"), 2); /* pruned one */
     assert_int_equal(during_dumps, 0);
+    check_allocations(p2);
 
     /* the error path too: an unwritable dump directory is one stderr line */
     assert_int_equal(chmod(dumps, 0500), 0);
