@@ -242,6 +242,36 @@ static void test_hostile_bundles(void **state)
     put(b, "manifest.json", newer, sizeof newer - 1);
     expect_refused(b, "newer than this tool reads", 0);
 
+    /* allocations.json of the wrong shape: validate says so, show says the rest */
+    copy_good("held", b, sizeof b);
+    static const char held_manifest[] =
+        "{\"schema_version\":1,\"bundle_name\":\"held\",\"created_at_utc\":"
+        "\"2026-03-03T12:00:00Z\",\"reason\":\"x\",\"backend\":\"cuda\",\"event_count\":50,"
+        "\"files\":[\"manifest.json\",\"events.json\",\"metadata.json\",\"environment.json\","
+        "\"allocations.json\",\"stacks.json\"]}";
+    put(b, "manifest.json", held_manifest, sizeof held_manifest - 1);
+    static const char held[] = "{\"live_count\":\"2\",\"live_bytes\":-1,\"by_device\":[7,{}],"
+                               "\"top_stacks\":[{\"stack_id\":1.5,\"count\":1,\"bytes\":1}],"
+                               "\"allocations\":{}}";
+    put(b, "allocations.json", held, sizeof held - 1);
+    put(b, "stacks.json", "[{\"id\":1,\"frames\":[\"zz\",null,7]}]", 33);
+    expect_refused(b, "allocations.json: field \"live_count\" must be an integer", 0);
+    if (run_verb("show", b, NULL) != 0)
+        fail_msg("show with a damaged allocations.json failed: %s", err);
+    put(b, "allocations.json", "{\"live_count\":1,\"live_bytes\":5,\"by_device\":[{\"device\":"
+        "\"x\"}],\"by_api\":[],\"top_stacks\":[{\"stack_id\":1,\"count\":1,\"bytes\":5}],"
+        "\"allocations\":[]}", 139);
+    if (run_verb("show", b, NULL) != 0 || !strstr(out, "stack 1"))
+        fail_msg("show with an unsymbolisable stack: %s%s", out, err);
+
+    /* a leak report whose leaks.json is damaged: refused with a message */
+    snprintf(b, sizeof b, "%s/hostile/leak_report_x", scratch);
+    assert_int_equal(mkdir(b, 0700), 0);
+    put(b, "manifest.json", "{}", 2);
+    put(b, "leaks.json", "[[[", 3);
+    if (run_verb("show", b, NULL) != 1 || !strstr(err, "leaks.json"))
+        fail_msg("show of a damaged leak report: rc %s", err);
+
     /* not a bundle at all */
     snprintf(path, sizeof path, "%s/hostile/plainfile", scratch);
     write_file(path, "x", 1);

@@ -59,6 +59,10 @@ void print_clean(FILE *f, const char *s, size_t max);
 /* sites.c: the top allocation sites by live bytes, symbolised (libdw);
  * name_site: one stack's site, "fill (gpu_oom.c:70)" or "module+0x1983". */
 void print_top_sites(bundle *b, json_t *events);
+/* allocations.json or leaks.json in dirfd: totals, then the top sites;
+ * 0 when the file is absent or unreadable. */
+int print_live_file(int dirfd, const char *file, const char *label, const char *what,
+                    const char *sites_heading);
 void name_site(bundle *b, int64_t stack, char *out, size_t cap);
 /* The module of modules.json that holds a runtime address (the highest load
  * bias at or below it): its path, and the bias in *bias; NULL when none. */
@@ -80,6 +84,8 @@ int cmd_diff(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+/* show of a leak report (leaks.c): its exit status, or -1 when path is not one. */
+int show_leak_report(const char *path);
 
 /* True when argv holds -h or --help. */
 int wants_help(int argc, char **argv);

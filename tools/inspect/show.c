@@ -358,6 +358,9 @@ int cmd_show(int argc, char **argv)
         show_usage(stderr);
         return EXIT_USAGE;
     }
+    int leak_rc = show_leak_report(path);
+    if (leak_rc >= 0)
+        return leak_rc;
     bundle b;
     char err[1024];
     if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {

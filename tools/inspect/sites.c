@@ -171,11 +171,12 @@ static void live_remove(uint64_t at, size_t *n)
         }
 }
 
-/* From allocations.json, when the bundle has it: the live table itself at
- * the failure, not rebuilt from a ring that may have wrapped.  1 if shown. */
-static int print_held(bundle *b)
+/* A live-allocations file (allocations.json, a leak report's leaks.json):
+ * the total per device, then the top sites.  0 when there is no such file. */
+int print_live_file(int dirfd, const char *file, const char *label, const char *what,
+                    const char *sites_heading)
 {
-    json_t *held = load_json_at(b->dirfd, "allocations.json", SMALL_FILE_MAX * 4, NULL, 0);
+    json_t *held = load_json_at(dirfd, file, SMALL_FILE_MAX * 4, NULL, 0);
     int64_t count = 0, bytes = 0;
     if (!json_is_object(held) || jint(held, "live_count", &count) ||
         jint(held, "live_bytes", &bytes)) {
@@ -184,7 +185,7 @@ static int print_held(bundle *b)
     }
     char total[32];
     fmt_bytes((uint64_t)bytes, total, sizeof total);
-    printf("%-18s%lld live GPU allocation(s), %s", "Held:", (long long)count, total);
+    printf("%-18s%lld %s, %s", label, (long long)count, what, total);
     size_t i;
     json_t *d;
     json_array_foreach(json_object_get(held, "by_device"), i, d) {
@@ -204,20 +205,46 @@ static int print_held(bundle *b)
     printf("%s\n", json_array_size(json_object_get(held, "by_device")) ? ")" : "");
     json_t *top = json_object_get(held, "top_stacks");
     if (json_array_size(top)) {
-        json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
-        json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-        printf("Top allocation sites by live bytes (allocations alive at the failure):\n");
+        json_t *stacks = load_json_at(dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
+        json_t *mods = load_json_at(dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+        /* stacks that differ only below the site (called from two places)
+         * are one site to the reader: merged by name */
+        struct { char where[512]; int64_t count, bytes; } named[16];
+        size_t nn = 0;
         json_t *t;
         json_array_foreach(top, i, t) {
             int64_t id = 0, n = 0, sb = 0;
-            if (i >= MAX_SITES || jint(t, "stack_id", &id) || jint(t, "count", &n) ||
+            if (nn == 16 || jint(t, "stack_id", &id) || jint(t, "count", &n) ||
                 jint(t, "bytes", &sb))
                 break;
-            char amount[32], where[512];
-            fmt_bytes((uint64_t)sb, amount, sizeof amount);
+            char where[512];
             describe(stacks, mods, id, where, sizeof where);
-            printf("  %10s in %lld allocation(s)  ", amount, (long long)n);
-            print_clean(stdout, where, 400);
+            size_t k = 0;
+            while (k < nn && strcmp(named[k].where, where))
+                k++;
+            if (k == nn) {
+                snprintf(named[nn].where, sizeof named[nn].where, "%s", where);
+                named[nn].count = named[nn].bytes = 0;
+                nn++;
+            }
+            named[k].count += n;
+            named[k].bytes += sb;
+        }
+        printf("%s\n", sites_heading);
+        for (size_t k = 0; k < nn && k < MAX_SITES; k++) {
+            size_t best = k; /* largest first again, after merging */
+            for (size_t m = k + 1; m < nn; m++)
+                if (named[m].bytes > named[best].bytes)
+                    best = m;
+            if (best != k) {
+                __typeof__(named[0]) tmp = named[k];
+                named[k] = named[best];
+                named[best] = tmp;
+            }
+            char amount[32];
+            fmt_bytes((uint64_t)named[k].bytes, amount, sizeof amount);
+            printf("  %10s in %lld allocation(s)  ", amount, (long long)named[k].count);
+            print_clean(stdout, named[k].where, 400);
             putchar('\n');
         }
         json_decref(stacks);
@@ -229,7 +256,8 @@ static int print_held(bundle *b)
 
 void print_top_sites(bundle *b, json_t *events)
 {
-    if (print_held(b))
+    if (print_live_file(b->dirfd, "allocations.json", "Held:", "live GPU allocation(s)",
+                        "Top allocation sites by live bytes (allocations alive at the failure):"))
         return;
     size_t n = 0, i;
     json_t *ev;

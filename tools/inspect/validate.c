@@ -92,6 +92,10 @@ static const field metadata_fields[] = {
 static const field environment_fields[] = {
     {"pid", K_INT}, {"cwd", K_STRING_OR_NULL}, {"system", K_OBJECT},
 };
+static const field allocations_fields[] = {
+    {"live_count", K_INT}, {"live_bytes", K_INT}, {"by_device", K_ARRAY},
+    {"by_api", K_ARRAY}, {"allocations", K_ARRAY},
+};
 static const char *const required_files[] = {"manifest.json", "events.json",
                                              "metadata.json", "environment.json"};
 
@@ -216,6 +220,17 @@ static int validate_one(const char *path)
             }
         }
         json_decref(events);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_is_array(files) ? files : NULL, i, v) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "allocations.json"))
+            continue;
+        json_t *held = load_json_at(b.dirfd, "allocations.json", SMALL_FILE_MAX, NULL, 0);
+        if (held) /* unreadable: check_files said so */
+            check_fields(&r, "allocations.json", held, allocations_fields,
+                         COUNT(allocations_fields));
+        json_decref(held);
     }
     bundle_close(&b);
     if (!r.problems)
