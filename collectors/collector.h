@@ -67,6 +67,7 @@ GMP_HIDDEN void *gmp_collector_open(const char *const *sonames);
  * into the libraries); read on the dump path as they are.  "" unknown. */
 typedef struct gmp_gpu_probe_result {
     int cuda_driver_version;   /* cuDriverGetVersion: 12040 = 12.4; 0 unknown */
+    int cuda_runtime_version;  /* cudaRuntimeGetVersion of a shared libcudart */
     char nvml_driver_version[32]; /* "550.54.15" */
     int hip_runtime_version;   /* hipRuntimeGetVersion */
     char python_version[64];   /* Py_GetVersion, up to the first space */

@@ -1,6 +1,6 @@
 /*
  * probe.c — what the loaded GPU and Python libraries say about themselves,
- * for environment.json: CUDA driver version, NVML's driver version, HIP's
+ * for environment.json: CUDA driver and runtime versions, NVML's driver version, HIP's
  * runtime version, device names and totals, CPython's version and the
  * version of the torch package whose libtorch is loaded.
  *
@@ -102,6 +102,15 @@ void gmp_gpu_probe(void)
         return;
     if (!probe.cuda_driver_version)
         probe.cuda_driver_version = gmp_cuda_driver_version();
+    if (!probe.cuda_runtime_version) {
+        /* a shared libcudart in the global scope (PyTorch's, CuPy's); a
+         * static one (nvcc's default) cannot be asked */
+        int (*runtime_version)(int *) =
+            (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
+        int v = 0;
+        if (runtime_version && runtime_version(&v) == 0)
+            probe.cuda_runtime_version = v;
+    }
     if (!probe.nvml_driver_version[0])
         gmp_nvml_driver_version(probe.nvml_driver_version, sizeof probe.nvml_driver_version);
     if (!probe.hip_runtime_version)

@@ -233,6 +233,7 @@ void gmp_bundle_fill_software(gmp_jw *w)
     gmp_jw_key(w, "gpu");
     gmp_jw_obj_begin(w);
     version_key(w, "cuda_driver_version", p->cuda_driver_version, 0);
+    version_key(w, "cuda_runtime_version", p->cuda_runtime_version, 0);
     gmp_jw_kstr(w, "nvidia_driver_version",
                 p->nvml_driver_version[0] ? p->nvml_driver_version : NULL);
     version_key(w, "hip_runtime_version", p->hip_runtime_version, 1);

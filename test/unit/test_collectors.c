@@ -320,6 +320,7 @@ static void test_rank_and_versions(void **state)
     assert_string_equal(json_str(e, "torch_version"), "9.8.7+fake");
     json_t *gpu = json_object_get(e, "gpu");
     assert_string_equal(json_str(gpu, "cuda_driver_version"), "13.0");
+    assert_string_equal(json_str(gpu, "cuda_runtime_version"), "13.1");
     json_t *dev = json_array_get(json_object_get(gpu, "devices"), 0);
     assert_string_equal(json_str(dev, "name"), "Fake GPU 0");
     assert_int_equal(json_int(dev, "total"), 1024 * MIB);
