@@ -20,7 +20,7 @@
 typedef struct live_entry {
     uint64_t key;  /* atomic: 0 empty, TOMBSTONE removed, else address */
     uint64_t size;
-    uint64_t time_ns;
+    uint32_t time_ms; /* since time_base_ns: the entry stays 32 bytes, half a line */
     uint32_t stack_id;
     int16_t device;
     uint8_t backend;
@@ -28,6 +28,7 @@ typedef struct live_entry {
     uint16_t api;
     uint8_t space; /* what the key is: a pointer, or a VMM allocation handle */
 } live_entry;
+_Static_assert(sizeof(live_entry) == 32, "two entries a cache line");
 
 static live_entry *table; /* atomic pointer */
 static int table_state;   /* atomic: gmp_lazy_table's */
@@ -36,6 +37,7 @@ static uint64_t peak[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];    /* atomic */
 static uint64_t allocs[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];  /* atomic */
 static uint64_t frees[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];   /* atomic */
 static int full_reported;
+static uint64_t time_base_ns; /* atomic: the first allocation's time */
 
 int gmp_device_index(int device)
 {
@@ -85,7 +87,15 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
                                          __ATOMIC_RELAXED))
             continue;
         t[i].size = size;
-        t[i].time_ns = now_ns;
+        uint64_t base = __atomic_load_n(&time_base_ns, __ATOMIC_RELAXED);
+        if (GMP_UNLIKELY(!base)) {
+            uint64_t none = 0;
+            base = now_ns;
+            if (!__atomic_compare_exchange_n(&time_base_ns, &none, base, 0, __ATOMIC_RELAXED,
+                                             __ATOMIC_RELAXED))
+                base = none;
+        }
+        t[i].time_ms = now_ns > base ? (uint32_t)((now_ns - base) / 1000000) : 0;
         t[i].stack_id = stack_id;
         t[i].device = (int16_t)device;
         t[i].backend = (uint8_t)backend;
@@ -156,7 +166,8 @@ void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg)
         gmp_live_allocation a = {
             .address = key,
             .size = t[i].size,
-            .time_ns = t[i].time_ns,
+            .time_ns = __atomic_load_n(&time_base_ns, __ATOMIC_RELAXED) +
+                       (uint64_t)t[i].time_ms * 1000000,
             .stack_id = t[i].stack_id,
             .device = t[i].device,
             .backend = t[i].backend,
