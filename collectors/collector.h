@@ -59,6 +59,11 @@ GMP_HIDDEN extern const gmp_collector *const gmp_collectors[];
 GMP_HIDDEN void gmp_collectors_may_load(int yes);
 GMP_HIDDEN int gmp_collectors_loading_allowed(void);
 
+/* A collector's library functions, bound once: *state is 0 not tried,
+ * 1 binding, 2 ready, 3 absent; bind() fills the collector's table and
+ * says whether it can work.  Returns 1 when ready. */
+GMP_HIDDEN int gmp_collector_resolve(int *state, int (*bind)(void));
+
 /* A library: the handle when it is loaded (or loadable, when allowed). */
 GMP_HIDDEN void *gmp_collector_open(const char *const *sonames);
 

@@ -34,3 +34,21 @@ void *gmp_collector_open(const char *const *sonames)
     }
     return NULL;
 }
+
+int gmp_collector_resolve(int *state, int (*bind)(void))
+{
+    int now = __atomic_load_n(state, __ATOMIC_ACQUIRE);
+    if (now == 2)
+        return 1;
+    if (now == 1)
+        return 0; /* another thread is binding: absent meanwhile */
+    /* a tool tried already; the preload tries again, the program may have
+     * loaded the library since */
+    if (now == 3 && gmp_collectors_loading_allowed())
+        return 0;
+    if (!__atomic_compare_exchange_n(state, &now, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return now == 2;
+    int ok = bind();
+    __atomic_store_n(state, ok ? 2 : 3, __ATOMIC_RELEASE);
+    return ok;
+}

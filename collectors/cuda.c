@@ -30,21 +30,10 @@ static struct {
     cu_result (*mem_info)(size_t *, size_t *);
 } cu;
 
-/* Resolved once, when the driver is there (loaded by the program, or by a
- * tool that may load it).  Racing callers see "absent" meanwhile. */
-static int resolve(void)
+/* The driver's functions, when it is there (loaded by the program, or by a
+ * tool that may load it). */
+static int bind(void)
 {
-    int state = __atomic_load_n(&cu.state, __ATOMIC_ACQUIRE);
-    if (state == 2)
-        return 1;
-    if (state == 1)
-        return 0;
-    if (state == 3 && gmp_collectors_loading_allowed())
-        return 0; /* a tool tried already; the preload tries again: the program
-                     may have loaded the library since */
-    if (!__atomic_compare_exchange_n(&cu.state, &state, 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        return state == 2;
     void *h = gmp_collector_open(cuda_sonames);
     if (h) {
         *(void **)&cu.init = dlsym(h, "cuInit");
@@ -64,8 +53,12 @@ static int resolve(void)
     /* a tool initialises the driver itself (no context is made by cuInit) */
     if (ok && gmp_collectors_loading_allowed() && cu.init)
         ok = cu.init(0) == 0;
-    __atomic_store_n(&cu.state, ok ? 2 : 3, __ATOMIC_RELEASE);
     return ok;
+}
+
+static int resolve(void)
+{
+    return gmp_collector_resolve(&cu.state, bind);
 }
 
 static int cuda_available(const char **why)

@@ -138,6 +138,10 @@ static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
         s->cg_peak = file_u64(dir, "memory.max_usage_in_bytes", buf, cap);
         if (s->cg_max != GMP_UNKNOWN && s->cg_max >= (1ull << 62))
             s->cg_max = GMP_UNKNOWN; /* v1 says "no limit" with a huge number */
+        char path[GMP_PATH_MAX + 32];
+        if (gmp_strjoin(path, sizeof path, dir, "/memory.oom_control", (char *)NULL) == 0 &&
+            gmp_read_file(path, buf, cap) > 0)
+            s->cg_events_oom_kill = line_u64(buf, "oom_kill", 1);
     }
     read_psi(s, dir, buf, cap);
 }

@@ -37,19 +37,8 @@ static struct {
     int processes_v1; /* only the unversioned call: the short struct */
 } nv;
 
-static int resolve(void)
+static int bind(void)
 {
-    int state = __atomic_load_n(&nv.state, __ATOMIC_ACQUIRE);
-    if (state == 2)
-        return 1;
-    if (state == 1)
-        return 0;
-    if (state == 3 && gmp_collectors_loading_allowed())
-        return 0; /* a tool tried already; the preload tries again: the program
-                     may have loaded the library since */
-    if (!__atomic_compare_exchange_n(&nv.state, &state, 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        return state == 2;
     void *h = gmp_collector_open(nvml_sonames);
     if (h) {
         *(void **)&nv.init = dlsym(h, "nvmlInit_v2");
@@ -69,8 +58,12 @@ static int resolve(void)
     }
     /* nvmlInit is counted: ours never undoes the program's */
     int ok = h && nv.init && nv.count && nv.by_index && nv.memory && nv.init() == 0;
-    __atomic_store_n(&nv.state, ok ? 2 : 3, __ATOMIC_RELEASE);
     return ok;
+}
+
+static int resolve(void)
+{
+    return gmp_collector_resolve(&nv.state, bind);
 }
 
 static int nvml_available(const char **why)

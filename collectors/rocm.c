@@ -32,19 +32,8 @@ static struct {
 
 #define RSMI_MEM_TYPE_VRAM 0
 
-static int resolve(void)
+static int bind(void)
 {
-    int state = __atomic_load_n(&hip.state, __ATOMIC_ACQUIRE);
-    if (state == 2)
-        return 1;
-    if (state == 1)
-        return 0;
-    if (state == 3 && gmp_collectors_loading_allowed())
-        return 0; /* a tool tried already; the preload tries again: the program
-                     may have loaded the library since */
-    if (!__atomic_compare_exchange_n(&hip.state, &state, 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        return state == 2;
     void *h = gmp_collector_open(hip_sonames);
     if (h) {
         *(void **)&hip.count = dlsym(h, "hipGetDeviceCount");
@@ -65,8 +54,12 @@ static int resolve(void)
         hip.smi = init && hip.smi_total && hip.smi_usage && init(0) == 0;
     }
     int ok = h && hip.count;
-    __atomic_store_n(&hip.state, ok ? 2 : 3, __ATOMIC_RELEASE);
     return ok;
+}
+
+static int resolve(void)
+{
+    return gmp_collector_resolve(&hip.state, bind);
 }
 
 static int rocm_device_count(void)

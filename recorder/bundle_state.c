@@ -7,6 +7,8 @@
 #include "bundle.h"
 #include "collector.h"
 
+#include <stddef.h>
+
 /* A byte count, or null when unknown. */
 static void kbytes(gmp_jw *w, const char *key, uint64_t v)
 {
@@ -76,6 +78,67 @@ static void psi_value(gmp_jw *w, const char *key, uint32_t hundredths)
     gmp_jw_raw(w, num, n);
 }
 
+/* The byte counts of gmp_host_state, by JSON key, per object. */
+typedef struct host_field {
+    const char *key;
+    size_t offset;
+} host_field;
+#define HF(key, member) {key, offsetof(gmp_host_state, member)}
+static const host_field process_fields[] = {
+    HF("vm_rss", vm_rss), HF("vm_hwm", vm_hwm), HF("vm_size", vm_size),
+    HF("vm_peak", vm_peak), HF("vm_swap", vm_swap),
+};
+static const host_field machine_fields[] = {
+    HF("mem_total", mem_total), HF("mem_available", mem_available),
+    HF("swap_total", swap_total), HF("swap_free", swap_free),
+};
+static const host_field cgroup_fields[] = {
+    HF("memory_current", cg_current), HF("memory_max", cg_max), HF("memory_high", cg_high),
+    HF("memory_peak", cg_peak), HF("swap_current", cg_swap_current),
+    HF("swap_max", cg_swap_max),
+};
+static const host_field cgroup_event_fields[] = {
+    HF("high", cg_events_high), HF("max", cg_events_max), HF("oom", cg_events_oom),
+    HF("oom_kill", cg_events_oom_kill),
+};
+#define FIELDS(a) a, sizeof a / sizeof *a
+
+static void host_fields(gmp_jw *w, const gmp_host_state *s, const host_field *fields,
+                        size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        kbytes(w, fields[i].key, *(const uint64_t *)((const char *)s + fields[i].offset));
+}
+
+static void host_object(gmp_jw *w, const char *key, const gmp_host_state *s,
+                        const host_field *fields, size_t n)
+{
+    gmp_jw_key(w, key);
+    gmp_jw_obj_begin(w);
+    host_fields(w, s, fields, n);
+    gmp_jw_obj_end(w);
+}
+
+static void psi(gmp_jw *w, const gmp_host_state *s)
+{
+    const struct { const char *key; uint32_t v; } avgs[] = {
+        {"some_avg10", s->psi_some_avg10}, {"some_avg60", s->psi_some_avg60},
+        {"some_avg300", s->psi_some_avg300}, {"full_avg10", s->psi_full_avg10},
+        {"full_avg60", s->psi_full_avg60}, {"full_avg300", s->psi_full_avg300},
+    };
+    gmp_jw_key(w, "psi_memory");
+    if (!s->psi_present) {
+        gmp_jw_null(w);
+        return;
+    }
+    gmp_jw_obj_begin(w);
+    for (size_t i = 0; i < sizeof avgs / sizeof *avgs; i++)
+        psi_value(w, avgs[i].key, avgs[i].v);
+    gmp_jw_ku64(w, "some_total_us", s->psi_some_total_us);
+    gmp_jw_ku64(w, "full_total_us", s->psi_full_total_us);
+    gmp_jw_obj_end(w);
+}
+
 void gmp_bundle_fill_host_state(gmp_jw *w)
 {
     gmp_host_state s;
@@ -84,21 +147,8 @@ void gmp_bundle_fill_host_state(gmp_jw *w)
     gmp_jw_obj_begin(w);
     gmp_jw_key(w, "sampled_at");
     gmp_jw_seconds(w, s.sampled_ns);
-    gmp_jw_key(w, "process");
-    gmp_jw_obj_begin(w);
-    kbytes(w, "vm_rss", s.vm_rss);
-    kbytes(w, "vm_hwm", s.vm_hwm);
-    kbytes(w, "vm_size", s.vm_size);
-    kbytes(w, "vm_peak", s.vm_peak);
-    kbytes(w, "vm_swap", s.vm_swap);
-    gmp_jw_obj_end(w);
-    gmp_jw_key(w, "machine");
-    gmp_jw_obj_begin(w);
-    kbytes(w, "mem_total", s.mem_total);
-    kbytes(w, "mem_available", s.mem_available);
-    kbytes(w, "swap_total", s.swap_total);
-    kbytes(w, "swap_free", s.swap_free);
-    gmp_jw_obj_end(w);
+    host_object(w, "process", &s, FIELDS(process_fields));
+    host_object(w, "machine", &s, FIELDS(machine_fields));
     gmp_jw_key(w, "cgroup");
     if (!s.cgroup_version) {
         gmp_jw_null(w);
@@ -106,36 +156,11 @@ void gmp_bundle_fill_host_state(gmp_jw *w)
         gmp_jw_obj_begin(w);
         gmp_jw_ki64(w, "version", s.cgroup_version);
         gmp_jw_kstr(w, "path", s.cgroup_path);
-        kbytes(w, "memory_current", s.cg_current);
-        kbytes(w, "memory_max", s.cg_max);
-        kbytes(w, "memory_high", s.cg_high);
-        kbytes(w, "memory_peak", s.cg_peak);
-        kbytes(w, "swap_current", s.cg_swap_current);
-        kbytes(w, "swap_max", s.cg_swap_max);
-        gmp_jw_key(w, "events");
-        gmp_jw_obj_begin(w);
-        kbytes(w, "high", s.cg_events_high);
-        kbytes(w, "max", s.cg_events_max);
-        kbytes(w, "oom", s.cg_events_oom);
-        kbytes(w, "oom_kill", s.cg_events_oom_kill);
-        gmp_jw_obj_end(w);
+        host_fields(w, &s, FIELDS(cgroup_fields));
+        host_object(w, "events", &s, FIELDS(cgroup_event_fields));
         gmp_jw_obj_end(w);
     }
-    gmp_jw_key(w, "psi_memory");
-    if (!s.psi_present) {
-        gmp_jw_null(w);
-    } else {
-        gmp_jw_obj_begin(w);
-        psi_value(w, "some_avg10", s.psi_some_avg10);
-        psi_value(w, "some_avg60", s.psi_some_avg60);
-        psi_value(w, "some_avg300", s.psi_some_avg300);
-        gmp_jw_ku64(w, "some_total_us", s.psi_some_total_us);
-        psi_value(w, "full_avg10", s.psi_full_avg10);
-        psi_value(w, "full_avg60", s.psi_full_avg60);
-        psi_value(w, "full_avg300", s.psi_full_avg300);
-        gmp_jw_ku64(w, "full_total_us", s.psi_full_total_us);
-        gmp_jw_obj_end(w);
-    }
+    psi(w, &s);
     gmp_jw_key(w, "rlimits");
     gmp_jw_obj_begin(w);
     limit_pair(w, "as", s.rlimit_as);
