@@ -132,8 +132,7 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
         gmp_jw_null(w);
     }
     gmp_bundle_fill_device_state(w, "device_state", req->devices, req->device_count);
-    if (in->pid == 0) /* the host as it is now: ours, not a dead process's */
-        gmp_bundle_fill_host_state(w);
+    gmp_bundle_fill_host_state(w, in->pid == 0); /* the host as it is now */
     gmp_jw_kstr(w, "confirmed_by", req->confirmed_by);
     gmp_jw_kstr(w, "evidence", req->evidence);
     gmp_jw_ku64(w, "recovered_episodes", req->recovered_episodes);

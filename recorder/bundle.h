@@ -54,10 +54,11 @@ GMP_HIDDEN void gmp_modules_write(gmp_jw *w, char *buf, size_t cap);
 GMP_HIDDEN void gmp_bundle_fill_live(gmp_jw *w, const gmp_dump_request *req, uint64_t now_ns,
                                      uint64_t *stacks_seen, uint32_t max_stack_id);
 
-/* metadata.json's device_state and host_state (bundle_state.c). */
+/* metadata.json's device_state and host_state (bundle_state.c); a bundle
+ * written for a dead process (self 0) has no process part. */
 GMP_HIDDEN void gmp_bundle_fill_device_state(gmp_jw *w, const char *key,
                                              const gmp_device_state *devices, uint32_t count);
-GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w);
+GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, int self);
 
 /* The process's rank from RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
  * PMI_RANK; -1 when none is set. */

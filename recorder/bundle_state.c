@@ -139,7 +139,7 @@ static void psi(gmp_jw *w, const gmp_host_state *s)
     gmp_jw_obj_end(w);
 }
 
-void gmp_bundle_fill_host_state(gmp_jw *w)
+void gmp_bundle_fill_host_state(gmp_jw *w, int self)
 {
     gmp_host_state s;
     gmp_host_state_read(&s);
@@ -147,7 +147,13 @@ void gmp_bundle_fill_host_state(gmp_jw *w)
     gmp_jw_obj_begin(w);
     gmp_jw_key(w, "sampled_at");
     gmp_jw_seconds(w, s.sampled_ns);
-    host_object(w, "process", &s, FIELDS(process_fields));
+    if (self) {
+        host_object(w, "process", &s, FIELDS(process_fields));
+    } else { /* the process is gone: the machine and cgroup as its recoverer sees them */
+        gmp_jw_key(w, "process");
+        gmp_jw_null(w);
+        gmp_jw_kstr(w, "sampled_by", "recovery");
+    }
     host_object(w, "machine", &s, FIELDS(machine_fields));
     gmp_jw_key(w, "cgroup");
     if (!s.cgroup_version) {

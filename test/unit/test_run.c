@@ -67,6 +67,11 @@ static json_t *killed_bundle(const char *reason, int min_allocs)
     json_decref(events);
     if (big < min_allocs)
         fail_msg("want at least %d allocations of 8 MiB in the bundle, found %d", min_allocs, big);
+    /* the machine as the recoverer sees it; the dead process's own part is gone */
+    json_t *hs = json_object_get(md, "host_state");
+    assert_true(json_is_null(json_object_get(hs, "process")));
+    assert_string_equal(json_str(hs, "sampled_by"), "recovery");
+    assert_true(json_int(json_object_get(hs, "machine"), "mem_total") > 0);
     json_t *env = bundle_file(bundle, "environment.json");
     if (!strstr(json_str(json_object_get(env, "process"), "command"), "python3"))
         fail_msg("the bundle does not name the killed command");
