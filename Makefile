@@ -59,7 +59,7 @@ UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 TEST_SUPPORT := $(BUILD)/test/support.o
 
-.PHONY: all deps test unit-test integration-test demo bench install uninstall clean
+.PHONY: all deps test unit-test integration-test demo bench fuzz install uninstall clean
 
 # Our GPU hook prototypes against the real headers, where they are installed.
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
@@ -213,16 +213,49 @@ $(BUILD)/test/gpu/gpu_smoke_hip: test/gpu/gpu_smoke.c
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_PROGRAM_FLAGS) -DUSE_HIP -o $@ $< -lamdhip64
 
+# libFuzzer harnesses (test/fuzz/), built with clang where it can link one:
+# the bundle reader, the ring-file readers, the configuration.  Each runs
+# FUZZ_SECONDS in `make test`, all side by side.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+HAVE_FUZZ := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | $(FUZZ_CC) -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null && echo yes)
+FUZZ_CFLAGS = -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+              -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+              -Iinclude -Irecorder -Icollectors -Itools/inspect $(JANSSON_CFLAGS)
+FUZZ_LIB_SRC := $(RECORDER_SRC) $(filter-out tools/inspect/main.c,$(INSPECT_SRC))
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZERS := $(if $(HAVE_FUZZ),$(BUILD)/fuzz/fuzz_bundle $(BUILD)/fuzz/fuzz_ring $(BUILD)/fuzz/fuzz_config)
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz_common.h $(FUZZ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) $(JANSSON_LIBS) \
+	    $(DW_LIBS) -lm
+
+.SECONDARY: $(FUZZ_LIB_OBJ)
+
+fuzz: $(FUZZERS)
+	@if [ -z "$(HAVE_FUZZ)" ]; then echo "fuzz: $(FUZZ_CC) cannot build a libFuzzer harness here; skipped"; \
+	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS); fi
+
 # Every test binary runs even when one fails; the exit status says if any did.
-test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS)
+# Then the fuzzers, FUZZ_SECONDS each (skipped, with a line, where clang
+# cannot build them).
+test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
 	@failed=0; for t in $(UNIT_BIN); do \
 	    echo "== $$t"; \
 	    GMP_INSPECT=$(abspath $(INSPECT)) GMP_TEST_FIXTURES=$(abspath test/fixtures) \
 	    GMP_BUILD=$(abspath $(BUILD)) \
 	        $$t || failed=$$((failed+1)); \
 	done; \
+	echo "== fuzzing, $(FUZZ_SECONDS) s each"; \
+	if [ -z "$(HAVE_FUZZ)" ]; then echo "SKIP: $(FUZZ_CC) cannot build a libFuzzer harness here"; \
+	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) || failed=$$((failed+1)); fi; \
 	if [ $$failed -ne 0 ]; then echo "$$failed test program(s) failed"; exit 1; fi; \
-	echo "all $(words $(UNIT_BIN)) test programs passed"
+	echo "all $(words $(UNIT_BIN)) test programs and the fuzzers passed"
 
 demo: all
 	@sh examples/demo.sh $(BUILD)
@@ -264,4 +297,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d) $(BUILD)/tools/run/main.d
+-include $(FUZZ_LIB_OBJ:.o=.d) $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d) $(BUILD)/tools/run/main.d

@@ -3,7 +3,8 @@
 # jansson (the tools), cmocka (the tests), the allocators the tests preload
 # behind ours (jemalloc, tcmalloc), and Debian's HIP (headers to check our
 # hook prototypes against, the real library for a no-GPU smoke test), and
-# the tools the tests check output with.  Missing ones are installed with
+# the tools the tests check output with, and clang with its sanitizer
+# runtimes for the fuzzers.  Missing ones are installed with
 # apt-get when we are root or have password-less sudo; otherwise one line
 # names the packages.
 set -u
@@ -23,6 +24,8 @@ need libamdhip64-dev test -f /usr/include/hip/hip_runtime_api.h
 need libxml2-utils command -v xmllint     # the tests check triage's JUnit XML
 need tmux command -v tmux                 # the tests watch `gmp-inspect watch` in a terminal
 need binutils command -v addr2line        # the tests symbolise a bundle's stack
+need clang command -v clang               # the libFuzzer harnesses (test/fuzz/)
+need libclang-rt-dev sh -c 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a'
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then

@@ -64,6 +64,11 @@ GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, int self);
  * PMI_RANK; -1 when none is set. */
 GMP_HIDDEN long gmp_bundle_rank(void);
 
+/* A command line (NUL-separated arguments): the values of secret-looking
+ * options ("--api-token=X", "--password X", "DB_PASSWORD=X") masked with
+ * '*' in place, so no bundle or ring holds them. */
+GMP_HIDDEN void gmp_redact_args(char *args, size_t len);
+
 /* Is the environment variable name one whose value must never be written? */
 GMP_HIDDEN int gmp_env_name_is_secret(const char *name, size_t len);
 

@@ -111,9 +111,33 @@ static void write_rlimit(gmp_jw *w, const char *name, int resource)
     gmp_jw_obj_end(w);
 }
 
+/* "--api-token=abc" and "--api-token abc": the value masked in place. */
+void gmp_redact_args(char *args, size_t len)
+{
+    int mask_next = 0;
+    for (size_t i = 0; i < len;) {
+        char *arg = args + i;
+        size_t n = strnlen(arg, len - i);
+        char *eq = memchr(arg, '=', n);
+        const char *name = arg;
+        while (*name == '-')
+            name++;
+        size_t name_len = (size_t)((eq ? eq : arg + n) - name);
+        int secret = name < arg + n && gmp_env_name_is_secret(name, name_len);
+        if (mask_next)
+            memset(arg, '*', n);
+        else if (secret && eq)
+            memset(eq + 1, '*', (size_t)(arg + n - eq - 1));
+        mask_next = secret && !eq && arg[0] == '-';
+        i += n + 1;
+    }
+}
+
 static void write_cmdline(gmp_jw *w, char *buf, size_t cap)
 {
     ssize_t n = gmp_read_file("/proc/self/cmdline", buf, cap);
+    if (n > 0)
+        gmp_redact_args(buf, (size_t)n);
     gmp_jw_key(w, "cmdline");
     gmp_jw_arr_begin(w);
     for (ssize_t i = 0; i < n;) {

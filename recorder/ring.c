@@ -12,6 +12,7 @@
  * seqlock relies on is defined behaviour (and quiet under TSan).
  */
 #include "ring.h"
+#include "bundle.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +58,8 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
     ssize_t n = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
     h->exe[n > 0 ? n : 0] = '\0';
     n = gmp_read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline);
+    if (n > 0)
+        gmp_redact_args(h->cmdline, (size_t)n);
     for (ssize_t i = 0; i + 1 < n; i++)
         if (h->cmdline[i] == '\0')
             h->cmdline[i] = ' ';

@@ -275,16 +275,24 @@ static void test_secrets_never_written(void **state)
     (void)state;
     assert_int_equal(held("MY_API_TOKEN=tok-71c3e9 NCCL_IB_AUTH_KEY=key-5a0d2f "
                           "XLA_FLAGS=--xla_gpu_memory_fraction=0.5",
-                          "hold"),
+                          "hold --api-token arg-3c4d5e DB_PASSWORD=pw-6f7a8b --epochs 3"),
                      3);
     char bundle[1024];
     json_t *env = only_bundle_file(paths.dumps, "environment.json", bundle, sizeof bundle);
     json_t *vars = json_object_get(env, "environment");
     assert_string_equal(json_str(vars, "NCCL_IB_AUTH_KEY"), "[REDACTED]");
     assert_string_equal(json_str(vars, "XLA_FLAGS"), "--xla_gpu_memory_fraction=0.5");
+    /* secret-looking options on the command line are masked, the rest kept */
+    json_t *cmd = json_object_get(json_object_get(env, "process"), "cmdline");
+    assert_string_equal(json_string_value(json_array_get(cmd, 2)), "--api-token");
+    assert_string_equal(json_string_value(json_array_get(cmd, 3)), "**********");
+    assert_string_equal(json_string_value(json_array_get(cmd, 4)), "DB_PASSWORD=*********");
+    assert_string_equal(json_string_value(json_array_get(cmd, 6)), "3");
     json_decref(env);
     expect_nowhere(paths.dumps, "tok-71c3e9");
     expect_nowhere(paths.dumps, "key-5a0d2f");
+    expect_nowhere(paths.dumps, "arg-3c4d5e");
+    expect_nowhere(paths.dumps, "pw-6f7a8b");
 }
 
 /* A rank in the name and the manifest; the GPU, Python and torch in
