@@ -15,6 +15,11 @@ endif
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden \
                -Iinclude -Irecorder -Icollectors $(WARNINGS)
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
+# Sanitizers for our own code only (the preload, the recorder, the tools and
+# the test binaries), never for the programs the tests run under the preload:
+# those crash on purpose.  Set by `make sanitize`.
+SAN_CFLAGS ?=
+CODE_CFLAGS = $(ALL_CFLAGS) $(SAN_CFLAGS)
 
 # Dependencies first, while the makefile is read: what is installed decides
 # which checks and smoke tests are built (see the wildcards below).
@@ -59,7 +64,8 @@ UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 TEST_SUPPORT := $(BUILD)/test/support.o
 
-.PHONY: all deps test unit-test integration-test demo bench fuzz install uninstall clean
+.PHONY: all deps test unit-test integration-test demo bench fuzz sanitize unit-programs \
+        test-programs install uninstall clean
 
 # Our GPU hook prototypes against the real headers, where they are installed.
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
@@ -90,7 +96,7 @@ deps:
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(JANSSON_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CODE_CFLAGS) $(JANSSON_CFLAGS) -MMD -MP -c $< -o $@
 
 $(RECORDER_LIB): $(RECORDER_OBJ)
 	@rm -f $@
@@ -98,20 +104,20 @@ $(RECORDER_LIB): $(RECORDER_OBJ)
 
 # The interposer links only libc: every GPU library is found at run time.
 $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
 	    -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
 
 $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -ftls-model=initial-exec -MMD -MP -c $< -o $@
+	$(CC) $(CODE_CFLAGS) -ftls-model=initial-exec -MMD -MP -c $< -o $@
 
 $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include
 
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
 
 $(RUN_TOOL): $(BUILD)/tools/run/main.o $(RECORDER_LIB)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)
 
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
@@ -119,11 +125,11 @@ $(BUILD)/examples/%: examples/%.c
 
 $(BUILD)/test/support.o: test/support.c test/support.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) -c $< -o $@
+	$(CC) $(CODE_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) -c $< -o $@
 
 $(BUILD)/test/test_%: test/unit/test_%.c $(TEST_SUPPORT) $(RECORDER_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itest $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(LDFLAGS) -o $@ $< \
+	$(CC) $(CODE_CFLAGS) -Itest $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(TEST_SUPPORT) $(RECORDER_LIB) $(CMOCKA_LIBS) $(JANSSON_LIBS) -lpthread
 
 # Plain programs the integration tests run under the preload.  -fno-builtin:
@@ -242,20 +248,46 @@ fuzz: $(FUZZERS)
 	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS); fi
 
 # Every test binary runs even when one fails; the exit status says if any did.
-# Then the fuzzers, FUZZ_SECONDS each (skipped, with a line, where clang
-# cannot build them).
+# The same tests again under the sanitizers (SANITIZE=0 skips them): the
+# test programs, the recorder and gmp-inspect with ASan+UBSan, the preload
+# and the programs it is loaded into with UBSan (ASan's runtime must come
+# first in a process, which a preload into uninstrumented programs cannot
+# give it); test_noalloc replaces malloc itself, so it runs only as built.
+# Then the ring's concurrency test under TSan, then the fuzzers,
+# FUZZ_SECONDS each (skipped, with a line, where clang cannot build them).
+SANITIZE ?= 1
+SAN_COMMON := -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all
+ASAN_BUILD := $(BUILD)/asan
+UBSAN_BUILD := $(BUILD)/ubsan
+TSAN_BUILD := $(BUILD)/tsan
+SAN_UNIT := $(filter-out %/test_noalloc,$(UNIT_BIN:$(BUILD)/%=$(ASAN_BUILD)/%))
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+unit-programs: all $(UNIT_BIN)
+test-programs: all $(TEST_PROGRAMS) $(GPU_TESTS)
+
+sanitize:
+	@$(MAKE) --no-print-directory -s BUILD=$(UBSAN_BUILD) \
+	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=undefined" test-programs
+	@$(MAKE) --no-print-directory -s BUILD=$(ASAN_BUILD) \
+	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=address,undefined" unit-programs
+	@$(MAKE) --no-print-directory -s BUILD=$(TSAN_BUILD) \
+	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=thread -Wno-tsan" $(TSAN_BUILD)/test/test_ring
+	@echo "== under ASan+UBSan (the preload under UBSan)"
+	@$(SAN_ENV) sh test/run.sh $(UBSAN_BUILD) $(abspath $(ASAN_BUILD)/gmp-inspect) $(SAN_UNIT)
+	@echo "== the ring under TSan"
+	@TSAN_OPTIONS=halt_on_error=1 sh test/run.sh $(UBSAN_BUILD) $(abspath $(INSPECT)) \
+	    $(TSAN_BUILD)/test/test_ring
+
 test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
-	@failed=0; for t in $(UNIT_BIN); do \
-	    echo "== $$t"; \
-	    GMP_INSPECT=$(abspath $(INSPECT)) GMP_TEST_FIXTURES=$(abspath test/fixtures) \
-	    GMP_BUILD=$(abspath $(BUILD)) \
-	        $$t || failed=$$((failed+1)); \
-	done; \
+	@failed=0; \
+	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN) || failed=$$((failed+1)); \
+	if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize || failed=$$((failed+1)); fi; \
 	echo "== fuzzing, $(FUZZ_SECONDS) s each"; \
 	if [ -z "$(HAVE_FUZZ)" ]; then echo "SKIP: $(FUZZ_CC) cannot build a libFuzzer harness here"; \
 	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) || failed=$$((failed+1)); fi; \
-	if [ $$failed -ne 0 ]; then echo "$$failed test program(s) failed"; exit 1; fi; \
-	echo "all $(words $(UNIT_BIN)) test programs and the fuzzers passed"
+	if [ $$failed -ne 0 ]; then echo "$$failed test stage(s) failed"; exit 1; fi; \
+	echo "all tests passed: as built, under the sanitizers, and the fuzzers"
 
 demo: all
 	@sh examples/demo.sh $(BUILD)

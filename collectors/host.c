@@ -32,10 +32,15 @@ static uint64_t line_u64(const char *text, const char *key, uint64_t unit)
     return GMP_UNKNOWN;
 }
 
+/* Paths of cgroup files: /sys/fs/cgroup + the cgroup's path (Kubernetes'
+ * are ~200 bytes).  Small: this runs on the dump path, maybe in a signal
+ * handler on a small alternate stack. */
+#define CGROUP_PATH_MAX 1024
+
 /* A one-number file; GMP_UNKNOWN for "max", absent or unreadable. */
 static uint64_t file_u64(const char *dir, const char *name, char *buf, size_t cap)
 {
-    char path[GMP_PATH_MAX + 64];
+    char path[CGROUP_PATH_MAX + 64];
     if (gmp_strjoin(path, sizeof path, dir, "/", name, (char *)NULL) < 0 ||
         gmp_read_file(path, buf, cap) <= 0 || buf[0] < '0' || buf[0] > '9')
         return GMP_UNKNOWN;
@@ -65,7 +70,7 @@ static uint32_t psi_hundredths(const char *line, const char *key)
 
 static void read_psi(gmp_host_state *s, const char *dir, char *buf, size_t cap)
 {
-    char path[GMP_PATH_MAX + 32];
+    char path[CGROUP_PATH_MAX + 32];
     ssize_t n = -1;
     if (s->cgroup_version == 2 &&
         gmp_strjoin(path, sizeof path, dir, "/memory.pressure", (char *)NULL) == 0)
@@ -106,7 +111,7 @@ static void read_rlimit(int resource, uint64_t out[2])
 
 static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
 {
-    char dir[GMP_PATH_MAX];
+    char dir[CGROUP_PATH_MAX];
     int version = gmp_cgroup_memory_dir(dir, sizeof dir);
     s->cg_current = s->cg_max = s->cg_peak = s->cg_high = GMP_UNKNOWN;
     s->cg_swap_current = s->cg_swap_max = GMP_UNKNOWN;
@@ -124,7 +129,7 @@ static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
         s->cg_peak = file_u64(dir, "memory.peak", buf, cap);
         s->cg_swap_current = file_u64(dir, "memory.swap.current", buf, cap);
         s->cg_swap_max = file_u64(dir, "memory.swap.max", buf, cap);
-        char path[GMP_PATH_MAX + 32];
+        char path[CGROUP_PATH_MAX + 32];
         if (gmp_strjoin(path, sizeof path, dir, "/memory.events", (char *)NULL) == 0 &&
             gmp_read_file(path, buf, cap) > 0) {
             s->cg_events_high = line_u64(buf, "high", 1);
@@ -138,7 +143,7 @@ static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
         s->cg_peak = file_u64(dir, "memory.max_usage_in_bytes", buf, cap);
         if (s->cg_max != GMP_UNKNOWN && s->cg_max >= (1ull << 62))
             s->cg_max = GMP_UNKNOWN; /* v1 says "no limit" with a huge number */
-        char path[GMP_PATH_MAX + 32];
+        char path[CGROUP_PATH_MAX + 32];
         if (gmp_strjoin(path, sizeof path, dir, "/memory.oom_control", (char *)NULL) == 0 &&
             gmp_read_file(path, buf, cap) > 0)
             s->cg_events_oom_kill = line_u64(buf, "oom_kill", 1);
@@ -148,7 +153,7 @@ static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
 
 void gmp_host_state_read(gmp_host_state *s)
 {
-    char buf[4096];
+    char buf[2048]; /* the lines we read come first in each file */
     memset(s, 0, sizeof *s);
     s->sampled_ns = gmp_now_realtime_ns();
     s->vm_rss = s->vm_hwm = s->vm_size = s->vm_peak = s->vm_swap = GMP_UNKNOWN;

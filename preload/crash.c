@@ -10,16 +10,26 @@
  * failed allocation: a healthy process keeps its signal dispositions
  * untouched.  A handler the program installs later replaces ours and works
  * as it would without us.  Each thread that failed an allocation gets an
- * alternate stack (64 KiB, kept for the thread's life), so a stack
- * exhausted by the failure still leaves room for the bundle.
+ * alternate stack (256 KiB of address space, kept for the thread's life;
+ * untouched pages cost nothing), so a stack exhausted by the failure still
+ * leaves room for the bundle.  A program may have set a smaller alternate
+ * stack of its own (CPython's faulthandler does): when the one the handler
+ * runs on has less room than a bundle needs, the bundle is written on an
+ * emergency stack of ours instead (makecontext/swapcontext: registers and
+ * one sigprocmask, no allocation), and the handler goes on where it was.
  */
 #include "preload.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
-#define ALT_STACK_SIZE (64 * 1024)
+#define ALT_STACK_SIZE (256 * 1024)
+#define EMERGENCY_STACK_SIZE (256 * 1024)
+/* What writing a bundle may take, with room to spare (about 40 KiB at -O2;
+ * more in sanitizer builds). */
+#define DUMP_STACK_NEED (128 * 1024)
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
 #define FATAL_COUNT (sizeof fatal_signals / sizeof *fatal_signals)
@@ -38,6 +48,48 @@ static int slot_of(int sig)
     return -1;
 }
 
+static void *emergency_stack; /* mapped when the handlers are installed */
+static ucontext_t handler_context, dump_context;
+static int dump_sig;
+static const siginfo_t *dump_info;
+
+static void dump_now(void)
+{
+    gmp_episode_crash(dump_sig, dump_info);
+}
+
+/* The room left below us on the alternate stack we run on; SIZE_MAX when
+ * we are not on one (a thread stack: megabytes). */
+static size_t stack_room(void)
+{
+    stack_t ss;
+    char here;
+    if (sigaltstack(NULL, &ss) != 0 || !(ss.ss_flags & SS_ONSTACK))
+        return SIZE_MAX;
+    uintptr_t low = (uintptr_t)ss.ss_sp, at = (uintptr_t)&here;
+    return at > low ? at - low : 0;
+}
+
+/* The bundle, on the stack we are on when it has the room, else on ours. */
+static void dump_for(int sig, const siginfo_t *info)
+{
+    dump_sig = sig;
+    dump_info = info;
+    if (stack_room() >= DUMP_STACK_NEED || !emergency_stack) {
+        dump_now();
+        return;
+    }
+    if (getcontext(&dump_context) != 0) {
+        dump_now();
+        return;
+    }
+    dump_context.uc_stack.ss_sp = emergency_stack;
+    dump_context.uc_stack.ss_size = EMERGENCY_STACK_SIZE;
+    dump_context.uc_link = &handler_context; /* back here when dump_now returns */
+    makecontext(&dump_context, dump_now, 0);
+    swapcontext(&handler_context, &dump_context);
+}
+
 static void on_fatal(int sig, siginfo_t *info, void *ucontext)
 {
     int saved = errno;
@@ -45,7 +97,7 @@ static void on_fatal(int sig, siginfo_t *info, void *ucontext)
     if (!__atomic_exchange_n(&crashing, 1, __ATOMIC_ACQ_REL)) {
         gmp_in_hook++;
         gmp_in_signal++;
-        gmp_episode_crash(sig, info);
+        dump_for(sig, info);
         gmp_in_signal--;
         gmp_in_hook--;
     }
@@ -97,6 +149,9 @@ void gmp_crash_arm(void)
     int expected = 0;
     if (__atomic_compare_exchange_n(&armed, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED)) {
+        void *stack = mmap(NULL, EMERGENCY_STACK_SIZE, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        emergency_stack = stack == MAP_FAILED ? NULL : stack;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_fatal;

@@ -97,9 +97,9 @@ void gmp_host_counts(uint64_t *allocs, uint64_t *frees)
 
 uint64_t gmp_host_in_use(void)
 {
-    int64_t sum = __atomic_load_n(&retired, __ATOMIC_RELAXED) +
-                  __atomic_load_n(&overflow, __ATOMIC_RELAXED);
+    uint64_t sum = (uint64_t)__atomic_load_n(&retired, __ATOMIC_RELAXED) +
+                   (uint64_t)__atomic_load_n(&overflow, __ATOMIC_RELAXED);
     for (int i = 0; i < HOST_SLOTS; i++)
-        sum += __atomic_load_n(&slots[i].bytes, __ATOMIC_RELAXED);
-    return sum > 0 ? (uint64_t)sum : 0;
+        sum += (uint64_t)__atomic_load_n(&slots[i].bytes, __ATOMIC_RELAXED);
+    return (int64_t)sum > 0 ? sum : 0; /* racing threads may leave it below zero */
 }

@@ -132,7 +132,10 @@ static inline size_t usable(void *p)
         size_t word = ((const size_t *)p)[-1];
         return (word & ~(size_t)7) - ((word & 2) ? 2 : 1) * sizeof(size_t);
     }
-    return p && real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
+    size_t n = p && real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
+    /* an allocator behind us asked about a block it never made (the
+     * loader's, from before it was there) may answer anything */
+    return n < ((size_t)1 << 48) ? n : 0;
 }
 
 /* Counters see every allocation of the process, our own and those made

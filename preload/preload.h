@@ -97,8 +97,10 @@ GMP_HIDDEN void gmp_host_account_first(int64_t delta_bytes);
 
 static inline void gmp_host_slot_add(host_slot *s, int64_t delta)
 {
-    __atomic_store_n(&s->bytes, __atomic_load_n(&s->bytes, __ATOMIC_RELAXED) + delta,
-                     __ATOMIC_RELAXED);
+    /* a thread frees what others allocated: its own count may go below
+     * zero; the sum over threads is what counts (wrapping, never UB) */
+    uint64_t now = (uint64_t)__atomic_load_n(&s->bytes, __ATOMIC_RELAXED) + (uint64_t)delta;
+    __atomic_store_n(&s->bytes, (int64_t)now, __ATOMIC_RELAXED);
     uint64_t *count = delta >= 0 ? &s->allocs : &s->frees;
     __atomic_store_n(count, __atomic_load_n(count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }

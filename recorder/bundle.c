@@ -36,6 +36,7 @@ typedef struct bundle_ctx {
     gmp_jw *w;          /* the file being written */
     uint64_t event_count;
     uint64_t torn;
+    size_t buf_cap;     /* of the buffer files stream through */
     usage_key usage[MAX_USAGE_KEYS];
     size_t usage_n;
     uint64_t stacks_seen[MAX_STACK_IDS / 64]; /* stack ids the events name */
@@ -208,7 +209,7 @@ static int copy_python_traceback(int fd, char *buf, bundle_ctx *ctx)
 {
     int from = ctx->in->req->python_traceback_fd;
     for (off_t at = 0;;) {
-        ssize_t n = pread(from, buf, GMP_JW_BUF, at);
+        ssize_t n = pread(from, buf, ctx->buf_cap, at);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -318,7 +319,7 @@ static int write_json_file(int dirfd, const struct bundle_file *file, char *buf,
         return rc;
     }
     gmp_jw w;
-    gmp_jw_init(&w, fd, buf, GMP_JW_BUF);
+    gmp_jw_init(&w, fd, buf, ctx->buf_cap);
     ctx->w = &w;
     file->fill(&w, ctx);
     gmp_jw_space(&w, "\n");
@@ -374,24 +375,37 @@ static int rename_noreplace(int dirfd, const char *from, const char *to)
 
 static uint64_t bundle_seq; /* per process; names stay unique across recorders */
 
+/* The buffer files stream through: a static one when no other bundle is
+ * being written, else a small one on the stack.  A bundle may be written in
+ * a signal handler, on an alternate stack the program may have made small
+ * (CPython's faulthandler): the stack is kept for what must be there. */
+static char shared_buf[GMP_JW_BUF];
+static int shared_buf_taken; /* atomic */
+#define STACK_BUF 2048
+
 static int write_contents(int dirfd, const char *tmp, const char *name,
                           const gmp_bundle_input *in)
 {
-    char buf[GMP_JW_BUF];
+    char small[STACK_BUF];
     bundle_ctx ctx;
     int bfd = openat(dirfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (bfd < 0)
         return -1;
     fchmod(bfd, 0700);
+    int own_shared = !__atomic_exchange_n(&shared_buf_taken, 1, __ATOMIC_ACQUIRE);
+    char *buf = own_shared ? shared_buf : small;
     memset(&ctx, 0, offsetof(bundle_ctx, scratch));
     ctx.in = in;
     ctx.name = name;
+    ctx.buf_cap = own_shared ? sizeof shared_buf : sizeof small;
     int rc = 0;
     for (size_t i = 0; i < BUNDLE_FILE_COUNT && !rc; i++)
         if (wanted(&bundle_files[i], in))
             rc = write_json_file(bfd, &bundle_files[i], buf, &ctx);
     int saved = errno;
     close(bfd);
+    if (own_shared)
+        __atomic_store_n(&shared_buf_taken, 0, __ATOMIC_RELEASE);
     errno = saved;
     return rc;
 }

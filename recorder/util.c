@@ -224,7 +224,7 @@ int gmp_cgroup_memory_dir(char *out, size_t cap)
             size_t len = nl ? (size_t)(nl - line) : strlen(line);
             char *hit = strstr(line, tag);
             if (hit && hit < line + len && (version == 1 || hit == line)) {
-                char path[1024], probe[4096 + 32];
+                char path[1024], probe[1024 + 64];
                 size_t plen = len - (size_t)(hit + strlen(tag) - line);
                 if (plen >= sizeof path)
                     break;

@@ -6,6 +6,8 @@
  *   naive_malloc abort SIZE    malloc(SIZE) fails, then abort()
  *   naive_malloc handler SIZE  install a SIGSEGV handler that prints and
  *                              _exit(42)s, then as SIZE (handlers keep working)
+ *   naive_malloc altstack SIZE set a 16 KiB alternate signal stack of its own,
+ *                              as CPython's faulthandler does, then as SIZE
  * allocate_unchecked is the function a bundle's native stack must name.
  */
 #include <signal.h>
@@ -46,6 +48,12 @@ int main(int argc, char **argv)
         return 0;
     }
     const char *size_arg = argv[1];
+    if (!strcmp(argv[1], "altstack") && argc > 2) {
+        static char small_stack[16 * 1024];
+        stack_t ss = {.ss_sp = small_stack, .ss_size = sizeof small_stack};
+        sigaltstack(&ss, NULL);
+        size_arg = argv[2];
+    }
     if (!strcmp(argv[1], "handler") && argc > 2) {
         signal(SIGSEGV, on_segv);
         size_arg = argv[2];

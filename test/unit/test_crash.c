@@ -173,6 +173,17 @@ static void test_program_handler_still_runs(void **state)
     json_decref(md);
 }
 
+/* A small alternate stack of the program's own: the bundle is written on
+ * ours, and the death is the same. */
+static void test_program_alt_stack_too_small(void **state)
+{
+    (void)state;
+    same_death(NULL, "altstack", HUGE, "status 139\n");
+    json_t *md = crash_bundle("gpumemprof: SIGSEGV after failed allocation", NULL, 0);
+    assert_int_equal(json_int(json_object_get(md, "failed_request"), "code"), 12);
+    json_decref(md);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -197,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_on_crash_never),
         cmocka_unit_test(test_abort_after_failed_malloc),
         cmocka_unit_test(test_program_handler_still_runs),
+        cmocka_unit_test(test_program_alt_stack_too_small),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -58,7 +58,7 @@ static void write_bundles(void)
         snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
         cfg.max_dumps = 10000;
         cfg.max_total_mb = 100000;
-        char rank[8];
+        char rank[16];
         snprintf(rank, sizeof rank, "%d", r);
         setenv("RANK", rank, 1);
         gmp_recorder *rec = gmp_recorder_create(&cfg);
