@@ -287,7 +287,7 @@ test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
 	if [ -z "$(HAVE_FUZZ)" ]; then echo "SKIP: $(FUZZ_CC) cannot build a libFuzzer harness here"; \
 	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) || failed=$$((failed+1)); fi; \
 	if [ $$failed -ne 0 ]; then echo "$$failed test stage(s) failed"; exit 1; fi; \
-	echo "all tests passed: as built, under the sanitizers, and the fuzzers"
+	echo "all test stages passed"
 
 demo: all
 	@sh examples/demo.sh $(BUILD)

@@ -172,8 +172,8 @@ typedef struct gmp_config {
 
 /* Fill the documented defaults. */
 GMP_API void gmp_config_defaults(gmp_config *cfg);
-/* Defaults, then the GMP_* variables.  Each bad value prints one stderr line
- * naming the variable and the value used instead; returns how many were bad. */
+/* Defaults, then the GMP_* variables.  Bad values print one stderr line,
+ * naming each variable and the value used instead; returns how many were bad. */
 GMP_API int gmp_config_from_env(gmp_config *cfg);
 
 /* ---- classification ------------------------------------------------------ */

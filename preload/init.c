@@ -24,6 +24,7 @@ __thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
 
 static void after_fork_in_child(void)
 {
+    gmp_gettid_after_fork();
     __atomic_store_n(&gmp_pl.pid, (int)getpid(), __ATOMIC_RELAXED);
     if (!gmp_pl_active())
         return;

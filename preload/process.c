@@ -6,13 +6,18 @@
  *   wait family   a parent that reaps a child killed by a signal notes the
  *                 signal in the child's ring (only the parent ever learns
  *                 it), so gmp-run and `gmp-inspect recover` can name it.
- * exec() needs nothing here: the new image removes the old one's ring when
- * it starts (init.c).  A vfork child shares our memory and must touch
- * nothing of the parent's: it is told apart by its pid.
+ *   exec family   the image is replaced without exit(): an OOM episode
+ *                 still open (Python caught its MemoryError, then exec'd)
+ *                 is written first, confirmed by "exec".  The new image
+ *                 removes the old one's ring when it starts (init.c).
+ * A vfork child shares our memory and must touch nothing of the parent's:
+ * it is told apart by its pid.
  */
 #include "preload.h"
 
 #include <dlfcn.h>
+#include <stdarg.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -93,3 +98,98 @@ typedef void (*exit_fn)(int);
     }
 QUICK_EXIT(_exit)
 QUICK_EXIT(_Exit)
+
+/* Before the image goes: the bundle of an open episode (not in a vfork
+ * child: the episodes are the parent's). */
+static void before_exec(void)
+{
+    if (!gmp_pl_active() || !gmp_any_episode_open() ||
+        getpid() != __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED))
+        return;
+    int saved = errno;
+    gmp_in_hook++;
+    gmp_episode_commit_all("exec");
+    gmp_episode_wait_commits(5000);
+    gmp_in_hook--;
+    errno = saved;
+}
+
+/* The exec functions with an argument vector.  glibc's own calls between
+ * them are internal, so each must be hooked. */
+#define GMP_EXEC_HOOKS(X)                                                                  \
+    X(execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp)) \
+    X(execv, (const char *path, char *const argv[]), (path, argv))                         \
+    X(execvp, (const char *file, char *const argv[]), (file, argv))                        \
+    X(execvpe, (const char *file, char *const argv[], char *const envp[]),                 \
+      (file, argv, envp))                                                                  \
+    X(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp))         \
+    X(execveat, (int dirfd, const char *path, char *const argv[], char *const envp[],      \
+                 int flags),                                                               \
+      (dirfd, path, argv, envp, flags))
+
+#define EXEC_HOOK(name, params, args)                                                      \
+    GMP_EXPORT int name params;                                                            \
+    typedef int (*name##_fn) params;                                                       \
+    int name params                                                                        \
+    {                                                                                      \
+        before_exec();                                                                     \
+        GMP_REAL_FN(name, name##_fn)                                                       \
+        if (!fn) {                                                                         \
+            errno = ENOSYS;                                                                \
+            return -1;                                                                     \
+        }                                                                                  \
+        return fn args;                                                                    \
+    }
+GMP_EXEC_HOOKS(EXEC_HOOK)
+
+/* execl, execlp, execle: their arguments gathered into a vector (on the
+ * stack, or mapped when there are very many), then the vector form. */
+#define STACK_ARGS 256
+typedef enum { LIST_PLAIN, LIST_PATH, LIST_ENV } list_kind;
+
+static int exec_list(list_kind kind, const char *path, const char *arg0, va_list ap)
+{
+    va_list count_ap;
+    va_copy(count_ap, ap);
+    size_t n = 1;
+    while (va_arg(count_ap, const char *))
+        n++;
+    va_end(count_ap);
+    char *stack_args[STACK_ARGS];
+    char **argv = stack_args;
+    size_t len = (n + 1) * sizeof *argv;
+    if (n + 1 > STACK_ARGS) {
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            errno = E2BIG;
+            return -1;
+        }
+        argv = m;
+    }
+    argv[0] = (char *)arg0;
+    for (size_t i = 1; i < n; i++)
+        argv[i] = va_arg(ap, char *);
+    argv[n] = va_arg(ap, char *); /* the NULL */
+    extern char **environ;
+    char *const *envp = kind == LIST_ENV ? va_arg(ap, char *const *) : environ;
+    int rc = kind == LIST_PATH ? execvp(path, argv) : execve(path, argv, envp);
+    int saved = errno;
+    if (argv != stack_args)
+        munmap(argv, len);
+    errno = saved;
+    return rc;
+}
+
+#define EXEC_LIST_HOOK(name, kind)                                                         \
+    GMP_EXPORT int name(const char *path, const char *arg, ...);                           \
+    int name(const char *path, const char *arg, ...)                                       \
+    {                                                                                      \
+        va_list ap;                                                                        \
+        va_start(ap, arg);                                                                 \
+        int rc = exec_list(kind, path, arg, ap);                                           \
+        va_end(ap);                                                                        \
+        return rc;                                                                         \
+    }
+EXEC_LIST_HOOK(execl, LIST_PLAIN)
+EXEC_LIST_HOOK(execlp, LIST_PATH)
+EXEC_LIST_HOOK(execle, LIST_ENV)

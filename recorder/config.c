@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -48,12 +49,22 @@ static int one_of(const char *v, const char *const *names, int n)
     return -1;
 }
 
-/* Shows at most 64 bytes of a bad value, so a 1 MiB variable is one line. */
+/* Every bad value of one reading, said in one stderr line at its end (a
+ * program with garbage in all its GMP_ variables gets one line, not
+ * twenty).  At most 64 bytes of each value are shown. */
+static char complaints[1024];
+static int complaint_count;
+
 static void complain(const char *var, const char *value, const char *what,
                      const char *used)
 {
-    gmp_log("%s='%.64s%s' %s; using %s", var, value,
-            strlen(value) > 64 ? "..." : "", what, used);
+    char one[320];
+    snprintf(one, sizeof one, "%s='%.64s%s' %s; using %s", var, value,
+             strlen(value) > 64 ? "..." : "", what, used);
+    if (complaint_count++)
+        gmp_strlcat(complaints, "; ", sizeof complaints);
+    if (gmp_strlcat(complaints, one, sizeof complaints) < 0)
+        memcpy(complaints + sizeof complaints - 4, "...", 4); /* cut, and says so */
 }
 
 static int parse_u64(const char *var, const char *s, uint64_t lo, uint64_t hi,
@@ -121,6 +132,8 @@ static int parse_string(const char *var, const char *s, char *dst, size_t cap,
 int gmp_config_from_env(gmp_config *cfg)
 {
     gmp_config_defaults(cfg);
+    complaints[0] = '\0';
+    complaint_count = 0;
     int bad = 0;
     const char *v;
     uint64_t n;
@@ -241,5 +254,7 @@ int gmp_config_from_env(gmp_config *cfg)
             gmp_strlcpy(cfg->metadata_json, v, sizeof cfg->metadata_json);
         }
     }
+    if (complaint_count)
+        gmp_log("%s", complaints);
     return bad;
 }

@@ -22,12 +22,18 @@ uint64_t gmp_now_realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static __thread uint32_t cached_tid __attribute__((tls_model("initial-exec")));
+
 uint32_t gmp_gettid(void)
 {
-    static __thread uint32_t cached __attribute__((tls_model("initial-exec")));
-    if (!cached)
-        cached = (uint32_t)syscall(SYS_gettid);
-    return cached;
+    if (!cached_tid)
+        cached_tid = (uint32_t)syscall(SYS_gettid);
+    return cached_tid;
+}
+
+void gmp_gettid_after_fork(void)
+{
+    cached_tid = 0; /* the child's one thread has a tid of its own */
 }
 
 /* Howard Hinnant's days -> civil date; gmtime_r is avoided because it is not

@@ -14,7 +14,9 @@
 #define GMP_HIDDEN __attribute__((visibility("hidden")))
 
 GMP_HIDDEN uint64_t gmp_now_realtime_ns(void);
-GMP_HIDDEN uint32_t gmp_gettid(void);
+GMP_HIDDEN uint32_t gmp_gettid(void); /* cached per thread */
+/* In a forked child (pthread_atfork): forget the parent thread's tid. */
+GMP_HIDDEN void gmp_gettid_after_fork(void);
 
 /* Seconds since the epoch as "2026-03-03T12:00:00Z" (iso) or
  * "20260303T120000Z" (compact, for names); out holds 21 bytes. */

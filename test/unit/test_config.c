@@ -142,12 +142,41 @@ static void test_bad_values_one_line_each(void **state)
     assert_int_equal(c.max_dumps, 5);
 }
 
+/* Garbage in every variable: still one line, naming the first of them. */
+static void test_all_bad_one_line(void **state)
+{
+    (void)state;
+    static const char *const all[] = {
+        "GMP_ENABLED", "GMP_BUFFER_SIZE", "GMP_MAX_DUMPS", "GMP_MAX_TOTAL_MB",
+        "GMP_HOST_EVENT_MIN_BYTES", "GMP_OOM_CONFIRM_MS", "GMP_OOM_POLICY", "GMP_CUDA_MODE",
+        "GMP_STACKS", "GMP_ON_CRASH", "GMP_WATCHDOG", "GMP_WATCHDOG_MIN_MB",
+        "GMP_PRESSURE_PCT", "GMP_PROM_INTERVAL_S", "GMP_LEAK_CHECK", "GMP_SAMPLE_MS",
+        "GMP_NVML", "GMP_METADATA",
+    };
+    static const char *const garbage[] = {"-1", "99999999999999999999999", "ten", "\x01\xff"};
+    for (size_t g = 0; g < 4; g++) {
+        clear_env(NULL);
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            setenv(all[i], garbage[g], 1);
+        gmp_config c;
+        char err[4096];
+        stderr_capture_begin();
+        int bad = gmp_config_from_env(&c);
+        stderr_capture_end(err, sizeof err);
+        if (bad < 17 || count_lines(err) != 1 || !strstr(err, "GMP_BUFFER_SIZE=") ||
+            c.buffer_size != 10000 || c.max_dumps != 5)
+            fail_msg("garbage '%s': bad=%d stderr=%s", garbage[g], bad, err);
+    }
+    clear_env(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_defaults, clear_env),
         cmocka_unit_test_setup(test_good_values, clear_env),
         cmocka_unit_test_setup(test_bad_values_one_line_each, clear_env),
+        cmocka_unit_test_setup(test_all_bad_one_line, clear_env),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
