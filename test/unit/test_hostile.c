@@ -1,0 +1,267 @@
+/*
+ * test_hostile.c — the preload in hostile environments (issue 9).  In each
+ * the program's output and exit status are what they are without the
+ * preload, we say at most one line on stderr, no partial bundle is ever
+ * visible, and nothing outside the dump directory is touched:
+ *   - a dump directory that cannot be made (under a regular file);
+ *   - a full file system (a small tmpfs, where this test may mount one);
+ *   - a symlink planted at the dump directory, and at the temporary names
+ *     the next bundles would take;
+ *   - `ulimit -n 16`;
+ *   - garbage (huge, negative, non-numeric, 60 KiB long: exec passes no
+ *     longer) in every GMP_ variable, and invalid GMP_METADATA;
+ *   - a set-user-ID root copy of a program, run by another user: nothing
+ *     recorded at all.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16], base_out[1 << 16];
+static int base_status;
+
+/* PROGRAM ARGS as the test runs it without the preload. */
+static void baseline(const char *program)
+{
+    char script[4096];
+    snprintf(script, sizeof script, "exec %s", program);
+    base_status = exit_code_of(run_script(&paths, script, base_out, sizeof base_out, err,
+                                          sizeof err));
+    assert_string_equal(err, "");
+}
+
+/* setup (shell) then PROGRAM under the preload: same output and status,
+ * at most one stderr line. */
+static void same_under_preload(const char *setup_sh, const char *program)
+{
+    char script[8192];
+    snprintf(script, sizeof script, "%s export LD_PRELOAD='%s'; exec %s", setup_sh,
+             paths.preload, program);
+    int status = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    assert_string_equal(out, base_out);
+    assert_int_equal(status, base_status);
+    if (count_lines(err) > 1)
+        fail_msg("more than one line on stderr:\n%s", err);
+}
+
+static int entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static char oom_program[1200];
+
+static void test_dump_directory_cannot_be_made(void **state)
+{
+    (void)state;
+    char setup_sh[2048];
+    snprintf(setup_sh, sizeof setup_sh,
+             "echo x > '%s/plainfile'; export GMP_DUMP_DIR='%s/plainfile/dumps';",
+             paths.scratch, paths.scratch);
+    same_under_preload(setup_sh, oom_program);
+    if (!strstr(err, "cannot create dump directory") || count_lines(err) != 1)
+        fail_msg("stderr: %s", err);
+}
+
+static void test_full_file_system(void **state)
+{
+    (void)state;
+    char mnt[600];
+    snprintf(mnt, sizeof mnt, "%s/small", paths.scratch);
+    mkdir(mnt, 0700);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=128k,mode=0700") != 0) {
+        print_message("SKIP: cannot mount a small tmpfs here (not root?)\n");
+        skip();
+    }
+    char setup_sh[2048];
+    snprintf(setup_sh, sizeof setup_sh,
+             "mkdir '%s/dumps' && dd if=/dev/zero of='%s/filler' bs=4k 2>/dev/null; "
+             "export GMP_DUMP_DIR='%s/dumps';",
+             mnt, mnt, mnt);
+    same_under_preload(setup_sh, oom_program);
+    char dumps[700];
+    snprintf(dumps, sizeof dumps, "%s/dumps", mnt);
+    int left = entries(dumps);
+    if (count_lines(err) != 1 || !strstr(err, "cannot write a bundle") || left != 0)
+        fail_msg("stderr: %s; %d entries left in the dump directory", err, left);
+    assert_int_equal(entries(mnt), 2); /* dumps and filler: nothing else */
+    umount2(mnt, MNT_DETACH);
+}
+
+static void test_symlink_at_dump_directory(void **state)
+{
+    (void)state;
+    char setup_sh[2048], victim[600];
+    snprintf(victim, sizeof victim, "%s/victim", paths.scratch);
+    mkdir(victim, 0700);
+    snprintf(setup_sh, sizeof setup_sh,
+             "rm -f '%s/link'; ln -s '%s' '%s/link'; export GMP_DUMP_DIR='%s/link';",
+             paths.scratch, victim, paths.scratch, paths.scratch);
+    same_under_preload(setup_sh, oom_program);
+    if (!strstr(err, "symbolic link") || count_lines(err) != 1)
+        fail_msg("stderr: %s", err);
+    assert_int_equal(entries(victim), 0);
+}
+
+/* Symlinks at the temporary names of the next bundles (this second and the
+ * next three, seq 1 to 3, the pid the program will have): none followed,
+ * the bundle written under another name. */
+static void test_symlink_at_temporary_names(void **state)
+{
+    (void)state;
+    char setup_sh[4096], victim[600];
+    snprintf(victim, sizeof victim, "%s/victim2", paths.scratch);
+    mkdir(victim, 0700);
+    snprintf(setup_sh, sizeof setup_sh,
+             "export GMP_DUMP_DIR='%s'; mkdir -p \"$GMP_DUMP_DIR\"; now=$(date +%%s); "
+             "for s in 0 1 2 3; do "
+             "t=$(date -u -d @$((now+s)) +%%Y%%m%%dT%%H%%M%%SZ); for q in 1 2 3; do "
+             "ln -s '%s' \"$GMP_DUMP_DIR/.tmp_oom_dump_${t}_$$_cpu_$q\"; done; done;",
+             paths.dumps, victim);
+    same_under_preload(setup_sh, oom_program);
+    assert_int_equal(entries(victim), 0);
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 1);
+    json_t *m = only_bundle_file(paths.dumps, "manifest.json", NULL, 0);
+    json_decref(m);
+    if (count_lines(err) != 1 || !strstr(err, "bundle: "))
+        fail_msg("stderr: %s", err);
+}
+
+static void test_sixteen_file_descriptors(void **state)
+{
+    (void)state;
+    same_under_preload("ulimit -n 16;", oom_program);
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 1);
+    json_t *m = only_bundle_file(paths.dumps, "manifest.json", NULL, 0);
+    json_decref(m);
+}
+
+/* Garbage in every variable: the program as ever, one line naming them. */
+static void test_garbage_in_every_variable(void **state)
+{
+    (void)state;
+    static const char *const vars[] = {
+        "GMP_ENABLED", "GMP_DUMP_DIR", "GMP_RUN_DIR", "GMP_BUFFER_SIZE", "GMP_MAX_DUMPS",
+        "GMP_MAX_TOTAL_MB", "GMP_CONTEXT", "GMP_METADATA", "GMP_HOST_EVENT_MIN_BYTES",
+        "GMP_OOM_CONFIRM_MS", "GMP_OOM_POLICY", "GMP_CUDA_MODE", "GMP_STACKS",
+        "GMP_ON_CRASH", "GMP_WATCHDOG", "GMP_WATCHDOG_MIN_MB", "GMP_PRESSURE_PCT",
+        "GMP_PROM_INTERVAL_S", "GMP_LEAK_CHECK", "GMP_SAMPLE_MS", "GMP_NVML",
+    }; /* GMP_PROM_FILE: any name is a file name, written as asked */
+    /* as long as a variable can be through exec (MAX_ARG_STRLEN is 128 KiB,
+     * all of them together within ARG_MAX); the parser alone gets 1 MiB in
+     * test_config */
+    enum { LONG = 60 * 1024 };
+    char *huge = malloc(LONG);
+    memset(huge, '9', LONG - 1);
+    huge[LONG - 1] = '\0';
+    const char *garbage[] = {huge, "-5", "not-a-number", "18446744073709551616"};
+    /* a plain program (python3 may be a shell shim: every process of a
+     * chain reads the garbage and says so once) */
+    char quiet[1200];
+    snprintf(quiet, sizeof quiet, "%s/test/programs/host_oom quiet", paths.build);
+    baseline(quiet);
+    for (size_t g = 0; g < 4; g++) {
+        for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+            setenv(vars[i], garbage[g], 1);
+        same_under_preload("cd \"$(dirname \"$GMP_RUN_DIR\")\" 2>/dev/null || cd /;", quiet);
+        for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+            unsetenv(vars[i]);
+        if (g != 1 && (count_lines(err) != 1 || !strstr(err, "GMP_")))
+            fail_msg("garbage %zu: stderr %s", g, err);
+    }
+    free(huge);
+    /* invalid metadata beside an OOM: the bundle has the default, one warning line */
+    baseline(oom_program);
+    setenv("GMP_METADATA", "{\"a\": [1, 2", 1);
+    char script[4096];
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s'; exec %s", paths.preload,
+             oom_program);
+    int status = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    unsetenv("GMP_METADATA");
+    assert_int_equal(status, base_status);
+    assert_string_equal(out, base_out);
+    if (count_lines(err) != 2 || !strstr(err, "GMP_METADATA="))
+        fail_msg("stderr: %s", err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    assert_int_equal(json_object_size(json_object_get(md, "custom_metadata")), 0);
+    json_decref(md);
+}
+
+/* A set-user-ID root program run by another user: secure execution, so
+ * nothing at all is recorded (no bundle, no ring) and it runs as ever. */
+static void test_setuid_program_records_nothing(void **state)
+{
+    (void)state;
+    if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
+        print_message("SKIP: needs root and setpriv to make and run a setuid copy\n");
+        skip();
+    }
+    char dir[600], cmd[8192];
+    snprintf(dir, sizeof dir, "/tmp/gmp-setuid-%d", (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && mkdir -m 0755 %s && mkdir -m 0777 %s/dumps %s/run && "
+             "cp %s/test/programs/host_oom %s/host_oom && chmod 4755 %s/host_oom && "
+             "cd %s && setpriv --reuid=65534 --regid=65534 --clear-groups env "
+             "LD_PRELOAD='%s' GMP_DUMP_DIR=%s/dumps GMP_RUN_DIR=%s/run ./host_oom fail-twice; "
+             "echo status $?",
+             dir, dir, dir, dir, paths.build, dir, dir, dir, paths.preload, dir, dir);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    run_capture(argv, out, sizeof out, err, sizeof err);
+    char dumps[700], run[700];
+    snprintf(dumps, sizeof dumps, "%s/dumps", dir);
+    snprintf(run, sizeof run, "%s/run", dir);
+    int left = entries(dumps) + entries(run);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    const char *rm[] = {"/bin/sh", "-c", cmd, NULL};
+    char o[256], e[256];
+    run_capture(rm, o, sizeof o, e, sizeof e);
+    if (strcmp(out, "status 0\n"))
+        fail_msg("out: %s err: %s", out, err);
+    if (left)
+        fail_msg("a setuid program left %d files; stderr %s", left, err);
+}
+
+static int setup(void **state)
+{
+    *state = &paths;
+    preload_paths_make(&paths, "hostile");
+    snprintf(oom_program, sizeof oom_program, "%s/test/programs/host_oom fail-twice",
+             paths.build);
+    baseline(oom_program);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dump_directory_cannot_be_made),
+        cmocka_unit_test(test_full_file_system),
+        cmocka_unit_test(test_symlink_at_dump_directory),
+        cmocka_unit_test(test_symlink_at_temporary_names),
+        cmocka_unit_test(test_sixteen_file_descriptors),
+        cmocka_unit_test(test_garbage_in_every_variable),
+        cmocka_unit_test(test_setuid_program_records_nothing),
+    };
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
+}
