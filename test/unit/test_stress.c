@@ -51,6 +51,24 @@ static void all_valid(int want)
         fail_msg("validate: %s%s (want %d bundles)", o, e, want);
 }
 
+/* fn(bundle path, its pid, arg) for every bundle of the dump directory. */
+static void each_bundle(void (*fn)(const char *bundle, long long pid, void *arg), void *arg)
+{
+    DIR *d = opendir(paths.dumps);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "oom_dump_", 9))
+            continue;
+        char bundle[1200];
+        snprintf(bundle, sizeof bundle, "%s/%s", paths.dumps, e->d_name);
+        json_t *m = bundle_file(bundle, "manifest.json");
+        fn(bundle, json_int(m, "pid"), arg);
+        json_decref(m);
+    }
+    if (d)
+        closedir(d);
+}
+
 static long long metric(const char *text, const char *name)
 {
     const char *p = strstr(text, name);
@@ -86,8 +104,9 @@ static void test_32_threads_fail_at_once(void **state)
 }
 
 /* Every event of the bundle was recorded by its own process. */
-static void events_all_of(const char *bundle, long long pid)
+static void events_all_of(const char *bundle, long long pid, void *arg)
 {
+    (void)arg;
     json_t *events = bundle_file(bundle, "events.json");
     size_t i;
     json_t *ev;
@@ -113,19 +132,34 @@ static void test_100_forks_while_allocating(void **state)
     assert_string_equal(out, "100 children exited 0\n");
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 100);
     all_valid(100);
-    DIR *d = opendir(paths.dumps);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "oom_dump_", 9))
-            continue;
-        char bundle[1200];
-        snprintf(bundle, sizeof bundle, "%s/%s", paths.dumps, e->d_name);
-        json_t *m = bundle_file(bundle, "manifest.json");
-        events_all_of(bundle, json_int(m, "pid"));
-        json_decref(m);
-    }
-    closedir(d);
+    each_bundle(events_all_of, NULL);
     assert_int_equal(count_prefixed(paths.rundir, "ring_"), 0); /* all exited normally */
+}
+
+typedef struct chain {
+    long long pids[2];
+    int n, saw_python, saw_c;
+} chain;
+
+/* One level's bundle: its failure, and none of the other level's. */
+static void chain_level(const char *bundle, long long pid, void *arg)
+{
+    chain *c = arg;
+    json_t *md = bundle_file(bundle, "metadata.json");
+    if (c->n < 2)
+        c->pids[c->n++] = pid;
+    long long size = json_int(json_object_get(md, "failed_request"), "size");
+    json_t *events = bundle_file(bundle, "events.json");
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        if (!strcmp(json_str(ev, "event_type"), "oom") && json_int(ev, "size") >> 50 != size >> 50)
+            fail_msg("%s holds another level's failure of %lld", bundle, json_int(ev, "size"));
+    }
+    c->saw_python += size >> 50 == 1; /* bytearray(1 << 50) asks a byte more */
+    c->saw_c += size == 1ll << 60;
+    json_decref(events);
+    json_decref(md);
 }
 
 /* One pid through sh, python3, sh and host_oom: python3's MemoryError and
@@ -145,37 +179,12 @@ static void test_exec_chain(void **state)
     assert_string_equal(out, "python failed\n");
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 2);
     all_valid(2);
-    DIR *d = opendir(paths.dumps);
-    struct dirent *e;
-    long long pids[2];
-    int n = 0, saw_python = 0, saw_c = 0;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "oom_dump_", 9))
-            continue;
-        char bundle[1200];
-        snprintf(bundle, sizeof bundle, "%s/%s", paths.dumps, e->d_name);
-        json_t *md = bundle_file(bundle, "metadata.json");
-        json_t *m = bundle_file(bundle, "manifest.json");
-        pids[n++] = json_int(m, "pid");
-        long long size = json_int(json_object_get(md, "failed_request"), "size");
-        /* the failures of the other level are not in this bundle */
-        json_t *events = bundle_file(bundle, "events.json");
-        size_t i;
-        json_t *ev;
-        json_array_foreach(events, i, ev) {
-            if (!strcmp(json_str(ev, "event_type"), "oom") && json_int(ev, "size") >> 50 != size >> 50)
-                fail_msg("%s holds another level's failure of %lld", bundle, json_int(ev, "size"));
-        }
-        saw_python += size >> 50 == 1; /* bytearray(1 << 50) asks a byte more */
-        saw_c += size == 1ll << 60;
-        json_decref(events);
-        json_decref(md);
-        json_decref(m);
-    }
-    closedir(d);
-    assert_int_equal(pids[0], pids[1]); /* exec: one process */
-    assert_int_equal(saw_python, 1);
-    assert_int_equal(saw_c, 1);
+    chain c = {{0, 0}, 0, 0, 0};
+    each_bundle(chain_level, &c);
+    assert_int_equal(c.n, 2);
+    assert_int_equal(c.pids[0], c.pids[1]); /* exec: one process */
+    assert_int_equal(c.saw_python, 1);
+    assert_int_equal(c.saw_c, 1);
     assert_int_equal(count_prefixed(paths.rundir, "ring_"), 0);
 }
 
