@@ -68,12 +68,11 @@ static void add_devices(const gmp_collector *c, int *n)
         gmp_device_state s;
         if (c->sample(d, &s) < 0)
             continue;
-        int i = *n;
+        int i = (*n)++; /* published with device_count, once all are filled */
         probe.devices[i].backend = s.backend;
         probe.devices[i].device = d;
         probe.devices[i].total = s.total;
         gmp_strlcpy(probe.devices[i].name, s.name, sizeof probe.devices[i].name);
-        __atomic_store_n(n, i + 1, __ATOMIC_RELEASE);
     }
 }
 

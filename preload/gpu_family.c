@@ -138,6 +138,18 @@ static void load_nvml_once(void)
         gmp_nvml_load();
 }
 
+/* Who else held the device, from a wide collector's view of it. */
+static void take_others(gmp_device_state *s, const gmp_device_state *from)
+{
+    s->known |= from->known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS);
+    s->driver_process_bytes = from->driver_process_bytes;
+    s->other_processes_bytes = from->other_processes_bytes;
+    s->other_process_count = from->other_process_count;
+    s->source = from->source;
+    if (!s->name[0])
+        gmp_strlcpy(s->name, from->name, sizeof s->name);
+}
+
 uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call)
 {
     uint32_t n = 0;
@@ -167,25 +179,11 @@ uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call
              * caller may call into NVML (not in a signal handler, nor when
              * host memory ran out) */
             const gmp_device_state *f = &at_failure[b][d].state;
-            if (!__atomic_load_n(&at_failure[b][d].busy, __ATOMIC_ACQUIRE) && f->known) {
-                s->known |= f->known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS);
-                s->driver_process_bytes = f->driver_process_bytes;
-                s->other_processes_bytes = f->other_processes_bytes;
-                s->other_process_count = f->other_process_count;
-                s->source = f->source;
-                if (!s->name[0])
-                    gmp_strlcpy(s->name, f->name, sizeof s->name);
-            } else if (may_call) {
-                gmp_device_state wide = *s;
-                if (widen((gmp_backend)b, d, &wide) == 0) {
-                    s->known |= wide.known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS);
-                    s->driver_process_bytes = wide.driver_process_bytes;
-                    s->other_processes_bytes = wide.other_processes_bytes;
-                    s->other_process_count = wide.other_process_count;
-                    s->source = wide.source;
-                    gmp_strlcpy(s->name, wide.name, sizeof s->name);
-                }
-            }
+            gmp_device_state wide = *s;
+            if (!__atomic_load_n(&at_failure[b][d].busy, __ATOMIC_ACQUIRE) && f->known)
+                take_others(s, f);
+            else if (may_call && widen((gmp_backend)b, d, &wide) == 0)
+                take_others(s, &wide);
         }
     return n;
 }
