@@ -171,6 +171,51 @@ static void live_remove(uint64_t at, size_t *n)
         }
 }
 
+/* Sites (largest first) named and printed under heading, MAX_SITES of
+ * them.  merge: stacks that name the same site (it was called from two
+ * places) are one line. */
+static void print_sites(int dirfd, const site *sites, size_t ns, const char *heading,
+                        int merge)
+{
+    json_t *stacks = load_json_at(dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *mods = load_json_at(dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+    struct { char where[512]; uint64_t count, bytes; } named[16];
+    size_t nn = 0;
+    for (size_t i = 0; i < ns && nn < 16 && (merge || nn < MAX_SITES); i++) {
+        char where[512];
+        describe(stacks, mods, sites[i].stack, where, sizeof where);
+        size_t k = 0;
+        while (merge && k < nn && strcmp(named[k].where, where))
+            k++;
+        if (!merge || k == nn) {
+            k = nn++;
+            snprintf(named[k].where, sizeof named[k].where, "%s", where);
+            named[k].count = named[k].bytes = 0;
+        }
+        named[k].count += sites[i].count;
+        named[k].bytes += sites[i].bytes;
+    }
+    printf("%s\n", heading);
+    for (size_t k = 0; k < nn && k < MAX_SITES; k++) {
+        size_t best = k; /* largest first again, after merging */
+        for (size_t m = k + 1; m < nn; m++)
+            if (named[m].bytes > named[best].bytes)
+                best = m;
+        if (best != k) {
+            __typeof__(named[0]) tmp = named[k];
+            named[k] = named[best];
+            named[best] = tmp;
+        }
+        char amount[32];
+        fmt_bytes(named[k].bytes, amount, sizeof amount);
+        printf("  %10s in %llu allocation(s)  ", amount, (unsigned long long)named[k].count);
+        print_clean(stdout, named[k].where, 400);
+        putchar('\n');
+    }
+    json_decref(stacks);
+    json_decref(mods);
+}
+
 /* A live-allocations file (allocations.json, a leak report's leaks.json):
  * the total per device, then the top sites.  0 when there is no such file. */
 int print_live_file(int dirfd, const char *file, const char *label, const char *what,
@@ -205,50 +250,17 @@ int print_live_file(int dirfd, const char *file, const char *label, const char *
     printf("%s\n", json_array_size(json_object_get(held, "by_device")) ? ")" : "");
     json_t *top = json_object_get(held, "top_stacks");
     if (json_array_size(top)) {
-        json_t *stacks = load_json_at(dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
-        json_t *mods = load_json_at(dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-        /* stacks that differ only below the site (called from two places)
-         * are one site to the reader: merged by name */
-        struct { char where[512]; int64_t count, bytes; } named[16];
-        size_t nn = 0;
+        site sites[16];
+        size_t ns = 0;
         json_t *t;
         json_array_foreach(top, i, t) {
             int64_t id = 0, n = 0, sb = 0;
-            if (nn == 16 || jint(t, "stack_id", &id) || jint(t, "count", &n) ||
+            if (ns == 16 || jint(t, "stack_id", &id) || jint(t, "count", &n) ||
                 jint(t, "bytes", &sb))
                 break;
-            char where[512];
-            describe(stacks, mods, id, where, sizeof where);
-            size_t k = 0;
-            while (k < nn && strcmp(named[k].where, where))
-                k++;
-            if (k == nn) {
-                snprintf(named[nn].where, sizeof named[nn].where, "%s", where);
-                named[nn].count = named[nn].bytes = 0;
-                nn++;
-            }
-            named[k].count += n;
-            named[k].bytes += sb;
+            sites[ns++] = (site){id, (uint64_t)sb, (uint64_t)n};
         }
-        printf("%s\n", sites_heading);
-        for (size_t k = 0; k < nn && k < MAX_SITES; k++) {
-            size_t best = k; /* largest first again, after merging */
-            for (size_t m = k + 1; m < nn; m++)
-                if (named[m].bytes > named[best].bytes)
-                    best = m;
-            if (best != k) {
-                __typeof__(named[0]) tmp = named[k];
-                named[k] = named[best];
-                named[best] = tmp;
-            }
-            char amount[32];
-            fmt_bytes((uint64_t)named[k].bytes, amount, sizeof amount);
-            printf("  %10s in %lld allocation(s)  ", amount, (long long)named[k].count);
-            print_clean(stdout, named[k].where, 400);
-            putchar('\n');
-        }
-        json_decref(stacks);
-        json_decref(mods);
+        print_sites(dirfd, sites, ns, sites_heading, 1);
     }
     json_decref(held);
     return 1;
@@ -294,17 +306,6 @@ void print_top_sites(bundle *b, json_t *events)
     if (!ns)
         return;
     qsort(sites, ns, sizeof *sites, by_bytes);
-    json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
-    json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    printf("Top allocation sites by live bytes (the events' allocations not freed):\n");
-    for (size_t s = 0; s < ns && s < MAX_SITES; s++) {
-        char bytes[32], where[512];
-        fmt_bytes(sites[s].bytes, bytes, sizeof bytes);
-        describe(stacks, mods, sites[s].stack, where, sizeof where);
-        printf("  %10s in %llu allocation(s)  ", bytes, (unsigned long long)sites[s].count);
-        print_clean(stdout, where, 400);
-        putchar('\n');
-    }
-    json_decref(stacks);
-    json_decref(mods);
+    print_sites(b->dirfd, sites, ns,
+                "Top allocation sites by live bytes (the events' allocations not freed):", 0);
 }
