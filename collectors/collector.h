@@ -119,6 +119,13 @@ typedef struct gmp_host_state {
 
 GMP_HIDDEN void gmp_host_state_read(gmp_host_state *out);
 
+/* The number on the line of text that starts with `key` (then ':' or ' '),
+ * times unit ("VmRSS:  123 kB" with unit 1024); GMP_UNKNOWN without one. */
+GMP_HIDDEN uint64_t gmp_text_value(const char *text, const char *key, uint64_t unit);
+/* The number in dir/name (a cgroup file); GMP_UNKNOWN for "max", absent or
+ * unreadable.  buf is scratch. */
+GMP_HIDDEN uint64_t gmp_file_value(const char *dir, const char *name, char *buf, size_t cap);
+
 /* Helpers the collectors share (cuda.c, nvml.c, rocm.c). */
 GMP_HIDDEN int gmp_cuda_device_uuid(int device, char out[48]); /* "GPU-..." as NVML spells it */
 GMP_HIDDEN int gmp_cuda_driver_version(void);                  /* 0 unknown */

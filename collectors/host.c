@@ -11,9 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-/* The number after the line that starts with `key` (then ':' or ' '),
- * times unit; GMP_UNKNOWN when there is no such line. */
-static uint64_t line_u64(const char *text, const char *key, uint64_t unit)
+uint64_t gmp_text_value(const char *text, const char *key, uint64_t unit)
 {
     size_t kl = strlen(key);
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
@@ -37,8 +35,7 @@ static uint64_t line_u64(const char *text, const char *key, uint64_t unit)
  * handler on a small alternate stack. */
 #define CGROUP_PATH_MAX 1024
 
-/* A one-number file; GMP_UNKNOWN for "max", absent or unreadable. */
-static uint64_t file_u64(const char *dir, const char *name, char *buf, size_t cap)
+uint64_t gmp_file_value(const char *dir, const char *name, char *buf, size_t cap)
 {
     char path[CGROUP_PATH_MAX + 64];
     if (gmp_strjoin(path, sizeof path, dir, "/", name, (char *)NULL) < 0 ||
@@ -123,30 +120,30 @@ static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
     s->cgroup_version = version;
     gmp_strlcpy(s->cgroup_path, dir, sizeof s->cgroup_path);
     if (version == 2) {
-        s->cg_current = file_u64(dir, "memory.current", buf, cap);
-        s->cg_max = file_u64(dir, "memory.max", buf, cap);
-        s->cg_high = file_u64(dir, "memory.high", buf, cap);
-        s->cg_peak = file_u64(dir, "memory.peak", buf, cap);
-        s->cg_swap_current = file_u64(dir, "memory.swap.current", buf, cap);
-        s->cg_swap_max = file_u64(dir, "memory.swap.max", buf, cap);
+        s->cg_current = gmp_file_value(dir, "memory.current", buf, cap);
+        s->cg_max = gmp_file_value(dir, "memory.max", buf, cap);
+        s->cg_high = gmp_file_value(dir, "memory.high", buf, cap);
+        s->cg_peak = gmp_file_value(dir, "memory.peak", buf, cap);
+        s->cg_swap_current = gmp_file_value(dir, "memory.swap.current", buf, cap);
+        s->cg_swap_max = gmp_file_value(dir, "memory.swap.max", buf, cap);
         char path[CGROUP_PATH_MAX + 32];
         if (gmp_strjoin(path, sizeof path, dir, "/memory.events", (char *)NULL) == 0 &&
             gmp_read_file(path, buf, cap) > 0) {
-            s->cg_events_high = line_u64(buf, "high", 1);
-            s->cg_events_max = line_u64(buf, "max", 1);
-            s->cg_events_oom = line_u64(buf, "oom", 1);
-            s->cg_events_oom_kill = line_u64(buf, "oom_kill", 1);
+            s->cg_events_high = gmp_text_value(buf, "high", 1);
+            s->cg_events_max = gmp_text_value(buf, "max", 1);
+            s->cg_events_oom = gmp_text_value(buf, "oom", 1);
+            s->cg_events_oom_kill = gmp_text_value(buf, "oom_kill", 1);
         }
     } else {
-        s->cg_current = file_u64(dir, "memory.usage_in_bytes", buf, cap);
-        s->cg_max = file_u64(dir, "memory.limit_in_bytes", buf, cap);
-        s->cg_peak = file_u64(dir, "memory.max_usage_in_bytes", buf, cap);
+        s->cg_current = gmp_file_value(dir, "memory.usage_in_bytes", buf, cap);
+        s->cg_max = gmp_file_value(dir, "memory.limit_in_bytes", buf, cap);
+        s->cg_peak = gmp_file_value(dir, "memory.max_usage_in_bytes", buf, cap);
         if (s->cg_max != GMP_UNKNOWN && s->cg_max >= (1ull << 62))
             s->cg_max = GMP_UNKNOWN; /* v1 says "no limit" with a huge number */
         char path[CGROUP_PATH_MAX + 32];
         if (gmp_strjoin(path, sizeof path, dir, "/memory.oom_control", (char *)NULL) == 0 &&
             gmp_read_file(path, buf, cap) > 0)
-            s->cg_events_oom_kill = line_u64(buf, "oom_kill", 1);
+            s->cg_events_oom_kill = gmp_text_value(buf, "oom_kill", 1);
     }
     read_psi(s, dir, buf, cap);
 }
@@ -158,18 +155,18 @@ void gmp_host_state_read(gmp_host_state *s)
     s->sampled_ns = gmp_now_realtime_ns();
     s->vm_rss = s->vm_hwm = s->vm_size = s->vm_peak = s->vm_swap = GMP_UNKNOWN;
     if (gmp_read_file("/proc/self/status", buf, sizeof buf) > 0) {
-        s->vm_rss = line_u64(buf, "VmRSS", 1024);
-        s->vm_hwm = line_u64(buf, "VmHWM", 1024);
-        s->vm_size = line_u64(buf, "VmSize", 1024);
-        s->vm_peak = line_u64(buf, "VmPeak", 1024);
-        s->vm_swap = line_u64(buf, "VmSwap", 1024);
+        s->vm_rss = gmp_text_value(buf, "VmRSS", 1024);
+        s->vm_hwm = gmp_text_value(buf, "VmHWM", 1024);
+        s->vm_size = gmp_text_value(buf, "VmSize", 1024);
+        s->vm_peak = gmp_text_value(buf, "VmPeak", 1024);
+        s->vm_swap = gmp_text_value(buf, "VmSwap", 1024);
     }
     s->mem_total = s->mem_available = s->swap_total = s->swap_free = GMP_UNKNOWN;
     if (gmp_read_file("/proc/meminfo", buf, sizeof buf) > 0) {
-        s->mem_total = line_u64(buf, "MemTotal", 1024);
-        s->mem_available = line_u64(buf, "MemAvailable", 1024);
-        s->swap_total = line_u64(buf, "SwapTotal", 1024);
-        s->swap_free = line_u64(buf, "SwapFree", 1024);
+        s->mem_total = gmp_text_value(buf, "MemTotal", 1024);
+        s->mem_available = gmp_text_value(buf, "MemAvailable", 1024);
+        s->swap_total = gmp_text_value(buf, "SwapTotal", 1024);
+        s->swap_free = gmp_text_value(buf, "SwapFree", 1024);
     }
     read_cgroup(s, buf, sizeof buf);
     read_rlimit(RLIMIT_AS, s->rlimit_as);

@@ -14,6 +14,7 @@
  * The same thread records GMP_SAMPLE_MS's sample events (sampler.c).
  */
 #include "gpu_family.h"
+#include "collector.h"
 
 #include <string.h>
 #include <sys/resource.h>
@@ -41,30 +42,10 @@ static limit_sample make_sample(const char *name, const char *what, uint64_t use
     return s;
 }
 
-/* The value after `key` in a /proc file of "Key:   123 kB" lines, in bytes. */
-static uint64_t proc_kb(const char *text, const char *key)
+/* A byte count for a limit sample: unknown counts as 0 (no sample). */
+static uint64_t known_or_0(uint64_t v)
 {
-    const char *p = strstr(text, key);
-    if (!p)
-        return 0;
-    p += strlen(key);
-    while (*p == ' ' || *p == '\t' || *p == ':')
-        p++;
-    uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (uint64_t)(*p - '0');
-    return v * 1024;
-}
-
-static uint64_t file_u64(const char *path)
-{
-    char buf[64];
-    if (gmp_read_file(path, buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
-        return 0; /* "max", or nothing */
-    uint64_t v = 0;
-    for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (uint64_t)(*p - '0');
-    return v;
+    return v == GMP_UNKNOWN ? 0 : v;
 }
 
 /* The memory cgroup, found once per watchdog (2 v2, 1 v1, -1 none). */
@@ -78,24 +59,23 @@ static int sample(limit_sample *out, char *buf, size_t cap)
     struct rlimit as;
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
         gmp_read_file("/proc/self/status", buf, cap) > 0)
-        out[n++] = make_sample("RLIMIT_AS", "VmSize", proc_kb(buf, "\nVmSize"),
+        out[n++] = make_sample("RLIMIT_AS", "VmSize",
+                               known_or_0(gmp_text_value(buf, "VmSize", 1024)),
                                (uint64_t)as.rlim_cur, GMP_BACKEND_CPU, -1);
-    char path[GMP_PATH_MAX + 32];
     const char *dir = cgroup_dir;
     int version = cgroup_version;
     if (version > 0) {
-        gmp_strjoin(path, sizeof path, dir,
-                    version == 2 ? "/memory.max" : "/memory.limit_in_bytes", (char *)NULL);
-        uint64_t limit = file_u64(path);
-        gmp_strjoin(path, sizeof path, dir,
-                    version == 2 ? "/memory.current" : "/memory.usage_in_bytes", (char *)NULL);
-        uint64_t used = file_u64(path);
+        uint64_t limit = known_or_0(gmp_file_value(
+            dir, version == 2 ? "memory.max" : "memory.limit_in_bytes", buf, cap));
+        uint64_t used = known_or_0(gmp_file_value(
+            dir, version == 2 ? "memory.current" : "memory.usage_in_bytes", buf, cap));
         if (limit && limit < (1ull << 62)) /* v1 says "unlimited" with a huge number */
             out[n++] = make_sample("cgroup memory limit", "cgroup usage", used, limit,
                                    GMP_BACKEND_CPU, -1);
     }
     if (gmp_read_file("/proc/meminfo", buf, cap) > 0) {
-        uint64_t total = proc_kb(buf, "MemTotal"), avail = proc_kb(buf, "MemAvailable");
+        uint64_t total = known_or_0(gmp_text_value(buf, "MemTotal", 1024));
+        uint64_t avail = known_or_0(gmp_text_value(buf, "MemAvailable", 1024));
         if (total && avail <= total)
             out[n++] = make_sample("MemTotal", "memory in use on the machine", total - avail,
                                    total, GMP_BACKEND_CPU, -1);
