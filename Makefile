@@ -107,9 +107,14 @@ $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
 	    -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
 
+# The files that run before the ASan runtime has mapped its shadow (it calls
+# our dlsym and malloc while it starts) take BOOT_SAN_CFLAGS instead.
+PRELOAD_BOOT := libc dlsym host
+BOOT_SAN_CFLAGS ?= $(SAN_CFLAGS)
 $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CODE_CFLAGS) -ftls-model=initial-exec -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(if $(filter $(PRELOAD_BOOT),$*),$(BOOT_SAN_CFLAGS),$(SAN_CFLAGS)) \
+	    -ftls-model=initial-exec -MMD -MP -c $< -o $@
 
 $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include
 
@@ -248,36 +253,61 @@ fuzz: $(FUZZERS)
 	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS); fi
 
 # Every test binary runs even when one fails; the exit status says if any did.
-# The same tests again under the sanitizers (SANITIZE=0 skips them): the
-# test programs, the recorder and gmp-inspect with ASan+UBSan, the preload
-# and the programs it is loaded into with UBSan (ASan's runtime must come
-# first in a process, which a preload into uninstrumented programs cannot
-# give it); test_noalloc replaces malloc itself, so it runs only as built.
-# Then the ring's concurrency test under TSan, then the fuzzers,
-# FUZZ_SECONDS each (skipped, with a line, where clang cannot build them).
+# The same tests again under the sanitizers (SANITIZE=0 skips them).  A
+# preload built with a sanitizer is loaded with the sanitizer's runtime after
+# it (LD_PRELOAD) into the uninstrumented programs the tests run (they crash
+# and run out of memory on purpose); its bootstrap files run before the
+# runtime has its shadow memory and are built without it.  So: all the tests
+# with ASan+UBSan in everything of ours (test binaries, recorder, gmp-inspect,
+# preload); those under `ulimit -v` skip there (no shadow fits), so all the
+# tests once more with the preload under UBSan alone; then under TSan the
+# ring's 8-writer test and, with the preload under TSan, the concurrency
+# tests (test_stress, test_gpu).  TSan's function entry hooks are left out:
+# our malloc runs inside TSan's thread start, before it can keep a stack.
+# test_noalloc replaces malloc itself: it runs only as built.  Then the
+# fuzzers, FUZZ_SECONDS each (skipped, with a line, where clang cannot build
+# them).
 SANITIZE ?= 1
 SAN_COMMON := -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all
 ASAN_BUILD := $(BUILD)/asan
 UBSAN_BUILD := $(BUILD)/ubsan
 TSAN_BUILD := $(BUILD)/tsan
+ASAN_RUNTIME = $(realpath $(shell $(CC) -print-file-name=libasan.so))
+TSAN_RUNTIME = $(realpath $(shell $(CC) -print-file-name=libtsan.so))
 SAN_UNIT := $(filter-out %/test_noalloc,$(UNIT_BIN:$(BUILD)/%=$(ASAN_BUILD)/%))
+TSAN_UNIT := $(BUILD)/test/test_stress $(BUILD)/test/test_gpu
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 unit-programs: all $(UNIT_BIN)
 test-programs: all $(TEST_PROGRAMS) $(GPU_TESTS)
 
-sanitize:
+# A stage whose sanitizer runtime is missing prints a line and is skipped.
+sanitize: unit-programs
+	@$(MAKE) --no-print-directory -s BUILD=$(ASAN_BUILD) \
+	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=address,undefined" \
+	    BOOT_SAN_CFLAGS="$(SAN_COMMON) -fsanitize=undefined" unit-programs test-programs
 	@$(MAKE) --no-print-directory -s BUILD=$(UBSAN_BUILD) \
 	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=undefined" test-programs
-	@$(MAKE) --no-print-directory -s BUILD=$(ASAN_BUILD) \
-	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=address,undefined" unit-programs
 	@$(MAKE) --no-print-directory -s BUILD=$(TSAN_BUILD) \
-	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=thread -Wno-tsan" $(TSAN_BUILD)/test/test_ring
-	@echo "== under ASan+UBSan (the preload under UBSan)"
-	@$(SAN_ENV) sh test/run.sh $(UBSAN_BUILD) $(abspath $(ASAN_BUILD)/gmp-inspect) $(SAN_UNIT)
-	@echo "== the ring under TSan"
-	@TSAN_OPTIONS=halt_on_error=1 sh test/run.sh $(UBSAN_BUILD) $(abspath $(INSPECT)) \
-	    $(TSAN_BUILD)/test/test_ring
+	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=thread -Wno-tsan --param=tsan-instrument-func-entry-exit=0" \
+	    BOOT_SAN_CFLAGS="$(SAN_COMMON)" test-programs $(TSAN_BUILD)/test/test_ring
+	@failed=0; asan="$(ASAN_RUNTIME)"; tsan="$(TSAN_RUNTIME)"; \
+	if [ -n "$$asan" ]; then \
+	    echo "== under ASan+UBSan, the preload included"; \
+	    $(SAN_ENV) GMP_TEST_SAN_RUNTIME="$$asan" sh test/run.sh $(ASAN_BUILD) \
+	        $(abspath $(ASAN_BUILD)/gmp-inspect) $(SAN_UNIT) || failed=1; \
+	else echo "SKIP: $(CC) has no libasan.so to preload; the preload runs under UBSan alone"; fi; \
+	echo "== under ASan+UBSan, the preload under UBSan alone"; \
+	$(SAN_ENV) sh test/run.sh $(UBSAN_BUILD) $(abspath $(ASAN_BUILD)/gmp-inspect) $(SAN_UNIT) || failed=1; \
+	echo "== the ring under TSan"; \
+	TSAN_OPTIONS=halt_on_error=1 sh test/run.sh $(UBSAN_BUILD) $(abspath $(INSPECT)) \
+	    $(TSAN_BUILD)/test/test_ring || failed=1; \
+	if [ -n "$$tsan" ]; then \
+	    echo "== the concurrency tests with the preload under TSan"; \
+	    GMP_TEST_SAN_RUNTIME="$$tsan" sh test/run.sh $(TSAN_BUILD) $(abspath $(INSPECT)) \
+	        $(TSAN_UNIT) || failed=1; \
+	else echo "SKIP: $(CC) has no libtsan.so to preload; no concurrency tests under TSan"; fi; \
+	exit $$failed
 
 test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
 	@failed=0; \

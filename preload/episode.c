@@ -28,18 +28,32 @@ enum { EP_IDLE = 0, EP_OPENING, EP_OPEN, EP_COMMITTING };
 typedef struct episode {
     int state;            /* atomic */
     int success_since;    /* atomic: a success on this device since the failure */
+    /* atomic, both: read by threads that do not own the episode, which may
+     * be reopened meanwhile */
     uint64_t deadline_ns;
+    uint64_t failed_size;
     gmp_failed_request failed; /* the call that opened it */
     int python_traceback_fd;   /* its thread's Python stack then, or -1 */
 } episode;
 
 static episode episodes[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
 
-/* The latest failed allocation, for a fatal signal that follows it.  Two
- * threads failing at once may mix their fields: it is a hint, not a record. */
-static gmp_failed_request last_failure;
-static gmp_backend last_failure_backend;
-static int any_failure; /* atomic */
+/* The latest failed allocations, for a fatal signal that follows one: the
+ * crashing thread's own when it has one here (its unchecked NULL), else the
+ * newest.  A slot is written or read only by whoever holds its busy flag,
+ * taken by CAS and never waited for: a writer that finds its slot busy
+ * drops its hint, a reader tries the next best slot. */
+#define RECENT_SLOTS 8
+typedef struct recent_failure {
+    int busy;     /* atomic */
+    uint64_t seq; /* atomic: 0 empty, else the order of writing */
+    uint32_t tid; /* atomic */
+    gmp_backend backend;
+    gmp_failed_request f;
+} recent_failure;
+static recent_failure recent[RECENT_SLOTS];
+static uint64_t recent_written; /* atomic */
+static int any_failure;         /* atomic */
 int gmp_episodes_open;          /* atomic count */
 static uint32_t recovered;      /* atomic: episodes closed as recovered */
 static uint64_t opened;         /* atomic: episodes opened */
@@ -175,7 +189,7 @@ void gmp_episode_check_deadlines(void)
         for (int d = 0; d <= GMP_MAX_DEVICES; d++) {
             episode *ep = &episodes[b][d];
             if (__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) == EP_OPEN &&
-                now >= ep->deadline_ns && try_take(ep))
+                now >= __atomic_load_n(&ep->deadline_ns, __ATOMIC_RELAXED) && try_take(ep))
                 commit((gmp_backend)b, ep, "timeout", NULL);
         }
 }
@@ -192,6 +206,57 @@ static void *watcher_main(void *arg)
         gmp_episode_check_deadlines();
     }
     return NULL;
+}
+
+static int take_slot(recent_failure *r)
+{
+    int idle = 0;
+    return __atomic_compare_exchange_n(&r->busy, &idle, 1, 0, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_RELAXED);
+}
+
+static void note_recent(gmp_backend backend, const gmp_failed_request *f)
+{
+    uint64_t seq = __atomic_add_fetch(&recent_written, 1, __ATOMIC_RELAXED);
+    recent_failure *r = &recent[seq % RECENT_SLOTS];
+    if (!take_slot(r))
+        return;
+    r->backend = backend;
+    r->f = *f;
+    __atomic_store_n(&r->tid, gmp_gettid(), __ATOMIC_RELAXED);
+    __atomic_store_n(&r->seq, seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* The best recent failure for a signal on this thread, copied out; 0 when
+ * there is none (or every candidate is being written right now). */
+static int recent_for_crash(gmp_failed_request *f, gmp_backend *backend)
+{
+    uint32_t self = gmp_gettid();
+    int tried[RECENT_SLOTS] = {0};
+    for (int own = 1; own >= 0; own--)
+        for (;;) {
+            int best = -1;
+            uint64_t best_seq = 0;
+            for (int i = 0; i < RECENT_SLOTS; i++) {
+                uint64_t seq = __atomic_load_n(&recent[i].seq, __ATOMIC_RELAXED);
+                if (tried[i] || seq <= best_seq ||
+                    (own && __atomic_load_n(&recent[i].tid, __ATOMIC_RELAXED) != self))
+                    continue;
+                best = i;
+                best_seq = seq;
+            }
+            if (best < 0)
+                break;
+            tried[best] = 1;
+            if (!take_slot(&recent[best]))
+                continue;
+            *f = recent[best].f;
+            *backend = recent[best].backend;
+            __atomic_store_n(&recent[best].busy, 0, __ATOMIC_RELEASE);
+            return 1;
+        }
+    return 0;
 }
 
 /* The watcher exists only in processes that had an episode. */
@@ -216,15 +281,14 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
         return;
     gmp_failed_request f = {1, api, size, device, code, in_use, 0, {0}};
     f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);
-    last_failure = f;
-    last_failure_backend = backend;
+    note_recent(backend, &f);
     __atomic_store_n(&any_failure, 1, __ATOMIC_RELEASE);
     gmp_crash_arm();
     episode *ep = &episodes[backend][gmp_device_index(device)];
     int state = __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE);
     if (state == EP_OPEN) {
         if (!__atomic_exchange_n(&ep->success_since, 0, __ATOMIC_ACQ_REL) &&
-            size >= ep->failed.size && try_take(ep))
+            size >= __atomic_load_n(&ep->failed_size, __ATOMIC_RELAXED) && try_take(ep))
             commit(backend, ep, "second_failure", NULL);
         return; /* smaller retries (a BFC allocator's) keep the episode open */
     }
@@ -236,7 +300,8 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
     ep->failed = f;
     __atomic_fetch_add(&opened, 1, __ATOMIC_RELAXED);
     ep->python_traceback_fd = gmp_python_traceback_fd();
-    ep->deadline_ns = now_ns() + gmp_pl.confirm_ns;
+    __atomic_store_n(&ep->failed_size, size, __ATOMIC_RELAXED);
+    __atomic_store_n(&ep->deadline_ns, now_ns() + gmp_pl.confirm_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->state, EP_OPEN, __ATOMIC_RELEASE);
@@ -253,7 +318,7 @@ void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_
     episode *ep = &episodes[backend][gmp_device_index(device)];
     if (GMP_LIKELY(__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) != EP_OPEN))
         return;
-    uint64_t failed_size = ep->failed.size;
+    uint64_t failed_size = __atomic_load_n(&ep->failed_size, __ATOMIC_RELAXED);
     if (size < failed_size) {
         /* A small success (another thread's 64-byte malloc) says nothing
          * about whether the failed request could succeed now. */
@@ -315,9 +380,10 @@ void gmp_episode_crash(int sig, const siginfo_t *info)
             }
     if (written)
         return;
-    if (failed) {
-        gmp_failed_request f = last_failure;
-        commit_failure(last_failure_backend, &f, "signal", &cr, -1);
+    gmp_failed_request f;
+    gmp_backend backend;
+    if (failed && recent_for_crash(&f, &backend)) {
+        commit_failure(backend, &f, "signal", &cr, -1);
         return;
     }
     /* GMP_ON_CRASH=always, and no allocation ever failed */
@@ -347,6 +413,7 @@ void gmp_episode_after_fork(void)
 {
     /* the child inherits no episode and no watcher thread */
     memset(episodes, 0, sizeof episodes);
+    memset(recent, 0, sizeof recent);
     __atomic_store_n(&any_failure, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&gmp_episodes_open, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&watcher_started, 0, __ATOMIC_RELAXED);

@@ -7,8 +7,8 @@
  * Captured with glibc's backtrace(), never in a signal handler (its first
  * call loads libgcc's unwinder), only for calls that already cost
  * microseconds (a device allocation, a host one of GMP_HOST_EVENT_MIN_BYTES)
- * — never for a small malloc.  Frames inside the preload itself are left
- * out: the first address is the program's call.  The table is lock-free (a
+ * — never for a small malloc.  Frames inside the preload itself, and any
+ * above them, are left out: the first address is the program's call.  The table is lock-free (a
  * slot is claimed by CAS on the stack's hash, published by a ready flag),
  * in an anonymous mapping made on first use: its untouched pages cost
  * nothing.
@@ -19,7 +19,7 @@
 #include <link.h>
 #include <string.h>
 
-static uintptr_t self_lo, self_hi; /* the preload's own mapped range */
+static uintptr_t self_lo, self_hi; /* atomic: the preload's own mapped range */
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -35,8 +35,8 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
     }
     if (probe < lo || probe >= hi)
         return 0;
-    self_lo = lo;
-    self_hi = hi;
+    __atomic_store_n(&self_lo, lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&self_hi, hi, __ATOMIC_RELEASE); /* after lo: hi says both are set */
     return 1;
 }
 
@@ -45,17 +45,26 @@ uint32_t gmp_stack_capture(uint64_t *out, uint32_t max)
     enum { SKIPPABLE = 16 };
     void *frames[GMP_STACK_MAX + SKIPPABLE];
     gmp_in_hook++; /* the unwinder's first load allocates */
-    if (!self_hi)
+    if (!__atomic_load_n(&self_hi, __ATOMIC_ACQUIRE))
         dl_iterate_phdr(find_self, (void *)(uintptr_t)gmp_stack_capture);
     int n = backtrace(frames, (int)(sizeof frames / sizeof *frames));
     gmp_in_hook--;
-    uint32_t depth = 0;
-    for (int i = 0; i < n && depth < max && depth < GMP_STACK_MAX; i++) {
+    uintptr_t self_end = __atomic_load_n(&self_hi, __ATOMIC_ACQUIRE),
+              self_start = __atomic_load_n(&self_lo, __ATOMIC_RELAXED);
+    /* The program's call is the first frame after our innermost run of
+     * frames; anything above that run (a sanitizer's backtrace interceptor)
+     * goes with it. */
+    int first = 0;
+    for (int i = 0; i < n && i < SKIPPABLE; i++) {
         uintptr_t a = (uintptr_t)frames[i];
-        if (depth == 0 && a >= self_lo && a < self_hi)
-            continue; /* our own frames, innermost ones only */
-        out[depth++] = a;
+        if (a >= self_start && a < self_end)
+            first = i + 1;
+        else if (first)
+            break;
     }
+    uint32_t depth = 0;
+    for (int i = first; i < n && depth < max && depth < GMP_STACK_MAX; i++)
+        out[depth++] = (uintptr_t)frames[i];
     return depth;
 }
 

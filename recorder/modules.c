@@ -33,14 +33,29 @@ static int parse_hex(const char **s, uint64_t *out)
     return digits > 0;
 }
 
+/* The reads below are of other objects' mappings, which ThreadSanitizer
+ * neither knows nor always shadows (it faults on some): it is kept out of
+ * them, and out of memcmp, which it intercepts. */
+#define NOT_FOR_TSAN __attribute__((no_sanitize("thread")))
+
+NOT_FOR_TSAN static int same_bytes(uint64_t at, const char *want, size_t n)
+{
+    const volatile unsigned char *p = (const volatile unsigned char *)(uintptr_t)at;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)want[i])
+            return 0;
+    return 1;
+}
+
 /* The GNU build-id in the notes of the object mapped at [start, end), as
  * hex into out (empty when there is none); its load bias in *bias. */
-static void read_elf(uint64_t start, uint64_t end, uint64_t *bias, char *out, size_t cap)
+NOT_FOR_TSAN static void read_elf(uint64_t start, uint64_t end, uint64_t *bias, char *out,
+                                  size_t cap)
 {
     out[0] = '\0';
     *bias = start;
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(uintptr_t)start;
-    if (end - start < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+    if (end - start < sizeof *eh || !same_bytes(start, ELFMAG, SELFMAG) ||
         eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_phentsize != sizeof(Elf64_Phdr) ||
         eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > end - start)
         return;
@@ -63,7 +78,7 @@ static void read_elf(uint64_t start, uint64_t end, uint64_t *bias, char *out, si
             if (next > stop || next <= at)
                 break;
             if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
-                !memcmp((const void *)(uintptr_t)name, "GNU", 4) && n->n_descsz * 2 < cap) {
+                same_bytes(name, "GNU", 4) && n->n_descsz * 2 < cap) {
                 static const char hex[] = "0123456789abcdef";
                 const unsigned char *d = (const unsigned char *)(uintptr_t)desc;
                 for (uint32_t k = 0; k < n->n_descsz; k++) {
@@ -85,7 +100,9 @@ static void module_line(gmp_jw *w, const char *line)
     const char *p = line;
     if (!parse_hex(&p, &start) || *p++ != '-' || !parse_hex(&p, &end) || *p++ != ' ')
         return;
-    if (p[0] != 'r' || !p[1] || !p[2] || !p[3] || p[4] != ' ')
+    /* Objects are mapped private; a shared mapping (our ring, a program's
+     * data file) may be written or truncated while we read its first bytes. */
+    if (p[0] != 'r' || !p[1] || !p[2] || p[3] != 'p' || p[4] != ' ')
         return;
     p += 5;
     if (!parse_hex(&p, &offset) || offset != 0)
@@ -96,7 +113,7 @@ static void module_line(gmp_jw *w, const char *line)
     uint64_t bias;
     char build_id[129];
     read_elf(start, end, &bias, build_id, sizeof build_id);
-    if (bias == start && memcmp((const void *)(uintptr_t)start, ELFMAG, SELFMAG) != 0)
+    if (bias == start && !same_bytes(start, ELFMAG, SELFMAG))
         return; /* a mapped data file, not an object */
     gmp_jw_next_line(w);
     gmp_jw_obj_begin(w);

@@ -3,18 +3,35 @@
 # (even after one fails) with the programs, doubles and preload of
 # PROGRAMS_BUILD and the gmp-inspect INSPECT; prints a summary, exits 1 when
 # any failed.  `make test` runs it once as built, then again for the
-# sanitizer builds (test binaries and tools under ASan+UBSan, the preload
-# and the programs it is loaded into under UBSan).
+# sanitizer builds (see the Makefile's `sanitize`).
 set -u
 programs=$(cd "$1" && pwd)
 inspect=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
+# With GMP_TEST_SAN_RUNTIME (a preload built with ASan or TSan), the
+# processes under the preload write their sanitizer reports into a directory
+# (test/support.c); a report there fails the test program that ran them.
+logs=
+if [ -n "${GMP_TEST_SAN_RUNTIME:-}" ]; then
+    logs=$(mktemp -d "${TMPDIR:-/tmp}/gmp-san-XXXXXX")
+    trap 'rm -rf "$logs"' EXIT
+    export GMP_TEST_SAN_LOG="$logs"
+fi
 failed=0
 for t in "$@"; do
     echo "== $t"
     GMP_INSPECT=$inspect GMP_TEST_FIXTURES=$here/fixtures GMP_BUILD=$programs "$t" ||
         failed=$((failed + 1))
+    if [ -n "$logs" ]; then
+        reports=$(grep -l -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$logs"/* 2>/dev/null)
+        if [ -n "$reports" ]; then
+            echo "sanitizer reports from processes under the preload of $t:"
+            for r in $reports; do cat "$r"; done
+            failed=$((failed + 1))
+        fi
+        rm -f "$logs"/*
+    fi
 done
 if [ "$failed" -ne 0 ]; then
     echo "$failed test program(s) failed"

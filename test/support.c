@@ -28,11 +28,67 @@ void scratch_make(char *out, size_t cap, const char *tag)
     }
 }
 
+/* Options for the processes the preload is loaded into when it is built with
+ * a sanitizer: the programs are not ours (sh and python3 leak, the crash
+ * tests must die of their own signals, the OOM tests want NULL back), the
+ * runtime comes second in LD_PRELOAD, and reports go to files that
+ * test/run.sh reads afterwards, since the tests count the lines on stderr.
+ * UBSan's reports follow ASan's log_path (one runtime); a log_path in
+ * UBSAN_OPTIONS as well sends them back to stderr. */
+void preload_sanitizer_environment(void)
+{
+    static int done;
+    const char *logs = getenv("GMP_TEST_SAN_LOG");
+    if (done || !logs || !*logs)
+        return;
+    done = 1;
+#define NO_SIGNALS "handle_segv=0:handle_sigbus=0:handle_abort=0:handle_sigfpe=0:handle_sigill=0"
+    static char asan[1024], tsan[1024];
+    snprintf(asan, sizeof asan,
+             "verify_asan_link_order=0:detect_leaks=0:allocator_may_return_null=1:" NO_SIGNALS
+             ":log_path=%s/asan",
+             logs);
+    /* sh frees memory in its SIGCHLD handler: the program's sin, not ours */
+    snprintf(tsan, sizeof tsan,
+             "allocator_may_return_null=1:report_signal_unsafe=0:" NO_SIGNALS
+             ":log_path=%s/tsan",
+             logs);
+#undef NO_SIGNALS
+    setenv("ASAN_OPTIONS", asan, 1);
+    setenv("TSAN_OPTIONS", tsan, 1);
+    setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1", 1);
+}
+
+const char *preload_sanitizer(void)
+{
+    const char *r = getenv("GMP_TEST_SAN_RUNTIME");
+    return r && *r ? r : NULL;
+}
+
+int preload_under_tsan(void)
+{
+    const char *r = preload_sanitizer();
+    return r && strstr(r, "libtsan") != NULL;
+}
+
+void skip_under_preload_sanitizer(const char *why)
+{
+    if (!preload_sanitizer())
+        return;
+    print_message("SKIP with the preload under a sanitizer: %s\n", why);
+    skip();
+}
+
 void preload_paths_make(preload_paths *p, const char *tag)
 {
     const char *b = getenv("GMP_BUILD");
     snprintf(p->build, sizeof p->build, "%s", b && *b ? b : "build");
-    snprintf(p->preload, sizeof p->preload, "%s/libgpumemprof_preload.so", p->build);
+    const char *runtime = preload_sanitizer();
+    snprintf(p->preload_so, sizeof p->preload_so, "%s/libgpumemprof_preload.so", p->build);
+    snprintf(p->preload, sizeof p->preload, "%s%s%s", p->preload_so, runtime ? " " : "",
+             runtime ? runtime : "");
+    if (runtime)
+        preload_sanitizer_environment();
     scratch_make(p->scratch, sizeof p->scratch, tag);
     snprintf(p->dumps, sizeof p->dumps, "%s/dumps", p->scratch);
     snprintf(p->rundir, sizeof p->rundir, "%s/run", p->scratch);

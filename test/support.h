@@ -14,12 +14,26 @@ void scratch_make(char *out, size_t cap, const char *tag);
 void scratch_remove(const char *path);
 
 /* For tests that run programs under the preload: the build directory
- * ($GMP_BUILD, else build), the preload in it, and a fresh scratch directory
+ * ($GMP_BUILD, else build), what LD_PRELOAD must name for the preload in it
+ * (preload) and its file alone (preload_so), and a fresh scratch directory
  * (TAG in its name) with the paths of dumps/ and run/ inside it. */
 typedef struct preload_paths {
-    char build[1024], preload[1200], scratch[256], dumps[512], rundir[512];
+    char build[1024], preload[2400], preload_so[1100], scratch[256], dumps[512], rundir[512];
 } preload_paths;
 void preload_paths_make(preload_paths *p, const char *tag);
+/* The sanitizer's runtime when the preload under test is built with ASan
+ * or TSan ($GMP_TEST_SAN_RUNTIME, set by `make sanitize`), else NULL.  Then
+ * p->preload names the runtime after the preload (a list for LD_PRELOAD),
+ * and the processes started from here get sanitizer options of their own
+ * (preload_sanitizer_environment, which preload_paths_make calls). */
+const char *preload_sanitizer(void);
+/* That runtime is TSan's. */
+int preload_under_tsan(void);
+void preload_sanitizer_environment(void);
+/* Skip the calling test, with a line, when the preload is built with a
+ * sanitizer: for `ulimit -v`, under which its shadow memory cannot be
+ * mapped.  The same test runs with the preload under UBSan alone. */
+void skip_under_preload_sanitizer(const char *why);
 /* cmocka group teardown for a setup that made paths and set *state to them:
  * removes the scratch directory. */
 int preload_paths_teardown(void **state);

@@ -11,7 +11,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -61,9 +63,28 @@ EXPORT int cudaRuntimeGetVersion(int *v)
     return OK;
 }
 
-static void load(void)
+/* libcuda.so.1 by name, found through this library's $ORIGIN run path; where
+ * a sanitizer's dlopen interceptor stands between us and the loader, the
+ * loader sees the interceptor as the caller and ignores our run path, so the
+ * file beside this library is tried by its full path. */
+static void *open_driver(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    Dl_info self;
+    if (h || !dladdr((void *)open_driver, &self) || !self.dli_fname)
+        return h;
+    char path[4096];
+    const char *slash = strrchr(self.dli_fname, '/');
+    if (!slash)
+        return NULL;
+    snprintf(path, sizeof path, "%.*s/libcuda.so.1", (int)(slash - self.dli_fname),
+             self.dli_fname);
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+static void load(void)
+{
+    void *h = open_driver();
     gpa_fn boot = h ? (gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
     gpa_fn gpa = NULL;
     if (!boot || boot("cuGetProcAddress", (void **)&gpa, 13000, 0, NULL) != 0 || !gpa) {

@@ -8,8 +8,11 @@
  *                              _exit(42)s, then as SIZE (handlers keep working)
  *   naive_malloc altstack SIZE set a 16 KiB alternate signal stack of its own,
  *                              as CPython's faulthandler does, then as SIZE
+ *   naive_malloc other-thread SIZE  malloc(SIZE) fails; then another thread's
+ *                              malloc(2^60) fails too; then write through NULL
  * allocate_unchecked is the function a bundle's native stack must name.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,13 @@ __attribute__((noinline)) char *allocate_unchecked(size_t size)
     char *data = malloc(size);
     __asm__ volatile("" ::"r"(data) : "memory"); /* a real call, not a tail call */
     return data;
+}
+
+static void *fail_elsewhere(void *arg)
+{
+    (void)arg;
+    void *volatile p = malloc((size_t)1 << 60);
+    return p;
 }
 
 static void on_segv(int sig)
@@ -58,7 +68,15 @@ int main(int argc, char **argv)
         signal(SIGSEGV, on_segv);
         size_arg = argv[2];
     }
+    int other_thread = !strcmp(argv[1], "other-thread") && argc > 2;
+    if (other_thread)
+        size_arg = argv[2];
     char *data = allocate_unchecked(strtoull(size_arg, NULL, 10));
+    if (other_thread) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, fail_elsewhere, NULL) == 0)
+            pthread_join(th, NULL);
+    }
     /* Uh oh, didn't check for NULL return result. */
     data[0] = 'O';
     data[1] = 'K';

@@ -14,6 +14,7 @@
 
 #include "support.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,37 @@ static void test_program_alt_stack_too_small(void **state)
     json_decref(md);
 }
 
+/* Another thread's failure after this thread's own: the crash bundle names
+ * the request whose NULL the crashing thread wrote through. */
+static void test_crash_names_its_own_thread_failure(void **state)
+{
+    (void)state;
+    same_death(NULL, "other-thread", HUGE, "status 139\n");
+    assert_int_equal(count_lines(err), 2); /* the second failure's bundle, then the crash's */
+    assert_int_equal(bundles(), 2);
+    DIR *d = opendir(paths.dumps);
+    assert_non_null(d);
+    struct dirent *de;
+    int crash_bundles = 0;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "oom_dump_", 9))
+            continue;
+        char bundle[1200];
+        snprintf(bundle, sizeof bundle, "%s/%s", paths.dumps, de->d_name);
+        json_t *md = bundle_file(bundle, "metadata.json");
+        json_t *fr = json_object_get(md, "failed_request");
+        if (!strcmp(json_str(md, "confirmed_by"), "signal")) {
+            crash_bundles++;
+            assert_int_equal(json_int(fr, "size"), 10000000000000000ll);
+        } else {
+            assert_string_equal(json_str(md, "confirmed_by"), "second_failure");
+        }
+        json_decref(md);
+    }
+    closedir(d);
+    assert_int_equal(crash_bundles, 1);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -209,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_abort_after_failed_malloc),
         cmocka_unit_test(test_program_handler_still_runs),
         cmocka_unit_test(test_program_alt_stack_too_small),
+        cmocka_unit_test(test_crash_names_its_own_thread_failure),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

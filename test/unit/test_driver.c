@@ -30,14 +30,19 @@ static char out[1 << 16], err[1 << 16];
 static int status;
 
 /* Run build/test/gpu/PROGRAM ARGS with `env` exported (the preload only
- * when `env` names LD_PRELOAD as "$P", so plain runs compare against it). */
+ * when `env` names LD_PRELOAD as "$L", so plain runs compare against it; $P
+ * is the preload's file alone, for CUDA_INJECTION64_PATH).  With the
+ * preload under a sanitizer the plain runs have its runtime preloaded too,
+ * the lookups it intercepts (strlen, puts) then resolving to it in both. */
 static void run(const char *env, const char *program, const char *args)
 {
-    char script[4096];
+    char script[8192];
+    const char *runtime = preload_sanitizer();
     snprintf(script, sizeof script,
-             "export P='%s' LD_LIBRARY_PATH='%s' GMP_WATCHDOG=0; export %s; "
-             "exec %s/test/gpu/%s %s",
-             paths.preload, doubles, env ? env : "GMP_UNUSED=1", paths.build, program, args);
+             "export P='%s' L='%s' LD_PRELOAD='%s' LD_LIBRARY_PATH='%s' GMP_WATCHDOG=0; "
+             "export %s; exec %s/test/gpu/%s %s",
+             paths.preload_so, paths.preload, runtime ? runtime : "", doubles,
+             env ? env : "GMP_UNUSED=1", paths.build, program, args);
     status = run_script(&paths, script, out, sizeof out, err, sizeof err);
 }
 
@@ -94,7 +99,7 @@ static void expect_driver_oom(const char *program, const char *args, const char 
     assert_int_equal(code(), 3);
     snprintf(want, sizeof want, "held 1073741824 failed 268435456 %s -1\n", events);
     assert_string_equal(out, want);
-    run("LD_PRELOAD=\"$P\"", program, args);
+    run("LD_PRELOAD=\"$L\"", program, args);
     assert_int_equal(code(), 3);
     snprintf(want, sizeof want, "held 1073741824 failed 268435456 %s 4\n", events);
     assert_string_equal(out, want);
@@ -114,7 +119,7 @@ static void test_older_pytorch_vmm_way(void **state)
     (void)state;
     expect_driver_oom("driver_oom", "vmm 0", "map_events", "cuMemCreate", 0);
     /* physical memory comes back on cuMemRelease, mappings are events */
-    run("LD_PRELOAD=\"$P\"", "driver_oom", "vmm-cycle");
+    run("LD_PRELOAD=\"$L\"", "driver_oom", "vmm-cycle");
     assert_int_equal(code(), 0);
     assert_string_equal(out, "alloc 4 free 4 map 4 unmap 4\n");
     assert_string_equal(err, "");
@@ -131,7 +136,7 @@ static void test_linked_directly(void **state)
 static void test_runtime_over_driver_is_one_event(void **state)
 {
     (void)state;
-    run("LD_PRELOAD=\"$P\"", "gpu_oom_cuda", "until-oom 0");
+    run("LD_PRELOAD=\"$L\"", "gpu_oom_cuda", "until-oom 0");
     assert_int_equal(code(), 3);
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
@@ -189,13 +194,13 @@ static void test_lookups_as_without_preload(void **state)
     /* RTLD_NEXT from a library searches after that library */
     assert_non_null(strstr(plain, "probe:next:next_probe_only rc=0 status=0 module=NULL\n"));
 
-    run("LD_PRELOAD=\"$P\"", "driver_oom", "lookups");
+    run("LD_PRELOAD=\"$L\"", "driver_oom", "lookups");
     assert_int_equal(code(), 0);
     expected_lookups(plain, want, sizeof want);
     assert_string_equal(out, want);
     assert_string_equal(err, "");
 
-    run("LD_PRELOAD=\"$P\" GMP_ENABLED=0", "driver_oom", "lookups");
+    run("LD_PRELOAD=\"$L\" GMP_ENABLED=0", "driver_oom", "lookups");
     assert_int_equal(code(), 0);
     assert_string_equal(out, plain); /* disabled: nothing routed */
 }
@@ -215,7 +220,7 @@ static void expect_lookups_routed(const char *program, const char *env, const ch
     run(script_env, program, "");
     int plain_code = code();
     snprintf(plain, sizeof plain, "%.255s", out);
-    snprintf(script_env, sizeof script_env, "%s GMP_FAKE_CUDA_LOG='%s' LD_PRELOAD=\"$P\"", env,
+    snprintf(script_env, sizeof script_env, "%s GMP_FAKE_CUDA_LOG='%s' LD_PRELOAD=\"$L\"", env,
              log_preload);
     run(script_env, program, "");
     assert_int_equal(code(), plain_code);
@@ -333,7 +338,7 @@ static void test_cupti_injection(void **state)
     assert_int_equal(cupti, total);
 
     /* with the preload too: one path records, one event per allocation */
-    run("CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$P\"", "gpu_oom_cuda", "until-oom 1");
+    run("CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$L\"", "gpu_oom_cuda", "until-oom 1");
     assert_int_equal(code(), 3);
     assert_int_equal(count_lines(err), 1);
     bundle_events(&total, &cupti, &allocs);
@@ -342,12 +347,12 @@ static void test_cupti_injection(void **state)
     assert_int_equal(cupti, 5);
 
     /* VMM through CUPTI: handles, releases, mappings */
-    run("CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$P\"", "driver_oom", "vmm-cycle");
+    run("CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$L\"", "driver_oom", "vmm-cycle");
     assert_int_equal(code(), 0);
     assert_string_equal(out, "alloc 4 free 4 map 4 unmap 4\n");
 
     /* GMP_CUDA_MODE=cupti points the driver at us by itself */
-    run("GMP_CUDA_MODE=cupti LD_PRELOAD=\"$P\"", "gpu_oom_cuda", "until-oom 0");
+    run("GMP_CUDA_MODE=cupti LD_PRELOAD=\"$L\"", "gpu_oom_cuda", "until-oom 0");
     assert_int_equal(code(), 3);
     assert_int_equal(count_lines(err), 1);
     bundle_events(&total, &cupti, &allocs);
@@ -361,7 +366,7 @@ static void test_cupti_fallbacks(void **state)
         skip();
     int total, cupti, allocs;
     /* another subscriber holds CUPTI: one line, the interposer records */
-    run("GMP_FAKE_CUPTI_BUSY=1 CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$P\"", "gpu_oom_cuda",
+    run("GMP_FAKE_CUPTI_BUSY=1 CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$L\"", "gpu_oom_cuda",
         "until-oom 0");
     assert_int_equal(code(), 3);
     assert_int_equal(count_lines(err), 2);
@@ -373,10 +378,21 @@ static void test_cupti_fallbacks(void **state)
     assert_int_equal(allocs, 4);
     assert_int_equal(cupti, 0);
 
-    /* no libcupti to load */
-    run("LD_LIBRARY_PATH=/nonexistent CUDA_HOME=/nonexistent CUDA_INJECTION64_PATH=\"$P\" "
-        "LD_PRELOAD=\"$P\"",
-        "driver_oom", "static-cudart 0");
+    /* no libcupti to load: the driver alone on the library path (the
+     * program's run path to the doubles is lost to a sanitizer's dlopen) */
+    char alone[600], driver[1300], env[1500];
+    snprintf(alone, sizeof alone, "%s/driver-alone", paths.scratch);
+    snprintf(driver, sizeof driver, "%s/libcuda.so.1", doubles);
+    mkdir(alone, 0700);
+    char link[700];
+    snprintf(link, sizeof link, "%s/libcuda.so.1", alone);
+    unlink(link);
+    assert_int_equal(symlink(driver, link), 0);
+    snprintf(env, sizeof env,
+             "LD_LIBRARY_PATH='%s' CUDA_HOME=/nonexistent CUDA_INJECTION64_PATH=\"$P\" "
+             "LD_PRELOAD=\"$L\"",
+             alone);
+    run(env, "driver_oom", "static-cudart 0");
     assert_int_equal(code(), 3);
     if (!exists("/usr/local/cuda/lib64/libcupti.so")) {
         assert_non_null(strstr(err, "gpumemprof: CUPTI injection: cannot load libcupti; "
@@ -387,7 +403,7 @@ static void test_cupti_fallbacks(void **state)
     assert_non_null(strstr(out, "alloc_events 4\n"));
 
     /* GMP_CUDA_MODE=interpose: the injection does nothing */
-    run("GMP_CUDA_MODE=interpose CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$P\"",
+    run("GMP_CUDA_MODE=interpose CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$L\"",
         "gpu_oom_cuda", "until-oom 0");
     assert_int_equal(code(), 3);
     assert_int_equal(count_lines(err), 1);

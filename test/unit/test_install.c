@@ -56,13 +56,19 @@ static void test_install(void **state)
         assert_string_equal(err, "");
         assert_string_equal(out, "1\n");
     }
-    /* the installed gmp-run finds the installed preload */
+    /* the installed gmp-run finds the installed preload, and puts it before
+     * what LD_PRELOAD already named (a sanitizer's runtime where ours is
+     * built with one) */
+    const char *runtime = preload_sanitizer();
+    preload_sanitizer_environment();
     snprintf(cmd, sizeof cmd,
-             "env -u GMP_PRELOAD_LIBRARY '%s/root/opt/gmp/bin/gmp-run' -- sh -c 'echo \"$LD_PRELOAD\"'",
-             scratch);
+             "export LD_PRELOAD='%s'; env -u GMP_PRELOAD_LIBRARY '%s/root/opt/gmp/bin/gmp-run' "
+             "-- sh -c 'echo \"$LD_PRELOAD\"'",
+             runtime ? runtime : "", scratch);
     assert_int_equal(sh(cmd), 0);
-    char want[1024];
-    snprintf(want, sizeof want, "%s/root/opt/gmp/bin/../lib/libgpumemprof_preload.so\n", scratch);
+    char want[2048];
+    snprintf(want, sizeof want, "%s/root/opt/gmp/bin/../lib/libgpumemprof_preload.so%s%s\n",
+             scratch, runtime ? " " : "", runtime ? runtime : "");
     assert_string_equal(out, want);
 }
 

@@ -106,6 +106,7 @@ static void test_python_workload_unchanged(void **state)
 static void test_grow_until_enomem(void **state)
 {
     (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "ulimit -v 400000; exec %s grow", program);
     run_sh(NULL, cmd);
@@ -130,6 +131,7 @@ static void test_grow_until_enomem(void **state)
 static void test_python_memoryerror(void **state)
 {
     (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
     const char *py =
         "ulimit -v 400000; exec python3 -c '\n"
         "def grow_forever():\n"
@@ -203,6 +205,7 @@ static void test_second_failure_and_timeout_and_first(void **state)
 static void test_recovery_is_not_an_oom(void **state)
 {
     (void)state;
+    skip_under_preload_sanitizer("setrlimit(RLIMIT_AS)");
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s recover", program);
     run_sh(NULL, cmd);

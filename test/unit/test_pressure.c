@@ -24,6 +24,7 @@ static char out[1 << 16], err[1 << 16];
 /* host_oom slow-grow ROUNDS under a 600 MB address-space limit. */
 static void grow(const char *env, int rounds)
 {
+    skip_under_preload_sanitizer("`ulimit -v`");
     char script[4096];
     snprintf(script, sizeof script,
              "ulimit -v 600000; export LD_PRELOAD='%s' %s; exec %s/test/programs/host_oom "

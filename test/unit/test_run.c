@@ -216,10 +216,10 @@ static void test_inspect_recover(void **state)
     char script[8192];
     snprintf(script, sizeof script,
              "export GMP_RUN_DIR=\"%s/later\"; mkdir -p -m 700 \"$GMP_RUN_DIR\"; "
-             "LD_PRELOAD=%s python3 -c 'import os, time\n"
+             "LD_PRELOAD='%s' python3 -c 'import os, time\n"
              "keep = [bytearray(8 << 20) for _ in range(4)]\n"
              "time.sleep(3)' & live=$!; "
-             "LD_PRELOAD=%s " SELF_KILL "; sleep 0.5; "
+             "LD_PRELOAD='%s' " SELF_KILL "; sleep 0.5; "
              "%s recover \"$GMP_RUN_DIR\" --dump-dir \"$GMP_DUMP_DIR\"; "
              "%s recover \"$GMP_RUN_DIR\"; kill $live; wait $live; ls \"$GMP_RUN_DIR\" | wc -l",
              paths.scratch, paths.preload, paths.preload, inspect_path(), inspect_path());

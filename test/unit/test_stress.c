@@ -191,6 +191,10 @@ static void test_exec_chain(void **state)
 static void test_1000_processes_one_directory(void **state)
 {
     (void)state;
+    if (preload_under_tsan()) {
+        print_message("SKIP with the preload under TSan: 1000 processes take minutes there\n");
+        skip();
+    }
     char script[4096];
     snprintf(script, sizeof script,
              "export LD_PRELOAD='%s' GMP_MAX_DUMPS=20; seq 1000 | "
