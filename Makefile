@@ -132,7 +132,7 @@ $(BUILD)/test/support.o: test/support.c test/support.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CODE_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) -c $< -o $@
 
-$(BUILD)/test/test_%: test/unit/test_%.c $(TEST_SUPPORT) $(RECORDER_LIB)
+$(BUILD)/test/test_%: test/unit/test_%.c test/support.h $(TEST_SUPPORT) $(RECORDER_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CODE_CFLAGS) -Itest $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(TEST_SUPPORT) $(RECORDER_LIB) $(CMOCKA_LIBS) $(JANSSON_LIBS) -lpthread

@@ -25,7 +25,7 @@ static char out[1 << 16], err[1 << 16];
 /* One OOM bundle of gpu_oom_cuda until-oom under `env`, moved to dest. */
 static void run_into(const char *env, const char *dest)
 {
-    char script[4096];
+    char script[8192];
     snprintf(script, sizeof script,
              "export LD_PRELOAD='%s' GMP_WATCHDOG=0 %s; %s/test/gpu/gpu_oom_cuda until-oom 0; "
              "mv \"$GMP_DUMP_DIR\"/oom_dump_* '%s'",

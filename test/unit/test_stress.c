@@ -79,7 +79,7 @@ static long long metric(const char *text, const char *name)
 static void test_32_threads_fail_at_once(void **state)
 {
     (void)state;
-    char script[4096], prom[600];
+    char script[8192], prom[600];
     snprintf(prom, sizeof prom, "%s/metrics.prom", paths.scratch);
     for (int round = 0; round < 3; round++) {
         snprintf(script, sizeof script,
