@@ -8,10 +8,10 @@
  * call loads libgcc's unwinder), only for calls that already cost
  * microseconds (a device allocation, a host one of GMP_HOST_EVENT_MIN_BYTES)
  * — never for a small malloc.  Frames inside the preload itself, and any
- * above them, are left out: the first address is the program's call.  The table is lock-free (a
- * slot is claimed by CAS on the stack's hash, published by a ready flag),
- * in an anonymous mapping made on first use: its untouched pages cost
- * nothing.
+ * above them, are left out: the first address is the program's call.  The
+ * table is lock-free (a slot is claimed by CAS on the stack's hash,
+ * published by a ready flag), in an anonymous mapping made on first use:
+ * its untouched pages cost nothing.
  */
 #include "preload.h"
 

@@ -18,20 +18,21 @@ if [ -n "${GMP_TEST_SAN_RUNTIME:-}" ]; then
     trap 'rm -rf "$logs"' EXIT
     export GMP_TEST_SAN_LOG="$logs"
 fi
+report="ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:"
 failed=0
 for t in "$@"; do
     echo "== $t"
-    GMP_INSPECT=$inspect GMP_TEST_FIXTURES=$here/fixtures GMP_BUILD=$programs "$t" ||
-        failed=$((failed + 1))
+    bad=0
+    GMP_INSPECT=$inspect GMP_TEST_FIXTURES=$here/fixtures GMP_BUILD=$programs "$t" || bad=1
     if [ -n "$logs" ]; then
-        reports=$(grep -l -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$logs"/* 2>/dev/null)
-        if [ -n "$reports" ]; then
+        if grep -q -E "$report" "$logs"/* 2>/dev/null; then
             echo "sanitizer reports from processes under the preload of $t:"
-            for r in $reports; do cat "$r"; done
-            failed=$((failed + 1))
+            grep -l -E "$report" "$logs"/* | while IFS= read -r r; do cat "$r"; done
+            bad=1
         fi
         rm -f "$logs"/*
     fi
+    failed=$((failed + bad))
 done
 if [ "$failed" -ne 0 ]; then
     echo "$failed test program(s) failed"
