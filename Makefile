@@ -58,7 +58,9 @@ RUN_TOOL := $(BUILD)/gmp-run
 
 EXAMPLES := $(BUILD)/examples/grow-heap
 
-TEST_PROGRAMS := $(patsubst test/programs/%.c,$(BUILD)/test/programs/%,$(wildcard test/programs/*.c))
+# The plain programs, and the allocator double the tests preload behind ours.
+TEST_PROGRAMS := $(patsubst test/programs/%.c,$(BUILD)/test/programs/%,$(wildcard test/programs/*.c)) \
+                 $(BUILD)/test/doubles/libmalloc_only.so
 
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
@@ -109,7 +111,7 @@ $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
 
 # The files that run before the ASan runtime has mapped its shadow (it calls
 # our dlsym and malloc while it starts) take BOOT_SAN_CFLAGS instead.
-PRELOAD_BOOT := libc dlsym host
+PRELOAD_BOOT := libc dlsym host sizes
 BOOT_SAN_CFLAGS ?= $(SAN_CFLAGS)
 $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
@@ -174,6 +176,10 @@ $(DOUBLES)/libcudart.so.13: test/doubles/fake_cudart.c $(DOUBLES)/libcuda.so.1
 
 $(DOUBLES)/libcupti.so.13: test/doubles/fake_cupti.c $(DOUBLES)/libcuda.so.1
 	$(CC) $(DOUBLE_FLAGS) -isystem $(CUDA_HOME)/include -Wl,-soname,libcupti.so.13 -o $@ $< -ldl
+
+$(DOUBLES)/libmalloc_only.so: test/doubles/malloc_only.c
+	@mkdir -p $(dir $@)
+	$(CC) $(DOUBLE_FLAGS) -fvisibility=hidden -o $@ $<
 
 $(DOUBLES)/libamdhip64.so.5: test/doubles/fake_hip.c test/doubles/fake_device.h
 	@mkdir -p $(dir $@)

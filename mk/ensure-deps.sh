@@ -1,7 +1,7 @@
 #!/bin/sh
 # ensure-deps.sh — make sure what the build and tests need is present:
 # jansson (the tools), cmocka (the tests), the allocators the tests preload
-# behind ours (jemalloc, tcmalloc), and Debian's HIP (headers to check our
+# behind ours (jemalloc, tcmalloc, mimalloc), and Debian's HIP (headers to check our
 # hook prototypes against, the real library for a no-GPU smoke test), and
 # the tools the tests check output with, and clang with its sanitizer
 # runtimes for the fuzzers.  Missing ones are installed with
@@ -20,6 +20,7 @@ need libcmocka-dev pkg-config --exists cmocka
 need libdw-dev pkg-config --exists libdw      # gmp-inspect symbolises allocation sites
 need libjemalloc2 sh -c 'ldconfig -p | grep -q "libjemalloc.so.2 "'
 need libtcmalloc-minimal4 sh -c 'ldconfig -p | grep -q "libtcmalloc_minimal.so.4 "'
+need libmimalloc2.0 sh -c 'ldconfig -p | grep -q "libmimalloc.so.2 "'
 need libamdhip64-dev test -f /usr/include/hip/hip_runtime_api.h
 need libxml2-utils command -v xmllint     # the tests check triage's JUnit XML
 need tmux command -v tmux                 # the tests watch `gmp-inspect watch` in a terminal

@@ -12,11 +12,21 @@
  * per-thread counter update.  Events are recorded only for allocations of
  * at least GMP_HOST_EVENT_MIN_BYTES and for every failure; errno is kept
  * exactly as the real function left it.
+ *
+ * How a block's size is known is decided once, when the reals are found:
+ * glibc's chunk header only when the real malloc provably is glibc's (it
+ * lives in the object that defines gnu_get_libc_version: gperftools and
+ * mimalloc export __libc_malloc as their own malloc, so comparing with that
+ * proves nothing); the allocator's malloc_usable_size only when it lives in
+ * the same object as its malloc, with large blocks kept at their requested
+ * size (sizes.c: size classes overshoot by up to a tenth); otherwise every
+ * block's requested size, in sizes.c.
  */
 #include "preload.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +47,15 @@ typedef struct libc_real {
 
 static libc_real real;
 static int resolving; /* atomic: a thread is inside dlsym for the reals */
-/* glibc's own allocator is the real one (nothing preloaded behind us): its
- * chunk header gives a block's usable size without a call. */
-static int glibc_chunks;
+
+typedef enum size_source {
+    SIZE_GLIBC_CHUNK, /* glibc's malloc: its chunk header, without a call */
+    SIZE_ALLOCATOR,   /* the allocator's malloc_usable_size; large blocks in sizes.c */
+    SIZE_TABLE,       /* an allocator that cannot be asked: sizes.c only */
+} size_source;
+/* Set before real.malloc is published; SIZE_TABLE until then, which no
+ * block is counted under (none comes from the real allocator yet). */
+static size_source sizes_from = SIZE_TABLE;
 
 /* ---- bootstrap pool --------------------------------------------------- */
 
@@ -83,6 +99,26 @@ static size_t pool_size(const void *p)
 #define RESOLVE(name) \
     real.name = (__typeof__(real.name))gmp_dlsym_real(RTLD_NEXT, #name)
 
+/* The object a function lives in (its load address), or NULL. */
+static void *object_of(void *fn)
+{
+    Dl_info info;
+    return fn && dladdr(fn, &info) ? info.dli_fbase : NULL;
+}
+
+static size_source size_source_of(void *malloc_fn, void *usable_size_fn)
+{
+    void *home = object_of(malloc_fn);
+    if (!home || home != object_of(usable_size_fn))
+        return SIZE_TABLE;
+#if defined(__x86_64__) && defined(__GLIBC__)
+    /* the chunk layout read below is x86-64 glibc's; tunables can change it */
+    if (home == object_of((void *)gnu_get_libc_version) && getenv("GLIBC_TUNABLES") == NULL)
+        return SIZE_GLIBC_CHUNK;
+#endif
+    return SIZE_ALLOCATOR;
+}
+
 static void resolve_libc(void)
 {
     int expected = 0;
@@ -102,11 +138,7 @@ static void resolve_libc(void)
     RESOLVE(pvalloc);
     RESOLVE(malloc_usable_size);
     void *(*m)(size_t) = (void *(*)(size_t))gmp_dlsym_real(RTLD_NEXT, "malloc");
-#if defined(__x86_64__) && defined(__GLIBC__)
-    /* malloc is glibc's own when it is __libc_malloc, found the same way */
-    void *libc_malloc = gmp_dlsym_real(RTLD_NEXT, "__libc_malloc");
-    glibc_chunks = m && (void *)m == libc_malloc && getenv("GLIBC_TUNABLES") == NULL;
-#endif
+    sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
     gmp_in_hook--;
     errno = saved;
@@ -122,20 +154,57 @@ static int have_real(void)
 
 /* ---- bookkeeping ------------------------------------------------------ */
 
-/* A block's usable bytes.  With glibc's allocator, read from its chunk
- * header as malloc_usable_size does (size word before the block, flags in
- * its low 3 bits, an mmapped chunk carrying one more word of header); the
- * hooks count bytes only, so this costs no call on every malloc and free. */
-static inline size_t usable(void *p)
+/* A block's bytes from glibc's chunk header, as malloc_usable_size reads
+ * them (size word before the block, flags in its low 3 bits, an mmapped
+ * chunk carrying one more word of header): no call on every malloc and free. */
+static inline size_t glibc_chunk_bytes(const void *p)
 {
-    if (GMP_LIKELY(glibc_chunks)) {
-        size_t word = ((const size_t *)p)[-1];
-        return (word & ~(size_t)7) - ((word & 2) ? 2 : 1) * sizeof(size_t);
-    }
-    size_t n = p && real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
-    /* an allocator behind us asked about a block it never made (the
-     * loader's, from before it was there) may answer anything */
+    size_t word = ((const size_t *)p)[-1];
+    return (word & ~(size_t)7) - ((word & 2) ? 2 : 1) * sizeof(size_t);
+}
+
+static size_t allocator_bytes(void *p)
+{
+    size_t n = real.malloc_usable_size(p);
+    /* an allocator asked about a block it never made (the loader's, from
+     * before it was there) may answer anything */
     return n < ((size_t)1 << 48) ? n : 0;
+}
+
+/* Bytes counted for a block the real allocator just gave for `size` asked. */
+static __attribute__((noinline)) size_t foreign_bytes_added(void *p, size_t size)
+{
+    if (sizes_from == SIZE_TABLE)
+        return gmp_sizes_put(p, size) == 0 ? size : 0;
+    if (size >= gmp_pl.host_event_min && gmp_sizes_put(p, size) == 0)
+        return size;
+    return allocator_bytes(p);
+}
+
+/* Bytes counted for a live block, as when it was added; take removes its
+ * entry (it is being freed or has moved). */
+static __attribute__((noinline)) size_t foreign_bytes(void *p, int take)
+{
+    uint64_t kept;
+    int (*lookup)(const void *, uint64_t *) = take ? gmp_sizes_take : gmp_sizes_get;
+    if (sizes_from == SIZE_TABLE)
+        return lookup(p, &kept) == 0 ? (size_t)kept : 0;
+    size_t n = allocator_bytes(p);
+    if (n >= gmp_pl.host_event_min && lookup(p, &kept) == 0)
+        return (size_t)kept;
+    return n;
+}
+
+static inline size_t bytes_added(void *p, size_t size)
+{
+    return GMP_LIKELY(sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
+                                                      : foreign_bytes_added(p, size);
+}
+
+static inline size_t bytes_of(void *p, int take)
+{
+    return GMP_LIKELY(sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
+                                                      : foreign_bytes(p, take);
 }
 
 /* Counters see every allocation of the process, our own and those made
@@ -172,7 +241,7 @@ static COLD void alloc_event(gmp_api api, void *p, size_t size)
  * The common path touches neither errno nor anything shared. */
 static inline void after_alloc(gmp_api api, void *p, size_t size)
 {
-    gmp_host_account((int64_t)usable(p));
+    gmp_host_account((int64_t)bytes_added(p, size));
     if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_any_episode_open()) && RECORDING())
         alloc_event(api, p, size);
 }
@@ -202,7 +271,7 @@ static COLD void free_event(gmp_api api, void *p, size_t got)
 
 static inline void before_free(gmp_api api, void *p)
 {
-    size_t got = usable(p);
+    size_t got = bytes_of(p, 1);
     gmp_host_account(-(int64_t)got);
     if (GMP_UNLIKELY(got >= gmp_pl.host_event_min) && RECORDING())
         free_event(api, p, got);
@@ -262,9 +331,17 @@ GMP_EXPORT void *calloc(size_t n, size_t size)
     return finish_alloc(GMP_API_CALLOC, p, total);
 }
 
+/* The bytes of realloc's old block, its size entry taken now: once the
+ * real call has freed it, another thread may get the same address. */
+static inline size_t realloc_old_bytes(int accounting, void *old)
+{
+    return accounting && old ? bytes_of(old, 1) : 0;
+}
+
 /* Tail of realloc and reallocarray: the old block's bytes leave the
- * counters when it moved, grew or was freed (size 0). */
-static void *finish_realloc(gmp_api api, int accounting, size_t old_size, void *p,
+ * counters when it moved, grew or was freed (size 0); when the call failed
+ * the old block lives on, with its size entry back. */
+static void *finish_realloc(gmp_api api, int accounting, void *old, size_t old_size, void *p,
                             size_t size, int err)
 {
     if (accounting) {
@@ -272,8 +349,12 @@ static void *finish_realloc(gmp_api api, int accounting, size_t old_size, void *
             gmp_host_account(-(int64_t)old_size);
         if (p)
             after_alloc(api, p, size);
-        else if (size)
+        else if (size) {
+            if (sizes_from != SIZE_GLIBC_CHUNK && old_size &&
+                (sizes_from == SIZE_TABLE || old_size >= gmp_pl.host_event_min))
+                gmp_sizes_put(old, old_size);
             after_failure(api, size, err);
+        }
     }
     errno = err;
     return p;
@@ -297,9 +378,9 @@ GMP_EXPORT void *realloc(void *old, size_t size)
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc(size, 16);
     int accounting = ACCOUNTING();
-    size_t old_size = accounting && old ? usable(old) : 0;
+    size_t old_size = realloc_old_bytes(accounting, old);
     void *p = real.realloc(old, size);
-    return finish_realloc(GMP_API_REALLOC, accounting, old_size, p, size, errno);
+    return finish_realloc(GMP_API_REALLOC, accounting, old, old_size, p, size, errno);
 }
 
 GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
@@ -315,9 +396,10 @@ GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
     if (GMP_UNLIKELY((old && in_pool(old)) || !have_real() || !real.reallocarray))
         return realloc(old, n * size);
     int accounting = ACCOUNTING();
-    size_t old_size = accounting && old ? usable(old) : 0;
+    size_t old_size = realloc_old_bytes(accounting, old);
     void *p = real.reallocarray(old, n, size);
-    return finish_realloc(GMP_API_REALLOCARRAY, accounting, old_size, p, n * size, errno);
+    return finish_realloc(GMP_API_REALLOCARRAY, accounting, old, old_size, p, n * size,
+                          errno);
 }
 
 GMP_EXPORT int posix_memalign(void **out, size_t align, size_t size)

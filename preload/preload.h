@@ -7,6 +7,7 @@
  *   init.c        process lifecycle: constructor, config, fork, exit, API
  *   libc.c        malloc and friends, with a bootstrap pool for dlsym
  *   host.c        per-thread host counters (bytes in use without contention)
+ *   sizes.c       block sizes an allocator behind us cannot be asked for
  *   device.c      live device allocations and bytes in use per device
  *   episode.c     OOM episodes: open, confirm, recover, commit a bundle
  *   gpu_family.h  the one generic path every GPU hook table goes through
@@ -117,6 +118,13 @@ GMP_HIDDEN uint64_t gmp_host_in_use(void);
 /* Calls that added and that returned host bytes, all threads (approximate while racing). */
 GMP_HIDDEN void gmp_host_counts(uint64_t *allocs, uint64_t *frees);
 GMP_HIDDEN void gmp_host_init(void);
+
+/* sizes.c: requested sizes of heap blocks by address (lock-free, bounded).
+ * put: 0, or -1 when not kept (the table is full or could not be made);
+ * get/take: 0 with *size when p is kept (take removes it), else -1. */
+GMP_HIDDEN int gmp_sizes_put(const void *p, uint64_t size);
+GMP_HIDDEN int gmp_sizes_get(const void *p, uint64_t *size);
+GMP_HIDDEN int gmp_sizes_take(const void *p, uint64_t *size);
 
 /* device.c */
 GMP_HIDDEN void gmp_device_add(gmp_backend backend, int device, uint64_t ptr,

@@ -14,6 +14,8 @@
  *   threads      16 threads allocate and free; one fails twice; exit 0
  *   api          finds the preload's recorder with dlsym, sets context and
  *                metadata, records a mark, then fails twice; exit 0
+ *   hold-fail N  holds N blocks of 16-128 MiB (every page touched), prints
+ *                "held <bytes>", then malloc(2^62) fails once; exit 0
  *   slow-grow N  under RLIMIT_AS: N times, grows in 8 MiB steps (10 ms
  *                apart) to 95% of the limit, holds 500 ms, shrinks below
  *                80%, holds 300 ms; never fails an allocation; exit 0
@@ -148,6 +150,35 @@ static int recover(void)
     return 0;
 }
 
+/* What a training step holds when it asks for too much: large blocks, in
+ * use, then one request no allocator can meet (2^60 is granted by some). */
+static int hold_fail(int n)
+{
+    static char *held[256];
+    size_t total = 0, page = 4096;
+    if (n < 1 || n > 256)
+        return 2;
+    for (int i = 0; i < n; i++) {
+        size_t size = (size_t)(16 + (i * 37) % 113) << 20;
+        if (!(held[i] = malloc(size)))
+            return 3;
+        for (size_t at = 0; at < size; at += page)
+            held[i][at] = (char)i;
+        total += size;
+    }
+    printf("held %zu\n", total);
+    fflush(stdout);
+    errno = 0;
+    void *p = malloc((size_t)1 << 62);
+    if (p || errno != ENOMEM) {
+        fprintf(stderr, "host_oom: malloc(2^62) did not fail with ENOMEM\n");
+        return 2;
+    }
+    for (int i = 0; i < n; i++)
+        free(held[i]);
+    return 0;
+}
+
 static void *churn(void *arg)
 {
     long id = (long)arg;
@@ -239,6 +270,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "threads"))
         return threads();
+    if (!strcmp(mode, "hold-fail"))
+        return hold_fail(argc > 2 ? atoi(argv[2]) : 64);
     if (!strcmp(mode, "slow-grow"))
         return slow_grow(argc > 2 ? atoi(argv[2]) : 1);
     if (!strcmp(mode, "api"))
