@@ -348,9 +348,27 @@ GMP_API void gmp_run_dir_path(const gmp_config *cfg, char *out, size_t cap);
  * many were removed. */
 GMP_API int gmp_rings_forget_exec(const char *run_dir);
 
-/* A parent reaped child pid, killed by signal sig: note it in the child's
- * ring, so that the bundle written from it names the signal. */
-GMP_API void gmp_rings_note_death(const char *run_dir, int pid, int sig);
+/* A parent reaped child pid with wait status `status`.  Only the parent
+ * learns how a child ended, so it decides what the child's ring means: a
+ * death that may be of memory (SIGKILL, or a crash after a failed
+ * allocation the child did not write up itself) keeps the ring, with the
+ * signal noted for the bundle written from it; an exit, a signal a user or
+ * a pipeline sends (SIGPIPE, SIGINT, SIGTERM, ...) or a crash with no
+ * failed allocation removes it.  Returns 1 when a ring was kept. */
+GMP_API int gmp_rings_reaped(const char *run_dir, int pid, int status);
+
+/* Bounds on the rings of dead processes nobody recovered (0: the default). */
+typedef struct gmp_rings_limits {
+    uint32_t max_count;  /* rings of dead processes kept, newest first (64, at most 64) */
+    uint64_t max_bytes;  /* their bytes on disk (256 MiB) */
+    uint64_t max_age_s;  /* a ring not written for this long is reaped (one day) */
+} gmp_rings_limits;
+
+/* Remove the rings in run_dir of processes that are gone and either
+ * exec'd into a program without the preload, or were last written more
+ * than max_age_s ago, or are the oldest beyond max_count / max_bytes.  Only
+ * the caller's own regular files.  Returns how many were removed. */
+GMP_API int gmp_rings_reap(const char *run_dir, const gmp_rings_limits *limits);
 
 typedef struct gmp_recover_options {
     const char *dump_dir;  /* NULL: where each process would have written */

@@ -6,6 +6,9 @@
  * to the handler that was there before ours, or to the default action with
  * the same signal, so the exit status and the core dump do not change.
  *
+ * A bundle written here marks the ring (readers make no second one) and,
+ * when the default action follows, removes it: the death is written up.
+ *
  * With the default after-failure mode nothing is installed until the first
  * failed allocation: a healthy process keeps its signal dispositions
  * untouched.  A handler the program installs later replaces ours and works
@@ -19,6 +22,7 @@
  * one sigprocmask, no allocation), and the handler goes on where it was.
  */
 #include "preload.h"
+#include "ring.h"
 
 #include <errno.h>
 #include <string.h>
@@ -53,9 +57,11 @@ static ucontext_t handler_context, dump_context;
 static int dump_sig;
 static const siginfo_t *dump_info;
 
+static int dump_written;
+
 static void dump_now(void)
 {
-    gmp_episode_crash(dump_sig, dump_info);
+    dump_written = gmp_episode_crash(dump_sig, dump_info);
 }
 
 /* The room left below us on the alternate stack we run on; SIZE_MAX when
@@ -94,17 +100,25 @@ static void on_fatal(int sig, siginfo_t *info, void *ucontext)
 {
     int saved = errno;
     int i = slot_of(sig);
+    struct sigaction *prev = i >= 0 ? &previous[i] : NULL;
     if (!__atomic_exchange_n(&crashing, 1, __ATOMIC_ACQ_REL)) {
         gmp_in_hook++;
         gmp_in_signal++;
         dump_for(sig, info);
+        if (dump_written) {
+            /* written up here: no reader makes a second bundle of this
+             * death; when the default action follows, nothing is left */
+            gmp_recorder_ring_flags(gmp_pl.rec, GMP_RING_FLAG_SELF_WRITTEN, 0);
+            if (prev && !(prev->sa_flags & SA_SIGINFO) &&
+                (prev->sa_handler == SIG_DFL || prev->sa_handler == SIG_IGN))
+                gmp_recorder_release_ring(gmp_pl.rec);
+        }
         gmp_in_signal--;
         gmp_in_hook--;
     }
     errno = saved;
-    if (i < 0)
+    if (!prev)
         return;
-    struct sigaction *prev = &previous[i];
     if ((prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction) {
         prev->sa_sigaction(sig, info, ucontext);
         return;

@@ -109,8 +109,8 @@ typedef struct crash {
 /* Write the bundle of a failed request (an episode this thread owns, or the
  * last failure when a signal kills the process); crash is NULL unless one
  * does. */
-static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
-                           const char *confirmed_by, const crash *cr, int traceback_fd)
+static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
+                          const char *confirmed_by, const crash *cr, int traceback_fd)
 {
     gmp_classification c = gmp_classify_result(backend, f->api, f->code);
     char place[32], size[32], code[24], addr[24], reason[64], message[384];
@@ -146,19 +146,20 @@ static void commit_failure(gmp_backend backend, const gmp_failed_request *f,
     };
     req.failed.present = 1;
     char path[GMP_PATH_MAX];
-    if (gmp_pl_dump(&req, path, sizeof path)) {
-        if (!cr)
-            gmp_messages_note_bundle(path, framework);
-        /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P
-         * gpumemprof: SIGSEGV after failed allocation (malloc 1.0 TiB on host, ENOMEM); bundle: P */
-        if (cr)
-            gmp_strjoin(line, sizeof line, reason, " (", gmp_api_name(f->api), " ", size, " on ",
-                        place, ", ", c.reason, "); bundle: ", path, (char *)NULL);
-        else
-            gmp_strjoin(line, sizeof line, "OOM on ", place, " (", gmp_api_name(f->api), " ",
-                        size, ", ", c.reason, "); bundle: ", path, (char *)NULL);
-        gmp_log("%s", line);
-    }
+    if (!gmp_pl_dump(&req, path, sizeof path))
+        return 0;
+    if (!cr)
+        gmp_messages_note_bundle(path, framework);
+    /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P
+     * gpumemprof: SIGSEGV after failed allocation (malloc 1.0 TiB on host, ENOMEM); bundle: P */
+    if (cr)
+        gmp_strjoin(line, sizeof line, reason, " (", gmp_api_name(f->api), " ", size, " on ",
+                    place, ", ", c.reason, "); bundle: ", path, (char *)NULL);
+    else
+        gmp_strjoin(line, sizeof line, "OOM on ", place, " (", gmp_api_name(f->api), " ",
+                    size, ", ", c.reason, "); bundle: ", path, (char *)NULL);
+    gmp_log("%s", line);
+    return 1;
 }
 
 /* Write the bundle of an episode this thread owns (state COMMITTING). */
@@ -363,12 +364,12 @@ void gmp_episode_wait_commits(unsigned max_ms)
     }
 }
 
-void gmp_episode_crash(int sig, const siginfo_t *info)
+int gmp_episode_crash(int sig, const siginfo_t *info)
 {
     int failed = __atomic_load_n(&any_failure, __ATOMIC_ACQUIRE);
     if (!gmp_pl_active() || gmp_pl.on_crash == GMP_ON_CRASH_NEVER ||
         (!failed && gmp_pl.on_crash != GMP_ON_CRASH_ALWAYS))
-        return;
+        return 0;
     crash cr = {sig, info ? (uint64_t)(uintptr_t)info->si_addr : 0};
     /* an open episode is this death's cause: its bundle names the signal */
     int written = 0;
@@ -379,13 +380,11 @@ void gmp_episode_crash(int sig, const siginfo_t *info)
                 written = 1;
             }
     if (written)
-        return;
+        return 1;
     gmp_failed_request f;
     gmp_backend backend;
-    if (failed && recent_for_crash(&f, &backend)) {
-        commit_failure(backend, &f, "signal", &cr, -1);
-        return;
-    }
+    if (failed && recent_for_crash(&f, &backend))
+        return commit_failure(backend, &f, "signal", &cr, -1);
     /* GMP_ON_CRASH=always, and no allocation ever failed */
     char addr[24], message[96], path[GMP_PATH_MAX];
     gmp_fmt_hex(cr.address, addr);
@@ -399,8 +398,10 @@ void gmp_episode_crash(int sig, const siginfo_t *info)
         .confirmed_by = "signal",
         .recovered_episodes = __atomic_load_n(&recovered, __ATOMIC_RELAXED),
     };
-    if (gmp_pl_dump(&req, path, sizeof path))
-        gmp_log("%s; bundle: %s", signal_name(sig), path);
+    if (!gmp_pl_dump(&req, path, sizeof path))
+        return 0;
+    gmp_log("%s; bundle: %s", signal_name(sig), path);
+    return 1;
 }
 
 void gmp_episode_counts(uint64_t *opened_episodes, uint64_t *recovered_episodes)

@@ -180,8 +180,9 @@ GMP_HIDDEN uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max
 GMP_HIDDEN void gmp_crash_arm(void);
 
 /* episode.c: a fatal signal is killing the process; writes the bundle the
- * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock). */
-GMP_HIDDEN void gmp_episode_crash(int sig, const siginfo_t *info);
+ * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock).
+ * Returns 1 when it wrote one. */
+GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
 
 /* messages.c: an OOM message seen on stderr while an episode was open, for
  * its bundle: copies it out (cap bytes each) and returns its level (0 none).

@@ -1,19 +1,25 @@
 /*
  * process.c — the ends of processes that skip our destructor, so that a
- * ring left in the run directory always means "killed":
+ * ring left in the run directory always means a death that may be of
+ * memory:
  *   _exit/_Exit   (os._exit in multiprocessing workers): commit an open
  *                 episode and remove the ring, as a normal exit does;
- *   wait family   a parent that reaps a child killed by a signal notes the
- *                 signal in the child's ring (only the parent ever learns
- *                 it), so gmp-run and `gmp-inspect recover` can name it.
+ *   wait family   only the parent learns how a child ended: a preloaded
+ *                 parent that reaps it removes the child's ring, or notes
+ *                 the signal in it when the death may be of memory
+ *                 (gmp_rings_reaped), so gmp-run and `gmp-inspect recover`
+ *                 write bundles for those deaths and no others.
  *   exec family   the image is replaced without exit(): an OOM episode
  *                 still open (Python caught its MemoryError, then exec'd)
- *                 is written first, confirmed by "exec".  The new image
- *                 removes the old one's ring when it starts (init.c).
+ *                 is written first, confirmed by "exec", and the ring says
+ *                 an exec is under way (cleared if the exec fails).  A new
+ *                 image with the preload removes the old one's ring when it
+ *                 starts (init.c); for one without, readers drop it.
  * A vfork child shares our memory and must touch nothing of the parent's:
  * it is told apart by its pid.
  */
 #include "preload.h"
+#include "ring.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -25,10 +31,11 @@
 
 static void note_reaped(pid_t pid, int status)
 {
-    if (pid > 0 && WIFSIGNALED(status) && gmp_pl_active() && gmp_pl.run_dir[0]) {
+    if (pid > 0 && (WIFEXITED(status) || WIFSIGNALED(status)) && gmp_pl_active() &&
+        gmp_pl.run_dir[0]) {
         int saved = errno;
         gmp_in_hook++;
-        gmp_rings_note_death(gmp_pl.run_dir, (int)pid, WTERMSIG(status));
+        gmp_rings_reaped(gmp_pl.run_dir, (int)pid, status);
         gmp_in_hook--;
         errno = saved;
     }
@@ -71,9 +78,13 @@ int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
         return -1;
     }
     int r = fn(idtype, id, info, options);
-    if (r == 0 && info && info->si_pid > 0 &&
-        (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED))
-        note_reaped(info->si_pid, info->si_status & 0x7f); /* a status that says "killed" */
+    if (r == 0 && info && info->si_pid > 0) {
+        /* the wait status waitpid would have given */
+        if (info->si_code == CLD_EXITED)
+            note_reaped(info->si_pid, (info->si_status & 0xff) << 8);
+        else if (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED)
+            note_reaped(info->si_pid, info->si_status & 0x7f);
+    }
     return r;
 }
 
@@ -99,19 +110,30 @@ typedef void (*exit_fn)(int);
 QUICK_EXIT(_exit)
 QUICK_EXIT(_Exit)
 
-/* Before the image goes: the bundle of an open episode (not in a vfork
- * child: the episodes are the parent's). */
-static void before_exec(void)
+/* Before the image goes: the bundle of an open episode, and the ring marked
+ * (not in a vfork child: the episodes and the ring are the parent's).
+ * Returns whether the ring was marked, for exec_failed. */
+static int before_exec(void)
 {
-    if (!gmp_pl_active() || !gmp_any_episode_open() ||
-        getpid() != __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED))
-        return;
+    if (!gmp_pl_active() || getpid() != __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED))
+        return 0;
     int saved = errno;
     gmp_in_hook++;
-    gmp_episode_commit_all("exec");
-    gmp_episode_wait_commits(5000);
+    if (gmp_any_episode_open()) {
+        gmp_episode_commit_all("exec");
+        gmp_episode_wait_commits(5000);
+    }
+    gmp_recorder_ring_flags(gmp_pl.rec, GMP_RING_FLAG_EXEC, 0);
     gmp_in_hook--;
     errno = saved;
+    return 1;
+}
+
+/* The exec returned: the image lives on, and so does the meaning of its ring. */
+static void exec_failed(int marked)
+{
+    if (marked)
+        gmp_recorder_ring_flags(gmp_pl.rec, 0, GMP_RING_FLAG_EXEC);
 }
 
 /* The exec functions with an argument vector.  glibc's own calls between
@@ -132,13 +154,17 @@ static void before_exec(void)
     typedef int (*name##_fn) params;                                                       \
     int name params                                                                        \
     {                                                                                      \
-        before_exec();                                                                     \
         GMP_REAL_FN(name, name##_fn)                                                       \
         if (!fn) {                                                                         \
             errno = ENOSYS;                                                                \
             return -1;                                                                     \
         }                                                                                  \
-        return fn args;                                                                    \
+        int marked = before_exec();                                                        \
+        int rc = fn args;                                                                  \
+        int saved = errno;                                                                 \
+        exec_failed(marked);                                                               \
+        errno = saved;                                                                     \
+        return rc;                                                                         \
     }
 GMP_EXEC_HOOKS(EXEC_HOOK)
 

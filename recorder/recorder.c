@@ -82,6 +82,8 @@ static void make_ring(gmp_recorder *rec)
     }
     if (use && !rec->ring.is_file)
         gmp_log("cannot create a ring file in %s; recording in memory only", dir);
+    else if (use)
+        gmp_rings_reap(dir, NULL); /* a ring nobody recovers must not stay for ever */
     gmp_ring_config_copy *c = &rec->ring.hdr->config;
     c->buffer_size = rec->cfg.buffer_size;
     c->max_dumps = rec->cfg.max_dumps;
@@ -118,6 +120,8 @@ int gmp_record(gmp_recorder *rec, const gmp_event *ev)
         __atomic_fetch_add(&rec->early_drops, 1, __ATOMIC_RELAXED);
         return -1;
     }
+    if (ev->type == GMP_EV_OOM)
+        __atomic_fetch_or(&ring->hdr->flags, GMP_RING_FLAG_FAILED, __ATOMIC_RELAXED);
     gmp_event e = *ev;
     if (!e.time_ns)
         e.time_ns = gmp_now_realtime_ns();
@@ -204,6 +208,14 @@ void gmp_recorder_release_ring(gmp_recorder *rec)
     if (rec && __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY &&
         rec->ring.is_file && rec->ring.path[0])
         unlink(rec->ring.path);
+}
+
+void gmp_recorder_ring_flags(gmp_recorder *rec, uint32_t set, uint32_t clear)
+{
+    if (!rec || __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) != RING_READY)
+        return;
+    __atomic_fetch_or(&rec->ring.hdr->flags, set, __ATOMIC_RELAXED);
+    __atomic_fetch_and(&rec->ring.hdr->flags, ~clear, __ATOMIC_RELAXED);
 }
 
 void gmp_recorder_destroy(gmp_recorder *rec)

@@ -60,7 +60,7 @@ typedef struct gmp_ring_header {
     int32_t pid;
     int32_t ppid;
     uint32_t uid;
-    uint32_t flags;
+    uint32_t flags;        /* atomic: GMP_RING_FLAG_* */
     uint64_t start_time_ns;
     uint64_t proc_start_ticks; /* /proc/PID/stat starttime: tells pid reuse apart */
     int32_t death_signal;      /* atomic: set by a parent that reaped it (0 unknown) */
@@ -76,6 +76,11 @@ typedef struct gmp_ring_header {
     _Alignas(64) uint64_t head;    /* next sequence number */
     _Alignas(64) uint64_t dropped; /* events lost to a busy slot */
 } gmp_ring_header;
+
+/* What a reader of a dead process's ring must know beside its events. */
+#define GMP_RING_FLAG_FAILED 1u       /* an allocation failed: an oom event was recorded */
+#define GMP_RING_FLAG_EXEC 2u         /* an exec is replacing the image: not a death */
+#define GMP_RING_FLAG_SELF_WRITTEN 4u /* the process wrote its crash bundle itself */
 
 typedef struct gmp_ring {
     gmp_ring_header *hdr;
@@ -96,6 +101,10 @@ GMP_HIDDEN int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacit
 GMP_HIDDEN int gmp_ring_attach(gmp_ring *ring, const char *path, char *why,
                                size_t why_cap);
 GMP_HIDDEN void gmp_ring_close(gmp_ring *ring, int remove_file);
+
+/* Sets then clears GMP_RING_FLAG_* bits of the recorder's ring, when it
+ * has one (async-signal-safe). */
+GMP_HIDDEN void gmp_recorder_ring_flags(gmp_recorder *rec, uint32_t set, uint32_t clear);
 
 /* Append; returns the sequence number, or UINT64_MAX when dropped. */
 GMP_HIDDEN uint64_t gmp_ring_push(gmp_ring *ring, const gmp_event *ev);

@@ -2,11 +2,19 @@
  * rings.c — the ring files of other processes (gpumemprof.h, "rings of
  * other processes"): a process killed by SIGKILL runs nothing, so its ring
  * stays in the run directory, and gmp-run or `gmp-inspect recover` write its
- * bundle from it afterwards.  Two things keep that honest: a process that
- * exec()s leaves its old image's ring behind though nothing died, so the new
- * image removes it at start (gmp_rings_forget_exec); and only the parent
- * learns how a child died, so a preloaded parent notes the signal in the
- * child's ring when it reaps it (gmp_rings_note_death).
+ * bundle from it afterwards.  A ring left behind must mean a death that may
+ * be of memory, so everything else removes it:
+ *   - exec: the new image removes its old image's ring at start
+ *     (gmp_rings_forget_exec); an image without the preload cannot, so the
+ *     ring says GMP_RING_FLAG_EXEC and readers drop it once the pid is gone;
+ *   - only the parent learns how a child ended: a preloaded parent (or
+ *     gmp-run) that reaps it removes its ring unless the death may be of
+ *     memory (SIGKILL; a crash after a failed allocation whose bundle the
+ *     process did not write itself), and notes the signal otherwise
+ *     (gmp_rings_reaped);
+ *   - rings nobody recovers do not pile up: a process that makes its ring
+ *     reaps rings of processes long gone, and the oldest beyond a count and
+ *     a size (gmp_rings_reap).
  *
  * A ring is "of a dead process" when its pid is gone, or is now another
  * process (a different start time in /proc/PID/stat).
@@ -22,6 +30,9 @@
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 void gmp_run_dir_path(const gmp_config *cfg, char *out, size_t cap)
@@ -87,33 +98,155 @@ int gmp_rings_forget_exec(const char *run_dir)
     return s.removed;
 }
 
-typedef struct death_note {
-    int pid, sig;
-} death_note;
-
-static int note_one(int dirfd, const char *name, void *arg)
+/* Whether a death by sig may be of memory, for a ring with these flags:
+ * SIGKILL (the kernel OOM killer's), or a crash after a failed allocation
+ * that the process could not write up itself.  Signals a user or a
+ * pipeline sends (SIGPIPE, SIGINT, SIGTERM, ...), a crash with no failed
+ * allocation, and an exit are not. */
+static int may_be_memory_death(uint32_t flags, int sig)
 {
-    death_note *d = arg;
-    gmp_ring_header h;
-    int fd;
-    if (!ring_of_pid(name, d->pid) || read_header(dirfd, name, &h, &fd) < 0)
+    if (flags & (GMP_RING_FLAG_EXEC | GMP_RING_FLAG_SELF_WRITTEN))
         return 0;
-    if (h.pid == d->pid && h.death_signal == 0) {
-        int32_t sig = d->sig;
-        (void)!pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal));
+    switch (sig) {
+    case SIGKILL:
+        return 1;
+    case SIGSEGV: case SIGBUS: case SIGABRT: case SIGILL: case SIGFPE: case SIGSYS: case SIGTRAP:
+        return (flags & GMP_RING_FLAG_FAILED) != 0;
+    default:
+        return 0;
     }
-    close(fd);
+}
+
+typedef struct reaped_child {
+    int pid, sig; /* sig 0: it exited */
+    char newest[256];
+    uint64_t newest_ns;
+} reaped_child;
+
+/* The child's ring: of its pid, not yet noted by a parent, the newest (an
+ * older one is another process's that had the pid before). */
+static int find_child_ring(int dirfd, const char *name, void *arg)
+{
+    reaped_child *c = arg;
+    gmp_ring_header h;
+    if (!ring_of_pid(name, c->pid) || read_header(dirfd, name, &h, NULL) < 0 ||
+        h.pid != c->pid || __atomic_load_n(&h.death_signal, __ATOMIC_RELAXED) != 0 ||
+        h.start_time_ns < c->newest_ns || strlen(name) >= sizeof c->newest)
+        return 0;
+    c->newest_ns = h.start_time_ns;
+    gmp_strlcpy(c->newest, name, sizeof c->newest);
     return 0;
 }
 
-void gmp_rings_note_death(const char *run_dir, int pid, int sig)
+int gmp_rings_reaped(const char *run_dir, int pid, int status)
 {
+    if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status)))
+        return 0;
     int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd < 0)
-        return;
-    death_note d = {pid, sig};
-    gmp_dir_foreach(dirfd, note_one, &d);
+        return 0;
+    reaped_child c = {.pid = pid, .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0};
+    gmp_dir_foreach(dirfd, find_child_ring, &c);
+    gmp_ring_header h;
+    int fd, kept = 0;
+    if (c.newest[0] && read_header(dirfd, c.newest, &h, &fd) == 0) {
+        if (c.sig && may_be_memory_death(h.flags, c.sig)) {
+            int32_t sig = c.sig;
+            kept = pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal)) ==
+                   (ssize_t)sizeof sig;
+        }
+        close(fd);
+        if (!kept)
+            unlinkat(dirfd, c.newest, 0);
+    }
     close(dirfd);
+    return kept;
+}
+
+/* ---- reaping ----------------------------------------------------------- */
+
+static int process_gone(const gmp_ring_header *h);
+
+#define REAP_MAX 64
+typedef struct dead_ring {
+    char name[64]; /* "ring_<pid>_<ns>.gmr" */
+    uint64_t start_ns, bytes;
+} dead_ring;
+
+typedef struct reap_scan {
+    const gmp_rings_limits *lim;
+    time_t now;
+    dead_ring dead[REAP_MAX]; /* kept: the newest REAP_MAX of the dead */
+    int n;
+    int removed;
+} reap_scan;
+
+static int reap_one(int dirfd, const char *name, void *arg)
+{
+    reap_scan *r = arg;
+    size_t len = strlen(name);
+    gmp_ring_header h;
+    struct stat st;
+    if (strncmp(name, "ring_", 5) || len < 5 || strcmp(name + len - 4, ".gmr") ||
+        len >= sizeof r->dead[0].name || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
+        return 0;
+    uint32_t flags = __atomic_load_n(&h.flags, __ATOMIC_RELAXED);
+    if ((flags & GMP_RING_FLAG_EXEC) || r->now - st.st_mtime > (time_t)r->lim->max_age_s) {
+        r->removed += unlinkat(dirfd, name, 0) == 0;
+        return 0;
+    }
+    /* keep the newest REAP_MAX candidates; the oldest one out goes now */
+    dead_ring d = {.start_ns = h.start_time_ns, .bytes = (uint64_t)st.st_blocks * 512};
+    gmp_strlcpy(d.name, name, sizeof d.name);
+    if (r->n == REAP_MAX) {
+        int oldest = 0;
+        for (int i = 1; i < r->n; i++)
+            if (r->dead[i].start_ns < r->dead[oldest].start_ns)
+                oldest = i;
+        if (d.start_ns < r->dead[oldest].start_ns) {
+            r->removed += unlinkat(dirfd, d.name, 0) == 0;
+            return 0;
+        }
+        r->removed += unlinkat(dirfd, r->dead[oldest].name, 0) == 0;
+        r->dead[oldest] = d;
+        return 0;
+    }
+    r->dead[r->n++] = d;
+    return 0;
+}
+
+int gmp_rings_reap(const char *run_dir, const gmp_rings_limits *limits)
+{
+    gmp_rings_limits lim = limits ? *limits : (gmp_rings_limits){0};
+    if (!lim.max_count || lim.max_count > REAP_MAX)
+        lim.max_count = REAP_MAX;
+    if (!lim.max_bytes)
+        lim.max_bytes = 256ull << 20;
+    if (!lim.max_age_s)
+        lim.max_age_s = 24 * 3600;
+    int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0)
+        return 0;
+    reap_scan r = {.lim = &lim, .now = time(NULL)};
+    gmp_dir_foreach(dirfd, reap_one, &r);
+    /* over the count or the bytes: the oldest dead first */
+    for (;;) {
+        uint64_t bytes = 0;
+        int oldest = -1;
+        for (int i = 0; i < r.n; i++) {
+            bytes += r.dead[i].bytes;
+            if (oldest < 0 || r.dead[i].start_ns < r.dead[oldest].start_ns)
+                oldest = i;
+        }
+        if (oldest < 0 || ((uint32_t)r.n <= lim.max_count && bytes <= lim.max_bytes))
+            break;
+        r.removed += unlinkat(dirfd, r.dead[oldest].name, 0) == 0;
+        r.dead[oldest] = r.dead[--r.n];
+    }
+    close(dirfd);
+    return r.removed;
 }
 
 /* ---- recovery -------------------------------------------------------------- */
@@ -201,6 +334,14 @@ static int recover_one(int dirfd, const char *name, void *arg)
     if (strncmp(name, "ring_", 5) || n < 5 || strcmp(name + n - 4, ".gmr") ||
         read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
         return 0;
+    /* no death of memory: an exec, a crash the process wrote up itself, a
+     * signal its parent saw that a user or a pipeline sends */
+    int noted = rc->opt->pid && rc->opt->pid == h.pid ? rc->opt->signal : h.death_signal;
+    if ((h.flags & (GMP_RING_FLAG_EXEC | GMP_RING_FLAG_SELF_WRITTEN)) ||
+        (noted > 0 && !may_be_memory_death(h.flags, noted))) {
+        unlinkat(dirfd, name, 0);
+        return 0;
+    }
     char path[GMP_PATH_MAX], why[128];
     gmp_ring ring;
     if (gmp_strjoin(path, sizeof path, rc->run_dir, "/", name, (char *)NULL) < 0 ||
@@ -249,11 +390,15 @@ static int recover_one(int dirfd, const char *name, void *arg)
     if (!command[0])
         gmp_strlcpy(command, "a process", sizeof command);
     gmp_fmt_u64((uint64_t)live->pid, pidtext);
-    /* "python3 grow.py (pid 123) was killed by SIGKILL; oom_killer: ..." */
+    /* "python3 grow.py (pid 123) was killed by SIGKILL; oom_killer: ..." or
+     * "... was killed by SIGKILL, cause unknown (no sign of the OOM killer)." */
     gmp_strjoin(message, sizeof message, command, " (pid ", pidtext, ") ",
                 sig > 0 ? "was killed by " : "died without exiting (the signal was not seen)",
-                sig > 0 ? signame : "", evidence[0] ? "; " : ".", evidence,
-                (char *)NULL);
+                sig > 0 ? signame : "",
+                evidence[0] ? "; " : story.failed.present ? " after a failed allocation."
+                                                          : ", cause unknown (no sign of the "
+                                                            "kernel's OOM killer).",
+                evidence, (char *)NULL);
 
     char context[GMP_CONTEXT_MAX], dump_dir[GMP_PATH_MAX];
     copy_bounded(context, sizeof context, live->config.context, sizeof live->config.context);

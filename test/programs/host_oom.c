@@ -16,6 +16,10 @@
  *                metadata, records a mark, then fails twice; exit 0
  *   hold-fail N  holds N blocks of 16-128 MiB (every page touched), prints
  *                "held <bytes>", then malloc(2^62) fails once; exit 0
+ *   hold-die HOW holds 16 MiB (so the preload has a ring), then dies HOW:
+ *                a signal's name (PIPE, TERM, ...: the default action),
+ *                segv (writes through NULL), exec-clean (execs sh -c
+ *                'exit 3' with an empty environment: no preload)
  *   slow-grow N  under RLIMIT_AS: N times, grows in 8 MiB steps (10 ms
  *                apart) to 95% of the limit, holds 500 ms, shrinks below
  *                80%, holds 300 ms; never fails an allocation; exit 0
@@ -25,6 +29,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +184,35 @@ static int hold_fail(int n)
     return 0;
 }
 
+/* A death that is not of memory, with a ring in place. */
+static int hold_die(const char *how)
+{
+    static const struct { const char *name; int sig; } sigs[] = {
+        {"PIPE", SIGPIPE}, {"INT", SIGINT},   {"TERM", SIGTERM}, {"HUP", SIGHUP},
+        {"QUIT", SIGQUIT}, {"ALRM", SIGALRM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+        {"KILL", SIGKILL}, {"ABRT", SIGABRT}};
+    char *held = malloc(16u << 20);
+    if (!held)
+        return 2;
+    memset(held, 1, 16u << 20);
+    if (!strcmp(how, "segv")) {
+        volatile char *nowhere = NULL;
+        *nowhere = 1;
+    }
+    if (!strcmp(how, "exec-clean")) {
+        char *argv[] = {"sh", "-c", "exit 3", NULL}, *envp[] = {NULL};
+        execve("/bin/sh", argv, envp);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (!strcmp(how, sigs[i].name)) {
+            signal(sigs[i].sig, SIG_DFL);
+            kill(getpid(), sigs[i].sig);
+            pause();
+        }
+    return 2;
+}
+
 static void *churn(void *arg)
 {
     long id = (long)arg;
@@ -270,6 +304,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "threads"))
         return threads();
+    if (!strcmp(mode, "hold-die"))
+        return hold_die(argc > 2 ? argv[2] : "");
     if (!strcmp(mode, "hold-fail"))
         return hold_fail(argc > 2 ? atoi(argv[2]) : 64);
     if (!strcmp(mode, "slow-grow"))

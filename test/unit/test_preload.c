@@ -338,7 +338,7 @@ static void test_allocators_behind_us(void **state)
             system_library(libs[l], lib, sizeof lib);
         if (l > 0 && access(lib, R_OK) != 0)
             fail_msg("%s is not installed (make test installs it)", libs[l]);
-        char env[1400], cmd[2048], bare[sizeof out];
+        char env[1400], cmd[4096], bare[sizeof out];
         snprintf(env, sizeof env, "LD_PRELOAD_AFTER='%s'", lib);
 
         /* the bare run: the allocator alone */

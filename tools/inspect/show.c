@@ -331,6 +331,42 @@ static void show_usage(FILE *f)
           f);
 }
 
+/* The first line.  A death written up after the fact (gmp-run, recover)
+ * is called an out-of-memory death only with evidence: the kernel's OOM
+ * killer named, or an allocation that failed before the signal. */
+static void print_what_happened(json_t *md, const char *reason, const char *backend)
+{
+    const char *memory = backend && strcmp(backend, "cpu") ? backend : "host";
+    const char *confirmed = jstr(md, "confirmed_by"), *etype = jstr(md, "exception_type");
+    int failed = json_is_object(json_object_get(md, "failed_request"));
+    printf("\nWhat happened:    ");
+    if (confirmed && !strcmp(confirmed, "recovered")) {
+        const char *sig = reason && !strncmp(reason, "SIG", 3) ? reason : NULL;
+        if (etype && !strcmp(etype, "oom_killer")) {
+            printf("the process was killed by the kernel's OOM killer (");
+            print_clean(stdout, sig ? sig : "SIGKILL", 20);
+            printf(")\n");
+        } else if (failed) {
+            printf(sig ? "the process was killed by " : "the process died");
+            print_clean(stdout, sig ? sig : "", 20);
+            printf(" after an allocation of %s memory failed\n", memory);
+        } else if (sig) {
+            printf("the process was killed by ");
+            print_clean(stdout, sig, 20);
+            printf(", cause unknown (no sign that it was out of memory)\n");
+        } else {
+            printf("the process died without exiting, cause unknown (no sign that it was out "
+                   "of memory)\n");
+        }
+        return;
+    }
+    printf("the process ran out of ");
+    print_clean(stdout, memory, 20);
+    printf(" memory (");
+    print_clean(stdout, reason ? reason : "unknown reason", 200);
+    printf(")\n");
+}
+
 int cmd_show(int argc, char **argv)
 {
     if (wants_help(argc, argv)) {
@@ -381,11 +417,7 @@ int cmd_show(int argc, char **argv)
 
     printf("Bundle            ");
     print_clean(stdout, b.name, 300);
-    printf("\nWhat happened:    the process ran out of ");
-    print_clean(stdout, backend && strcmp(backend, "cpu") ? backend : "host", 20);
-    printf(" memory (");
-    print_clean(stdout, reason ? reason : "unknown reason", 200);
-    printf(")\n");
+    print_what_happened(md, reason, backend);
     diagnose(&b, events_array(b.events), isatty(1) && getenv("NO_COLOR") == NULL);
     print_field("When:", jstr(b.manifest, "created_at_utc"));
     print_process(&b);

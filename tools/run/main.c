@@ -6,9 +6,12 @@
  * A process killed by SIGKILL (the kernel OOM killer) runs no code, so it
  * cannot write its own bundle; its event ring stays behind instead.  gmp-run
  * gives the command a private run directory (so it knows every descendant's
- * ring), becomes the subreaper of its descendants, notes the signal of each
- * one it reaps, and when the command has ended writes the bundle of every
- * process whose ring was left by a death (gmp_rings_recover).  Its exit
+ * ring), becomes the subreaper of its descendants, and decides for each
+ * one it reaps what its ring means (gmp_rings_reaped: kept, with the
+ * signal, only for SIGKILL or a crash after a failed allocation; removed
+ * for an exit, SIGPIPE, Ctrl-C, SIGTERM, a crash with no failed
+ * allocation); when the command has ended it writes the bundle of every
+ * process whose ring was left by such a death (gmp_rings_recover).  Its exit
  * status is the command's (128 + the signal when it was killed).  Signals
  * sent to gmp-run (Ctrl-C, a scheduler's SIGTERM) go on to the command.
  */
@@ -178,8 +181,7 @@ int main(int argc, char **argv)
                 continue;
             break; /* ECHILD: nothing left */
         }
-        if (WIFSIGNALED(st))
-            gmp_rings_note_death(run_dir, (int)r, WTERMSIG(st));
+        gmp_rings_reaped(run_dir, (int)r, st);
         if (r == pid) {
             status = st;
             done = 1;
