@@ -60,6 +60,7 @@ EXAMPLES := $(BUILD)/examples/grow-heap
 
 # The plain programs, and the allocator double the tests preload behind ours.
 TEST_PROGRAMS := $(patsubst test/programs/%.c,$(BUILD)/test/programs/%,$(wildcard test/programs/*.c)) \
+                 $(patsubst test/programs/%.cc,$(BUILD)/test/programs/%,$(wildcard test/programs/*.cc)) \
                  $(BUILD)/test/doubles/libmalloc_only.so
 
 UNIT_SRC := $(wildcard test/unit/test_*.c)
@@ -144,6 +145,11 @@ $(BUILD)/test/test_%: test/unit/test_%.c test/support.h $(TEST_SUPPORT) $(RECORD
 $(BUILD)/test/programs/%: test/programs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread -ldl
+
+CXX ?= c++
+$(BUILD)/test/programs/%: test/programs/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -Wall -Wextra $(if $(filter true,$(CI)),-Werror) $(LDFLAGS) -o $@ $<
 
 # Test doubles of the CUDA driver (libcuda.so.1), the runtime over it
 # (libcudart.so.13, finding the driver beside itself as the real one finds

@@ -1,27 +1,26 @@
 /*
  * messages.c — OOM deaths with no failing call.  TensorFlow's and JAX's BFC
  * allocators and PyTorch's memory fraction fail inside their own pool, so no
- * hook sees a failure; what the process writes to stderr says it.  Writes to
- * fd 2 (write, writev: Python's stderr, and stdio's own writes) are read,
- * at most 4 KiB
- * of each, in lines assembled across writes, against the classification patterns ("cuda out of
- * memory", "resource exhausted", ...).  A matching line, preferably one that
- * names an exception ("torch.OutOfMemoryError: CUDA out of memory. Tried to
- * allocate 20.00 GiB ..."), gives exception_type/_module/_message:
+ * hook sees a failure; what the process writes to stderr says it.  What
+ * stderr.c sees written there (write, writev, stdio, iostreams), at most
+ * 4 KiB of each write, is assembled into lines across writes, and a line
+ * about running out of memory (gmp_classify_oom_line: "CUDA out of memory",
+ * an allocator's "failed to allocate 2.00GiB", an OOM exception's name; not
+ * a bare "resource exhausted"), preferably one that names its exception
+ * ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ..."),
+ * gives exception_type/_module/_message:
  *   - to the open episode, whose bundle is not written yet;
  *   - else to the bundle written in the last 10 s (metadata.json rewritten
  *     atomically, bundle_patch.c);
  *   - else it is the only news of the OOM: a bundle of its own, with reason
- *     message_pattern:<pattern>.
- * Every other fd costs one comparison.  Lines are handled by one thread at
- * a time (a busy flag: a concurrent line is skipped, never waited for).
+ *     message_pattern:<pattern>, at most one per process (a framework that
+ *     logs its OOM on every retry writes one bundle, not a directory full).
+ * Lines are handled by one thread at a time (a busy flag: a concurrent line
+ * is skipped, never waited for).
  */
 #include "preload.h"
 
-#include <dlfcn.h>
 #include <string.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #define SCAN_MAX 4096
 #define RECENT_NS (10ull * 1000000000ull)
@@ -110,10 +109,16 @@ static gmp_backend backend_of(const char *pattern, const char *line)
     return GMP_BACKEND_CPU;
 }
 
-/* The only news of an OOM: a bundle of its own. */
+/* The pid that wrote its message-only bundle (a forked child may write its own). */
+static int message_bundle_pid;
+
+/* The only news of an OOM: a bundle of its own, once per process. */
 static void write_message_bundle(const exception_text *t, const char *pattern,
                                  const char *line)
 {
+    int pid = __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
+    if (message_bundle_pid == pid)
+        return;
     char reason[96], path[GMP_PATH_MAX];
     gmp_strjoin(reason, sizeof reason, "message_pattern:", pattern, (char *)NULL);
     gmp_dump_request req = {
@@ -125,6 +130,7 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         .confirmed_by = "message",
     };
     if (gmp_pl_dump(&req, path, sizeof path)) {
+        message_bundle_pid = pid;
         gmp_log("OOM message on stderr (%s); bundle: %s", pattern, path);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);
         last_bundle_ns = gmp_now_realtime_ns();
@@ -136,16 +142,11 @@ static void on_line(const char *line)
 {
     if (!strncmp(line, "gpumemprof: ", 12))
         return; /* our own */
-    const char *pattern = gmp_classify_message_pattern(line);
+    const char *pattern = gmp_classify_oom_line(line);
+    if (!pattern)
+        return;
     exception_text t;
     parse_line(line, &t);
-    if (!pattern) {
-        gmp_classification c =
-            gmp_classify_exception(t.type[0] ? t.type : NULL, t.module, t.message);
-        if (!c.is_oom || t.level < 2)
-            return;
-        pattern = "exception";
-    }
     if (gmp_any_episode_open()) {
         if (t.level > pending.level)
             pending = t;
@@ -163,10 +164,9 @@ static void on_line(const char *line)
     write_message_bundle(&t, pattern, line);
 }
 
-/* Bytes just written to stderr.  Lines are assembled across writes: Python
- * prints "torch", ".", "OutOfMemoryError", ": ", the message and "\n" as
- * six writes. */
-static void scan(const char *buf, size_t n)
+/* Lines are assembled across writes: Python prints "torch", ".",
+ * "OutOfMemoryError", ": ", the message and "\n" as six writes. */
+void gmp_messages_scan(const char *buf, size_t n)
 {
     static char line[1024];
     static size_t have;
@@ -193,33 +193,4 @@ static void scan(const char *buf, size_t n)
     }
     gmp_in_hook--;
     unlock();
-}
-
-typedef ssize_t (*write_fn)(int, const void *, size_t);
-GMP_EXPORT ssize_t write(int fd, const void *buf, size_t n);
-ssize_t write(int fd, const void *buf, size_t n)
-{
-    GMP_REAL_FN(write, write_fn)
-    ssize_t r = fn(fd, buf, n);
-    if (GMP_UNLIKELY(fd == 2) && r > 0 && !gmp_in_hook) {
-        int saved = errno;
-        scan(buf, (size_t)r);
-        errno = saved;
-    }
-    return r;
-}
-
-typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
-GMP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int count);
-ssize_t writev(int fd, const struct iovec *iov, int count)
-{
-    GMP_REAL_FN(writev, writev_fn)
-    ssize_t r = fn(fd, iov, count);
-    if (GMP_UNLIKELY(fd == 2) && r > 0 && !gmp_in_hook) {
-        int saved = errno;
-        for (int i = 0; i < count && i < 8; i++)
-            scan(iov[i].iov_base, iov[i].iov_len);
-        errno = saved;
-    }
-    return r;
 }

@@ -19,6 +19,7 @@
  *   process.c     _exit and the wait family: what a ring left behind means
  *   watchdog.c    the slow death: pressure against the nearest memory limit
  *   messages.c    OOM messages on stderr, for failures no hook saw
+ *   stderr.c      what the program writes to stderr: write, writev, stdio
  *   python.c      the Python stack of the thread that failed
  *   metrics.c     the Prometheus textfile (GMP_PROM_FILE)
  */
@@ -189,6 +190,8 @@ GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
  * note_bundle: an episode's bundle was written at path (level: what filled
  * its exception, 0 the hook's own words). */
 GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t cap);
+/* Bytes the program just wrote to stderr (stderr.c), at most 4 KiB read. */
+GMP_HIDDEN void gmp_messages_scan(const char *buf, size_t n);
 GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
 
 /* python.c: in a CPython thread holding the GIL, its Python stack in a

@@ -1,11 +1,15 @@
 /*
  * classify.c — is this failure an out-of-memory, and under which name?
  *
- * Two ways in: an allocation API's return code (per backend), and an
- * exception's type/module/message text (the Python recorder's rules, seed
- * 000, plus MemoryError, std::bad_alloc and RESOURCE_EXHAUSTED).  Types are
- * tried before message patterns, and the specific patterns before the
- * generic "out of memory", so the reason names the most precise cause.
+ * Three ways in: an allocation API's return code (per backend); an
+ * exception's type/module/message text (the Python recorder's rules, plus
+ * MemoryError, std::bad_alloc and RESOURCE_EXHAUSTED), for an exception the
+ * caller knows is one; and a line a process wrote to stderr, which alone
+ * must be about memory (an "out of memory", an allocator's "failed to
+ * allocate <size>", an OOM exception's name), never a bare "resource
+ * exhausted" (a cloud API's rate limit says that too).  Types are tried
+ * before message patterns, and the specific patterns before the generic
+ * "out of memory", so the reason names the most precise cause.
  */
 #include "gpumemprof.h"
 #include "util.h"
@@ -52,19 +56,12 @@ gmp_classification gmp_classify_result(gmp_backend backend, gmp_api api, long co
     return make(0, "", code == 0 ? "success" : "not_oom");
 }
 
+static const char *find_ci(const char *hay, const char *needle);
+
 /* Case-insensitive substring search, bounded, no allocation. */
 static int contains_ci(const char *hay, const char *needle)
 {
-    size_t n = strlen(needle);
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (i < n && hay[i] &&
-               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (i == n)
-            return 1;
-    }
-    return 0;
+    return find_ci(hay, needle) != NULL;
 }
 
 /* The last dotted component of a type name: "torch.cuda.OutOfMemoryError"
@@ -80,11 +77,68 @@ static const char *const message_patterns[] = {
     "resource exhausted", "failed to allocate", "allocation failed",
 };
 
-const char *gmp_classify_message_pattern(const char *text)
+/* Case-insensitive: where needle starts in hay, or NULL. */
+static const char *find_ci(const char *hay, const char *needle)
 {
-    for (size_t i = 0; i < sizeof message_patterns / sizeof *message_patterns; i++)
-        if (contains_ci(text, message_patterns[i]))
-            return message_patterns[i];
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return hay;
+    }
+    return NULL;
+}
+
+/* "failed to allocate 2.00GiB", "Unable to allocate 74.5 TiB", "Failed to
+ * allocate request for 1.2GiB": a size right after the words, as
+ * allocators write it ("failed to allocate resources" is no such line). */
+static int names_a_size_after(const char *line, const char *words)
+{
+    const char *at = find_ci(line, words);
+    if (!at)
+        return 0;
+    at += strlen(words);
+    while (*at == ' ')
+        at++;
+    if (find_ci(at, "request for ") == at)
+        at += strlen("request for ");
+    return *at >= '0' && *at <= '9';
+}
+
+const char *gmp_classify_oom_line(const char *line)
+{
+    static const char *const phrases[] = {"cuda out of memory", "hip out of memory",
+                                          "out of memory", "oom when allocating",
+                                          "memory allocation failed",
+                                          "cannot allocate memory" /* ENOMEM's perror */};
+    for (size_t i = 0; i < sizeof phrases / sizeof *phrases; i++)
+        if (find_ci(line, phrases[i]))
+            return phrases[i];
+    if (names_a_size_after(line, "failed to allocate"))
+        return "failed to allocate";
+    if (names_a_size_after(line, "unable to allocate"))
+        return "unable to allocate";
+    if (strstr(line, "std::bad_alloc"))
+        return "std::bad_alloc";
+    /* a line that starts with an exception's name: "MemoryError",
+     * "numpy.core._exceptions._ArrayMemoryError: ...", "...OutOfMemoryError: ..." */
+    size_t id = strspn(line, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.");
+    if (id && (line[id] == '\0' || line[id] == ':' || line[id] == '\n' || line[id] == '\r')) {
+        char type[160];
+        if (id < sizeof type) {
+            memcpy(type, line, id);
+            type[id] = '\0';
+            const char *base = base_name(type);
+            size_t bl = strlen(base);
+            if (bl >= 11 && !strcmp(base + bl - 11, "MemoryError"))
+                return "MemoryError";
+            if (!strcmp(base, "ResourceExhaustedError"))
+                return "ResourceExhaustedError";
+        }
+    }
     return NULL;
 }
 

@@ -15,6 +15,11 @@
  * directory's mtime for bundles without one, e.g. the Python recorder's).
  * Temporaries of writers that died mid-bundle (.tmp_oom_dump_*, pid gone,
  * older than a minute) are removed too.
+ *
+ * A bundle written for a stderr message alone (reason message_pattern:...)
+ * says less than one written for a failed allocation: such bundles go
+ * first, and one just written never evicts a bundle of a failed allocation
+ * (the directory then stays one over its count until the next bundle).
  */
 #include "bundle.h"
 
@@ -66,15 +71,18 @@ static int64_t name_time(const char *name)
 typedef struct bundle_info {
     int64_t created_ns; /* manifest's created_at_ns, else name time + mtime */
     uint64_t bytes;
+    int message_only;   /* written for a stderr message alone */
 } bundle_info;
 
-/* created_at_ns from the bundle's manifest.json, or -1.  File timestamps are
- * jiffy-coarse and names have whole seconds: neither orders bundles written
- * by many processes in one second. */
-static int64_t manifest_created_ns(int bfd)
+/* From the bundle's manifest.json: created_at_ns (-1 when absent; file
+ * timestamps are jiffy-coarse and names have whole seconds: neither orders
+ * bundles written by many processes in one second) and whether its reason
+ * is a message pattern. */
+static int64_t read_manifest(int bfd, int *message_only)
 {
     static const char key[] = "\"created_at_ns\":";
     char buf[4096];
+    *message_only = 0;
     int fd = openat(bfd, "manifest.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -1;
@@ -83,6 +91,7 @@ static int64_t manifest_created_ns(int bfd)
     if (n <= 0)
         return -1;
     buf[n] = '\0';
+    *message_only = strstr(buf, "\"reason\":\"message_pattern:") != NULL;
     const char *p = strstr(buf, key);
     if (!p)
         return -1;
@@ -115,9 +124,10 @@ static int bundle_stat(int dirfd, const char *name, bundle_info *info)
         secs = st.st_mtim.tv_sec;
     info->created_ns = secs * 1000000000 + st.st_mtim.tv_nsec % 1000000000;
     info->bytes = (uint64_t)st.st_size;
+    info->message_only = 0;
     int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (bfd >= 0) {
-        int64_t exact = manifest_created_ns(bfd);
+        int64_t exact = read_manifest(bfd, &info->message_only);
         if (exact > 0)
             info->created_ns = exact;
         gmp_dir_foreach(bfd, add_file_size, &info->bytes);
@@ -143,12 +153,18 @@ static int remove_bundle(int dirfd, const char *name)
     return unlinkat(dirfd, name, AT_REMOVEDIR);
 }
 
+/* The oldest bundle of one class (the message-only ones, or all). */
+typedef struct oldest_of {
+    int have;
+    bundle_info info;
+    char name[256];
+} oldest_of;
+
 typedef struct scan_state {
     const char *keep;
     uint64_t count, bytes;
-    int have_oldest;
-    bundle_info oldest;
-    char oldest_name[256];
+    int keep_is_message_only;
+    oldest_of oldest, oldest_message;
 } scan_state;
 
 static int older(const bundle_info *a, const char *an, const bundle_info *b,
@@ -159,6 +175,15 @@ static int older(const bundle_info *a, const char *an, const bundle_info *b,
     return strcmp(an, bn) < 0;
 }
 
+static void consider(oldest_of *o, const bundle_info *info, const char *name)
+{
+    if (!o->have || older(info, name, &o->info, o->name)) {
+        o->have = 1;
+        o->info = *info;
+        gmp_strlcpy(o->name, name, sizeof o->name);
+    }
+}
+
 static int scan_one(int dirfd, const char *name, void *arg)
 {
     scan_state *st = arg;
@@ -167,15 +192,15 @@ static int scan_one(int dirfd, const char *name, void *arg)
         return 0;
     st->count++;
     st->bytes += info.bytes;
-    if (st->keep && !strcmp(name, st->keep))
+    if (st->keep && !strcmp(name, st->keep)) {
+        st->keep_is_message_only = info.message_only;
         return 0;
-    if (strlen(name) >= sizeof st->oldest_name)
-        return 0;
-    if (!st->have_oldest || older(&info, name, &st->oldest, st->oldest_name)) {
-        st->have_oldest = 1;
-        st->oldest = info;
-        gmp_strlcpy(st->oldest_name, name, sizeof st->oldest_name);
     }
+    if (strlen(name) >= sizeof st->oldest.name)
+        return 0;
+    consider(&st->oldest, &info, name);
+    if (info.message_only)
+        consider(&st->oldest_message, &info, name);
     return 0;
 }
 
@@ -241,9 +266,13 @@ int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
             break;
         int over = (max_dumps && st.count > max_dumps) ||
                    (max_bytes && st.bytes > max_bytes);
-        if (!over || !st.have_oldest)
+        /* message-only bundles first; a message-only one evicts no other */
+        const oldest_of *victim = st.oldest_message.have      ? &st.oldest_message
+                                  : st.keep_is_message_only ? NULL
+                                                            : &st.oldest;
+        if (!over || !victim || !victim->have)
             break;
-        if (remove_bundle(dirfd, st.oldest_name) < 0)
+        if (remove_bundle(dirfd, victim->name) < 0)
             break; /* not ours to remove (e.g. holds a subdirectory): stop */
         removed++;
     }

@@ -43,9 +43,11 @@ GMP_HIDDEN int gmp_write_all(int fd, const void *buf, size_t len);
 /* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length or -1. */
 GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
 
-/* The first OOM message pattern ("cuda out of memory", ...) in text, or NULL
- * (classify.c). */
-GMP_HIDDEN const char *gmp_classify_message_pattern(const char *text);
+/* A line written to stderr, with nothing else known: the pattern or OOM
+ * exception name that makes it a message about running out of memory, or
+ * NULL (classify.c; stricter than an exception's message patterns: no bare
+ * "resource exhausted"). */
+GMP_HIDDEN const char *gmp_classify_oom_line(const char *line);
 
 /* This process's memory cgroup directory: returns 2 (cgroup v2), 1 (v1) or
  * -1 when there is none with the memory controller. */

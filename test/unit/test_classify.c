@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "gpumemprof.h"
+#include "util.h"
 
 #include <errno.h>
 #include <string.h>
@@ -89,9 +90,49 @@ static void test_return_codes(void **state)
     assert_false(gmp_classify_result((gmp_backend)99, GMP_API_UNKNOWN, 2).is_oom);
 }
 
+/* A stderr line alone: only when it is about memory. */
+static void test_oom_lines(void **state)
+{
+    (void)state;
+    static const struct { const char *line, *want; } cases[] = {
+        {"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+         "cuda out of memory"},
+        {"W bfc_allocator.cc:479] Allocator (GPU_0_bfc) ran out of memory trying to allocate "
+         "20.00GiB", "out of memory"},
+        {"RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
+         "out of memory"},
+        {"OOM when allocating tensor with shape[8192,8192]", "oom when allocating"},
+        {"E xla: failed to allocate 17.18G (17179869184 bytes) from device", "failed to allocate"},
+        {"Failed to allocate request for 1.20GiB (1288490188B) on device ordinal 0",
+         "failed to allocate"},
+        {"numpy.core._exceptions._ArrayMemoryError: Unable to allocate 72.8 TiB for an array",
+         "unable to allocate"},
+        {"MemoryError", "MemoryError"},
+        {"terminate called after throwing an instance of 'std::bad_alloc'", "std::bad_alloc"},
+        {"tensorflow.python.framework.errors_impl.ResourceExhaustedError: see above",
+         "ResourceExhaustedError"},
+        {"fork: Cannot allocate memory", "cannot allocate memory"},
+        /* not about memory */
+        {"google.api_core.exceptions.ResourceExhausted: 429 Resource exhausted: Quota exceeded",
+         NULL},
+        {"grpc: StatusCode.RESOURCE_EXHAUSTED: too many requests", NULL},
+        {"scheduler: failed to allocate resources for job 12", NULL},
+        {"port allocation failed", NULL},
+        {"    raise MemoryError", NULL},
+        {"warning: something else entirely", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *got = gmp_classify_oom_line(cases[i].line);
+        if (cases[i].want ? !got || strcmp(got, cases[i].want) : got != NULL)
+            fail_msg("'%s': want %s, got %s", cases[i].line, cases[i].want ? cases[i].want : "none",
+                     got ? got : "none");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oom_lines),
         cmocka_unit_test(test_seed_cases),
         cmocka_unit_test(test_extra_types),
         cmocka_unit_test(test_return_codes),

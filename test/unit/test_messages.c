@@ -6,7 +6,9 @@
  * message_pattern:<pattern>.  After a failing call: the message fills the
  * exception of that call's bundle, whether the episode is still open or
  * its bundle was just written (metadata.json rewritten, still valid).  The
- * program's own output and status never change; other stderr is ignored.
+ * same lines through stdio and std::cerr; a rate limit's "resource
+ * exhausted" is no OOM; one message-only bundle a process.  The program's
+ * own output and status never change; other stderr is ignored.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -130,6 +132,84 @@ static void test_other_stderr_is_ignored(void **state)
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
+/* A program run bare, then under the preload: stdout and status the same,
+ * stderr the same but for our lines (returned: how many there were). */
+static int run_program_both_ways(const char *program, const char *how)
+{
+    char script[4096];
+    static char bare_out[sizeof out], bare_err[sizeof err];
+    snprintf(script, sizeof script, "'%s/test/programs/%s' %s", paths.build, program, how);
+    int bare = exit_code_of(run_script(&paths, script, bare_out, sizeof bare_out, bare_err,
+                                       sizeof bare_err));
+    snprintf(script, sizeof script, "LD_PRELOAD='%s' '%s/test/programs/%s' %s", paths.preload,
+             paths.build, program, how);
+    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    assert_int_equal(code, bare);
+    assert_string_equal(out, bare_out);
+    /* ours removed, the program's stderr is what it was */
+    static char theirs[sizeof err];
+    int ours = 0;
+    theirs[0] = '\0';
+    for (char *line = err, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            nl = line + strlen(line) - 1;
+        if (!strncmp(line, "gpumemprof: ", 12))
+            ours++;
+        else
+            strncat(theirs, line, (size_t)(nl - line + 1));
+    }
+    assert_string_equal(theirs, bare_err);
+    return ours;
+}
+
+/* stdio writes through glibc's internal write, past the write hook:
+ * fprintf (and its fortified twin), fputs, fwrite, perror, std::cerr. */
+static void test_messages_written_through_stdio(void **state)
+{
+    (void)state;
+    static const struct { const char *program, *how, *reason; } cases[] = {
+        {"stderr_oom", "fprintf", "message_pattern:out of memory"},
+        {"stderr_oom", "fortified", "message_pattern:out of memory"},
+        {"stderr_oom", "fputs", "message_pattern:cuda out of memory"},
+        {"stderr_oom", "fwrite", "message_pattern:failed to allocate"},
+        {"stderr_oom", "perror", "message_pattern:cannot allocate memory"},
+        {"cerr_oom", "", "message_pattern:cuda out of memory"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int ours = run_program_both_ways(cases[i].program, cases[i].how);
+        if (ours != 1 || count_prefixed(paths.dumps, "oom_dump_") != 1)
+            fail_msg("%s %s: %d line(s) of ours, %d bundle(s); stderr: %s", cases[i].program,
+                     cases[i].how, ours, count_prefixed(paths.dumps, "oom_dump_"), err);
+        json_t *md = the_bundle();
+        assert_string_equal(json_str(md, "reason"), cases[i].reason);
+        assert_string_equal(json_str(md, "confirmed_by"), "message");
+        json_decref(md);
+    }
+}
+
+/* A line that merely says "resource exhausted" (a 429 from a cloud API)
+ * is not about memory. */
+static void test_rate_limit_is_not_an_oom(void **state)
+{
+    (void)state;
+    assert_int_equal(run_program_both_ways("stderr_oom", "rate"), 0);
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
+}
+
+/* A framework that logs its OOM again and again: one bundle a process. */
+static void test_one_message_bundle_per_process(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script, "LD_PRELOAD='%s' '%s/test/programs/stderr_oom' twice",
+             paths.preload, paths.build);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     0);
+    assert_string_equal(out, "done\n");
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 1);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -144,6 +224,9 @@ int main(void)
         cmocka_unit_test(test_message_fills_the_open_episode),
         cmocka_unit_test(test_message_patches_a_written_bundle),
         cmocka_unit_test(test_other_stderr_is_ignored),
+        cmocka_unit_test(test_messages_written_through_stdio),
+        cmocka_unit_test(test_rate_limit_is_not_an_oom),
+        cmocka_unit_test(test_one_message_bundle_per_process),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

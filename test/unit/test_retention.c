@@ -63,6 +63,47 @@ static void test_count_cap_removes_oldest(void **state)
     scratch_remove(dir);
 }
 
+/* A manifest with this reason in a hand-made bundle. */
+static void give_reason(const char *dir, const char *name, const char *reason)
+{
+    char path[1024], json[512];
+    snprintf(path, sizeof path, "%s/%s/manifest.json", dir, name);
+    snprintf(json, sizeof json, "{\"schema_version\":1,\"bundle_name\":\"%s\",\"reason\":\"%s\"}",
+             name, reason);
+    write_file(path, json, strlen(json));
+}
+
+/* A bundle a stderr message alone made says less than one a failed
+ * allocation made: it never evicts one, and goes first. */
+static void test_message_bundles_never_evict_failures(void **state)
+{
+    (void)state;
+    char dir[256];
+    scratch_make(dir, sizeof dir, "message");
+    for (int i = 0; i < 3; i++) {
+        fake_bundle(dir, names[i], 100);
+        give_reason(dir, names[i], i == 2 ? "message_pattern:out of memory" : "ENOMEM");
+    }
+    /* two failures, then a message over a cap of 2: nothing goes */
+    assert_int_equal(gmp_retention_apply(dir, 2, 256, names[2]), 0);
+    for (int i = 0; i < 3; i++)
+        assert_true(exists(dir, names[i]));
+    /* a second message: the older message goes, never a failure */
+    fake_bundle(dir, names[3], 100);
+    give_reason(dir, names[3], "message_pattern:cuda out of memory");
+    assert_int_equal(gmp_retention_apply(dir, 2, 256, names[3]), 1);
+    assert_false(exists(dir, names[2]));
+    assert_true(exists(dir, names[0]) && exists(dir, names[1]) && exists(dir, names[3]));
+    /* a failure: the message goes first, then the oldest failure */
+    fake_bundle(dir, names[4], 100);
+    give_reason(dir, names[4], "cudaErrorMemoryAllocation");
+    assert_int_equal(gmp_retention_apply(dir, 2, 256, names[4]), 2);
+    assert_false(exists(dir, names[3]));
+    assert_false(exists(dir, names[0]));
+    assert_true(exists(dir, names[1]) && exists(dir, names[4]));
+    scratch_remove(dir);
+}
+
 static void test_size_cap_and_newest_kept(void **state)
 {
     (void)state;
@@ -222,6 +263,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count_cap_removes_oldest),
         cmocka_unit_test(test_size_cap_and_newest_kept),
+        cmocka_unit_test(test_message_bundles_never_evict_failures),
         cmocka_unit_test(test_order_within_one_second),
         cmocka_unit_test(test_foreign_files_and_symlinks_untouched),
         cmocka_unit_test(test_stale_temporaries_reaped),

@@ -1,0 +1,197 @@
+/*
+ * stderr.c — what the program writes to stderr, for messages.c.
+ *
+ * write and writev on fd 2 are one way (Python's sys.stderr); glibc's stdio
+ * is another, and it writes through glibc's internal write, which no hook
+ * sees: fprintf(stderr, ...), fputs, perror, and std::cerr (libstdc++'s
+ * stdio_sync_filebuf: fwrite, putc).  So the stdio functions that write to
+ * a FILE are hooked too.  Each calls the real function and returns its
+ * exact result and errno; when the stream is stderr and the call wrote, the
+ * bytes are handed to messages.c.  Every other fd or stream costs one
+ * comparison.  The formatted ones format once more, into a stack buffer, for
+ * the scan (only on stderr): the real vfprintf does the program's output.
+ */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* <bits/stdio.h> makes some of these macros when optimising: we define
+ * the functions. */
+#undef fwrite_unlocked
+#undef fputc_unlocked
+#undef putc_unlocked
+#undef fputs_unlocked
+
+/* At most this much of one formatted write is read (the rest is cut). */
+#define FORMAT_SCAN_MAX 1024
+
+static inline int wants(int is_stderr)
+{
+    return GMP_UNLIKELY(is_stderr) && !gmp_in_hook;
+}
+
+static void scan_keeping_errno(const void *buf, size_t n)
+{
+    int saved = errno;
+    gmp_messages_scan(buf, n);
+    errno = saved;
+}
+
+/* ---- file descriptors ------------------------------------------------- */
+
+typedef ssize_t (*write_fn)(int, const void *, size_t);
+GMP_EXPORT ssize_t write(int fd, const void *buf, size_t n);
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    GMP_REAL_FN(write, write_fn)
+    ssize_t r = fn(fd, buf, n);
+    if (wants(fd == 2) && r > 0)
+        scan_keeping_errno(buf, (size_t)r);
+    return r;
+}
+
+typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
+GMP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int count);
+ssize_t writev(int fd, const struct iovec *iov, int count)
+{
+    GMP_REAL_FN(writev, writev_fn)
+    ssize_t r = fn(fd, iov, count);
+    if (wants(fd == 2) && r > 0) {
+        int saved = errno;
+        for (int i = 0; i < count && i < 8; i++)
+            gmp_messages_scan(iov[i].iov_base, iov[i].iov_len);
+        errno = saved;
+    }
+    return r;
+}
+
+/* ---- stdio: bytes ----------------------------------------------------- */
+
+/* The stdio functions that write bytes they are given: name, return type,
+ * parameters, the real call's arguments, whether it wrote (r is its
+ * result), and the bytes it wrote. */
+#define GMP_STDIO_HOOKS(X)                                                                 \
+    X(fwrite, size_t, (const void *p, size_t size, size_t n, FILE *s), (p, size, n, s),   \
+      r > 0, p, r * size)                                                                  \
+    X(fwrite_unlocked, size_t, (const void *p, size_t size, size_t n, FILE *s),            \
+      (p, size, n, s), r > 0, p, r * size)                                                 \
+    X(fputs, int, (const char *str, FILE *s), (str, s), r >= 0, str, strlen(str))         \
+    X(fputs_unlocked, int, (const char *str, FILE *s), (str, s), r >= 0, str, strlen(str)) \
+    X(fputc, int, (int c, FILE *s), (c, s), r != EOF, &(char){(char)c}, 1)                 \
+    X(fputc_unlocked, int, (int c, FILE *s), (c, s), r != EOF, &(char){(char)c}, 1)        \
+    X(putc, int, (int c, FILE *s), (c, s), r != EOF, &(char){(char)c}, 1)                  \
+    X(putc_unlocked, int, (int c, FILE *s), (c, s), r != EOF, &(char){(char)c}, 1)         \
+    X(_IO_putc, int, (int c, FILE *s), (c, s), r != EOF, &(char){(char)c}, 1)
+
+#define STDIO_HOOK(name, ret, params, args, wrote, bytes, len)                             \
+    GMP_EXPORT ret name params;                                                            \
+    typedef ret (*name##_fn) params;                                                       \
+    ret name params                                                                        \
+    {                                                                                      \
+        GMP_REAL_FN(name, name##_fn)                                                       \
+        ret r = fn args;                                                                   \
+        if (wants(s == stderr) && (wrote))                                                 \
+            scan_keeping_errno(bytes, len);                                                \
+        return r;                                                                          \
+    }
+GMP_STDIO_HOOKS(STDIO_HOOK)
+
+/* ---- stdio: formatted ------------------------------------------------- */
+
+/* The text a format makes, for the scan; errno as it was (for %m). */
+static void scan_formatted(const char *fmt, va_list ap)
+{
+    int saved = errno;
+    char text[FORMAT_SCAN_MAX];
+    va_list copy;
+    va_copy(copy, ap);
+    gmp_in_hook++; /* vsnprintf may allocate: not the program's */
+    int n = vsnprintf(text, sizeof text, fmt, copy);
+    gmp_in_hook--;
+    va_end(copy);
+    if (n > 0)
+        gmp_messages_scan(text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1);
+    errno = saved;
+}
+
+typedef int (*vfprintf_fn)(FILE *, const char *, va_list);
+typedef int (*vfprintf_chk_fn)(FILE *, int, const char *, va_list);
+
+/* vfprintf and its fortified twin (flag >= 0), the one path of all four. */
+static int formatted(FILE *s, int flag, const char *fmt, va_list ap)
+{
+    int scan = wants(s == stderr);
+    va_list mine;
+    if (scan)
+        va_copy(mine, ap);
+    int r;
+    if (flag < 0) {
+        GMP_REAL_FN(vfprintf, vfprintf_fn)
+        r = fn(s, fmt, ap);
+    } else {
+        GMP_REAL_FN(__vfprintf_chk, vfprintf_chk_fn)
+        r = fn(s, flag, fmt, ap);
+    }
+    if (scan) {
+        if (r > 0)
+            scan_formatted(fmt, mine);
+        va_end(mine);
+    }
+    return r;
+}
+
+GMP_EXPORT int vfprintf(FILE *s, const char *fmt, va_list ap);
+int vfprintf(FILE *s, const char *fmt, va_list ap)
+{
+    return formatted(s, -1, fmt, ap);
+}
+
+GMP_EXPORT int __vfprintf_chk(FILE *s, int flag, const char *fmt, va_list ap);
+int __vfprintf_chk(FILE *s, int flag, const char *fmt, va_list ap)
+{
+    return formatted(s, flag < 0 ? 0 : flag, fmt, ap);
+}
+
+GMP_EXPORT int fprintf(FILE *s, const char *fmt, ...);
+int fprintf(FILE *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = formatted(s, -1, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+GMP_EXPORT int __fprintf_chk(FILE *s, int flag, const char *fmt, ...);
+int __fprintf_chk(FILE *s, int flag, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = formatted(s, flag < 0 ? 0 : flag, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* perror writes "s: <strerror(errno)>\n" to stderr. */
+typedef void (*perror_fn)(const char *);
+GMP_EXPORT void perror(const char *s);
+void perror(const char *s)
+{
+    int err = errno;
+    GMP_REAL_FN(perror, perror_fn)
+    fn(s);
+    if (wants(1)) {
+        int saved = errno;
+        char text[512];
+        gmp_strjoin(text, sizeof text, s && *s ? s : "", s && *s ? ": " : "",
+                    strerrordesc_np(err) ? strerrordesc_np(err) : "Unknown error", "\n",
+                    (char *)NULL);
+        gmp_messages_scan(text, strlen(text));
+        errno = saved;
+    }
+}
