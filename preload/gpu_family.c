@@ -49,7 +49,7 @@ static struct {
     uint64_t at_ns, free_bytes, total; /* atomics */
 } device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
 
-/* force: at a failure, whatever the last sample's age */
+/* force: at a failure or a pressure check, whatever the last sample's age */
 static void sample_device(gmp_gpu_family *f, int device, uint64_t now, int force)
 {
     if (device < 0 || device >= GMP_MAX_DEVICES)
@@ -209,9 +209,14 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         uint64_t in_use = gmp_device_in_use(f->backend, device);
         gmp_pl_event_at(now, stack_id, GMP_EV_ALLOC, f->backend, device, api, ptr, size, 0,
                         in_use);
+        /* GPU memory in use: pressure is worth watching, against the
+         * device as it is now */
+        int check = gmp_watchdog_due(size);
         if (where == GMP_ON_DEVICE)
-            sample_device(f, device, now, 0);
-        gmp_watchdog_start(); /* GPU memory in use: pressure is worth watching */
+            sample_device(f, device, now, check);
+        if (check)
+            gmp_watchdog_check();
+        gmp_watchdog_note_use(size, 1);
         if (f->backend == GMP_BACKEND_CUDA && gmp_pl.nvml == GMP_NVML_LOAD)
             load_nvml_once();
         if (gmp_any_episode_open()) {
@@ -240,6 +245,10 @@ void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, ui
     if (gmp_device_remove(f->backend, api, ptr, &size, &device) == 0)
         gmp_pl_event(GMP_EV_FREE, f->backend, device, api, ptr, size, 0,
                      gmp_device_in_use(f->backend, device));
+    if (gmp_watchdog_due(0)) { /* memory held a while is seen when it goes */
+        sample_device(f, current_device(f), gmp_now_realtime_ns(), 1);
+        gmp_watchdog_check();
+    }
     gmp_in_hook--;
 }
 

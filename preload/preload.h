@@ -206,9 +206,15 @@ GMP_HIDDEN void gmp_metrics_write(void);
 GMP_HIDDEN void gmp_metrics_flush(void); /* at exit: waits for a write in progress */
 GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
 
-/* watchdog.c: the monitor thread, started once: pressure (GMP_WATCHDOG)
- * and sample events (GMP_SAMPLE_MS). */
-GMP_HIDDEN void gmp_watchdog_start(void);
+/* watchdog.c: memory worth watching is in use (a large heap, GPU memory)
+ * and this thread just allocated `allocated` bytes: pressure (GMP_WATCHDOG)
+ * is checked here when a check is due (unless `checked`: the caller did it,
+ * with due and check), and GMP_SAMPLE_MS's thread is started once.  due
+ * says whether a check is due now and, if so, reserves it for the caller,
+ * who then runs check (after sampling a device fresh). */
+GMP_HIDDEN void gmp_watchdog_note_use(uint64_t allocated, int checked);
+GMP_HIDDEN int gmp_watchdog_due(uint64_t allocated);
+GMP_HIDDEN void gmp_watchdog_check(void);
 /* sampler.c: one sample event per collector's device into the ring. */
 GMP_HIDDEN void gmp_sampler_tick(void);
 /* leaks.c: at exit, GMP_LEAK_CHECK's report of what was never freed. */

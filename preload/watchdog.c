@@ -1,17 +1,24 @@
 /*
  * watchdog.c — the slow death (seed 002): swapping, pressure, then the OOM
- * killer.  A thread, started only once the process holds GPU memory or a
- * heap of GMP_WATCHDOG_MIN_MB, samples every 100 ms how close the process
- * is to each limit that can end it:
+ * killer.  Once the process holds GPU memory or a heap of
+ * GMP_WATCHDOG_MIN_MB, the thread that allocates or frees (GPU memory, or
+ * a large block) checks how close the process is to each limit that can
+ * end it, when 100 ms have passed since the last check or (10 ms at least)
+ * when it has allocated 2% of the tightest limit since:
  *   RLIMIT_AS        against VmSize
  *   its cgroup       memory.current/memory.max (v2), usage/limit_in_bytes (v1)
  *   the machine      MemTotal - MemAvailable against MemTotal
  *   each GPU         used against total, as the program's own thread saw them
  *                    after its last allocation (gpu_family.c: it has the context)
- * When the nearest stays above GMP_PRESSURE_PCT for two samples it writes
- * one memory_pressure bundle (with PSI memory in its evidence), and again
- * only after usage has fallen back below.  GMP_WATCHDOG=0 turns it off.
- * The same thread records GMP_SAMPLE_MS's sample events (sampler.c).
+ * When the nearest has stayed above GMP_PRESSURE_PCT for 100 ms, at checks
+ * with none below between (a burst that ends at once is not a slow death:
+ * a program that fills a device and fails within that time gets its OOM
+ * bundle alone), it writes one memory_pressure bundle (with PSI memory in
+ * its evidence), and again only after a check has found usage back below.
+ * GMP_WATCHDOG=0 turns it off.  No thread does this: a healthy process keeps the threads it made
+ * (Python 3.12 warns at every fork of a multi-threaded process); a process
+ * whose memory grows allocates, and so is checked.  A thread is started
+ * only for GMP_SAMPLE_MS's sample events (sampler.c), and checks too.
  */
 #include "gpu_family.h"
 #include "collector.h"
@@ -22,8 +29,6 @@
 
 #define SAMPLE_MS 100
 #define MAX_SAMPLES 16
-
-static int started; /* atomic; reset in a forked child */
 
 typedef struct limit_sample {
     char name[32];    /* "RLIMIT_AS", "cuda:0 memory" */
@@ -48,7 +53,7 @@ static uint64_t known_or_0(uint64_t v)
     return v == GMP_UNKNOWN ? 0 : v;
 }
 
-/* The memory cgroup, found once per watchdog (2 v2, 1 v1, -1 none). */
+/* The memory cgroup, found at the first check (2 v2, 1 v1, -1 none, 0 not yet). */
 static char cgroup_dir[GMP_PATH_MAX];
 static int cgroup_version;
 
@@ -144,65 +149,116 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
         gmp_log("memory pressure: %s bundle: %s", message, path);
 }
 
-/* Pressure: above the threshold for two samples running (a burst that ends
- * at once is not a slow death), once per crossing, and not while an OOM
- * episode is open: that is the death itself, with its own bundle. */
-static void check_pressure(int *above, char *buf, size_t cap)
+/* Pressure: above the threshold for SAMPLE_MS at checks with none below
+ * between, once per crossing, and not while an OOM episode is open: that is
+ * the death itself, with its own bundle.  *above_since is when this run of
+ * checks above began (0: the last check was below; UINT64_MAX: written).
+ * Returns the tightest limit seen (0 none), for the next check's growth
+ * step. */
+static uint64_t check_pressure(uint64_t now, uint64_t *above_since, char *buf, size_t cap)
 {
     limit_sample all[MAX_SAMPLES];
     int n = sample(all, buf, cap);
     const limit_sample *nearest = NULL;
-    for (int i = 0; i < n; i++)
+    uint64_t tightest = 0;
+    for (int i = 0; i < n; i++) {
         if (!nearest || pct(&all[i]) > pct(nearest))
             nearest = &all[i];
-    int now_above = nearest && pct(nearest) >= gmp_pl.pressure_pct;
-    *above = now_above ? *above + 1 : 0;
-    if (*above == 2 && !gmp_any_episode_open())
+        if (!tightest || all[i].limit < tightest)
+            tightest = all[i].limit;
+    }
+    if (!nearest || pct(nearest) < gmp_pl.pressure_pct)
+        *above_since = 0;
+    else if (!*above_since)
+        *above_since = now;
+    else if (*above_since != UINT64_MAX && now - *above_since >= (uint64_t)SAMPLE_MS * 1000000 &&
+             !gmp_any_episode_open()) {
         write_pressure_bundle(all, n, nearest, buf, cap);
+        *above_since = UINT64_MAX;
+    }
+    return tightest;
 }
 
-static void *watchdog_main(void *arg)
+#define CHECK_MIN_MS 10
+static uint64_t last_check_ns; /* atomic, monotonic */
+static uint64_t grown;         /* atomic: bytes allocated since the last check */
+static uint64_t growth_step;   /* atomic: 2% of the tightest limit (0: none known) */
+static int checking;           /* atomic: one thread checks at a time */
+static uint64_t above_since;   /* see check_pressure */
+static uint64_t checked_ns;    /* when the reserved check was due */
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int gmp_watchdog_due(uint64_t allocated)
+{
+    if (!gmp_pl.watchdog)
+        return 0;
+    uint64_t since = __atomic_add_fetch(&grown, allocated, __ATOMIC_RELAXED);
+    uint64_t step = __atomic_load_n(&growth_step, __ATOMIC_RELAXED);
+    uint64_t now = monotonic_ns(), last = __atomic_load_n(&last_check_ns, __ATOMIC_RELAXED);
+    uint64_t elapsed_ms = (now - last) / 1000000;
+    if (elapsed_ms < SAMPLE_MS && (elapsed_ms < CHECK_MIN_MS || !step || since < step))
+        return 0;
+    if (__atomic_exchange_n(&checking, 1, __ATOMIC_ACQUIRE))
+        return 0; /* another thread checks right now: never waited for */
+    __atomic_store_n(&last_check_ns, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&grown, 0, __ATOMIC_RELAXED);
+    checked_ns = now;
+    return 1;
+}
+
+void gmp_watchdog_check(void)
+{
+    static char buf[8192]; /* the checker's alone: it holds `checking` */
+    int saved = errno;
+    gmp_in_hook++; /* nothing the check does is the program's */
+    if (!cgroup_version)
+        cgroup_version = gmp_cgroup_memory_dir(cgroup_dir, sizeof cgroup_dir);
+    __atomic_store_n(&growth_step, check_pressure(checked_ns, &above_since, buf, sizeof buf) / 50,
+                     __ATOMIC_RELAXED);
+    gmp_in_hook--;
+    errno = saved;
+    __atomic_store_n(&checking, 0, __ATOMIC_RELEASE);
+}
+
+static void *sampler_main(void *arg)
 {
     (void)arg;
     gmp_in_hook++; /* nothing this thread does is the program's */
-    static char buf[8192];
-    cgroup_version = gmp_cgroup_memory_dir(cgroup_dir, sizeof cgroup_dir);
-    /* one tick serves both: the finer of the two periods */
-    uint32_t tick_ms = gmp_pl.sample_ms && gmp_pl.sample_ms < SAMPLE_MS ? gmp_pl.sample_ms
-                                                                        : SAMPLE_MS;
-    uint64_t since_pressure = 0, since_sample = 0;
-    int above = 0;
     for (;;) {
-        struct timespec ts = {tick_ms / 1000, (long)(tick_ms % 1000) * 1000 * 1000};
+        struct timespec ts = {gmp_pl.sample_ms / 1000, (long)(gmp_pl.sample_ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
         if (!gmp_pl_active())
             continue;
-        since_pressure += tick_ms;
-        since_sample += tick_ms;
-        if (gmp_pl.watchdog && since_pressure >= SAMPLE_MS) {
-            since_pressure = 0;
-            check_pressure(&above, buf, sizeof buf);
-        }
-        if (gmp_pl.sample_ms && since_sample >= gmp_pl.sample_ms) {
-            since_sample = 0;
-            gmp_sampler_tick();
-        }
+        gmp_sampler_tick();
+        if (gmp_watchdog_due(0))
+            gmp_watchdog_check();
     }
     return NULL;
 }
 
-void gmp_watchdog_start(void)
+static int sampler_started; /* atomic; reset in a forked child */
+
+void gmp_watchdog_note_use(uint64_t allocated, int checked)
 {
+    if (!checked && gmp_watchdog_due(allocated))
+        gmp_watchdog_check();
     int expected = 0;
-    if ((!gmp_pl.watchdog && !gmp_pl.sample_ms) || __atomic_load_n(&started, __ATOMIC_RELAXED) ||
-        !__atomic_compare_exchange_n(&started, &expected, 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED))
-        return;
-    if (gmp_spawn_thread(watchdog_main, 128 * 1024) < 0)
-        __atomic_store_n(&started, 0, __ATOMIC_RELEASE); /* another try later */
+    if (gmp_pl.sample_ms && !__atomic_load_n(&sampler_started, __ATOMIC_RELAXED) &&
+        __atomic_compare_exchange_n(&sampler_started, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED) &&
+        gmp_spawn_thread(sampler_main, 128 * 1024) < 0)
+        __atomic_store_n(&sampler_started, 0, __ATOMIC_RELEASE); /* another try later */
 }
 
 void gmp_watchdog_after_fork(void)
 {
-    __atomic_store_n(&started, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&sampler_started, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&checking, 0, __ATOMIC_RELAXED);
+    above_since = 0;
 }

@@ -97,6 +97,33 @@ static void test_small_process_starts_no_thread(void **state)
     assert_string_equal(out, "ok threads=1\n");
 }
 
+/* Nor does a healthy process with a large heap: Python 3.12 warns at every
+ * fork of a multi-threaded process (each DataLoader worker), so the
+ * pressure checks run on the allocating thread.  python3 holding 300 MiB
+ * (over GMP_WATCHDOG_MIN_MB), growing and freeing, then forking. */
+static void test_large_heap_starts_no_thread(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s'; exec python3 -W error -c 'import os\n"
+             "keep = [bytearray(10 << 20) for _ in range(30)]\n"
+             "for _ in range(50):\n"
+             "    keep.append(bytearray(10 << 20)); keep.pop(0)\n"
+             "with open(\"/proc/self/status\") as f:\n"
+             "    threads = [l for l in f if l.startswith(\"Threads:\")]\n"
+             "pid = os.fork()\n"
+             "if pid == 0:\n"
+             "    os._exit(0)\n"
+             "os.waitpid(pid, 0)\n"
+             "print(threads[0].split()[1])'",
+             paths.preload);
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 0);
+    assert_string_equal(out, "1\n");
+    assert_string_equal(err, "");
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -112,6 +139,7 @@ int main(void)
         cmocka_unit_test(test_watchdog_off),
         cmocka_unit_test(test_threshold_is_honoured),
         cmocka_unit_test(test_small_process_starts_no_thread),
+        cmocka_unit_test(test_large_heap_starts_no_thread),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
