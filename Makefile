@@ -107,12 +107,12 @@ $(RECORDER_LIB): $(RECORDER_OBJ)
 
 # The interposer links only libc: every GPU library is found at run time.
 $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
-	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete -Wl,-Bsymbolic-functions \
 	    -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
 
 # The files that run before the ASan runtime has mapped its shadow (it calls
 # our dlsym and malloc while it starts) take BOOT_SAN_CFLAGS instead.
-PRELOAD_BOOT := libc dlsym host sizes
+PRELOAD_BOOT := libc dlsym host sizes next
 BOOT_SAN_CFLAGS ?= $(SAN_CFLAGS)
 $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
@@ -265,6 +265,8 @@ fuzz: $(FUZZERS)
 	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS); fi
 
 # Every test binary runs even when one fails; the exit status says if any did.
+# Then the conformance suite (test/conformance/run.sh): real software run
+# bare and under the preload, compared.
 # The same tests again under the sanitizers (SANITIZE=0 skips them).  A
 # preload built with a sanitizer is loaded with the sanitizer's runtime after
 # it (LD_PRELOAD) into the uninstrumented programs the tests run (they crash
@@ -324,6 +326,8 @@ sanitize: unit-programs
 test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
 	@failed=0; \
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN) || failed=$$((failed+1)); \
+	echo "== conformance: real software, bare and under the preload"; \
+	sh test/conformance/run.sh $(BUILD) || failed=$$((failed+1)); \
 	if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize || failed=$$((failed+1)); fi; \
 	echo "== fuzzing, $(FUZZ_SECONDS) s each"; \
 	if [ -z "$(HAVE_FUZZ)" ]; then echo "SKIP: $(FUZZ_CC) cannot build a libFuzzer harness here"; \
@@ -337,10 +341,13 @@ demo: all
 # Benchmarks (bench/README.md): built with the same flags, run side by side
 # with the peers this machine has.
 BENCH_PROGRAMS := $(BUILD)/bench/churn $(BUILD)/bench/device_pairs $(BUILD)/bench/rss \
-                  $(BUILD)/bench/recorder_bench
+                  $(BUILD)/bench/recorder_bench $(BUILD)/bench/libempty.so
 $(BUILD)/bench/churn $(BUILD)/bench/rss: $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread
+$(BUILD)/bench/libempty.so: bench/empty.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -o $@ $<
 $(BUILD)/bench/device_pairs: bench/device_pairs.c $(DOUBLES)/libcudart.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(DOUBLES_RPATH) -lcudart

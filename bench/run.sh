@@ -83,6 +83,19 @@ for round in $(seq "$ROUNDS"); do
     echo "pairs stacks $(GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD "$B/bench/device_pairs" 1000000)" \
         >> "$RES"
 done
+# start-up: a shell loop of 300 /bin/true with the library in every
+# process, gpumemprof against an empty preload, in pairs (order alternating)
+startup() { # LIBRARY
+    wall env LD_PRELOAD="$1" sh -c 'i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done'
+}
+for pair in $(seq "${GMP_BENCH_STARTUP_PAIRS:-40}"); do
+    if [ $((pair % 2)) = 0 ]; then
+        e=$(startup "$B/bench/libempty.so"); g=$(startup "$PRELOAD")
+    else
+        g=$(startup "$PRELOAD"); e=$(startup "$B/bench/libempty.so")
+    fi
+    echo "startup pair $g $e" >> "$RES"
+done
 "$B/bench/recorder_bench" "$W" | sed 's/^/recorder /' >> "$RES"
 "$B/bench/rss" | sed 's/^/rss none /' >> "$RES"
 LD_PRELOAD=$PRELOAD "$B/bench/rss" | sed 's/^/rss gpumemprof /' >> "$RES"
@@ -111,6 +124,11 @@ print("| device alloc/free pair, cudart double (%.0f ns bare), GMP_STACKS=0 | +%
     med("pairs", "none") or 0, added))
 with_stacks = (med("pairs", "stacks") or 0) - (med("pairs", "none") or 0)
 print("| the same with allocation stacks (the default) | +%.0f ns | - | - | - | - | <= 2 us |" % with_stacks)
+pairs = sorted(float(r[2]) / float(r[3]) for r in rows if r[0] == "startup")
+if pairs:
+    print("| start-up: 300 `/bin/true` in a shell loop, against an empty preload (%d pairs; %.3f s with the empty one) | %.2fx (pairs %.2f-%.2f) | - | - | - | - | <= 1.10x |" % (
+        len(pairs), statistics.median(float(r[3]) for r in rows if r[0] == "startup"),
+        statistics.median(pairs), pairs[0], pairs[-1]))
 rec = {r[1]: float(r[2]) for r in rows if r[0] == "recorder"}
 print("| ring push, 1 thread / 2 threads | %.1f / %.1f ns | | | | | <= 10 ns (1 thread) |" % (
     rec.get("push1", 0), rec.get("push2", 0)))

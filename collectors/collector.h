@@ -87,9 +87,10 @@ typedef struct gmp_gpu_probe_result {
 } gmp_gpu_probe_result;
 
 /* Refresh what can be learned now (cheap once everything is found);
- * gmp_python_probe asks CPython only. */
+ * gmp_python_probe records CPython's version from its Py_GetVersion, when
+ * the caller found one (the preload, at start, without a dl* call). */
 GMP_HIDDEN void gmp_gpu_probe(void);
-GMP_HIDDEN void gmp_python_probe(void);
+GMP_HIDDEN void gmp_python_probe(const char *(*py_get_version)(void));
 GMP_HIDDEN const gmp_gpu_probe_result *gmp_gpu_probe_get(void);
 /* The name of a device from the probe, or NULL. */
 GMP_HIDDEN const char *gmp_gpu_probe_device_name(gmp_backend backend, int device);

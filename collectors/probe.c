@@ -76,12 +76,11 @@ static void add_devices(const gmp_collector *c, int *n)
     }
 }
 
-void gmp_python_probe(void)
+void gmp_python_probe(const char *(*py_version)(void))
 {
-    if (probe.python_version[0])
+    if (!py_version || probe.python_version[0])
         return;
     /* CPython's is a static string, fine to read before Py_Initialize */
-    const char *(*py_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
     const char *v = py_version ? py_version() : NULL;
     if (v) {
         size_t len = strcspn(v, " ");
@@ -114,7 +113,6 @@ void gmp_gpu_probe(void)
         gmp_nvml_driver_version(probe.nvml_driver_version, sizeof probe.nvml_driver_version);
     if (!probe.hip_runtime_version)
         probe.hip_runtime_version = gmp_hip_runtime_version();
-    gmp_python_probe();
     if (!probe.torch_version[0])
         dl_iterate_phdr(find_torch, probe.torch_version);
     if (!probe.device_count) {

@@ -3,8 +3,9 @@
 # jansson (the tools), cmocka (the tests), the allocators the tests preload
 # behind ours (jemalloc, tcmalloc, mimalloc), and Debian's HIP (headers to check our
 # hook prototypes against, the real library for a no-GPU smoke test), and
-# the tools the tests check output with, and clang with its sanitizer
-# runtimes for the fuzzers.  Missing ones are installed with
+# the tools the tests check output with, clang with its sanitizer
+# runtimes for the fuzzers, and what the conformance suite runs (git,
+# valgrind, CPython's own tests, a venv for numpy from PyPI).  Missing ones are installed with
 # apt-get when we are root or have password-less sudo; otherwise one line
 # names the packages.
 set -u
@@ -27,6 +28,14 @@ need tmux command -v tmux                 # the tests watch `gmp-inspect watch` 
 need binutils command -v addr2line        # the tests symbolise a bundle's stack
 need g++ command -v g++                   # a test program writes through std::cerr
 need clang command -v clang               # the libFuzzer harnesses (test/fuzz/)
+# the conformance suite (test/conformance/): real software, bare and preloaded
+need git command -v git
+need valgrind command -v valgrind
+pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+if [ -n "$pyver" ]; then
+    need "libpython$pyver-testsuite" /usr/bin/python3 -c 'import test.regrtest'
+    need "python$pyver-venv" /usr/bin/python3 -c 'import ensurepip'
+fi
 need libclang-rt-dev sh -c 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a'
 [ -z "$missing" ] && exit 0
 

@@ -22,6 +22,7 @@
  * one sigprocmask, no allocation), and the handler goes on where it was.
  */
 #include "preload.h"
+#include "recorder.h"
 #include "ring.h"
 
 #include <errno.h>

@@ -282,6 +282,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
         return;
     gmp_failed_request f = {1, api, size, device, code, in_use, 0, {0}};
     f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);
+    gmp_pl_probe_python(); /* now, not in the signal handler a crash may bring */
     note_recent(backend, &f);
     __atomic_store_n(&any_failure, 1, __ATOMIC_RELEASE);
     gmp_crash_arm();
@@ -352,6 +353,9 @@ void gmp_episode_commit_all(const char *confirmed_by)
 
 void gmp_episode_wait_commits(unsigned max_ms)
 {
+    /* an episode being committed still counts as open until it is written */
+    if (!__atomic_load_n(&gmp_episodes_open, __ATOMIC_ACQUIRE))
+        return;
     for (unsigned waited = 0; waited < max_ms; waited += 10) {
         int busy = 0;
         for (int b = 0; b < GMP_BACKEND_COUNT && !busy; b++)

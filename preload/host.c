@@ -18,7 +18,7 @@ static int64_t retired;  /* atomic: totals of exited threads */
 static int64_t overflow; /* atomic: threads that found no slot */
 static uint64_t retired_allocs, retired_frees, overflow_allocs, overflow_frees; /* atomic */
 static pthread_key_t slot_key;
-static int key_ready;
+static int key_ready; /* atomic: see ensure_key */
 
 __thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec")));
 static __thread int no_slot __attribute__((tls_model("initial-exec")));
@@ -39,15 +39,27 @@ static void release_slot(void *p)
     gmp_host_slot = NULL;
 }
 
-void gmp_host_init(void)
+/* The key that returns a slot when its thread exits, made at the process's
+ * first allocation (one that never allocates pays nothing): 1 when ready;
+ * 0 while another thread makes it (this allocation counts in the overflow)
+ * or when it could not be made. */
+static int ensure_key(void)
 {
-    if (!key_ready && pthread_key_create(&slot_key, release_slot) == 0)
-        key_ready = 1;
+    int state = __atomic_load_n(&key_ready, __ATOMIC_ACQUIRE); /* 0, 1 making, 2, 3 failed */
+    if (GMP_LIKELY(state == 2))
+        return 1;
+    int expected = 0;
+    if (state != 0 || !__atomic_compare_exchange_n(&key_ready, &expected, 1, 0,
+                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return 0;
+    int ok = pthread_key_create(&slot_key, release_slot) == 0;
+    __atomic_store_n(&key_ready, ok ? 2 : 3, __ATOMIC_RELEASE);
+    return ok;
 }
 
 static host_slot *claim_slot(void)
 {
-    if (!key_ready || no_slot)
+    if (no_slot || !ensure_key())
         return NULL;
     for (int i = 0; i < HOST_SLOTS; i++) {
         int expected = 0;

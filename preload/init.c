@@ -12,6 +12,7 @@
  */
 #include "gpu_family.h"
 #include "collector.h"
+#include "recorder.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -43,50 +44,41 @@ __attribute__((constructor)) static void on_load(void)
         gmp_in_hook--;
         return;
     }
-    static gmp_config cfg; /* 13 KiB: not on a constructor's stack */
-    gmp_config_from_env(&cfg);
-    if (!cfg.enabled) {
+    /* the config lives in the recorder's static storage: no heap block
+     * left for a leak checker, no page touched for what is not set */
+    gmp_pl.rec = gmp_recorder_create_static_from_env();
+    const gmp_config *cfg = gmp_pl.rec ? gmp_recorder_config(gmp_pl.rec) : NULL;
+    if (!cfg || !cfg->enabled) {
         __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
         gmp_in_hook--;
         return;
     }
-    gmp_pl.host_event_min = cfg.host_event_min_bytes;
-    gmp_pl.confirm_ns = (uint64_t)cfg.oom_confirm_ms * 1000000ull;
-    gmp_pl.policy_first = cfg.oom_policy_first;
-    gmp_pl.cuda_mode = cfg.cuda_mode;
-    gmp_pl.on_crash = cfg.on_crash;
-    gmp_pl.watchdog = cfg.watchdog;
-    gmp_pl.watchdog_min = cfg.watchdog_min_mb << 20;
-    gmp_pl.pressure_pct = cfg.pressure_pct;
-    gmp_strlcpy(gmp_pl.prom_file, cfg.prom_file, sizeof gmp_pl.prom_file);
-    gmp_pl.prom_interval_s = cfg.prom_interval_s;
-    gmp_pl.stacks = cfg.stacks;
-    gmp_pl.leak_check = cfg.leak_check;
-    gmp_pl.sample_ms = cfg.sample_ms;
-    gmp_pl.nvml = cfg.nvml;
-    gmp_pl.rec = gmp_recorder_create(&cfg);
-    if (!gmp_pl.rec) {
-        gmp_log("cannot create the recorder; recording is off");
-        __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
-        gmp_in_hook--;
-        return;
-    }
-    gmp_host_init();
+    gmp_pl.host_event_min = cfg->host_event_min_bytes;
+    gmp_pl.confirm_ns = (uint64_t)cfg->oom_confirm_ms * 1000000ull;
+    gmp_pl.policy_first = cfg->oom_policy_first;
+    gmp_pl.cuda_mode = cfg->cuda_mode;
+    gmp_pl.on_crash = cfg->on_crash;
+    gmp_pl.watchdog = cfg->watchdog;
+    gmp_pl.watchdog_min = cfg->watchdog_min_mb << 20;
+    gmp_pl.pressure_pct = cfg->pressure_pct;
+    if (cfg->prom_file[0]) /* a page left untouched when there is none */
+        gmp_strlcpy(gmp_pl.prom_file, cfg->prom_file, sizeof gmp_pl.prom_file);
+    gmp_pl.prom_interval_s = cfg->prom_interval_s;
+    gmp_pl.stacks = cfg->stacks;
+    gmp_pl.leak_check = cfg->leak_check;
+    gmp_pl.sample_ms = cfg->sample_ms;
+    gmp_pl.nvml = cfg->nvml;
     gmp_pl.pid = (int)getpid();
-    gmp_run_dir_path(&cfg, gmp_pl.run_dir, sizeof gmp_pl.run_dir);
-    /* a ring of our own pid and start time is our image before an exec */
-    gmp_rings_forget_exec(gmp_pl.run_dir);
     if (gmp_cupti_prepare)
         gmp_cupti_prepare();
-    else if (cfg.cuda_mode == GMP_CUDA_MODE_CUPTI)
+    else if (cfg->cuda_mode == GMP_CUDA_MODE_CUPTI)
         gmp_log("GMP_CUDA_MODE=cupti: built without CUPTI support; recording CUDA through "
                 "the interposer");
     pthread_atfork(NULL, NULL, after_fork_in_child);
     __atomic_store_n(&gmp_pl.state, GMP_PL_ACTIVE, __ATOMIC_RELEASE);
-    if (cfg.on_crash == GMP_ON_CRASH_ALWAYS)
+    if (cfg->on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();
     gmp_metrics_start();
-    gmp_python_probe(); /* when CPython is the program */
     gmp_in_hook--;
 }
 
@@ -101,7 +93,8 @@ void gmp_pl_finish(void)
     /* the watcher may be writing a bundle whose deadline just passed:
      * exiting now would cut it off half-written */
     gmp_episode_wait_commits(5000);
-    gmp_metrics_flush(); /* the last word, with this exit's bundles counted */
+    if (gmp_pl.prom_file[0])
+        gmp_metrics_flush(); /* the last word, with this exit's bundles counted */
     __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
     gmp_recorder_release_ring(gmp_pl.rec);
     gmp_in_hook--;
@@ -148,8 +141,32 @@ int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size)
 
 static uint64_t bundles_written; /* atomic */
 
+void gmp_pl_probe_python(void)
+{
+    /* found in the symbol tables: no allocation, so fine where malloc just
+     * failed; not in a signal handler (the loader's lock) */
+    static int done; /* atomic */
+    if (!gmp_in_signal && !__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+        gmp_python_probe((const char *(*)(void))gmp_global_symbol("Py_GetVersion"));
+}
+
+const char *gmp_pl_run_dir(void)
+{
+    static int state; /* atomic: 0 none, 1 filling, 2 ready */
+    int expected = 0;
+    if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2 &&
+        __atomic_compare_exchange_n(&state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        gmp_run_dir_path(gmp_recorder_config(gmp_pl.rec), gmp_pl.run_dir,
+                         sizeof gmp_pl.run_dir);
+        __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
+    }
+    return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2 ? gmp_pl.run_dir : "";
+}
+
 const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
 {
+    gmp_pl_probe_python();
     gmp_dump_request with_stacks = *req;
     if (gmp_pl.stacks && !with_stacks.stack_lookup)
         with_stacks.stack_lookup = gmp_stack_lookup;

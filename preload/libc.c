@@ -15,7 +15,8 @@
  *
  * How a block's size is known is decided once, when the reals are found:
  * glibc's chunk header only when the real malloc provably is glibc's (it
- * lives in the object that defines gnu_get_libc_version: gperftools and
+ * lives in the object that defines gnu_get_libc_version, by the segments
+ * dl_iterate_phdr reports: gperftools and
  * mimalloc export __libc_malloc as their own malloc, so comparing with that
  * proves nothing); the allocator's malloc_usable_size only when it lives in
  * the same object as its malloc, with large blocks kept at their requested
@@ -27,6 +28,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/libc-version.h>
+#include <link.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,19 +98,48 @@ static size_t pool_size(const void *p)
 
 /* ---- resolving the real functions ------------------------------------ */
 
-#define RESOLVE(name) \
-    real.name = (__typeof__(real.name))gmp_dlsym_real(RTLD_NEXT, #name)
-
-/* The object a function lives in (its load address), or NULL. */
-static void *object_of(void *fn)
+/* From the symbol tables (no allocation), else dlsym (the pool serves it). */
+static void *real_function(const char *name)
 {
-    Dl_info info;
-    return fn && dladdr(fn, &info) ? info.dli_fbase : NULL;
+    void *fn = gmp_next_symbol(name);
+    return fn ? fn : gmp_dlsym_real(RTLD_NEXT, name);
+}
+
+#define RESOLVE(name) real.name = (__typeof__(real.name))real_function(#name)
+
+typedef struct object_search {
+    uintptr_t address;
+    uintptr_t base; /* found: the object's load bias, plus one (0: none) */
+} object_search;
+
+static int search_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    object_search *o = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && o->address - start < ph->p_memsz) {
+            o->base = info->dlpi_addr + 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The object a function lives in (its load bias, plus one), or 0.  Its
+ * segments, not its symbols (dladdr scans those: a tenth of a /bin/true). */
+static uintptr_t object_of(void *fn)
+{
+    object_search o = {(uintptr_t)fn, 0};
+    if (fn)
+        dl_iterate_phdr(search_object, &o);
+    return o.base;
 }
 
 static size_source size_source_of(void *malloc_fn, void *usable_size_fn)
 {
-    void *home = object_of(malloc_fn);
+    uintptr_t home = object_of(malloc_fn);
     if (!home || home != object_of(usable_size_fn))
         return SIZE_TABLE;
 #if defined(__x86_64__) && defined(__GLIBC__)
@@ -137,7 +168,7 @@ static void resolve_libc(void)
     RESOLVE(valloc);
     RESOLVE(pvalloc);
     RESOLVE(malloc_usable_size);
-    void *(*m)(size_t) = (void *(*)(size_t))gmp_dlsym_real(RTLD_NEXT, "malloc");
+    void *(*m)(size_t) = (void *(*)(size_t))real_function("malloc");
     sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
     gmp_in_hook--;

@@ -12,6 +12,7 @@
  *   episode.c     OOM episodes: open, confirm, recover, commit a bundle
  *   gpu_family.h  the one generic path every GPU hook table goes through
  *   dlsym.c       the exported dlsym: how programs reach the CUDA driver
+ *   next.c        the real functions behind hooks, found without dlsym
  *   cuda_driver.c the driver's hooks, exported and routed (cuGetProcAddress)
  *   cupti.c       CUPTI injection, the second way into CUDA
  *   stack.c       the return addresses of a failing call
@@ -57,7 +58,7 @@ typedef struct gmp_preload {
     int stacks;                /* GMP_STACKS: allocation stacks captured */
     char prom_file[GMP_PATH_MAX]; /* GMP_PROM_FILE ("" none) */
     uint32_t prom_interval_s;  /* GMP_PROM_INTERVAL_S */
-    char run_dir[GMP_PATH_MAX]; /* where rings live, for death notes */
+    char run_dir[GMP_PATH_MAX]; /* where rings live: see gmp_pl_run_dir */
     int leak_check;            /* GMP_LEAK_CHECK */
     uint32_t sample_ms;        /* GMP_SAMPLE_MS */
     int nvml;                  /* GMP_NVML: gmp_nvml_mode */
@@ -118,7 +119,6 @@ static inline void gmp_host_account(int64_t delta_bytes)
 GMP_HIDDEN uint64_t gmp_host_in_use(void);
 /* Calls that added and that returned host bytes, all threads (approximate while racing). */
 GMP_HIDDEN void gmp_host_counts(uint64_t *allocs, uint64_t *frees);
-GMP_HIDDEN void gmp_host_init(void);
 
 /* sizes.c: requested sizes of heap blocks by address (lock-free, bounded).
  * put: 0, or -1 when not kept (the table is full or could not be made);
@@ -241,15 +241,30 @@ GMP_HIDDEN void *gmp_lazy_table(void **slot, int *state, size_t len);
 /* A detached thread of ours; 0, or -1 (memory may be gone: callers cope). */
 GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
 
+/* next.c: the definition of name in the first object after the preload, read
+ * from the objects' symbol tables (no dl* call: a program's pending
+ * dlerror() string stays valid); NULL when absent or an IFUNC. */
+GMP_HIDDEN void *gmp_next_symbol(const char *name);
+/* The same from the first object on, as RTLD_DEFAULT. */
+GMP_HIDDEN void *gmp_global_symbol(const char *name);
+
 /* `fn`, the real function `name` of type `type` after the preload, found
- * once (NULL when there is none). */
+ * once (NULL when there is none): by gmp_next_symbol, else dlsym. */
 #define GMP_REAL_FN(name, type)                                                            \
     static type real_##name;                                                               \
     type fn = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                             \
     if (GMP_UNLIKELY(!fn)) {                                                               \
-        fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                       \
+        fn = (type)gmp_next_symbol(#name);                                                 \
+        if (!fn)                                                                           \
+            fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                   \
         __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                              \
     }
+
+/* init.c: the run directory, resolved on first use ("" when unknown), and
+ * CPython's version for the bundles, looked up once (the first bundle or
+ * failure; a process pays nothing at start for either). */
+GMP_HIDDEN const char *gmp_pl_run_dir(void);
+GMP_HIDDEN void gmp_pl_probe_python(void);
 
 /* init.c: gmp_dump into the preload's recorder, counting the bundles. */
 GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);

@@ -4,11 +4,12 @@
  * memory:
  *   _exit/_Exit   (os._exit in multiprocessing workers): commit an open
  *                 episode and remove the ring, as a normal exit does;
- *   wait family   only the parent learns how a child ended: a preloaded
- *                 parent that reaps it removes the child's ring, or notes
- *                 the signal in it when the death may be of memory
- *                 (gmp_rings_reaped), so gmp-run and `gmp-inspect recover`
- *                 write bundles for those deaths and no others.
+ *   wait family   only the parent learns how a child was killed: a
+ *                 preloaded parent that reaps a child killed by a signal
+ *                 removes its ring, or notes the signal in it when the death
+ *                 may be of memory (gmp_rings_reaped), so gmp-run and
+ *                 `gmp-inspect recover` write bundles for those deaths and
+ *                 no others.
  *   exec family   the image is replaced without exit(): an OOM episode
  *                 still open (Python caught its MemoryError, then exec'd)
  *                 is written first, confirmed by "exec", and the ring says
@@ -19,6 +20,7 @@
  * it is told apart by its pid.
  */
 #include "preload.h"
+#include "recorder.h"
 #include "ring.h"
 
 #include <dlfcn.h>
@@ -29,13 +31,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Only a death by a signal: a child that exits removes its own ring, and
+ * one an exec left carries the exec mark that readers drop (a shell reaps
+ * every command it runs: an exit costs it no look at the run directory). */
 static void note_reaped(pid_t pid, int status)
 {
-    if (pid > 0 && (WIFEXITED(status) || WIFSIGNALED(status)) && gmp_pl_active() &&
-        gmp_pl.run_dir[0]) {
+    if (pid > 0 && WIFSIGNALED(status) && gmp_pl_active()) {
         int saved = errno;
         gmp_in_hook++;
-        gmp_rings_reaped(gmp_pl.run_dir, (int)pid, status);
+        const char *run_dir = gmp_pl_run_dir();
+        if (run_dir[0])
+            gmp_rings_reaped(run_dir, (int)pid, status);
         gmp_in_hook--;
         errno = saved;
     }
@@ -78,13 +84,9 @@ int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
         return -1;
     }
     int r = fn(idtype, id, info, options);
-    if (r == 0 && info && info->si_pid > 0) {
-        /* the wait status waitpid would have given */
-        if (info->si_code == CLD_EXITED)
-            note_reaped(info->si_pid, (info->si_status & 0xff) << 8);
-        else if (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED)
-            note_reaped(info->si_pid, info->si_status & 0x7f);
-    }
+    if (r == 0 && info && info->si_pid > 0 &&
+        (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED))
+        note_reaped(info->si_pid, info->si_status & 0x7f); /* a status that says "killed" */
     return r;
 }
 

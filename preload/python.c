@@ -1,7 +1,7 @@
 /*
  * python.c — the Python stack of the thread that hit the OOM, for
  * python_traceback.txt.  In a CPython process (the interpreter's symbols are
- * found with dlsym, nothing links against it), when the failing thread holds
+ * found in the symbol tables, nothing links against it), when the failing thread holds
  * the GIL, CPython's own async-signal-safe dumper (_Py_DumpTraceback, the
  * one faulthandler uses: no allocation) writes the stack into a memfd at the
  * moment of the failure; the bundle copies it when it is written, perhaps
@@ -26,10 +26,10 @@ static int have_python(void)
     int state = __atomic_load_n(&py.state, __ATOMIC_ACQUIRE);
     if (GMP_LIKELY(state))
         return state == 1;
-    *(void **)&py.is_initialized = gmp_dlsym_real(RTLD_DEFAULT, "Py_IsInitialized");
-    *(void **)&py.holds_gil = gmp_dlsym_real(RTLD_DEFAULT, "PyGILState_Check");
-    *(void **)&py.this_thread = gmp_dlsym_real(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
-    *(void **)&py.dump = gmp_dlsym_real(RTLD_DEFAULT, "_Py_DumpTraceback");
+    *(void **)&py.is_initialized = gmp_global_symbol("Py_IsInitialized");
+    *(void **)&py.holds_gil = gmp_global_symbol("PyGILState_Check");
+    *(void **)&py.this_thread = gmp_global_symbol("PyGILState_GetThisThreadState");
+    *(void **)&py.dump = gmp_global_symbol("_Py_DumpTraceback");
     state = py.is_initialized && py.holds_gil && py.this_thread && py.dump ? 1 : 2;
     __atomic_store_n(&py.state, state, __ATOMIC_RELEASE);
     return state == 1;

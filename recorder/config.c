@@ -8,6 +8,7 @@
  */
 #include "gpumemprof.h"
 #include "jsonw.h"
+#include "recorder.h"
 #include "util.h"
 
 #include <errno.h>
@@ -18,26 +19,31 @@
 
 #define GMP_METADATA_MAX_DEPTH 32
 
-void gmp_config_defaults(gmp_config *cfg)
+/* The defaults that are not zero, onto a zeroed config: a process's
+ * static one is set without touching its pages of empty strings. */
+static void set_nonzero_defaults(gmp_config *cfg)
 {
-    memset(cfg, 0, sizeof *cfg);
     cfg->enabled = 1;
     gmp_strlcpy(cfg->dump_dir, "./oom_dumps", sizeof cfg->dump_dir);
     cfg->buffer_size = 10000;
     cfg->max_dumps = 5;
     cfg->max_total_mb = 256;
-    gmp_strlcpy(cfg->metadata_json, "{}", sizeof cfg->metadata_json);
+    memcpy(cfg->metadata_json, "{}", 3);
     cfg->host_event_min_bytes = 1 << 20;
     cfg->oom_confirm_ms = 1000;
-    cfg->oom_policy_first = 0;
     cfg->cuda_mode = GMP_CUDA_MODE_AUTO;
     cfg->stacks = 1;
     cfg->on_crash = GMP_ON_CRASH_AFTER_FAILURE;
     cfg->watchdog = 1;
     cfg->watchdog_min_mb = 256;
     cfg->pressure_pct = 90;
-    cfg->prom_file[0] = '\0';
     cfg->prom_interval_s = 15;
+}
+
+void gmp_config_defaults(gmp_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    set_nonzero_defaults(cfg);
 }
 
 /* The index of v in names (n of them), or -1. */
@@ -129,9 +135,33 @@ static int parse_string(const char *var, const char *s, char *dst, size_t cap,
     return 0;
 }
 
+static int parse_environment(gmp_config *cfg);
+
 int gmp_config_from_env(gmp_config *cfg)
 {
     gmp_config_defaults(cfg);
+    return parse_environment(cfg);
+}
+
+/* Any GMP_ variable at all?  Most processes have none: one pass over the
+ * environment instead of a getenv for each. */
+static int any_gmp_variable(void)
+{
+    extern char **environ;
+    for (char **e = environ; e && *e; e++)
+        if ((*e)[0] == 'G' && !strncmp(*e, "GMP_", 4))
+            return 1;
+    return 0;
+}
+
+int gmp_config_from_env_onto_zero(gmp_config *cfg)
+{
+    set_nonzero_defaults(cfg);
+    return any_gmp_variable() ? parse_environment(cfg) : 0;
+}
+
+static int parse_environment(gmp_config *cfg)
+{
     complaints[0] = '\0';
     complaint_count = 0;
     int bad = 0;

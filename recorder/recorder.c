@@ -11,6 +11,7 @@
  */
 #include "bundle.h"
 #include "gpumemprof.h"
+#include "recorder.h"
 #include "ring.h"
 #include "rundir.h"
 #include "util.h"
@@ -45,6 +46,19 @@ static void absolutize(const char *path, char *out, size_t cap)
         gmp_strlcpy(out, path, cap);
 }
 
+/* The rest of a recorder whose config is in place. */
+static void init_recorder(gmp_recorder *rec)
+{
+    /* a config built by hand may carry anything: never embed bad JSON */
+    if (gmp_json_check_object(rec->cfg.metadata_json,
+                              strnlen(rec->cfg.metadata_json, GMP_METADATA_MAX),
+                              32) < 0)
+        gmp_strlcpy(rec->cfg.metadata_json, "{}", sizeof rec->cfg.metadata_json);
+    if (rec->cfg.buffer_size < GMP_RING_MIN_EVENTS)
+        rec->cfg.buffer_size = GMP_RING_MIN_EVENTS;
+    absolutize(rec->cfg.dump_dir, rec->abs_dump_dir, sizeof rec->abs_dump_dir);
+}
+
 gmp_recorder *gmp_recorder_create(const gmp_config *cfg)
 {
     gmp_recorder *rec = calloc(1, sizeof *rec);
@@ -54,15 +68,25 @@ gmp_recorder *gmp_recorder_create(const gmp_config *cfg)
         rec->cfg = *cfg;
     else
         gmp_config_defaults(&rec->cfg);
-    /* a config built by hand may carry anything: never embed bad JSON */
-    if (gmp_json_check_object(rec->cfg.metadata_json,
-                              strnlen(rec->cfg.metadata_json, GMP_METADATA_MAX),
-                              32) < 0)
-        gmp_strlcpy(rec->cfg.metadata_json, "{}", sizeof rec->cfg.metadata_json);
-    if (rec->cfg.buffer_size < GMP_RING_MIN_EVENTS)
-        rec->cfg.buffer_size = GMP_RING_MIN_EVENTS;
-    absolutize(rec->cfg.dump_dir, rec->abs_dump_dir, sizeof rec->abs_dump_dir);
+    init_recorder(rec);
     return rec;
+}
+
+static gmp_recorder static_one;
+
+gmp_recorder *gmp_recorder_create_static_from_env(void)
+{
+    static int taken; /* atomic */
+    if (__atomic_exchange_n(&taken, 1, __ATOMIC_ACQ_REL))
+        return NULL;
+    gmp_config_from_env_onto_zero(&static_one.cfg);
+    init_recorder(&static_one);
+    return &static_one;
+}
+
+const gmp_config *gmp_recorder_config(const gmp_recorder *rec)
+{
+    return &rec->cfg;
 }
 
 static void make_ring(gmp_recorder *rec)
@@ -75,17 +99,31 @@ static void make_ring(gmp_recorder *rec)
                 "so a killed process leaves no ring", dir, why);
         use = NULL;
     }
-    if (gmp_ring_create(&rec->ring, use, rec->cfg.buffer_size) < 0) {
-        gmp_log("cannot map an event ring: %s; recording is off", gmp_strerror(errno));
-        __atomic_store_n(&rec->ring_state, RING_FAILED, __ATOMIC_RELEASE);
-        return;
+    if (use) /* a ring of our own pid and start time is our image before an exec */
+        gmp_rings_forget_exec(dir);
+    /* near an address-space limit the ring asked for may not fit: a shorter
+     * history beats none */
+    uint32_t capacity = rec->cfg.buffer_size;
+    int err = 0;
+    while (gmp_ring_create(&rec->ring, use, capacity) < 0) {
+        err = errno;
+        if (capacity <= GMP_RING_MIN_EVENTS) {
+            gmp_log("cannot map an event ring (%s): bundles will hold no events",
+                    gmp_strerror(err));
+            __atomic_store_n(&rec->ring_state, RING_FAILED, __ATOMIC_RELEASE);
+            return;
+        }
+        capacity = capacity / 4 > GMP_RING_MIN_EVENTS ? capacity / 4 : GMP_RING_MIN_EVENTS;
     }
+    if (capacity < rec->cfg.buffer_size)
+        gmp_log("an event ring of %u events did not fit (%s); keeping the last %u",
+                rec->cfg.buffer_size, gmp_strerror(err), capacity);
     if (use && !rec->ring.is_file)
         gmp_log("cannot create a ring file in %s; recording in memory only", dir);
     else if (use)
         gmp_rings_reap(dir, NULL); /* a ring nobody recovers must not stay for ever */
     gmp_ring_config_copy *c = &rec->ring.hdr->config;
-    c->buffer_size = rec->cfg.buffer_size;
+    c->buffer_size = capacity;
     c->max_dumps = rec->cfg.max_dumps;
     c->max_total_mb = rec->cfg.max_total_mb;
     gmp_strlcpy(c->dump_dir, rec->abs_dump_dir, sizeof c->dump_dir);
@@ -224,5 +262,6 @@ void gmp_recorder_destroy(gmp_recorder *rec)
         return;
     if (__atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY)
         gmp_ring_close(&rec->ring, 1);
-    free(rec);
+    if (rec != &static_one)
+        free(rec);
 }

@@ -102,10 +102,6 @@ GMP_HIDDEN int gmp_ring_attach(gmp_ring *ring, const char *path, char *why,
                                size_t why_cap);
 GMP_HIDDEN void gmp_ring_close(gmp_ring *ring, int remove_file);
 
-/* Sets then clears GMP_RING_FLAG_* bits of the recorder's ring, when it
- * has one (async-signal-safe). */
-GMP_HIDDEN void gmp_recorder_ring_flags(gmp_recorder *rec, uint32_t set, uint32_t clear);
-
 /* Append; returns the sequence number, or UINT64_MAX when dropped. */
 GMP_HIDDEN uint64_t gmp_ring_push(gmp_ring *ring, const gmp_event *ev);
 

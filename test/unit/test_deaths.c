@@ -88,8 +88,8 @@ static void test_pipeline_sigpipe(void **state)
 static void test_signals_and_plain_crashes_leave_nothing(void **state)
 {
     (void)state;
-    static const char *const hows[] = {"PIPE", "INT",  "TERM", "HUP",  "QUIT",      "ALRM",
-                                       "USR1", "USR2", "segv", "ABRT", "exec-clean"};
+    static const char *const hows[] = {"PIPE", "INT",  "TERM", "HUP", "QUIT",
+                                       "ALRM", "USR1", "USR2", "segv", "ABRT"};
     for (size_t i = 0; i < sizeof hows / sizeof *hows; i++) {
         char script[4096];
         static char bare[sizeof out], bare_err[sizeof err];
@@ -130,9 +130,12 @@ static void test_crash_after_failure_is_one_bundle(void **state)
         fail_msg("stderr: %s", err);
 }
 
-/* An exec into a program without the preload, with nobody preloaded to
- * reap it: the ring says so, and recover drops it without a bundle. */
-static void test_exec_without_preloaded_parent(void **state)
+/* An exec into a program without the preload is no death: the ring says
+ * so.  Nobody preloaded reaps it here, or a preloaded shell sees it exit
+ * (an exit costs a shell no look at the run directory): recover drops the
+ * ring without a bundle, and so does the next process that makes a ring;
+ * gmp-run, which reaps every process, leaves nothing. */
+static void test_exec_is_not_a_death(void **state)
 {
     (void)state;
     char script[4096];
@@ -146,6 +149,22 @@ static void test_exec_without_preloaded_parent(void **state)
         strcmp(out + strlen(out) - 2, "0\n"))
         fail_msg("out: %s", out);
     assert_int_equal(bundles(), 0);
+
+    snprintf(script, sizeof script,
+             "%s hold-die exec-clean; echo \"status $?\"; %s hold-die none; "
+             "ls \"$GMP_RUN_DIR\" | wc -l",
+             program, program);
+    run_preloaded(script);
+    if (strcmp(out, "status 3\n0\n") || err[0] || bundles())
+        fail_msg("under a preloaded shell: %s, stderr '%s', %d bundle(s)", out, err, bundles());
+
+    snprintf(script, sizeof script,
+             "\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- %s hold-die exec-clean; "
+             "echo \"status $?\"",
+             program);
+    run_preloaded(script);
+    if (strcmp(out, "status 3\n") || err[0] || bundles() || rings())
+        fail_msg("under gmp-run: %s, stderr '%s', %d bundle(s)", out, err, bundles());
 }
 
 /* Rings of dead processes nobody recovers: a process that makes its ring
@@ -195,7 +214,7 @@ int main(void)
         cmocka_unit_test_setup(test_pipeline_sigpipe, empty_run_dir),
         cmocka_unit_test_setup(test_signals_and_plain_crashes_leave_nothing, empty_run_dir),
         cmocka_unit_test_setup(test_crash_after_failure_is_one_bundle, empty_run_dir),
-        cmocka_unit_test_setup(test_exec_without_preloaded_parent, empty_run_dir),
+        cmocka_unit_test_setup(test_exec_is_not_a_death, empty_run_dir),
         cmocka_unit_test_setup(test_dead_rings_are_bounded, empty_run_dir),
     };
     return cmocka_run_group_tests_name("deaths", tests, setup, preload_paths_teardown);

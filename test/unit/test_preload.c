@@ -305,6 +305,27 @@ static void test_disabled_and_unwritable(void **state)
     assert_int_equal(bundle_count(), 1);
 }
 
+/* Near an address-space limit the ring asked for may not fit: a shorter
+ * one, said in one line, and the bundle still has its events. */
+static void test_ring_that_does_not_fit(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "ulimit -v 50000; %s fail-twice", program);
+    run_sh("GMP_BUFFER_SIZE=1000000", cmd);
+    assert_int_equal(exit_code(), 0);
+    if (count_lines(err) != 2 ||
+        !strstr(err, "gpumemprof: an event ring of 1000000 events did not fit (") ||
+        !strstr(err, "); keeping the last 250000\n") || !strstr(err, "gpumemprof: OOM on host"))
+        fail_msg("stderr: %s", err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    json_t *ring = json_object_get(md, "ring");
+    assert_int_equal(json_int(ring, "capacity"), 250000);
+    assert_int_equal(json_int(ring, "recorded_total"), 2); /* the two failures */
+    json_decref(md);
+}
+
 /* The file of a system library, or "" when it is not installed. */
 static void system_library(const char *name, char *found, size_t cap)
 {
@@ -391,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_c_api_inside_preloaded_process),
         cmocka_unit_test(test_disabled_and_unwritable),
         cmocka_unit_test(test_allocators_behind_us),
+        cmocka_unit_test(test_ring_that_does_not_fit),
     };
     return cmocka_run_group_tests_name("preload", tests, setup, preload_paths_teardown);
 }

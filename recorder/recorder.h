@@ -1,0 +1,29 @@
+/*
+ * recorder.h — what the preload needs of the recorder beyond the public
+ * API (gpumemprof.h): a recorder that allocates nothing, and the flags a
+ * ring carries for whoever reads it after the process is gone.
+ */
+#ifndef GMP_RECORDER_H
+#define GMP_RECORDER_H
+
+#include "gpumemprof.h"
+#include "util.h"
+
+#include <stdint.h>
+
+/* The process's one recorder in static storage, configured from the
+ * environment as gmp_config_from_env would: no block of ours is left for a
+ * leak checker in the program to find, and a process pays only for the
+ * pages of the config it sets (starting is most of what most processes
+ * do).  NULL when called twice.  Its config, for the caller to read. */
+GMP_HIDDEN gmp_recorder *gmp_recorder_create_static_from_env(void);
+GMP_HIDDEN const gmp_config *gmp_recorder_config(const gmp_recorder *rec);
+
+/* gmp_config_from_env onto a config that is all zero (static storage). */
+GMP_HIDDEN int gmp_config_from_env_onto_zero(gmp_config *cfg);
+
+/* Sets then clears GMP_RING_FLAG_* bits of the recorder's ring, when it
+ * has one (async-signal-safe). */
+GMP_HIDDEN void gmp_recorder_ring_flags(gmp_recorder *rec, uint32_t set, uint32_t clear);
+
+#endif

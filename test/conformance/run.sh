@@ -1,0 +1,233 @@
+#!/bin/sh
+# conformance/run.sh BUILD — real software nobody here wrote, run bare and
+# under the preload: what differs is a failure.  Stdout, stderr and the
+# exit status are compared (our own "gpumemprof: " lines aside, where a
+# case expects them), and an everyday program must leave no bundle and no
+# ring file.  The cases:
+#   pipelines   shell pipelines, SIGPIPE and SIGTERM deaths among them;
+#               bash printing the message dlerror() gave it
+#   git         a repository made, committed, packed, cloned, checked
+#   gcc         the same object files, byte for byte
+#   allocators  python3 and sort with jemalloc, tcmalloc, mimalloc behind us
+#   valgrind    its leak checker finds nothing of ours (exit status kept)
+#   cpython     a subset of CPython's own regression tests (Debian's
+#               libpython3.X-testsuite): the same result for every test case
+#   numpy       np.empty(10**13) from PyPI, in a venv made here: the same
+#               MemoryError, and one bundle that names the failed malloc
+# Prints one line per case and "N passed, N failed"; exits 1 when any failed.
+set -u
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+preload="$build/libgpumemprof_preload.so"
+inspect="$build/gmp-inspect"
+python=/usr/bin/python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/gmp-conformance-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export GMP_RUN_DIR="$work/run" GMP_DUMP_DIR="$work/dumps"
+mkdir -m 700 "$GMP_RUN_DIR"
+passed=0
+failed=0
+
+say() { printf '%s\n' "$*"; }
+pass() { passed=$((passed + 1)); say "ok    $1"; }
+fail() { failed=$((failed + 1)); say "FAIL  $1: $2"; }
+skip() { say "SKIP  $1: $2"; }
+
+# run NAME MODE CMD: CMD by sh in $work/NAME.MODE.{out,err,rc}, with the
+# preload in the shell and everything it starts when MODE is "pre".
+run() {
+    name=$1 mode=$2
+    shift 2
+    if [ "$mode" = pre ]; then
+        (cd "$work/cwd" && LD_PRELOAD="$preload${LD_PRELOAD_AFTER:+ $LD_PRELOAD_AFTER}" \
+            sh -c "$*" >"$work/$name.$mode.out" 2>"$work/$name.$mode.err")
+    else
+        (cd "$work/cwd" && LD_PRELOAD="${LD_PRELOAD_AFTER:-}" \
+            sh -c "$*" >"$work/$name.$mode.out" 2>"$work/$name.$mode.err")
+    fi
+    echo $? >"$work/$name.$mode.rc"
+}
+
+# same NAME [ours-allowed]: the two runs agree; no bundle, no ring left.
+same() {
+    name=$1
+    f="$work/$name"
+    grep -v '^gpumemprof: ' "$f.pre.err" >"$f.pre.theirs" || true
+    if ! cmp -s "$f.bare.rc" "$f.pre.rc"; then
+        fail "$name" "exit status $(cat "$f.bare.rc") bare, $(cat "$f.pre.rc") under the preload"
+    elif ! cmp -s "$f.bare.out" "$f.pre.out"; then
+        fail "$name" "stdout differs: $(diff "$f.bare.out" "$f.pre.out" | head -5 | tr '\n' ' ')"
+    elif ! cmp -s "$f.bare.err" "$f.pre.theirs"; then
+        fail "$name" "stderr differs: $(diff "$f.bare.err" "$f.pre.theirs" | head -5 | tr '\n' ' ')"
+    elif [ "${2:-}" != ours-allowed ] && grep -q '^gpumemprof: ' "$f.pre.err"; then
+        fail "$name" "we spoke: $(grep '^gpumemprof: ' "$f.pre.err" | head -2 | tr '\n' ' ')"
+    elif [ "${2:-}" != ours-allowed ] && [ -n "$(ls -A "$GMP_DUMP_DIR" 2>/dev/null)" ]; then
+        fail "$name" "bundles written: $(ls "$GMP_DUMP_DIR" | tr '\n' ' ')"
+    elif [ -n "$(ls -A "$GMP_RUN_DIR")" ]; then
+        fail "$name" "rings left: $(ls "$GMP_RUN_DIR" | tr '\n' ' ')"
+    else
+        return 0
+    fi
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
+    return 1
+}
+
+# case NAME CMD: run bare, then preloaded, and compare.
+case_of() {
+    name=$1
+    shift
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
+    run "$name" bare "$@"
+    run "$name" pre "$@"
+    same "$name" && pass "$name"
+}
+
+mkdir -p "$work/cwd"
+
+# ---- shell pipelines --------------------------------------------------------
+case_of pipeline-sigpipe 'for i in 1 2 3 4 5; do seq 1 300000 | sort -n | head -1; done'
+case_of pipeline-sort-uniq 'seq 1 200000 | sort -rn | uniq -c | sort -n | tail -3'
+case_of pipeline-find-xargs \
+    'find /usr/include -name "*.h" | sort | head -300 | xargs wc -l | tail -1'
+case_of pipeline-md5 'yes gpumemprof | head -c 20000000 | md5sum'
+case_of pipeline-awk 'seq 1 300000 | awk "{ s += \$1 } END { print s }"'
+case_of pipeline-sigterm 'sleep 5 & kill -TERM $!; wait $!; echo "status $?"'
+case_of pipeline-python-broken-pipe \
+    "$python -c 'import sys; sys.stdout.write(\"x\" * 10**7)' | head -c 10; echo; echo \$?"
+case_of pipeline-python-sigint \
+    "$python -c 'x = bytearray(50 << 20); raise KeyboardInterrupt'; echo \"status \$?\""
+
+# a hook that looked its real function up with dlsym would free the string
+# dlerror() returned before bash prints it
+case_of bash-dlerror-message "bash -c 'enable -f /nonexistent/libnothing.so nothing'; echo \$?"
+
+# ---- git --------------------------------------------------------------------
+if command -v git >/dev/null 2>&1; then
+    git_script='export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t
+        export GIT_COMMITTER_EMAIL=t@e GIT_AUTHOR_DATE="2026-01-01T00:00:00Z"
+        export GIT_COMMITTER_DATE="2026-01-01T00:00:00Z" HOME=$PWD GIT_CONFIG_NOSYSTEM=1
+        rm -rf repo clone; git -c init.defaultBranch=main init -q repo && cd repo &&
+        for i in $(seq 200); do seq $i $((i * 50)) > f$i; done &&
+        git add . && git commit -qm first && sed -i s/1/one/ f1 f7 f100 &&
+        git commit -qam second && git log --stat --format="%H %s" | head -20 &&
+        git gc -q && git count-objects -v | grep -v size && git fsck --strict 2>&1 &&
+        cd .. && git clone -q repo clone && git -C clone diff HEAD~1 --stat'
+    case_of git "$git_script"
+else
+    skip git "git is not installed"
+fi
+
+# ---- gcc --------------------------------------------------------------------
+if command -v gcc >/dev/null 2>&1; then
+    src=$(cd "$here/../.." && pwd)
+    case_of gcc "gcc -O2 -g -std=gnu11 -D_GNU_SOURCE -I'$src/include' -I'$src/recorder' \
+        -frandom-seed=1 -c '$src/recorder/jsonw.c' '$src/recorder/bundle.c' -Wall &&
+        cat jsonw.o bundle.o | md5sum && gcc -O2 -o grow '$src/examples/grow-heap.c' && echo built"
+else
+    skip gcc "gcc is not installed"
+fi
+
+# ---- allocators behind ours -------------------------------------------------
+for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
+    path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
+    if [ -z "$path" ]; then
+        skip "allocator-$lib" "not installed"
+        continue
+    fi
+    LD_PRELOAD_AFTER=$path case_of "allocator-$lib" \
+        "$python -c 'import json; d = {str(i): [i] * 3 for i in range(200000)}; \
+print(len(json.loads(json.dumps(d))))' && seq 1 300000 | sort -rn | head -2"
+done
+
+# ---- valgrind's leak checker ------------------------------------------------
+if command -v valgrind >/dev/null 2>&1; then
+    case_of valgrind-leaks "valgrind -q --leak-check=full --show-leak-kinds=all \
+        --errors-for-leak-kinds=all --error-exitcode=9 /bin/true; echo \"status \$?\"; \
+        valgrind -q --leak-check=full --errors-for-leak-kinds=all --error-exitcode=9 \
+        '$build/test/programs/host_oom' quiet; echo \"status \$?\""
+else
+    skip valgrind-leaks "valgrind is not installed"
+fi
+
+# ---- CPython's own regression tests -----------------------------------------
+# Processes, signals, memory, stdio: where a preload could change a result.
+# Each run writes JUnit XML; every test case must end the same both ways.
+# A case that differs is run once more both ways (timing-sensitive tests
+# exist); it fails only if it differs again.
+cpython_tests="test_os test_posix test_fork1 test_wait4 test_subprocess test_faulthandler
+    test_threading test_mmap test_resource test_gc test_tracemalloc test_memoryio test_array
+    test_tempfile test_shutil test_ctypes test_pty"
+junit_results='import sys, xml.etree.ElementTree as ET
+for case in ET.parse(sys.argv[1]).iter("testcase"):
+    kids = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
+    print(case.get("classname"), case.get("name"), kids[0] if kids else "passed")'
+if [ -x "$python" ] && "$python" -c 'import test.regrtest' 2>/dev/null; then
+    cpython() { # MODE TESTS...: results in $work/cpython.MODE.results
+        mode=$1
+        shift
+        pre=""
+        [ "$mode" = pre ] && pre="$preload"
+        (cd "$work/cwd" && LD_PRELOAD="$pre" "$python" -m test -j4 -q --timeout 300 \
+            --junit-xml "$work/cpython.$mode.xml" "$@" >"$work/cpython.$mode.log" 2>&1)
+        "$python" -c "$junit_results" "$work/cpython.$mode.xml" | sort >"$work/cpython.$mode.results"
+    }
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
+    cpython bare $cpython_tests
+    cpython pre $cpython_tests
+    differ=$(diff "$work/cpython.bare.results" "$work/cpython.pre.results" |
+        awk '/^[<>]/ { print $2 }' | sed 's/^test\.//; s/\..*//' | sort -u | tr '\n' ' ')
+    if [ -n "$differ" ]; then
+        cpython bare $differ
+        cpython pre $differ
+    fi
+    cases=$(wc -l <"$work/cpython.pre.results")
+    if [ "$cases" -lt 100 ]; then
+        fail cpython "only $cases test cases ran: $(tail -3 "$work/cpython.pre.log" | tr '\n' ' ')"
+    elif ! cmp -s "$work/cpython.bare.results" "$work/cpython.pre.results"; then
+        fail cpython "$(diff "$work/cpython.bare.results" "$work/cpython.pre.results" | head -6 |
+            tr '\n' ' ')"
+    elif [ -n "$(ls -A "$GMP_RUN_DIR")" ]; then
+        fail cpython "rings left: $(ls "$GMP_RUN_DIR" | head -3 | tr '\n' ' ')"
+    else
+        pass "cpython ($(echo $cpython_tests | wc -w) modules, $(wc -l <"$work/cpython.bare.results") test cases, the same results)"
+    fi
+else
+    skip cpython "CPython's test package is not installed (libpython3.X-testsuite)"
+fi
+
+# ---- numpy from PyPI --------------------------------------------------------
+# The venv is kept in the build directory between runs.
+venv="$build/conformance-venv"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import numpy' 2>/dev/null; then
+    rm -rf "$venv"
+    "$python" -m venv "$venv" >/dev/null 2>&1 &&
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: \
+            numpy >"$work/pip.log" 2>&1 || rm -rf "$venv"
+fi
+if [ -x "$venv/bin/python" ]; then
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
+    numpy_script="'$venv/bin/python' -c 'import numpy as np
+a = np.ones(10**6)
+np.empty(10**13)'"
+    run numpy bare "$numpy_script"
+    run numpy pre "$numpy_script"
+    if same numpy ours-allowed; then
+        bundles=$(ls "$GMP_DUMP_DIR" 2>/dev/null | wc -l)
+        shown=$("$inspect" show "$GMP_DUMP_DIR"/oom_dump_* 2>&1)
+        if [ "$(cat "$work/numpy.bare.rc")" != 1 ] || ! grep -q 'MemoryError' "$work/numpy.bare.err"; then
+            fail numpy "the bare run did not die of MemoryError: $(tail -1 "$work/numpy.bare.err")"
+        elif [ "$bundles" != 1 ] || [ "$(grep -c '^gpumemprof: ' "$work/numpy.pre.err")" != 1 ]; then
+            fail numpy "$bundles bundle(s); stderr: $(tr '\n' ' ' <"$work/numpy.pre.err")"
+        elif ! printf '%s' "$shown" | grep -q 'malloc of 72.8 TiB' ||
+             ! printf '%s' "$shown" | grep -q 'Unable to allocate 72.8 TiB'; then
+            fail numpy "show does not name the failed malloc and numpy's words: $shown"
+        else
+            pass "numpy (np.empty(10**13): one bundle, the failed malloc and numpy's message)"
+        fi
+    fi
+else
+    skip numpy "cannot make a venv with numpy from PyPI here: $(tail -1 "$work/pip.log" 2>/dev/null)"
+fi
+
+say "conformance: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
