@@ -162,16 +162,19 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
     return 1;
 }
 
-/* Write the bundle of an episode this thread owns (state COMMITTING). */
-static void commit(gmp_backend backend, episode *ep, const char *confirmed_by,
-                   const crash *cr)
+/* Write the bundle of an episode this thread owns (state COMMITTING);
+ * 1 when it was written. */
+static int commit(gmp_backend backend, episode *ep, const char *confirmed_by,
+                  const crash *cr)
 {
-    commit_failure(backend, &ep->failed, confirmed_by, cr, ep->python_traceback_fd);
+    int written = commit_failure(backend, &ep->failed, confirmed_by, cr,
+                                 ep->python_traceback_fd);
     if (ep->python_traceback_fd > 0 && !cr) /* a dying process keeps it */
         close(ep->python_traceback_fd);
     ep->python_traceback_fd = -1;
     __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
+    return written;
 }
 
 static int try_take(episode *ep)
@@ -379,10 +382,8 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
     int written = 0;
     for (int b = 0; b < GMP_BACKEND_COUNT; b++)
         for (int d = 0; d <= GMP_MAX_DEVICES; d++)
-            if (try_take(&episodes[b][d])) {
-                commit((gmp_backend)b, &episodes[b][d], "signal", &cr);
-                written = 1;
-            }
+            if (try_take(&episodes[b][d]))
+                written |= commit((gmp_backend)b, &episodes[b][d], "signal", &cr);
     if (written)
         return 1;
     gmp_failed_request f;

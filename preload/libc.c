@@ -15,8 +15,7 @@
  *
  * How a block's size is known is decided once, when the reals are found:
  * glibc's chunk header only when the real malloc provably is glibc's (it
- * lives in the object that defines gnu_get_libc_version, by the segments
- * dl_iterate_phdr reports: gperftools and
+ * lives in the object that defines gnu_get_libc_version: gperftools and
  * mimalloc export __libc_malloc as their own malloc, so comparing with that
  * proves nothing); the allocator's malloc_usable_size only when it lives in
  * the same object as its malloc, with large blocks kept at their requested
@@ -28,7 +27,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/libc-version.h>
-#include <link.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,44 +105,14 @@ static void *real_function(const char *name)
 
 #define RESOLVE(name) real.name = (__typeof__(real.name))real_function(#name)
 
-typedef struct object_search {
-    uintptr_t address;
-    uintptr_t base; /* found: the object's load bias, plus one (0: none) */
-} object_search;
-
-static int search_object(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    object_search *o = arg;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && o->address - start < ph->p_memsz) {
-            o->base = info->dlpi_addr + 1;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The object a function lives in (its load bias, plus one), or 0.  Its
- * segments, not its symbols (dladdr scans those: a tenth of a /bin/true). */
-static uintptr_t object_of(void *fn)
-{
-    object_search o = {(uintptr_t)fn, 0};
-    if (fn)
-        dl_iterate_phdr(search_object, &o);
-    return o.base;
-}
-
 static size_source size_source_of(void *malloc_fn, void *usable_size_fn)
 {
-    uintptr_t home = object_of(malloc_fn);
-    if (!home || home != object_of(usable_size_fn))
+    uintptr_t home = gmp_object_of(malloc_fn);
+    if (!home || home != gmp_object_of(usable_size_fn))
         return SIZE_TABLE;
 #if defined(__x86_64__) && defined(__GLIBC__)
     /* the chunk layout read below is x86-64 glibc's; tunables can change it */
-    if (home == object_of((void *)gnu_get_libc_version) && getenv("GLIBC_TUNABLES") == NULL)
+    if (home == gmp_object_of((void *)gnu_get_libc_version) && getenv("GLIBC_TUNABLES") == NULL)
         return SIZE_GLIBC_CHUNK;
 #endif
     return SIZE_ALLOCATOR;
@@ -383,9 +351,8 @@ static void *finish_realloc(gmp_api api, int accounting, void *old, size_t old_s
         if (p)
             after_alloc(api, p, size);
         else if (size) {
-            if (sizes_from != SIZE_GLIBC_CHUNK && old_size &&
-                (sizes_from == SIZE_TABLE || old_size >= gmp_pl.host_event_min))
-                gmp_sizes_put(old, old_size);
+            if (sizes_from != SIZE_GLIBC_CHUNK && old_size)
+                foreign_bytes_added(old, old_size); /* kept again, by the same rule */
             after_failure(api, size, err);
         }
     }

@@ -22,6 +22,7 @@
 #include <elf.h>
 #include <link.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 typedef struct next_search {
     const char *name;
@@ -67,14 +68,10 @@ static uintptr_t dyn_address(uintptr_t base, ElfW(Addr) value)
     return value < base ? base + value : value;
 }
 
-static int tables_of(const struct dl_phdr_info *info, object_tables *t)
+static int tables_at(uintptr_t base, const ElfW(Dyn) *dyn, object_tables *t)
 {
     memset(t, 0, sizeof *t);
-    t->base = info->dlpi_addr;
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    t->base = base;
     if (!dyn)
         return -1;
     for (; dyn->d_tag != DT_NULL; dyn++) {
@@ -91,14 +88,24 @@ static int tables_of(const struct dl_phdr_info *info, object_tables *t)
     return t->symtab && t->strtab && (t->gnu_hash || t->sysv_hash) ? 0 : -1;
 }
 
-/* Symbol i defines the name at its default version: 1, or 2 when it is an
- * IFUNC (ours to leave to dlsym). */
+static int tables_of(const struct dl_phdr_info *info, object_tables *t)
+{
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    return tables_at(info->dlpi_addr, dyn, t);
+}
+
+/* Symbol i defines the name (a function or data) at its default version:
+ * 1, or 2 when it is an IFUNC (ours to leave to dlsym). */
 static int defines(const object_tables *t, uint32_t i, const char *name)
 {
     const ElfW(Sym) *s = &t->symtab[i];
     int type = ELF64_ST_TYPE(s->st_info), bind = ELF64_ST_BIND(s->st_info);
     if (s->st_shndx == SHN_UNDEF || (bind != STB_GLOBAL && bind != STB_WEAK) ||
-        (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) ||
+        (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE &&
+         type != STT_OBJECT) ||
         (t->versym && (t->versym[i] & 0x8000)) || strcmp(t->strtab + s->st_name, name))
         return 0;
     return type == STT_GNU_IFUNC ? 2 : 1;
@@ -142,17 +149,91 @@ static uint32_t lookup(const object_tables *t, const next_search *q, int *kind)
     return 0;
 }
 
+/* Whether one of the object's loaded segments holds address. */
+static int holds(const struct dl_phdr_info *info, uintptr_t address)
+{
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && address - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
+            return 1;
+    }
+    return 0;
+}
+
+static next_search query(const char *name, uintptr_t self)
+{
+    return (next_search){.name = name,
+                         .gnu_hash = gnu_hash_of(name),
+                         .sysv_hash = sysv_hash_of(name),
+                         .self = self,
+                         .after_self = self == 0};
+}
+
+/* The address name is defined at in the object (not an IFUNC), or 0. */
+static uintptr_t defined_in(const object_tables *t, const char *name)
+{
+    next_search q = query(name, 0);
+    int kind = 0;
+    uint32_t i = lookup(t, &q, &kind);
+    return i && kind == 1 ? t->base + t->symtab[i].st_value : 0;
+}
+
+/* The loader's list of objects (its _r_debug), read from the loader's own
+ * symbol table: it is mapped at AT_BASE, ELF header first (so the preload
+ * needs no link to the loader). */
+static const struct r_debug *loader_r_debug(void)
+{
+    uintptr_t base = (uintptr_t)getauxval(AT_BASE);
+    if (!base)
+        return NULL;
+    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+        return NULL;
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(base + ph[i].p_vaddr);
+    object_tables t;
+    return tables_at(base, dyn, &t) == 0 ? (const struct r_debug *)defined_in(&t, "_r_debug")
+                                          : NULL;
+}
+
+typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
+
+/* glibc's own dl_iterate_phdr.  A sanitizer runtime preloaded after us
+ * intercepts it, and our malloc runs while that runtime starts, before its
+ * interceptor knows the real function (it would call NULL); so the real one
+ * is read from libc's symbol table (the object that also defines
+ * gnu_get_libc_version), found in the loader's list of objects.  Once, at
+ * the first lookup: the first malloc, before any thread can dlopen. */
+static iterate_fn iterate(void)
+{
+    static iterate_fn glibc_iterate; /* atomic */
+    iterate_fn fn = __atomic_load_n(&glibc_iterate, __ATOMIC_ACQUIRE);
+    if (GMP_LIKELY(fn != NULL))
+        return fn;
+    const struct r_debug *loader_list = loader_r_debug();
+    for (const struct link_map *m = loader_list ? loader_list->r_map : NULL; m && !fn;
+         m = m->l_next) {
+        object_tables t;
+        uintptr_t found;
+        if (tables_at(m->l_addr, m->l_ld, &t) == 0 && defined_in(&t, "gnu_get_libc_version") &&
+            (found = defined_in(&t, "dl_iterate_phdr")))
+            fn = (iterate_fn)found;
+    }
+    if (!fn)
+        fn = dl_iterate_phdr;
+    __atomic_store_n(&glibc_iterate, fn, __ATOMIC_RELEASE);
+    return fn;
+}
+
 static int search_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     next_search *q = arg;
     if (!q->after_self) {
-        for (int i = 0; i < info->dlpi_phnum; i++) {
-            const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-            if (ph->p_type == PT_LOAD &&
-                q->self - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
-                q->after_self = 1;
-        }
+        q->after_self = holds(info, q->self);
         return 0; /* the objects before us, and we ourselves, are not "next" */
     }
     object_tables t;
@@ -169,12 +250,8 @@ static int search_one(struct dl_phdr_info *info, size_t size, void *arg)
 
 static void *search(const char *name, uintptr_t self)
 {
-    next_search q = {.name = name,
-                     .gnu_hash = gnu_hash_of(name),
-                     .sysv_hash = sysv_hash_of(name),
-                     .self = self,
-                     .after_self = self == 0};
-    dl_iterate_phdr(search_one, &q);
+    next_search q = query(name, self);
+    iterate()(search_one, &q);
     return q.found;
 }
 
@@ -186,4 +263,26 @@ void *gmp_next_symbol(const char *name)
 void *gmp_global_symbol(const char *name)
 {
     return search(name, 0);
+}
+
+typedef struct base_search {
+    uintptr_t address, base;
+} base_search;
+
+static int find_base(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    base_search *b = arg;
+    if (!holds(info, b->address))
+        return 0;
+    b->base = info->dlpi_addr + 1;
+    return 1;
+}
+
+uintptr_t gmp_object_of(const void *address)
+{
+    base_search b = {(uintptr_t)address, 0};
+    if (address)
+        iterate()(find_base, &b);
+    return b.base;
 }

@@ -247,6 +247,9 @@ GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
 GMP_HIDDEN void *gmp_next_symbol(const char *name);
 /* The same from the first object on, as RTLD_DEFAULT. */
 GMP_HIDDEN void *gmp_global_symbol(const char *name);
+/* The loaded object whose segments hold address, as its load bias plus one
+ * (0: none): by segments, not symbols (dladdr scans those: slow). */
+GMP_HIDDEN uintptr_t gmp_object_of(const void *address);
 
 /* `fn`, the real function `name` of type `type` after the preload, found
  * once (NULL when there is none): by gmp_next_symbol, else dlsym. */

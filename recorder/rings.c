@@ -40,14 +40,20 @@ void gmp_run_dir_path(const gmp_config *cfg, char *out, size_t cap)
     gmp_run_dir_resolve(cfg ? cfg->run_dir : NULL, out, cap);
 }
 
+/* "ring_<anything>.gmr"? */
+static int is_ring_name(const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(name, "ring_", 5) && n > 9 && !strcmp(name + n - 4, ".gmr");
+}
+
 /* "ring_<pid>_..." for this pid? */
 static int ring_of_pid(const char *name, int pid)
 {
     char prefix[40], num[24];
     gmp_fmt_u64((uint64_t)pid, num);
     gmp_strjoin(prefix, sizeof prefix, "ring_", num, "_", (char *)NULL);
-    size_t n = strlen(name);
-    return !strncmp(name, prefix, strlen(prefix)) && n > 4 && !strcmp(name + n - 4, ".gmr");
+    return !strncmp(name, prefix, strlen(prefix)) && is_ring_name(name);
 }
 
 /* The fixed part of a ring file's header, read (not mapped) and checked. */
@@ -184,11 +190,10 @@ typedef struct reap_scan {
 static int reap_one(int dirfd, const char *name, void *arg)
 {
     reap_scan *r = arg;
-    size_t len = strlen(name);
     gmp_ring_header h;
     struct stat st;
-    if (strncmp(name, "ring_", 5) || len < 5 || strcmp(name + len - 4, ".gmr") ||
-        len >= sizeof r->dead[0].name || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+    if (!is_ring_name(name) || strlen(name) >= sizeof r->dead[0].name ||
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
         !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
         read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
         return 0;
@@ -329,10 +334,8 @@ typedef struct recover_ctx {
 static int recover_one(int dirfd, const char *name, void *arg)
 {
     recover_ctx *rc = arg;
-    size_t n = strlen(name);
     gmp_ring_header h;
-    if (strncmp(name, "ring_", 5) || n < 5 || strcmp(name + n - 4, ".gmr") ||
-        read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
+    if (!is_ring_name(name) || read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
         return 0;
     /* no death of memory: an exec, a crash the process wrote up itself, a
      * signal its parent saw that a user or a pipeline sends */

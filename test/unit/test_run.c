@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static preload_paths paths;
@@ -91,6 +92,12 @@ static void test_gmp_run_kill_9(void **state)
     assert_true(json_is_null(json_object_get(md, "failed_request")));
     json_decref(md);
     expect_first_cause(bundle, "killed without a word (SIGKILL)");
+    /* no evidence of the OOM killer: not called an out-of-memory death */
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(argv, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "\nWhat happened:    the process was killed by SIGKILL, cause unknown") ||
+        strstr(out, "ran out of"))
+        fail_msg("show says:\n%s", out);
 }
 
 /* Killed under a shell the preload reaches: the shell's wait notes the
@@ -205,6 +212,10 @@ static void test_kernel_oom_killer(void **state)
         fail_msg("evidence: %s", json_str(md, "evidence"));
     json_decref(md);
     expect_first_cause(bundle, "killed by the kernel's OOM killer");
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(argv, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "\nWhat happened:    the process was killed by the kernel's OOM killer"))
+        fail_msg("show says:\n%s", out);
 }
 
 /* Without gmp-run: the ring stays until `gmp-inspect recover`, which leaves
