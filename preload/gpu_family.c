@@ -211,7 +211,7 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
                         in_use);
         /* GPU memory in use: pressure is worth watching, against the
          * device as it is now */
-        int check = gmp_watchdog_due(size);
+        int check = gmp_watchdog_due(size, now);
         if (where == GMP_ON_DEVICE)
             sample_device(f, device, now, check);
         if (check)
@@ -245,7 +245,8 @@ void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, ui
     if (gmp_device_remove(f->backend, api, ptr, &size, &device) == 0)
         gmp_pl_event(GMP_EV_FREE, f->backend, device, api, ptr, size, 0,
                      gmp_device_in_use(f->backend, device));
-    if (gmp_watchdog_due(0)) { /* memory held a while is seen when it goes */
+    if (GMP_UNLIKELY(gmp_watchdog_above()) && gmp_watchdog_due(0, 0)) {
+        /* memory held above the threshold a while is seen when it goes */
         sample_device(f, current_device(f), gmp_now_realtime_ns(), 1);
         gmp_watchdog_check();
     }

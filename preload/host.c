@@ -90,7 +90,7 @@ __attribute__((noinline)) void gmp_host_account_first(int64_t delta)
         __atomic_fetch_add(delta >= 0 ? &overflow_allocs : &overflow_frees, 1, __ATOMIC_RELAXED);
         return;
     }
-    gmp_host_slot_add(s, delta);
+    gmp_host_slot_add(s, delta, delta >= 0 ? &s->allocs : &s->frees);
 }
 
 void gmp_host_counts(uint64_t *allocs, uint64_t *frees)

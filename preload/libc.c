@@ -31,7 +31,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef enum size_source {
+    SIZE_TABLE,       /* an allocator that cannot be asked: sizes.c only */
+    SIZE_ALLOCATOR,   /* the allocator's malloc_usable_size; large blocks in sizes.c */
+    SIZE_GLIBC_CHUNK, /* glibc's malloc: its chunk header, without a call */
+} size_source;
+
 typedef struct libc_real {
+    /* how a block's size is known: beside malloc and free, on the cache
+     * line every hook reads; set before malloc is published (SIZE_TABLE
+     * until then: no block comes from the real allocator yet) */
+    size_source sizes_from;
     void *(*malloc)(size_t);
     void (*free)(void *);
     void *(*calloc)(size_t, size_t);
@@ -47,15 +57,6 @@ typedef struct libc_real {
 
 static libc_real real;
 static int resolving; /* atomic: a thread is inside dlsym for the reals */
-
-typedef enum size_source {
-    SIZE_GLIBC_CHUNK, /* glibc's malloc: its chunk header, without a call */
-    SIZE_ALLOCATOR,   /* the allocator's malloc_usable_size; large blocks in sizes.c */
-    SIZE_TABLE,       /* an allocator that cannot be asked: sizes.c only */
-} size_source;
-/* Set before real.malloc is published; SIZE_TABLE until then, which no
- * block is counted under (none comes from the real allocator yet). */
-static size_source sizes_from = SIZE_TABLE;
 
 /* ---- bootstrap pool --------------------------------------------------- */
 
@@ -137,7 +138,7 @@ static void resolve_libc(void)
     RESOLVE(pvalloc);
     RESOLVE(malloc_usable_size);
     void *(*m)(size_t) = (void *(*)(size_t))real_function("malloc");
-    sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
+    real.sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
     gmp_in_hook--;
     errno = saved;
@@ -173,7 +174,7 @@ static size_t allocator_bytes(void *p)
 /* Bytes counted for a block the real allocator just gave for `size` asked. */
 static __attribute__((noinline)) size_t foreign_bytes_added(void *p, size_t size)
 {
-    if (sizes_from == SIZE_TABLE)
+    if (real.sizes_from == SIZE_TABLE)
         return gmp_sizes_put(p, size) == 0 ? size : 0;
     if (size >= gmp_pl.host_event_min && gmp_sizes_put(p, size) == 0)
         return size;
@@ -186,7 +187,7 @@ static __attribute__((noinline)) size_t foreign_bytes(void *p, int take)
 {
     uint64_t kept;
     int (*lookup)(const void *, uint64_t *) = take ? gmp_sizes_take : gmp_sizes_get;
-    if (sizes_from == SIZE_TABLE)
+    if (real.sizes_from == SIZE_TABLE)
         return lookup(p, &kept) == 0 ? (size_t)kept : 0;
     size_t n = allocator_bytes(p);
     if (n >= gmp_pl.host_event_min && lookup(p, &kept) == 0)
@@ -196,13 +197,13 @@ static __attribute__((noinline)) size_t foreign_bytes(void *p, int take)
 
 static inline size_t bytes_added(void *p, size_t size)
 {
-    return GMP_LIKELY(sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
+    return GMP_LIKELY(real.sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
                                                       : foreign_bytes_added(p, size);
 }
 
 static inline size_t bytes_of(void *p, int take)
 {
-    return GMP_LIKELY(sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
+    return GMP_LIKELY(real.sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
                                                       : foreign_bytes(p, take);
 }
 
@@ -240,7 +241,7 @@ static COLD void alloc_event(gmp_api api, void *p, size_t size)
  * The common path touches neither errno nor anything shared. */
 static inline void after_alloc(gmp_api api, void *p, size_t size)
 {
-    gmp_host_account((int64_t)bytes_added(p, size));
+    gmp_host_account_alloc(bytes_added(p, size));
     if (GMP_UNLIKELY(size >= gmp_pl.host_event_min || gmp_any_episode_open()) && RECORDING())
         alloc_event(api, p, size);
 }
@@ -264,8 +265,8 @@ static COLD void free_event(gmp_api api, void *p, size_t got)
     gmp_in_hook++;
     uint64_t in_use = gmp_host_in_use(); /* already without this block */
     gmp_pl_event(GMP_EV_FREE, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, got, 0, in_use);
-    if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
-        gmp_watchdog_note_use(0, 0); /* memory held a while is seen when it goes */
+    if (GMP_UNLIKELY(gmp_watchdog_above()))
+        gmp_watchdog_note_use(0, 0); /* memory held above the threshold is seen when it goes */
     gmp_in_hook--;
     errno = saved;
 }
@@ -273,7 +274,7 @@ static COLD void free_event(gmp_api api, void *p, size_t got)
 static inline void before_free(gmp_api api, void *p)
 {
     size_t got = bytes_of(p, 1);
-    gmp_host_account(-(int64_t)got);
+    gmp_host_account_free(got);
     if (GMP_UNLIKELY(got >= gmp_pl.host_event_min) && RECORDING())
         free_event(api, p, got);
 }
@@ -347,11 +348,11 @@ static void *finish_realloc(gmp_api api, int accounting, void *old, size_t old_s
 {
     if (accounting) {
         if (p || !size)
-            gmp_host_account(-(int64_t)old_size);
+            gmp_host_account_free(old_size);
         if (p)
             after_alloc(api, p, size);
         else if (size) {
-            if (sizes_from != SIZE_GLIBC_CHUNK && old_size)
+            if (real.sizes_from != SIZE_GLIBC_CHUNK && old_size)
                 foreign_bytes_added(old, old_size); /* kept again, by the same rule */
             after_failure(api, size, err);
         }

@@ -98,23 +98,33 @@ GMP_HIDDEN extern __thread host_slot *gmp_host_slot __attribute__((tls_model("in
 /* A thread's first call: claims its slot (or counts into the overflow). */
 GMP_HIDDEN void gmp_host_account_first(int64_t delta_bytes);
 
-static inline void gmp_host_slot_add(host_slot *s, int64_t delta)
+static inline void gmp_host_slot_add(host_slot *s, int64_t delta, uint64_t *count)
 {
     /* a thread frees what others allocated: its own count may go below
      * zero; the sum over threads is what counts (wrapping, never UB) */
     uint64_t now = (uint64_t)__atomic_load_n(&s->bytes, __ATOMIC_RELAXED) + (uint64_t)delta;
     __atomic_store_n(&s->bytes, (int64_t)now, __ATOMIC_RELAXED);
-    uint64_t *count = delta >= 0 ? &s->allocs : &s->frees;
     __atomic_store_n(count, __atomic_load_n(count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
-static inline void gmp_host_account(int64_t delta_bytes)
+/* An allocation of `bytes`, and a free of them: two forms, so the hot path
+ * picks its counter without a test. */
+static inline void gmp_host_account_alloc(uint64_t bytes)
 {
     host_slot *s = gmp_host_slot;
     if (GMP_LIKELY(s != NULL))
-        gmp_host_slot_add(s, delta_bytes);
+        gmp_host_slot_add(s, (int64_t)bytes, &s->allocs);
     else
-        gmp_host_account_first(delta_bytes); /* once per thread */
+        gmp_host_account_first((int64_t)bytes); /* once per thread */
+}
+
+static inline void gmp_host_account_free(uint64_t bytes)
+{
+    host_slot *s = gmp_host_slot;
+    if (GMP_LIKELY(s != NULL))
+        gmp_host_slot_add(s, -(int64_t)bytes, &s->frees);
+    else
+        gmp_host_account_first(-(int64_t)bytes);
 }
 GMP_HIDDEN uint64_t gmp_host_in_use(void);
 /* Calls that added and that returned host bytes, all threads (approximate while racing). */
@@ -213,8 +223,12 @@ GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
  * says whether a check is due now and, if so, reserves it for the caller,
  * who then runs check (after sampling a device fresh). */
 GMP_HIDDEN void gmp_watchdog_note_use(uint64_t allocated, int checked);
-GMP_HIDDEN int gmp_watchdog_due(uint64_t allocated);
+GMP_HIDDEN int gmp_watchdog_due(uint64_t allocated, uint64_t now_realtime_ns /* 0: read it */);
 GMP_HIDDEN void gmp_watchdog_check(void);
+/* The last check found usage above the threshold, not yet written up: a
+ * free is then worth a check (the usage held there a while); otherwise a
+ * free, which can only lower usage, costs nothing. */
+GMP_HIDDEN int gmp_watchdog_above(void);
 /* sampler.c: one sample event per collector's device into the ring. */
 GMP_HIDDEN void gmp_sampler_tick(void);
 /* leaks.c: at exit, GMP_LEAK_CHECK's report of what was never freed. */

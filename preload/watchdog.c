@@ -171,7 +171,8 @@ static uint64_t check_pressure(uint64_t now, uint64_t *above_since, char *buf, s
         *above_since = 0;
     else if (!*above_since)
         *above_since = now;
-    else if (*above_since != UINT64_MAX && now - *above_since >= (uint64_t)SAMPLE_MS * 1000000 &&
+    else if (*above_since != UINT64_MAX && now > *above_since &&
+             now - *above_since >= (uint64_t)SAMPLE_MS * 1000000 &&
              !gmp_any_episode_open()) {
         write_pressure_bundle(all, n, nearest, buf, cap);
         *above_since = UINT64_MAX;
@@ -180,28 +181,23 @@ static uint64_t check_pressure(uint64_t now, uint64_t *above_since, char *buf, s
 }
 
 #define CHECK_MIN_MS 10
-static uint64_t last_check_ns; /* atomic, monotonic */
+static uint64_t last_check_ns; /* atomic, realtime: callers pass the time they read */
 static uint64_t grown;         /* atomic: bytes allocated since the last check */
 static uint64_t growth_step;   /* atomic: 2% of the tightest limit (0: none known) */
 static int checking;           /* atomic: one thread checks at a time */
-static uint64_t above_since;   /* see check_pressure */
+static uint64_t above_since;   /* see check_pressure; read by others: atomic */
 static uint64_t checked_ns;    /* when the reserved check was due */
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int gmp_watchdog_due(uint64_t allocated)
+int gmp_watchdog_due(uint64_t allocated, uint64_t now)
 {
     if (!gmp_pl.watchdog)
         return 0;
     uint64_t since = __atomic_add_fetch(&grown, allocated, __ATOMIC_RELAXED);
     uint64_t step = __atomic_load_n(&growth_step, __ATOMIC_RELAXED);
-    uint64_t now = monotonic_ns(), last = __atomic_load_n(&last_check_ns, __ATOMIC_RELAXED);
-    uint64_t elapsed_ms = (now - last) / 1000000;
+    if (!now)
+        now = gmp_now_realtime_ns();
+    uint64_t last = __atomic_load_n(&last_check_ns, __ATOMIC_RELAXED);
+    uint64_t elapsed_ms = now > last ? (now - last) / 1000000 : 0; /* the clock may step back */
     if (elapsed_ms < SAMPLE_MS && (elapsed_ms < CHECK_MIN_MS || !step || since < step))
         return 0;
     if (__atomic_exchange_n(&checking, 1, __ATOMIC_ACQUIRE))
@@ -219,8 +215,10 @@ void gmp_watchdog_check(void)
     gmp_in_hook++; /* nothing the check does is the program's */
     if (!cgroup_version)
         cgroup_version = gmp_cgroup_memory_dir(cgroup_dir, sizeof cgroup_dir);
-    __atomic_store_n(&growth_step, check_pressure(checked_ns, &above_since, buf, sizeof buf) / 50,
+    uint64_t since = __atomic_load_n(&above_since, __ATOMIC_RELAXED);
+    __atomic_store_n(&growth_step, check_pressure(checked_ns, &since, buf, sizeof buf) / 50,
                      __ATOMIC_RELAXED);
+    __atomic_store_n(&above_since, since, __ATOMIC_RELAXED);
     gmp_in_hook--;
     errno = saved;
     __atomic_store_n(&checking, 0, __ATOMIC_RELEASE);
@@ -236,7 +234,7 @@ static void *sampler_main(void *arg)
         if (!gmp_pl_active())
             continue;
         gmp_sampler_tick();
-        if (gmp_watchdog_due(0))
+        if (gmp_watchdog_due(0, 0))
             gmp_watchdog_check();
     }
     return NULL;
@@ -244,9 +242,15 @@ static void *sampler_main(void *arg)
 
 static int sampler_started; /* atomic; reset in a forked child */
 
+int gmp_watchdog_above(void)
+{
+    uint64_t since = __atomic_load_n(&above_since, __ATOMIC_RELAXED);
+    return since != 0 && since != UINT64_MAX;
+}
+
 void gmp_watchdog_note_use(uint64_t allocated, int checked)
 {
-    if (!checked && gmp_watchdog_due(allocated))
+    if (!checked && gmp_watchdog_due(allocated, 0))
         gmp_watchdog_check();
     int expected = 0;
     if (gmp_pl.sample_ms && !__atomic_load_n(&sampler_started, __ATOMIC_RELAXED) &&
@@ -260,5 +264,5 @@ void gmp_watchdog_after_fork(void)
 {
     __atomic_store_n(&sampler_started, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&checking, 0, __ATOMIC_RELAXED);
-    above_since = 0;
+    __atomic_store_n(&above_since, 0, __ATOMIC_RELAXED);
 }
