@@ -187,6 +187,16 @@ typedef struct reap_scan {
     int removed;
 } reap_scan;
 
+/* Index of the oldest dead ring kept, or -1 when none is. */
+static int oldest_dead(const reap_scan *r)
+{
+    int oldest = -1;
+    for (int i = 0; i < r->n; i++)
+        if (oldest < 0 || r->dead[i].start_ns < r->dead[oldest].start_ns)
+            oldest = i;
+    return oldest;
+}
+
 static int reap_one(int dirfd, const char *name, void *arg)
 {
     reap_scan *r = arg;
@@ -206,10 +216,7 @@ static int reap_one(int dirfd, const char *name, void *arg)
     dead_ring d = {.start_ns = h.start_time_ns, .bytes = (uint64_t)st.st_blocks * 512};
     gmp_strlcpy(d.name, name, sizeof d.name);
     if (r->n == REAP_MAX) {
-        int oldest = 0;
-        for (int i = 1; i < r->n; i++)
-            if (r->dead[i].start_ns < r->dead[oldest].start_ns)
-                oldest = i;
+        int oldest = oldest_dead(r);
         if (d.start_ns < r->dead[oldest].start_ns) {
             r->removed += unlinkat(dirfd, d.name, 0) == 0;
             return 0;
@@ -239,12 +246,9 @@ int gmp_rings_reap(const char *run_dir, const gmp_rings_limits *limits)
     /* over the count or the bytes: the oldest dead first */
     for (;;) {
         uint64_t bytes = 0;
-        int oldest = -1;
-        for (int i = 0; i < r.n; i++) {
+        for (int i = 0; i < r.n; i++)
             bytes += r.dead[i].bytes;
-            if (oldest < 0 || r.dead[i].start_ns < r.dead[oldest].start_ns)
-                oldest = i;
-        }
+        int oldest = oldest_dead(&r);
         if (oldest < 0 || ((uint32_t)r.n <= lim.max_count && bytes <= lim.max_bytes))
             break;
         r.removed += unlinkat(dirfd, r.dead[oldest].name, 0) == 0;
