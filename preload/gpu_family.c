@@ -216,7 +216,7 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
             sample_device(f, device, now, check);
         if (check)
             gmp_watchdog_check();
-        gmp_watchdog_note_use(size, 1);
+        gmp_watchdog_start_sampler();
         if (f->backend == GMP_BACKEND_CUDA && gmp_pl.nvml == GMP_NVML_LOAD)
             load_nvml_once();
         if (gmp_any_episode_open()) {

@@ -226,7 +226,7 @@ static COLD void alloc_event(gmp_api api, void *p, size_t size)
         gmp_pl_event_at(0, gmp_stack_id_here(), GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api,
                         (uintptr_t)p, size, 0, in_use);
         if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
-            gmp_watchdog_note_use(size, 0);
+            gmp_watchdog_note_use(size);
         gmp_metrics_note_host(in_use);
     }
     if (gmp_any_episode_open()) {
@@ -266,7 +266,7 @@ static COLD void free_event(gmp_api api, void *p, size_t got)
     uint64_t in_use = gmp_host_in_use(); /* already without this block */
     gmp_pl_event(GMP_EV_FREE, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, got, 0, in_use);
     if (GMP_UNLIKELY(gmp_watchdog_above()))
-        gmp_watchdog_note_use(0, 0); /* memory held above the threshold is seen when it goes */
+        gmp_watchdog_note_use(0); /* memory held above the threshold is seen when it goes */
     gmp_in_hook--;
     errno = saved;
 }

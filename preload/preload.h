@@ -218,13 +218,15 @@ GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
 
 /* watchdog.c: memory worth watching is in use (a large heap, GPU memory)
  * and this thread just allocated `allocated` bytes: pressure (GMP_WATCHDOG)
- * is checked here when a check is due (unless `checked`: the caller did it,
- * with due and check), and GMP_SAMPLE_MS's thread is started once.  due
- * says whether a check is due now and, if so, reserves it for the caller,
- * who then runs check (after sampling a device fresh). */
-GMP_HIDDEN void gmp_watchdog_note_use(uint64_t allocated, int checked);
+ * is checked here when a check is due, and GMP_SAMPLE_MS's thread is
+ * started once.  The GPU path does the same in parts, to sample its device
+ * fresh between them: due says whether a check is due now and, if so,
+ * reserves it for the caller, who then runs check; start_sampler starts
+ * the sampling thread when asked for. */
+GMP_HIDDEN void gmp_watchdog_note_use(uint64_t allocated);
 GMP_HIDDEN int gmp_watchdog_due(uint64_t allocated, uint64_t now_realtime_ns /* 0: read it */);
 GMP_HIDDEN void gmp_watchdog_check(void);
+GMP_HIDDEN void gmp_watchdog_start_sampler(void);
 /* The last check found usage above the threshold, not yet written up: a
  * free is then worth a check (the usage held there a while); otherwise a
  * free, which can only lower usage, costs nothing. */

@@ -248,10 +248,15 @@ int gmp_watchdog_above(void)
     return since != 0 && since != UINT64_MAX;
 }
 
-void gmp_watchdog_note_use(uint64_t allocated, int checked)
+void gmp_watchdog_note_use(uint64_t allocated)
 {
-    if (!checked && gmp_watchdog_due(allocated, 0))
+    if (gmp_watchdog_due(allocated, 0))
         gmp_watchdog_check();
+    gmp_watchdog_start_sampler();
+}
+
+void gmp_watchdog_start_sampler(void)
+{
     int expected = 0;
     if (gmp_pl.sample_ms && !__atomic_load_n(&sampler_started, __ATOMIC_RELAXED) &&
         __atomic_compare_exchange_n(&sampler_started, &expected, 1, 0, __ATOMIC_ACQ_REL,
