@@ -88,7 +88,8 @@ typedef struct gmp_gpu_probe_result {
 
 /* Refresh what can be learned now (cheap once everything is found);
  * gmp_python_probe records CPython's version from its Py_GetVersion, when
- * the caller found one (the preload, at start, without a dl* call). */
+ * the caller found one (the preload, at the first failure or bundle,
+ * without a dl* call). */
 GMP_HIDDEN void gmp_gpu_probe(void);
 GMP_HIDDEN void gmp_python_probe(const char *(*py_get_version)(void));
 GMP_HIDDEN const gmp_gpu_probe_result *gmp_gpu_probe_get(void);

@@ -15,7 +15,8 @@
  *                 is written first, confirmed by "exec", and the ring says
  *                 an exec is under way (cleared if the exec fails).  A new
  *                 image with the preload removes the old one's ring when it
- *                 starts (init.c); for one without, readers drop it.
+ *                 makes its own (recorder.c); otherwise readers drop it once
+ *                 the process is gone.
  * A vfork child shares our memory and must touch nothing of the parent's:
  * it is told apart by its pid.
  */
