@@ -106,9 +106,12 @@ $(RECORDER_LIB): $(RECORDER_OBJ)
 	$(AR) rcs $@ $^
 
 # The interposer links only libc: every GPU library is found at run time.
+# -fini names no symbol, so there is no DT_FINI: the C runtime's _fini is an
+# empty function at the far end of the text, and calling it cost every
+# process a page fault at exit (our destructor runs from .fini_array).
 $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
-	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete -Wl,-Bsymbolic-functions \
-	    -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
+	    -Wl,-Bsymbolic-functions -Wl,-fini=gmp_no_such_symbol -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
 
 # The files that run before the ASan runtime has mapped its shadow (it calls
 # our dlsym and malloc while it starts) take BOOT_SAN_CFLAGS instead.

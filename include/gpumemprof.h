@@ -145,14 +145,12 @@ typedef enum gmp_nvml_mode {
 } gmp_nvml_mode;
 
 typedef struct gmp_config {
+    /* the numbers first and the default dump directory next: a process that
+     * sets nothing touches one page of this at start-up */
     int enabled;                       /* GMP_ENABLED, default 1 */
-    char dump_dir[GMP_PATH_MAX];       /* GMP_DUMP_DIR, default ./oom_dumps */
-    char run_dir[GMP_PATH_MAX];        /* GMP_RUN_DIR ("" = default rule) */
     uint32_t buffer_size;              /* GMP_BUFFER_SIZE, events kept, default 10000 */
     uint32_t max_dumps;                /* GMP_MAX_DUMPS, default 5 */
     uint64_t max_total_mb;             /* GMP_MAX_TOTAL_MB, default 256 */
-    char context[GMP_CONTEXT_MAX];     /* GMP_CONTEXT, default "" */
-    char metadata_json[GMP_METADATA_MAX]; /* GMP_METADATA: a JSON object, default "{}" */
     /* read by the preload */
     uint64_t host_event_min_bytes;     /* GMP_HOST_EVENT_MIN_BYTES, default 1 MiB */
     uint32_t oom_confirm_ms;           /* GMP_OOM_CONFIRM_MS, default 1000 */
@@ -161,13 +159,17 @@ typedef struct gmp_config {
     int watchdog;                      /* GMP_WATCHDOG, default 1 */
     uint64_t watchdog_min_mb;          /* GMP_WATCHDOG_MIN_MB: heap that starts it, default 256 */
     uint32_t pressure_pct;             /* GMP_PRESSURE_PCT of the nearest limit, default 90 */
-    char prom_file[GMP_PATH_MAX];      /* GMP_PROM_FILE: Prometheus textfile ("" none; %p = pid) */
     uint32_t prom_interval_s;          /* GMP_PROM_INTERVAL_S, default 15 */
     gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti, default auto */
     int stacks;                        /* GMP_STACKS: allocation stacks, default 1 */
     int leak_check;                    /* GMP_LEAK_CHECK: a leak report at exit, default 0 */
     uint32_t sample_ms;                /* GMP_SAMPLE_MS: sample events every N ms, 0 none */
     gmp_nvml_mode nvml;                /* GMP_NVML=auto|load|off, default auto */
+    char dump_dir[GMP_PATH_MAX];       /* GMP_DUMP_DIR, default ./oom_dumps */
+    char prom_file[GMP_PATH_MAX];      /* GMP_PROM_FILE: Prometheus textfile ("" none; %p = pid) */
+    char run_dir[GMP_PATH_MAX];        /* GMP_RUN_DIR ("" = default rule) */
+    char context[GMP_CONTEXT_MAX];     /* GMP_CONTEXT, default "" */
+    char metadata_json[GMP_METADATA_MAX]; /* GMP_METADATA: a JSON object, default "{}" */
 } gmp_config;
 
 /* Fill the documented defaults. */

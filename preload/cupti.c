@@ -257,7 +257,7 @@ static int subscribe(void)
 /* GMP_CUDA_MODE=cupti with no CUDA_INJECTION64_PATH: name this library, so
  * the driver loads it at cuInit (the variable is then visible to the program
  * and its children, which is what that mode asks for). */
-void gmp_cupti_prepare(void)
+GMP_START_EXIT_TEXT void gmp_cupti_prepare(void)
 {
     if (gmp_pl.cuda_mode != GMP_CUDA_MODE_CUPTI || getenv("CUDA_INJECTION64_PATH"))
         return;

@@ -54,7 +54,7 @@ typedef struct recent_failure {
 static recent_failure recent[RECENT_SLOTS];
 static uint64_t recent_written; /* atomic */
 static int any_failure;         /* atomic */
-int gmp_episodes_open;          /* atomic count */
+int gmp_episodes_open GMP_STARTUP_DATA; /* atomic count; read at every exit */
 static uint32_t recovered;      /* atomic: episodes closed as recovered */
 static uint64_t opened;         /* atomic: episodes opened */
 static int watcher_started;     /* atomic; reset in a forked child */
@@ -344,7 +344,7 @@ void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
 }
 
-void gmp_episode_commit_all(const char *confirmed_by)
+GMP_START_EXIT_TEXT void gmp_episode_commit_all(const char *confirmed_by)
 {
     if (!__atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED))
         return;
@@ -354,7 +354,7 @@ void gmp_episode_commit_all(const char *confirmed_by)
                 commit((gmp_backend)b, &episodes[b][d], confirmed_by, NULL);
 }
 
-void gmp_episode_wait_commits(unsigned max_ms)
+GMP_START_EXIT_TEXT void gmp_episode_wait_commits(unsigned max_ms)
 {
     /* an episode being committed still counts as open until it is written */
     if (!__atomic_load_n(&gmp_episodes_open, __ATOMIC_ACQUIRE))
@@ -417,10 +417,15 @@ void gmp_episode_counts(uint64_t *opened_episodes, uint64_t *recovered_episodes)
 
 void gmp_episode_after_fork(void)
 {
-    /* the child inherits no episode and no watcher thread */
-    memset(episodes, 0, sizeof episodes);
-    memset(recent, 0, sizeof recent);
-    __atomic_store_n(&any_failure, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&gmp_episodes_open, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&watcher_started, 0, __ATOMIC_RELAXED);
+    /* the child inherits no episode and no watcher thread; every episode
+     * follows a noted failure, so without one there is nothing to clear
+     * (and 64 KiB of pages not to touch in a child that execs at once) */
+    if (__atomic_load_n(&recent_written, __ATOMIC_RELAXED)) {
+        memset(episodes, 0, sizeof episodes);
+        memset(recent, 0, sizeof recent);
+        __atomic_store_n(&recent_written, 0, __ATOMIC_RELAXED);
+    }
+    GMP_CLEAR_IN_CHILD(any_failure);
+    GMP_CLEAR_IN_CHILD(gmp_episodes_open);
+    GMP_CLEAR_IN_CHILD(watcher_started);
 }

@@ -15,11 +15,17 @@
 #include "recorder.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
-gmp_preload gmp_pl;
+gmp_preload gmp_pl GMP_STARTUP_DATA;
+
+/* glibc's, behind pthread_atfork: the handler goes when this object does */
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                             void *dso_handle);
+extern void *__dso_handle;
 __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
 __thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
 
@@ -61,8 +67,8 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.watchdog = cfg->watchdog;
     gmp_pl.watchdog_min = cfg->watchdog_min_mb << 20;
     gmp_pl.pressure_pct = cfg->pressure_pct;
-    if (cfg->prom_file[0]) /* a page left untouched when there is none */
-        gmp_strlcpy(gmp_pl.prom_file, cfg->prom_file, sizeof gmp_pl.prom_file);
+    /* without the variable, its page of the config is not even read */
+    gmp_pl.prom_file = getenv("GMP_PROM_FILE") && cfg->prom_file[0] ? cfg->prom_file : NULL;
     gmp_pl.prom_interval_s = cfg->prom_interval_s;
     gmp_pl.stacks = cfg->stacks;
     gmp_pl.leak_check = cfg->leak_check;
@@ -74,7 +80,9 @@ __attribute__((constructor)) static void on_load(void)
     else if (cfg->cuda_mode == GMP_CUDA_MODE_CUPTI)
         gmp_log("GMP_CUDA_MODE=cupti: built without CUPTI support; recording CUDA through "
                 "the interposer");
-    pthread_atfork(NULL, NULL, after_fork_in_child);
+    /* what pthread_atfork does (it is a stub linked into us, at the far end
+     * of our text: a page fault of its own in every process) */
+    __register_atfork(NULL, NULL, after_fork_in_child, __dso_handle);
     __atomic_store_n(&gmp_pl.state, GMP_PL_ACTIVE, __ATOMIC_RELEASE);
     if (cfg->on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();
@@ -82,7 +90,7 @@ __attribute__((constructor)) static void on_load(void)
     gmp_in_hook--;
 }
 
-void gmp_pl_finish(void)
+GMP_START_EXIT_TEXT void gmp_pl_finish(void)
 {
     if (!gmp_pl_active())
         return;
@@ -93,14 +101,14 @@ void gmp_pl_finish(void)
     /* the watcher may be writing a bundle whose deadline just passed:
      * exiting now would cut it off half-written */
     gmp_episode_wait_commits(5000);
-    if (gmp_pl.prom_file[0])
+    if (gmp_pl.prom_file)
         gmp_metrics_flush(); /* the last word, with this exit's bundles counted */
     __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
     gmp_recorder_release_ring(gmp_pl.rec);
     gmp_in_hook--;
 }
 
-__attribute__((destructor)) static void on_exit_process(void)
+__attribute__((destructor)) GMP_START_EXIT_TEXT static void on_exit_process(void)
 {
     gmp_pl_finish();
 }
@@ -152,16 +160,16 @@ void gmp_pl_probe_python(void)
 
 const char *gmp_pl_run_dir(void)
 {
+    static char run_dir[GMP_PATH_MAX];
     static int state; /* atomic: 0 none, 1 filling, 2 ready */
     int expected = 0;
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2 &&
         __atomic_compare_exchange_n(&state, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
-        gmp_run_dir_path(gmp_recorder_config(gmp_pl.rec), gmp_pl.run_dir,
-                         sizeof gmp_pl.run_dir);
+        gmp_run_dir_path(gmp_recorder_config(gmp_pl.rec), run_dir, sizeof run_dir);
         __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
     }
-    return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2 ? gmp_pl.run_dir : "";
+    return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2 ? run_dir : "";
 }
 
 const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)

@@ -187,9 +187,9 @@ static void *metrics_main(void *arg)
     return NULL;
 }
 
-void gmp_metrics_start(void)
+GMP_START_EXIT_TEXT void gmp_metrics_start(void)
 {
-    if (!gmp_pl.prom_file[0] || __atomic_exchange_n(&running, 1, __ATOMIC_ACQ_REL))
+    if (!gmp_pl.prom_file || __atomic_exchange_n(&running, 1, __ATOMIC_ACQ_REL))
         return;
     make_labels();
     if (gmp_spawn_thread(metrics_main, 128 * 1024) < 0)
@@ -198,6 +198,8 @@ void gmp_metrics_start(void)
 
 void gmp_metrics_after_fork(void)
 {
+    if (!gmp_pl.prom_file)
+        return;
     __atomic_store_n(&running, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&busy, 0, __ATOMIC_RELAXED);
     gmp_metrics_start(); /* the child's own file (its pid in labels and %p) */

@@ -56,15 +56,28 @@ typedef struct gmp_preload {
     uint64_t watchdog_min;     /* GMP_WATCHDOG_MIN_MB, in bytes */
     uint32_t pressure_pct;     /* GMP_PRESSURE_PCT */
     int stacks;                /* GMP_STACKS: allocation stacks captured */
-    char prom_file[GMP_PATH_MAX]; /* GMP_PROM_FILE ("" none) */
+    const char *prom_file;     /* GMP_PROM_FILE (NULL none), in the recorder's config */
     uint32_t prom_interval_s;  /* GMP_PROM_INTERVAL_S */
-    char run_dir[GMP_PATH_MAX]; /* where rings live: see gmp_pl_run_dir */
     int leak_check;            /* GMP_LEAK_CHECK */
     uint32_t sample_ms;        /* GMP_SAMPLE_MS */
     int nvml;                  /* GMP_NVML: gmp_nvml_mode */
 } gmp_preload;
 
 GMP_HIDDEN extern gmp_preload gmp_pl;
+
+/* For the few variables every process reads or writes (most processes only
+ * start and exit): in .data, on a page the loader has written already, so
+ * they cost no page fault of their own. */
+#define GMP_STARTUP_DATA __attribute__((section(".data.gmp_startup")))
+
+/* A forked child's reset of one variable: stored only when there is
+ * something to clear, so a child that execs at once (a shell's) copies no
+ * page of ours. */
+#define GMP_CLEAR_IN_CHILD(var)                                                         \
+    do {                                                                                \
+        if (__atomic_load_n(&(var), __ATOMIC_RELAXED))                                   \
+            __atomic_store_n(&(var), 0, __ATOMIC_RELAXED);                               \
+    } while (0)
 
 /* Set while this thread runs our own code: allocations made by it (dlsym,
  * pthread_create, ...) pass straight through and are not recorded. */

@@ -267,7 +267,7 @@ void gmp_watchdog_start_sampler(void)
 
 void gmp_watchdog_after_fork(void)
 {
-    __atomic_store_n(&sampler_started, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&checking, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&above_since, 0, __ATOMIC_RELAXED);
+    GMP_CLEAR_IN_CHILD(sampler_started);
+    GMP_CLEAR_IN_CHILD(checking);
+    GMP_CLEAR_IN_CHILD(above_since);
 }

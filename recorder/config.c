@@ -20,15 +20,15 @@
 #define GMP_METADATA_MAX_DEPTH 32
 
 /* The defaults that are not zero, onto a zeroed config: a process's
- * static one is set without touching its pages of empty strings. */
-static void set_nonzero_defaults(gmp_config *cfg)
+ * static one is set without touching its pages of empty strings (an empty
+ * metadata_json is read as "{}", so the static one leaves it empty). */
+GMP_START_EXIT_TEXT static void set_nonzero_defaults(gmp_config *cfg)
 {
     cfg->enabled = 1;
-    gmp_strlcpy(cfg->dump_dir, "./oom_dumps", sizeof cfg->dump_dir);
+    memcpy(cfg->dump_dir, "./oom_dumps", sizeof "./oom_dumps"); /* stores, not a read of .rodata */
     cfg->buffer_size = 10000;
     cfg->max_dumps = 5;
     cfg->max_total_mb = 256;
-    memcpy(cfg->metadata_json, "{}", 3);
     cfg->host_event_min_bytes = 1 << 20;
     cfg->oom_confirm_ms = 1000;
     cfg->cuda_mode = GMP_CUDA_MODE_AUTO;
@@ -44,6 +44,7 @@ void gmp_config_defaults(gmp_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     set_nonzero_defaults(cfg);
+    memcpy(cfg->metadata_json, "{}", 3);
 }
 
 /* The index of v in names (n of them), or -1. */
@@ -145,7 +146,7 @@ int gmp_config_from_env(gmp_config *cfg)
 
 /* Any GMP_ variable at all?  Most processes have none: one pass over the
  * environment instead of a getenv for each. */
-static int any_gmp_variable(void)
+GMP_START_EXIT_TEXT static int any_gmp_variable(void)
 {
     extern char **environ;
     for (char **e = environ; e && *e; e++)
@@ -154,7 +155,7 @@ static int any_gmp_variable(void)
     return 0;
 }
 
-int gmp_config_from_env_onto_zero(gmp_config *cfg)
+GMP_START_EXIT_TEXT int gmp_config_from_env_onto_zero(gmp_config *cfg)
 {
     set_nonzero_defaults(cfg);
     return any_gmp_variable() ? parse_environment(cfg) : 0;

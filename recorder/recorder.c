@@ -23,40 +23,38 @@
 
 enum { RING_NONE, RING_CREATING, RING_READY, RING_FAILED };
 
+/* The numbers, then the config (its numbers and dump_dir first): a process
+ * that starts, records nothing and exits writes only the first few hundred
+ * bytes of the preload's static recorder. */
 struct gmp_recorder {
-    gmp_config cfg;
-    gmp_ring ring;
     int ring_state;        /* atomic, RING_* */
     uint64_t early_drops;  /* events dropped while the ring was being made */
-    char abs_dump_dir[GMP_PATH_MAX];
+    gmp_config cfg;        /* dump_dir made absolute; metadata_json "" = "{}" */
+    gmp_ring ring;
 };
 
 /* Bundles must land where the process was started, even after chdir; and a
  * ring outliving the process must name an absolute directory. */
-static void absolutize(const char *path, char *out, size_t cap)
+GMP_START_EXIT_TEXT static void absolutize(char *path, size_t cap)
 {
-    if (path[0] == '/' || !getcwd(out, cap)) {
-        gmp_strlcpy(out, path, cap);
+    if (path[0] == '/')
         return;
-    }
-    const char *rel = path;
+    char given[GMP_PATH_MAX];
+    gmp_strlcpy(given, path, sizeof given);
+    const char *rel = given;
     while (rel[0] == '.' && rel[1] == '/')
         rel += 2;
-    if (gmp_strlcat(out, "/", cap) < 0 || gmp_strlcat(out, rel, cap) < 0)
-        gmp_strlcpy(out, path, cap);
+    if (!getcwd(path, cap) || gmp_strlcat(path, "/", cap) < 0 ||
+        gmp_strlcat(path, rel, cap) < 0)
+        gmp_strlcpy(path, given, cap);
 }
 
 /* The rest of a recorder whose config is in place. */
-static void init_recorder(gmp_recorder *rec)
+GMP_START_EXIT_TEXT static void init_recorder(gmp_recorder *rec)
 {
-    /* a config built by hand may carry anything: never embed bad JSON */
-    if (gmp_json_check_object(rec->cfg.metadata_json,
-                              strnlen(rec->cfg.metadata_json, GMP_METADATA_MAX),
-                              32) < 0)
-        gmp_strlcpy(rec->cfg.metadata_json, "{}", sizeof rec->cfg.metadata_json);
     if (rec->cfg.buffer_size < GMP_RING_MIN_EVENTS)
         rec->cfg.buffer_size = GMP_RING_MIN_EVENTS;
-    absolutize(rec->cfg.dump_dir, rec->abs_dump_dir, sizeof rec->abs_dump_dir);
+    absolutize(rec->cfg.dump_dir, sizeof rec->cfg.dump_dir);
 }
 
 gmp_recorder *gmp_recorder_create(const gmp_config *cfg)
@@ -68,23 +66,30 @@ gmp_recorder *gmp_recorder_create(const gmp_config *cfg)
         rec->cfg = *cfg;
     else
         gmp_config_defaults(&rec->cfg);
+    /* a config built by hand may carry anything: never embed bad JSON (the
+     * environment's is checked as it is read) */
+    if (gmp_json_check_object(rec->cfg.metadata_json,
+                              strnlen(rec->cfg.metadata_json, GMP_METADATA_MAX), 32) < 0)
+        rec->cfg.metadata_json[0] = '\0';
     init_recorder(rec);
     return rec;
 }
 
-static gmp_recorder static_one;
+/* aligned so that those first bytes never straddle two pages (4096 is a
+ * multiple of 1024), without moving .bss off the page .data shares with it */
+static gmp_recorder static_one __attribute__((aligned(1024)));
 
-gmp_recorder *gmp_recorder_create_static_from_env(void)
+GMP_START_EXIT_TEXT gmp_recorder *gmp_recorder_create_static_from_env(void)
 {
-    static int taken; /* atomic */
-    if (__atomic_exchange_n(&taken, 1, __ATOMIC_ACQ_REL))
+    static int available = 1; /* atomic; initialised, so on a page the loader wrote */
+    if (!__atomic_exchange_n(&available, 0, __ATOMIC_ACQ_REL))
         return NULL;
     gmp_config_from_env_onto_zero(&static_one.cfg);
     init_recorder(&static_one);
     return &static_one;
 }
 
-const gmp_config *gmp_recorder_config(const gmp_recorder *rec)
+GMP_START_EXIT_TEXT const gmp_config *gmp_recorder_config(const gmp_recorder *rec)
 {
     return &rec->cfg;
 }
@@ -126,7 +131,7 @@ static void make_ring(gmp_recorder *rec)
     c->buffer_size = capacity;
     c->max_dumps = rec->cfg.max_dumps;
     c->max_total_mb = rec->cfg.max_total_mb;
-    gmp_strlcpy(c->dump_dir, rec->abs_dump_dir, sizeof c->dump_dir);
+    gmp_strlcpy(c->dump_dir, rec->cfg.dump_dir, sizeof c->dump_dir);
     gmp_strlcpy(c->context, rec->cfg.context, sizeof c->context);
     __atomic_store_n(&rec->ring_state, RING_READY, __ATOMIC_RELEASE);
 }
@@ -187,7 +192,7 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
 {
     if (!rec || !rec->cfg.enabled || !req || !path_out || !path_cap)
         return NULL;
-    const char *metadata = rec->cfg.metadata_json;
+    const char *metadata = rec->cfg.metadata_json[0] ? rec->cfg.metadata_json : "{}";
     if (req->metadata_json) {
         if (gmp_json_check_object(req->metadata_json, strlen(req->metadata_json),
                                   32) == 0)
@@ -196,7 +201,7 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
             gmp_log("dump metadata is not a JSON object; using the configured one");
     }
     gmp_bundle_input in = {
-        .dump_dir = rec->abs_dump_dir,
+        .dump_dir = rec->cfg.dump_dir,
         .ring = __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY
                     ? &rec->ring
                     : NULL,
@@ -209,7 +214,7 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
     if (gmp_bundle_write(&in, path_out, path_cap, name, sizeof name) < 0)
         return NULL;
     if (req->kind == GMP_BUNDLE_OOM) /* leak reports are not oom_dump_ bundles */
-        gmp_retention_apply(rec->abs_dump_dir, rec->cfg.max_dumps, rec->cfg.max_total_mb,
+        gmp_retention_apply(rec->cfg.dump_dir, rec->cfg.max_dumps, rec->cfg.max_total_mb,
                             name);
     return path_out;
 }
@@ -236,12 +241,14 @@ void gmp_recorder_after_fork(gmp_recorder *rec)
     if (!rec)
         return;
     /* munmap only: the file and its contents are the parent's */
-    if (__atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY)
+    int state = __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE);
+    if (state == RING_READY)
         gmp_ring_close(&rec->ring, 0);
-    __atomic_store_n(&rec->ring_state, RING_NONE, __ATOMIC_RELEASE);
+    if (state != RING_NONE) /* else no store: a child that execs copies no page */
+        __atomic_store_n(&rec->ring_state, RING_NONE, __ATOMIC_RELEASE);
 }
 
-void gmp_recorder_release_ring(gmp_recorder *rec)
+GMP_START_EXIT_TEXT void gmp_recorder_release_ring(gmp_recorder *rec)
 {
     if (rec && __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY &&
         rec->ring.is_file && rec->ring.path[0])

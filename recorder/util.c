@@ -160,7 +160,7 @@ void gmp_fmt_bytes(uint64_t v, char out[32])
     gmp_strlcat(out, units[u], 32);
 }
 
-int gmp_strlcpy(char *dst, const char *src, size_t cap)
+GMP_START_EXIT_TEXT int gmp_strlcpy(char *dst, const char *src, size_t cap)
 {
     if (!cap)
         return -1;
@@ -174,7 +174,7 @@ int gmp_strlcpy(char *dst, const char *src, size_t cap)
     return 0;
 }
 
-int gmp_strlcat(char *dst, const char *src, size_t cap)
+GMP_START_EXIT_TEXT int gmp_strlcat(char *dst, const char *src, size_t cap)
 {
     size_t have = strnlen(dst, cap);
     if (have == cap)

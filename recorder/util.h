@@ -13,6 +13,11 @@
 
 #define GMP_HIDDEN __attribute__((visibility("hidden")))
 
+/* Code that every preloaded process runs as it starts or exits, most of
+ * them doing little else: kept together, after the constructor, so that it
+ * is one page of text to fault in rather than one per file. */
+#define GMP_START_EXIT_TEXT __attribute__((section(".text.startup")))
+
 GMP_HIDDEN uint64_t gmp_now_realtime_ns(void);
 GMP_HIDDEN uint32_t gmp_gettid(void); /* cached per thread */
 /* In a forked child (pthread_atfork): forget the parent thread's tid. */
