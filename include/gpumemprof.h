@@ -377,6 +377,11 @@ typedef struct gmp_recover_options {
     const char *evidence;  /* e.g. "oom_killer: ..." for every bundle, or NULL */
     int pid;               /* with signal: a death seen first hand (0: none) */
     int signal;
+    /* The caller's retention, for the bundles of rings the caller does not
+     * own (0: 5 bundles, 256 MiB).  Such a ring never chooses where its
+     * bundle goes (dump_dir, else ./oom_dumps) nor what retention removes. */
+    uint32_t max_dumps;
+    uint64_t max_total_mb;
 } gmp_recover_options;
 
 typedef void (*gmp_recover_report_fn)(const char *bundle_path, int pid, const char *reason,
@@ -385,7 +390,8 @@ typedef void (*gmp_recover_report_fn)(const char *bundle_path, int pid, const ch
 /* For every ring in run_dir whose process is gone (no such pid, or another
  * process under that pid now): write its bundle from the ring (reason: the
  * signal that killed it when known, else "killed"), then remove the ring.
- * Returns the number of bundles written, or -1 when run_dir is unreadable. */
+ * Returns the number of bundles written, or -1 when run_dir is unreadable,
+ * or is not a directory of the caller's closed to others (errno EPERM). */
 GMP_API int gmp_rings_recover(const char *run_dir, const gmp_recover_options *opt,
                               gmp_recover_report_fn report, void *arg);
 

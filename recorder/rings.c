@@ -95,7 +95,7 @@ static int forget_one(int dirfd, const char *name, void *arg)
 
 int gmp_rings_forget_exec(const char *run_dir)
 {
-    int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dirfd = gmp_run_dir_open(run_dir, NULL, 0);
     if (dirfd < 0)
         return 0;
     exec_scan s = {(int)getpid(), 0, 0};
@@ -148,7 +148,7 @@ int gmp_rings_reaped(const char *run_dir, int pid, int status)
 {
     if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status)))
         return 0;
-    int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dirfd = gmp_run_dir_open(run_dir, NULL, 0);
     if (dirfd < 0)
         return 0;
     reaped_child c = {.pid = pid, .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0};
@@ -238,7 +238,7 @@ int gmp_rings_reap(const char *run_dir, const gmp_rings_limits *limits)
         lim.max_bytes = 256ull << 20;
     if (!lim.max_age_s)
         lim.max_age_s = 24 * 3600;
-    int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dirfd = gmp_run_dir_open(run_dir, NULL, 0);
     if (dirfd < 0)
         return 0;
     reap_scan r = {.lim = &lim, .now = time(NULL)};
@@ -339,8 +339,11 @@ static int recover_one(int dirfd, const char *name, void *arg)
 {
     recover_ctx *rc = arg;
     gmp_ring_header h;
-    if (!is_ring_name(name) || read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
+    struct stat st;
+    if (!is_ring_name(name) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISREG(st.st_mode) || read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
         return 0;
+    int ours = st.st_uid == geteuid();
     /* no death of memory: an exec, a crash the process wrote up itself, a
      * signal its parent saw that a user or a pipeline sends */
     int noted = rc->opt->pid && rc->opt->pid == h.pid ? rc->opt->signal : h.death_signal;
@@ -411,9 +414,12 @@ static int recover_one(int dirfd, const char *name, void *arg)
     copy_bounded(context, sizeof context, live->config.context, sizeof live->config.context);
     if (rc->opt->dump_dir)
         gmp_strlcpy(dump_dir, rc->opt->dump_dir, sizeof dump_dir);
-    else
+    else if (ours)
         copy_bounded(dump_dir, sizeof dump_dir, live->config.dump_dir,
                      sizeof live->config.dump_dir);
+    else if (!getcwd(dump_dir, sizeof dump_dir) ||
+             gmp_strlcat(dump_dir, "/oom_dumps", sizeof dump_dir) < 0)
+        dump_dir[0] = '\0';
     gmp_dump_request req = {
         .reason = signame,
         .exception_type = evidence[0] ? "oom_killer" : signame,
@@ -436,8 +442,8 @@ static int recover_one(int dirfd, const char *name, void *arg)
     char bundle[GMP_PATH_MAX], bname[256];
     int ok = dump_dir[0] == '/' &&
              gmp_bundle_write(&in, bundle, sizeof bundle, bname, sizeof bname) == 0;
-    uint32_t max_dumps = live->config.max_dumps;
-    uint64_t max_mb = live->config.max_total_mb;
+    uint32_t max_dumps = ours ? live->config.max_dumps : rc->opt->max_dumps;
+    uint64_t max_mb = ours ? live->config.max_total_mb : rc->opt->max_total_mb;
     int pid = live->pid;
     gmp_ring_close(&ring, 0);
     if (!ok)
@@ -453,7 +459,7 @@ static int recover_one(int dirfd, const char *name, void *arg)
 int gmp_rings_recover(const char *run_dir, const gmp_recover_options *opt,
                       gmp_recover_report_fn report, void *arg)
 {
-    int dirfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dirfd = gmp_run_dir_open(run_dir, NULL, 0);
     if (dirfd < 0)
         return -1;
     gmp_recover_options o = opt ? *opt : (gmp_recover_options){0};

@@ -6,6 +6,7 @@
 #include "rundir.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,26 +39,57 @@ int gmp_run_dir_ensure(const char *path, char *why, size_t why_cap)
             return -1;
         }
     }
-    struct stat st;
-    if (lstat(path, &st) < 0) {
-        gmp_strlcpy(why, gmp_strerror(errno), why_cap);
+    int fd = gmp_run_dir_open(path, why, why_cap);
+    if (fd < 0)
         return -1;
-    }
-    if (S_ISLNK(st.st_mode)) {
-        gmp_strlcpy(why, "it is a symbolic link", why_cap);
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        gmp_strlcpy(why, "it is not a directory", why_cap);
-        return -1;
-    }
-    if (st.st_uid != getuid()) {
-        gmp_strlcpy(why, "it belongs to another user", why_cap);
-        return -1;
-    }
-    if (st.st_mode & 077) {
-        gmp_strlcpy(why, "it is open to group or others (want 0700)", why_cap);
-        return -1;
-    }
+    close(fd);
     return 0;
+}
+
+static void say(char *why, size_t why_cap, const char *what)
+{
+    if (why)
+        gmp_strlcpy(why, what, why_cap);
+}
+
+int gmp_run_dir_open(const char *path, char *why, size_t why_cap)
+{
+    /* "dir/" or "dir/." would go through a symlink that O_NOFOLLOW refuses */
+    char trimmed[4096];
+    if (gmp_strlcpy(trimmed, path, sizeof trimmed) < 0) {
+        say(why, why_cap, "the path is too long");
+        return -1;
+    }
+    for (size_t n = strlen(trimmed); n > 1;) {
+        if (trimmed[n - 1] == '/')
+            trimmed[--n] = '\0';
+        else if (n > 2 && trimmed[n - 1] == '.' && trimmed[n - 2] == '/')
+            trimmed[n -= 2] = '\0';
+        else
+            break;
+    }
+    int fd = open(trimmed, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int err = errno;
+        struct stat link;
+        /* O_NOFOLLOW with O_DIRECTORY says ENOTDIR of a symlink */
+        int is_link = (err == ELOOP || err == ENOTDIR) && lstat(trimmed, &link) == 0 &&
+                      S_ISLNK(link.st_mode);
+        say(why, why_cap, is_link ? "it is a symbolic link" : gmp_strerror(err));
+        if (fd >= 0)
+            close(fd);
+        errno = err;
+        return -1;
+    }
+    const char *problem = st.st_uid != geteuid() ? "it belongs to another user"
+                          : (st.st_mode & 077)   ? "it is open to group or others (want 0700)"
+                                                 : NULL;
+    if (problem) {
+        say(why, why_cap, problem);
+        close(fd);
+        errno = EPERM;
+        return -1;
+    }
+    return fd;
 }

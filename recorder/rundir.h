@@ -15,5 +15,9 @@ GMP_HIDDEN void gmp_run_dir_resolve(const char *configured, char *out, size_t ca
 /* Create it 0700 if missing; then insist it is a real directory (no
  * symlink), owned by us, closed to group and others.  0, or -1 with why. */
 GMP_HIDDEN int gmp_run_dir_ensure(const char *path, char *why, size_t why_cap);
+/* Open it for reading rings, on the same terms (the readers trust it no
+ * more than the preload does: another user may have made it first).  A
+ * directory fd, or -1 with why (why may be NULL). */
+GMP_HIDDEN int gmp_run_dir_open(const char *path, char *why, size_t why_cap);
 
 #endif

@@ -264,10 +264,22 @@ int gmp_cgroup_oom_file(char *out, size_t cap)
                        (char *)NULL);
 }
 
+static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_flags);
+
+/* A cgroup's OOM file as we name one: under /sys/fs/cgroup, no ".." in it.
+ * The path may come from a ring another process wrote. */
+static int is_cgroup_oom_file(const char *file)
+{
+    size_t n = strlen(file);
+    return !strncmp(file, "/sys/fs/cgroup/", 15) && !strstr(file, "/../") &&
+           ((n > 14 && !strcmp(file + n - 14, "/memory.events")) ||
+            (n > 19 && !strcmp(file + n - 19, "/memory.oom_control")));
+}
+
 uint64_t gmp_cgroup_oom_kills(const char *file)
 {
     char buf[1024];
-    if (!file[0] || gmp_read_file(file, buf, sizeof buf) <= 0)
+    if (!is_cgroup_oom_file(file) || read_regular(file, buf, sizeof buf, O_NOFOLLOW) <= 0)
         return UINT64_MAX;
     for (const char *p = buf; (p = strstr(p, "oom_kill ")); p++) {
         if (p != buf && p[-1] != '\n')
@@ -306,13 +318,20 @@ uint64_t gmp_proc_start_ticks(int pid)
     return v;
 }
 
-ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
+/* Never a FIFO or a device: one of those named where a file was expected
+ * would block the reader for ever or read without end. */
+static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_flags)
 {
     if (!cap)
         return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra_flags);
     if (fd < 0)
         return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
     size_t len = 0;
     while (len + 1 < cap) {
         ssize_t n = read(fd, buf + len, cap - 1 - len);
@@ -325,6 +344,11 @@ ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
     close(fd);
     buf[len] = '\0';
     return (ssize_t)len;
+}
+
+ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
+{
+    return read_regular(path, buf, cap, 0);
 }
 
 const char *gmp_strerror(int err)

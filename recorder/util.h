@@ -45,7 +45,8 @@ GMP_HIDDEN int gmp_strjoin(char *dst, size_t cap, ...) __attribute__((sentinel))
 
 /* write(2) until done or a real error; returns 0 or -1. */
 GMP_HIDDEN int gmp_write_all(int fd, const void *buf, size_t len);
-/* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length or -1. */
+/* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length,
+ * or -1 (also for anything but a regular file: it never blocks on a FIFO). */
 GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
 
 /* A line written to stderr, with nothing else known: the pattern or OOM
@@ -60,7 +61,8 @@ GMP_HIDDEN int gmp_cgroup_memory_dir(char *out, size_t cap);
 /* The file of this process's memory cgroup that counts OOM kills:
  * memory.events (cgroup v2) or memory.oom_control (v1).  0, or -1. */
 GMP_HIDDEN int gmp_cgroup_oom_file(char *out, size_t cap);
-/* Its "oom_kill N" count, or UINT64_MAX when it cannot be read. */
+/* Its "oom_kill N" count, or UINT64_MAX when it cannot be read or is not
+ * such a file under /sys/fs/cgroup (the name may come from a ring). */
 GMP_HIDDEN uint64_t gmp_cgroup_oom_kills(const char *file);
 
 /* Calls fn for every entry of the directory but "." and ".." (getdents64:

@@ -8,8 +8,10 @@
  */
 #include "gpumemprof.h"
 #include "inspect.h"
+#include "rundir.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static void report(const char *bundle_path, int pid, const char *reason, void *arg)
 {
@@ -31,8 +33,11 @@ int cmd_recover(int argc, char **argv)
                  "reason is the signal when the parent that reaped it was preloaded,\n"
                  "else \"killed\"; evidence names the kernel OOM killer when the\n"
                  "process's cgroup counted an OOM kill or the kernel log says so.\n"
-                 "Rings of live processes are left alone.  Exit 0, or 1 when RUN_DIR\n"
-                 "cannot be read.");
+                 "Rings of live processes are left alone.  RUN_DIR must be yours and\n"
+                 "closed to others, as the preload wants it; a ring that another user\n"
+                 "owns goes to DIR or ./oom_dumps, under your GMP_MAX_DUMPS and\n"
+                 "GMP_MAX_TOTAL_MB.  Exit 0, or 1 when RUN_DIR cannot be read or is\n"
+                 "refused.");
             return EXIT_OK;
         }
         if (!strcmp(argv[i], "--dump-dir") && i + 1 < argc) {
@@ -47,17 +52,28 @@ int cmd_recover(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    char path[4096];
+    char path[4096], why[128];
+    static gmp_config cfg;
+    gmp_config_from_env(&cfg);
     if (!dir) {
-        static gmp_config cfg;
-        gmp_config_from_env(&cfg);
         gmp_run_dir_path(&cfg, path, sizeof path);
         dir = path;
     }
-    gmp_recover_options opt = {.dump_dir = dump_dir};
+    int fd = gmp_run_dir_open(dir, why, sizeof why);
+    if (fd < 0) {
+        fputs("gmp-inspect recover: refusing ", stderr);
+        print_clean(stderr, dir, 512);
+        fprintf(stderr, ": %s\n", why);
+        return EXIT_INVALID;
+    }
+    close(fd);
+    gmp_recover_options opt = {
+        .dump_dir = dump_dir, .max_dumps = cfg.max_dumps, .max_total_mb = cfg.max_total_mb};
     int count = 0;
     if (gmp_rings_recover(dir, &opt, report, &count) < 0) {
-        fprintf(stderr, "gmp-inspect recover: cannot read %s\n", dir);
+        fputs("gmp-inspect recover: cannot read ", stderr);
+        print_clean(stderr, dir, 512);
+        fputc('\n', stderr);
         return EXIT_INVALID;
     }
     if (!count)

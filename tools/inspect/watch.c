@@ -8,6 +8,7 @@
 #include "gpumemprof.h"
 #include "inspect.h"
 #include "ring.h"
+#include "rundir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -82,9 +83,21 @@ static int find_ring(int pid, char *out, size_t cap)
     gmp_config_from_env(&cfg);
     gmp_run_dir_path(&cfg, dir, sizeof dir);
     snprintf(prefix, sizeof prefix, "ring_%d_", pid);
-    DIR *d = opendir(dir);
-    if (!d)
+    /* a run directory another user made first holds rings of their choosing */
+    char why[128];
+    int fd = gmp_run_dir_open(dir, why, sizeof why);
+    if (fd < 0 && errno == EPERM) {
+        fputs("gmp-inspect watch: refusing the run directory ", stderr);
+        print_clean(stderr, dir, 512);
+        fprintf(stderr, ": %s\n", why);
+        return -2;
+    }
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return -1;
+    }
     struct dirent *e;
     unsigned long long best = 0;
     int found = -1;
@@ -266,7 +279,10 @@ int cmd_watch(int argc, char **argv)
             usage(stderr);
             return EXIT_USAGE;
         }
-        if (find_ring((int)pid, path, sizeof path) < 0) {
+        int found = find_ring((int)pid, path, sizeof path);
+        if (found == -2)
+            return EXIT_INVALID;
+        if (found < 0) {
             fprintf(stderr, "gmp-inspect watch: no ring of pid %ld in the run directory "
                             "(has it recorded anything yet? is GMP_RUN_DIR the same?)\n", pid);
             return EXIT_INVALID;
