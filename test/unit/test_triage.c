@@ -144,7 +144,7 @@ static void test_groups_counts_and_formats(void **state)
     assert_string_equal(x_out, "3\n");
 
     assert_int_equal(triage("markdown", NULL), 3);
-    assert_non_null(strstr(out, "| 1 | 1000 | cuda | cudaMalloc | cudaErrorMemoryAllocation | - |"));
+    assert_non_null(strstr(out, "| 1 | 1000 | `cuda` | `cudaMalloc` | `cudaErrorMemoryAllocation` | `-` |"));
     assert_int_equal(triage("text", NULL), 3);
     assert_non_null(strstr(out, "3 signature(s) in 2000 bundle(s): 2000 out of memory"));
 }

@@ -3,7 +3,9 @@
  * decide.  A run directory must be the caller's and closed to others for
  * every reader (recover, watch), as the preload wants it; a ring the caller
  * does not own never chooses where its bundle goes nor what retention
- * removes; a path named inside a ring is never a FIFO that hangs the reader.
+ * removes; a path named inside a ring is never a FIFO that hangs the reader;
+ * a bundle's strings never reach a terminal, a CI log, a JUnit report or a
+ * Markdown summary as control characters or markup.
  * The cases that need another owner run as root (chown to nobody) and skip
  * with a line otherwise.
  */
@@ -15,6 +17,8 @@
 
 #include "ring.h"
 #include "support.h"
+
+#include <jansson.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,7 +37,7 @@ static char out[1 << 16], err[1 << 16];
 /* SCRIPT under sh, the preload exported to what it starts. */
 static int run_preloaded(const char *script)
 {
-    char full[8192];
+    char full[8192 + 3000];
     snprintf(full, sizeof full, "ulimit -c 0; export LD_PRELOAD=\"%s\"; %s", paths.preload,
              script);
     return run_script(&paths, full, out, sizeof out, err, sizeof err);
@@ -41,7 +45,7 @@ static int run_preloaded(const char *script)
 
 static int run_bare(const char *script)
 {
-    char full[8192];
+    char full[8192 + 64];
     snprintf(full, sizeof full, "unset LD_PRELOAD; %s", script);
     return run_script(&paths, full, out, sizeof out, err, sizeof err);
 }
@@ -169,6 +173,117 @@ static void test_fifo_named_by_a_ring_does_not_hang(void **state)
     }
 }
 
+/* Strings a hostile bundle carries: an escape sequence that retitles and
+ * clears a terminal, GitHub Actions workflow commands on lines of their
+ * own, XML that would close a JUnit test case and open one, a Markdown
+ * link and image, a table cell's end. */
+#define ESCAPES "\x1b]0;pwned\x07\x1b[2J\xc2\x9b" "31m"
+#define WORKFLOW "\n::error file=x::injected\n::add-mask::secret"
+#define XML "\"/></testcase><testcase classname=\"gpumemprof.oom\" name=\"planted\">"
+#define MARKDOWN "[click](http://evil.example) ![img](http://evil.example/x.png) | `x`"
+
+static void set_string(const char *file, const char *key, const char *value)
+{
+    json_error_t e;
+    json_t *doc = json_load_file(file, 0, &e);
+    assert_non_null(doc);
+    json_object_set_new(doc, key, json_string(value));
+    assert_int_equal(json_dump_file(doc, file, JSON_INDENT(1)), 0);
+    json_decref(doc);
+}
+
+static void make_hostile_bundle(char *bundle, size_t cap)
+{
+    const char *fixtures = getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
+                                                       : "test/fixtures";
+    char script[4096], file[2048];
+    /* a directory name that is an escape sequence too */
+    snprintf(bundle, cap, "%s/hostile/oom_dump_20260303T120000Z_12345_cuda_1\x1b[2J",
+             paths.scratch);
+    snprintf(script, sizeof script,
+             "rm -rf '%s/hostile' && mkdir -p '%s/hostile' && "
+             "cp -r '%s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' \"$(printf '%s')\"",
+             paths.scratch, paths.scratch, fixtures, bundle);
+    assert_int_equal(system(script), 0);
+    snprintf(file, sizeof file, "%s/metadata.json", bundle);
+    set_string(file, "reason", ESCAPES MARKDOWN XML);
+    set_string(file, "exception_message", "boom" WORKFLOW ESCAPES);
+    set_string(file, "context", ESCAPES WORKFLOW);
+    snprintf(file, sizeof file, "%s/manifest.json", bundle);
+    set_string(file, "reason", ESCAPES MARKDOWN XML WORKFLOW);
+    snprintf(file, sizeof file, "%s/events.json", bundle);
+    json_error_t e;
+    json_t *events = json_load_file(file, 0, &e);
+    assert_non_null(events);
+    json_t *first = json_array_get(json_is_array(events) ? events
+                                                         : json_object_get(events, "events"),
+                                   0);
+    assert_non_null(first);
+    json_object_set_new(first, "api", json_string("cudaMalloc" ESCAPES WORKFLOW));
+    assert_int_equal(json_dump_file(events, file, JSON_INDENT(1)), 0);
+    json_decref(events);
+}
+
+/* No control character but the line ends, and no line of a workflow command. */
+static void expect_inert(const char *verb, const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
+            fail_msg("%s printed byte 0x%02x at %ld:\n%s", verb, *p,
+                     (long)((const char *)p - text), text);
+    if (!strncmp(text, "::", 2) || strstr(text, "\n::"))
+        fail_msg("%s printed a workflow command on a line of its own:\n%s", verb, text);
+}
+
+/* show, events, list and triage print a hostile bundle's strings visibly
+ * escaped; its JUnit report parses and holds one test case for its one
+ * signature; its Markdown cells are code spans (no link, no image, no
+ * extra cell); JSON output escapes by JSON's rules. */
+static void test_bundle_strings_are_inert(void **state)
+{
+    (void)state;
+    char bundle[1024], script[8192];
+    make_hostile_bundle(bundle, sizeof bundle);
+    const char *verbs[][2] = {{"show", ""}, {"events", ""}, {"list", "dir"},
+                              {"triage", "dir"}, {"triage", "--format markdown"},
+                              {"events", "--json"}, {"list", "dir --json"},
+                              {"triage", "dir --format json"}};
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/hostile", paths.scratch);
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
+        int on_dir = !strncmp(verbs[i][1], "dir", 3);
+        const char *opts = on_dir ? verbs[i][1] + 3 : verbs[i][1];
+        snprintf(script, sizeof script, "%s %s \"$(printf '%s')\" %s 2>&1", inspect_path(),
+                 verbs[i][0], on_dir ? dir : bundle, opts);
+        run_bare(script);
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", verbs[i][0], verbs[i][1]);
+        if (!out[0])
+            fail_msg("%s printed nothing", what);
+        expect_inert(what, out);
+        if (!strstr(opts, "json") && !strstr(out, "\\x1b"))
+            fail_msg("%s shows no escape visibly:\n%s", what, out);
+    }
+    /* the Markdown table: the reason is one code span in one cell */
+    snprintf(script, sizeof script, "%s triage '%s/hostile' --format markdown", inspect_path(),
+             paths.scratch);
+    run_bare(script);
+    if (!strstr(out, "`\\x1b]0;pwned\\x07\\x1b[2J\\u009b31m[click](http://evil.example) "
+                     "![img](http://evil.example/x.png) \\| 'x'"))
+        fail_msg("markdown:\n%s", out);
+    /* JUnit: parses, one test case, and the planted name is text */
+    snprintf(script, sizeof script,
+             "%s triage '%s/hostile' --format junit | /usr/bin/python3 -c '"
+             "import sys, xml.etree.ElementTree as E\n"
+             "r = E.fromstring(sys.stdin.buffer.read())\n"
+             "c = r.findall(\".//testcase\")\n"
+             "print(len(c), \"planted\" in c[0].get(\"name\"))'",
+             inspect_path(), paths.scratch);
+    run_bare(script);
+    if (strcmp(out, "1 True\n"))
+        fail_msg("junit: %s %s", out, err);
+}
+
 static int empty_dirs(void **state)
 {
     (void)state;
@@ -192,6 +307,7 @@ int main(void)
         cmocka_unit_test_setup(test_run_dir_not_ours_is_refused, empty_dirs),
         cmocka_unit_test_setup(test_foreign_ring_chooses_nothing, empty_dirs),
         cmocka_unit_test_setup(test_fifo_named_by_a_ring_does_not_hang, empty_dirs),
+        cmocka_unit_test(test_bundle_strings_are_inert),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);
 }

@@ -53,8 +53,19 @@ const char *jstr(json_t *obj, const char *key);        /* NULL unless a string *
 int jint(json_t *obj, const char *key, int64_t *out);  /* 0 when an integer */
 
 void fmt_bytes(uint64_t v, char *out, size_t cap);
-/* A value printed for people on one line: control characters become '?'. */
+
+/* clean.c: a bundle's strings for a terminal or a log, control characters
+ * shown visibly (\n, \x1b, \u009b); out always ends in a NUL and never
+ * holds half an escape.  Returns the length written. */
+size_t clean_text(const char *s, char *out, size_t cap);
+size_t clean_text_n(const char *s, size_t n, char *out, size_t cap);
+/* At most max bytes of s, cleaned, then "..." when cut. */
 void print_clean(FILE *f, const char *s, size_t max);
+/* Every string and key of a document, cleaned in place. */
+void json_clean_strings(json_t *v);
+/* Set by a verb that prints JSON: documents are loaded as they are (the
+ * encoder escapes them); otherwise load_json_at cleans what it loads. */
+extern int inspect_raw_json;
 
 /* sites.c: the top allocation sites by live bytes, symbolised (libdw);
  * name_site: one stack's site, "fill (gpu_oom.c:70)" or "module+0x1983". */

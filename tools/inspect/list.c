@@ -71,7 +71,7 @@ int cmd_list(int argc, char **argv)
     int as_json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
-            as_json = 1;
+            as_json = inspect_raw_json = 1;
         else if (argv[i][0] == '-' || dir) {
             usage(stderr);
             return EXIT_USAGE;
@@ -135,7 +135,7 @@ int cmd_list(int argc, char **argv)
         }
     }
     if (out) {
-        json_dumpf(out, stdout, JSON_INDENT(2));
+        json_dumpf(out, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
         putchar('\n');
         json_decref(out);
     } else if (!n) {

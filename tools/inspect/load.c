@@ -15,11 +15,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* "<what>: <why>" into err, when the caller wants it. */
+/* "<what>: <why>" into err, when the caller wants it (what may be a name
+ * from the bundle's directory). */
 static void set_err(char *err, size_t cap, const char *what, const char *why)
 {
+    char shown[1024];
+    clean_text(what, shown, sizeof shown);
     if (err && cap)
-        snprintf(err, cap, "%s: %s", what, why);
+        snprintf(err, cap, "%s: %s", shown, why);
 }
 
 json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
@@ -71,6 +74,8 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
         snprintf(where, sizeof where, "invalid JSON at line %d column %d: %s",
                  jerr.line, jerr.column, jerr.text);
         set_err(err, err_cap, name, where);
+    } else if (!inspect_raw_json) {
+        json_clean_strings(root);
     }
     return root;
 }
@@ -170,15 +175,6 @@ void fmt_bytes(uint64_t v, char *out, size_t cap)
         u++;
     }
     snprintf(out, cap, "%.1f %s", d, units[u]);
-}
-
-void print_clean(FILE *f, const char *s, size_t max)
-{
-    size_t n = 0;
-    for (; *s && n < max; s++, n++)
-        fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
-    if (*s)
-        fputs("...", f);
 }
 
 int wants_help(int argc, char **argv)

@@ -487,7 +487,7 @@ int cmd_events(int argc, char **argv)
     int as_json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
-            as_json = 1;
+            as_json = inspect_raw_json = 1;
         else if (argv[i][0] == '-' || path) {
             events_usage(stderr);
             return EXIT_USAGE;
@@ -508,7 +508,7 @@ int cmd_events(int argc, char **argv)
     }
     json_t *arr = events_array(b.events);
     if (as_json) {
-        json_dumpf(arr, stdout, JSON_INDENT(1) | JSON_ENCODE_ANY);
+        json_dumpf(arr, stdout, JSON_INDENT(1) | JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
         putchar('\n');
     } else {
         size_t i;

@@ -174,16 +174,24 @@ static void print_text(const triage *t)
         const group *g = &t->groups[i];
         cells c;
         cells_of(g, &c);
-        printf("\n#%zu  %ld bundle(s)  %s  %s  ", i + 1, g->count, g->backend, g->api);
-        print_clean(stdout, g->reason, 200);
-        printf("  at ");
-        print_clean(stdout, g->site, 320);
-        printf("\n    first %s  last %s  largest request %s\n    ranks %s  hosts %s\n"
-               "    e.g. %s\n",
-               g->first, g->last, c.big, c.ranks, c.hosts, g->example);
+        /* every field may come from a bundle or a directory's entry names */
+        const char *row[] = {g->backend, "  ", g->api, "  ", g->reason, "  at ", g->site,
+                             "\n    first ", g->first, "  last ", g->last,
+                             "  largest request ", c.big, "\n    ranks ", c.ranks,
+                             "  hosts ", c.hosts, "\n    e.g. ", g->example};
+        printf("\n#%zu  %ld bundle(s)  ", i + 1, g->count);
+        for (size_t k = 0; k < sizeof row / sizeof *row; k++)
+            if (k % 2)
+                fputs(row[k], stdout);
+            else
+                print_clean(stdout, row[k], 400);
+        putchar('\n');
     }
-    if (t->unreadable)
-        printf("\nunreadable, e.g.: %s\n", t->first_unreadable);
+    if (t->unreadable) {
+        fputs("\nunreadable, e.g.: ", stdout);
+        print_clean(stdout, t->first_unreadable, 600);
+        putchar('\n');
+    }
 }
 
 static json_t *names_json(const name_set *s)
@@ -225,11 +233,18 @@ static void print_json(const triage *t)
     json_decref(root);
 }
 
-/* Markdown and XML carry bundle text: keep it from breaking the markup. */
+/* Markdown and XML carry bundle text: control characters shown visibly
+ * (XML 1.0 cannot hold most of them even as references), then the markup's
+ * own escapes.  A Markdown cell is a code span: no link, image, emphasis or
+ * HTML inside, and GitHub makes no autolink there either. */
 static void put_escaped(const char *s, int xml)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    char shown[2048];
+    clean_text(s, shown, sizeof shown);
+    if (!xml)
+        putchar('`');
+    for (const char *p = shown; *p; p++) {
+        unsigned char c = (unsigned char)*p;
         if (xml && c == '<')
             fputs("&lt;", stdout);
         else if (xml && c == '>')
@@ -238,13 +253,17 @@ static void put_escaped(const char *s, int xml)
             fputs("&amp;", stdout);
         else if (xml && c == '"')
             fputs("&quot;", stdout);
-        else if (!xml && (c == '|' || c == '`' || c == '<'))
-            printf("\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
-            putchar('?');
+        else if (xml && c == '\'')
+            fputs("&apos;", stdout);
+        else if (!xml && c == '`')
+            putchar('\''); /* a code span cannot hold its own delimiter */
+        else if (!xml && c == '|')
+            fputs("\\|", stdout); /* a table cell's end, even in a code span */
         else
             putchar(c);
     }
+    if (!xml)
+        putchar('`');
 }
 
 static void print_markdown(const triage *t)
@@ -295,12 +314,15 @@ static void print_junit(const triage *t)
         put_escaped(g->site, 1);
         printf("\">\n      <failure message=\"%ld bundle(s)\" type=\"", g->count);
         put_escaped(g->reason, 1);
-        printf("\">%s %s, largest request %s; ranks ", g->backend, g->api, c.big);
-        put_escaped(c.ranks, 1);
-        fputs("; hosts ", stdout);
-        put_escaped(c.hosts, 1);
-        printf("; first %s, last %s; e.g. ", g->first, g->last);
-        put_escaped(g->example, 1);
+        fputs("\">", stdout);
+        const char *text[] = {g->backend, " ", g->api, ", largest request ", c.big,
+                              "; ranks ", c.ranks, "; hosts ", c.hosts, "; first ",
+                              g->first, ", last ", g->last, "; e.g. ", g->example};
+        for (size_t k = 0; k < sizeof text / sizeof *text; k++)
+            if (k % 2)
+                fputs(text[k], stdout);
+            else
+                put_escaped(text[k], 1);
         puts("</failure>\n    </testcase>");
     }
     puts("  </testsuite>\n</testsuites>");
@@ -341,6 +363,7 @@ int cmd_triage(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
+    inspect_raw_json = !strcmp(format, "json");
     triage t = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--format")) {

@@ -258,6 +258,7 @@ int cmd_validate(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
+    inspect_raw_json = 1; /* the bundle as written is what is judged */
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && strcmp(argv[i], "--")) {
             fprintf(stderr, "gmp-inspect validate: unknown option %s\n", argv[i]);
