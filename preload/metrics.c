@@ -164,7 +164,10 @@ static void write_now(void)
     header(&o, "bundles_written_total", "counter", "Diagnostic bundles written.");
     put(&o, "gpumemprof_bundles_written_total{%s} %llu\n", labels,
         (unsigned long long)gmp_pl_bundles_written());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    /* a fresh file of ours: one left by a crash goes, one planted by
+     * another user (whom a sticky directory lets keep it) stops this write */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0) {
         int ok = gmp_write_all(fd, text, o.len) == 0;
         close(fd);

@@ -413,17 +413,12 @@ static int write_contents(int dirfd, const char *tmp, const char *name,
 int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap,
                      char *name_out, size_t name_cap)
 {
-    if (gmp_mkdir_p(in->dump_dir, 0700) < 0) {
-        gmp_log("cannot create dump directory %s: %s; no bundle written",
-                in->dump_dir, gmp_strerror(errno));
-        return -1;
-    }
-    int dirfd = open(in->dump_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    char why[96];
+    int dirfd = gmp_dir_open_safely(in->dump_dir, 1, 0700, why, sizeof why);
     if (dirfd < 0) {
-        struct stat st;
-        int is_link = lstat(in->dump_dir, &st) == 0 && S_ISLNK(st.st_mode);
-        gmp_log("cannot open dump directory %s: %s; no bundle written", in->dump_dir,
-                is_link ? "it is a symbolic link (refused)" : gmp_strerror(errno));
+        gmp_log("%s dump directory %s: %s; no bundle written",
+                errno == ELOOP || errno == EPERM ? "refusing the" : "cannot create", in->dump_dir,
+                why);
         return -1;
     }
     /* The name is inside the manifest, so a name taken meanwhile (another

@@ -2,8 +2,11 @@
  * retention.c — keeps a dump directory within max_dumps bundles and
  * max_total_mb, removing the oldest bundles first.
  *
- * Rules: only real directories named oom_dump_* are ever removed (never a
- * symlink, never a foreign file); the bundle just written (keep) survives
+ * Rules: only real directories named oom_dump_* whose manifest.json names
+ * them (ours, or the Python recorder's) count and are ever removed, and in
+ * them only the caller's own files (never a symlink's target, never another
+ * user's file); a bundle that cannot be removed is passed over, not a stop
+ * for everyone's retention; the bundle just written (keep) survives
  * even when it alone is over the size cap — unlike the Python recorder,
  * which would delete it; every process writing into the directory takes the
  * same flock first, so two writers never prune the same bundle.  The lock is
@@ -74,33 +77,55 @@ typedef struct bundle_info {
     int message_only;   /* written for a stderr message alone */
 } bundle_info;
 
-/* From the bundle's manifest.json: created_at_ns (-1 when absent; file
- * timestamps are jiffy-coarse and names have whole seconds: neither orders
- * bundles written by many processes in one second) and whether its reason
- * is a message pattern. */
-static int64_t read_manifest(int bfd, int *message_only)
+/* Does the manifest say "bundle_name": "<name>" (either spacing)? */
+static int names_itself(const char *manifest, const char *name)
+{
+    const char *p = strstr(manifest, "\"bundle_name\"");
+    if (!p)
+        return 0;
+    p += strlen("\"bundle_name\"");
+    p += strspn(p, " \t\n\r");
+    if (*p++ != ':')
+        return 0;
+    p += strspn(p, " \t\n\r");
+    size_t n = strlen(name);
+    return *p == '"' && !strncmp(p + 1, name, n) && p[1 + n] == '"';
+}
+
+/* From the bundle's manifest.json, when it is a regular file that names
+ * the bundle (else 0: not a bundle of ours): created_at_ns (-1 when absent;
+ * file timestamps are jiffy-coarse and names have whole seconds: neither
+ * orders bundles written by many processes in one second) and whether its
+ * reason is a message pattern. */
+static int read_manifest(int bfd, const char *name, int64_t *created_ns, int *message_only)
 {
     static const char key[] = "\"created_at_ns\":";
     char buf[4096];
     *message_only = 0;
+    *created_ns = -1;
     int fd = openat(bfd, "manifest.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+        return 0;
+    struct stat st;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
     close(fd);
     if (n <= 0)
-        return -1;
+        return 0;
     buf[n] = '\0';
+    if (!names_itself(buf, name))
+        return 0;
     *message_only = strstr(buf, "\"reason\":\"message_pattern:") != NULL;
     const char *p = strstr(buf, key);
     if (!p)
-        return -1;
+        return 1;
     p += sizeof key - 1;
     int64_t v = 0;
     int digits = 0;
     for (; *p >= '0' && *p <= '9' && digits < 19; p++, digits++)
         v = v * 10 + (*p - '0');
-    return digits ? v : -1;
+    if (digits)
+        *created_ns = v;
+    return 1;
 }
 
 static int add_file_size(int dirfd, const char *name, void *arg)
@@ -126,20 +151,27 @@ static int bundle_stat(int dirfd, const char *name, bundle_info *info)
     info->bytes = (uint64_t)st.st_size;
     info->message_only = 0;
     int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (bfd >= 0) {
-        int64_t exact = read_manifest(bfd, &info->message_only);
-        if (exact > 0)
-            info->created_ns = exact;
+    if (bfd < 0)
+        return 0;
+    int64_t exact;
+    int ours = read_manifest(bfd, name, &exact, &info->message_only);
+    if (ours && exact > 0)
+        info->created_ns = exact;
+    if (ours)
         gmp_dir_foreach(bfd, add_file_size, &info->bytes);
-        close(bfd);
-    }
-    return 1;
+    close(bfd);
+    return ours;
 }
 
 static int unlink_entry(int dirfd, const char *name, void *arg)
 {
     (void)arg;
-    unlinkat(dirfd, name, 0); /* files and symlinks; a subdirectory stays */
+    struct stat st;
+    /* the caller's files and symlinks (never their targets); a subdirectory,
+     * or another user's file, stays and keeps the bundle */
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid())
+        unlinkat(dirfd, name, 0);
     return 0;
 }
 
@@ -160,8 +192,12 @@ typedef struct oldest_of {
     char name[256];
 } oldest_of;
 
+#define PASSED_OVER_MAX 8 /* bundles that would not go, per call (on a signal's stack) */
+
 typedef struct scan_state {
     const char *keep;
+    char (*passed_over)[256];
+    int passed_over_count;
     uint64_t count, bytes;
     int keep_is_message_only;
     oldest_of oldest, oldest_message;
@@ -190,6 +226,10 @@ static int scan_one(int dirfd, const char *name, void *arg)
     bundle_info info;
     if (!bundle_stat(dirfd, name, &info))
         return 0;
+    /* one that would not go is no longer ours to count */
+    for (int i = 0; i < st->passed_over_count; i++)
+        if (!strcmp(st->passed_over[i], name))
+            return 0;
     st->count++;
     st->bytes += info.bytes;
     if (st->keep && !strcmp(name, st->keep)) {
@@ -246,7 +286,7 @@ static int take_lock(int dirfd)
 int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
                         uint64_t max_total_mb, const char *keep)
 {
-    int dirfd = open(dump_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dirfd = gmp_dir_open_safely(dump_dir, 0, 0, NULL, 0);
     if (dirfd < 0)
         return -1;
     int lock = take_lock(dirfd);
@@ -257,11 +297,14 @@ int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
         return -1;
     }
     uint64_t max_bytes = max_total_mb * 1024 * 1024;
-    int removed = 0;
+    int removed = 0, passed_over_count = 0;
+    char passed_over[PASSED_OVER_MAX][256];
     for (;;) {
         scan_state st;
         memset(&st, 0, sizeof st);
         st.keep = keep;
+        st.passed_over = passed_over;
+        st.passed_over_count = passed_over_count;
         if (gmp_dir_foreach(dirfd, scan_one, &st) < 0)
             break;
         int over = (max_dumps && st.count > max_dumps) ||
@@ -272,9 +315,13 @@ int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
                                                             : &st.oldest;
         if (!over || !victim || !victim->have)
             break;
-        if (remove_bundle(dirfd, victim->name) < 0)
-            break; /* not ours to remove (e.g. holds a subdirectory): stop */
-        removed++;
+        if (remove_bundle(dirfd, victim->name) == 0) {
+            removed++;
+        } else { /* not all ours to remove: the next oldest instead */
+            if (passed_over_count == PASSED_OVER_MAX)
+                break;
+            gmp_strlcpy(passed_over[passed_over_count++], victim->name, 256);
+        }
     }
     gmp_dir_foreach(dirfd, remove_stale_tmp, NULL);
     close(lock); /* releases the flock */

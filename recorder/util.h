@@ -65,6 +65,14 @@ GMP_HIDDEN int gmp_cgroup_oom_file(char *out, size_t cap);
  * such a file under /sys/fs/cgroup (the name may come from a ring). */
 GMP_HIDDEN uint64_t gmp_cgroup_oom_kills(const char *file);
 
+/* safe_dir.c: a directory named by a user's path, opened for reading
+ * (created, mode, when create and missing) without following a symlink at
+ * its last component, or one on the way that neither root nor the caller
+ * owns; it must be the caller's.  A directory fd, or -1 with errno and why
+ * (why may be NULL). */
+GMP_HIDDEN int gmp_dir_open_safely(const char *path, int create, mode_t mode, char *why,
+                                   size_t why_cap);
+
 /* Calls fn for every entry of the directory but "." and ".." (getdents64:
  * no allocation, no lock); fn returning non-zero stops.  0, or -1. */
 typedef int (*gmp_dir_entry_fn)(int dirfd, const char *name, void *arg);

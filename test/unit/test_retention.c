@@ -23,12 +23,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A hand-made bundle directory with one payload file of `bytes`. */
+/* A hand-made bundle directory with one payload file of `bytes`, and the
+ * manifest that names it (without one it is not a bundle to retention). */
 static void fake_bundle(const char *dir, const char *name, size_t bytes)
 {
-    char path[1024];
+    char path[1024], json[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/%s/manifest.json", dir, name);
+    snprintf(json, sizeof json, "{\"schema_version\":1,\"bundle_name\":\"%s\"}", name);
+    write_file(path, json, strlen(json));
     snprintf(path, sizeof path, "%s/%s/events.json", dir, name);
     char *data = calloc(1, bytes ? bytes : 1);
     write_file(path, data, bytes);
@@ -137,8 +141,9 @@ static void test_order_within_one_second(void **state)
                                        "oom_dump_20260101T000000Z_8_cuda_1"};
     for (int i = 0; i < 3; i++) {
         fake_bundle(dir, same[i], 10);
-        char man[128];
-        int len = snprintf(man, sizeof man, "{\"created_at_ns\":%d}", 1000 + i);
+        char man[256];
+        int len = snprintf(man, sizeof man, "{\"bundle_name\":\"%s\",\"created_at_ns\":%d}",
+                           same[i], 1000 + i);
         snprintf(path, sizeof path, "%s/%s/manifest.json", dir, same[i]);
         write_file(path, man, (size_t)len);
     }

@@ -5,7 +5,10 @@
  * does not own never chooses where its bundle goes nor what retention
  * removes; a path named inside a ring is never a FIFO that hangs the reader;
  * a bundle's strings never reach a terminal, a CI log, a JUnit report or a
- * Markdown summary as control characters or markup.
+ * Markdown summary as control characters or markup; a dump directory is
+ * never reached through a symlink at its end or one another user owns on
+ * the way, and retention removes only bundles of ours, passing over what
+ * it may not remove.
  * The cases that need another owner run as root (chown to nobody) and skip
  * with a line otherwise.
  */
@@ -284,12 +287,115 @@ static void test_bundle_strings_are_inert(void **state)
         fail_msg("junit: %s %s", out, err);
 }
 
+/* A failed allocation's bundle with GMP_DUMP_DIR=DIR: what stderr says. */
+static void fail_into(const char *dir)
+{
+    char script[4096];
+    snprintf(script, sizeof script, "GMP_DUMP_DIR=\"%s\" %s hold-fail 1 >/dev/null", dir,
+             program);
+    run_preloaded(script);
+}
+
+/* The dump directory named through a symlink at its end (also as "link/"
+ * and "link/."), or below a symlink someone else owns, or owned by someone
+ * else: one line, no bundle.  A symlink of ours on the way is followed. */
+static void test_dump_dir_is_not_redirected(void **state)
+{
+    (void)state;
+    char script[4096], real[700], dir[1200];
+    snprintf(real, sizeof real, "%s/real", paths.scratch);
+    snprintf(script, sizeof script,
+             "cd '%s' && rm -rf real link way && mkdir -m 0700 real && ln -s real link && "
+             "ln -s real way",
+             paths.scratch);
+    assert_int_equal(system(script), 0);
+    const char *through_link[] = {"link", "link/", "link/.", "link//./"};
+    for (size_t i = 0; i < sizeof through_link / sizeof *through_link; i++) {
+        snprintf(dir, sizeof dir, "%s/%s", paths.scratch, through_link[i]);
+        fail_into(dir);
+        if (count_prefixed(real, "oom_dump_") != 0 || count_lines(err) != 1 ||
+            !strstr(err, "symbolic link (refused)"))
+            fail_msg("GMP_DUMP_DIR=%s: %d bundle(s), stderr: %s", dir,
+                     count_prefixed(real, "oom_dump_"), err);
+    }
+    snprintf(script, sizeof script, "%s prune '%s/link/'; echo \"status $?\"", inspect_path(),
+             paths.scratch);
+    run_bare(script);
+    if (strcmp(out, "status 1\n"))
+        fail_msg("prune through a symlink: %s %s", out, err);
+    /* a symlink of ours on the way: followed */
+    snprintf(dir, sizeof dir, "%s/way/dumps", paths.scratch);
+    fail_into(dir);
+    snprintf(dir, sizeof dir, "%s/real/dumps", paths.scratch);
+    if (count_prefixed(dir, "oom_dump_") != 1 || strstr(err, "refused"))
+        fail_msg("through a symlink of ours: %d bundle(s), stderr: %s",
+                 count_prefixed(dir, "oom_dump_"), err);
+
+    if (geteuid() != 0) {
+        print_message("[     SKIP ] a symlink or a dump directory of another owner: needs root\n");
+        return;
+    }
+    snprintf(script, sizeof script, "cd '%s' && chown -h %d way && mkdir -p theirs && chown %d theirs",
+             paths.scratch, NOBODY, NOBODY);
+    assert_int_equal(system(script), 0);
+    snprintf(dir, sizeof dir, "%s/way/dumps", paths.scratch);
+    fail_into(dir);
+    if (count_lines(err) != 1 || !strstr(err, "neither root's nor yours"))
+        fail_msg("through a symlink of another owner: stderr: %s", err);
+    snprintf(dir, sizeof dir, "%s/theirs", paths.scratch);
+    fail_into(dir);
+    if (count_prefixed(dir, "oom_dump_") != 0 || count_lines(err) != 1 ||
+        !strstr(err, "belongs to another user"))
+        fail_msg("a dump directory of another owner: stderr: %s", err);
+}
+
+/* Retention counts and removes only bundles whose manifest names them, and
+ * in them only the caller's files: a planted oom_dump_* without one stays
+ * and is not counted; a bundle holding a subdirectory (or, as root, a file
+ * of another owner) is passed over and the next oldest goes instead. */
+static void test_retention_removes_only_ours(void **state)
+{
+    (void)state;
+    char dumps[700], script[4096];
+    snprintf(dumps, sizeof dumps, "%s/keep", paths.scratch);
+    for (int i = 0; i < 3; i++)
+        fail_into(dumps);
+    assert_int_equal(count_prefixed(dumps, "oom_dump_"), 3);
+    /* older than all three by name and by manifest: a copy of the oldest
+     * renamed (its manifest saying so) and made hard to remove */
+    snprintf(script, sizeof script,
+             "cd '%s' && first=$(ls | grep ^oom_dump_ | head -1) && "
+             "mkdir oom_dump_19990101T000000Z_1_cpu_1 && "
+             "cp -r \"$first\" oom_dump_20000101T000000Z_2_cpu_1 && "
+             "sed -i -e 's/\"bundle_name\":\"[^\"]*\"/\"bundle_name\":\"oom_dump_20000101T000000Z_2_cpu_1\"/' "
+             "-e 's/\"created_at_ns\":[0-9]*/\"created_at_ns\":946684800000000000/' "
+             "oom_dump_20000101T000000Z_2_cpu_1/manifest.json && "
+             "mkdir oom_dump_20000101T000000Z_2_cpu_1/sub && "
+             "cp -r oom_dump_20000101T000000Z_2_cpu_1 oom_dump_20000101T000000Z_3_cpu_1 && "
+             "rmdir oom_dump_20000101T000000Z_3_cpu_1/sub && "
+             "sed -i 's/_2_cpu_1/_3_cpu_1/' oom_dump_20000101T000000Z_3_cpu_1/manifest.json && "
+             "{ [ $(id -u) != 0 ] || chown %d oom_dump_20000101T000000Z_3_cpu_1/events.json; }",
+             dumps, NOBODY);
+    assert_int_equal(system(script), 0);
+    snprintf(script, sizeof script, "%s prune '%s' --max-dumps 1 && ls '%s'", inspect_path(),
+             dumps, dumps);
+    run_bare(script);
+    /* root: both copies are passed over; otherwise the second is ours */
+    int root = geteuid() == 0;
+    if (!strstr(out, root ? "removed 2 bundle(s)" : "removed 3 bundle(s)") ||
+        !strstr(out, "oom_dump_19990101T000000Z_1_cpu_1\n") ||
+        !strstr(out, "oom_dump_20000101T000000Z_2_cpu_1\n") ||
+        (root != (strstr(out, "oom_dump_20000101T000000Z_3_cpu_1\n") != NULL)) ||
+        count_prefixed(dumps, "oom_dump_2026") + count_prefixed(dumps, "oom_dump_2027") != 1)
+        fail_msg("prune: %s %s", out, err);
+}
+
 static int empty_dirs(void **state)
 {
     (void)state;
-    char script[1200];
-    snprintf(script, sizeof script, "rm -rf '%s'/ring_* '%s/cwd' '%s/ours'", paths.rundir,
-             paths.scratch, paths.scratch);
+    char script[2400];
+    snprintf(script, sizeof script, "rm -rf '%s'/ring_* '%s/cwd' '%s/ours' '%s/keep'",
+             paths.rundir, paths.scratch, paths.scratch, paths.scratch);
     return system(script) == 0 ? 0 : -1;
 }
 
@@ -308,6 +414,8 @@ int main(void)
         cmocka_unit_test_setup(test_foreign_ring_chooses_nothing, empty_dirs),
         cmocka_unit_test_setup(test_fifo_named_by_a_ring_does_not_hang, empty_dirs),
         cmocka_unit_test(test_bundle_strings_are_inert),
+        cmocka_unit_test_setup(test_dump_dir_is_not_redirected, empty_dirs),
+        cmocka_unit_test_setup(test_retention_removes_only_ours, empty_dirs),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);
 }
