@@ -18,6 +18,7 @@
  * Lines are handled by one thread at a time (a busy flag: a concurrent line
  * is skipped, never waited for).
  */
+#include "bundle.h"
 #include "preload.h"
 
 #include <string.h>
@@ -98,6 +99,7 @@ static void parse_line(const char *line, exception_text *t)
         gmp_strlcpy(t->message, line, sizeof t->message);
         t->level = 1;
     }
+    gmp_redact_text(t->message, strlen(t->message)); /* "cannot fetch https://u:p@h/..." */
 }
 
 static gmp_backend backend_of(const char *pattern, const char *line)

@@ -16,8 +16,13 @@
 
 extern char **environ;
 
-/* Exact names worth knowing when memory ran out, then whole prefixes. */
+/* Exact names worth knowing when memory ran out, then whole prefixes (only
+ * those no other tool shares: Terraform's TF_* are not TensorFlow's). */
 static const char *const env_names[] = {
+    "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_VMODULE", "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_GPU_ALLOCATOR", "TF_GPU_THREAD_MODE", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS",
+    "TF_FORCE_UNIFIED_MEMORY", "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC",
+    "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
     "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
     "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF",
     "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
@@ -26,9 +31,9 @@ static const char *const env_names[] = {
     "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "PMI_RANK", "PMI_SIZE",
 };
-static const char *const env_prefixes[] = {"GMP_", "TF_", "XLA_", "NCCL_", "JAX_"};
+static const char *const env_prefixes[] = {"GMP_", "XLA_", "NCCL_", "JAX_"};
 static const char *const secret_words[] = {"TOKEN", "SECRET", "KEY", "PASSWORD",
-                                           "PASSWD", "CREDENTIAL", "AUTH"};
+                                           "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH"};
 
 static int has_word_ci(const char *name, size_t len, const char *word)
 {
@@ -81,10 +86,16 @@ static void write_environ(gmp_jw *w)
         memcpy(key, *e, len);
         key[len] = '\0';
         gmp_jw_key(w, key);
-        if (gmp_env_name_is_secret(*e, len))
+        char value[4096]; /* a URL's credentials masked in a copy (at most this much) */
+        if (gmp_env_name_is_secret(*e, len)) {
             gmp_jw_str(w, "[REDACTED]");
-        else
+        } else if (strstr(eq + 1, "://")) {
+            gmp_strlcpy(value, eq + 1, sizeof value);
+            gmp_redact_text(value, strlen(value));
+            gmp_jw_str(w, value);
+        } else {
             gmp_jw_str(w, eq + 1);
+        }
     }
     gmp_jw_obj_end(w);
 }
@@ -111,10 +122,75 @@ static void write_rlimit(gmp_jw *w, const char *name, int resource)
     gmp_jw_obj_end(w);
 }
 
+/* Masks [from, to) with '*'. */
+static void mask(char *from, const char *to)
+{
+    if (to > from)
+        memset(from, '*', (size_t)(to - from));
+}
+
+/* Where a case-insensitive needle starts in s[0, n), or NULL. */
+static char *find_ci(char *s, size_t n, const char *needle)
+{
+    size_t nl = strlen(needle);
+    for (size_t i = 0; i + nl <= n; i++) {
+        size_t k = 0;
+        while (k < nl && (s[i + k] | 0x20) == needle[k])
+            k++;
+        if (k == nl)
+            return s + i;
+    }
+    return NULL;
+}
+
+static int ends_value(char c)
+{
+    return c == '\0' || c == '\n' || c == ' ' || c == '\t' || c == '"' || c == '\'';
+}
+
+void gmp_redact_text(char *s, size_t len)
+{
+    /* scheme://user:password@host: the userinfo goes, whatever the scheme */
+    for (size_t i = 0; i + 3 <= len; i++) {
+        if (memcmp(s + i, "://", 3) != 0)
+            continue;
+        char *start = s + i + 3, *end = start, *at = NULL;
+        while (end < s + len && !ends_value(*end) && *end != '/' && *end != '?' && *end != '#') {
+            if (*end == '@')
+                at = end;
+            end++;
+        }
+        if (at)
+            mask(start, at);
+        i = (size_t)(end - s);
+    }
+    /* an HTTP header's credentials: "Authorization: Bearer X" (curl -H) */
+    static const char *const headers[] = {"authorization:", "cookie:"};
+    for (size_t h = 0; h < sizeof headers / sizeof *headers; h++)
+        for (char *p = s; (p = find_ci(p, len - (size_t)(p - s), headers[h]));) {
+            p += strlen(headers[h]);
+            while (p < s + len && *p == ' ')
+                p++;
+            char *end = p;
+            while (end < s + len && *end != '\0' && *end != '\n' && *end != '"')
+                end++;
+            mask(p, end);
+            p = end;
+        }
+}
+
+/* mysql and mariadb take the password glued to -p: "-pSECRET". */
+static int takes_glued_password(const char *program)
+{
+    const char *base = strrchr(program, '/');
+    base = base ? base + 1 : program;
+    return !strncmp(base, "mysql", 5) || !strncmp(base, "mariadb", 7);
+}
+
 /* "--api-token=abc" and "--api-token abc": the value masked in place. */
 void gmp_redact_args(char *args, size_t len)
 {
-    int mask_next = 0;
+    int mask_next = 0, glued = len && takes_glued_password(args);
     for (size_t i = 0; i < len;) {
         char *arg = args + i;
         size_t n = strnlen(arg, len - i);
@@ -128,9 +204,12 @@ void gmp_redact_args(char *args, size_t len)
             memset(arg, '*', n);
         else if (secret && eq)
             memset(eq + 1, '*', (size_t)(arg + n - eq - 1));
+        else if (glued && i && arg[0] == '-' && arg[1] == 'p' && n > 2)
+            memset(arg + 2, '*', n - 2);
         mask_next = secret && !eq && arg[0] == '-';
         i += n + 1;
     }
+    gmp_redact_text(args, len);
 }
 
 static void write_cmdline(gmp_jw *w, char *buf, size_t cap)

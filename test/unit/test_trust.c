@@ -8,7 +8,8 @@
  * Markdown summary as control characters or markup; a dump directory is
  * never reached through a symlink at its end or one another user owns on
  * the way, and retention removes only bundles of ours, passing over what
- * it may not remove.
+ * it may not remove; credentials inside values (URLs, headers, password
+ * flags) reach no bundle and no ring.
  * The cases that need another owner run as root (chown to nobody) and skip
  * with a line otherwise.
  */
@@ -390,12 +391,58 @@ static void test_retention_removes_only_ours(void **state)
         fail_msg("prune: %s %s", out, err);
 }
 
+/* Every file of every bundle in dir, and every ring, concatenated. */
+static void all_written(const char *dir)
+{
+    char script[2048];
+    snprintf(script, sizeof script, "cat '%s'/oom_dump_*/* '%s'/ring_* 2>/dev/null", dir,
+             paths.rundir);
+    run_bare(script);
+}
+
+/* Secrets in a command line, in allow-listed variables and in an OOM line
+ * on stderr: none is written, in a bundle or in a ring; the names around
+ * them still are.  Terraform's TF_* variables are not TensorFlow's. */
+static void test_credentials_are_masked(void **state)
+{
+    (void)state;
+    char script[8192], dumps[700];
+    snprintf(dumps, sizeof dumps, "%s/secrets", paths.scratch);
+    snprintf(script, sizeof script,
+             "export GMP_DUMP_DIR='%s' TF_CLI_CONFIG_FILE=/home/u/.terraformrc "
+             "TF_VAR_db=hunter0 TF_FORCE_GPU_ALLOW_GROWTH=true "
+             "NCCL_NET_PLUGIN=https://proxyuser:hunter1@proxy.example:3128/x "
+             "XLA_FLAGS='--dump_to=gs://tok:hunter2@bucket/p'; "
+             "cp %s '%s/mysqlish'; "
+             "%s hold-fail 1 https://user:hunter3@host.example/db postgres://u:hunter4@h/db "
+             "--passphrase hunter5 -H 'Authorization: Bearer hunter6' "
+             "'https://hunter7@github.com/o/r.git' >/dev/null; "
+             "'%s/mysqlish' hold-fail 1 -uroot -phunter8 >/dev/null; "
+             "%s hold-die KILL https://user:hunter9@host/ --password=hunter10; "
+             "/usr/bin/python3 -c 'import sys; sys.stderr.write(\"RuntimeError: CUDA out of "
+             "memory while fetching https://u:hunter11@h.example/w.bin\\n\")'",
+             dumps, program, paths.scratch, program, paths.scratch, program);
+    run_preloaded(script);
+    assert_int_equal(count_prefixed(dumps, "oom_dump_"), 3);
+    assert_int_equal(count_prefixed(paths.rundir, "ring_"), 1);
+    all_written(dumps);
+    if (strstr(out, "hunter") || strstr(out, "TF_CLI_CONFIG_FILE") || strstr(out, "TF_VAR_db"))
+        fail_msg("a secret or a Terraform variable was written:\n%.4000s",
+                 strstr(out, "hunter") ? strstr(out, "hunter") - 200 : out);
+    const char *kept[] = {"host.example/db", "@proxy.example:3128", "Authorization: ",
+                          "--passphrase", "-uroot", "TF_FORCE_GPU_ALLOW_GROWTH",
+                          "CUDA out of memory while fetching https://", "@h.example/w.bin"};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+        if (!strstr(out, kept[i]))
+            fail_msg("'%s' is missing: the masking took too much", kept[i]);
+}
+
 static int empty_dirs(void **state)
 {
     (void)state;
     char script[2400];
-    snprintf(script, sizeof script, "rm -rf '%s'/ring_* '%s/cwd' '%s/ours' '%s/keep'",
-             paths.rundir, paths.scratch, paths.scratch, paths.scratch);
+    snprintf(script, sizeof script, "rm -rf '%s'/ring_* '%s/cwd' '%s/ours' '%s/keep' '%s/secrets'",
+             paths.rundir, paths.scratch, paths.scratch, paths.scratch, paths.scratch);
     return system(script) == 0 ? 0 : -1;
 }
 
@@ -416,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_bundle_strings_are_inert),
         cmocka_unit_test_setup(test_dump_dir_is_not_redirected, empty_dirs),
         cmocka_unit_test_setup(test_retention_removes_only_ours, empty_dirs),
+        cmocka_unit_test_setup(test_credentials_are_masked, empty_dirs),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);
 }
