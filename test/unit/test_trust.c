@@ -9,7 +9,8 @@
  * never reached through a symlink at its end or one another user owns on
  * the way, and retention removes only bundles of ours, passing over what
  * it may not remove; credentials inside values (URLs, headers, password
- * flags) reach no bundle and no ring.
+ * flags) reach no bundle and no ring; libdw reads no object shipped
+ * inside a bundle.
  * The cases that need another owner run as root (chown to nobody) and skip
  * with a line otherwise.
  */
@@ -35,7 +36,7 @@
 #define NOBODY 65534
 
 static preload_paths paths;
-static char program[1200];
+static char program[1200], inspector[1024]; /* absolute: scripts here change directory */
 static char out[1 << 16], err[1 << 16];
 
 /* SCRIPT under sh, the preload exported to what it starts. */
@@ -74,14 +75,14 @@ static void only_ring(char *out_path, size_t cap)
 static void test_run_dir_not_ours_is_refused(void **state)
 {
     (void)state;
-    char script[4096];
+    char script[8192];
     snprintf(script, sizeof script,
              "d='%s/open'; mkdir -p \"$d\"; chmod 0755 \"$d\"; "
              "%s recover \"$d\"; echo \"recover $?\"; "
              "GMP_RUN_DIR=\"$d\" %s watch 1 --once; echo \"watch $?\"; "
              "ln -sfn '%s' '%s/link'; %s recover '%s/link/'; echo \"link $?\"",
-             paths.scratch, inspect_path(), inspect_path(), paths.rundir, paths.scratch,
-             inspect_path(), paths.scratch);
+             paths.scratch, inspector, inspector, paths.rundir, paths.scratch,
+             inspector, paths.scratch);
     run_bare(script);
     if (!strstr(out, "recover 1\n") || !strstr(out, "watch 1\n") || !strstr(out, "link 1\n") ||
         count_lines(err) != 3 || !strstr(err, "open to group or others") ||
@@ -98,7 +99,7 @@ static void test_run_dir_not_ours_is_refused(void **state)
              "d='%s/theirs'; mkdir -p \"$d\"; chmod 0700 \"$d\"; "
              "GMP_RUN_DIR=\"$d\" GMP_MAX_DUMPS=1 LD_PRELOAD='%s' %s hold-die KILL; "
              "chown -R %d \"$d\"; %s recover \"$d\"; echo \"recover $?\"; ls \"$d\" | wc -l",
-             paths.scratch, paths.preload, program, NOBODY, inspect_path());
+             paths.scratch, paths.preload, program, NOBODY, inspector);
     run_bare(script);
     if (strcmp(out, "recover 1\n1\n") || !strstr(err, "belongs to another user") ||
         count_prefixed(paths.dumps, "oom_dump_") != 0)
@@ -127,7 +128,7 @@ static void test_foreign_ring_chooses_nothing(void **state)
     only_ring(ring, sizeof ring);
     assert_int_equal(chown(ring, NOBODY, NOBODY), 0);
     snprintf(script, sizeof script, "mkdir -p '%s/cwd' && cd '%s/cwd' && %s recover '%s'",
-             paths.scratch, paths.scratch, inspect_path(), paths.rundir);
+             paths.scratch, paths.scratch, inspector, paths.rundir);
     run_bare(script);
     if (!strstr(out, "bundle: ") || !strstr(out, here) || count_prefixed(ours, "oom_dump_") != 3 ||
         count_prefixed(here, "oom_dump_") != 1 || count_prefixed(paths.rundir, "ring_") != 0)
@@ -170,7 +171,7 @@ static void test_fifo_named_by_a_ring_does_not_hang(void **state)
                          (ssize_t)sizeof field);
         close(fd);
         snprintf(script, sizeof script, "timeout 20 %s recover '%s'; echo \"status $?\"",
-                 inspect_path(), paths.rundir);
+                 inspector, paths.rundir);
         run_bare(script);
         if (!strstr(out, "bundle: ") || !strstr(out, "status 0\n"))
             fail_msg("%s: out: %s\nstderr: %s", names[i], out, err);
@@ -257,7 +258,7 @@ static void test_bundle_strings_are_inert(void **state)
     for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
         int on_dir = !strncmp(verbs[i][1], "dir", 3);
         const char *opts = on_dir ? verbs[i][1] + 3 : verbs[i][1];
-        snprintf(script, sizeof script, "%s %s \"$(printf '%s')\" %s 2>&1", inspect_path(),
+        snprintf(script, sizeof script, "%s %s \"$(printf '%s')\" %s 2>&1", inspector,
                  verbs[i][0], on_dir ? dir : bundle, opts);
         run_bare(script);
         char what[64];
@@ -269,7 +270,7 @@ static void test_bundle_strings_are_inert(void **state)
             fail_msg("%s shows no escape visibly:\n%s", what, out);
     }
     /* the Markdown table: the reason is one code span in one cell */
-    snprintf(script, sizeof script, "%s triage '%s/hostile' --format markdown", inspect_path(),
+    snprintf(script, sizeof script, "%s triage '%s/hostile' --format markdown", inspector,
              paths.scratch);
     run_bare(script);
     if (!strstr(out, "`\\x1b]0;pwned\\x07\\x1b[2J\\u009b31m[click](http://evil.example) "
@@ -282,7 +283,7 @@ static void test_bundle_strings_are_inert(void **state)
              "r = E.fromstring(sys.stdin.buffer.read())\n"
              "c = r.findall(\".//testcase\")\n"
              "print(len(c), \"planted\" in c[0].get(\"name\"))'",
-             inspect_path(), paths.scratch);
+             inspector, paths.scratch);
     run_bare(script);
     if (strcmp(out, "1 True\n"))
         fail_msg("junit: %s %s", out, err);
@@ -319,7 +320,7 @@ static void test_dump_dir_is_not_redirected(void **state)
             fail_msg("GMP_DUMP_DIR=%s: %d bundle(s), stderr: %s", dir,
                      count_prefixed(real, "oom_dump_"), err);
     }
-    snprintf(script, sizeof script, "%s prune '%s/link/'; echo \"status $?\"", inspect_path(),
+    snprintf(script, sizeof script, "%s prune '%s/link/'; echo \"status $?\"", inspector,
              paths.scratch);
     run_bare(script);
     if (strcmp(out, "status 1\n"))
@@ -378,7 +379,7 @@ static void test_retention_removes_only_ours(void **state)
              "{ [ $(id -u) != 0 ] || chown %d oom_dump_20000101T000000Z_3_cpu_1/events.json; }",
              dumps, NOBODY);
     assert_int_equal(system(script), 0);
-    snprintf(script, sizeof script, "%s prune '%s' --max-dumps 1 && ls '%s'", inspect_path(),
+    snprintf(script, sizeof script, "%s prune '%s' --max-dumps 1 && ls '%s'", inspector,
              dumps, dumps);
     run_bare(script);
     /* root: both copies are passed over; otherwise the second is ours */
@@ -437,12 +438,61 @@ static void test_credentials_are_masked(void **state)
             fail_msg("'%s' is missing: the masking took too much", kept[i]);
 }
 
+/* A bundle's modules.json may name an ELF inside the bundle, for libdw's
+ * parser: the site is then named module+offset, never read from it.  The
+ * same bundle naming the program where it lives gets function and line. */
+static void test_libdw_reads_nothing_inside_a_bundle(void **state)
+{
+    (void)state;
+    char dumps[700], script[4096], path[1400], bundle[1200];
+    snprintf(dumps, sizeof dumps, "%s/sites", paths.scratch);
+    snprintf(script, sizeof script,
+             "GMP_OOM_POLICY=first GMP_DUMP_DIR='%s' %s hold-fail 1 >/dev/null 2>&1", dumps,
+             program);
+    run_preloaded(script);
+    json_t *stacks = only_bundle_file(dumps, "stacks.json", bundle, sizeof bundle);
+    assert_non_null(stacks);
+    long long id = json_int(json_array_get(stacks, 0), "id");
+    json_decref(stacks);
+    char held[256];
+    int len = snprintf(held, sizeof held,
+                       "{\"live_count\":1,\"live_bytes\":4096,\"by_device\":[],"
+                       "\"top_stacks\":[{\"stack_id\":%lld,\"count\":1,\"bytes\":4096}]}",
+                       id);
+    snprintf(path, sizeof path, "%s/allocations.json", bundle);
+    write_file(path, held, (size_t)len);
+    snprintf(script, sizeof script, "%s show '%s'", inspector, bundle);
+    run_bare(script);
+    if (!strstr(out, "(host_oom.c:"))
+        fail_msg("the program itself is not named by line: %s %s", out, err);
+
+    json_t *mods = bundle_file(bundle, "modules.json");
+    assert_non_null(mods);
+    snprintf(path, sizeof path, "%s/evil.so", bundle);
+    snprintf(script, sizeof script, "cp '%s' '%s'", program, path);
+    assert_int_equal(system(script), 0);
+    size_t i;
+    json_t *m;
+    json_array_foreach(mods, i, m)
+        if (strstr(json_str(m, "path"), "host_oom"))
+            json_object_set_new(m, "path", json_string(path));
+    snprintf(path, sizeof path, "%s/modules.json", bundle);
+    assert_int_equal(json_dump_file(mods, path, 0), 0);
+    json_decref(mods);
+    run_bare(script);
+    snprintf(script, sizeof script, "%s show '%s'", inspector, bundle);
+    run_bare(script);
+    if (strstr(out, "(host_oom.c:") || !strstr(out, "evil.so+0x"))
+        fail_msg("an ELF inside the bundle went to libdw: %s", out);
+}
+
 static int empty_dirs(void **state)
 {
     (void)state;
     char script[2400];
-    snprintf(script, sizeof script, "rm -rf '%s'/ring_* '%s/cwd' '%s/ours' '%s/keep' '%s/secrets'",
-             paths.rundir, paths.scratch, paths.scratch, paths.scratch, paths.scratch);
+    snprintf(script, sizeof script, "rm -rf '%s'/ring_* '%s/cwd' '%s/ours' '%s/keep' '%s/secrets' '%s/sites'",
+             paths.rundir, paths.scratch, paths.scratch, paths.scratch, paths.scratch,
+             paths.scratch);
     return system(script) == 0 ? 0 : -1;
 }
 
@@ -450,6 +500,11 @@ static int setup(void **state)
 {
     *state = &paths;
     preload_paths_make(&paths, "trust");
+    char *abs = realpath(inspect_path(), NULL);
+    if (!abs || strlen(abs) >= sizeof inspector)
+        return -1;
+    memcpy(inspector, abs, strlen(abs) + 1);
+    free(abs);
     snprintf(program, sizeof program, "%s/test/programs/host_oom", paths.build);
     return 0;
 }
@@ -464,6 +519,7 @@ int main(void)
         cmocka_unit_test_setup(test_dump_dir_is_not_redirected, empty_dirs),
         cmocka_unit_test_setup(test_retention_removes_only_ours, empty_dirs),
         cmocka_unit_test_setup(test_credentials_are_masked, empty_dirs),
+        cmocka_unit_test_setup(test_libdw_reads_nothing_inside_a_bundle, empty_dirs),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);
 }

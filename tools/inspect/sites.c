@@ -11,6 +11,7 @@
 #include "inspect.h"
 
 #include <elfutils/libdwfl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -34,7 +35,8 @@ static int by_bytes(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-static void describe(json_t *stacks, json_t *mods, int64_t id, char *out, size_t cap);
+static void describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
+                     size_t cap);
 
 const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
 {
@@ -68,16 +70,38 @@ static int is_library_frame(const char *path)
     return 0;
 }
 
+/* Is the file at path (absolute, symlinks resolved) anywhere inside the
+ * directory open as dirfd?  Compared by device and inode, ancestor by
+ * ancestor: no spelling of the path escapes it. */
+static int inside(int dirfd, const char *path)
+{
+    struct stat dir, st;
+    char real[PATH_MAX];
+    if (fstat(dirfd, &dir) != 0 || !realpath(path, real))
+        return 1; /* unsure: treated as inside */
+    for (char *slash; (slash = strrchr(real, '/'));) {
+        *(slash == real ? slash + 1 : slash) = '\0';
+        if (stat(real, &st) == 0 && st.st_dev == dir.st_dev && st.st_ino == dir.st_ino)
+            return 1;
+        if (slash == real)
+            break;
+    }
+    return 0;
+}
+
 /* "fill (gpu_oom.c:70)" with libdw, else "gpu_oom_cuda+0x1983". */
-static void name_frame(const char *path, uint64_t offset, char *out, size_t cap)
+static void name_frame(int dirfd, const char *path, uint64_t offset, char *out, size_t cap)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     snprintf(out, cap, "%s+0x%llx", base, (unsigned long long)offset);
-    /* the path comes from the bundle: only a regular file of this machine
-     * goes to libdw (never a FIFO or a device that would block or never end) */
+    /* the path comes from the bundle: only a regular file of this machine,
+     * named absolutely and outside the bundle, goes to libdw (never a FIFO
+     * or a device that would block or never end, nor an ELF the bundle's
+     * author shipped inside it for libdw's parser) */
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || access(path, R_OK) != 0)
+    if (path[0] != '/' || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        access(path, R_OK) != 0 || inside(dirfd, path))
         return;
     static const Dwfl_Callbacks callbacks = {
         .find_debuginfo = dwfl_standard_find_debuginfo,
@@ -108,12 +132,13 @@ void name_site(bundle *b, int64_t stack, char *out, size_t cap)
 {
     json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    describe(stacks, mods, stack, out, cap);
+    describe(b->dirfd, stacks, mods, stack, out, cap);
     json_decref(stacks);
     json_decref(mods);
 }
 
-static void describe(json_t *stacks, json_t *mods, int64_t id, char *out, size_t cap)
+static void describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
+                     size_t cap)
 {
     snprintf(out, cap, "stack %lld", (long long)id);
     size_t i;
@@ -129,7 +154,7 @@ static void describe(json_t *stacks, json_t *mods, int64_t id, char *out, size_t
             uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
             const char *path = at ? module_of(mods, at, &bias) : NULL;
             if (path && !is_library_frame(path)) {
-                name_frame(path, at - bias, out, cap);
+                name_frame(dirfd, path, at - bias, out, cap);
                 return;
             }
         }
@@ -183,7 +208,7 @@ static void print_sites(int dirfd, const site *sites, size_t ns, const char *hea
     size_t nn = 0;
     for (size_t i = 0; i < ns && nn < 16 && (merge || nn < MAX_SITES); i++) {
         char where[512];
-        describe(stacks, mods, sites[i].stack, where, sizeof where);
+        describe(dirfd, stacks, mods, sites[i].stack, where, sizeof where);
         size_t k = 0;
         while (merge && k < nn && strcmp(named[k].where, where))
             k++;
