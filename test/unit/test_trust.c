@@ -10,7 +10,7 @@
  * the way, and retention removes only bundles of ours, passing over what
  * it may not remove; credentials inside values (URLs, headers, password
  * flags) reach no bundle and no ring; libdw reads no object shipped
- * inside a bundle.
+ * inside a bundle; watch survives a ring truncated under it.
  * The cases that need another owner run as root (chown to nobody) and skip
  * with a line otherwise.
  */
@@ -486,6 +486,22 @@ static void test_libdw_reads_nothing_inside_a_bundle(void **state)
         fail_msg("an ELF inside the bundle went to libdw: %s", out);
 }
 
+/* A ring truncated while watch reads it: one line and exit 1, not SIGBUS. */
+static void test_watch_survives_a_shrinking_ring(void **state)
+{
+    (void)state;
+    char script[8192];
+    snprintf(script, sizeof script,
+             "LD_PRELOAD='%s' %s fail-sleep >/dev/null 2>&1 & p=$!; sleep 0.4; "
+             "r=$(ls \"$GMP_RUN_DIR\"/ring_${p}_*); "
+             "( %s watch \"$r\" --interval 0.05 >/dev/null; echo \"watch $?\" ) & w=$!; "
+             "sleep 0.3; truncate -s 100 \"$r\"; wait $w; wait $p; rm -f \"$r\"",
+             paths.preload, program, inspector);
+    run_bare(script);
+    if (strcmp(out, "watch 1\n") || !strstr(err, "shrank under us"))
+        fail_msg("out: %s\nstderr: %s", out, err);
+}
+
 static int empty_dirs(void **state)
 {
     (void)state;
@@ -520,6 +536,7 @@ int main(void)
         cmocka_unit_test_setup(test_retention_removes_only_ours, empty_dirs),
         cmocka_unit_test_setup(test_credentials_are_masked, empty_dirs),
         cmocka_unit_test_setup(test_libdw_reads_nothing_inside_a_bundle, empty_dirs),
+        cmocka_unit_test_setup(test_watch_survives_a_shrinking_ring, empty_dirs),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);
 }

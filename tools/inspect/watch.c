@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,20 @@ static void print_screen(const gmp_ring *ring, const char *path, const view *v, 
 }
 
 static volatile sig_atomic_t stop;
+
+/* A ring truncated under us (by its owner, or anyone who may write it)
+ * turns a read of the mapping into SIGBUS: while we read it, that ends the
+ * watch with a message instead of killing it.  The reads are our own code
+ * (values are taken before printf is called), so jumping out is safe. */
+static sigjmp_buf shrank;
+static volatile sig_atomic_t reading_ring;
+static void on_bus(int sig)
+{
+    if (reading_ring)
+        siglongjmp(shrank, 1);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
 static void on_signal(int sig)
 {
     (void)sig;
@@ -295,6 +310,15 @@ int cmd_watch(int argc, char **argv)
         return EXIT_INVALID;
     }
     view v;
+    signal(SIGBUS, on_bus);
+    if (sigsetjmp(shrank, 1)) {
+        reading_ring = 0;
+        fputs("gmp-inspect watch: ", stderr);
+        print_clean(stderr, path, 512);
+        fputs(": the ring file shrank under us (truncated); stopping\n", stderr);
+        return EXIT_INVALID;
+    }
+    reading_ring = 1;
     if (once || as_json) {
         take(&ring, &v);
         if (as_json)
