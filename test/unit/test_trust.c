@@ -10,7 +10,8 @@
  * the way, and retention removes only bundles of ours, passing over what
  * it may not remove; credentials inside values (URLs, headers, password
  * flags) reach no bundle and no ring; libdw reads no object shipped
- * inside a bundle; watch survives a ring truncated under it.
+ * inside a bundle; watch survives a ring truncated under it; an events.json
+ * too large for the memory show may use is called that, not invalid JSON.
  * The cases that need another owner run as root (chown to nobody) and skip
  * with a line otherwise.
  */
@@ -502,6 +503,36 @@ static void test_watch_survives_a_shrinking_ring(void **state)
         fail_msg("out: %s\nstderr: %s", out, err);
 }
 
+/* 40 MB of valid events under a 200 MB address-space limit: "too large". */
+static void test_too_large_is_not_invalid(void **state)
+{
+    (void)state;
+    if (preload_sanitizer()) {
+        print_message("[     SKIP ] ulimit -v: the sanitizer's shadow memory does not fit\n");
+        return;
+    }
+    char bundle[1024], file[1200], script[4096];
+    make_hostile_bundle(bundle, sizeof bundle);
+    snprintf(file, sizeof file, "%s/events.json", bundle);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("[\n", f);
+    for (int i = 0; i < 200000; i++)
+        fprintf(f, "%s{\"seq\":%d,\"timestamp\":1.5,\"event_type\":\"alloc\",\"backend\":"
+                   "\"cuda\",\"device_id\":0,\"api\":\"cudaMalloc\",\"address\":"
+                   "\"0x7f0000000000\",\"size\":1048576,\"result\":0,\"thread_id\":1,"
+                   "\"bytes_in_use\":1048576,\"stack_id\":0}\n",
+                i ? "," : "", i);
+    fputs("]\n", f);
+    fclose(f);
+    snprintf(script, sizeof script, "ulimit -v 200000; %s show \"$(printf '%s')\"; echo \"status $?\"",
+             inspector, bundle);
+    run_bare(script);
+    if (strcmp(out, "status 1\n") || !strstr(err, "too large to read") ||
+        strstr(err, "invalid JSON"))
+        fail_msg("out: %s\nstderr: %s", out, err);
+}
+
 static int empty_dirs(void **state)
 {
     (void)state;
@@ -537,6 +568,7 @@ int main(void)
         cmocka_unit_test_setup(test_credentials_are_masked, empty_dirs),
         cmocka_unit_test_setup(test_libdw_reads_nothing_inside_a_bundle, empty_dirs),
         cmocka_unit_test_setup(test_watch_survives_a_shrinking_ring, empty_dirs),
+        cmocka_unit_test(test_too_large_is_not_invalid),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);
 }

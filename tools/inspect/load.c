@@ -53,7 +53,7 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
     char *buf = malloc(len + 1);
     if (!buf) {
         close(fd);
-        set_err(err, err_cap, name, "out of memory reading it");
+        set_err(err, err_cap, name, "too large to read in the memory this process may use");
         return NULL;
     }
     size_t got = 0;
@@ -67,12 +67,20 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
     }
     close(fd);
     json_error_t jerr;
+    errno = 0;
     json_t *root = json_loadb(buf, got, JSON_ALLOW_NUL, &jerr);
+    int no_memory = !root && (json_error_code(&jerr) == json_error_out_of_memory ||
+                              (!jerr.text[0] && errno == ENOMEM)); /* not always said */
     free(buf);
     if (!root) {
-        char where[300];
-        snprintf(where, sizeof where, "invalid JSON at line %d column %d: %s",
-                 jerr.line, jerr.column, jerr.text);
+        char where[300], size[32];
+        fmt_bytes(len, size, sizeof size);
+        if (no_memory)
+            snprintf(where, sizeof where,
+                     "too large to read in the memory this process may use (%s)", size);
+        else
+            snprintf(where, sizeof where, "invalid JSON at line %d column %d: %s", jerr.line,
+                     jerr.column, jerr.text);
         set_err(err, err_cap, name, where);
     } else if (!inspect_raw_json) {
         json_clean_strings(root);
