@@ -533,6 +533,28 @@ static void test_too_large_is_not_invalid(void **state)
         fail_msg("out: %s\nstderr: %s", out, err);
 }
 
+/* list reads no bundle through a symlinked entry of the directory. */
+static void test_list_follows_no_symlink(void **state)
+{
+    (void)state;
+    char script[4096];
+    char *fixtures = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
+                                                          : "test/fixtures",
+                              NULL);
+    assert_non_null(fixtures);
+    snprintf(script, sizeof script,
+             "cd '%s' && rm -rf listed elsewhere && mkdir listed && "
+             "cp -r '%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' elsewhere && "
+             "ln -s ../elsewhere listed/oom_dump_20260303T120000Z_12345_cuda_1 && "
+             "%s list listed; echo \"status $?\"",
+             paths.scratch, fixtures, inspector);
+    free(fixtures);
+    run_bare(script);
+    if (!strstr(out, "is a symbolic link (not followed)") || strstr(out, "OutOfMemoryError") ||
+        !strstr(out, "status 1\n"))
+        fail_msg("out: %s\nstderr: %s", out, err);
+}
+
 static int empty_dirs(void **state)
 {
     (void)state;
@@ -569,6 +591,7 @@ int main(void)
         cmocka_unit_test_setup(test_libdw_reads_nothing_inside_a_bundle, empty_dirs),
         cmocka_unit_test_setup(test_watch_survives_a_shrinking_ring, empty_dirs),
         cmocka_unit_test(test_too_large_is_not_invalid),
+        cmocka_unit_test(test_list_follows_no_symlink),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);
 }

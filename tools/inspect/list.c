@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct row {
     char name[256];
@@ -30,6 +31,14 @@ static void fill_row(row *r, const char *dir, const char *name)
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     snprintf(r->name, sizeof r->name, "%s", name);
+    /* an entry of the directory: a symlink there leads out of it */
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char shown[300];
+        clean_text(name, shown, sizeof shown);
+        snprintf(r->error, sizeof r->error, "%s: is a symbolic link (not followed)", shown);
+        return;
+    }
     bundle b;
     if (bundle_open(&b, path, 0, 0, r->error, sizeof r->error) < 0)
         return;
