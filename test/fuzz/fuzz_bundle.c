@@ -2,10 +2,13 @@
  * fuzz_bundle.c — libFuzzer harness for gmp-inspect's bundle reader: the
  * input is a bundle, its files separated by lines "--8<-- NAME" (NAME one
  * of the files a bundle or a leak report may hold), written into a scratch
- * bundle directory; then validate, show, events --json, triage and diff read
- * it as they would a hostile bundle from another machine.  Each must return
- * (0, 1 or 3) without a crash, a leak, or a hang.
+ * bundle directory; then validate, show, events --json, triage (text, json,
+ * junit, markdown) and diff read it as they would a hostile bundle from
+ * another machine.  Each must return (0, 1 or 3) without a crash, a leak, or
+ * a hang.  The input is also a string to show (clean_text: no control
+ * character may come out) and a text to mask credentials in.
  */
+#include "bundle.h"
 #include "fuzz_common.h"
 #include "inspect.h"
 
@@ -67,6 +70,7 @@ static void run(int (*verb)(int, char **), const char *a, const char *b, const c
 {
     char *argv[] = {(char *)"verb", (char *)a, (char *)b, (char *)c, NULL};
     int argc = 1 + (a != NULL) + (b != NULL) + (c != NULL);
+    inspect_raw_json = 0; /* as in a fresh gmp-inspect */
     int rc = verb(argc, argv);
     if (rc != 0 && rc != 1 && rc != 3)
         abort(); /* a usage error here would be ours */
@@ -81,8 +85,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_show, bundle_dir, NULL, NULL);
     run(cmd_events, bundle_dir, "--json", NULL);
     run(cmd_triage, fuzz_dir, "--format", "json");
+    run(cmd_triage, fuzz_dir, "--format", "junit");
+    run(cmd_triage, fuzz_dir, "--format", "markdown");
+    run(cmd_triage, fuzz_dir, NULL, NULL);
     run(cmd_diff, bundle_dir, bundle_dir, NULL);
     unpack(leak_report, data, size);
     run(cmd_show, leak_report, NULL, NULL);
+
+    static char text[4096], shown[6 * sizeof text + 1];
+    size_t n = size < sizeof text ? size : sizeof text;
+    clean_text_n((const char *)data, n, shown, sizeof shown);
+    for (const unsigned char *p = (const unsigned char *)shown; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
+            abort(); /* a control character would reach a terminal */
+    memcpy(text, data, n);
+    gmp_redact_text(text, n);
     return 0;
 }
