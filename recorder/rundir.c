@@ -74,9 +74,11 @@ int gmp_run_dir_open(const char *path, char *why, size_t why_cap)
         int err = errno;
         struct stat link;
         /* O_NOFOLLOW with O_DIRECTORY says ENOTDIR of a symlink */
-        int is_link = (err == ELOOP || err == ENOTDIR) && lstat(trimmed, &link) == 0 &&
-                      S_ISLNK(link.st_mode);
-        say(why, why_cap, is_link ? "it is a symbolic link" : gmp_strerror(err));
+        int seen = lstat(trimmed, &link) == 0;
+        say(why, why_cap,
+            seen && S_ISLNK(link.st_mode)   ? "it is a symbolic link"
+            : seen && link.st_uid != geteuid() ? "it belongs to another user" /* EACCES */
+                                              : gmp_strerror(err));
         if (fd >= 0)
             close(fd);
         errno = err;

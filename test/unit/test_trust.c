@@ -13,7 +13,8 @@
  * inside a bundle; watch survives a ring truncated under it; an events.json
  * too large for the memory show may use is called that, not invalid JSON.
  * The cases that need another owner run as root (chown to nobody) and skip
- * with a line otherwise.
+ * with a line otherwise; one plays the whole attack with two throwaway
+ * accounts, made when missing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include <jansson.h>
 
 #include <dirent.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +53,7 @@ static int run_preloaded(const char *script)
 
 static int run_bare(const char *script)
 {
-    char full[8192 + 64];
+    char full[16384 + 64];
     snprintf(full, sizeof full, "unset LD_PRELOAD; %s", script);
     return run_script(&paths, full, out, sizeof out, err, sizeof err);
 }
@@ -558,6 +560,72 @@ static void test_list_follows_no_symlink(void **state)
         fail_msg("out: %s\nstderr: %s", out, err);
 }
 
+/* The uid of a throwaway account, made when missing; -1 when impossible. */
+static int throwaway_user(const char *name)
+{
+    char script[512];
+    snprintf(script, sizeof script,
+             "id -u %s >/dev/null 2>&1 || useradd --system --no-create-home "
+             "--shell /usr/sbin/nologin %s >/dev/null 2>&1",
+             name, name);
+    struct passwd *pw = system(script) == 0 ? getpwnam(name) : NULL;
+    return pw ? (int)pw->pw_uid : -1;
+}
+
+/* The attack as it was seen, with two ordinary accounts: with
+ * XDG_RUNTIME_DIR unset, the attacker makes the victim's default run
+ * directory first and plants a ring in it that names the victim's dump
+ * directory with max_dumps=1.  The victim's recover refuses the directory
+ * (one line, exit 1) and the victim's bundles stay; the victim's preloaded
+ * program refuses it too and runs on. */
+static void test_two_users(void **state)
+{
+    (void)state;
+    if (geteuid() != 0 || preload_sanitizer()) {
+        print_message("[     SKIP ] two throwaway accounts: needs root, and no sanitizer\n");
+        return;
+    }
+    int victim = throwaway_user("gmp-trust-victim"), attacker = throwaway_user("gmp-trust-attacker");
+    if (victim < 0 || attacker < 0) {
+        print_message("[     SKIP ] two throwaway accounts: useradd failed\n");
+        return;
+    }
+    char script[16384], as_victim[64], as_attacker[64];
+    snprintf(as_victim, sizeof as_victim, "setpriv --reuid=%d --regid=%d --clear-groups", victim,
+             victim);
+    snprintf(as_attacker, sizeof as_attacker, "setpriv --reuid=%d --regid=%d --clear-groups",
+             attacker, attacker);
+    /* can the accounts run what was built here at all? */
+    snprintf(script, sizeof script, "%s %s quiet >/dev/null 2>&1 && %s %s --version >/dev/null",
+             as_victim, program, as_victim, inspector);
+    if (run_bare(script) != 0) {
+        print_message("[     SKIP ] two throwaway accounts: they cannot run this build\n");
+        return;
+    }
+    snprintf(script, sizeof script,
+             "unset XDG_RUNTIME_DIR GMP_RUN_DIR GMP_DUMP_DIR; run=/tmp/gpumemprof-%d; "
+             "rm -rf \"$run\" /tmp/gmp-trust-victim-dumps; "
+             "mkdir -m 0700 /tmp/gmp-trust-victim-dumps && chown %d /tmp/gmp-trust-victim-dumps; "
+             "%s mkdir -m 0700 \"$run\"; "
+             "%s env GMP_RUN_DIR=\"$run\" GMP_DUMP_DIR=/tmp/gmp-trust-victim-dumps "
+             "GMP_MAX_DUMPS=1 LD_PRELOAD='%s' %s hold-die KILL; "
+             "echo \"planted $(ls \"$run\" | wc -l)\"; "
+             "for i in 1 2 3; do %s env GMP_DUMP_DIR=/tmp/gmp-trust-victim-dumps "
+             "LD_PRELOAD='%s' %s hold-fail 1 >/dev/null; echo \"program $?\"; done; "
+             "%s %s recover; echo \"recover $?\"; "
+             "echo \"bundles $(ls /tmp/gmp-trust-victim-dumps | grep -c ^oom_dump_)\"; "
+             "rm -rf \"$run\" /tmp/gmp-trust-victim-dumps",
+             victim, victim, as_attacker, as_attacker, paths.preload, program, as_victim,
+             paths.preload, program, as_victim, inspector);
+    run_bare(script);
+    /* the victim's programs run on (recording in memory) and write their bundles */
+    if (strcmp(out, "planted 1\nprogram 0\nprogram 0\nprogram 0\nrecover 1\nbundles 3\n") ||
+        !strstr(err, "unusable (it belongs to another user)") ||
+        !strstr(err, "gmp-inspect recover: refusing /tmp/gpumemprof-") ||
+        !strstr(err, "belongs to another user"))
+        fail_msg("out: %s\nstderr: %s", out, err);
+}
+
 static int empty_dirs(void **state)
 {
     (void)state;
@@ -595,6 +663,7 @@ int main(void)
         cmocka_unit_test_setup(test_watch_survives_a_shrinking_ring, empty_dirs),
         cmocka_unit_test(test_too_large_is_not_invalid),
         cmocka_unit_test(test_list_follows_no_symlink),
+        cmocka_unit_test(test_two_users),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);
 }
