@@ -81,7 +81,8 @@ int gmp_run_dir_open(const char *path, char *why, size_t why_cap)
                                               : gmp_strerror(err));
         if (fd >= 0)
             close(fd);
-        errno = err;
+        /* a refusal, as for the checks below, when the path is not ours */
+        errno = seen && (S_ISLNK(link.st_mode) || link.st_uid != geteuid()) ? EPERM : err;
         return -1;
     }
     const char *problem = st.st_uid != geteuid() ? "it belongs to another user"
