@@ -35,23 +35,10 @@ static const char *const env_prefixes[] = {"GMP_", "XLA_", "NCCL_", "JAX_"};
 static const char *const secret_words[] = {"TOKEN", "SECRET", "KEY", "PASSWORD",
                                            "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH"};
 
-static int has_word_ci(const char *name, size_t len, const char *word)
-{
-    size_t wl = strlen(word);
-    for (size_t i = 0; i + wl <= len; i++) {
-        size_t k = 0;
-        while (k < wl && (name[i + k] & ~0x20) == word[k])
-            k++;
-        if (k == wl)
-            return 1;
-    }
-    return 0;
-}
-
 int gmp_env_name_is_secret(const char *name, size_t len)
 {
     for (size_t i = 0; i < sizeof secret_words / sizeof *secret_words; i++)
-        if (has_word_ci(name, len, secret_words[i]))
+        if (gmp_find_ci(name, len, secret_words[i]))
             return 1;
     return 0;
 }
@@ -129,20 +116,6 @@ static void mask(char *from, const char *to)
         memset(from, '*', (size_t)(to - from));
 }
 
-/* Where a case-insensitive needle starts in s[0, n), or NULL. */
-static char *find_ci(char *s, size_t n, const char *needle)
-{
-    size_t nl = strlen(needle);
-    for (size_t i = 0; i + nl <= n; i++) {
-        size_t k = 0;
-        while (k < nl && (s[i + k] | 0x20) == needle[k])
-            k++;
-        if (k == nl)
-            return s + i;
-    }
-    return NULL;
-}
-
 static int ends_value(char c)
 {
     return c == '\0' || c == '\n' || c == ' ' || c == '\t' || c == '"' || c == '\'';
@@ -167,8 +140,11 @@ void gmp_redact_text(char *s, size_t len)
     /* an HTTP header's credentials: "Authorization: Bearer X" (curl -H) */
     static const char *const headers[] = {"authorization:", "cookie:"};
     for (size_t h = 0; h < sizeof headers / sizeof *headers; h++)
-        for (char *p = s; (p = find_ci(p, len - (size_t)(p - s), headers[h]));) {
-            p += strlen(headers[h]);
+        for (char *p = s;;) {
+            const char *at = gmp_find_ci(p, len - (size_t)(p - s), headers[h]);
+            if (!at)
+                break;
+            p = s + (at - s) + strlen(headers[h]);
             while (p < s + len && *p == ' ')
                 p++;
             char *end = p;

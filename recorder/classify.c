@@ -14,7 +14,6 @@
 #include "gpumemprof.h"
 #include "util.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
@@ -56,9 +55,12 @@ gmp_classification gmp_classify_result(gmp_backend backend, gmp_api api, long co
     return make(0, "", code == 0 ? "success" : "not_oom");
 }
 
-static const char *find_ci(const char *hay, const char *needle);
+/* Case-insensitive: where needle starts in hay, or NULL. */
+static const char *find_ci(const char *hay, const char *needle)
+{
+    return gmp_find_ci(hay, strlen(hay), needle);
+}
 
-/* Case-insensitive substring search, bounded, no allocation. */
 static int contains_ci(const char *hay, const char *needle)
 {
     return find_ci(hay, needle) != NULL;
@@ -76,21 +78,6 @@ static const char *const message_patterns[] = {
     "cuda out of memory", "hip out of memory", "out of memory",
     "resource exhausted", "failed to allocate", "allocation failed",
 };
-
-/* Case-insensitive: where needle starts in hay, or NULL. */
-static const char *find_ci(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (i < n && hay[i] &&
-               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (i == n)
-            return hay;
-    }
-    return NULL;
-}
 
 /* "failed to allocate 2.00GiB", "Unable to allocate 74.5 TiB", "Failed to
  * allocate request for 1.2GiB": a size right after the words, as

@@ -5,6 +5,7 @@
  */
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -344,6 +345,19 @@ static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_f
     close(fd);
     buf[len] = '\0';
     return (ssize_t)len;
+}
+
+const char *gmp_find_ci(const char *s, size_t n, const char *needle)
+{
+    size_t nl = strlen(needle);
+    for (size_t i = 0; i + nl <= n; i++) {
+        size_t k = 0;
+        while (k < nl && tolower((unsigned char)s[i + k]) == tolower((unsigned char)needle[k]))
+            k++;
+        if (k == nl)
+            return s + i;
+    }
+    return NULL;
 }
 
 ssize_t gmp_read_file(const char *path, char *buf, size_t cap)

@@ -45,6 +45,10 @@ GMP_HIDDEN int gmp_strjoin(char *dst, size_t cap, ...) __attribute__((sentinel))
 
 /* write(2) until done or a real error; returns 0 or -1. */
 GMP_HIDDEN int gmp_write_all(int fd, const void *buf, size_t len);
+/* Case-insensitive (ASCII): where needle starts in s[0, n) (NULs allowed),
+ * or NULL.  No allocation, no lock. */
+GMP_HIDDEN const char *gmp_find_ci(const char *s, size_t n, const char *needle);
+
 /* Read at most cap-1 bytes of a (proc) file, NUL-terminated; returns length,
  * or -1 (also for anything but a regular file: it never blocks on a FIFO). */
 GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
