@@ -12,8 +12,10 @@
 
 /* The directory to use (configured may be "" or NULL). */
 GMP_HIDDEN void gmp_run_dir_resolve(const char *configured, char *out, size_t cap);
-/* Create it 0700 if missing; then insist it is a real directory (no
- * symlink), owned by us, closed to group and others.  0, or -1 with why. */
+/* Create it 0700 if missing (with any missing parents); then insist it is
+ * reached as gmp_dir_open_safely wants (no symlink at its end, none of
+ * another user on the way, ours) and closed to group and others.  0, or -1
+ * with why. */
 GMP_HIDDEN int gmp_run_dir_ensure(const char *path, char *why, size_t why_cap);
 /* Open it for reading rings, on the same terms (the readers trust it no
  * more than the preload does: another user may have made it first).  A

@@ -1,11 +1,12 @@
 /*
  * safe_dir.c — opening a directory that a user's path names (the dump
- * directory) so that no other user can redirect it.  Dump directories often
- * sit in shared places (/tmp, a sticky scratch space) where another user can
- * plant a symlink at any component before we arrive.  The path is walked one
- * component at a time with openat(O_NOFOLLOW | O_DIRECTORY): a symlink on
- * the way is followed only when root or the caller owns it (the kernel's
- * protected_symlinks rule: /home -> /gpfs/home still works), the last
+ * directory, the run directory) so that no other user can redirect it.
+ * Both often sit in shared places (/tmp, a sticky scratch space) where
+ * another user can plant a symlink at any component before we arrive.  The
+ * path is walked one component at a time with openat(O_NOFOLLOW |
+ * O_DIRECTORY): a symlink on the way is followed only when root or the
+ * caller owns it (the kernel's protected_symlinks rule: /home -> /gpfs/home
+ * still works), the last
  * component is never a symlink (also when the path ends in "/" or "/."),
  * and the directory reached must be the caller's.  System calls only and a
  * stack buffer: safe where a bundle is written from a signal handler.
@@ -77,6 +78,10 @@ int gmp_dir_open_safely(const char *path, int create, mode_t mode, char *why, si
             int next = open_component(fd, p, last, create, mode);
             if (next < 0) {
                 int err = errno;
+                struct stat st; /* a directory we may not even open: whose? */
+                if (last && err == EACCES && fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    st.st_uid != geteuid())
+                    return refuse(fd, why, why_cap, "it belongs to another user", EPERM);
                 return refuse(fd, why, why_cap,
                               err != ELOOP ? gmp_strerror(err)
                               : last       ? "it is a symbolic link (refused)"

@@ -371,34 +371,6 @@ const char *gmp_strerror(int err)
     return s ? s : "unknown error";
 }
 
-int gmp_mkdir_p(const char *path, mode_t mode)
-{
-    char buf[4096];
-    if (gmp_strlcpy(buf, path, sizeof buf) < 0 || !buf[0]) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(buf, mode) < 0 && errno != EEXIST)
-                return -1;
-            *p = saved;
-            if (!saved)
-                break;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) < 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
 void gmp_log(const char *fmt, ...)
 {
     char line[1024];

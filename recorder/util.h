@@ -90,9 +90,6 @@ GMP_HIDDEN uint64_t gmp_proc_start_ticks(int pid);
  * go through gettext, which can malloc). */
 GMP_HIDDEN const char *gmp_strerror(int err);
 
-/* mkdir -p with the given mode for every created level; 0 or -1 (errno). */
-GMP_HIDDEN int gmp_mkdir_p(const char *path, mode_t mode);
-
 /* One line on stderr: "gpumemprof: <msg>\n".  Formats with vsnprintf into a
  * stack buffer; keep formats to %s %d %u %l* %z* on emergency paths. */
 GMP_HIDDEN void gmp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
