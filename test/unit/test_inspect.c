@@ -15,6 +15,8 @@
 #include "gpumemprof.h"
 #include "support.h"
 
+#include <jansson.h>
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +87,13 @@ static void test_good_bundles(void **state)
     assert_int_equal(run_verb("events", good, NULL), 0);
     assert_int_equal(count_lines(out), 50);
     assert_int_equal(run_verb("events", good, "--json"), 0);
-    assert_non_null(strstr(out, "\"api\": \"cudaMalloc\""));
+    json_error_t jerr;
+    json_t *listed = json_loads(out, 0, &jerr);
+    assert_true(json_is_array(listed));
+    assert_int_equal(json_array_size(listed), 50);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(listed, 0), "api")),
+                        "cudaMalloc");
+    json_decref(listed);
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/good", scratch);
     assert_int_equal(run_verb("list", dir, NULL), 0);

@@ -59,14 +59,14 @@ static void fmt_duration(double secs, char *out, size_t cap)
 
 /* Growth on the failed request's device: first and last in-use of its
  * events, how many allocations and frees, over how long. */
-static int64_t growth(bundle *b, json_t *events, const char *backend, int64_t device,
+static int64_t growth(bundle *b, const char *backend, int64_t device,
                       causes *cs)
 {
     size_t i;
     json_t *ev;
     int64_t first = -1, last = -1, allocs = 0, frees = 0, site = 0, from_site = 0;
     double t0 = 0, t1 = 0;
-    json_array_foreach(events, i, ev) {
+    event_foreach(&b->events, i, ev) {
         const char *type = jstr(ev, "event_type"), *evb = jstr(ev, "backend");
         int64_t dev = -1, use;
         jint(ev, "device_id", &dev);
@@ -168,7 +168,7 @@ static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
     }
 }
 
-static void collect(bundle *b, json_t *events, causes *cs)
+static void collect(bundle *b, causes *cs)
 {
     json_t *md = b->metadata;
     const char *reason = jstr(md, "reason") ? jstr(md, "reason") : jstr(b->manifest, "reason");
@@ -206,14 +206,14 @@ static void collect(bundle *b, json_t *events, causes *cs)
     /* Growth that ate the free memory is the story, and the request that
      * found none its last step; a request larger than what was free before
      * the growth is the story itself. */
-    int growth_first = 0;
+    int growth_first = 0, grown_known = 0;
+    causes grew = {.n = 0}; /* one pass over the events, however it ranks */
     if (fr && json_is_object(fr) && size >= 0 && device >= 0) {
-        causes tmp = {.n = 0};
-        int64_t grown = growth(b, events, backend, device, &tmp), free_b = device_free(md, device);
+        int64_t grown = growth(b, backend, device, &grew), free_b = device_free(md, device);
+        grown_known = 1;
         growth_first = grown > 0 && (free_b < 0 || size <= free_b + grown);
-        if (growth_first) {
-            add(cs, tmp.c[0].what, tmp.c[0].evidence);
-        }
+        if (growth_first)
+            add(cs, grew.c[0].what, grew.c[0].evidence);
     }
     if (size >= 0 && device >= 0)
         device_rules(md, size, device, cs);
@@ -228,14 +228,18 @@ static void collect(bundle *b, json_t *events, causes *cs)
     }
     if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))
         add(cs, "a host limit was near (the memory cgroup)", evidence);
-    if (fr && json_is_object(fr) && !growth_first)
-        growth(b, events, device >= 0 ? backend : "cpu", device, cs);
+    if (fr && json_is_object(fr) && !growth_first) {
+        if (!grown_known)
+            growth(b, device >= 0 ? backend : "cpu", device, cs);
+        else if (grew.n)
+            add(cs, grew.c[0].what, grew.c[0].evidence);
+    }
 }
 
-void diagnose(bundle *b, json_t *events, int colour)
+void diagnose(bundle *b, int colour)
 {
     causes cs = {.n = 0};
-    collect(b, events, &cs);
+    collect(b, &cs);
     const char *on = colour ? "\033[1m" : "", *off = colour ? "\033[0m" : "";
     if (!cs.n) {
         printf("%sLikely cause:%s     nothing in this bundle points at one; see the events\n", on,

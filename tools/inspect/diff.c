@@ -31,7 +31,7 @@ static void read_facts(bundle *b, facts *f)
     jint(fr, "size", &f->size);
     size_t i;
     json_t *ev;
-    json_array_foreach(events_array(b->events), i, ev) {
+    event_foreach(&b->events, i, ev) {
         int64_t use, dev = -1;
         if (jint(ev, "bytes_in_use", &use))
             continue;

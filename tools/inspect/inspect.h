@@ -15,14 +15,29 @@
 /* Exit codes shared by every verb. */
 enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
-#define SMALL_FILE_MAX (16u << 20)    /* manifest, metadata, environment */
-#define EVENTS_FILE_MAX (512u << 20)  /* events.json */
+/* Every file but events.json is parsed whole, and jansson's document of it
+ * takes about nine times its text: the cap is several times the largest
+ * our writer makes (allocations.json lists at most 10000, about 2 MiB) and
+ * keeps a hostile file's cost bounded.  events.json grows with the run; it
+ * is indexed instead (events.c) and costs about its own size. */
+#define SMALL_FILE_MAX (16u << 20)
+#define EVENTS_FILE_MAX (512u << 20)
+
+/* events.c: events.json as read, and where each event starts in it. */
+typedef struct event_list {
+    char *text;
+    size_t len;
+    uint32_t *at; /* the file is at most EVENTS_FILE_MAX, under 4 GiB */
+    size_t n, cap;
+    size_t first_non_object; /* SIZE_MAX when every event is a JSON object */
+} event_list;
 
 typedef struct bundle {
     char path[4096];
     char name[4096];
     int dirfd;
-    json_t *manifest, *metadata, *environment, *events;
+    json_t *manifest, *metadata, *environment;
+    event_list events; /* empty unless asked for */
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -37,8 +52,23 @@ void bundle_close(bundle *b);
 json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
                      size_t err_cap);
 
-/* events.json is an array, or an object with an "events" array. */
-json_t *events_array(json_t *events);
+/* Read one regular file of at most max_bytes inside a directory fd (no
+ * symlink, no FIFO): a NUL-terminated copy to free, its length in *len. */
+char *read_file_at(int dirfd, const char *name, size_t max_bytes, size_t *len,
+                   char *err, size_t err_cap);
+
+/* events.c: index dirfd's events.json (an array of events, or an object
+ * with an "events" array), each event parsed once to be checked; a
+ * sentence in err and -1 when it cannot be read or is not valid JSON. */
+int events_load_at(int dirfd, event_list *l, char *err, size_t err_cap);
+/* Event i parsed (a new reference, cleaned for a terminal unless
+ * inspect_raw_json); NULL past the end or without memory. */
+json_t *event_at(const event_list *l, size_t i);
+void events_free(event_list *l);
+/* Every event in turn, each released at the end of its turn (leave the loop
+ * early only after json_decref(ev)). */
+#define event_foreach(l, i, ev) \
+    for ((i) = 0; (i) < (l)->n && ((ev) = event_at((l), (i)), 1); json_decref(ev), (i)++)
 
 /* Calls fn for every bundle directory at or under path (8 levels deep, no
  * symlink followed, hidden names skipped); trailing slashes are trimmed. */
@@ -69,7 +99,7 @@ extern int inspect_raw_json;
 
 /* sites.c: the top allocation sites by live bytes, symbolised (libdw);
  * name_site: one stack's site, "fill (gpu_oom.c:70)" or "module+0x1983". */
-void print_top_sites(bundle *b, json_t *events);
+void print_top_sites(bundle *b);
 /* allocations.json or leaks.json in dirfd: totals, then the top sites;
  * 0 when the file is absent or unreadable. */
 int print_live_file(int dirfd, const char *file, const char *label, const char *what,
@@ -81,7 +111,7 @@ const char *module_of(json_t *mods, uint64_t at, uint64_t *bias);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */
-void diagnose(bundle *b, json_t *events, int colour);
+void diagnose(bundle *b, int colour);
 
 int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);

@@ -23,7 +23,7 @@ int show_leak_report(const char *path)
     }
     char err[600];
     json_t *manifest = load_json_at(dirfd, "manifest.json", SMALL_FILE_MAX, err, sizeof err);
-    json_t *leaks = load_json_at(dirfd, "leaks.json", SMALL_FILE_MAX * 4, err, sizeof err);
+    json_t *leaks = load_json_at(dirfd, "leaks.json", SMALL_FILE_MAX, err, sizeof err);
     int64_t pid = 0, count = 0, bytes = 0;
     if (!manifest || !leaks || jint(leaks, "live_count", &count) ||
         jint(leaks, "live_bytes", &bytes)) {

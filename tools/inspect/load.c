@@ -3,7 +3,8 @@
  * machine, a crashed writer or an attacker: every file is opened relative to
  * the bundle directory with O_NOFOLLOW, must be a regular file under a size
  * cap, and goes through jansson (whose parser refuses nesting deeper than
- * 2048 levels rather than recursing without bound).
+ * 2048 levels rather than recursing without bound); events.json is indexed
+ * rather than held as one document (events.c).
  */
 #include "inspect.h"
 
@@ -25,8 +26,8 @@ static void set_err(char *err, size_t cap, const char *what, const char *why)
         snprintf(err, cap, "%s: %s", shown, why);
 }
 
-json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
-                     size_t err_cap)
+char *read_file_at(int dirfd, const char *name, size_t max_bytes, size_t *len_out,
+                   char *err, size_t err_cap)
 {
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
@@ -66,9 +67,21 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
         got += (size_t)n;
     }
     close(fd);
+    buf[got] = '\0';
+    *len_out = got;
+    return buf;
+}
+
+json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
+                     size_t err_cap)
+{
+    size_t len;
+    char *buf = read_file_at(dirfd, name, max_bytes, &len, err, err_cap);
+    if (!buf)
+        return NULL;
     json_error_t jerr;
     errno = 0;
-    json_t *root = json_loadb(buf, got, JSON_ALLOW_NUL, &jerr);
+    json_t *root = json_loadb(buf, len, JSON_ALLOW_NUL, &jerr);
     int no_memory = !root && (json_error_code(&jerr) == json_error_out_of_memory ||
                               (!jerr.text[0] && errno == ENOMEM)); /* not always said */
     free(buf);
@@ -86,14 +99,6 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
         json_clean_strings(root);
     }
     return root;
-}
-
-json_t *events_array(json_t *events)
-{
-    if (json_is_array(events))
-        return events;
-    json_t *inner = json_object_get(events, "events");
-    return json_is_array(inner) ? inner : NULL;
 }
 
 const char *jstr(json_t *obj, const char *key)
@@ -116,8 +121,8 @@ void bundle_close(bundle *b)
     json_decref(b->manifest);
     json_decref(b->metadata);
     json_decref(b->environment);
-    json_decref(b->events);
-    b->manifest = b->metadata = b->environment = b->events = NULL;
+    events_free(&b->events);
+    b->manifest = b->metadata = b->environment = NULL;
     if (b->dirfd >= 0)
         close(b->dirfd);
     b->dirfd = -1;
@@ -148,8 +153,7 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
                                      why, sizeof why)) ||
         (want_env && !(b->environment = load_json_at(b->dirfd, "environment.json",
                                                      SMALL_FILE_MAX, why, sizeof why))) ||
-        (want_events && !(b->events = load_json_at(b->dirfd, "events.json",
-                                                   EVENTS_FILE_MAX, why, sizeof why)))) {
+        (want_events && events_load_at(b->dirfd, &b->events, why, sizeof why) < 0)) {
         set_err(err, err_cap, b->name, why);
         bundle_close(b);
         return -1;
@@ -158,11 +162,6 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
         (b->environment && !json_is_object(b->environment))) {
         set_err(err, err_cap, b->name,
                 "manifest, metadata and environment must be JSON objects");
-        bundle_close(b);
-        return -1;
-    }
-    if (b->events && !events_array(b->events)) {
-        set_err(err, err_cap, b->name, "events.json holds no event array");
         bundle_close(b);
         return -1;
     }

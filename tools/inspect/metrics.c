@@ -99,7 +99,7 @@ static void add_bundle(const char *path, void *arg)
             p->latest_ns = (uint64_t)created;
         size_t i;
         json_t *ev;
-        json_array_foreach(events_array(b.events), i, ev) {
+        event_foreach(&b.events, i, ev) {
             const char *type = jstr(ev, "event_type"), *backend = jstr(ev, "backend");
             int64_t dev = -1, use = -1;
             jint(ev, "device_id", &dev);

@@ -33,7 +33,7 @@ typedef struct plot {
     series s[MAX_SERIES];
     int ns;
     double t0, t1, ymax;
-    json_t *events;
+    const event_list *events;
 } plot;
 
 static void xml_text(FILE *f, const char *s)
@@ -120,7 +120,7 @@ static void collect(plot *p)
     p->t1 = -INFINITY;
     size_t i;
     json_t *ev;
-    json_array_foreach(p->events, i, ev) {
+    event_foreach(p->events, i, ev) {
         double t, y, size = 0;
         const char *type = jstr(ev, "event_type");
         if (!is_memory_event(type) || num(ev, "timestamp", &t) < 0 ||
@@ -212,7 +212,7 @@ static void marks(FILE *f, const plot *p, json_t *metadata)
 {
     size_t i;
     json_t *ev;
-    json_array_foreach(p->events, i, ev) {
+    event_foreach(p->events, i, ev) {
         double t, y, size = 0;
         const char *type = jstr(ev, "event_type");
         if (!type || num(ev, "timestamp", &t) < 0)
@@ -324,7 +324,7 @@ int cmd_plot(int argc, char **argv)
     }
     plot p;
     memset(&p, 0, sizeof p);
-    p.events = events_array(b.events);
+    p.events = &b.events;
     collect(&p);
     FILE *f = fopen(outp, "w");
     if (!f) {

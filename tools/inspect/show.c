@@ -418,7 +418,7 @@ int cmd_show(int argc, char **argv)
     printf("Bundle            ");
     print_clean(stdout, b.name, 300);
     print_what_happened(md, reason, backend);
-    diagnose(&b, events_array(b.events), isatty(1) && getenv("NO_COLOR") == NULL);
+    diagnose(&b, isatty(1) && getenv("NO_COLOR") == NULL);
     print_field("When:", jstr(b.manifest, "created_at_utc"));
     print_process(&b);
     print_environment(&b);
@@ -443,9 +443,8 @@ int cmd_show(int argc, char **argv)
         printf("%-18s%lld earlier episode(s) recovered after a failure\n",
                "Recovered:", (long long)recovered);
 
-    json_t *arr = events_array(b.events);
-    print_top_sites(&b, arr);
-    size_t n = json_array_size(arr);
+    print_top_sites(&b);
+    size_t n = b.events.n;
     printf("%-18s%zu captured", "Events:", n);
     json_t *ring = json_object_get(md, "ring");
     int64_t dropped = 0, torn = 0, total = 0;
@@ -461,8 +460,11 @@ int cmd_show(int argc, char **argv)
     if (n && last) {
         size_t from = n > (size_t)last ? n - (size_t)last : 0;
         printf("Last %zu event(s), newest last:\n", n - from);
-        for (size_t i = from; i < n; i++)
-            print_event(json_array_get(arr, i));
+        for (size_t i = from; i < n; i++) {
+            json_t *ev = event_at(&b.events, i);
+            print_event(ev);
+            json_decref(ev);
+        }
     }
     bundle_close(&b);
     return EXIT_OK;
@@ -506,15 +508,20 @@ int cmd_events(int argc, char **argv)
         fputc('\n', stderr);
         return EXIT_INVALID;
     }
-    json_t *arr = events_array(b.events);
-    if (as_json) {
-        json_dumpf(arr, stdout, JSON_INDENT(1) | JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
-        putchar('\n');
-    } else {
-        size_t i;
-        json_t *ev;
-        json_array_foreach(arr, i, ev) print_event(ev);
+    size_t i;
+    json_t *ev;
+    if (as_json) /* one event a line, as the bundle holds them */
+        fputs("[", stdout);
+    event_foreach(&b.events, i, ev) {
+        if (!as_json) {
+            print_event(ev);
+            continue;
+        }
+        fputs(i ? ",\n " : "\n ", stdout);
+        json_dumpf(ev, stdout, JSON_COMPACT | JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
     }
+    if (as_json)
+        fputs("\n]\n", stdout);
     bundle_close(&b);
     return EXIT_OK;
 }

@@ -246,7 +246,7 @@ static void print_sites(int dirfd, const site *sites, size_t ns, const char *hea
 int print_live_file(int dirfd, const char *file, const char *label, const char *what,
                     const char *sites_heading)
 {
-    json_t *held = load_json_at(dirfd, file, SMALL_FILE_MAX * 4, NULL, 0);
+    json_t *held = load_json_at(dirfd, file, SMALL_FILE_MAX, NULL, 0);
     int64_t count = 0, bytes = 0;
     if (!json_is_object(held) || jint(held, "live_count", &count) ||
         jint(held, "live_bytes", &bytes)) {
@@ -291,7 +291,7 @@ int print_live_file(int dirfd, const char *file, const char *label, const char *
     return 1;
 }
 
-void print_top_sites(bundle *b, json_t *events)
+void print_top_sites(bundle *b)
 {
     if (print_live_file(b->dirfd, "allocations.json", "Held:", "live GPU allocation(s)",
                         "Top allocation sites by live bytes (allocations alive at the failure):"))
@@ -299,7 +299,7 @@ void print_top_sites(bundle *b, json_t *events)
     size_t n = 0, i;
     json_t *ev;
     memset(table, 0, sizeof table);
-    json_array_foreach(events, i, ev) {
+    event_foreach(&b->events, i, ev) {
         const char *type = jstr(ev, "event_type"), *addr = jstr(ev, "address");
         int64_t size = 0, stack = 0;
         jint(ev, "size", &size);

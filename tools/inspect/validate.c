@@ -118,10 +118,10 @@ static int safe_member_name(const char *s)
 }
 
 /* Every listed file must be a readable regular file (and valid JSON when it
- * is .json); returns the parsed events.json when listed. */
-static json_t *check_files(report *r, int dirfd, json_t *files)
+ * is .json); events.json, when listed, is indexed into events (1 when it is). */
+static int check_files(report *r, int dirfd, json_t *files, event_list *events)
 {
-    json_t *events = NULL;
+    int indexed = 0;
     size_t i;
     json_t *v;
     json_array_foreach(files, i, v) {
@@ -137,14 +137,19 @@ static json_t *check_files(report *r, int dirfd, json_t *files)
         size_t len = strlen(name);
         if (len > 5 && !strcmp(name + len - 5, ".json")) {
             char err[600];
-            size_t cap = !strcmp(name, "events.json") ? EVENTS_FILE_MAX : SMALL_FILE_MAX;
-            json_t *doc = load_json_at(dirfd, name, cap, err, sizeof err);
+            if (!strcmp(name, "events.json")) {
+                if (indexed)
+                    continue;
+                if (events_load_at(dirfd, events, err, sizeof err) < 0)
+                    problem(r, "%s", err);
+                else
+                    indexed = 1;
+                continue;
+            }
+            json_t *doc = load_json_at(dirfd, name, SMALL_FILE_MAX, err, sizeof err);
             if (!doc)
                 problem(r, "%s", err);
-            else if (!strcmp(name, "events.json") && !events)
-                events = doc;
-            else
-                json_decref(doc);
+            json_decref(doc);
             continue;
         }
         int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -164,7 +169,7 @@ static json_t *check_files(report *r, int dirfd, json_t *files)
         if (!listed)
             problem(r, "manifest.json: files does not list %s", required_files[k]);
     }
-    return events;
+    return indexed;
 }
 
 static int validate_one(const char *path)
@@ -197,29 +202,18 @@ static int validate_one(const char *path)
     jint(b.metadata, "captured_event_count", &captured);
 
     json_t *files = json_object_get(b.manifest, "files");
-    json_t *events = json_is_array(files) ? check_files(&r, b.dirfd, files) : NULL;
-    if (events) {
-        json_t *arr = events_array(events);
-        if (!arr) {
-            problem(&r, "events.json: holds no event array");
-        } else {
-            size_t n = json_array_size(arr);
-            if (event_count >= 0 && (uint64_t)event_count != n)
-                problem(&r, "manifest.json: event_count is %lld but events.json holds %zu",
-                        (long long)event_count, n);
-            if (captured >= 0 && (uint64_t)captured != n)
-                problem(&r, "metadata.json: captured_event_count is %lld but events.json holds %zu",
-                        (long long)captured, n);
-            size_t i;
-            json_t *ev;
-            json_array_foreach(arr, i, ev) {
-                if (!json_is_object(ev)) {
-                    problem(&r, "events.json: event %zu is not an object", i);
-                    break;
-                }
-            }
-        }
-        json_decref(events);
+    event_list events;
+    if (json_is_array(files) && check_files(&r, b.dirfd, files, &events)) {
+        size_t n = events.n;
+        if (event_count >= 0 && (uint64_t)event_count != n)
+            problem(&r, "manifest.json: event_count is %lld but events.json holds %zu",
+                    (long long)event_count, n);
+        if (captured >= 0 && (uint64_t)captured != n)
+            problem(&r, "metadata.json: captured_event_count is %lld but events.json holds %zu",
+                    (long long)captured, n);
+        if (events.first_non_object != SIZE_MAX)
+            problem(&r, "events.json: event %zu is not an object", events.first_non_object);
+        events_free(&events);
     }
     size_t i;
     json_t *v;

@@ -1,0 +1,236 @@
+/*
+ * events.c — events.json without its whole document in memory.  A DOM of
+ * every event costs jansson about nine times the file (an object, a hash
+ * table and a value per field), so a large bundle took gigabytes.  Instead
+ * the file's text is kept as read and only where each event starts is
+ * indexed: one offset per event.  A reader parses one event at a time
+ * (event_at) and lets it go, so memory stays within a few times the file.
+ *
+ * Indexing parses every event once with jansson, so a malformed one is
+ * refused when the bundle is opened, as before, with its line and column.
+ * events.json is an array of events, or an object whose "events" member is
+ * that array (the Python recorder's layout); the other members of such an
+ * object are parsed to be checked and dropped.
+ */
+#include "inspect.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PARSE_FLAGS (JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL)
+
+typedef struct cursor {
+    const char *text;
+    size_t len, pos;
+    event_list *list;
+    char *err;
+    size_t err_cap;
+} cursor;
+
+static void skip_space(cursor *c)
+{
+    while (c->pos < c->len && (c->text[c->pos] == ' ' || c->text[c->pos] == '\t' ||
+                               c->text[c->pos] == '\n' || c->text[c->pos] == '\r'))
+        c->pos++;
+}
+
+/* "invalid JSON at line L column C: why", counted over the whole file. */
+static int invalid(cursor *c, size_t at, const char *why)
+{
+    int line = 1, column = 1;
+    for (size_t i = 0; i < at && i < c->len; i++) {
+        if (c->text[i] == '\n') {
+            line++;
+            column = 1;
+        } else if (((unsigned char)c->text[i] & 0xc0) != 0x80) { /* characters, not bytes */
+            column++;
+        }
+    }
+    snprintf(c->err, c->err_cap, "invalid JSON at line %d column %d: %s", line, column, why);
+    return -1;
+}
+
+static int out_of_memory(cursor *c)
+{
+    char size[32];
+    fmt_bytes(c->len, size, sizeof size);
+    snprintf(c->err, c->err_cap, "too large to read in the memory this process may use (%s)",
+             size);
+    return -1;
+}
+
+/* One JSON value at the cursor, parsed and stepped over; returned when keep
+ * is set (a new reference), else released.  *is_object says what it was. */
+static int parse_value(cursor *c, json_t **keep, int *is_object)
+{
+    json_error_t jerr;
+    errno = 0;
+    json_t *v = json_loadb(c->text + c->pos, c->len - c->pos, PARSE_FLAGS, &jerr);
+    if (!v) {
+        if (json_error_code(&jerr) == json_error_out_of_memory || (!jerr.text[0] && errno == ENOMEM))
+            return out_of_memory(c);
+        return invalid(c, c->pos + (size_t)(jerr.position > 0 ? jerr.position : 0), jerr.text);
+    }
+    c->pos += (size_t)jerr.position;
+    if (is_object)
+        *is_object = json_is_object(v);
+    if (keep)
+        *keep = v;
+    else
+        json_decref(v);
+    return 0;
+}
+
+static int add_offset(cursor *c)
+{
+    event_list *l = c->list;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 1024;
+        uint32_t *at = realloc(l->at, cap * sizeof *at);
+        if (!at)
+            return out_of_memory(c);
+        l->at = at;
+        l->cap = cap;
+    }
+    l->at[l->n++] = (uint32_t)c->pos;
+    return 0;
+}
+
+/* The array at the cursor ('[' already seen): each element indexed. */
+static int index_array(cursor *c)
+{
+    c->list->n = 0;
+    c->list->first_non_object = SIZE_MAX;
+    skip_space(c);
+    if (c->pos < c->len && c->text[c->pos] == ']') {
+        c->pos++;
+        return 0;
+    }
+    for (;;) {
+        skip_space(c);
+        int is_object;
+        if (add_offset(c) < 0 || parse_value(c, NULL, &is_object) < 0)
+            return -1;
+        if (!is_object && c->list->first_non_object == SIZE_MAX)
+            c->list->first_non_object = c->list->n - 1;
+        skip_space(c);
+        if (c->pos < c->len && c->text[c->pos] == ',') {
+            c->pos++;
+        } else if (c->pos < c->len && c->text[c->pos] == ']') {
+            c->pos++;
+            return 0;
+        } else {
+            return invalid(c, c->pos, "',' or ']' expected");
+        }
+    }
+}
+
+/* The object at the cursor ('{' already seen): its "events" array indexed
+ * (the last one, as a JSON reader would keep), the rest checked. */
+static int index_object(cursor *c, int *found)
+{
+    skip_space(c);
+    if (c->pos < c->len && c->text[c->pos] == '}') {
+        c->pos++;
+        return 0;
+    }
+    for (;;) {
+        skip_space(c);
+        json_t *key = NULL;
+        if (c->pos >= c->len || c->text[c->pos] != '"')
+            return invalid(c, c->pos, "string or '}' expected");
+        if (parse_value(c, &key, NULL) < 0)
+            return -1;
+        int is_events = !strcmp(json_string_value(key), "events") &&
+                        json_string_length(key) == 6;
+        json_decref(key);
+        skip_space(c);
+        if (c->pos >= c->len || c->text[c->pos] != ':')
+            return invalid(c, c->pos, "':' expected");
+        c->pos++;
+        skip_space(c);
+        if (is_events && c->pos < c->len && c->text[c->pos] == '[') {
+            c->pos++;
+            if (index_array(c) < 0)
+                return -1;
+            *found = 1;
+        } else {
+            if (parse_value(c, NULL, NULL) < 0)
+                return -1;
+            if (is_events) {
+                *found = 0;
+                c->list->n = 0;
+            }
+        }
+        skip_space(c);
+        if (c->pos < c->len && c->text[c->pos] == ',') {
+            c->pos++;
+        } else if (c->pos < c->len && c->text[c->pos] == '}') {
+            c->pos++;
+            return 0;
+        } else {
+            return invalid(c, c->pos, "',' or '}' expected");
+        }
+    }
+}
+
+int events_load_at(int dirfd, event_list *l, char *err, size_t err_cap)
+{
+    memset(l, 0, sizeof *l);
+    char why[600];
+    size_t len;
+    char *text = read_file_at(dirfd, "events.json", EVENTS_FILE_MAX, &len, why, sizeof why);
+    if (!text) {
+        snprintf(err, err_cap, "%s", why);
+        return -1;
+    }
+    l->text = text;
+    l->len = len;
+    cursor c = {text, len, 0, l, why, sizeof why};
+    int found = 0, rc = 0;
+    skip_space(&c);
+    if (c.pos < len && text[c.pos] == '[') {
+        c.pos++;
+        rc = index_array(&c);
+        found = 1;
+    } else if (c.pos < len && text[c.pos] == '{') {
+        c.pos++;
+        rc = index_object(&c, &found);
+    } else {
+        rc = invalid(&c, c.pos, "'[' or '{' expected near the start");
+    }
+    if (rc == 0) {
+        skip_space(&c);
+        if (c.pos < len)
+            rc = invalid(&c, c.pos, "end of file expected");
+        else if (!found) {
+            snprintf(why, sizeof why, "holds no event array");
+            rc = -1;
+        }
+    }
+    if (rc < 0) {
+        snprintf(err, err_cap, "events.json: %s", why);
+        events_free(l);
+        return -1;
+    }
+    return 0;
+}
+
+json_t *event_at(const event_list *l, size_t i)
+{
+    if (i >= l->n)
+        return NULL;
+    json_error_t jerr;
+    json_t *ev = json_loadb(l->text + l->at[i], l->len - l->at[i], PARSE_FLAGS, &jerr);
+    if (ev && !inspect_raw_json)
+        json_clean_strings(ev);
+    return ev;
+}
+
+void events_free(event_list *l)
+{
+    free(l->text);
+    free(l->at);
+    memset(l, 0, sizeof *l);
+}
