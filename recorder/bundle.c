@@ -133,7 +133,14 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
         gmp_jw_null(w);
     }
     gmp_bundle_fill_device_state(w, "device_state", req->devices, req->device_count);
-    gmp_bundle_fill_host_state(w, in->pid == 0); /* the host as it is now */
+    /* the host as it is now; for this process, the cgroup's OOM kills
+     * counted before it started recording (a recoverer's cgroup may not be
+     * the dead process's) */
+    int self = in->pid == 0;
+    gmp_bundle_fill_host_state(w, self,
+                               self && in->ring && in->ring->hdr
+                                   ? in->ring->hdr->oom_kills_at_start
+                                   : UINT64_MAX);
     gmp_jw_kstr(w, "confirmed_by", req->confirmed_by);
     gmp_jw_kstr(w, "evidence", req->evidence);
     gmp_jw_ku64(w, "recovered_episodes", req->recovered_episodes);

@@ -58,7 +58,7 @@ GMP_HIDDEN void gmp_bundle_fill_live(gmp_jw *w, const gmp_dump_request *req, uin
  * written for a dead process (self 0) has no process part. */
 GMP_HIDDEN void gmp_bundle_fill_device_state(gmp_jw *w, const char *key,
                                              const gmp_device_state *devices, uint32_t count);
-GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, int self);
+GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, int self, uint64_t oom_kills_at_start);
 
 /* The process's rank from RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
  * PMI_RANK; -1 when none is set. */

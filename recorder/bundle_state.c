@@ -139,7 +139,7 @@ static void psi(gmp_jw *w, const gmp_host_state *s)
     gmp_jw_obj_end(w);
 }
 
-void gmp_bundle_fill_host_state(gmp_jw *w, int self)
+void gmp_bundle_fill_host_state(gmp_jw *w, int self, uint64_t oom_kills_at_start)
 {
     gmp_host_state s;
     gmp_host_state_read(&s);
@@ -164,6 +164,10 @@ void gmp_bundle_fill_host_state(gmp_jw *w, int self)
         gmp_jw_kstr(w, "path", s.cgroup_path);
         host_fields(w, &s, FIELDS(cgroup_fields));
         host_object(w, "events", &s, FIELDS(cgroup_event_fields));
+        /* events.oom_kill counts since the cgroup was made: this is how
+         * many of those came before the process started recording */
+        if (oom_kills_at_start != UINT64_MAX)
+            gmp_jw_ku64(w, "oom_kill_at_start", oom_kills_at_start);
         gmp_jw_obj_end(w);
     }
     psi(w, &s);

@@ -294,6 +294,19 @@ long long json_int(json_t *obj, const char *key)
     return (long long)json_integer_value(json_object_get(obj, key));
 }
 
+void expect_headline(const char *bundle, const char *headline)
+{
+    static char out[1 << 16], err[4096];
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    int status = run_capture(argv, out, sizeof out, err, sizeof err);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("gmp-inspect show %s failed: %s", bundle, err);
+    static const char label[] = "\nWhat happened:    ";
+    const char *line = strstr(out, label);
+    if (!line || strncmp(line + sizeof label - 1, headline, strlen(headline)))
+        fail_msg("show's headline is not \"%s\":\n%s", headline, out);
+}
+
 void expect_first_cause(const char *bundle, const char *cause)
 {
     static char out[1 << 16], err[4096];

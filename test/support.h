@@ -76,6 +76,8 @@ long long json_int(struct json_t *obj, const char *key);
 
 /* `gmp-inspect show BUNDLE` must name `cause` first among the likely causes. */
 void expect_first_cause(const char *bundle, const char *cause);
+/* show's "What happened:" line begins with headline. */
+void expect_headline(const char *bundle, const char *headline);
 
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);

@@ -110,6 +110,8 @@ static void test_segv_after_failed_malloc(void **state)
     json_decref(mods);
     json_decref(md);
     expect_first_cause(bundle, "a crash caused by an unchecked failed allocation");
+    expect_headline(bundle, "the process crashed (SIGSEGV) after an allocation of host memory "
+                            "failed");
     assert_true(base != 0 && at > base);
     if (access("/usr/bin/addr2line", X_OK) != 0) {
         print_message("SKIP: no addr2line to symbolise with\n");
@@ -137,10 +139,12 @@ static void test_on_crash_always(void **state)
 {
     (void)state;
     same_death("GMP_ON_CRASH=always", "segv", NULL, "status 139\n");
-    json_t *md = crash_bundle("gpumemprof: SIGSEGV; bundle: ", NULL, 0);
+    char bundle[1024];
+    json_t *md = crash_bundle("gpumemprof: SIGSEGV; bundle: ", bundle, sizeof bundle);
     assert_string_equal(json_str(md, "reason"), "SIGSEGV");
     assert_true(json_is_null(json_object_get(md, "failed_request")));
     json_decref(md);
+    expect_headline(bundle, "the process crashed (SIGSEGV); no allocation had failed");
 }
 
 /* GMP_ON_CRASH=never: the failure still records, the signal writes nothing. */

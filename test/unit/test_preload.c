@@ -161,6 +161,7 @@ static void test_python_memoryerror(void **state)
     json_decref(md);
 
     expect_first_cause(bundle, "a host limit was reached (the address-space limit)");
+    expect_headline(bundle, "the process ran out of host memory (");
 
     /* the Python stack of the failing thread, captured at the failure */
     char path[1100], text[4096] = "";
@@ -172,6 +173,46 @@ static void test_python_memoryerror(void **state)
     if (!strstr(text, "File \"<string>\", line 6 in grow_forever\n") ||
         !strstr(text, "line 11 in <module>\n"))
         fail_msg("python_traceback.txt: %s", text);
+}
+
+/* The everyday Python death: a loop appends 20 MiB chunks until
+ * MemoryError.  The bundle is confirmed at exit, so the teardown's frees
+ * follow the failure in its events: show still tells the growth before the
+ * failure, prints the Python stack innermost first, ends the events at the
+ * failed request (marked) and says what was in use at exit for what it is. */
+static void test_python_growth_story(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    run_sh(NULL, "ulimit -v 700000; exec python3 -c '\n"
+                 "chunks = []\n"
+                 "def load_batch():\n"
+                 "    chunks.append(bytearray(20 << 20))\n"
+                 "while True:\n"
+                 "    load_batch()\n'");
+    assert_int_equal(exit_code(), 1);
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "confirmed_by"), "exit");
+    json_decref(md);
+    static char shown[1 << 16], shown_err[4096];
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    static const char *const want[] = {
+        "steady growth, like a leak or a cache that never lets go",
+        "frees before the failure",
+        "\nPython stack:     <string>:4 in load_batch  (innermost first)\n"
+        "                  <string>:6 in <module>\n",
+        "Last 10 event(s) up to the failure, newest last:\n",
+        "  <- the failed request\n  ... ",
+        "In use at exit:",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(shown, want[i]))
+            fail_msg("show does not say \"%s\":\n%s", want[i], shown);
+    /* the growth is the interpreter's allocations: no native "site" for it */
+    if (strstr(shown, "from one site"))
+        fail_msg("a site made of interpreter frames:\n%s", shown);
 }
 
 static void test_second_failure_and_timeout_and_first(void **state)
@@ -405,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_python_workload_unchanged),
         cmocka_unit_test(test_grow_until_enomem),
         cmocka_unit_test(test_python_memoryerror),
+        cmocka_unit_test(test_python_growth_story),
         cmocka_unit_test(test_second_failure_and_timeout_and_first),
         cmocka_unit_test(test_recovery_is_not_an_oom),
         cmocka_unit_test(test_forked_child),

@@ -50,6 +50,8 @@ static void test_one_bundle_per_crossing(void **state)
     char bundle[1024];
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     expect_first_cause(bundle, "memory close to a limit");
+    expect_headline(bundle, "memory came close to a limit; a warning, written before anything "
+                            "failed");
     assert_string_equal(json_str(md, "reason"), "memory_pressure");
     assert_string_equal(json_str(md, "confirmed_by"), "watchdog");
     const char *msg = json_str(md, "exception_message");

@@ -3,7 +3,10 @@
  * 8 ranks, written by the recorder and copied, in one dump directory per
  * node as a job would leave them): 3 groups with the right counts and ranks, exit
  * 3, well-formed JUnit XML (xmllint), Markdown and JSON, all under 5 s; and
- * exit 0 where there is no out-of-memory bundle.
+ * the exit-status table in every format: 0 for warnings and kills nothing
+ * ties to memory (listed, never failures), 1 for a missing path or an
+ * unreadable bundle, 3 for an out-of-memory death whatever else is there,
+ * 2 for an unknown format, said in words.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,9 +147,103 @@ static void test_groups_counts_and_formats(void **state)
     assert_string_equal(x_out, "3\n");
 
     assert_int_equal(triage("markdown", NULL), 3);
-    assert_non_null(strstr(out, "| 1 | 1000 | `cuda` | `cudaMalloc` | `cudaErrorMemoryAllocation` | `-` |"));
+    assert_non_null(strstr(out, "| 1 | 1000 | out of memory | `cuda` | `cudaMalloc` | "
+                                "`cudaErrorMemoryAllocation` | `-` |"));
     assert_int_equal(triage("text", NULL), 3);
-    assert_non_null(strstr(out, "3 signature(s) in 2000 bundle(s): 2000 out of memory"));
+    assert_non_null(strstr(out, "3 signature(s) in 2000 bundle(s): 2000 out-of-memory death(s)"));
+}
+
+static int triage_paths(const char *format, const char *a, const char *b)
+{
+    const char *argv[] = {inspect_path(), "triage", "--format", format, a, b, NULL};
+    int status = run_capture(argv, out, sizeof out, err, sizeof err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* One bundle of req in dir. */
+static void dump_one(const char *dir, const gmp_dump_request *req)
+{
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s", dir);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    assert_non_null(rec);
+    char path[4096];
+    assert_non_null(gmp_dump(rec, req, path, sizeof path));
+    gmp_recorder_destroy(rec);
+}
+
+/* Every format, the same status; the JUnit report fails exactly then. */
+static void expect_everywhere(const char *a, const char *b, int status, const char *words)
+{
+    static const char *const formats[] = {"text", "json", "markdown", "junit"};
+    for (size_t i = 0; i < 4; i++) {
+        int got = triage_paths(formats[i], a, b);
+        if (got != status)
+            fail_msg("--format %s: exit %d, not %d\n%s%s", formats[i], got, status, out, err);
+        if (!strcmp(formats[i], "json")) {
+            json_t *root = json_loads(out, 0, NULL);
+            assert_non_null(root);
+            assert_int_equal(json_int(root, "exit_status"), status);
+            json_decref(root);
+        } else if (!strcmp(formats[i], "junit")) {
+            int fails = strstr(out, "<failure") != NULL, errors = strstr(out, "<error") != NULL;
+            assert_int_equal(fails, status == 3);
+            assert_int_equal(errors && !fails, status == 1);
+        } else if (words && !strstr(out, words)) {
+            fail_msg("--format %s does not say \"%s\":\n%s", formats[i], words, out);
+        }
+    }
+}
+
+static void test_exit_status_table(void **state)
+{
+    (void)state;
+    char quiet[600], oom[600], broken[700], missing[600];
+    snprintf(quiet, sizeof quiet, "%s/quiet", scratch);
+    snprintf(oom, sizeof oom, "%s/oom", scratch);
+    snprintf(missing, sizeof missing, "%s/no-such-dir", scratch);
+    gmp_dump_request pressure = {.reason = "memory_pressure", .exception_type = "memory_pressure",
+                                 .backend = GMP_BACKEND_CPU};
+    gmp_dump_request killed = {.reason = "SIGKILL", .exception_type = "SIGKILL",
+                               .confirmed_by = "recovered", .backend = GMP_BACKEND_CPU};
+    gmp_dump_request failed = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
+                               .failed = {1, GMP_API_MALLOC, 4096, -1, 12, 0, 0, {0}}};
+    dump_one(quiet, &pressure);
+    dump_one(quiet, &killed);
+    dump_one(oom, &failed);
+
+    /* a warning and a kill nothing ties to memory: listed, not failures */
+    expect_everywhere(quiet, quiet, 0, "0 out-of-memory death(s), 2 memory-pressure warning(s), "
+                                       "2 killed or crashed with no sign of memory");
+    assert_int_equal(triage_paths("junit", quiet, quiet), 0);
+    assert_non_null(strstr(out, "memory-pressure warning (not an out-of-memory death)"));
+    assert_non_null(strstr(out, "killed, cause unknown (not an out-of-memory death)"));
+    assert_int_equal(triage_paths("text", quiet, quiet), 0);
+    assert_non_null(strstr(out, "bundle(s), killed, cause unknown  cpu  -  SIGKILL"));
+
+    /* a typo in a path, or a directory of bundles that cannot be read */
+    expect_everywhere(missing, quiet, 1, "1 unreadable");
+    assert_non_null(strstr(err, "no-such-dir: No such file or directory"));
+    snprintf(broken, sizeof broken, "%s/broken/oom_dump_20260101T000000Z_1_cpu_1", scratch);
+    char parent[700];
+    snprintf(parent, sizeof parent, "%s/broken", scratch);
+    mkdir(parent, 0700);
+    mkdir(broken, 0700);
+    char manifest[800];
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", broken);
+    write_file(manifest, "{\"reason\": ", 11);
+    expect_everywhere(parent, quiet, 1, "1 unreadable");
+
+    /* an out-of-memory death wins over everything else */
+    expect_everywhere(oom, parent, 3, "1 out-of-memory death(s)");
+    expect_everywhere(oom, missing, 3, "1 out-of-memory death(s)");
+
+    const char *bad[] = {inspect_path(), "triage", "--format", "xml", quiet, NULL};
+    int status = run_capture(bad, out, sizeof out, err, sizeof err);
+    assert_int_equal(WEXITSTATUS(status), 2);
+    assert_non_null(strstr(err, "unknown format 'xml' (text, json, markdown or junit)"));
 }
 
 static void test_no_oom_exits_0(void **state)
@@ -159,9 +256,6 @@ static void test_no_oom_exits_0(void **state)
     int status = run_capture(argv, out, sizeof out, err, sizeof err);
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_non_null(strstr(out, "0 signature(s) in 0 bundle(s)"));
-    const char *bad[] = {inspect_path(), "triage", "--format", "yaml", empty, NULL};
-    status = run_capture(bad, out, sizeof out, err, sizeof err);
-    assert_int_equal(WEXITSTATUS(status), 2);
 }
 
 static int setup(void **state)
@@ -187,6 +281,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_groups_counts_and_formats),
         cmocka_unit_test(test_no_oom_exits_0),
+        cmocka_unit_test(test_exit_status_table),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -57,8 +57,8 @@ static void fmt_duration(double secs, char *out, size_t cap)
         snprintf(out, cap, "%.1f min", secs / 60);
 }
 
-/* Growth on the failed request's device: first and last in-use of its
- * events, how many allocations and frees, over how long. */
+/* Growth on the failed request's device up to the failure: first and last
+ * in-use of its events, how many allocations and frees, over how long. */
 static int64_t growth(bundle *b, const char *backend, int64_t device,
                       causes *cs)
 {
@@ -66,7 +66,7 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
     json_t *ev;
     int64_t first = -1, last = -1, allocs = 0, frees = 0, site = 0, from_site = 0;
     double t0 = 0, t1 = 0;
-    event_foreach(&b->events, i, ev) {
+    event_foreach_until(&b->events, events_until_failure(&b->events), i, ev) {
         const char *type = jstr(ev, "event_type"), *evb = jstr(ev, "backend");
         int64_t dev = -1, use;
         jint(ev, "device_id", &dev);
@@ -100,12 +100,14 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
     snprintf(evidence, sizeof evidence,
              "+%s over %s in %lld allocations and only %lld frees before the failure", grew,
              took, (long long)allocs, (long long)frees);
-    if (site && from_site * 10 >= allocs * 8) { /* one site made (nearly) all of them */
-        char where[320];
-        name_site(b, site, where, sizeof where);
+    /* one site made (nearly) all of them; a stack of interpreter frames
+     * alone is every Python allocation's, no site (show prints the Python
+     * stack of the failure instead) */
+    char where[320];
+    if (site && from_site * 10 >= allocs * 8 &&
+        name_site(b, site, where, sizeof where) == SITE_PROGRAM)
         snprintf(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
                  ", from one site: %s", where);
-    }
     add(cs, what, evidence);
     return last - first;
 }

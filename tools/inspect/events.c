@@ -24,6 +24,9 @@ typedef struct cursor {
     const char *text;
     size_t len, pos;
     event_list *list;
+    const char *failed_api; /* the failed request, to find its event */
+    int64_t failed_size;
+    size_t last_oom;
     char *err;
     size_t err_cap;
 } cursor;
@@ -61,8 +64,8 @@ static int out_of_memory(cursor *c)
 }
 
 /* One JSON value at the cursor, parsed and stepped over; returned when keep
- * is set (a new reference), else released.  *is_object says what it was. */
-static int parse_value(cursor *c, json_t **keep, int *is_object)
+ * is set (a new reference), else released. */
+static int parse_value(cursor *c, json_t **keep)
 {
     json_error_t jerr;
     errno = 0;
@@ -73,8 +76,6 @@ static int parse_value(cursor *c, json_t **keep, int *is_object)
         return invalid(c, c->pos + (size_t)(jerr.position > 0 ? jerr.position : 0), jerr.text);
     }
     c->pos += (size_t)jerr.position;
-    if (is_object)
-        *is_object = json_is_object(v);
     if (keep)
         *keep = v;
     else
@@ -97,11 +98,32 @@ static int add_offset(cursor *c)
     return 0;
 }
 
+/* What indexing keeps of event i: whether it is an object, and whether it
+ * is the failure (the last "oom" event of the failed request's API and
+ * size; the last "oom" event of any kind when none matches). */
+static void note_event(cursor *c, json_t *ev, size_t i)
+{
+    event_list *l = c->list;
+    if (!json_is_object(ev)) {
+        if (l->first_non_object == SIZE_MAX)
+            l->first_non_object = i;
+        return;
+    }
+    const char *type = jstr(ev, "event_type"), *api = jstr(ev, "api");
+    if (!type || strcmp(type, "oom"))
+        return;
+    c->last_oom = i;
+    int64_t size;
+    if (c->failed_api && api && !strcmp(api, c->failed_api) && !jint(ev, "size", &size) &&
+        size == c->failed_size)
+        l->failure = i;
+}
+
 /* The array at the cursor ('[' already seen): each element indexed. */
 static int index_array(cursor *c)
 {
     c->list->n = 0;
-    c->list->first_non_object = SIZE_MAX;
+    c->list->first_non_object = c->list->failure = c->last_oom = SIZE_MAX;
     skip_space(c);
     if (c->pos < c->len && c->text[c->pos] == ']') {
         c->pos++;
@@ -109,11 +131,11 @@ static int index_array(cursor *c)
     }
     for (;;) {
         skip_space(c);
-        int is_object;
-        if (add_offset(c) < 0 || parse_value(c, NULL, &is_object) < 0)
+        json_t *ev;
+        if (add_offset(c) < 0 || parse_value(c, &ev) < 0)
             return -1;
-        if (!is_object && c->list->first_non_object == SIZE_MAX)
-            c->list->first_non_object = c->list->n - 1;
+        note_event(c, ev, c->list->n - 1);
+        json_decref(ev);
         skip_space(c);
         if (c->pos < c->len && c->text[c->pos] == ',') {
             c->pos++;
@@ -140,7 +162,7 @@ static int index_object(cursor *c, int *found)
         json_t *key = NULL;
         if (c->pos >= c->len || c->text[c->pos] != '"')
             return invalid(c, c->pos, "string or '}' expected");
-        if (parse_value(c, &key, NULL) < 0)
+        if (parse_value(c, &key) < 0)
             return -1;
         int is_events = !strcmp(json_string_value(key), "events") &&
                         json_string_length(key) == 6;
@@ -156,7 +178,7 @@ static int index_object(cursor *c, int *found)
                 return -1;
             *found = 1;
         } else {
-            if (parse_value(c, NULL, NULL) < 0)
+            if (parse_value(c, NULL) < 0)
                 return -1;
             if (is_events) {
                 *found = 0;
@@ -175,9 +197,11 @@ static int index_object(cursor *c, int *found)
     }
 }
 
-int events_load_at(int dirfd, event_list *l, char *err, size_t err_cap)
+int events_load_at(int dirfd, event_list *l, json_t *failed_request, char *err,
+                   size_t err_cap)
 {
     memset(l, 0, sizeof *l);
+    l->first_non_object = l->failure = SIZE_MAX;
     char why[600];
     size_t len;
     char *text = read_file_at(dirfd, "events.json", EVENTS_FILE_MAX, &len, why, sizeof why);
@@ -187,7 +211,8 @@ int events_load_at(int dirfd, event_list *l, char *err, size_t err_cap)
     }
     l->text = text;
     l->len = len;
-    cursor c = {text, len, 0, l, why, sizeof why};
+    cursor c = {text, len, 0, l, jstr(failed_request, "api"), -1, SIZE_MAX, why, sizeof why};
+    jint(failed_request, "size", &c.failed_size);
     int found = 0, rc = 0;
     skip_space(&c);
     if (c.pos < len && text[c.pos] == '[') {
@@ -200,6 +225,8 @@ int events_load_at(int dirfd, event_list *l, char *err, size_t err_cap)
     } else {
         rc = invalid(&c, c.pos, "'[' or '{' expected near the start");
     }
+    if (l->failure == SIZE_MAX)
+        l->failure = c.last_oom;
     if (rc == 0) {
         skip_space(&c);
         if (c.pos < len)
@@ -226,6 +253,11 @@ json_t *event_at(const event_list *l, size_t i)
     if (ev && !inspect_raw_json)
         json_clean_strings(ev);
     return ev;
+}
+
+size_t events_until_failure(const event_list *l)
+{
+    return l->failure < l->n ? l->failure + 1 : l->n;
 }
 
 void events_free(event_list *l)

@@ -169,7 +169,7 @@ static int print_json(collector_view *views, int nviews)
         gmp_jw_obj_end(&w);
     }
     gmp_jw_arr_end(&w);
-    gmp_bundle_fill_host_state(&w, 1);
+    gmp_bundle_fill_host_state(&w, 1, UINT64_MAX);
     gmp_bundle_fill_software(&w); /* "gpu": driver versions and devices */
     gmp_jw_obj_end(&w);
     gmp_jw_space(&w, "\n");

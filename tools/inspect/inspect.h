@@ -30,6 +30,7 @@ typedef struct event_list {
     uint32_t *at; /* the file is at most EVENTS_FILE_MAX, under 4 GiB */
     size_t n, cap;
     size_t first_non_object; /* SIZE_MAX when every event is a JSON object */
+    size_t failure;          /* the failed request's event; SIZE_MAX: none */
 } event_list;
 
 typedef struct bundle {
@@ -58,17 +59,23 @@ char *read_file_at(int dirfd, const char *name, size_t max_bytes, size_t *len,
                    char *err, size_t err_cap);
 
 /* events.c: index dirfd's events.json (an array of events, or an object
- * with an "events" array), each event parsed once to be checked; a
+ * with an "events" array), each event parsed once to be checked and the
+ * failed request's event found (metadata's failed_request, may be NULL); a
  * sentence in err and -1 when it cannot be read or is not valid JSON. */
-int events_load_at(int dirfd, event_list *l, char *err, size_t err_cap);
+int events_load_at(int dirfd, event_list *l, json_t *failed_request, char *err,
+                   size_t err_cap);
+/* How many events lead up to the failure, it included (all when none is
+ * known): what happened after it, a teardown's frees, is no evidence. */
+size_t events_until_failure(const event_list *l);
 /* Event i parsed (a new reference, cleaned for a terminal unless
  * inspect_raw_json); NULL past the end or without memory. */
 json_t *event_at(const event_list *l, size_t i);
 void events_free(event_list *l);
-/* Every event in turn, each released at the end of its turn (leave the loop
- * early only after json_decref(ev)). */
-#define event_foreach(l, i, ev) \
-    for ((i) = 0; (i) < (l)->n && ((ev) = event_at((l), (i)), 1); json_decref(ev), (i)++)
+/* Every event (or the first end) in turn, each released at the end of its
+ * turn (leave the loop early only after json_decref(ev)). */
+#define event_foreach_until(l, end, i, ev) \
+    for ((i) = 0; (i) < (end) && ((ev) = event_at((l), (i)), 1); json_decref(ev), (i)++)
+#define event_foreach(l, i, ev) event_foreach_until(l, (l)->n, i, ev)
 
 /* Calls fn for every bundle directory at or under path (8 levels deep, no
  * symlink followed, hidden names skipped); trailing slashes are trimmed. */
@@ -98,16 +105,36 @@ void json_clean_strings(json_t *v);
 extern int inspect_raw_json;
 
 /* sites.c: the top allocation sites by live bytes, symbolised (libdw);
- * name_site: one stack's site, "fill (gpu_oom.c:70)" or "module+0x1983". */
+ * name_site: one stack's site, its innermost frame of the program's own
+ * (outside the C library, the loader, an interpreter and us), as
+ * "fill (gpu_oom.c:70)" or "module+0x1983"; SITE_PROGRAM when it found
+ * one, SITE_LIBRARY when every frame is a library's (named so). */
 void print_top_sites(bundle *b);
 /* allocations.json or leaks.json in dirfd: totals, then the top sites;
  * 0 when the file is absent or unreadable. */
 int print_live_file(int dirfd, const char *file, const char *label, const char *what,
                     const char *sites_heading);
-void name_site(bundle *b, int64_t stack, char *out, size_t cap);
+enum { SITE_UNKNOWN, SITE_LIBRARY, SITE_PROGRAM }; /* what name_site found */
+int name_site(bundle *b, int64_t stack, char *out, size_t cap);
 /* The module of modules.json that holds a runtime address (the highest load
  * bias at or below it): its path, and the bias in *bias; NULL when none. */
 const char *module_of(json_t *mods, uint64_t at, uint64_t *bias);
+
+/* kind.c: what a bundle records, from its metadata. */
+typedef enum bundle_kind {
+    KIND_OUT_OF_MEMORY,      /* an allocation failed, or a framework said so */
+    KIND_CRASH_AFTER_FAILED, /* a crash after an unchecked failed allocation */
+    KIND_OOM_KILLED,         /* the kernel's OOM killer is named as the killer */
+    KIND_KILLED_UNKNOWN,     /* killed or vanished; nothing ties it to memory */
+    KIND_CRASH,              /* a crash written up with no allocation failed */
+    KIND_PRESSURE,           /* a warning before any failure */
+} bundle_kind;
+#define KIND_COUNT (KIND_PRESSURE + 1)
+bundle_kind bundle_kind_of(const bundle *b);
+/* The kinds that are out-of-memory deaths (triage's exit status 3). */
+int kind_is_oom(bundle_kind k);
+/* "out of memory", "memory-pressure warning", ... */
+const char *kind_label(bundle_kind k);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */

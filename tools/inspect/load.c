@@ -153,7 +153,9 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
                                      why, sizeof why)) ||
         (want_env && !(b->environment = load_json_at(b->dirfd, "environment.json",
                                                      SMALL_FILE_MAX, why, sizeof why))) ||
-        (want_events && events_load_at(b->dirfd, &b->events, why, sizeof why) < 0)) {
+        (want_events && events_load_at(b->dirfd, &b->events,
+                                       json_object_get(b->metadata, "failed_request"), why,
+                                       sizeof why) < 0)) {
         set_err(err, err_cap, b->name, why);
         bundle_close(b);
         return -1;

@@ -87,11 +87,10 @@ static void add_bundle(const char *path, void *arg)
     jint(b.manifest, "created_at_ns", &created);
     jint(b.metadata, "recovered_episodes", &recovered);
     const char *host = bundle_host(&b), *rank = bundle_rank(&b);
-    const char *reason = jstr(b.manifest, "reason");
     proc *p = proc_of(ps, pid, host ? host : "", rank ? rank : "");
     if (p) {
         p->bundles++;
-        p->ooms += !reason || strcmp(reason, "memory_pressure");
+        p->ooms += kind_is_oom(bundle_kind_of(&b));
         if ((uint64_t)recovered > p->recovered)
             p->recovered = (uint64_t)recovered;
         int latest = (uint64_t)created >= p->latest_ns;

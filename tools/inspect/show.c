@@ -49,7 +49,7 @@ static int is_known(const char *key)
 
 /* One event on one line: time, type, api, where, size, in use, then any
  * other fields (Python recorder events carry their own). */
-static void print_event(json_t *ev)
+static void print_event(json_t *ev, int is_failure)
 {
     if (!json_is_object(ev)) {
         puts("  (not an event object)");
@@ -65,17 +65,23 @@ static void print_event(json_t *ev)
     const char *type = jstr(ev, "event_type");
     const char *api = jstr(ev, "api");
     const char *backend = jstr(ev, "backend");
-    printf("  ");
+    /* the watchdog's sample: size is the limit, result the percent of it */
+    int pressure = type && !strcmp(type, "pressure");
+    if (pressure && api && !strcmp(api, "unknown"))
+        api = NULL;
+    printf(is_failure ? "> " : "  ");
     print_time(ev);
     printf("  %-13.13s %-18.18s ", type ? type : "-", api ? api : "-");
     if (backend && dev >= 0)
         printf("%s:%-3lld ", backend, (long long)dev);
     else
         printf("%-7s ", backend ? backend : "-");
-    printf("%10s", size);
+    printf("%10s", pressure ? "" : size);
     if (in_use[0])
         printf("  in use %s", in_use);
-    if (!jint(ev, "result", &v) && v)
+    if (pressure && size[0] && !jint(ev, "result", &v))
+        printf(", %lld%% of a %s limit", (long long)v, size);
+    else if (!jint(ev, "result", &v) && v)
         printf("  result %lld", (long long)v);
     const char *key;
     json_t *val;
@@ -89,7 +95,7 @@ static void print_event(json_t *ev)
         print_clean(stdout, txt ? txt : "?", 80);
         free(txt);
     }
-    putchar('\n');
+    puts(is_failure ? "  <- the failed request" : "");
 }
 
 static void print_field(const char *label, const char *value)
@@ -128,12 +134,16 @@ static void print_failed_request(json_t *md)
     }
 }
 
+/* What was in use when the bundle was written: at exit, after the program
+ * let go of its memory, that is not what was in use at the failure. */
 static void print_in_use(json_t *md)
 {
     json_t *arr = json_object_get(md, "bytes_in_use");
     if (!json_is_array(arr) || !json_array_size(arr))
         return;
-    printf("%-18s", "In use at dump:");
+    const char *confirmed = jstr(md, "confirmed_by");
+    int at_exit = confirmed && !strcmp(confirmed, "exit");
+    printf("%-18s", at_exit ? "In use at exit:" : "In use at dump:");
     size_t i;
     json_t *u;
     json_array_foreach(arr, i, u) {
@@ -152,7 +162,7 @@ static void print_in_use(json_t *md)
         }
         printf(" %s", b);
     }
-    putchar('\n');
+    puts(at_exit ? " (written at exit, after the program let go of memory)" : "");
 }
 
 /* Each device as the collectors saw it: free of total, ours, others'. */
@@ -204,12 +214,14 @@ static void print_host(json_t *md)
         return;
     json_t *proc = json_object_get(hs, "process"), *mach = json_object_get(hs, "machine");
     json_t *cg = json_object_get(hs, "cgroup");
-    int64_t rss = -1, hwm = -1, cur = -1, max = -1, avail = -1, total = -1, kills = -1;
+    int64_t rss = -1, hwm = -1, cur = -1, max = -1, avail = -1, total = -1, kills = -1,
+            kills_before = -1;
     jint(proc, "vm_rss", &rss);
     jint(proc, "vm_hwm", &hwm);
     jint(cg, "memory_current", &cur);
     jint(cg, "memory_max", &max);
     jint(json_object_get(cg, "events"), "oom_kill", &kills);
+    jint(cg, "oom_kill_at_start", &kills_before);
     jint(mach, "mem_available", &avail);
     jint(mach, "mem_total", &total);
     char a[32], b[32];
@@ -228,8 +240,12 @@ static void print_host(json_t *md)
         } else {
             printf(" (no limit)");
         }
-        if (kills > 0)
-            printf(", %lld OOM kill(s)", (long long)kills);
+        /* the counter is the cgroup's since it was made, not this process's */
+        if (kills_before >= 0 && kills > kills_before)
+            printf(", %lld OOM kill(s) in it while the process ran",
+                   (long long)(kills - kills_before));
+        else if (kills > 0 && kills_before < 0)
+            printf(", %lld OOM kill(s) in it since it was made", (long long)kills);
         printf("; ");
     }
     if (avail >= 0 && total > 0) {
@@ -331,33 +347,103 @@ static void show_usage(FILE *f)
           f);
 }
 
-/* The first line.  A death written up after the fact (gmp-run, recover)
- * is called an out-of-memory death only with evidence: the kernel's OOM
- * killer named, or an allocation that failed before the signal. */
-static void print_what_happened(json_t *md, const char *reason, const char *backend)
+/* python_traceback.txt (faulthandler's words, innermost frame first): one
+ * line a frame, "grow.py:4 in load_batch" with the file's path as written,
+ * for the thread that failed (the first stack in the file). */
+#define PYTHON_FRAMES_SHOWN 12
+static void print_python_stack(bundle *b)
 {
+    size_t len;
+    char *text = read_file_at(b->dirfd, "python_traceback.txt", 1u << 20, &len, NULL, 0);
+    if (!text)
+        return;
+    size_t shown = 0, more = 0, stacks = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        if (strstr(line, "most recent call first") && ++stacks > 1)
+            break; /* another thread's stack */
+        const char *file = strstr(line, "File \"");
+        char *end = file ? strstr(file + 6, "\", line ") : NULL;
+        if (!file || !end)
+            continue;
+        if (shown == PYTHON_FRAMES_SHOWN) {
+            more++;
+            continue;
+        }
+        *end = '\0';
+        char *rest = end + 7, *in = strstr(rest, " in ");
+        long lineno = strtol(rest, NULL, 10);
+        printf("%-18s", shown ? "" : "Python stack:");
+        print_clean(stdout, file + 6, 300);
+        printf(":%ld", lineno);
+        if (in) {
+            fputs(" in ", stdout);
+            print_clean(stdout, in + 4, 200);
+        }
+        puts(shown ? "" : "  (innermost first)");
+        shown++;
+    }
+    if (more)
+        printf("%-18s... %zu outer frame(s) more in python_traceback.txt\n", "", more);
+    free(text);
+}
+
+/* The headline, one per kind of bundle (kind.c).  A death written up after
+ * the fact (gmp-run, recover) is an out-of-memory death only with
+ * evidence: the kernel's OOM killer named, or an allocation that failed
+ * before the signal. */
+static void print_what_happened(bundle *b, const char *reason, const char *backend)
+{
+    json_t *md = b->metadata;
     const char *memory = backend && strcmp(backend, "cpu") ? backend : "host";
-    const char *confirmed = jstr(md, "confirmed_by"), *etype = jstr(md, "exception_type");
-    int failed = json_is_object(json_object_get(md, "failed_request"));
+    const char *sig = reason && !strncmp(reason, "SIG", 3) ? reason : NULL;
+    char signame[24] = "";
+    if (sig) /* "SIGSEGV after failed allocation": the signal alone */
+        snprintf(signame, sizeof signame, "%.*s", (int)strcspn(sig, " "), sig);
     printf("\nWhat happened:    ");
-    if (confirmed && !strcmp(confirmed, "recovered")) {
-        const char *sig = reason && !strncmp(reason, "SIG", 3) ? reason : NULL;
-        if (etype && !strcmp(etype, "oom_killer")) {
-            printf("the process was killed by the kernel's OOM killer (");
-            print_clean(stdout, sig ? sig : "SIGKILL", 20);
-            printf(")\n");
-        } else if (failed) {
-            printf(sig ? "the process was killed by " : "the process died");
-            print_clean(stdout, sig ? sig : "", 20);
-            printf(" after an allocation of %s memory failed\n", memory);
-        } else if (sig) {
+    switch (bundle_kind_of(b)) {
+    case KIND_PRESSURE:
+        printf("memory came close to a limit; a warning, written before anything failed\n");
+        return;
+    case KIND_OOM_KILLED:
+        printf("the process was killed by the kernel's OOM killer (");
+        print_clean(stdout, sig ? signame : "SIGKILL", 20);
+        printf(")\n");
+        return;
+    case KIND_KILLED_UNKNOWN:
+        if (sig) {
             printf("the process was killed by ");
-            print_clean(stdout, sig, 20);
+            print_clean(stdout, signame, 20);
             printf(", cause unknown (no sign that it was out of memory)\n");
         } else {
             printf("the process died without exiting, cause unknown (no sign that it was out "
                    "of memory)\n");
         }
+        return;
+    case KIND_CRASH_AFTER_FAILED:
+        printf("the process crashed (");
+        print_clean(stdout, sig ? signame : "a signal", 20);
+        printf(") after an allocation of ");
+        print_clean(stdout, memory, 20);
+        printf(" memory failed\n");
+        return;
+    case KIND_CRASH:
+        printf("the process crashed (");
+        print_clean(stdout, sig ? signame : "a signal", 20);
+        printf("); no allocation had failed, so memory is not the known cause\n");
+        return;
+    case KIND_OUT_OF_MEMORY:
+        break;
+    }
+    const char *confirmed = jstr(md, "confirmed_by");
+    if (confirmed && !strcmp(confirmed, "recovered")) {
+        printf(sig ? "the process was killed by " : "the process died");
+        print_clean(stdout, sig ? signame : "", 20);
+        printf(" after an allocation of ");
+        print_clean(stdout, memory, 20);
+        printf(" memory failed\n");
         return;
     }
     printf("the process ran out of ");
@@ -417,8 +503,9 @@ int cmd_show(int argc, char **argv)
 
     printf("Bundle            ");
     print_clean(stdout, b.name, 300);
-    print_what_happened(md, reason, backend);
+    print_what_happened(&b, reason, backend);
     diagnose(&b, isatty(1) && getenv("NO_COLOR") == NULL);
+    print_python_stack(&b);
     print_field("When:", jstr(b.manifest, "created_at_utc"));
     print_process(&b);
     print_environment(&b);
@@ -457,14 +544,21 @@ int cmd_show(int argc, char **argv)
             printf(" (%lld dropped, %lld torn)", (long long)dropped, (long long)torn);
     }
     putchar('\n');
-    if (n && last) {
-        size_t from = n > (size_t)last ? n - (size_t)last : 0;
-        printf("Last %zu event(s), newest last:\n", n - from);
-        for (size_t i = from; i < n; i++) {
+    /* the events that led to the failure, not a teardown's frees after it */
+    size_t until = events_until_failure(&b.events);
+    if (until && last) {
+        size_t from = until > (size_t)last ? until - (size_t)last : 0;
+        if (until < n)
+            printf("Last %zu event(s) up to the failure, newest last:\n", until - from);
+        else
+            printf("Last %zu event(s), newest last:\n", until - from);
+        for (size_t i = from; i < until; i++) {
             json_t *ev = event_at(&b.events, i);
-            print_event(ev);
+            print_event(ev, i == b.events.failure);
             json_decref(ev);
         }
+        if (until < n)
+            printf("  ... %zu more after it (gmp-inspect events shows them all)\n", n - until);
     }
     bundle_close(&b);
     return EXIT_OK;
@@ -514,7 +608,7 @@ int cmd_events(int argc, char **argv)
         fputs("[", stdout);
     event_foreach(&b.events, i, ev) {
         if (!as_json) {
-            print_event(ev);
+            print_event(ev, i == b.events.failure);
             continue;
         }
         fputs(i ? ",\n " : "\n ", stdout);

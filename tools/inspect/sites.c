@@ -35,8 +35,8 @@ static int by_bytes(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-static void describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
-                     size_t cap);
+static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
+                    size_t cap);
 
 const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
 {
@@ -56,12 +56,15 @@ const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
     return best;
 }
 
-/* Frames in these are the allocator, not the program's site. */
+/* Frames in these are the allocator, the loader, an interpreter's eval
+ * loop or us, not the program's site.  The python executables hold the
+ * whole interpreter when it is linked in statically. */
 static int is_library_frame(const char *path)
 {
-    static const char *const libs[] = {"libc.so", "libcudart", "libcuda.so", "libamdhip64",
-                                       "libgpumemprof", "libstdc++", "libpython", "libtorch",
-                                       "libc10"};
+    static const char *const libs[] = {
+        "libc.so", "libm.so", "libpthread", "libdl.so", "ld-linux", "ld-musl", "libcudart",
+        "libcuda.so", "libamdhip64", "libgpumemprof", "libstdc++", "libpython", "python",
+        "libtorch", "libc10", "libjemalloc", "libtcmalloc", "libmimalloc"};
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
@@ -128,19 +131,22 @@ static void name_frame(int dirfd, const char *path, uint64_t offset, char *out, 
     dwfl_end(dwfl);
 }
 
-void name_site(bundle *b, int64_t stack, char *out, size_t cap)
+int name_site(bundle *b, int64_t stack, char *out, size_t cap)
 {
     json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    describe(b->dirfd, stacks, mods, stack, out, cap);
+    int found = describe(b->dirfd, stacks, mods, stack, out, cap);
     json_decref(stacks);
     json_decref(mods);
+    return found;
 }
 
-static void describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
-                     size_t cap)
+/* The innermost frame of the program's own; else, when every frame is a
+ * library's, the innermost outside the C library and us, said so. */
+static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
+                    size_t cap)
 {
-    snprintf(out, cap, "stack %lld", (long long)id);
+    snprintf(out, cap, "a stack this bundle does not hold (stack id %lld)", (long long)id);
     size_t i;
     json_t *s;
     json_array_foreach(stacks, i, s) {
@@ -149,16 +155,38 @@ static void describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *
             continue;
         size_t k;
         json_t *f;
+        const char *fallback = NULL;
+        uint64_t fallback_offset = 0;
+        int any = 0;
         json_array_foreach(json_object_get(s, "frames"), k, f) {
             const char *hex = json_string_value(f);
             uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
             const char *path = at ? module_of(mods, at, &bias) : NULL;
             if (path && !is_library_frame(path)) {
                 name_frame(dirfd, path, at - bias, out, cap);
-                return;
+                return SITE_PROGRAM;
+            }
+            any |= path != NULL;
+            const char *base = path ? strrchr(path, '/') : NULL;
+            base = base ? base + 1 : path;
+            if (path && !fallback && strncmp(base, "libc.so", 7) &&
+                strncmp(base, "libgpumemprof", 13)) {
+                fallback = path;
+                fallback_offset = at - bias;
             }
         }
+        if (!fallback) {
+            snprintf(out, cap, "%s (stack id %lld)",
+                     any ? "only C-library frames" : "no frame this bundle can name",
+                     (long long)id);
+            return SITE_LIBRARY;
+        }
+        char frame[400];
+        name_frame(dirfd, fallback, fallback_offset, frame, sizeof frame);
+        snprintf(out, cap, "%s, inside a library or interpreter", frame);
+        return SITE_LIBRARY;
     }
+    return SITE_UNKNOWN;
 }
 
 /* Live allocations by address: open addressing, deleted slots marked. */
@@ -299,7 +327,7 @@ void print_top_sites(bundle *b)
     size_t n = 0, i;
     json_t *ev;
     memset(table, 0, sizeof table);
-    event_foreach(&b->events, i, ev) {
+    event_foreach_until(&b->events, events_until_failure(&b->events), i, ev) {
         const char *type = jstr(ev, "event_type"), *addr = jstr(ev, "address");
         int64_t size = 0, stack = 0;
         jint(ev, "size", &size);
@@ -332,5 +360,6 @@ void print_top_sites(bundle *b)
         return;
     qsort(sites, ns, sizeof *sites, by_bytes);
     print_sites(b->dirfd, sites, ns,
-                "Top allocation sites by live bytes (the events' allocations not freed):", 0);
+                "Top allocation sites by live bytes (the events' allocations not freed "
+                "before the failure):", 0);
 }

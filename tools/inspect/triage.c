@@ -3,15 +3,21 @@
  * (many processes, ranks, hosts), grouped by signature — backend, failing
  * API, reason, top allocation site — with counts, first and last seen, the
  * largest request and the ranks and hosts affected.  For CI: text, JSON,
- * Markdown (a job summary) or JUnit XML (a test report); exit 0 when there
- * is no out-of-memory bundle, 3 when there is one, 2 on usage errors.
+ * Markdown (a job summary) or JUnit XML (a test report).  The exit status
+ * and every format rest on one classification (kind.c): 3 when an
+ * out-of-memory death is among the bundles; else 1 when a path is missing
+ * or a bundle unreadable; else 0, memory-pressure warnings and kills or
+ * crashes nothing ties to memory listed but never failures; 2 on usage.
  * The top site is the failing call's first return address as module+offset
  * (modules.json), so it is the same in every process whatever ASLR did.
  */
 #include "inspect.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_NAMES 64 /* ranks or hosts listed per group */
 
@@ -21,6 +27,7 @@ typedef struct name_set {
 } name_set;
 
 typedef struct group {
+    bundle_kind kind;
     char backend[32], api[64], reason[200], site[320];
     long count;
     char first[40], last[40];
@@ -32,9 +39,16 @@ typedef struct group {
 typedef struct triage {
     group *groups;
     size_t n, cap;
-    long bundles, ooms, unreadable;
+    long bundles, ooms, unreadable, missing;
+    long kinds[KIND_COUNT];
     char first_unreadable[4096];
 } triage;
+
+/* The one exit status every format reports. */
+static int exit_status(const triage *t)
+{
+    return t->ooms ? 3 : t->unreadable || t->missing ? EXIT_INVALID : EXIT_OK;
+}
 
 static void add_name(name_set *s, const char *v)
 {
@@ -78,7 +92,7 @@ static void add_bundle(const char *path, void *arg)
     bundle b;
     t->bundles++;
     if (bundle_open(&b, path, 1, 0, err, sizeof err) < 0) {
-        if (!t->unreadable++)
+        if (!t->unreadable++ && !t->missing)
             snprintf(t->first_unreadable, sizeof t->first_unreadable, "%s", err);
         return;
     }
@@ -89,12 +103,14 @@ static void add_bundle(const char *path, void *arg)
     snprintf(api, sizeof api, "%s", (s = jstr(fr, "api")) ? s : "-");
     snprintf(reason, sizeof reason, "%s", (s = jstr(b.manifest, "reason")) ? s : "?");
     top_site(&b, site, sizeof site);
-    if (strcmp(reason, "memory_pressure"))
-        t->ooms++;
+    bundle_kind kind = bundle_kind_of(&b);
+    t->kinds[kind]++;
+    t->ooms += kind_is_oom(kind);
 
     group *g = NULL;
     for (size_t i = 0; i < t->n && !g; i++)
-        if (!strcmp(t->groups[i].backend, backend) && !strcmp(t->groups[i].api, api) &&
+        if (t->groups[i].kind == kind && !strcmp(t->groups[i].backend, backend) &&
+            !strcmp(t->groups[i].api, api) &&
             !strcmp(t->groups[i].reason, reason) && !strcmp(t->groups[i].site, site))
             g = &t->groups[i];
     if (!g) {
@@ -110,6 +126,7 @@ static void add_bundle(const char *path, void *arg)
         }
         g = &t->groups[t->n++];
         memset(g, 0, sizeof *g);
+        g->kind = kind;
         snprintf(g->backend, sizeof g->backend, "%s", backend);
         snprintf(g->api, sizeof g->api, "%s", api);
         snprintf(g->reason, sizeof g->reason, "%s", reason);
@@ -131,9 +148,12 @@ static void add_bundle(const char *path, void *arg)
     bundle_close(&b);
 }
 
+/* Out-of-memory deaths first, then by count. */
 static int by_count(const void *a, const void *b)
 {
     const group *x = a, *y = b;
+    if (kind_is_oom(x->kind) != kind_is_oom(y->kind))
+        return kind_is_oom(x->kind) ? -1 : 1;
     if (x->count != y->count)
         return x->count < y->count ? 1 : -1;
     return strcmp(x->reason, y->reason);
@@ -166,10 +186,20 @@ static void cells_of(const group *g, cells *c)
     join(&g->hosts, c->hosts, sizeof c->hosts);
 }
 
+/* "2 out-of-memory death(s), 1 memory-pressure warning(s), ..." */
+static void summary(const triage *t, char *out, size_t cap)
+{
+    long not_memory = t->kinds[KIND_KILLED_UNKNOWN] + t->kinds[KIND_CRASH];
+    snprintf(out, cap, "%ld out-of-memory death(s), %ld memory-pressure warning(s), %ld "
+                       "killed or crashed with no sign of memory, %ld unreadable",
+             t->ooms, t->kinds[KIND_PRESSURE], not_memory, t->unreadable + t->missing);
+}
+
 static void print_text(const triage *t)
 {
-    printf("%zu signature(s) in %ld bundle(s): %ld out of memory, %ld unreadable\n", t->n,
-           t->bundles, t->ooms, t->unreadable);
+    char sum[300];
+    summary(t, sum, sizeof sum);
+    printf("%zu signature(s) in %ld bundle(s): %s\n", t->n, t->bundles, sum);
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
         cells c;
@@ -179,7 +209,7 @@ static void print_text(const triage *t)
                              "\n    first ", g->first, "  last ", g->last,
                              "  largest request ", c.big, "\n    ranks ", c.ranks,
                              "  hosts ", c.hosts, "\n    e.g. ", g->example};
-        printf("\n#%zu  %ld bundle(s)  ", i + 1, g->count);
+        printf("\n#%zu  %ld bundle(s), %s  ", i + 1, g->count, kind_label(g->kind));
         for (size_t k = 0; k < sizeof row / sizeof *row; k++)
             if (k % 2)
                 fputs(row[k], stdout);
@@ -187,7 +217,7 @@ static void print_text(const triage *t)
                 print_clean(stdout, row[k], 400);
         putchar('\n');
     }
-    if (t->unreadable) {
+    if (t->unreadable || t->missing) {
         fputs("\nunreadable, e.g.: ", stdout);
         print_clean(stdout, t->first_unreadable, 600);
         putchar('\n');
@@ -207,10 +237,17 @@ static void print_json(const triage *t)
     json_t *root = json_object(), *groups = json_array();
     json_object_set_new(root, "bundles", json_integer(t->bundles));
     json_object_set_new(root, "oom_bundles", json_integer(t->ooms));
+    json_object_set_new(root, "pressure_warnings", json_integer(t->kinds[KIND_PRESSURE]));
+    json_object_set_new(root, "not_memory",
+                        json_integer(t->kinds[KIND_KILLED_UNKNOWN] + t->kinds[KIND_CRASH]));
     json_object_set_new(root, "unreadable", json_integer(t->unreadable));
+    json_object_set_new(root, "missing_paths", json_integer(t->missing));
+    json_object_set_new(root, "exit_status", json_integer(exit_status(t)));
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
         json_t *o = json_object();
+        json_object_set_new(o, "kind", json_string(kind_label(g->kind)));
+        json_object_set_new(o, "out_of_memory", json_boolean(kind_is_oom(g->kind)));
         json_object_set_new(o, "backend", json_string(g->backend));
         json_object_set_new(o, "api", json_string(g->api));
         json_object_set_new(o, "reason", json_string(g->reason));
@@ -268,19 +305,21 @@ static void put_escaped(const char *s, int xml)
 
 static void print_markdown(const triage *t)
 {
-    printf("### gpumemprof: %ld out-of-memory bundle(s), %zu signature(s)\n\n", t->ooms, t->n);
+    char sum[300];
+    summary(t, sum, sizeof sum);
+    printf("### gpumemprof: %s\n\n", sum);
     if (!t->n) {
-        puts("No bundle found.");
+        puts(t->unreadable + t->missing ? "No bundle could be read." : "No bundle found.");
         return;
     }
-    puts("| # | bundles | backend | API | reason | site | largest request | ranks | hosts | "
-         "first seen | last seen |");
-    puts("| ---: | ---: | --- | --- | --- | --- | ---: | --- | --- | --- | --- |");
+    puts("| # | bundles | kind | backend | API | reason | site | largest request | ranks | "
+         "hosts | first seen | last seen |");
+    puts("| ---: | ---: | --- | --- | --- | --- | --- | ---: | --- | --- | --- | --- |");
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
         cells c;
         cells_of(g, &c);
-        printf("| %zu | %ld | ", i + 1, g->count);
+        printf("| %zu | %ld | %s | ", i + 1, g->count, kind_label(g->kind));
         const char *row[] = {g->backend, g->api, g->reason, g->site, c.big, c.ranks, c.hosts,
                              g->first, g->last};
         for (size_t k = 0; k < sizeof row / sizeof *row; k++) {
@@ -291,19 +330,30 @@ static void print_markdown(const triage *t)
     }
     if (t->unreadable)
         printf("\n%ld bundle(s) could not be read.\n", t->unreadable);
+    if (t->missing)
+        printf("\n%ld path(s) do not exist or are not directories.\n", t->missing);
 }
 
+/* One test case per signature: an out-of-memory death is a failure, an
+ * unreadable bundle or missing path one error case, anything else passes
+ * with what was seen as its output, so the report fails exactly when the
+ * exit status is not 0. */
 static void print_junit(const triage *t)
 {
+    size_t failures = 0, errors = t->unreadable || t->missing;
+    for (size_t i = 0; i < t->n; i++)
+        failures += kind_is_oom(t->groups[i].kind);
+    size_t tests = t->n + errors;
     puts("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
-    printf("<testsuites name=\"gpumemprof\" tests=\"%zu\" failures=\"%zu\">\n",
-           t->n ? t->n : 1, t->n);
-    printf("  <testsuite name=\"gpumemprof.oom\" tests=\"%zu\" failures=\"%zu\">\n",
-           t->n ? t->n : 1, t->n);
-    if (!t->n)
+    for (int level = 0; level < 2; level++)
+        printf("%s<%s name=\"gpumemprof%s\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\">\n",
+               level ? "  " : "", level ? "testsuite" : "testsuites", level ? ".oom" : "",
+               tests ? tests : 1, failures, errors);
+    if (!tests)
         puts("    <testcase classname=\"gpumemprof.oom\" name=\"no out-of-memory bundle\"/>");
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
+        int oom = kind_is_oom(g->kind);
         cells c;
         cells_of(g, &c);
         fputs("    <testcase classname=\"gpumemprof.oom\" name=\"", stdout);
@@ -312,9 +362,16 @@ static void print_junit(const triage *t)
         put_escaped(g->api, 1);
         fputs(" at ", stdout);
         put_escaped(g->site, 1);
-        printf("\">\n      <failure message=\"%ld bundle(s)\" type=\"", g->count);
-        put_escaped(g->reason, 1);
-        fputs("\">", stdout);
+        if (oom)
+            printf("\">\n      <failure message=\"%ld bundle(s), %s\" type=\"", g->count,
+                   kind_label(g->kind));
+        else
+            printf("\">\n      <system-out>%ld bundle(s), %s (not an out-of-memory death): ",
+                   g->count, kind_label(g->kind));
+        if (oom) {
+            put_escaped(g->reason, 1);
+            fputs("\">", stdout);
+        }
         const char *text[] = {g->backend, " ", g->api, ", largest request ", c.big,
                               "; ranks ", c.ranks, "; hosts ", c.hosts, "; first ",
                               g->first, ", last ", g->last, "; e.g. ", g->example};
@@ -323,7 +380,14 @@ static void print_junit(const triage *t)
                 fputs(text[k], stdout);
             else
                 put_escaped(text[k], 1);
-        puts("</failure>\n    </testcase>");
+        printf("</%s>\n    </testcase>\n", oom ? "failure" : "system-out");
+    }
+    if (errors) {
+        printf("    <testcase classname=\"gpumemprof.oom\" name=\"bundles that could not be "
+               "read\">\n      <error message=\"%ld unreadable bundle(s), %ld missing path(s)\">",
+               t->unreadable, t->missing);
+        put_escaped(t->first_unreadable, 1);
+        puts("</error>\n    </testcase>");
     }
     puts("  </testsuite>\n</testsuites>");
 }
@@ -332,12 +396,32 @@ static void usage(FILE *f)
 {
     fputs("usage: gmp-inspect triage PATH... [--format text|json|markdown|junit]\n"
           "Every bundle under the PATHs (bundle directories, or directories searched\n"
-          "8 levels deep), grouped by signature: backend, failing API, reason and top\n"
-          "allocation site (module+offset of the failing call).  Per group: count,\n"
-          "first and last seen, largest request, ranks and hosts.  markdown suits a\n"
-          "CI job summary, junit a CI test report (one failing test per signature).\n"
-          "Exit status: 0 no out-of-memory bundle, 3 at least one, 2 usage error.\n",
+          "8 levels deep), grouped by kind and signature: backend, failing API, reason\n"
+          "and top allocation site (module+offset of the failing call).  Per group:\n"
+          "count, first and last seen, largest request, ranks and hosts.  markdown\n"
+          "suits a CI job summary, junit a CI test report (a failing test for each\n"
+          "out-of-memory signature, an error for unreadable input).\n"
+          "Exit status, the same in every format:\n"
+          "  0  no out-of-memory death (memory-pressure warnings, and kills or crashes\n"
+          "     nothing ties to memory, are listed but are not failures)\n"
+          "  3  at least one out-of-memory death (whatever else was found)\n"
+          "  1  no out-of-memory death, but a PATH does not exist or is not a directory,\n"
+          "     or a bundle could not be read\n"
+          "  2  usage error\n",
           f);
+}
+
+/* A PATH that is no directory to search: a sentence for stderr, else NULL. */
+static const char *path_problem(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return strerror(errno);
+    if (!S_ISDIR(st.st_mode))
+        return "is not a directory";
+    if (access(path, R_OK | X_OK) < 0)
+        return strerror(errno);
+    return NULL;
 }
 
 int cmd_triage(int argc, char **argv)
@@ -358,8 +442,14 @@ int cmd_triage(int argc, char **argv)
             paths++;
         }
     }
-    if (!paths || (strcmp(format, "text") && strcmp(format, "json") &&
-                   strcmp(format, "markdown") && strcmp(format, "junit"))) {
+    if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "markdown") &&
+        strcmp(format, "junit")) {
+        fputs("gmp-inspect triage: unknown format '", stderr);
+        print_clean(stderr, format, 40);
+        fputs("' (text, json, markdown or junit)\n", stderr);
+        return EXIT_USAGE;
+    }
+    if (!paths) {
         usage(stderr);
         return EXIT_USAGE;
     }
@@ -368,6 +458,17 @@ int cmd_triage(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--format")) {
             i++;
+            continue;
+        }
+        const char *problem = path_problem(argv[i]);
+        if (problem) {
+            char line[sizeof t.first_unreadable];
+            snprintf(line, sizeof line, "%.3000s: %s", argv[i], problem);
+            fputs("gmp-inspect triage: ", stderr);
+            print_clean(stderr, line, sizeof line);
+            fputc('\n', stderr);
+            if (!t.missing++ && !t.unreadable)
+                snprintf(t.first_unreadable, sizeof t.first_unreadable, "%s", line);
             continue;
         }
         for_each_bundle(argv[i], add_bundle, &t);
@@ -383,5 +484,5 @@ int cmd_triage(int argc, char **argv)
     else
         print_text(&t);
     free(t.groups);
-    return t.ooms ? 3 : EXIT_OK;
+    return exit_status(&t);
 }

@@ -140,7 +140,7 @@ static int check_files(report *r, int dirfd, json_t *files, event_list *events)
             if (!strcmp(name, "events.json")) {
                 if (indexed)
                     continue;
-                if (events_load_at(dirfd, events, err, sizeof err) < 0)
+                if (events_load_at(dirfd, events, NULL, err, sizeof err) < 0)
                     problem(r, "%s", err);
                 else
                     indexed = 1;
