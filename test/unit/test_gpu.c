@@ -218,7 +218,7 @@ static void device_cause(const char *env, const char *mode, const char *cause,
 static void test_device_causes(void **state)
 {
     (void)state;
-    device_cause(NULL, "one-huge 0", "a single request larger than the device's free memory", 0);
+    device_cause(NULL, "one-huge 0", "a request larger than the device could ever give", 0);
     device_cause("GMP_FAKE_MAX_BLOCK=134217728", "until-oom 0", "fragmentation", 0);
     device_cause("GMP_FAKE_OTHER_BYTES=536870912", "until-oom 0",
                  "other processes holding memory on the device", 512ll << 20);

@@ -215,6 +215,35 @@ static void test_python_growth_story(void **state)
         fail_msg("a site made of interpreter frames:\n%s", shown);
 }
 
+/* 80 TiB from malloc on a machine with far less memory and swap: said in
+ * those words, with the machine's numbers (not "nothing points at one"). */
+static void test_request_no_host_could_give(void **state)
+{
+    (void)state;
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int mode = f && fscanf(f, "%d", &mode) == 1 ? mode : 0;
+    if (f)
+        fclose(f);
+    if (mode == 1) {
+        print_message("[     SKIP ] vm.overcommit_memory=1: malloc(80 TiB) succeeds\n");
+        return;
+    }
+    run_sh(NULL, "exec python3 -c 'import ctypes\n"
+                 "libc = ctypes.CDLL(None)\n"
+                 "libc.malloc.restype = ctypes.c_void_p\n"
+                 "print(libc.malloc(ctypes.c_size_t(80 << 40)))'");
+    assert_int_equal(exit_code(), 0);
+    assert_string_equal(out, "None\n");
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    expect_first_cause(bundle, "a request larger than this host could ever give");
+    static char shown[1 << 16], shown_err[4096];
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    if (!strstr(shown, "evidence: asked for 80.0 TiB at once; the machine has "))
+        fail_msg("no numbers:\n%s", shown);
+}
+
 static void test_second_failure_and_timeout_and_first(void **state)
 {
     (void)state;
@@ -447,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_grow_until_enomem),
         cmocka_unit_test(test_python_memoryerror),
         cmocka_unit_test(test_python_growth_story),
+        cmocka_unit_test(test_request_no_host_could_give),
         cmocka_unit_test(test_second_failure_and_timeout_and_first),
         cmocka_unit_test(test_recovery_is_not_an_oom),
         cmocka_unit_test(test_forked_child),

@@ -58,6 +58,21 @@ static void test_watch_once_json(void **state)
     json_decref(o);
 }
 
+/* --once into a pipe: plain text, not a terminal's control codes. */
+static void test_watch_once_is_plain_text(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export P='%s'; " HOLDER "%s watch $! --once | cat; kill $!",
+             paths.preload, 3, inspect_path());
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 0);
+    if (strchr(out, '\033') || !strstr(out, "(one snapshot)") || strstr(out, "Ctrl-C"))
+        fail_msg("watch --once into a pipe:\n%s", out);
+    assert_non_null(strstr(out, "bytes in use"));
+}
+
 static void test_watch_refreshes_in_a_terminal(void **state)
 {
     (void)state;
@@ -128,6 +143,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_once_json),
+        cmocka_unit_test(test_watch_once_is_plain_text),
         cmocka_unit_test(test_watch_refreshes_in_a_terminal),
         cmocka_unit_test(test_prune),
     };

@@ -127,6 +127,60 @@ static int64_t device_free(json_t *md, int64_t device)
     return -1;
 }
 
+/* What the host could ever give one request: the machine's memory and
+ * swap, the memory cgroup's limit, RLIMIT_AS, each said with its number;
+ * the smallest in *least (-1 when none is known). */
+static void host_ceilings(bundle *b, char *out, size_t cap, int64_t *least)
+{
+    json_t *hs = json_object_get(b->metadata, "host_state");
+    json_t *mach = json_object_get(hs, "machine");
+    int64_t mem = -1, swap = 0, cg = -1, as = -1;
+    jint(mach, "mem_total", &mem);
+    jint(mach, "swap_total", &swap);
+    jint(json_object_get(hs, "cgroup"), "memory_max", &cg);
+    jint(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft", &as);
+    if (as < 0)
+        as = rlimit_of(b->environment, "as");
+    char a[32], c[32];
+    out[0] = '\0';
+    *least = -1;
+    if (mem > 0) {
+        fmt_bytes((uint64_t)mem, a, sizeof a);
+        fmt_bytes((uint64_t)(swap > 0 ? swap : 0), c, sizeof c);
+        snprintf(out, cap, "the machine has %s of memory and %s", a,
+                 swap > 0 ? c : "no swap");
+        if (swap > 0)
+            snprintf(out + strlen(out), cap - strlen(out), " of swap");
+        *least = mem + (swap > 0 ? swap : 0);
+    }
+    const struct { int64_t v; const char *what; } limits[] = {
+        {cg, "its memory cgroup allows"}, {as, "RLIMIT_AS is"}};
+    for (size_t i = 0; i < 2; i++) {
+        if (limits[i].v <= 0)
+            continue;
+        fmt_bytes((uint64_t)limits[i].v, a, sizeof a);
+        snprintf(out + strlen(out), cap - strlen(out), "%s%s %s", out[0] ? "; " : "",
+                 limits[i].what, a);
+        if (*least < 0 || limits[i].v < *least)
+            *least = limits[i].v;
+    }
+}
+
+/* The total of the failed request's device, or -1. */
+static int64_t device_total(json_t *md, int64_t device)
+{
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        int64_t dev = -1, total = -1;
+        jint(st, "device", &dev);
+        jint(st, "total", &total);
+        if (dev == device)
+            return total;
+    }
+    return -1;
+}
+
 static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
 {
     size_t i;
@@ -151,7 +205,9 @@ static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
             add(cs, "other processes holding memory on the device", ev);
             others = 0; /* said once */
         }
-        if (size > free_b) {
+        if (size > free_b && total > 0 && size > total) {
+            /* said already: more than the device could ever give */
+        } else if (size > free_b) {
             snprintf(ev, sizeof ev, "asked for %s; %s free of %s on device %lld", req, fr, tot,
                      (long long)dev);
             add(cs, "a single request larger than the device's free memory", ev);
@@ -200,10 +256,26 @@ static void collect(bundle *b, causes *cs)
     if (reason && !strcmp(reason, "memory_pressure"))
         add(cs, "memory close to a limit (a warning written before any failure)",
             jstr(md, "exception_message"));
+    /* a request no memory here could ever hold: said with the numbers */
+    char ceilings[400];
+    int64_t least = -1;
+    if (device < 0)
+        host_ceilings(b, ceilings, sizeof ceilings, &least);
+    else if ((least = device_total(md, device)) > 0) {
+        fmt_bytes((uint64_t)least, b2, sizeof b2);
+        snprintf(ceilings, sizeof ceilings, "device %lld has %s in all", (long long)device, b2);
+    }
     if (size >= 0 && size >= (int64_t)1 << 50) {
         fmt_bytes((uint64_t)size, a, sizeof a);
-        snprintf(ev, sizeof ev, "asked for %s at once: an overflowed or uninitialised size?", a);
+        snprintf(ev, sizeof ev, "asked for %s at once: an overflowed or uninitialised size?%s%s%s",
+                 a, least > 0 ? " (" : "", least > 0 ? ceilings : "", least > 0 ? ")" : "");
         add(cs, "a request larger than any machine's memory", ev);
+    } else if (size >= 0 && least > 0 && size > least) {
+        fmt_bytes((uint64_t)size, a, sizeof a);
+        snprintf(ev, sizeof ev, "asked for %s at once; %s", a, ceilings);
+        add(cs, device < 0 ? "a request larger than this host could ever give"
+                           : "a request larger than the device could ever give",
+            ev);
     }
     /* Growth that ate the free memory is the story, and the request that
      * found none its last step; a request larger than what was free before

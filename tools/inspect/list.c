@@ -119,6 +119,15 @@ int cmd_list(int argc, char **argv)
     if (n)
         qsort(rows, n, sizeof *rows, row_cmp);
 
+    /* columns as wide as their widest cell, so they line up */
+    int reason_w = 6, events_w = 1;
+    for (size_t i = 0; i < n && !as_json; i++) {
+        char shown[64];
+        int w = (int)clean_text_n(rows[i].reason, strnlen(rows[i].reason, 40), shown, sizeof shown);
+        int e = snprintf(NULL, 0, "%lld", (long long)rows[i].events);
+        reason_w = w > reason_w ? w : reason_w;
+        events_w = e > events_w ? e : events_w;
+    }
     int bad = 0;
     json_t *out = as_json ? json_array() : NULL;
     for (size_t i = 0; i < n; i++) {
@@ -136,9 +145,10 @@ int cmd_list(int argc, char **argv)
             print_clean(stdout, r->error, 300);
             putchar('\n');
         } else {
-            printf("%-20s  %-8lld  %-5s  ", r->created, (long long)r->pid, r->backend);
-            print_clean(stdout, r->reason, 60);
-            printf("  %lld events  ", (long long)r->events);
+            char reason[64];
+            clean_text_n(r->reason, strnlen(r->reason, 40), reason, sizeof reason);
+            printf("%-20s  %-8lld  %-5s  %-*s  %*lld events  ", r->created, (long long)r->pid,
+                   r->backend, reason_w, reason, events_w, (long long)r->events);
             print_clean(stdout, r->name, 255);
             putchar('\n');
         }

@@ -338,12 +338,13 @@ static void print_environment(bundle *b)
 
 static void show_usage(FILE *f)
 {
-    fputs("usage: gmp-inspect show BUNDLE [--events N]\n"
+    fputs("usage: gmp-inspect show BUNDLE... [--events N]\n"
           "Say in plain words what failed, when and where: the likely causes, most\n"
-          "certain first, with their evidence; then the failed request,\n"
-          "reason, exception, context, custom metadata, bytes in use, and the\n"
-          "last N events (default 10).\n"
-          "Exit status: 0, 1 when the bundle cannot be read, 2 usage error.\n",
+          "certain first, with their evidence; the Python stack when there is one;\n"
+          "then the failed request, reason, exception, context, custom metadata,\n"
+          "bytes in use, and the last N events up to the failure (default 10).\n"
+          "Several bundles are shown one after another.\n"
+          "Exit status: 0, 1 when a bundle cannot be read, 2 usage error.\n",
           f);
 }
 
@@ -453,14 +454,55 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
     printf(")\n");
 }
 
+/* A dump directory given where a bundle was meant: how many bundles it
+ * holds and the newest, instead of "manifest.json: no such file". */
+typedef struct dir_bundles {
+    long n;
+    char newest[4096];
+} dir_bundles;
+
+static void note_bundle(const char *path, void *arg)
+{
+    dir_bundles *d = arg;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *newest = strrchr(d->newest, '/');
+    newest = newest ? newest + 1 : d->newest;
+    d->n++;
+    if (!d->newest[0] || strcmp(base, newest) > 0) /* names begin with the UTC time */
+        snprintf(d->newest, sizeof d->newest, "%s", path);
+}
+
+static int is_dump_directory(const char *path)
+{
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    dir_bundles d = {0, ""};
+    const char *base = strrchr(copy, '/');
+    if (!strncmp(base ? base + 1 : copy, "oom_dump_", 9))
+        return 0;
+    for_each_bundle(copy, note_bundle, &d);
+    if (!d.n)
+        return 0;
+    fputs("gmp-inspect show: ", stderr);
+    print_clean(stderr, path, 1000);
+    fprintf(stderr, " is a directory of %ld bundle(s), not a bundle; `gmp-inspect list` names "
+                    "them; the newest is ", d.n);
+    print_clean(stderr, d.newest, 2000);
+    fputc('\n', stderr);
+    return 1;
+}
+
+static int show_one(const char *path, long last);
+
 int cmd_show(int argc, char **argv)
 {
     if (wants_help(argc, argv)) {
         show_usage(stdout);
         return EXIT_OK;
     }
-    const char *path = NULL;
     long last = SHOW_LAST_EVENTS;
+    int paths = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--events") && i + 1 < argc) {
             char *end;
@@ -469,23 +511,43 @@ int cmd_show(int argc, char **argv)
                 show_usage(stderr);
                 return EXIT_USAGE;
             }
-        } else if (argv[i][0] == '-' || path) {
+        } else if (argv[i][0] == '-') {
             show_usage(stderr);
             return EXIT_USAGE;
         } else {
-            path = argv[i];
+            paths++;
         }
     }
-    if (!path) {
+    if (!paths) {
         show_usage(stderr);
         return EXIT_USAGE;
     }
+    int status = EXIT_OK, shown = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--events")) {
+            i++;
+            continue;
+        }
+        if (shown++)
+            puts("\n----------------------------------------------------------------------");
+        fflush(stdout);
+        if (show_one(argv[i], last) != EXIT_OK)
+            status = EXIT_INVALID;
+        fflush(stdout);
+    }
+    return status;
+}
+
+static int show_one(const char *path, long last)
+{
     int leak_rc = show_leak_report(path);
     if (leak_rc >= 0)
         return leak_rc;
     bundle b;
     char err[1024];
     if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {
+        if (is_dump_directory(path))
+            return EXIT_INVALID;
         fprintf(stderr, "gmp-inspect show: ");
         print_clean(stderr, err, 1000);
         fputc('\n', stderr);

@@ -28,7 +28,8 @@ static void problem(report *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    printf("%s: ", r->bundle);
+    print_clean(stdout, r->bundle, 300); /* a directory's name: anyone's */
+    fputs(": ", stdout);
     print_clean(stdout, msg, 900);
     putchar('\n');
     r->problems++;
@@ -178,7 +179,8 @@ static int validate_one(const char *path)
     char err[1024];
     report r = {path, 0};
     if (bundle_open(&b, path, 1, 0, err, sizeof err) < 0) {
-        problem(&r, "%s", err);
+        print_clean(stdout, err, 1000); /* "NAME: why", named once */
+        putchar('\n');
         return 1;
     }
     r.bundle = b.name;

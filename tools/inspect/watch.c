@@ -188,6 +188,8 @@ static void print_json(const gmp_ring *ring, const char *path, const view *v)
     json_decref(o);
 }
 
+/* One screen; frame 0 is a single snapshot.  The terminal is cleared
+ * first only when it is one: a pipe or a file gets plain text. */
 static void print_screen(const gmp_ring *ring, const char *path, const view *v, int frame)
 {
     const gmp_ring_header *h = ring->hdr;
@@ -197,8 +199,14 @@ static void print_screen(const gmp_ring *ring, const char *path, const view *v, 
     struct tm tm;
     localtime_r(&now, &tm);
     strftime(when, sizeof when, "%H:%M:%S", &tm);
-    fputs("\033[H\033[J", stdout); /* home, clear */
-    printf("gmp-inspect watch  %s  (refresh %d, Ctrl-C to stop)\n", when, frame);
+    if (frame && isatty(STDOUT_FILENO))
+        fputs("\033[H\033[J", stdout); /* home, clear */
+    else if (frame > 1)
+        putchar('\n');
+    if (frame)
+        printf("gmp-inspect watch  %s  (refresh %d, Ctrl-C to stop)\n", when, frame);
+    else
+        printf("gmp-inspect watch  %s  (one snapshot)\n", when);
     printf("pid %d%s  ", h->pid, alive(h, path) ? "" : " (ended)");
     print_clean(stdout, cmd, 100);
     printf("\n%llu events recorded, %llu dropped\n\n",
@@ -324,7 +332,7 @@ int cmd_watch(int argc, char **argv)
         if (as_json)
             print_json(&ring, path, &v);
         else
-            print_screen(&ring, path, &v, 1);
+            print_screen(&ring, path, &v, 0);
         gmp_ring_close(&ring, 0);
         return EXIT_OK;
     }
@@ -333,6 +341,7 @@ int cmd_watch(int argc, char **argv)
     for (int frame = 1; !stop; frame++) {
         take(&ring, &v);
         print_screen(&ring, path, &v, frame);
+        fflush(stdout);
         if (!alive(ring.hdr, path)) {
             puts("\nthe process has ended");
             break;
