@@ -73,7 +73,9 @@ void gmp_messages_note_bundle(const char *path, int level)
     unlock();
 }
 
-/* "torch.OutOfMemoryError: CUDA out of memory..." -> type, module, message. */
+/* "torch.OutOfMemoryError: CUDA out of memory..." -> type OutOfMemoryError,
+ * module torch, the message; a line that is only an exception's name
+ * ("MemoryError", as CPython prints one with no message) is the type. */
 static void parse_line(const char *line, exception_text *t)
 {
     size_t id = strspn(line, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:");
@@ -83,17 +85,21 @@ static void parse_line(const char *line, exception_text *t)
             colon = line + i;
             break;
         }
-    t->type[0] = t->module[0] = '\0';
-    if (colon && colon > line && line[0] != '.' && colon[-1] != '.' &&
-        (size_t)(colon - line) < sizeof t->type) {
-        memcpy(t->type, line, (size_t)(colon - line));
-        t->type[colon - line] = '\0';
-        const char *dot = strrchr(t->type, '.');
-        if (dot && (size_t)(dot - t->type) < sizeof t->module) {
-            memcpy(t->module, t->type, (size_t)(dot - t->type));
-            t->module[dot - t->type] = '\0';
+    size_t name_len = colon ? (size_t)(colon - line) : 0;
+    if (!colon && id && line[id] == '\0' && !memchr(line, ':', id))
+        name_len = id; /* the name alone */
+    t->type[0] = t->module[0] = t->message[0] = '\0';
+    if (name_len && line[0] != '.' && line[name_len - 1] != '.' && name_len < sizeof t->type) {
+        char name[sizeof t->type];
+        memcpy(name, line, name_len);
+        name[name_len] = '\0';
+        const char *dot = strrchr(name, '.');
+        gmp_strlcpy(t->type, dot ? dot + 1 : name, sizeof t->type);
+        if (dot && (size_t)(dot - name) < sizeof t->module) {
+            memcpy(t->module, name, (size_t)(dot - name));
+            t->module[dot - name] = '\0';
         }
-        gmp_strlcpy(t->message, colon + 2, sizeof t->message);
+        gmp_strlcpy(t->message, colon ? colon + 2 : name, sizeof t->message);
         t->level = 2;
     } else {
         gmp_strlcpy(t->message, line, sizeof t->message);
@@ -149,6 +155,17 @@ static void on_line(const char *line)
         return;
     exception_text t;
     parse_line(line, &t);
+    /* lines that name their exception inside them */
+    static const struct { const char *pattern, *type, *module; } named[] = {
+        {"std::bad_alloc", "bad_alloc", "std"},
+        {"java.lang.outofmemoryerror", "OutOfMemoryError", "java.lang"},
+    };
+    for (size_t i = 0; i < sizeof named / sizeof *named && !t.type[0]; i++)
+        if (!strcmp(pattern, named[i].pattern)) {
+            gmp_strlcpy(t.type, named[i].type, sizeof t.type);
+            gmp_strlcpy(t.module, named[i].module, sizeof t.module);
+            t.level = 2;
+        }
     if (gmp_any_episode_open()) {
         if (t.level > pending.level)
             pending = t;

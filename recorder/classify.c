@@ -3,8 +3,9 @@
  *
  * Three ways in: an allocation API's return code (per backend); an
  * exception's type/module/message text (the Python recorder's rules, plus
- * MemoryError, std::bad_alloc and RESOURCE_EXHAUSTED), for an exception the
- * caller knows is one; and a line a process wrote to stderr, which alone
+ * MemoryError and numpy's _ArrayMemoryError, CuPy's and Java's
+ * OutOfMemoryError, std::bad_alloc and RESOURCE_EXHAUSTED), for an
+ * exception the caller knows is one; and a line a process wrote to stderr, which alone
  * must be about memory (an "out of memory", an allocator's "failed to
  * allocate <size>", an OOM exception's name), never a bare "resource
  * exhausted" (a cloud API's rate limit says that too).  Types are tried
@@ -100,14 +101,20 @@ const char *gmp_classify_oom_line(const char *line)
     static const char *const phrases[] = {"cuda out of memory", "hip out of memory",
                                           "out of memory", "oom when allocating",
                                           "memory allocation failed",
-                                          "cannot allocate memory" /* ENOMEM's perror */};
+                                          "cannot allocate memory", /* ENOMEM's perror */
+                                          "java.lang.outofmemoryerror"};
     for (size_t i = 0; i < sizeof phrases / sizeof *phrases; i++)
         if (find_ci(line, phrases[i]))
             return phrases[i];
-    if (names_a_size_after(line, "failed to allocate"))
-        return "failed to allocate";
-    if (names_a_size_after(line, "unable to allocate"))
-        return "unable to allocate";
+    /* "failed to allocate 2.00GiB" (XLA), "Unable to allocate 72.8 TiB"
+     * (numpy), "you tried to allocate 8000000000000 bytes" (torch's
+     * DefaultCPUAllocator), "memory allocation of 1024 bytes failed" (Rust) */
+    static const char *const before_a_size[] = {"failed to allocate", "unable to allocate",
+                                                "you tried to allocate",
+                                                "memory allocation of"};
+    for (size_t i = 0; i < sizeof before_a_size / sizeof *before_a_size; i++)
+        if (names_a_size_after(line, before_a_size[i]))
+            return before_a_size[i];
     if (strstr(line, "std::bad_alloc"))
         return "std::bad_alloc";
     /* a line that starts with an exception's name: "MemoryError",
@@ -142,7 +149,12 @@ gmp_classification gmp_classify_exception(const char *type, const char *module,
         return make(1, "", "torch.cuda.OutOfMemoryError");
     if (!strcmp(base, "ResourceExhaustedError"))
         return make(1, "", "tensorflow.ResourceExhaustedError");
-    if (!strcmp(base, "MemoryError"))
+    if (!strcmp(base, "OutOfMemoryError") &&
+        (strstr(t, "cupy") || strstr(m, "cupy") || strstr(t, "java.") || strstr(m, "java.")))
+        return make(1, "", !strncmp(t, "java.", 5) || !strncmp(m, "java.", 5)
+                               ? "java.lang.OutOfMemoryError"
+                               : "cupy.OutOfMemoryError");
+    if (!strcmp(base, "MemoryError") || !strcmp(base, "_ArrayMemoryError")) /* numpy's */
         return make(1, "", "MemoryError");
     if (!strcmp(t, "std::bad_alloc") || !strcmp(t, "bad_alloc") ||
         !strcmp(t, "std::bad_array_new_length"))

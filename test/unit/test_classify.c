@@ -52,7 +52,8 @@ static void test_seed_cases(void **state)
     /* not OOM */
     expect_exc("ValueError", "builtins", "invalid literal for int() with base 10", 0, NULL);
     expect_exc("RuntimeError", "builtins", "CUDA error: device-side assert triggered", 0, NULL);
-    expect_exc("OutOfMemoryError", "java.lang", "", 0, NULL); /* not torch, no message */
+    /* an OutOfMemoryError is torch's, CuPy's or Java's; another's needs words */
+    expect_exc("OutOfMemoryError", "acme.pool", "", 0, NULL);
     expect_exc(NULL, NULL, NULL, 0, NULL);
 }
 
@@ -65,6 +66,16 @@ static void test_extra_types(void **state)
     expect_exc("XlaRuntimeError", "jaxlib.xla_extension",
                "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
                1, "RESOURCE_EXHAUSTED");
+    expect_exc("_ArrayMemoryError", "numpy._core._exceptions",
+               "Unable to allocate 72.8 TiB for an array with shape (10000000000000,) and data "
+               "type float64", 1, "MemoryError");
+    expect_exc("OutOfMemoryError", "cupy.cuda.memory",
+               "Out of memory allocating 1,073,741,824,000 bytes (allocated so far: 0 bytes).", 1,
+               "cupy.OutOfMemoryError");
+    expect_exc("OutOfMemoryError", "java.lang", "Java heap space", 1,
+               "java.lang.OutOfMemoryError");
+    /* an OutOfMemoryError of a library we do not know is judged by its words */
+    expect_exc("OutOfMemoryError", "acme", "the widget pool is empty", 0, "not_oom");
 }
 
 static void test_return_codes(void **state)
@@ -112,12 +123,34 @@ static void test_oom_lines(void **state)
         {"tensorflow.python.framework.errors_impl.ResourceExhaustedError: see above",
          "ResourceExhaustedError"},
         {"fork: Cannot allocate memory", "cannot allocate memory"},
+        /* the frameworks' own words, as they print them */
+        {"numpy._core._exceptions._ArrayMemoryError: Unable to allocate 72.8 TiB for an array "
+         "with shape (10000000000000,) and data type float64", "unable to allocate"},
+        {"RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not "
+         "enough memory: you tried to allocate 80000000000000 bytes.", "you tried to allocate"},
+        {"RuntimeError: [enforce fail at alloc_cpu.cpp:73] . DefaultCPUAllocator: can't "
+         "allocate memory: you tried to allocate 80000000000000 bytes. Error code 12 (Cannot "
+         "allocate memory)", "cannot allocate memory"},
+        {"cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824,000 bytes "
+         "(allocated so far: 0 bytes).", "out of memory"},
+        {"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+         "trying to allocate 17179869184 bytes.", "out of memory"},
+        {"tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+         "tensor with shape[100000,100000] and type float on /job:localhost/replica:0/task:0/"
+         "device:GPU:0 by allocator GPU_0_bfc", "oom when allocating"},
+        {"  what():  std::bad_alloc", "std::bad_alloc"},
+        {"Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
+         "java.lang.outofmemoryerror"},
+        {"fatal error: runtime: out of memory", "out of memory"},
+        {"memory allocation of 1099511627776 bytes failed", "memory allocation of"},
         /* not about memory */
         {"google.api_core.exceptions.ResourceExhausted: 429 Resource exhausted: Quota exceeded",
          NULL},
         {"grpc: StatusCode.RESOURCE_EXHAUSTED: too many requests", NULL},
         {"scheduler: failed to allocate resources for job 12", NULL},
         {"port allocation failed", NULL},
+        {"memory allocation of resources to the pool failed", NULL},
+        {"you tried to allocate a slot twice", NULL},
         {"    raise MemoryError", NULL},
         {"warning: something else entirely", NULL},
     };

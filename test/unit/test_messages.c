@@ -62,7 +62,7 @@ static json_t *the_bundle(void)
 
 static void expect_torch_exception(json_t *md)
 {
-    assert_string_equal(json_str(md, "exception_type"), "torch.OutOfMemoryError");
+    assert_string_equal(json_str(md, "exception_type"), "OutOfMemoryError");
     assert_string_equal(json_str(md, "exception_module"), "torch");
     assert_string_equal(json_str(md, "exception_message"), TORCH_MESSAGE);
 }
@@ -217,6 +217,74 @@ static int setup(void **state)
     return 0;
 }
 
+/* Each framework's own last line, as it prints it, from a process that
+ * writes it to stderr: one bundle whose exception is the framework's type,
+ * module and words. */
+static void test_frameworks_own_words(void **state)
+{
+    (void)state;
+    static const struct { const char *line, *type, *module, *message, *reason; } cases[] = {
+        {"numpy._core._exceptions._ArrayMemoryError: Unable to allocate 72.8 TiB for an array "
+         "with shape (10000000000000,) and data type float64",
+         "_ArrayMemoryError", "numpy._core._exceptions",
+         "Unable to allocate 72.8 TiB for an array with shape (10000000000000,) and data type "
+         "float64", "message_pattern:unable to allocate"},
+        {"MemoryError", "MemoryError", NULL, "MemoryError", "message_pattern:MemoryError"},
+        {"RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not "
+         "enough memory: you tried to allocate 80000000000000 bytes.",
+         "RuntimeError", NULL,
+         "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: "
+         "you tried to allocate 80000000000000 bytes.",
+         "message_pattern:you tried to allocate"},
+        {"cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824,000 bytes "
+         "(allocated so far: 0 bytes).", "OutOfMemoryError", "cupy.cuda.memory",
+         "Out of memory allocating 1,073,741,824,000 bytes (allocated so far: 0 bytes).",
+         "message_pattern:out of memory"},
+        {"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
+         "to allocate 17179869184 bytes.", "XlaRuntimeError", "jaxlib.xla_extension",
+         "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
+         "message_pattern:out of memory"},
+        {"tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+         "tensor with shape[100000,100000] and type float", "ResourceExhaustedError",
+         "tensorflow.python.framework.errors_impl",
+         "OOM when allocating tensor with shape[100000,100000] and type float",
+         "message_pattern:oom when allocating"},
+        {"terminate called after throwing an instance of 'std::bad_alloc'", "bad_alloc", "std",
+         "terminate called after throwing an instance of 'std::bad_alloc'",
+         "message_pattern:std::bad_alloc"},
+        {"Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
+         "OutOfMemoryError", "java.lang", "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
+         "message_pattern:java.lang.outofmemoryerror"},
+        {"fatal error: runtime: out of memory", NULL, NULL,
+         "fatal error: runtime: out of memory", "message_pattern:out of memory"},
+        {"memory allocation of 1099511627776 bytes failed", NULL, NULL,
+         "memory allocation of 1099511627776 bytes failed", "message_pattern:memory allocation of"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char script[4096];
+        scratch_remove(paths.dumps);
+        setenv("GMP_TEST_LINE", cases[i].line, 1); /* written to fd 2 itself, as they do */
+        snprintf(script, sizeof script,
+                 "export LD_PRELOAD='%s'; exec python3 -c 'import os\n"
+                 "os.write(2, (os.environ[\"GMP_TEST_LINE\"] + \"\\n\").encode())'",
+                 paths.preload);
+        assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err,
+                                                 sizeof err)), 0);
+        json_t *md = the_bundle();
+        const char *type = json_string_value(json_object_get(md, "exception_type"));
+        const char *module = json_string_value(json_object_get(md, "exception_module"));
+        if (strcmp(json_str(md, "reason"), cases[i].reason) ||
+            strcmp(json_str(md, "exception_message"), cases[i].message) ||
+            (cases[i].type ? !type || strcmp(type, cases[i].type) : type != NULL) ||
+            (cases[i].module ? !module || strcmp(module, cases[i].module) : module != NULL))
+            fail_msg("%s\n-> reason %s, type %s, module %s, message %s", cases[i].line,
+                     json_str(md, "reason"), type ? type : "(null)", module ? module : "(null)",
+                     json_str(md, "exception_message"));
+        json_decref(md);
+    }
+    unsetenv("GMP_TEST_LINE");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_messages_written_through_stdio),
         cmocka_unit_test(test_rate_limit_is_not_an_oom),
         cmocka_unit_test(test_one_message_bundle_per_process),
+        cmocka_unit_test(test_frameworks_own_words),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

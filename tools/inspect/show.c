@@ -577,6 +577,9 @@ static int show_one(const char *path, long last)
     const char *emod = jstr(md, "exception_module");
     if (etype || emod) {
         char both[512];
+        size_t ml = emod ? strlen(emod) : 0;
+        if (emod && etype && !strncmp(etype, emod, ml) && etype[ml] == '.')
+            emod = NULL; /* older bundles: the type already names its module */
         snprintf(both, sizeof both, "%s%s%s", emod ? emod : "", emod && etype ? "." : "",
                  etype ? etype : "");
         print_field("Exception:", both);
