@@ -131,7 +131,12 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
 
     /* a framework's own words on stderr, when it said something meanwhile */
     char ftype[128], fmodule[128], fmessage[512];
-    int framework = cr ? 0 : gmp_messages_take(ftype, fmodule, fmessage, sizeof ftype);
+    int printed_traceback = -1; /* the Python stack as printed, when none was taken */
+    int framework = cr ? 0
+                       : gmp_messages_take(ftype, fmodule, fmessage, sizeof ftype,
+                                           &printed_traceback);
+    if (traceback_fd <= 0)
+        traceback_fd = printed_traceback;
     gmp_dump_request req = {
         .reason = cr ? reason : c.reason,
         .exception_type = framework && ftype[0] ? ftype : cr ? signame : c.reason,
@@ -146,7 +151,10 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
     };
     req.failed.present = 1;
     char path[GMP_PATH_MAX];
-    if (!gmp_pl_dump(&req, path, sizeof path))
+    int written = gmp_pl_dump(&req, path, sizeof path) != NULL;
+    if (printed_traceback > 0)
+        close(printed_traceback);
+    if (!written)
         return 0;
     if (!cr)
         gmp_messages_note_bundle(path, framework);

@@ -15,6 +15,12 @@
  *   - else it is the only news of the OOM: a bundle of its own, with reason
  *     message_pattern:<pattern>, at most one per process (a framework that
  *     logs its OOM on every retry writes one bundle, not a directory full).
+ * Python's own traceback as it prints it ("Traceback (most recent call
+ * last):", the frames, the exception's line) is kept too: a failure in a
+ * call that released the GIL (torch allocates so) has no Python stack of
+ * its own, and the printed one becomes its python_traceback.txt (given to
+ * the open episode, added to the bundle just written, or to the message's
+ * own bundle).
  * Lines are handled by one thread at a time (a busy flag: a concurrent line
  * is skipped, never waited for).
  */
@@ -22,8 +28,11 @@
 #include "preload.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define SCAN_MAX 4096
+#define TRACEBACK_MAX 8192
 #define RECENT_NS (10ull * 1000000000ull)
 
 typedef struct exception_text {
@@ -37,6 +46,10 @@ static char last_bundle[GMP_PATH_MAX];
 static uint64_t last_bundle_ns;
 static int last_bundle_level;
 static char patch_buf[64 * 1024];
+static char traceback[TRACEBACK_MAX]; /* the last one printed */
+static size_t traceback_len;
+static int traceback_state;  /* 0 none, 1 being printed, 2 whole */
+static int pending_traceback; /* the whole one belongs to the open episode */
 
 static int try_lock(void)
 {
@@ -48,8 +61,20 @@ static void unlock(void)
     __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
 }
 
-int gmp_messages_take(char *type, char *module, char *message, size_t cap)
+/* The whole traceback in a memfd for the bundle writer, or -1. */
+static int traceback_fd(void)
 {
+    int fd = memfd_create("gmp-python-traceback", MFD_CLOEXEC);
+    if (fd >= 0 && gmp_write_all(fd, traceback, traceback_len) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+int gmp_messages_take(char *type, char *module, char *message, size_t cap, int *python_fd)
+{
+    *python_fd = -1;
     if (!__atomic_load_n(&pending.level, __ATOMIC_RELAXED) || !try_lock())
         return 0;
     int level = pending.level;
@@ -58,9 +83,34 @@ int gmp_messages_take(char *type, char *module, char *message, size_t cap)
         gmp_strlcpy(module, pending.module, cap);
         gmp_strlcpy(message, pending.message, cap);
         pending.level = 0;
+        if (pending_traceback && traceback_state == 2)
+            *python_fd = traceback_fd();
+        pending_traceback = 0;
     }
     unlock();
     return level;
+}
+
+/* Python's traceback, line by line as it is printed: the frames are
+ * indented, the exception's line that ends it is not. */
+static void traceback_line(const char *line)
+{
+    static const char start[] = "Traceback (most recent call last):";
+    int first = !strcmp(line, start);
+    if (first) {
+        traceback_len = 0;
+        traceback_state = 1;
+    } else if (traceback_state != 1) {
+        return;
+    }
+    size_t n = strlen(line);
+    if (traceback_len + n + 1 < sizeof traceback) {
+        memcpy(traceback + traceback_len, line, n);
+        traceback_len += n;
+        traceback[traceback_len++] = '\n';
+    }
+    if (!first && line[0] != ' ')
+        traceback_state = 2;
 }
 
 void gmp_messages_note_bundle(const char *path, int level)
@@ -136,8 +186,12 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         .exception_message = t->message,
         .backend = backend_of(pattern, line),
         .confirmed_by = "message",
+        .python_traceback_fd = traceback_state == 2 ? traceback_fd() : -1,
     };
-    if (gmp_pl_dump(&req, path, sizeof path)) {
+    int written = gmp_pl_dump(&req, path, sizeof path) != NULL;
+    if (req.python_traceback_fd > 0)
+        close(req.python_traceback_fd);
+    if (written) {
         message_bundle_pid = pid;
         gmp_log("OOM message on stderr (%s); bundle: %s", pattern, path);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);
@@ -150,9 +204,14 @@ static void on_line(const char *line)
 {
     if (!strncmp(line, "gpumemprof: ", 12))
         return; /* our own */
+    traceback_line(line);
     const char *pattern = gmp_classify_oom_line(line);
     if (!pattern)
         return;
+    /* the traceback this line ends, if it ends one */
+    int with_traceback = traceback_state == 2 && traceback_len > strlen(line) + 1 &&
+                         !strncmp(traceback + traceback_len - strlen(line) - 1, line,
+                                  strlen(line));
     exception_text t;
     parse_line(line, &t);
     /* lines that name their exception inside them */
@@ -169,10 +228,14 @@ static void on_line(const char *line)
     if (gmp_any_episode_open()) {
         if (t.level > pending.level)
             pending = t;
+        pending_traceback |= with_traceback;
         return;
     }
     uint64_t now = gmp_now_realtime_ns();
     if (last_bundle[0] && now - last_bundle_ns < RECENT_NS) {
+        if (with_traceback) /* kept when the bundle has its own */
+            gmp_bundle_add_file(last_bundle, "python_traceback.txt", traceback, traceback_len,
+                                patch_buf, sizeof patch_buf);
         if (t.level > last_bundle_level &&
             gmp_bundle_patch_exception(last_bundle, t.type[0] ? t.type : NULL,
                                        t.module[0] ? t.module : NULL, t.message, patch_buf,
@@ -180,6 +243,8 @@ static void on_line(const char *line)
             last_bundle_level = t.level;
         return;
     }
+    if (!with_traceback)
+        traceback_state = 0; /* not this message's */
     write_message_bundle(&t, pattern, line);
 }
 

@@ -209,10 +209,13 @@ GMP_HIDDEN void gmp_crash_arm(void);
 GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
 
 /* messages.c: an OOM message seen on stderr while an episode was open, for
- * its bundle: copies it out (cap bytes each) and returns its level (0 none).
+ * its bundle: copies it out (cap bytes each) and returns its level (0 none);
+ * *python_fd: the Python traceback printed with it, in a memfd the caller
+ * closes, or -1.
  * note_bundle: an episode's bundle was written at path (level: what filled
  * its exception, 0 the hook's own words). */
-GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t cap);
+GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t cap,
+                                 int *python_fd);
 /* Bytes the program just wrote to stderr (stderr.c), at most 4 KiB read. */
 GMP_HIDDEN void gmp_messages_scan(const char *buf, size_t n);
 GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);

@@ -78,4 +78,10 @@ GMP_HIDDEN void gmp_redact_text(char *s, size_t len);
 /* Is the environment variable name one whose value must never be written? */
 GMP_HIDDEN int gmp_env_name_is_secret(const char *name, size_t len);
 
+/* bundle_patch.c: add the file name (data, len bytes) to the bundle at
+ * path and list it in its manifest (rewritten atomically); never replaces
+ * a file the bundle has.  buf is scratch, twice the manifest's size. */
+GMP_HIDDEN int gmp_bundle_add_file(const char *bundle, const char *name, const char *data,
+                                   size_t len, char *buf, size_t cap);
+
 #endif

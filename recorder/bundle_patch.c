@@ -1,5 +1,6 @@
 /*
- * bundle_patch.c — fills in the exception of a bundle already written.
+ * bundle_patch.c — fills in the exception of a bundle already written, and
+ * adds a file to one (the Python traceback a framework printed after it).
  *
  * A framework's own message ("torch.OutOfMemoryError: CUDA out of memory.
  * Tried to allocate ...") often reaches stderr just after the failing call
@@ -18,6 +19,23 @@
 #include <unistd.h>
 
 #define TMP_NAME ".metadata.json.tmp"
+#define MANIFEST_TMP_NAME ".manifest.json.tmp"
+
+/* name in dirfd replaced by data whole: written under tmp, renamed over. */
+static int replace_file(int dirfd, const char *tmp, const char *name, const char *data,
+                        size_t len)
+{
+    unlinkat(dirfd, tmp, 0);
+    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    int ok = gmp_write_all(fd, data, len) == 0;
+    close(fd);
+    if (ok && renameat(dirfd, tmp, dirfd, name) == 0)
+        return 0;
+    unlinkat(dirfd, tmp, 0);
+    return -1;
+}
 
 int gmp_bundle_patch_exception(const char *bundle, const char *type, const char *module,
                                const char *message, char *buf, size_t cap)
@@ -57,18 +75,48 @@ int gmp_bundle_patch_exception(const char *bundle, const char *type, const char 
             memcpy(out + head, fields + 1, flen - 2); /* without the braces */
             memcpy(out + head + flen - 2, end, tail);
             size_t total = head + flen - 2 + tail;
-            unlinkat(dirfd, TMP_NAME, 0);
-            fd = openat(dirfd, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0600);
-            if (fd >= 0) {
-                int ok = gmp_write_all(fd, out, total) == 0;
-                close(fd);
-                if (ok && renameat(dirfd, TMP_NAME, dirfd, "metadata.json") == 0)
-                    rc = 0;
-                else
-                    unlinkat(dirfd, TMP_NAME, 0);
-            }
+            rc = replace_file(dirfd, TMP_NAME, "metadata.json", out, total);
         }
+    }
+    int saved = errno;
+    close(dirfd);
+    errno = saved;
+    return rc;
+}
+
+int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, size_t len,
+                        char *buf, size_t cap)
+{
+    int dirfd = open(bundle, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0)
+        return -1;
+    int rc = -1;
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) { /* never over one the bundle has */
+        int ok = gmp_write_all(fd, data, len) == 0;
+        close(fd);
+        ssize_t n = -1;
+        int mfd = ok ? openat(dirfd, "manifest.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        if (mfd >= 0) {
+            n = read(mfd, buf, cap / 2);
+            close(mfd);
+        }
+        /* "files":["manifest.json",... -> "files":["NAME","manifest.json",... */
+        char *files = n > 0 && (size_t)n < cap / 2 ? (buf[n] = '\0', strstr(buf, "\"files\":[")) : NULL;
+        size_t nl = strlen(name);
+        if (files && (size_t)n + nl + 3 < cap / 2) {
+            char *out = buf + cap / 2;
+            size_t head = (size_t)(files - buf) + 9;
+            memcpy(out, buf, head);
+            out[head] = '"';
+            memcpy(out + head + 1, name, nl);
+            memcpy(out + head + 1 + nl, "\",", 2);
+            memcpy(out + head + 3 + nl, buf + head, (size_t)n - head);
+            rc = replace_file(dirfd, MANIFEST_TMP_NAME, "manifest.json", out,
+                              (size_t)n + nl + 3);
+        }
+        if (rc < 0)
+            unlinkat(dirfd, name, 0); /* listed nowhere: not left behind */
     }
     int saved = errno;
     close(dirfd);

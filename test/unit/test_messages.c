@@ -7,8 +7,10 @@
  * exception of that call's bundle, whether the episode is still open or
  * its bundle was just written (metadata.json rewritten, still valid).  The
  * same lines through stdio and std::cerr; a rate limit's "resource
- * exhausted" is no OOM; one message-only bundle a process.  The program's
- * own output and status never change; other stderr is ignored.
+ * exhausted" is no OOM; one message-only bundle a process.  The traceback
+ * Python printed becomes the bundle's Python stack when none was taken at
+ * the failure.  The program's own output and status never change; other
+ * stderr is ignored.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -67,6 +69,23 @@ static void expect_torch_exception(json_t *md)
     assert_string_equal(json_str(md, "exception_message"), TORCH_MESSAGE);
 }
 
+/* The traceback Python printed is the bundle's Python stack: the failing
+ * call released the GIL (ctypes does, as torch does), so none was taken at
+ * the failure; show names the innermost frame first. */
+static void expect_printed_stack(void)
+{
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+    static char shown[1 << 16], shown_err[4096];
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    const char *stack = strstr(shown, "\nPython stack:     <string>:");
+    if (!stack || !strstr(stack, " in train_step  (innermost first)\n                  <string>:"))
+        fail_msg("no Python stack from the printed traceback:\n%s", shown);
+    const char *validate[] = {inspect_path(), "validate", bundle, NULL};
+    assert_int_equal(run_capture(validate, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+}
+
 static void test_message_alone(void **state)
 {
     (void)state;
@@ -81,6 +100,7 @@ static void test_message_alone(void **state)
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
     expect_first_cause(bundle, "the framework's own memory pool ran out");
+    expect_printed_stack();
 }
 
 /* A real failure first (the cudart double, reaching the driver), episode
@@ -101,6 +121,7 @@ static void test_message_fills_the_open_episode(void **state)
     assert_string_equal(json_str(json_object_get(md, "failed_request"), "api"), "cuMemAlloc_v2");
     expect_torch_exception(md);
     json_decref(md);
+    expect_printed_stack();
 }
 
 /* GMP_OOM_POLICY=first: the bundle is written at the failure; the message
@@ -114,6 +135,7 @@ static void test_message_patches_a_written_bundle(void **state)
     assert_string_equal(json_str(md, "confirmed_by"), "first");
     expect_torch_exception(md);
     json_decref(md);
+    expect_printed_stack(); /* added to the bundle, and to its manifest */
 }
 
 static void test_other_stderr_is_ignored(void **state)

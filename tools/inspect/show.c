@@ -348,46 +348,66 @@ static void show_usage(FILE *f)
           f);
 }
 
-/* python_traceback.txt (faulthandler's words, innermost frame first): one
- * line a frame, "grow.py:4 in load_batch" with the file's path as written,
- * for the thread that failed (the first stack in the file). */
+/* python_traceback.txt: faulthandler's words at the failure (innermost
+ * frame first, `File "f.py", line 4 in fn`), or the traceback Python
+ * printed (outermost first, `File "f.py", line 4, in fn`, its source lines
+ * between).  Shown innermost first, one line a frame: "f.py:4 in fn", for
+ * the first stack in the file (the thread that failed). */
 #define PYTHON_FRAMES_SHOWN 12
+#define PYTHON_FRAMES_READ 256
 static void print_python_stack(bundle *b)
 {
     size_t len;
     char *text = read_file_at(b->dirfd, "python_traceback.txt", 1u << 20, &len, NULL, 0);
     if (!text)
         return;
-    size_t shown = 0, more = 0, stacks = 0;
+    struct { const char *file, *fn; long line; } frames[PYTHON_FRAMES_READ];
+    size_t n = 0, stacks = 0, dropped = 0;
+    int outermost_first = 0;
     for (char *line = text, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
-        if (strstr(line, "most recent call first") && ++stacks > 1)
-            break; /* another thread's stack */
-        const char *file = strstr(line, "File \"");
+        if (strstr(line, "most recent call")) {
+            if (++stacks > 1)
+                break; /* another thread's stack */
+            outermost_first = strstr(line, "most recent call last") != NULL;
+        }
+        char *file = strstr(line, "File \"");
         char *end = file ? strstr(file + 6, "\", line ") : NULL;
         if (!file || !end)
             continue;
-        if (shown == PYTHON_FRAMES_SHOWN) {
-            more++;
-            continue;
-        }
         *end = '\0';
         char *rest = end + 7, *in = strstr(rest, " in ");
-        long lineno = strtol(rest, NULL, 10);
-        printf("%-18s", shown ? "" : "Python stack:");
-        print_clean(stdout, file + 6, 300);
-        printf(":%ld", lineno);
-        if (in) {
-            fputs(" in ", stdout);
-            print_clean(stdout, in + 4, 200);
+        if (n == PYTHON_FRAMES_READ) {
+            /* the innermost are the ones worth keeping */
+            if (!outermost_first) {
+                dropped++;
+                continue;
+            }
+            memmove(frames, frames + 1, sizeof frames - sizeof *frames);
+            n--;
+            dropped++;
         }
-        puts(shown ? "" : "  (innermost first)");
-        shown++;
+        frames[n].file = file + 6;
+        frames[n].line = strtol(rest, NULL, 10);
+        frames[n].fn = in ? in + 4 : NULL;
+        n++;
     }
-    if (more)
-        printf("%-18s... %zu outer frame(s) more in python_traceback.txt\n", "", more);
+    for (size_t k = 0; k < n && k < PYTHON_FRAMES_SHOWN; k++) {
+        size_t i = outermost_first ? n - 1 - k : k;
+        printf("%-18s", k ? "" : "Python stack:");
+        print_clean(stdout, frames[i].file, 300);
+        printf(":%ld", frames[i].line);
+        if (frames[i].fn) {
+            fputs(" in ", stdout);
+            print_clean(stdout, frames[i].fn, 200);
+        }
+        puts(k ? "" : "  (innermost first)");
+    }
+    if (n > PYTHON_FRAMES_SHOWN || dropped)
+        printf("%-18s... %zu outer frame(s) more in python_traceback.txt\n", "",
+               n - (n > PYTHON_FRAMES_SHOWN ? PYTHON_FRAMES_SHOWN : n) + dropped);
     free(text);
 }
 
