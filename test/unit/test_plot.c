@@ -1,7 +1,8 @@
 /*
  * test_plot.c — `gmp-inspect plot`: for a bundle of the CUDA double run out
- * of memory, a well-formed SVG (xmllint) with the device's line and the OOM
- * marked, and an HTML page that headless Chromium renders to a screenshot
+ * of memory, a well-formed SVG (xmllint) with the device's line, the OOM
+ * marked, the device's total drawn and labelled, a legend for all of it and
+ * round tick values, and an HTML page that headless Chromium renders to a screenshot
  * that is not blank (Chromium is installed when it can be; the test skips
  * with a message where it cannot).  A bundle with no events still plots.
  */
@@ -52,6 +53,18 @@ static void test_svg(void **state)
     assert_non_null(strstr(out, "<polyline"));
     assert_non_null(strstr(out, ">cuda:0 in use</text>"));
     assert_non_null(strstr(out, ">OOM: cudaMalloc 256.0 MiB</text>"));
+    /* the limit it ran into, as a line labelled on the chart and in the
+     * legend, with everything else drawn */
+    const char *limit = strstr(out, ">cuda:0 total 1.0 GiB</text>");
+    assert_non_null(limit);
+    assert_non_null(strstr(limit + 1, ">cuda:0 total 1.0 GiB</text>"));
+    assert_non_null(strstr(out, ">allocation (tick)</text>"));
+    assert_non_null(strstr(out, ">failed request (box: size)</text>"));
+    /* round ticks: binary steps on the bytes, 1-2-5 on the time */
+    assert_non_null(strstr(out, "text-anchor=\"end\">512 MiB</text>"));
+    assert_non_null(strstr(out, "text-anchor=\"end\">1 GiB</text>"));
+    assert_non_null(strstr(out, ">2 ms</text>"));
+    assert_null(strstr(out, "e+"));
     snprintf(cmd, sizeof cmd, "%s plot '%s' -o '%s/plot.png'", inspect_path(), bundle,
              paths.scratch);
     assert_int_equal(sh(cmd), 2); /* only .svg or .html */
@@ -112,6 +125,36 @@ static void test_html_renders(void **state)
         fail_msg("the screenshot is blank (%d inked pixels)", ink);
 }
 
+/* A host that grew into RLIMIT_AS: the limit drawn and labelled, the
+ * watchdog's memory-pressure moment marked, both in the legend. */
+static void test_host_limit_and_pressure(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    char script[4096];
+    snprintf(script, sizeof script,
+             "ulimit -v 700000; export LD_PRELOAD='%s'; exec python3 -c '\n"
+             "import time\n"
+             "chunks = []\n"
+             "while True:\n"
+             "    chunks.append(bytearray(20 << 20))\n"
+             "    time.sleep(0.15 if len(chunks) > 25 else 0.01)\n'",
+             paths.preload);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "for d in '%s'/oom_dump_*; do grep -q '\"reason\":\"ENOMEM\"' \"$d/manifest.json\" && "
+             "%s plot \"$d\" -o '%s/host.svg' && xmllint --noout '%s/host.svg' && "
+             "cat '%s/host.svg'; done",
+             paths.dumps, inspect_path(), paths.scratch, paths.scratch, paths.scratch);
+    if (sh(cmd) != 0 || !strstr(out, "<svg"))
+        fail_msg("no plot of the ENOMEM bundle: %s%s", out, err);
+    const char *limit = strstr(out, ">RLIMIT_AS ");
+    if (!limit || !strstr(limit + 1, ">RLIMIT_AS ") || !strstr(out, ">pressure</text>") ||
+        !strstr(out, ">memory-pressure warning</text>"))
+        fail_msg("the limit or the pressure moment is missing:\n%s", out);
+}
+
 static void test_no_events_still_plots(void **state)
 {
     (void)state;
@@ -139,6 +182,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_svg),
         cmocka_unit_test(test_html_renders),
+        cmocka_unit_test(test_host_limit_and_pressure),
         cmocka_unit_test(test_no_events_still_plots),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

@@ -136,6 +136,11 @@ int kind_is_oom(bundle_kind k);
 /* "out of memory", "memory-pressure warning", ... */
 const char *kind_label(bundle_kind k);
 
+/* event_lines.c: one event on a line ("> " and a note for the failed
+ * request); python_stack.c: python_traceback.txt, innermost frame first. */
+void print_event(json_t *ev, int is_failure);
+void print_python_stack(bundle *b);
+
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */
 void diagnose(bundle *b, int colour);

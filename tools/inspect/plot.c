@@ -1,10 +1,12 @@
 /*
  * plot.c — `gmp-inspect plot BUNDLE -o FILE.svg|FILE.html`: memory in use
  * over time, one line per device and one for the host, from the bundle's
- * events; allocations and frees as ticks under the axis; each OOM marked,
- * with the request drawn on top of what was in use (and against the
- * device's total where the bundle knows it).  One self-contained file: an
- * SVG, or an HTML page holding the same SVG, no script, no network.
+ * events; allocations and frees as ticks under the axis; the memory-pressure
+ * moments; each OOM marked, with the request drawn on top of what was in
+ * use; the limits it ran against (RLIMIT_AS, the memory cgroup's, each
+ * device's total) as labelled lines; round ticks and a legend for all of
+ * it.  One self-contained file: an SVG, or an HTML page holding the same
+ * SVG, no script, no network.
  */
 #include "inspect.h"
 
@@ -15,7 +17,7 @@
 #define W 960
 #define H 480
 #define L 90  /* plot area: left, right, top, bottom margins */
-#define R 170
+#define R 220
 #define T 50
 #define B 70
 #define MAX_SERIES 16
@@ -29,10 +31,20 @@ typedef struct series {
     size_t n, cap;
 } series;
 
+/* A limit the memory ran against: drawn as a labelled line. */
+#define MAX_LIMITS 8
+typedef struct limit {
+    char label[64];
+    double bytes;
+} limit;
+
 typedef struct plot {
     series s[MAX_SERIES];
     int ns;
-    double t0, t1, ymax;
+    double t0, t1, ymax, ystep; /* the y axis: round ticks ystep apart up to ymax */
+    limit lim[MAX_LIMITS];
+    int nlim;
+    int has_alloc, has_free, has_oom, has_pressure;
     const event_list *events;
 } plot;
 
@@ -134,14 +146,80 @@ static void collect(plot *p)
             add_point(s, t, y);
         p->t0 = fmin(p->t0, t);
         p->t1 = fmax(p->t1, t);
-        p->ymax = fmax(p->ymax, !strcmp(type, "oom") ? y + size : y);
+        /* a request far beyond what was in use would flatten every line:
+         * the axis holds it only when it is of the lines' order */
+        p->ymax = fmax(p->ymax, y);
+        if (!strcmp(type, "oom") && y + size <= 4 * fmax(y, 1))
+            p->ymax = fmax(p->ymax, y + size);
     }
     if (!(p->t1 > p->t0)) {
         p->t1 = p->t0 + 1;
     }
+}
+
+/* A step of 1, 2 or 5 times a power of base that puts about n ticks
+ * under top (time: 0.5 s, 1 s, 2 s...). */
+static double nice_step(double top, double base, int n)
+{
+    double raw = top / n, unit = 1;
+    while (unit * base <= raw)
+        unit *= base;
+    while (unit > raw && unit > 1e-9)
+        unit /= base;
+    static const double m[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+        if (unit * m[i] >= raw)
+            return unit * m[i];
+    return unit * base;
+}
+
+static void add_limit(plot *p, const char *what, double bytes)
+{
+    if (p->nlim == MAX_LIMITS || !(bytes > 0))
+        return;
+    char amount[32];
+    fmt_bytes((uint64_t)bytes, amount, sizeof amount);
+    snprintf(p->lim[p->nlim].label, sizeof p->lim[0].label, "%s %s", what, amount);
+    p->lim[p->nlim++].bytes = bytes;
+}
+
+/* The limits that bounded what was plotted: RLIMIT_AS and the memory
+ * cgroup's for the host, each device's total for its line.  The axis
+ * reaches a limit near the lines (up to 4 times their top); one far above
+ * is named in the legend as off the chart. */
+static void limits(plot *p, bundle *b)
+{
+    int host = 0;
+    for (int i = 0; i < p->ns; i++)
+        host |= !strcmp(p->s[i].name, "host");
+    json_t *hs = json_object_get(b->metadata, "host_state");
+    double v;
+    if (host && !num(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft", &v))
+        add_limit(p, "RLIMIT_AS", v);
+    if (host && !num(json_object_get(hs, "cgroup"), "memory_max", &v))
+        add_limit(p, "cgroup limit", v);
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(b->metadata, "device_state"), i, st) {
+        double dev = -1, total;
+        num(st, "device", &dev);
+        const char *backend = jstr(st, "backend");
+        char what[48];
+        snprintf(what, sizeof what, "%.16s:%.0f total", backend ? backend : "device", dev);
+        if (!num(st, "total", &total))
+            add_limit(p, what, total);
+    }
+    double top = p->ymax > 0 ? p->ymax : 1;
+    for (int k = 0; k < p->nlim; k++)
+        if (p->lim[k].bytes <= 4 * top)
+            p->ymax = fmax(p->ymax, p->lim[k].bytes);
     if (!(p->ymax > 0))
         p->ymax = 1;
-    p->ymax *= 1.1;
+    /* a power of two: 256 MiB, 512 MiB, 768 MiB... read round in binary units */
+    p->ystep = 1;
+    while (p->ystep * 5 < p->ymax * 1.05)
+        p->ystep *= 2;
+    p->ymax = ceil(p->ymax * 1.05 / p->ystep) * p->ystep;
 }
 
 static double px(const plot *p, double t)
@@ -154,14 +232,25 @@ static double py(const plot *p, double y)
     return H - B - y / p->ymax * (H - T - B);
 }
 
+/* "512 MiB", "1.5 GiB": a tick's bytes without a needless ".0" */
+static void round_bytes(double v, char *out, size_t cap)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, cap, "%.3g %s", v, units[u]);
+}
+
 static void axes(FILE *f, const plot *p)
 {
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#ffffff\" "
                "stroke=\"#444444\"/>\n", L, T, W - L - R, H - T - B);
-    for (int k = 0; k <= 4; k++) {
-        double y = p->ymax / 1.1 * k / 4;
+    for (double y = 0; y <= p->ymax * (1 + 1e-9); y += p->ystep) {
         char label[32];
-        fmt_bytes((uint64_t)y, label, sizeof label);
+        round_bytes(y, label, sizeof label);
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#dddddd\"/>\n", L,
                 py(p, y), W - R, py(p, y));
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
@@ -177,12 +266,11 @@ static void axes(FILE *f, const plot *p)
         scale = 1e3;
         unit = "ms";
     }
-    for (int k = 0; k <= 5; k++) {
-        double t = p->t0 + span * k / 5;
+    double step = nice_step(span * scale, 10, 5) / scale;
+    for (double t = 0; t <= span * (1 + 1e-9); t += step)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">"
-                   "%.4g %s</text>\n",
-                px(p, t), H - B + 32, (t - p->t0) * scale, unit);
-    }
+                   "%.3g %s</text>\n",
+                px(p, p->t0 + t), H - B + 32, t * scale, unit);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">time since the "
                "first event</text>\n", L + (W - L - R) / 2, H - 12);
 }
@@ -199,16 +287,69 @@ static void lines(FILE *f, const plot *p)
             fprintf(f, "%.1f,%.1f ", px(p, s->t[k]), py(p, s->y[k]));
         }
         fputs("\"/>\n", f);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", W - R + 14,
-                T + 10 + 18 * i, c);
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\">", W - R + 34, T + 15 + 18 * i);
-        xml_text(f, s->name);
-        fputs(" in use</text>\n", f);
     }
 }
 
-/* Allocation and free ticks under the axis, and the OOMs. */
-static void marks(FILE *f, const plot *p, json_t *metadata)
+/* One legend row: a line swatch (colour, dashes or "none"), then text. */
+static int legend_row(FILE *f, int row, const char *colour, const char *dashes, int width,
+                      const char *text)
+{
+    int x = W - R + 14, y = T + 10 + 18 * row;
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
+               "stroke-width=\"%d\" stroke-dasharray=\"%s\"/>\n",
+            x, y, x + 14, y, colour, width, dashes);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">", W - R + 34, y + 4);
+    xml_text(f, text);
+    fputs("</text>\n", f);
+    return row + 1;
+}
+
+/* Everything drawn, named: the lines, the ticks, the OOM, the limits. */
+static void legend(FILE *f, const plot *p)
+{
+    int row = 0;
+    for (int i = 0; i < p->ns; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "%s in use", p->s[i].name);
+        row = legend_row(f, row, colours[i % 8], "none", 3, text);
+    }
+    if (p->has_alloc)
+        row = legend_row(f, row, "#2ca02c", "none", 2, "allocation (tick)");
+    if (p->has_free)
+        row = legend_row(f, row, "#999999", "none", 2, "free (tick)");
+    if (p->has_oom)
+        row = legend_row(f, row, "#d62728", "6,4", 2, "failed request (box: size)");
+    if (p->has_pressure)
+        row = legend_row(f, row, "#9467bd", "2,2", 2, "memory-pressure warning");
+    for (int k = 0; k < p->nlim; k++) {
+        char text[96];
+        snprintf(text, sizeof text, "%s%s", p->lim[k].label,
+                 p->lim[k].bytes > p->ymax ? " (off the chart)" : "");
+        row = legend_row(f, row, "#ff7f0e", "8,3", 2, text);
+    }
+}
+
+/* Each limit within the chart: a line across it, labelled. */
+static void limit_lines(FILE *f, const plot *p)
+{
+    for (int k = 0; k < p->nlim; k++) {
+        if (p->lim[k].bytes > p->ymax)
+            continue;
+        double y = py(p, p->lim[k].bytes);
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ff7f0e\" "
+                   "stroke-width=\"2\" stroke-dasharray=\"8,3\"/>\n<text x=\"%d\" y=\"%.1f\" "
+                   "font-size=\"11\" fill=\"#ff7f0e\">",
+                L, y, W - R, y, L + 4, y - 4);
+        xml_text(f, p->lim[k].label);
+        fputs("</text>\n", f);
+    }
+}
+
+/* Allocation and free ticks under the axis, the memory-pressure moments,
+ * and the OOMs: a dashed line, and the request as a box on top of what was
+ * in use (at least a few pixels tall; cut at the chart's top, and said so,
+ * when it reaches past it). */
+static void marks(FILE *f, plot *p, json_t *metadata)
 {
     size_t i;
     json_t *ev;
@@ -218,47 +359,63 @@ static void marks(FILE *f, const plot *p, json_t *metadata)
         if (!type || num(ev, "timestamp", &t) < 0)
             continue;
         num(ev, "size", &size);
+        double x = px(p, t);
         if (!strcmp(type, "alloc") || !strcmp(type, "free")) {
             int up = !strcmp(type, "alloc");
+            p->has_alloc |= up;
+            p->has_free |= !up;
             fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\"/>\n",
-                    px(p, t), H - B + 4, px(p, t), H - B + (up ? 14 : 10),
-                    up ? "#2ca02c" : "#999999");
+                    x, H - B + 4, x, H - B + (up ? 14 : 10), up ? "#2ca02c" : "#999999");
+        } else if (!strcmp(type, "pressure")) {
+            p->has_pressure = 1;
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#9467bd\" "
+                       "stroke-width=\"2\" stroke-dasharray=\"2,2\"/>\n<text x=\"%.1f\" y=\"%d\" "
+                       "font-size=\"11\" fill=\"#9467bd\" text-anchor=\"middle\">pressure</text>\n",
+                    x, T, x, H - B, x, T - 4);
         } else if (!strcmp(type, "oom") && num(ev, "bytes_in_use", &y) == 0) {
-            char req[32], label[160];
+            p->has_oom = 1;
+            char req[32], label[200];
             fmt_bytes((uint64_t)size, req, sizeof req);
-            snprintf(label, sizeof label, "OOM: %.40s %s", jstr(ev, "api") ? jstr(ev, "api") : "?",
-                     req);
-            double x = px(p, t);
+            double top = py(p, y + size), bottom = py(p, y);
+            int cut = top < T;
+            if (cut)
+                top = T;
+            if (bottom - top < 6) /* a small request still shows */
+                top = bottom - 6;
+            snprintf(label, sizeof label, "OOM: %.40s %s%s", jstr(ev, "api") ? jstr(ev, "api") : "?",
+                     req, cut ? " (reaches above the chart)" : "");
             fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#d62728\" "
                        "stroke-dasharray=\"6,4\" stroke-width=\"2\"/>\n", x, T, x, H - B);
-            /* the request, stacked on what was in use */
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"%.1f\" fill=\"#d62728\" "
-                       "fill-opacity=\"0.25\" stroke=\"#d62728\"/>\n",
-                    x - 6, py(p, y + size), py(p, y) - py(p, y + size));
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"%.1f\" fill=\"#d62728\" "
+                       "fill-opacity=\"0.35\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
+                    x - 8, top, bottom - top);
             int left = x > L + (W - L - R) / 2; /* keep the label inside the plot */
             fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"#d62728\" "
-                       "text-anchor=\"%s\">", left ? x - 8 : x + 8, T + 14,
+                       "text-anchor=\"%s\">", left ? x - 10 : x + 10, T + 14,
                     left ? "end" : "start");
             xml_text(f, label);
             fputs("</text>\n", f);
         }
     }
-    /* the device's total and what all processes had in use there when it
-     * failed: the request is drawn against what was free */
-    json_t *states = json_object_get(metadata, "device_state");
-    json_array_foreach(states, i, ev) {
+    /* what all processes had in use on a device when it failed: the
+     * request is drawn against what was free (not drawn over a limit's
+     * line: a full device's is its total's) */
+    json_array_foreach(json_object_get(metadata, "device_state"), i, ev) {
         double total, free_b;
-        if (num(ev, "total", &total) || total <= 0 || num(ev, "free", &free_b))
+        if (num(ev, "total", &total) || total <= 0 || num(ev, "free", &free_b) ||
+            total - free_b < 0 || total - free_b > p->ymax)
             continue;
-        static const char *const labels[] = {"device total", "in use on the device (all processes)"};
-        double ys[2] = {total, total - free_b};
-        for (int k = 0; k < 2; k++)
-            if (ys[k] >= 0 && ys[k] < p->ymax)
-                fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ff7f0e\" "
-                           "stroke-dasharray=\"%s\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
-                           "fill=\"#ff7f0e\">%s</text>\n",
-                        L, py(p, ys[k]), W - R, py(p, ys[k]), k ? "6,3" : "2,3", L + 4,
-                        py(p, ys[k]) - 4, labels[k]);
+        double y = py(p, total - free_b);
+        int over_limit = 0;
+        for (int k = 0; k < p->nlim; k++)
+            over_limit |= p->lim[k].bytes <= p->ymax && fabs(py(p, p->lim[k].bytes) - y) < 14;
+        if (over_limit)
+            continue;
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ff7f0e\" "
+                   "stroke-dasharray=\"2,3\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
+                   "fill=\"#ff7f0e\" text-anchor=\"end\">in use on the device (all "
+                   "processes)</text>\n",
+                L, y, W - R, y, W - R - 24, y + 13);
     }
 }
 
@@ -277,8 +434,10 @@ static void write_svg(FILE *f, plot *p, bundle *b)
                 W / 2 - 80, H / 2);
     } else {
         axes(f, p);
+        limit_lines(f, p);
         lines(f, p);
         marks(f, p, b->metadata);
+        legend(f, p);
     }
     fputs("</svg>\n", f);
 }
@@ -326,6 +485,7 @@ int cmd_plot(int argc, char **argv)
     memset(&p, 0, sizeof p);
     p.events = &b.events;
     collect(&p);
+    limits(&p, &b);
     FILE *f = fopen(outp, "w");
     if (!f) {
         fprintf(stderr, "gmp-inspect plot: cannot write %s\n", outp);

@@ -1,102 +1,18 @@
 /*
- * show.c — `gmp-inspect show BUNDLE` and `gmp-inspect events BUNDLE`.
- * show says in plain words what failed, when, in which process, with the
- * exception, context, custom metadata, bytes in use and the last events.
- * events prints every event, as a table or (--json) as the JSON array.
- * Works on bundles from the Python recorder too: unknown event shapes are
- * printed as their key=value pairs.
+ * show.c — `gmp-inspect show BUNDLE...`: in plain words what kind of bundle
+ * it is (kind.c), the likely causes (diagnose.c), the Python stack
+ * (python_stack.c), what failed, when, in which process, with the
+ * exception, context, custom metadata, bytes in use and the events up to
+ * the failure (event_lines.c).  Works on bundles from the Python recorder
+ * too.
  */
 #include "inspect.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SHOW_LAST_EVENTS 10
-
-static void print_time(json_t *ev)
-{
-    json_t *t = json_object_get(ev, "timestamp");
-    if (!json_is_number(t)) {
-        printf("%-15s", "?");
-        return;
-    }
-    double secs = json_number_value(t);
-    if (!(secs >= 0 && secs < 1e12)) {
-        printf("%-15s", "?");
-        return;
-    }
-    time_t whole = (time_t)secs;
-    struct tm tm;
-    gmtime_r(&whole, &tm);
-    printf("%02d:%02d:%02d.%06d", tm.tm_hour, tm.tm_min, tm.tm_sec,
-           (int)((secs - (double)whole) * 1e6));
-}
-
-static const char *const known_keys[] = {
-    "seq", "timestamp", "event_type", "backend", "device_id", "api", "address",
-    "size", "result", "thread_id", "bytes_in_use", "stack_id",
-};
-
-static int is_known(const char *key)
-{
-    for (size_t i = 0; i < sizeof known_keys / sizeof *known_keys; i++)
-        if (!strcmp(key, known_keys[i]))
-            return 1;
-    return 0;
-}
-
-/* One event on one line: time, type, api, where, size, in use, then any
- * other fields (Python recorder events carry their own). */
-static void print_event(json_t *ev, int is_failure)
-{
-    if (!json_is_object(ev)) {
-        puts("  (not an event object)");
-        return;
-    }
-    char size[32] = "", in_use[32] = "";
-    int64_t v, dev = -1;
-    if (!jint(ev, "size", &v))
-        fmt_bytes((uint64_t)v, size, sizeof size);
-    if (!jint(ev, "bytes_in_use", &v))
-        fmt_bytes((uint64_t)v, in_use, sizeof in_use);
-    jint(ev, "device_id", &dev);
-    const char *type = jstr(ev, "event_type");
-    const char *api = jstr(ev, "api");
-    const char *backend = jstr(ev, "backend");
-    /* the watchdog's sample: size is the limit, result the percent of it */
-    int pressure = type && !strcmp(type, "pressure");
-    if (pressure && api && !strcmp(api, "unknown"))
-        api = NULL;
-    printf(is_failure ? "> " : "  ");
-    print_time(ev);
-    printf("  %-13.13s %-18.18s ", type ? type : "-", api ? api : "-");
-    if (backend && dev >= 0)
-        printf("%s:%-3lld ", backend, (long long)dev);
-    else
-        printf("%-7s ", backend ? backend : "-");
-    printf("%10s", pressure ? "" : size);
-    if (in_use[0])
-        printf("  in use %s", in_use);
-    if (pressure && size[0] && !jint(ev, "result", &v))
-        printf(", %lld%% of a %s limit", (long long)v, size);
-    else if (!jint(ev, "result", &v) && v)
-        printf("  result %lld", (long long)v);
-    const char *key;
-    json_t *val;
-    json_object_foreach(ev, key, val) {
-        if (is_known(key))
-            continue;
-        char *txt = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
-        printf("  ");
-        print_clean(stdout, key, 40);
-        putchar('=');
-        print_clean(stdout, txt ? txt : "?", 80);
-        free(txt);
-    }
-    puts(is_failure ? "  <- the failed request" : "");
-}
 
 static void print_field(const char *label, const char *value)
 {
@@ -348,69 +264,6 @@ static void show_usage(FILE *f)
           f);
 }
 
-/* python_traceback.txt: faulthandler's words at the failure (innermost
- * frame first, `File "f.py", line 4 in fn`), or the traceback Python
- * printed (outermost first, `File "f.py", line 4, in fn`, its source lines
- * between).  Shown innermost first, one line a frame: "f.py:4 in fn", for
- * the first stack in the file (the thread that failed). */
-#define PYTHON_FRAMES_SHOWN 12
-#define PYTHON_FRAMES_READ 256
-static void print_python_stack(bundle *b)
-{
-    size_t len;
-    char *text = read_file_at(b->dirfd, "python_traceback.txt", 1u << 20, &len, NULL, 0);
-    if (!text)
-        return;
-    struct { const char *file, *fn; long line; } frames[PYTHON_FRAMES_READ];
-    size_t n = 0, stacks = 0, dropped = 0;
-    int outermost_first = 0;
-    for (char *line = text, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        if (strstr(line, "most recent call")) {
-            if (++stacks > 1)
-                break; /* another thread's stack */
-            outermost_first = strstr(line, "most recent call last") != NULL;
-        }
-        char *file = strstr(line, "File \"");
-        char *end = file ? strstr(file + 6, "\", line ") : NULL;
-        if (!file || !end)
-            continue;
-        *end = '\0';
-        char *rest = end + 7, *in = strstr(rest, " in ");
-        if (n == PYTHON_FRAMES_READ) {
-            /* the innermost are the ones worth keeping */
-            if (!outermost_first) {
-                dropped++;
-                continue;
-            }
-            memmove(frames, frames + 1, sizeof frames - sizeof *frames);
-            n--;
-            dropped++;
-        }
-        frames[n].file = file + 6;
-        frames[n].line = strtol(rest, NULL, 10);
-        frames[n].fn = in ? in + 4 : NULL;
-        n++;
-    }
-    for (size_t k = 0; k < n && k < PYTHON_FRAMES_SHOWN; k++) {
-        size_t i = outermost_first ? n - 1 - k : k;
-        printf("%-18s", k ? "" : "Python stack:");
-        print_clean(stdout, frames[i].file, 300);
-        printf(":%ld", frames[i].line);
-        if (frames[i].fn) {
-            fputs(" in ", stdout);
-            print_clean(stdout, frames[i].fn, 200);
-        }
-        puts(k ? "" : "  (innermost first)");
-    }
-    if (n > PYTHON_FRAMES_SHOWN || dropped)
-        printf("%-18s... %zu outer frame(s) more in python_traceback.txt\n", "",
-               n - (n > PYTHON_FRAMES_SHOWN ? PYTHON_FRAMES_SHOWN : n) + dropped);
-    free(text);
-}
-
 /* The headline, one per kind of bundle (kind.c).  A death written up after
  * the fact (gmp-run, recover) is an out-of-memory death only with
  * evidence: the kernel's OOM killer named, or an allocation that failed
@@ -645,62 +498,6 @@ static int show_one(const char *path, long last)
         if (until < n)
             printf("  ... %zu more after it (gmp-inspect events shows them all)\n", n - until);
     }
-    bundle_close(&b);
-    return EXIT_OK;
-}
-
-static void events_usage(FILE *f)
-{
-    fputs("usage: gmp-inspect events BUNDLE [--json]\n"
-          "Print every event of the bundle, oldest first: one line each, or\n"
-          "with --json the events as a JSON array.\n"
-          "Exit status: 0, 1 when the bundle cannot be read, 2 usage error.\n",
-          f);
-}
-
-int cmd_events(int argc, char **argv)
-{
-    if (wants_help(argc, argv)) {
-        events_usage(stdout);
-        return EXIT_OK;
-    }
-    const char *path = NULL;
-    int as_json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            as_json = inspect_raw_json = 1;
-        else if (argv[i][0] == '-' || path) {
-            events_usage(stderr);
-            return EXIT_USAGE;
-        } else
-            path = argv[i];
-    }
-    if (!path) {
-        events_usage(stderr);
-        return EXIT_USAGE;
-    }
-    bundle b;
-    char err[1024];
-    if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {
-        fprintf(stderr, "gmp-inspect events: ");
-        print_clean(stderr, err, 1000);
-        fputc('\n', stderr);
-        return EXIT_INVALID;
-    }
-    size_t i;
-    json_t *ev;
-    if (as_json) /* one event a line, as the bundle holds them */
-        fputs("[", stdout);
-    event_foreach(&b.events, i, ev) {
-        if (!as_json) {
-            print_event(ev, i == b.events.failure);
-            continue;
-        }
-        fputs(i ? ",\n " : "\n ", stdout);
-        json_dumpf(ev, stdout, JSON_COMPACT | JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
-    }
-    if (as_json)
-        fputs("\n]\n", stdout);
     bundle_close(&b);
     return EXIT_OK;
 }
