@@ -91,6 +91,9 @@ typedef struct gmp_gpu_probe_result {
  * the caller found one (the preload, at the first failure or bundle,
  * without a dl* call). */
 GMP_HIDDEN void gmp_gpu_probe(void);
+/* Only torch's version (a file beside the loaded libtorch: no allocation,
+ * no GPU library called), for a host OOM, where the rest may not run. */
+GMP_HIDDEN void gmp_torch_probe(void);
 GMP_HIDDEN void gmp_python_probe(const char *(*py_get_version)(void));
 GMP_HIDDEN const gmp_gpu_probe_result *gmp_gpu_probe_get(void);
 /* The name of a device from the probe, or NULL. */

@@ -91,6 +91,14 @@ void gmp_python_probe(const char *(*py_version)(void))
     }
 }
 
+void gmp_torch_probe(void)
+{
+    if (probe.torch_version[0] || __atomic_exchange_n(&probing, 1, __ATOMIC_ACQUIRE))
+        return;
+    dl_iterate_phdr(find_torch, probe.torch_version);
+    __atomic_store_n(&probing, 0, __ATOMIC_RELEASE);
+}
+
 void gmp_gpu_probe(void)
 {
     unsigned long long adds = 0;

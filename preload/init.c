@@ -185,6 +185,8 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     int may_call = !gmp_in_signal && req->backend != GMP_BACKEND_CPU;
     if (may_call)
         gmp_gpu_probe();
+    else if (!gmp_in_signal) /* the loader's list is locked: never in a handler */
+        gmp_torch_probe();
     gmp_device_state devices[16];
     if (!with_stacks.devices) {
         with_stacks.devices = devices;
