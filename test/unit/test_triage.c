@@ -246,6 +246,40 @@ static void test_exit_status_table(void **state)
     assert_non_null(strstr(err, "unknown format 'xml' (text, json, markdown or junit)"));
 }
 
+/* A Python failure's site is its innermost frame of the program's own
+ * (not numpy's, not the standard library's), by the file's base name, so
+ * the same line fails alike on every machine. */
+static void test_python_site(void **state)
+{
+    (void)state;
+    char dir[600], tb[700];
+    snprintf(dir, sizeof dir, "%s/python", scratch);
+    snprintf(tb, sizeof tb, "%s/traceback.txt", scratch);
+    static const char printed[] =
+        "Traceback (most recent call last):\n"
+        "  File \"/home/a/job/train.py\", line 80, in <module>\n"
+        "    main()\n"
+        "  File \"/home/a/job/train.py\", line 42, in step\n"
+        "    x = np.ones((10**13,))\n"
+        "  File \"/venv/lib/python3.11/site-packages/numpy/_core/numeric.py\", line 232, in ones\n"
+        "    a = empty(shape, dtype, order)\n"
+        "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 72.8 TiB\n";
+    write_file(tb, printed, sizeof printed - 1);
+    FILE *f = fopen(tb, "r");
+    assert_non_null(f);
+    gmp_dump_request req = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
+                            .failed = {1, GMP_API_MALLOC, 80000000000000ull, -1, 12, 0, 0, {0}},
+                            .python_traceback_fd = fileno(f)};
+    dump_one(dir, &req);
+    fclose(f);
+    assert_int_equal(triage_paths("json", dir, dir), 3);
+    json_t *root = json_loads(out, 0, NULL);
+    assert_non_null(root);
+    assert_string_equal(json_str(json_array_get(json_object_get(root, "groups"), 0), "site"),
+                        "train.py:42 in step");
+    json_decref(root);
+}
+
 static void test_no_oom_exits_0(void **state)
 {
     (void)state;
@@ -282,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_groups_counts_and_formats),
         cmocka_unit_test(test_no_oom_exits_0),
         cmocka_unit_test(test_exit_status_table),
+        cmocka_unit_test(test_python_site),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

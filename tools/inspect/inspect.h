@@ -119,6 +119,9 @@ int name_site(bundle *b, int64_t stack, char *out, size_t cap);
 /* The module of modules.json that holds a runtime address (the highest load
  * bias at or below it): its path, and the bias in *bias; NULL when none. */
 const char *module_of(json_t *mods, uint64_t at, uint64_t *bias);
+/* A frame in the C library, the loader, an interpreter, a GPU runtime or
+ * us: never the program's site. */
+int is_library_frame(const char *path);
 
 /* kind.c: what a bundle records, from its metadata. */
 typedef enum bundle_kind {
@@ -137,9 +140,11 @@ int kind_is_oom(bundle_kind k);
 const char *kind_label(bundle_kind k);
 
 /* event_lines.c: one event on a line ("> " and a note for the failed
- * request); python_stack.c: python_traceback.txt, innermost frame first. */
+ * request); python_stack.c: python_traceback.txt, innermost frame first,
+ * and its innermost frame, "grow.py:4 in load_batch" (0, or -1: none). */
 void print_event(json_t *ev, int is_failure);
 void print_python_stack(bundle *b);
+int python_site(bundle *b, char *out, size_t cap);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */

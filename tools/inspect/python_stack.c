@@ -1,29 +1,39 @@
 /*
- * python_stack.c — the Python stack of the thread that failed, for `show`,
- * from the bundle's python_traceback.txt.
+ * python_stack.c — the Python stack of the thread that failed, from the
+ * bundle's python_traceback.txt: printed by `show`, and its innermost frame
+ * of the program's own (not an installed package's, not the standard
+ * library's) is the site of a Python failure for `triage`.
+ *
+ * The file holds faulthandler's words at the failure (innermost frame
+ * first, `File "f.py", line 4 in fn`), or the traceback Python printed
+ * (outermost first, `File "f.py", line 4, in fn`, its source lines
+ * between); only its first stack is read (the thread that failed).
  */
 #include "inspect.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* python_traceback.txt: faulthandler's words at the failure (innermost
- * frame first, `File "f.py", line 4 in fn`), or the traceback Python
- * printed (outermost first, `File "f.py", line 4, in fn`, its source lines
- * between).  Shown innermost first, one line a frame: "f.py:4 in fn", for
- * the first stack in the file (the thread that failed). */
 #define PYTHON_FRAMES_SHOWN 12
 #define PYTHON_FRAMES_READ 256
-void print_python_stack(bundle *b)
+
+typedef struct python_stack {
+    char *text; /* the file, cut into the strings below */
+    struct { const char *file, *fn; long line; } frames[PYTHON_FRAMES_READ]; /* innermost first */
+    size_t n, dropped;
+} python_stack;
+
+/* 0 with st filled (free st->text), -1 when the bundle has no readable stack. */
+static int read_stack(bundle *b, python_stack *st)
 {
     size_t len;
-    char *text = read_file_at(b->dirfd, "python_traceback.txt", 1u << 20, &len, NULL, 0);
-    if (!text)
-        return;
-    struct { const char *file, *fn; long line; } frames[PYTHON_FRAMES_READ];
-    size_t n = 0, stacks = 0, dropped = 0;
+    st->n = st->dropped = 0;
+    st->text = read_file_at(b->dirfd, "python_traceback.txt", 1u << 20, &len, NULL, 0);
+    if (!st->text)
+        return -1;
+    size_t stacks = 0;
     int outermost_first = 0;
-    for (char *line = text, *next; line && *line; line = next) {
+    for (char *line = st->text, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
@@ -38,34 +48,70 @@ void print_python_stack(bundle *b)
             continue;
         *end = '\0';
         char *rest = end + 7, *in = strstr(rest, " in ");
-        if (n == PYTHON_FRAMES_READ) {
-            /* the innermost are the ones worth keeping */
-            if (!outermost_first) {
-                dropped++;
+        if (st->n == PYTHON_FRAMES_READ) { /* keep the innermost */
+            st->dropped++;
+            if (!outermost_first)
                 continue;
-            }
-            memmove(frames, frames + 1, sizeof frames - sizeof *frames);
-            n--;
-            dropped++;
+            memmove(st->frames, st->frames + 1, sizeof st->frames - sizeof *st->frames);
+            st->n--;
         }
-        frames[n].file = file + 6;
-        frames[n].line = strtol(rest, NULL, 10);
-        frames[n].fn = in ? in + 4 : NULL;
-        n++;
+        st->frames[st->n].file = file + 6;
+        st->frames[st->n].line = strtol(rest, NULL, 10);
+        st->frames[st->n].fn = in ? in + 4 : NULL;
+        st->n++;
     }
-    for (size_t k = 0; k < n && k < PYTHON_FRAMES_SHOWN; k++) {
-        size_t i = outermost_first ? n - 1 - k : k;
+    for (size_t i = 0; outermost_first && i < st->n / 2; i++) {
+        __typeof__(st->frames[0]) t = st->frames[i];
+        st->frames[i] = st->frames[st->n - 1 - i];
+        st->frames[st->n - 1 - i] = t;
+    }
+    if (!st->n) {
+        free(st->text);
+        return -1;
+    }
+    return 0;
+}
+
+void print_python_stack(bundle *b)
+{
+    python_stack st;
+    if (read_stack(b, &st) < 0)
+        return;
+    for (size_t k = 0; k < st.n && k < PYTHON_FRAMES_SHOWN; k++) {
         printf("%-18s", k ? "" : "Python stack:");
-        print_clean(stdout, frames[i].file, 300);
-        printf(":%ld", frames[i].line);
-        if (frames[i].fn) {
+        print_clean(stdout, st.frames[k].file, 300);
+        printf(":%ld", st.frames[k].line);
+        if (st.frames[k].fn) {
             fputs(" in ", stdout);
-            print_clean(stdout, frames[i].fn, 200);
+            print_clean(stdout, st.frames[k].fn, 200);
         }
         puts(k ? "" : "  (innermost first)");
     }
-    if (n > PYTHON_FRAMES_SHOWN || dropped)
-        printf("%-18s... %zu outer frame(s) more in python_traceback.txt\n", "",
-               n - (n > PYTHON_FRAMES_SHOWN ? PYTHON_FRAMES_SHOWN : n) + dropped);
-    free(text);
+    size_t more = (st.n > PYTHON_FRAMES_SHOWN ? st.n - PYTHON_FRAMES_SHOWN : 0) + st.dropped;
+    if (more)
+        printf("%-18s... %zu outer frame(s) more in python_traceback.txt\n", "", more);
+    free(st.text);
+}
+
+/* A frame of an installed package or the standard library (numpy's
+ * numeric.py), not of the program. */
+static int is_library_file(const char *file)
+{
+    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
+           strstr(file, "/lib/python3") || !strncmp(file, "<frozen ", 8);
+}
+
+int python_site(bundle *b, char *out, size_t cap)
+{
+    python_stack st;
+    if (read_stack(b, &st) < 0)
+        return -1;
+    size_t k = 0;
+    while (k + 1 < st.n && is_library_file(st.frames[k].file))
+        k++;
+    const char *file = st.frames[k].file, *slash = strrchr(file, '/');
+    snprintf(out, cap, "%s:%ld%s%s", slash ? slash + 1 : file, st.frames[k].line,
+             st.frames[k].fn ? " in " : "", st.frames[k].fn ? st.frames[k].fn : "");
+    free(st.text);
+    return 0;
 }

@@ -59,7 +59,7 @@ const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
 /* Frames in these are the allocator, the loader, an interpreter's eval
  * loop or us, not the program's site.  The python executables hold the
  * whole interpreter when it is linked in statically. */
-static int is_library_frame(const char *path)
+int is_library_frame(const char *path)
 {
     static const char *const libs[] = {
         "libc.so", "libm.so", "libpthread", "libdl.so", "ld-linux", "ld-musl", "libcudart",

@@ -8,8 +8,9 @@
  * out-of-memory death is among the bundles; else 1 when a path is missing
  * or a bundle unreadable; else 0, memory-pressure warnings and kills or
  * crashes nothing ties to memory listed but never failures; 2 on usage.
- * The top site is the failing call's first return address as module+offset
- * (modules.json), so it is the same in every process whatever ASLR did.
+ * The site is the innermost Python frame, else the failing call's innermost
+ * frame of the program's own as module+offset (modules.json), so it is the
+ * same in every process whatever ASLR did.
  */
 #include "inspect.h"
 
@@ -64,23 +65,39 @@ static void add_name(name_set *s, const char *v)
     snprintf(s->v[s->n++], sizeof s->v[0], "%s", v);
 }
 
-/* "libtorch_cuda.so+0x1a2b3c" for the failing call's first return address. */
+/* The failure's site: the innermost Python frame when the bundle has the
+ * Python stack ("train.py:42 in step", the file's base name, the same on
+ * every machine); else the failing call's innermost frame of the program's
+ * own as module+offset ("train+0x1a2b", the same whatever ASLR did),
+ * skipping the C library, the loader, interpreters, GPU runtimes and us;
+ * else the first frame at all. */
 static void top_site(bundle *b, char *out, size_t cap)
 {
     snprintf(out, cap, "-");
-    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
-    const char *first = json_string_value(json_array_get(stack, 0));
-    if (!first)
+    if (python_site(b, out, cap) == 0)
         return;
-    uint64_t at = strtoull(first, NULL, 16), best_base = 0;
+    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    const char *best = module_of(mods, at, &best_base);
-    if (best) {
-        const char *slash = strrchr(best, '/');
-        snprintf(out, cap, "%s+0x%llx", slash ? slash + 1 : best,
-                 (unsigned long long)(at - best_base));
-    } else {
-        snprintf(out, cap, "%s", first);
+    size_t i;
+    json_t *frame;
+    int named = 0;
+    json_array_foreach(stack, i, frame) {
+        const char *hex = json_string_value(frame);
+        uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, base = 0;
+        const char *path = at ? module_of(mods, at, &base) : NULL;
+        if (!path) {
+            if (!named && hex)
+                snprintf(out, cap, "%s", hex);
+            named = 1;
+            continue;
+        }
+        const char *slash = strrchr(path, '/');
+        if (!named || !is_library_frame(path))
+            snprintf(out, cap, "%s+0x%llx", slash ? slash + 1 : path,
+                     (unsigned long long)(at - base));
+        named = 1;
+        if (!is_library_frame(path))
+            break;
     }
     json_decref(mods);
 }
