@@ -294,27 +294,28 @@ long long json_int(json_t *obj, const char *key)
     return (long long)json_integer_value(json_object_get(obj, key));
 }
 
-void expect_headline(const char *bundle, const char *headline)
+/* gmp-inspect show's output for bundle (a static buffer). */
+static const char *shown(const char *bundle)
 {
     static char out[1 << 16], err[4096];
     const char *argv[] = {inspect_path(), "show", bundle, NULL};
     int status = run_capture(argv, out, sizeof out, err, sizeof err);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         fail_msg("gmp-inspect show %s failed: %s", bundle, err);
+    return out;
+}
+
+void expect_headline(const char *bundle, const char *headline)
+{
     static const char label[] = "\nWhat happened:    ";
-    const char *line = strstr(out, label);
+    const char *out = shown(bundle), *line = strstr(out, label);
     if (!line || strncmp(line + sizeof label - 1, headline, strlen(headline)))
         fail_msg("show's headline is not \"%s\":\n%s", headline, out);
 }
 
 void expect_first_cause(const char *bundle, const char *cause)
 {
-    static char out[1 << 16], err[4096];
-    const char *argv[] = {inspect_path(), "show", bundle, NULL};
-    int status = run_capture(argv, out, sizeof out, err, sizeof err);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("gmp-inspect show %s failed: %s", bundle, err);
-    const char *first = strstr(out, "\n  1. ");
+    const char *out = shown(bundle), *first = strstr(out, "\n  1. ");
     if (!first || strncmp(first + 6, cause, strlen(cause)))
         fail_msg("show does not name \"%s\" first:\n%s", cause, out);
 }

@@ -112,17 +112,18 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
     return last - first;
 }
 
-/* The free memory the bundle saw on the failed request's device, or -1. */
-static int64_t device_free(json_t *md, int64_t device)
+/* A byte count ("free", "total") the bundle saw on the failed request's
+ * device, or -1. */
+static int64_t device_bytes(json_t *md, int64_t device, const char *key)
 {
     size_t i;
     json_t *st;
     json_array_foreach(json_object_get(md, "device_state"), i, st) {
-        int64_t dev = -1, free_b = -1;
+        int64_t dev = -1, v = -1;
         jint(st, "device", &dev);
-        jint(st, "free", &free_b);
+        jint(st, key, &v);
         if (dev == device)
-            return free_b;
+            return v;
     }
     return -1;
 }
@@ -164,21 +165,6 @@ static void host_ceilings(bundle *b, char *out, size_t cap, int64_t *least)
         if (*least < 0 || limits[i].v < *least)
             *least = limits[i].v;
     }
-}
-
-/* The total of the failed request's device, or -1. */
-static int64_t device_total(json_t *md, int64_t device)
-{
-    size_t i;
-    json_t *st;
-    json_array_foreach(json_object_get(md, "device_state"), i, st) {
-        int64_t dev = -1, total = -1;
-        jint(st, "device", &dev);
-        jint(st, "total", &total);
-        if (dev == device)
-            return total;
-    }
-    return -1;
 }
 
 static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
@@ -261,7 +247,7 @@ static void collect(bundle *b, causes *cs)
     int64_t least = -1;
     if (device < 0)
         host_ceilings(b, ceilings, sizeof ceilings, &least);
-    else if ((least = device_total(md, device)) > 0) {
+    else if ((least = device_bytes(md, device, "total")) > 0) {
         fmt_bytes((uint64_t)least, b2, sizeof b2);
         snprintf(ceilings, sizeof ceilings, "device %lld has %s in all", (long long)device, b2);
     }
@@ -283,7 +269,7 @@ static void collect(bundle *b, causes *cs)
     int growth_first = 0, grown_known = 0;
     causes grew = {.n = 0}; /* one pass over the events, however it ranks */
     if (fr && json_is_object(fr) && size >= 0 && device >= 0) {
-        int64_t grown = growth(b, backend, device, &grew), free_b = device_free(md, device);
+        int64_t grown = growth(b, backend, device, &grew), free_b = device_bytes(md, device, "free");
         grown_known = 1;
         growth_first = grown > 0 && (free_b < 0 || size <= free_b + grown);
         if (growth_first)
