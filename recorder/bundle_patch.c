@@ -102,7 +102,11 @@ int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, 
             close(mfd);
         }
         /* "files":["manifest.json",... -> "files":["NAME","manifest.json",... */
-        char *files = n > 0 && (size_t)n < cap / 2 ? (buf[n] = '\0', strstr(buf, "\"files\":[")) : NULL;
+        char *files = NULL;
+        if (n > 0 && (size_t)n < cap / 2) {
+            buf[n] = '\0';
+            files = strstr(buf, "\"files\":[");
+        }
         size_t nl = strlen(name);
         if (files && (size_t)n + nl + 3 < cap / 2) {
             char *out = buf + cap / 2;
@@ -110,10 +114,12 @@ int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, 
             memcpy(out, buf, head);
             out[head] = '"';
             memcpy(out + head + 1, name, nl);
-            memcpy(out + head + 1 + nl, "\",", 2);
-            memcpy(out + head + 3 + nl, buf + head, (size_t)n - head);
+            int alone = buf[head] == ']'; /* an empty list takes no comma */
+            memcpy(out + head + 1 + nl, "\",", alone ? 1 : 2);
+            size_t at = head + (alone ? 2 : 3) + nl;
+            memcpy(out + at, buf + head, (size_t)n - head);
             rc = replace_file(dirfd, MANIFEST_TMP_NAME, "manifest.json", out,
-                              (size_t)n + nl + 3);
+                              at + (size_t)n - head);
         }
         if (rc < 0)
             unlinkat(dirfd, name, 0); /* listed nowhere: not left behind */
