@@ -25,12 +25,17 @@ static preload_paths paths;
 static char out[1 << 16], err[1 << 16];
 
 /* A python3 under the preload holding 5 x 8 MiB for a few seconds, started
- * in the background by the script; $! is its pid. */
+ * in the background by the script; $! is its pid.  The script goes on once
+ * it holds them all (a file it makes then; at most 30 s on a loaded
+ * machine), not after a guess at how long that takes. */
 #define HOLDER                                                                             \
-    "mkdir -p -m 700 \"$GMP_RUN_DIR\"; "                                                   \
-    "LD_PRELOAD=\"$P\" python3 -c 'import time\n"                                          \
+    "mkdir -p -m 700 \"$GMP_RUN_DIR\"; rm -f \"$GMP_RUN_DIR/held\"; "                        \
+    "LD_PRELOAD=\"$P\" python3 -c 'import os, time\n"                                      \
     "keep = [bytearray(8 << 20) for _ in range(5)]\n"                                      \
-    "time.sleep(%d)' & sleep 1; "
+    "open(os.environ[\"GMP_RUN_DIR\"] + \"/held\", \"w\").close()\n"                       \
+    "time.sleep(%d)' & "                                                                   \
+    "i=0; while [ ! -e \"$GMP_RUN_DIR/held\" ] && [ $i -lt 300 ]; do sleep 0.1; "          \
+    "i=$((i + 1)); done; "
 
 static void test_watch_once_json(void **state)
 {
