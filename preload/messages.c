@@ -106,6 +106,8 @@ static void traceback_line(const char *line)
     size_t n = strlen(line);
     if (traceback_len + n + 1 < sizeof traceback) {
         memcpy(traceback + traceback_len, line, n);
+        /* its source lines are the program's text: a URL with a password */
+        gmp_redact_text(traceback + traceback_len, n);
         traceback_len += n;
         traceback[traceback_len++] = '\n';
     }
@@ -205,6 +207,9 @@ static void on_line(const char *line)
     if (!strncmp(line, "gpumemprof: ", 12))
         return; /* our own */
     traceback_line(line);
+    if (traceback_state == 1)
+        return; /* a frame or source line ("raise OutOfMemoryError(...)"): the
+                 * exception's own line ends the traceback and says it */
     const char *pattern = gmp_classify_oom_line(line);
     if (!pattern)
         return;

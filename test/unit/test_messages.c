@@ -239,6 +239,35 @@ static int setup(void **state)
     return 0;
 }
 
+/* The printed traceback shows the program's source lines: a password in
+ * a URL there reaches no bundle file. */
+static void test_printed_traceback_is_masked(void **state)
+{
+    (void)state;
+    char script[8192], file[700];
+    snprintf(file, sizeof file, "%s/train.py", paths.scratch);
+    static const char program[] =
+        "class OutOfMemoryError(RuntimeError):\n"
+        "    pass\n"
+        "OutOfMemoryError.__module__ = 'torch'\n"
+        "def train_step():\n"
+        "    raise OutOfMemoryError('" TORCH_MESSAGE "'); fetch('https://me:s3cret-77@h.example/x')\n"
+        "train_step()\n";
+    write_file(file, program, sizeof program - 1);
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s'; exec python3 '%s'", paths.preload,
+             file);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     1);
+    assert_non_null(strstr(err, "s3cret-77")); /* the program's own stderr is its own */
+    char bundle[1024], cmd[2400];
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+    snprintf(cmd, sizeof cmd, "test -s '%s/python_traceback.txt' && ! grep -r 's3cret-77' '%s'",
+             bundle, bundle);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    if (exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)) != 0)
+        fail_msg("the password reached the bundle, or no traceback: %s", out);
+}
+
 /* Each framework's own last line, as it prints it, from a process that
  * writes it to stderr: one bundle whose exception is the framework's type,
  * module and words. */
@@ -318,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_rate_limit_is_not_an_oom),
         cmocka_unit_test(test_one_message_bundle_per_process),
         cmocka_unit_test(test_frameworks_own_words),
+        cmocka_unit_test(test_printed_traceback_is_masked),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
