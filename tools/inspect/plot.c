@@ -45,6 +45,7 @@ typedef struct plot {
     limit lim[MAX_LIMITS];
     int nlim;
     int has_alloc, has_free, has_oom, has_pressure;
+    double first_request; /* the chart's scale when nothing was ever in use */
     const event_list *events;
 } plot;
 
@@ -151,6 +152,8 @@ static void collect(plot *p)
         p->ymax = fmax(p->ymax, y);
         if (!strcmp(type, "oom") && y + size <= 4 * fmax(y, 1))
             p->ymax = fmax(p->ymax, y + size);
+        if (!strcmp(type, "oom"))
+            p->first_request = p->first_request > 0 ? p->first_request : size;
     }
     if (!(p->t1 > p->t0)) {
         p->t1 = p->t0 + 1;
@@ -209,6 +212,8 @@ static void limits(plot *p, bundle *b)
         if (!num(st, "total", &total))
             add_limit(p, what, total);
     }
+    if (!(p->ymax > 0)) /* nothing in use: the request sets the scale */
+        p->ymax = p->first_request;
     double top = p->ymax > 0 ? p->ymax : 1;
     for (int k = 0; k < p->nlim; k++)
         if (p->lim[k].bytes <= 4 * top)
