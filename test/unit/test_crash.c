@@ -123,6 +123,12 @@ static void test_segv_after_failed_malloc(void **state)
     run_capture(argv, sym, sizeof sym, none, sizeof none);
     if (strncmp(sym, "allocate_unchecked\n", 19))
         fail_msg("the stack symbolises to %s", sym);
+    /* show names the same function as the failure's site (libdw) */
+    static char shown[1 << 16], shown_err[4096];
+    const char *show[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(show, shown, sizeof shown, shown_err, sizeof shown_err);
+    if (!strstr(shown, "\nFailed at:        allocate_unchecked ("))
+        fail_msg("show does not name the failing function:\n%s", shown);
 }
 
 /* A segfault with no failed allocation is not ours to report... */

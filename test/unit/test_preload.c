@@ -203,6 +203,7 @@ static void test_python_growth_story(void **state)
         "frees before the failure",
         "\nPython stack:     <string>:4 in load_batch  (innermost first)\n"
         "                  <string>:6 in <module>\n",
+        "\nFailed at:        <string>:4 in load_batch\n",
         "Last 10 event(s) up to the failure, newest last:\n",
         "  <- the failed request\n  ... ",
         "In use at exit:",

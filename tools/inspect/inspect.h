@@ -122,6 +122,15 @@ const char *module_of(json_t *mods, uint64_t at, uint64_t *bias);
 /* A frame in the C library, the loader, an interpreter, a GPU runtime or
  * us: never the program's site. */
 int is_library_frame(const char *path);
+/* The failing call's innermost frame of the program's own (else its first
+ * known one): its module's path and offset (SITE_PROGRAM or SITE_LIBRARY),
+ * or, with no module known, the raw address in *raw (SITE_UNKNOWN). */
+int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
+                  const char **raw);
+/* The failure's site named for a person: the Python frame of the program's
+ * own, else that native frame symbolised (libdw) or module+offset; -1 when
+ * the bundle says nothing of it. */
+int name_failure_site(bundle *b, char *out, size_t cap);
 
 /* kind.c: what a bundle records, from its metadata. */
 typedef enum bundle_kind {

@@ -23,8 +23,9 @@ static void print_field(const char *label, const char *value)
     putchar('\n');
 }
 
-static void print_failed_request(json_t *md)
+static void print_failed_request(bundle *b)
 {
+    json_t *md = b->metadata;
     json_t *fr = json_object_get(md, "failed_request");
     if (!json_is_object(fr))
         return;
@@ -44,9 +45,17 @@ static void print_failed_request(json_t *md)
     printf(" returned code %lld\n", (long long)code);
     int64_t in_use;
     if (!jint(fr, "bytes_in_use", &in_use) && in_use >= 0) {
-        char b[32];
-        fmt_bytes((uint64_t)in_use, b, sizeof b);
-        printf("%-18s%s %s\n", "In use then:", b, device >= 0 ? "on that device" : "of host memory");
+        char amount[32];
+        fmt_bytes((uint64_t)in_use, amount, sizeof amount);
+        printf("%-18s%s %s\n", "In use then:", amount,
+               device >= 0 ? "on that device" : "of host memory");
+    }
+    char site[600];
+    int found = name_failure_site(b, site, sizeof site);
+    if (found >= 0) {
+        printf("%-18s", "Failed at:");
+        print_clean(stdout, site, 600);
+        puts(found == SITE_LIBRARY ? "  (no frame of the program's own)" : "");
     }
 }
 
@@ -444,7 +453,7 @@ static int show_one(const char *path, long last)
     print_field("When:", jstr(b.manifest, "created_at_utc"));
     print_process(&b);
     print_environment(&b);
-    print_failed_request(md);
+    print_failed_request(&b);
     print_field("Confirmed by:", jstr(md, "confirmed_by"));
     const char *etype = jstr(md, "exception_type");
     const char *emod = jstr(md, "exception_module");

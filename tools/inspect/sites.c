@@ -189,6 +189,51 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *o
     return SITE_UNKNOWN;
 }
 
+int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
+                  const char **raw)
+{
+    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
+    size_t i;
+    json_t *frame;
+    int found = SITE_UNKNOWN;
+    *path = *raw = NULL;
+    *offset = 0;
+    json_array_foreach(stack, i, frame) {
+        const char *hex = json_string_value(frame);
+        uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, base = 0;
+        const char *in = at ? module_of(mods, at, &base) : NULL;
+        if (!in) {
+            if (!*path && !*raw)
+                *raw = hex;
+            continue;
+        }
+        if (!*path || !is_library_frame(in)) {
+            *path = in;
+            *offset = at - base;
+            found = is_library_frame(in) ? SITE_LIBRARY : SITE_PROGRAM;
+        }
+        if (found == SITE_PROGRAM)
+            break;
+    }
+    return *path ? found : SITE_UNKNOWN;
+}
+
+int name_failure_site(bundle *b, char *out, size_t cap)
+{
+    if (python_site(b, out, cap) == 0)
+        return SITE_PROGRAM;
+    json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+    const char *path, *raw;
+    uint64_t offset;
+    int found = failure_frame(b, mods, &path, &offset, &raw);
+    if (found != SITE_UNKNOWN)
+        name_frame(b->dirfd, path, offset, out, cap);
+    else if (raw)
+        snprintf(out, cap, "%s", raw);
+    json_decref(mods);
+    return found != SITE_UNKNOWN || raw ? found : -1;
+}
+
 /* Live allocations by address: open addressing, deleted slots marked. */
 #define LIVE_BITS 17
 #define LIVE_SLOTS (1u << LIVE_BITS)

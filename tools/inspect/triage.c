@@ -76,28 +76,14 @@ static void top_site(bundle *b, char *out, size_t cap)
     snprintf(out, cap, "-");
     if (python_site(b, out, cap) == 0)
         return;
-    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    size_t i;
-    json_t *frame;
-    int named = 0;
-    json_array_foreach(stack, i, frame) {
-        const char *hex = json_string_value(frame);
-        uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, base = 0;
-        const char *path = at ? module_of(mods, at, &base) : NULL;
-        if (!path) {
-            if (!named && hex)
-                snprintf(out, cap, "%s", hex);
-            named = 1;
-            continue;
-        }
+    const char *path, *raw;
+    uint64_t offset;
+    if (failure_frame(b, mods, &path, &offset, &raw) != SITE_UNKNOWN) {
         const char *slash = strrchr(path, '/');
-        if (!named || !is_library_frame(path))
-            snprintf(out, cap, "%s+0x%llx", slash ? slash + 1 : path,
-                     (unsigned long long)(at - base));
-        named = 1;
-        if (!is_library_frame(path))
-            break;
+        snprintf(out, cap, "%s+0x%llx", slash ? slash + 1 : path, (unsigned long long)offset);
+    } else if (raw) {
+        snprintf(out, cap, "%s", raw);
     }
     json_decref(mods);
 }
