@@ -98,6 +98,21 @@ static int add_offset(cursor *c)
     return 0;
 }
 
+/* After an array element or object member: 1 at a ',' (another follows),
+ * 0 at the closing bracket, -1 (said) at anything else; steps over it. */
+static int after_member(cursor *c, char close)
+{
+    skip_space(c);
+    char at = c->pos < c->len ? c->text[c->pos] : '\0';
+    if (at != ',' && at != close) {
+        char why[32];
+        snprintf(why, sizeof why, "',' or '%c' expected", close);
+        return invalid(c, c->pos, why);
+    }
+    c->pos++;
+    return at == ',';
+}
+
 /* What indexing keeps of event i: whether it is an object, and whether it
  * is the failure (the last "oom" event of the failed request's API and
  * size; the last "oom" event of any kind when none matches). */
@@ -136,15 +151,9 @@ static int index_array(cursor *c)
             return -1;
         note_event(c, ev, c->list->n - 1);
         json_decref(ev);
-        skip_space(c);
-        if (c->pos < c->len && c->text[c->pos] == ',') {
-            c->pos++;
-        } else if (c->pos < c->len && c->text[c->pos] == ']') {
-            c->pos++;
-            return 0;
-        } else {
-            return invalid(c, c->pos, "',' or ']' expected");
-        }
+        int more = after_member(c, ']');
+        if (more <= 0)
+            return more;
     }
 }
 
@@ -185,15 +194,9 @@ static int index_object(cursor *c, int *found)
                 c->list->n = 0;
             }
         }
-        skip_space(c);
-        if (c->pos < c->len && c->text[c->pos] == ',') {
-            c->pos++;
-        } else if (c->pos < c->len && c->text[c->pos] == '}') {
-            c->pos++;
-            return 0;
-        } else {
-            return invalid(c, c->pos, "',' or '}' expected");
-        }
+        int more = after_member(c, '}');
+        if (more <= 0)
+            return more;
     }
 }
 
