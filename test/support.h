@@ -76,6 +76,16 @@ long long json_int(struct json_t *obj, const char *key);
 
 /* `gmp-inspect show BUNDLE` must name `cause` first among the likely causes. */
 void expect_first_cause(const char *bundle, const char *cause);
+
+/* Python lines (after `import ctypes`) that ask malloc for 80 TiB and print
+ * what it returned: "None" where it fails, as it must with far less memory
+ * and swap; huge_malloc_may_succeed says (with a SKIP line) where it need
+ * not fail (vm.overcommit_memory=1). */
+#define PY_MALLOC_80_TIB                                                                   \
+    "libc = ctypes.CDLL(None)\n"                                                          \
+    "libc.malloc.restype = ctypes.c_void_p\n"                                             \
+    "print(libc.malloc(ctypes.c_size_t(80 << 40)))"
+int huge_malloc_may_succeed(void);
 /* show's "What happened:" line begins with headline. */
 void expect_headline(const char *bundle, const char *headline);
 

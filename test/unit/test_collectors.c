@@ -343,21 +343,18 @@ static void test_rank_and_versions(void **state)
 static void test_torch_version_in_a_host_oom(void **state)
 {
     (void)state;
-    char torch[400], cmd[16384];
+    if (huge_malloc_may_succeed())
+        return;
+    char torch[400], cmd[8192];
     snprintf(torch, sizeof torch, "%s/host-site/torch", paths.scratch);
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/lib && cp %s/libmalloc_only.so %s/lib/libc10.so && "
              "printf \"__version__ = '2.3.0+cpu'\\n\" > %s/version.py && "
-             "export LD_PRELOAD='%s' GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s' GMP_WATCHDOG=0 && "
+             "export LD_PRELOAD='%s' GMP_WATCHDOG=0 && "
              "python3 -c 'import ctypes\n"
-             "ctypes.CDLL(\"%s/lib/libc10.so\")\n"
-             "libc = ctypes.CDLL(None)\n"
-             "libc.malloc.restype = ctypes.c_void_p\n"
-             "print(libc.malloc(ctypes.c_size_t(80 << 40)))'",
-             torch, doubles, torch, torch, paths.preload, paths.dumps, paths.rundir, torch);
-    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    scratch_remove(paths.dumps);
-    assert_int_equal(exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)), 0);
+             "ctypes.CDLL(\"%s/lib/libc10.so\")\n" PY_MALLOC_80_TIB "'",
+             torch, doubles, torch, torch, paths.preload, torch);
+    assert_int_equal(exit_code_of(run_script(&paths, cmd, out, sizeof out, err, sizeof err)), 0);
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
     json_t *e = bundle_file(bundle, "environment.json");
