@@ -71,6 +71,8 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.prom_file = getenv("GMP_PROM_FILE") && cfg->prom_file[0] ? cfg->prom_file : NULL;
     gmp_pl.prom_interval_s = cfg->prom_interval_s;
     gmp_pl.stacks = cfg->stacks;
+    if (cfg->stacks)
+        gmp_recorder_on_new_ring(gmp_pl.rec, gmp_stack_ring_ready);
     gmp_pl.leak_check = cfg->leak_check;
     gmp_pl.sample_ms = cfg->sample_ms;
     gmp_pl.nvml = cfg->nvml;

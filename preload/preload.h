@@ -15,7 +15,8 @@
  *   next.c        the real functions behind hooks, found without dlsym
  *   cuda_driver.c the driver's hooks, exported and routed (cuGetProcAddress)
  *   cupti.c       CUPTI injection, the second way into CUDA
- *   stack.c       the return addresses of a failing call
+ *   stack.c       the return addresses of a failing call; allocation stacks
+ *   stack_ring.c  those stacks and their objects in the ring, for recover
  *   crash.c       fatal signals after a failed allocation
  *   process.c     _exit and the wait family: what a ring left behind means
  *   watchdog.c    the slow death: pressure against the nearest memory limit
@@ -197,6 +198,21 @@ GMP_HIDDEN uint32_t gmp_stack_capture(uint64_t *out, uint32_t max);
 #define GMP_ALLOC_STACK_DEPTH 16
 GMP_HIDDEN uint32_t gmp_stack_id_here(void);
 GMP_HIDDEN uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
+/* Each stack of the table, in the order they were made. */
+GMP_HIDDEN void gmp_stack_foreach_known(void (*fn)(uint32_t id, const uint64_t *frames,
+                                                   uint32_t depth, void *arg),
+                                        void *arg);
+/* stack_ring.c: a new stack of the table, and the objects its frames lie
+ * in, copied into the ring (now, or when the ring is made: the recorder
+ * calls gmp_stack_ring_ready with each new ring). */
+struct gmp_ring;
+GMP_HIDDEN void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth);
+GMP_HIDDEN void gmp_stack_ring_ready(struct gmp_ring *ring);
+/* Does a loaded segment of the object hold `at`?  The extent of all its
+ * segments in *lo, *hi either way. */
+struct dl_phdr_info;
+GMP_HIDDEN int gmp_object_extent(const struct dl_phdr_info *info, uint64_t at, uint64_t *lo,
+                                 uint64_t *hi);
 
 /* crash.c: fatal-signal handlers (GMP_ON_CRASH).  arm installs them once and
  * gives the calling thread an alternate stack; called at start (always) or

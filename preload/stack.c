@@ -11,9 +11,11 @@
  * above them, are left out: the first address is the program's call.  The
  * table is lock-free (a slot is claimed by CAS on the stack's hash,
  * published by a ready flag), in an anonymous mapping made on first use:
- * its untouched pages cost nothing.
+ * its untouched pages cost nothing.  Each new stack also goes to the ring
+ * (stack_ring.c), for a bundle recovered after the process is killed.
  */
 #include "preload.h"
+#include "ring.h"
 
 #include <execinfo.h>
 #include <link.h>
@@ -24,16 +26,8 @@ static uintptr_t self_lo, self_hi; /* atomic: the preload's own mapped range */
 static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    uintptr_t probe = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
-        lo = start < lo ? start : lo;
-        hi = end > hi ? end : hi;
-    }
-    if (probe < lo || probe >= hi)
+    uint64_t lo, hi;
+    if (!gmp_object_extent(info, (uintptr_t)arg, &lo, &hi))
         return 0;
     __atomic_store_n(&self_lo, lo, __ATOMIC_RELAXED);
     __atomic_store_n(&self_hi, hi, __ATOMIC_RELEASE); /* after lo: hi says both are set */
@@ -82,6 +76,12 @@ typedef struct stack_entry {
 
 static stack_entry *table; /* atomic pointer */
 static int table_state;    /* atomic: gmp_lazy_table's */
+/* The ids in the order they were made, so that a new ring gets the known
+ * stacks without a walk over the whole table. */
+static uint16_t made[TABLE_SLOTS]; /* atomic entries; 0 not yet written */
+static uint32_t made_count;        /* atomic */
+_Static_assert(TABLE_SLOTS <= UINT16_MAX, "ids fit made[]");
+_Static_assert(GMP_ALLOC_STACK_DEPTH <= GMP_RING_STACK_DEPTH, "the ring keeps a whole stack");
 
 static stack_entry *get_table(void)
 {
@@ -119,6 +119,10 @@ uint32_t gmp_stack_id_here(void)
         memcpy(t[i].frames, frames, depth * sizeof *frames);
         t[i].depth = depth;
         __atomic_store_n(&t[i].ready, 1, __ATOMIC_RELEASE);
+        uint32_t k = __atomic_fetch_add(&made_count, 1, __ATOMIC_RELAXED);
+        if (k < TABLE_SLOTS)
+            __atomic_store_n(&made[k], (uint16_t)(i + 1), __ATOMIC_RELEASE);
+        gmp_stack_ring_note(i + 1, frames, depth);
         return i + 1;
     }
     return 0;
@@ -133,4 +137,18 @@ uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg
     uint32_t depth = t[id - 1].depth < max ? t[id - 1].depth : max;
     memcpy(frames, t[id - 1].frames, depth * sizeof *frames);
     return depth;
+}
+
+void gmp_stack_foreach_known(void (*fn)(uint32_t id, const uint64_t *frames, uint32_t depth,
+                                        void *arg),
+                             void *arg)
+{
+    uint32_t n = __atomic_load_n(&made_count, __ATOMIC_ACQUIRE);
+    for (uint32_t k = 0; k < n && k < TABLE_SLOTS; k++) {
+        uint32_t id = __atomic_load_n(&made[k], __ATOMIC_ACQUIRE);
+        uint64_t frames[GMP_ALLOC_STACK_DEPTH];
+        uint32_t depth = id ? gmp_stack_lookup(id, frames, GMP_ALLOC_STACK_DEPTH, NULL) : 0;
+        if (depth)
+            fn(id, frames, depth, arg);
+    }
 }

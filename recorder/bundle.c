@@ -190,6 +190,8 @@ static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
             continue;
         uint64_t frames[GMP_STACK_MAX];
         uint32_t n = req->stack_lookup(id, frames, GMP_STACK_MAX, req->stack_lookup_arg);
+        if (!n)
+            continue; /* a stack the table had no room for */
         gmp_jw_next_line(w);
         gmp_jw_obj_begin(w);
         gmp_jw_ku64(w, "id", id);
@@ -204,9 +206,32 @@ static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
     gmp_jw_arr_end(w);
 }
 
+static void module_record(const gmp_ring_module_record *m, void *arg)
+{
+    gmp_jw *w = arg;
+    gmp_jw_next_line(w);
+    gmp_jw_obj_begin(w);
+    gmp_jw_kstr(w, "path", m->path);
+    gmp_jw_key(w, "base");
+    gmp_jw_hex(w, m->base);
+    gmp_jw_kstr(w, "build_id", m->build_id[0] ? m->build_id : NULL);
+    gmp_jw_key(w, "end");
+    gmp_jw_hex(w, m->end);
+    gmp_jw_obj_end(w);
+}
+
+/* modules.json: the process's own map; for a process that is gone, the
+ * objects its ring recorded (those its stacks pass through). */
 static void fill_modules(gmp_jw *w, bundle_ctx *ctx)
 {
-    gmp_modules_write(w, ctx->scratch, sizeof ctx->scratch);
+    if (ctx->in->pid == 0) {
+        gmp_modules_write(w, ctx->scratch, sizeof ctx->scratch);
+        return;
+    }
+    gmp_jw_arr_begin(w);
+    gmp_ring_foreach_module(ctx->in->ring, module_record, w);
+    gmp_jw_space(w, "\n");
+    gmp_jw_arr_end(w);
 }
 
 static void fill_manifest(gmp_jw *w, bundle_ctx *ctx);
@@ -247,8 +272,8 @@ static const struct bundle_file {
     {"leaks.json", fill_live, NULL, 1, LEAKS},
     {"metadata.json", fill_metadata, NULL, 0, OOM},
     {"environment.json", fill_environment, NULL, 0, OOM | LEAKS},
-    {"stacks.json", fill_stacks, NULL, 1, OOM | LEAKS},
-    {"modules.json", fill_modules, NULL, 1, OOM | LEAKS},
+    {"stacks.json", fill_stacks, NULL, 0, OOM | LEAKS},
+    {"modules.json", fill_modules, NULL, 0, OOM | LEAKS},
     {"python_traceback.txt", NULL, copy_python_traceback, 1, OOM},
     {"manifest.json", fill_manifest, NULL, 0, OOM | LEAKS},
 };
@@ -261,6 +286,9 @@ static int wanted(const struct bundle_file *file, const gmp_bundle_input *in)
     if (file->copy == copy_python_traceback && in->req->python_traceback_fd <= 0)
         return 0;
     if (file->fill == fill_stacks && !in->req->stack_lookup)
+        return 0;
+    if (file->fill == fill_modules && in->pid != 0 &&
+        !(in->ring && __atomic_load_n(&in->ring->hdr->modules_used, __ATOMIC_ACQUIRE)))
         return 0;
     if (file->fill == fill_live && !in->req->live_foreach)
         return 0;

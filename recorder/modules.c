@@ -10,6 +10,7 @@
  * and no allocation.
  */
 #include "bundle.h"
+#include "recorder.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -47,6 +48,30 @@ NOT_FOR_TSAN static int same_bytes(uint64_t at, const char *want, size_t n)
     return 1;
 }
 
+NOT_FOR_TSAN void gmp_elf_build_id(uint64_t at, uint64_t stop, char *out, size_t cap)
+{
+    out[0] = '\0';
+    while (at + sizeof(Elf64_Nhdr) <= stop) {
+        const Elf64_Nhdr *n = (const Elf64_Nhdr *)(uintptr_t)at;
+        uint64_t name = at + sizeof *n, desc = name + ((n->n_namesz + 3) & ~3u);
+        uint64_t next = desc + ((n->n_descsz + 3) & ~3u);
+        if (next > stop || next <= at)
+            return;
+        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && same_bytes(name, "GNU", 4) &&
+            n->n_descsz * 2 < cap) {
+            static const char hex[] = "0123456789abcdef";
+            const unsigned char *d = (const unsigned char *)(uintptr_t)desc;
+            for (uint32_t k = 0; k < n->n_descsz; k++) {
+                out[2 * k] = hex[d[k] >> 4];
+                out[2 * k + 1] = hex[d[k] & 15];
+            }
+            out[2 * n->n_descsz] = '\0';
+            return;
+        }
+        at = next;
+    }
+}
+
 /* The GNU build-id in the notes of the object mapped at [start, end), as
  * hex into out (empty when there is none); its load bias in *bias. */
 NOT_FOR_TSAN static void read_elf(uint64_t start, uint64_t end, uint64_t *bias, char *out,
@@ -65,31 +90,13 @@ NOT_FOR_TSAN static void read_elf(uint64_t start, uint64_t end, uint64_t *bias, 
             *bias = start - (ph[i].p_vaddr & ~(uint64_t)0xfff);
             break;
         }
-    for (int i = 0; i < eh->e_phnum; i++) {
+    for (int i = 0; i < eh->e_phnum && !out[0]; i++) {
         if (ph[i].p_type != PT_NOTE)
             continue;
         uint64_t at = *bias + ph[i].p_vaddr, stop = at + ph[i].p_memsz;
         if (at < start || stop > end || stop < at)
             continue; /* only notes inside this readable mapping */
-        while (at + sizeof(Elf64_Nhdr) <= stop) {
-            const Elf64_Nhdr *n = (const Elf64_Nhdr *)(uintptr_t)at;
-            uint64_t name = at + sizeof *n, desc = name + ((n->n_namesz + 3) & ~3u);
-            uint64_t next = desc + ((n->n_descsz + 3) & ~3u);
-            if (next > stop || next <= at)
-                break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
-                same_bytes(name, "GNU", 4) && n->n_descsz * 2 < cap) {
-                static const char hex[] = "0123456789abcdef";
-                const unsigned char *d = (const unsigned char *)(uintptr_t)desc;
-                for (uint32_t k = 0; k < n->n_descsz; k++) {
-                    out[2 * k] = hex[d[k] >> 4];
-                    out[2 * k + 1] = hex[d[k] & 15];
-                }
-                out[2 * n->n_descsz] = '\0';
-                return;
-            }
-            at = next;
-        }
+        gmp_elf_build_id(at, stop, out, cap);
     }
 }
 

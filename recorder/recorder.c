@@ -31,6 +31,7 @@ struct gmp_recorder {
     uint64_t early_drops;  /* events dropped while the ring was being made */
     gmp_config cfg;        /* dump_dir made absolute; metadata_json "" = "{}" */
     gmp_ring ring;
+    void (*on_new_ring)(gmp_ring *ring); /* atomic */
 };
 
 /* Bundles must land where the process was started, even after chdir; and a
@@ -133,7 +134,23 @@ static void make_ring(gmp_recorder *rec)
     c->max_total_mb = rec->cfg.max_total_mb;
     gmp_strlcpy(c->dump_dir, rec->cfg.dump_dir, sizeof c->dump_dir);
     gmp_strlcpy(c->context, rec->cfg.context, sizeof c->context);
-    __atomic_store_n(&rec->ring_state, RING_READY, __ATOMIC_RELEASE);
+    __atomic_store_n(&rec->ring_state, RING_READY, __ATOMIC_SEQ_CST);
+    void (*fn)(gmp_ring *) = __atomic_load_n(&rec->on_new_ring, __ATOMIC_SEQ_CST);
+    if (fn)
+        fn(&rec->ring);
+}
+
+void gmp_recorder_on_new_ring(gmp_recorder *rec, void (*fn)(gmp_ring *ring))
+{
+    if (rec)
+        __atomic_store_n(&rec->on_new_ring, fn, __ATOMIC_SEQ_CST);
+}
+
+gmp_ring *gmp_recorder_ring(gmp_recorder *rec)
+{
+    if (!rec || __atomic_load_n(&rec->ring_state, __ATOMIC_SEQ_CST) != RING_READY)
+        return NULL;
+    return &rec->ring;
 }
 
 /* The ring, creating it on first use; NULL when unavailable right now. */

@@ -26,4 +26,19 @@ GMP_HIDDEN int gmp_config_from_env_onto_zero(gmp_config *cfg);
  * has one (async-signal-safe). */
 GMP_HIDDEN void gmp_recorder_ring_flags(gmp_recorder *rec, uint32_t set, uint32_t clear);
 
+/* The recorder's ring once it has one, else NULL. */
+struct gmp_ring;
+GMP_HIDDEN struct gmp_ring *gmp_recorder_ring(gmp_recorder *rec);
+
+/* fn runs each time the recorder makes its ring (on its first event; in a
+ * forked child, on the child's first), right after the ring is published,
+ * so the preload can copy into it the stacks it collected before.  It runs
+ * wherever that first event is recorded, a signal handler included. */
+GMP_HIDDEN void gmp_recorder_on_new_ring(gmp_recorder *rec, void (*fn)(struct gmp_ring *ring));
+
+/* The GNU build-id among the ELF notes mapped at [at, stop), as hex into
+ * out; "" when there is none (modules.c).  Reads the notes in place: no
+ * lock, no allocation. */
+GMP_HIDDEN void gmp_elf_build_id(uint64_t at, uint64_t stop, char *out, size_t cap);
+
 #endif

@@ -25,6 +25,8 @@ _Static_assert(sizeof(gmp_ring_slot) == 64, "ring slots are one cache line");
 _Static_assert(sizeof(gmp_event) == 64, "events have no padding");
 _Static_assert(sizeof(gmp_ring_header) <= GMP_RING_HEADER_SIZE,
                "ring header fits its reserved space");
+_Static_assert(sizeof(gmp_ring_stack_record) % 8 == 0 && sizeof(gmp_ring_module_record) % 8 == 0,
+               "site records keep the regions after them aligned");
 
 static uint64_t next_pow2(uint64_t v)
 {
@@ -34,9 +36,27 @@ static uint64_t next_pow2(uint64_t v)
     return p;
 }
 
-static size_t ring_bytes(uint64_t slot_count)
+static size_t ring_bytes(uint64_t slot_count, uint64_t stack_records, uint64_t module_records)
 {
-    return GMP_RING_HEADER_SIZE + (size_t)slot_count * sizeof(gmp_ring_slot);
+    return GMP_RING_HEADER_SIZE + (size_t)slot_count * sizeof(gmp_ring_slot) +
+           (size_t)stack_records * sizeof(gmp_ring_stack_record) +
+           (size_t)module_records * sizeof(gmp_ring_module_record);
+}
+
+/* The regions after the header, as the header (checked) lays them out. */
+static void place_regions(gmp_ring *ring, const gmp_ring_header *h)
+{
+    char *at = (char *)ring->hdr + GMP_RING_HEADER_SIZE;
+    ring->slots = (gmp_ring_slot *)at;
+    at += h->slot_count * sizeof(gmp_ring_slot);
+    ring->stacks = (gmp_ring_stack_record *)at;
+    at += (size_t)h->stack_records * sizeof(gmp_ring_stack_record);
+    ring->modules = (gmp_ring_module_record *)at;
+    ring->mask = h->slot_count - 1;
+    ring->capacity = h->capacity;
+    ring->stack_records = h->stack_records;
+    ring->module_records = h->module_records;
+    ring->map_len = ring_bytes(h->slot_count, h->stack_records, h->module_records);
 }
 
 static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
@@ -47,6 +67,8 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
     h->slot_size = sizeof(gmp_ring_slot);
     h->capacity = capacity;
     h->slot_count = slots;
+    h->stack_records = GMP_RING_STACK_RECORDS;
+    h->module_records = GMP_RING_MODULE_RECORDS;
     h->pid = (int32_t)getpid();
     h->ppid = (int32_t)getppid();
     h->uid = (uint32_t)getuid();
@@ -107,7 +129,7 @@ int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacity)
     if (capacity > GMP_RING_MAX_EVENTS)
         capacity = GMP_RING_MAX_EVENTS;
     uint64_t slots = next_pow2(capacity);
-    size_t len = ring_bytes(slots);
+    size_t len = ring_bytes(slots, GMP_RING_STACK_RECORDS, GMP_RING_MODULE_RECORDS);
 
     if (!dir || map_ring_file(dir, len, ring) < 0) {
         ring->path[0] = '\0';
@@ -118,11 +140,8 @@ int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacity)
         ring->hdr = p;
         ring->is_file = 0;
     }
-    ring->slots = (gmp_ring_slot *)((char *)ring->hdr + GMP_RING_HEADER_SIZE);
-    ring->mask = slots - 1;
-    ring->capacity = capacity;
-    ring->map_len = len;
     fill_header(ring->hdr, capacity, slots);
+    place_regions(ring, ring->hdr);
     return 0;
 }
 
@@ -164,21 +183,19 @@ int gmp_ring_attach(gmp_ring *ring, const char *path, char *why, size_t why_cap)
     }
     if (h.slot_count == 0 || (h.slot_count & (h.slot_count - 1)) ||
         h.slot_count > GMP_RING_MAX_EVENTS || h.capacity == 0 ||
-        h.capacity > h.slot_count ||
-        (uint64_t)st.st_size < ring_bytes(h.slot_count)) {
+        h.capacity > h.slot_count || h.stack_records > GMP_RING_STACK_RECORDS ||
+        h.module_records > GMP_RING_MODULE_RECORDS ||
+        (uint64_t)st.st_size < ring_bytes(h.slot_count, h.stack_records, h.module_records)) {
         close(fd);
         return fail(why, why_cap, "ring header does not match the file size");
     }
-    size_t len = ring_bytes(h.slot_count);
-    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    void *p = mmap(NULL, ring_bytes(h.slot_count, h.stack_records, h.module_records), PROT_READ,
+                   MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED)
         return fail(why, why_cap, gmp_strerror(errno));
     ring->hdr = p;
-    ring->slots = (gmp_ring_slot *)((char *)p + GMP_RING_HEADER_SIZE);
-    ring->mask = h.slot_count - 1;
-    ring->capacity = h.capacity;
-    ring->map_len = len;
+    place_regions(ring, &h); /* the copy checked, not the file that may change */
     ring->is_file = 1;
     gmp_strlcpy(ring->path, path, sizeof ring->path);
     return 0;

@@ -3,8 +3,11 @@
  * fixed-size records in a MAP_SHARED mapping, so another process (gmp-inspect
  * watch, gmp-run after a SIGKILL) can read it while the writer runs or after
  * it died.  Layout of a ring file: one gmp_ring_header, then slot_count
- * 64-byte slots.  A slot's stamp says which sequence number it holds and
- * whether a writer is inside it, so readers can tell torn slots from whole.
+ * 64-byte slots, then the site records: the allocation stacks the events
+ * name and the objects those stacks pass through, so that a bundle written
+ * after the process died can still name where its memory went.  A slot's
+ * stamp says which sequence number it holds and whether a writer is inside
+ * it, so readers can tell torn slots from whole.
  */
 #ifndef GMP_RING_H
 #define GMP_RING_H
@@ -16,10 +19,13 @@
 #include <stdint.h>
 
 #define GMP_RING_MAGIC "GMPRING"
-#define GMP_RING_VERSION 2u
+#define GMP_RING_VERSION 3u
 #define GMP_RING_HEADER_SIZE 16384u
 #define GMP_RING_MIN_EVENTS 16u
 #define GMP_RING_MAX_EVENTS (1u << 24)
+#define GMP_RING_STACK_DEPTH 16     /* frames kept of an allocation stack */
+#define GMP_RING_STACK_RECORDS 512  /* distinct stacks a ring made here names */
+#define GMP_RING_MODULE_RECORDS 128 /* distinct objects those stacks pass through */
 
 /* Stamp of a slot: 0 never written; (seq+1)<<1 holds seq whole;
  * ((seq+1)<<1)|1 a writer of seq is inside. */
@@ -50,6 +56,26 @@ typedef struct gmp_ring_pending_oom {
     uint8_t pad;
 } gmp_ring_pending_oom;
 
+/* An allocation stack that events name by stack_id.  Records are claimed
+ * in order and published by id, written last: a record whose id is 0 was
+ * being written when the process died and is skipped. */
+typedef struct gmp_ring_stack_record {
+    uint32_t id;    /* atomic: 0 until depth and frames are whole */
+    uint32_t depth;
+    uint64_t frames[GMP_RING_STACK_DEPTH]; /* innermost first */
+} gmp_ring_stack_record;
+
+/* A loaded object, as modules.json lists one: its path, load bias and GNU
+ * build-id, and the extent of its segments (an address outside every
+ * record belongs to an object the ring does not know). */
+typedef struct gmp_ring_module_record {
+    uint64_t start, end;
+    uint64_t base;
+    uint32_t ready; /* atomic: 1 once the rest is whole */
+    char build_id[68]; /* hex; "" none */
+    char path[400];
+} gmp_ring_module_record;
+
 typedef struct gmp_ring_header {
     char magic[8];
     uint32_t version;
@@ -72,6 +98,10 @@ typedef struct gmp_ring_header {
     uint64_t counters[16]; /* for the preload: bytes, calls, episodes */
     gmp_ring_pending_oom pending;
     gmp_ring_config_copy config;
+    uint32_t stack_records;  /* the site regions' sizes, in records (0: none) */
+    uint32_t module_records;
+    uint64_t stacks_used;    /* atomic: stack records claimed */
+    uint64_t modules_used;   /* atomic: module records claimed */
     /* on a line of their own: every writer touches these */
     _Alignas(64) uint64_t head;    /* next sequence number */
     _Alignas(64) uint64_t dropped; /* events lost to a busy slot */
@@ -85,6 +115,9 @@ typedef struct gmp_ring_header {
 typedef struct gmp_ring {
     gmp_ring_header *hdr;
     gmp_ring_slot *slots;
+    gmp_ring_stack_record *stacks;   /* stack_records of them */
+    gmp_ring_module_record *modules; /* module_records of them */
+    uint32_t stack_records, module_records; /* checked against the file's size */
     uint64_t mask;
     uint32_t capacity;
     size_t map_len;
@@ -114,5 +147,22 @@ GMP_HIDDEN size_t gmp_ring_foreach(const gmp_ring *ring, uint64_t limit,
                                    uint64_t *torn);
 GMP_HIDDEN size_t gmp_ring_snapshot(const gmp_ring *ring, gmp_event *out,
                                     size_t max, uint64_t *torn);
+
+/* Site records (ring_sites.c).  Adding copies one stack or object into
+ * the next free record and publishes it; -1 when the ring has no record
+ * left.  Async-signal-safe: no lock, no allocation; a record never waits
+ * for another writer. */
+GMP_HIDDEN int gmp_ring_add_stack(gmp_ring *ring, uint32_t id, const uint64_t *frames,
+                                  uint32_t depth);
+GMP_HIDDEN int gmp_ring_add_module(gmp_ring *ring, const gmp_ring_module_record *module);
+/* A gmp_stack_lookup_fn over a ring's stack records (arg: the gmp_ring),
+ * for a bundle written from the ring of a process that is gone. */
+GMP_HIDDEN uint32_t gmp_ring_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max,
+                                          void *ring);
+/* Visits each published module record as a NUL-terminated copy (the ring
+ * may be another user's file: nothing in it is trusted). */
+GMP_HIDDEN void gmp_ring_foreach_module(const gmp_ring *ring,
+                                        void (*fn)(const gmp_ring_module_record *m, void *arg),
+                                        void *arg);
 
 #endif

@@ -273,6 +273,7 @@ static int process_gone(const gmp_ring_header *h)
 /* What the events say: the last OOM the process saw, and its backend. */
 typedef struct ring_story {
     gmp_failed_request failed;
+    uint32_t failed_stack_id;
     gmp_backend failed_backend;
     gmp_backend gpu_backend; /* the last GPU backend seen, or CPU */
 } ring_story;
@@ -285,6 +286,7 @@ static int read_story(const gmp_event *ev, void *arg)
     if (ev->type == GMP_EV_OOM) {
         s->failed = (gmp_failed_request){1, (gmp_api)ev->api, ev->size, ev->device,
                                          ev->result, ev->in_use, 0, {0}};
+        s->failed_stack_id = ev->stack_id;
         s->failed_backend = ev->backend < GMP_BACKEND_COUNT ? (gmp_backend)ev->backend
                                                             : GMP_BACKEND_CPU;
     } else if (ev->type == GMP_EV_OOM_RECOVERED) {
@@ -361,6 +363,9 @@ static int recover_one(int dirfd, const char *name, void *arg)
 
     ring_story story = {.gpu_backend = GMP_BACKEND_CPU};
     gmp_ring_foreach(&ring, UINT64_MAX, read_story, &story, NULL);
+    if (story.failed.present)
+        story.failed.stack_depth = gmp_ring_stack_lookup(story.failed_stack_id, story.failed.stack,
+                                                         GMP_STACK_MAX, &ring);
     int sig = rc->opt->pid && rc->opt->pid == live->pid ? rc->opt->signal
                                                           : __atomic_load_n(&live->death_signal,
                                                                             __ATOMIC_RELAXED);
@@ -429,6 +434,10 @@ static int recover_one(int dirfd, const char *name, void *arg)
         .confirmed_by = "recovered",
         .failed = story.failed,
         .evidence = evidence[0] ? evidence : NULL,
+        .stack_lookup = __atomic_load_n(&live->stacks_used, __ATOMIC_ACQUIRE)
+                            ? gmp_ring_stack_lookup
+                            : NULL,
+        .stack_lookup_arg = &ring,
     };
     gmp_bundle_input in = {
         .dump_dir = dump_dir,

@@ -20,6 +20,9 @@
  *                a signal's name (PIPE, TERM, ...: the default action),
  *                segv (writes through NULL), exec-clean (execs sh -c
  *                'exit 3' with an empty environment: no preload)
+ *   fork-kill    holds 16 MiB, forks; the child holds 16 MiB more from the
+ *                same call site (a stack its parent already knew), then is
+ *                killed by SIGKILL; the parent exits with 128+signal
  *   slow-grow N  under RLIMIT_AS: N times, grows in 8 MiB steps (10 ms
  *                apart) to 95% of the limit, holds 500 ms, shrinks below
  *                80%, holds 300 ms; never fails an allocation; exit 0
@@ -213,6 +216,33 @@ static int hold_die(const char *how)
     return 2;
 }
 
+/* 16 MiB, touched, kept: one call site for both processes of fork_kill. */
+static __attribute__((noinline)) void *hold_16_mib(void)
+{
+    char *p = malloc(16u << 20);
+    if (p)
+        memset(p, 1, 16u << 20);
+    return p;
+}
+
+static int fork_kill(void)
+{
+    pid_t pid = 1;
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && (pid = fork()) < 0)
+            return 2;
+        if (!hold_16_mib())
+            return 2;
+    }
+    if (pid == 0) {
+        kill(getpid(), SIGKILL);
+        pause();
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 99;
+}
+
 static void *churn(void *arg)
 {
     long id = (long)arg;
@@ -306,6 +336,8 @@ int main(int argc, char **argv)
         return threads();
     if (!strcmp(mode, "hold-die"))
         return hold_die(argc > 2 ? argv[2] : "");
+    if (!strcmp(mode, "fork-kill"))
+        return fork_kill();
     if (!strcmp(mode, "hold-fail"))
         return hold_fail(argc > 2 ? atoi(argv[2]) : 64);
     if (!strcmp(mode, "slow-grow"))

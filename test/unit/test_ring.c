@@ -2,7 +2,8 @@
  * test_ring.c — the event ring: wrap-around keeps exactly the newest N in
  * order; 8 writers x 1M events with a reader snapshotting all along never
  * see a torn, duplicated or out-of-order record; another process reads the
- * ring after the writer is SIGKILLed; damaged ring files are refused.
+ * ring after the writer is SIGKILLed; damaged ring files are refused; site
+ * records (stacks and objects) are found by id and bounded when damaged.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -257,6 +258,68 @@ static void test_attach_refuses_damaged_files(void **state)
     scratch_remove(dir);
 }
 
+static void count_module(const gmp_ring_module_record *m, void *arg)
+{
+    gmp_ring_module_record *last = arg;
+    *last = *m;
+    last->ready++; /* counts the visits */
+}
+
+/* Site records: what a writer adds, a reader in another process finds by
+ * id; a full region refuses more; a hostile file's records are bounded. */
+static void test_site_records(void **state)
+{
+    (void)state;
+    char dir[256], why[128];
+    scratch_make(dir, sizeof dir, "ringsites");
+    gmp_ring ring, seen;
+    assert_int_equal(gmp_ring_create(&ring, dir, 100), 0);
+    uint64_t frames[GMP_RING_STACK_DEPTH + 4], got[GMP_STACK_MAX];
+    for (int i = 0; i < GMP_RING_STACK_DEPTH + 4; i++)
+        frames[i] = 0x1000u + (uint64_t)i;
+    for (uint32_t id = 1; id <= GMP_RING_STACK_RECORDS; id++)
+        assert_int_equal(gmp_ring_add_stack(&ring, id * 3, frames, 1 + id % 4), 0);
+    assert_int_equal(gmp_ring_add_stack(&ring, 9999, frames, 2), -1); /* full */
+    gmp_ring_module_record m = {.start = 0x1000, .end = 0x9000, .base = 0x1000};
+    strcpy(m.path, "/usr/lib/libdemo.so");
+    strcpy(m.build_id, "00ff");
+    assert_int_equal(gmp_ring_add_module(&ring, &m), 0);
+
+    assert_int_equal(gmp_ring_attach(&seen, ring.path, why, sizeof why), 0);
+    assert_int_equal(gmp_ring_stack_lookup(6, got, GMP_STACK_MAX, &seen), 3);
+    assert_int_equal(got[2], 0x1002);
+    assert_int_equal(gmp_ring_stack_lookup(7, got, GMP_STACK_MAX, &seen), 0);
+    assert_int_equal(gmp_ring_stack_lookup(9999, got, GMP_STACK_MAX, &seen), 0);
+    gmp_ring_module_record last = {0};
+    gmp_ring_foreach_module(&seen, count_module, &last);
+    assert_int_equal(last.ready, 2);
+    assert_string_equal(last.path, "/usr/lib/libdemo.so");
+    assert_string_equal(last.build_id, "00ff");
+    gmp_ring_close(&seen, 0);
+
+    /* damage: an over-long depth, an unterminated path, a build-id that
+     * is not hex, a count of claims past the region */
+    ring.stacks[0].depth = 1000000;
+    memset(ring.modules[0].path, 'a', sizeof ring.modules[0].path);
+    strcpy(ring.modules[0].build_id, "zz\"");
+    ring.hdr->stacks_used = UINT64_MAX;
+    assert_int_equal(gmp_ring_attach(&seen, ring.path, why, sizeof why), 0);
+    assert_int_equal(gmp_ring_stack_lookup(3, got, GMP_STACK_MAX, &seen), GMP_RING_STACK_DEPTH);
+    memset(&last, 0, sizeof last);
+    gmp_ring_foreach_module(&seen, count_module, &last);
+    assert_int_equal(last.ready, 2);
+    assert_int_equal(strlen(last.path), sizeof last.path - 1);
+    assert_string_equal(last.build_id, "");
+    gmp_ring_close(&seen, 0);
+
+    /* a header that claims more records than a ring may have */
+    ring.hdr->stack_records = GMP_RING_STACK_RECORDS + 1;
+    assert_int_equal(gmp_ring_attach(&seen, ring.path, why, sizeof why), -1);
+    assert_non_null(strstr(why, "size"));
+    gmp_ring_close(&ring, 1);
+    scratch_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_writers_and_reader),
         cmocka_unit_test(test_read_after_sigkill),
         cmocka_unit_test(test_attach_refuses_damaged_files),
+        cmocka_unit_test(test_site_records),
     };
     return cmocka_run_group_tests_name("ring", tests, NULL, NULL);
 }

@@ -4,8 +4,9 @@
  * around python3 killed with kill -9 (the command itself, and a grandchild
  * reaped by a preloaded shell), a real kernel OOM kill in a memory cgroup
  * where the machine lets the test make one, exec and os._exit leaving no
- * false bundle, and `gmp-inspect recover` later, for a ring whose process
- * is gone (and not for one whose process lives).
+ * false bundle, the sites of a killed process named from its ring, and
+ * `gmp-inspect recover` later, for a ring whose process is gone (and not
+ * for one whose process lives).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -218,6 +219,49 @@ static void test_kernel_oom_killer(void **state)
         fail_msg("show says:\n%s", out);
 }
 
+/* `show`'s top sites of the bundle of a native process killed under
+ * gmp-run: the program's own line, named from the stacks and objects its
+ * ring kept, never a bare stack id. */
+static void expect_killed_site(const char *mode, const char *where)
+{
+    char script[2048];
+    snprintf(script, sizeof script,
+             "\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- %s/test/programs/host_oom %s",
+             paths.build, mode);
+    run(script);
+    assert_true(ends_with_status(137));
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    json_t *mods = bundle_file(bundle, "modules.json");
+    size_t i;
+    json_t *m;
+    int program = 0;
+    json_array_foreach(mods, i, m) {
+        const char *path = json_str(m, "path"), *id = json_str(m, "build_id");
+        program += strstr(path, "/host_oom") && id && strlen(id) >= 16;
+    }
+    json_decref(mods);
+    if (program != 1)
+        fail_msg("%s: modules.json does not list host_oom once with its build-id", mode);
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(argv, out, sizeof out, err, sizeof err);
+    const char *sites = strstr(out, "\nTop allocation sites");
+    if (!sites || !strstr(sites, where) || strstr(out, "stack id"))
+        fail_msg("%s: show names no site %s:\n%s", mode, where, out);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", bundle);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A process killed without a word still gets its sites named; so does a
+ * forked child whose stack its parent had made before the child's ring
+ * existed. */
+static void test_killed_bundle_names_sites(void **state)
+{
+    (void)state;
+    expect_killed_site("hold-die KILL", " (host_oom.c:");
+    expect_killed_site("fork-kill", "hold_16_mib (host_oom.c:");
+}
+
 /* Without gmp-run: the ring stays until `gmp-inspect recover`, which leaves
  * a live process's ring alone.  The shell here is not preloaded, so nobody
  * noted the signal: the reason says "killed". */
@@ -257,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_gmp_run_kill_9),
         cmocka_unit_test(test_gmp_run_grandchild),
         cmocka_unit_test(test_exec_and_quick_exit_are_not_deaths),
+        cmocka_unit_test(test_killed_bundle_names_sites),
         cmocka_unit_test(test_kernel_oom_killer),
         cmocka_unit_test(test_inspect_recover),
     };

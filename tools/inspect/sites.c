@@ -45,8 +45,10 @@ const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
     size_t i;
     json_t *m;
     json_array_foreach(mods, i, m) {
-        const char *base = jstr(m, "base"), *path = jstr(m, "path");
+        const char *base = jstr(m, "base"), *path = jstr(m, "path"), *end = jstr(m, "end");
         uint64_t b = base ? strtoull(base, NULL, 16) : 0;
+        if (end && at >= strtoull(end, NULL, 16))
+            continue; /* a recovered bundle lists only some objects, with their ends */
         if (path && base && b <= at && b >= best_base) {
             best = path;
             best_base = b;
