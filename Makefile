@@ -21,15 +21,6 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 SAN_CFLAGS ?=
 CODE_CFLAGS = $(ALL_CFLAGS) $(SAN_CFLAGS)
 
-# Dependencies first, while the makefile is read: what is installed decides
-# which checks and smoke tests are built (see the wildcards below).
-ifneq ($(filter-out clean uninstall,$(or $(MAKECMDGOALS),all)),)
-DEPS_STATUS := $(shell sh mk/ensure-deps.sh >&2; echo $$?)
-ifneq ($(DEPS_STATUS),0)
-$(error dependencies missing (see the line above))
-endif
-endif
-
 PKG_CONFIG ?= pkg-config
 JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
@@ -63,12 +54,18 @@ TEST_PROGRAMS := $(patsubst test/programs/%.c,$(BUILD)/test/programs/%,$(wildcar
                  $(patsubst test/programs/%.cc,$(BUILD)/test/programs/%,$(wildcard test/programs/*.cc)) \
                  $(BUILD)/test/doubles/libmalloc_only.so
 
+# Unit tests (test/unit/) check our code in-process or our tools on files:
+# `make check` runs them in seconds.  Integration tests (test/integration/)
+# run programs under the preload.  Both build to $(BUILD)/test/.
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
+INTEGRATION_SRC := $(wildcard test/integration/test_*.c)
+INTEGRATION_BIN := $(INTEGRATION_SRC:test/integration/%.c=$(BUILD)/test/%)
+TEST_BIN := $(UNIT_BIN) $(INTEGRATION_BIN)
 TEST_SUPPORT := $(BUILD)/test/support.o
 
-.PHONY: all deps test unit-test integration-test demo bench fuzz sanitize unit-programs \
-        test-programs install uninstall clean
+.PHONY: all deps check test test-after-deps demo demo-after-deps bench fuzz sanitize \
+        unit-programs test-programs install uninstall clean
 
 # Our GPU hook prototypes against the real headers, where they are installed.
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
@@ -94,6 +91,10 @@ $(BUILD)/check/hip_decls.ok: preload/check/hip_decls.c preload/hip_table.h prelo
 	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror $<
 	@touch $@
 
+# Set-up is a step of its own: `make deps` installs the Debian packages the
+# build and the tests need (mk/ensure-deps.sh).  `make demo` and `make test`
+# run it, then build in a second make that sees what it installed: the
+# wildcards above decide which checks and smoke tests are built.
 deps:
 	@sh mk/ensure-deps.sh
 
@@ -138,10 +139,14 @@ $(BUILD)/test/support.o: test/support.c test/support.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CODE_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) -c $< -o $@
 
+TEST_LINK = $(CC) $(CODE_CFLAGS) -Itest $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(TEST_SUPPORT) $(RECORDER_LIB) $(CMOCKA_LIBS) $(JANSSON_LIBS) -lpthread
 $(BUILD)/test/test_%: test/unit/test_%.c test/support.h $(TEST_SUPPORT) $(RECORDER_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CODE_CFLAGS) -Itest $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(TEST_SUPPORT) $(RECORDER_LIB) $(CMOCKA_LIBS) $(JANSSON_LIBS) -lpthread
+	$(TEST_LINK)
+$(BUILD)/test/test_%: test/integration/test_%.c test/support.h $(TEST_SUPPORT) $(RECORDER_LIB)
+	@mkdir -p $(dir $@)
+	$(TEST_LINK)
 
 # Plain programs the integration tests run under the preload.  -fno-builtin:
 # the compiler must not elide the allocations they exist to make.
@@ -291,11 +296,11 @@ UBSAN_BUILD := $(BUILD)/ubsan
 TSAN_BUILD := $(BUILD)/tsan
 ASAN_RUNTIME = $(realpath $(shell $(CC) -print-file-name=libasan.so))
 TSAN_RUNTIME = $(realpath $(shell $(CC) -print-file-name=libtsan.so))
-SAN_UNIT := $(filter-out %/test_noalloc,$(UNIT_BIN:$(BUILD)/%=$(ASAN_BUILD)/%))
+SAN_UNIT := $(filter-out %/test_noalloc,$(TEST_BIN:$(BUILD)/%=$(ASAN_BUILD)/%))
 TSAN_UNIT := $(BUILD)/test/test_stress $(BUILD)/test/test_gpu
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-unit-programs: all $(UNIT_BIN)
+unit-programs: all $(TEST_BIN)
 test-programs: all $(TEST_PROGRAMS) $(GPU_TESTS)
 
 # A stage whose sanitizer runtime is missing prints a line and is skipped.
@@ -326,9 +331,17 @@ sanitize: unit-programs
 	else echo "SKIP: $(CC) has no libtsan.so to preload; no concurrency tests under TSan"; fi; \
 	exit $$failed
 
-test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
+test:
+	@sh mk/ensure-deps.sh
+	@$(MAKE) --no-print-directory test-after-deps
+
+# The inner loop: the unit tests alone, as built (no set-up step).
+check: all $(UNIT_BIN)
+	@sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN)
+
+test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
 	@failed=0; \
-	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN) || failed=$$((failed+1)); \
+	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
 	echo "== conformance: real software, bare and under the preload"; \
 	sh test/conformance/run.sh $(BUILD) || failed=$$((failed+1)); \
 	if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize || failed=$$((failed+1)); fi; \
@@ -338,7 +351,11 @@ test: all $(UNIT_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
 	if [ $$failed -ne 0 ]; then echo "$$failed test stage(s) failed"; exit 1; fi; \
 	echo "all test stages passed"
 
-demo: all
+demo:
+	@sh mk/ensure-deps.sh
+	@$(MAKE) --no-print-directory demo-after-deps
+
+demo-after-deps: all
 	@sh examples/demo.sh $(BUILD)
 
 # Benchmarks (bench/README.md): built with the same flags, run side by side

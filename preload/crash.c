@@ -1,5 +1,5 @@
 /*
- * crash.c — the corrupted death (seed 002): malloc returns NULL, the
+ * crash.c — the corrupted death: malloc returns NULL, the
  * program writes through it, SIGSEGV.  Handlers for SIGSEGV, SIGBUS,
  * SIGABRT, SIGILL and SIGFPE write the bundle (episode.c decides which,
  * by GMP_ON_CRASH), then hand the signal on exactly as it would have gone:

@@ -1,5 +1,5 @@
 /*
- * episode.c — OOM episodes (design.md §6).
+ * episode.c — OOM episodes: one bundle per failure, confirmed or recovered.
  *
  * Frameworks retry: PyTorch frees its cache and calls cudaMalloc again, a
  * BFC allocator tries smaller sizes.  So a failure opens an episode on its

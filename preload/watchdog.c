@@ -1,5 +1,5 @@
 /*
- * watchdog.c — the slow death (seed 002): swapping, pressure, then the OOM
+ * watchdog.c — the slow death: swapping, pressure, then the OOM
  * killer.  Once the process holds GPU memory or a heap of
  * GMP_WATCHDOG_MIN_MB, the thread that allocates or frees (GPU memory, or
  * a large block) checks how close the process is to each limit that can

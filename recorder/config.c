@@ -1,7 +1,8 @@
 /*
  * config.c — the recorder's configuration from GMP_* environment variables.
  *
- * The names and defaults follow the Python recorder's config (seed 000).  A
+ * The names and defaults follow those of the Python OOM flight recorder
+ * this project generalises, so one environment drives both.  A
  * bad value never stops the program: it becomes one stderr line naming the
  * variable and the value used instead.  Reads the environment with getenv
  * only, at start-up, never on an emergency path.

@@ -1,5 +1,5 @@
 /*
- * naive_malloc.c — seed 002's program: allocates what it is told and writes
+ * naive_malloc.c — the classic unchecked-malloc program: allocates what it is told and writes
  * through the result without checking it.  Usage:
  *   naive_malloc SIZE          malloc(SIZE), then write "OK\n" into it
  *   naive_malloc segv          write through NULL with no allocation at all

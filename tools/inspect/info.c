@@ -1,6 +1,6 @@
 /*
  * info.c — `gmp-inspect info [--json]`: the collectors' view of this
- * machine (seed 001's `info`): which collectors can sample here and why not,
+ * machine: which collectors can sample here and why not,
  * what they can tell, each device they see, the host's memory and limits,
  * and the driver versions.  Unlike the preload, this tool may load the GPU
  * libraries to ask them (gmp_collectors_may_load); it still makes no CUDA

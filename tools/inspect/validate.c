@@ -2,7 +2,7 @@
  * validate.c — `gmp-inspect validate BUNDLE...`: is each bundle whole and
  * does it carry the schema's fields with the right types?  One line per
  * problem, so CI logs say exactly what is wrong.  Bundles written by the
- * Python recorder (seed 000) have the same schema and validate the same way.
+ * Python OOM flight recorder have the same schema and validate the same way.
  * Exit 0 all valid, 1 any invalid, 2 usage.
  */
 #include "inspect.h"

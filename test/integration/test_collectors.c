@@ -1,6 +1,6 @@
 /*
  * test_collectors.c — what a bundle says held the memory and what the
- * machine looked like (issue 6), from real processes under the preload:
+ * machine looked like, from real processes under the preload:
  * the libcuda and NVML doubles for the devices (another process holding
  * 100 MiB of the GPU), this machine's real /proc and cgroup for the host.
  *   - device free/total at the failure, this process's and the others'

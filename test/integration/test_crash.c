@@ -1,5 +1,5 @@
 /*
- * test_crash.c — the corrupted death (seed 002): a program that writes
+ * test_crash.c — the corrupted death: a program that writes
  * through the NULL a failed malloc returned.  Under the preload it dies
  * exactly as without (status, signal, output), with one bundle that names
  * the signal, the failed request and a native stack that symbolises to the

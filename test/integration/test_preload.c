@@ -1,7 +1,7 @@
 /*
  * test_preload.c — real processes under LD_PRELOAD=libgpumemprof_preload.so
  * running out of host memory in each way (see test/programs/host_oom.c),
- * python3 dying of MemoryError under `ulimit -v` (seed 003), allocators
+ * python3 dying of MemoryError under `ulimit -v`, allocators
  * preloaded after ours, and the everyday processes that must pay nothing.
  * Each asserts what a user would see: the program's output and exit status
  * unchanged, the number of bundles, what they say, one stderr line each.

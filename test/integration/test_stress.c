@@ -1,5 +1,5 @@
 /*
- * test_stress.c — the preload under load (issue 9), each run asserting that
+ * test_stress.c — the preload under load, each run asserting that
  * nothing is lost or corrupt:
  *   - 32 threads failing at once: one bundle per OOM episode (the metrics
  *     file counts both), one stderr line each, every bundle valid;

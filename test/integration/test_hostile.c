@@ -1,5 +1,5 @@
 /*
- * test_hostile.c — the preload in hostile environments (issue 9).  In each
+ * test_hostile.c — the preload in hostile environments.  In each
  * the program's output and exit status are what they are without the
  * preload, we say at most one line on stderr, no partial bundle is ever
  * visible, and nothing outside the dump directory is touched:
