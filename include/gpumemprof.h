@@ -54,41 +54,58 @@ typedef enum gmp_backend {
     GMP_BACKEND_COUNT
 } gmp_backend;
 
-/* Every API an event can name.  One list, so names and numbers never drift. */
+/* Every API an event can name, with the library that owns it ("" none).
+ * One list, so numbers, names and owners never drift. */
 #define GMP_API_LIST(X)                                                        \
-    X(UNKNOWN, "unknown")                                                      \
-    X(MALLOC, "malloc") X(FREE, "free") X(CALLOC, "calloc")                    \
-    X(REALLOC, "realloc") X(REALLOCARRAY, "reallocarray")                      \
-    X(POSIX_MEMALIGN, "posix_memalign") X(ALIGNED_ALLOC, "aligned_alloc")      \
-    X(MEMALIGN, "memalign") X(VALLOC, "valloc") X(PVALLOC, "pvalloc")          \
-    X(CUDA_MALLOC, "cudaMalloc") X(CUDA_FREE, "cudaFree")                      \
-    X(CUDA_MALLOC_MANAGED, "cudaMallocManaged")                                \
-    X(CUDA_MALLOC_HOST, "cudaMallocHost") X(CUDA_HOST_ALLOC, "cudaHostAlloc")  \
-    X(CUDA_FREE_HOST, "cudaFreeHost") X(CUDA_MALLOC_PITCH, "cudaMallocPitch")  \
-    X(CUDA_MALLOC_3D, "cudaMalloc3D") X(CUDA_MALLOC_ASYNC, "cudaMallocAsync")  \
-    X(CUDA_MALLOC_FROM_POOL_ASYNC, "cudaMallocFromPoolAsync")                  \
-    X(CUDA_FREE_ASYNC, "cudaFreeAsync")                                        \
-    X(CU_MEM_ALLOC, "cuMemAlloc_v2")                                           \
-    X(CU_MEM_ALLOC_MANAGED, "cuMemAllocManaged")                               \
-    X(CU_MEM_ALLOC_PITCH, "cuMemAllocPitch_v2")                                \
-    X(CU_MEM_ALLOC_HOST, "cuMemAllocHost_v2")                                  \
-    X(CU_MEM_HOST_ALLOC, "cuMemHostAlloc")                                     \
-    X(CU_MEM_ALLOC_ASYNC, "cuMemAllocAsync")                                   \
-    X(CU_MEM_ALLOC_FROM_POOL_ASYNC, "cuMemAllocFromPoolAsync")                 \
-    X(CU_MEM_FREE, "cuMemFree_v2") X(CU_MEM_FREE_HOST, "cuMemFreeHost")        \
-    X(CU_MEM_FREE_ASYNC, "cuMemFreeAsync") X(CU_MEM_CREATE, "cuMemCreate")     \
-    X(CU_MEM_RELEASE, "cuMemRelease") X(CU_MEM_MAP, "cuMemMap")                \
-    X(CU_MEM_UNMAP, "cuMemUnmap")                                              \
-    X(HIP_MALLOC, "hipMalloc") X(HIP_FREE, "hipFree")                          \
-    X(HIP_MALLOC_MANAGED, "hipMallocManaged")                                  \
-    X(HIP_HOST_MALLOC, "hipHostMalloc") X(HIP_HOST_FREE, "hipHostFree")        \
-    X(HIP_EXT_MALLOC_WITH_FLAGS, "hipExtMallocWithFlags")                      \
-    X(HIP_MALLOC_ASYNC, "hipMallocAsync")                                      \
-    X(HIP_MALLOC_FROM_POOL_ASYNC, "hipMallocFromPoolAsync")                    \
-    X(HIP_FREE_ASYNC, "hipFreeAsync") X(HIP_MALLOC_PITCH, "hipMallocPitch")    \
-    X(USER, "user")
+    X(UNKNOWN, "unknown", "")                                                  \
+    X(MALLOC, "malloc", "libc")                                                \
+    X(FREE, "free", "libc")                                                    \
+    X(CALLOC, "calloc", "libc")                                                \
+    X(REALLOC, "realloc", "libc")                                              \
+    X(REALLOCARRAY, "reallocarray", "libc")                                    \
+    X(POSIX_MEMALIGN, "posix_memalign", "libc")                                \
+    X(ALIGNED_ALLOC, "aligned_alloc", "libc")                                  \
+    X(MEMALIGN, "memalign", "libc")                                            \
+    X(VALLOC, "valloc", "libc")                                                \
+    X(PVALLOC, "pvalloc", "libc")                                              \
+    X(CUDA_MALLOC, "cudaMalloc", "libcudart")                                  \
+    X(CUDA_FREE, "cudaFree", "libcudart")                                      \
+    X(CUDA_MALLOC_MANAGED, "cudaMallocManaged", "libcudart")                   \
+    X(CUDA_MALLOC_HOST, "cudaMallocHost", "libcudart")                         \
+    X(CUDA_HOST_ALLOC, "cudaHostAlloc", "libcudart")                           \
+    X(CUDA_FREE_HOST, "cudaFreeHost", "libcudart")                             \
+    X(CUDA_MALLOC_PITCH, "cudaMallocPitch", "libcudart")                       \
+    X(CUDA_MALLOC_3D, "cudaMalloc3D", "libcudart")                             \
+    X(CUDA_MALLOC_ASYNC, "cudaMallocAsync", "libcudart")                       \
+    X(CUDA_MALLOC_FROM_POOL_ASYNC, "cudaMallocFromPoolAsync", "libcudart")     \
+    X(CUDA_FREE_ASYNC, "cudaFreeAsync", "libcudart")                           \
+    X(CU_MEM_ALLOC, "cuMemAlloc_v2", "libcuda")                                \
+    X(CU_MEM_ALLOC_MANAGED, "cuMemAllocManaged", "libcuda")                    \
+    X(CU_MEM_ALLOC_PITCH, "cuMemAllocPitch_v2", "libcuda")                     \
+    X(CU_MEM_ALLOC_HOST, "cuMemAllocHost_v2", "libcuda")                       \
+    X(CU_MEM_HOST_ALLOC, "cuMemHostAlloc", "libcuda")                          \
+    X(CU_MEM_ALLOC_ASYNC, "cuMemAllocAsync", "libcuda")                        \
+    X(CU_MEM_ALLOC_FROM_POOL_ASYNC, "cuMemAllocFromPoolAsync", "libcuda")      \
+    X(CU_MEM_FREE, "cuMemFree_v2", "libcuda")                                  \
+    X(CU_MEM_FREE_HOST, "cuMemFreeHost", "libcuda")                            \
+    X(CU_MEM_FREE_ASYNC, "cuMemFreeAsync", "libcuda")                          \
+    X(CU_MEM_CREATE, "cuMemCreate", "libcuda")                                 \
+    X(CU_MEM_RELEASE, "cuMemRelease", "libcuda")                               \
+    X(CU_MEM_MAP, "cuMemMap", "libcuda")                                       \
+    X(CU_MEM_UNMAP, "cuMemUnmap", "libcuda")                                   \
+    X(HIP_MALLOC, "hipMalloc", "libamdhip64")                                  \
+    X(HIP_FREE, "hipFree", "libamdhip64")                                      \
+    X(HIP_MALLOC_MANAGED, "hipMallocManaged", "libamdhip64")                   \
+    X(HIP_HOST_MALLOC, "hipHostMalloc", "libamdhip64")                         \
+    X(HIP_HOST_FREE, "hipHostFree", "libamdhip64")                             \
+    X(HIP_EXT_MALLOC_WITH_FLAGS, "hipExtMallocWithFlags", "libamdhip64")       \
+    X(HIP_MALLOC_ASYNC, "hipMallocAsync", "libamdhip64")                       \
+    X(HIP_MALLOC_FROM_POOL_ASYNC, "hipMallocFromPoolAsync", "libamdhip64")     \
+    X(HIP_FREE_ASYNC, "hipFreeAsync", "libamdhip64")                           \
+    X(HIP_MALLOC_PITCH, "hipMallocPitch", "libamdhip64")                       \
+    X(USER, "user", "")
 
-#define GMP_API_ENUM_ENTRY(id, name) GMP_API_##id,
+#define GMP_API_ENUM_ENTRY(id, name, library) GMP_API_##id,
 typedef enum gmp_api { GMP_API_LIST(GMP_API_ENUM_ENTRY) GMP_API_COUNT } gmp_api;
 #undef GMP_API_ENUM_ENTRY
 
@@ -117,6 +134,9 @@ typedef struct gmp_event {
 GMP_API const char *gmp_event_type_name(unsigned type);
 GMP_API const char *gmp_backend_name(unsigned backend);
 GMP_API const char *gmp_api_name(unsigned api);
+/* The library an API belongs to: "libc", "libcudart", "libcuda",
+ * "libamdhip64"; "" for none (unknown, user). */
+GMP_API const char *gmp_api_library(unsigned api);
 
 /* ---- configuration ------------------------------------------------------- */
 

@@ -32,15 +32,13 @@ static const char *const driver_sonames[] = {"libcuda.so.1", "libcuda.so", NULL}
 gmp_gpu_family gmp_cuda_driver = {GMP_BACKEND_CUDA, driver_sonames, "cuCtxGetDevice",
                                    "cuMemGetInfo_v2", NULL, NULL};
 
-/* cuMemCreate's device: where its properties put the memory. */
-static int gmp_cu_prop_where(const gmp_cu_mem_alloc_prop *prop)
+int gmp_cu_location_where(const gmp_cu_mem_location *location)
 {
-    if (!prop)
+    if (!location)
         return GMP_ON_DEVICE;
-    if (prop->location.type == 1 && prop->location.id >= 0)
-        return prop->location.id;
-    return prop->location.type == 2 || prop->location.type == 3 ? GMP_ON_HOST
-                                                                 : GMP_ON_DEVICE;
+    if (location->type == 1 && location->id >= 0)
+        return location->id;
+    return location->type == 2 || location->type == 3 ? GMP_ON_HOST : GMP_ON_DEVICE;
 }
 
 /* ---- exported hooks ----------------------------------------------------- */

@@ -40,7 +40,7 @@
           GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,                             \
           (GMP_T_DEVPTR * p, size_t size, GMP_T_MEMPOOL pool, GMP_T_STREAM s),             \
           (p, size, pool, s), *p, size, size)                                              \
-    ALLOC(cuMemCreate, cuMemCreate, 0, GMP_API_CU_MEM_CREATE, gmp_cu_prop_where(prop),     \
+    ALLOC(cuMemCreate, cuMemCreate, 0, GMP_API_CU_MEM_CREATE, gmp_cu_location_where(prop ? &prop->location : NULL),     \
           (GMP_T_HANDLE * h, size_t size, const GMP_T_MEMPROP *prop,                       \
            unsigned long long flags),                                                      \
           (h, size, prop, flags), *h, size, size)

@@ -19,6 +19,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 static struct {
@@ -92,11 +93,13 @@ static __thread int in_runtime_alloc; /* depth of runtime allocation calls */
     MAP(cuMemMap, GMP_API_CU_MEM_MAP, GMP_EV_MAP, p->ptr, p->size)                         \
     MAP(cuMemUnmap, GMP_API_CU_MEM_UNMAP, GMP_EV_UNMAP, p->ptr, p->size)
 
+_Static_assert(sizeof(CUmemLocation) == sizeof(gmp_cu_mem_location) &&
+                   offsetof(CUmemLocation, id) == offsetof(gmp_cu_mem_location, id),
+               "cuda.h's CUmemLocation is the one the driver hooks read");
+
 static int prop_where(const CUmemAllocationProp *prop)
 {
-    if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0)
-        return prop->location.id;
-    return GMP_ON_DEVICE;
+    return gmp_cu_location_where(prop ? (const gmp_cu_mem_location *)&prop->location : NULL);
 }
 
 #define CASE_ALLOC(cbid_prefix, name, api, where, ptr, requested, size)                    \

@@ -68,12 +68,12 @@ static uint64_t now_ns(void)
 
 static const char *library_of(gmp_backend backend, gmp_api api)
 {
-    if (backend == GMP_BACKEND_ROCM)
-        return "libamdhip64";
-    if (backend == GMP_BACKEND_CPU)
-        return "libc";
-    return api >= GMP_API_CU_MEM_ALLOC && api <= GMP_API_CU_MEM_UNMAP ? "libcuda"
-                                                                       : "libcudart";
+    const char *owner = gmp_api_library(api);
+    if (owner[0])
+        return owner;
+    return backend == GMP_BACKEND_ROCM ? "libamdhip64"
+           : backend == GMP_BACKEND_CPU ? "libc"
+                                        : "libcudart";
 }
 
 /* "cuda:0" or "host" */

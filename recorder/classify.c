@@ -28,18 +28,13 @@ static gmp_classification make(int is_oom, const char *prefix, const char *reaso
     return c;
 }
 
-static int is_driver_api(gmp_api api)
-{
-    return api >= GMP_API_CU_MEM_ALLOC && api <= GMP_API_CU_MEM_UNMAP;
-}
-
 gmp_classification gmp_classify_result(gmp_backend backend, gmp_api api, long code)
 {
     switch (backend) {
     case GMP_BACKEND_CUDA:
         /* cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2 */
         if (code == 2)
-            return make(1, "", is_driver_api(api) ? "CUDA_ERROR_OUT_OF_MEMORY"
+            return make(1, "", !strcmp(gmp_api_library(api), "libcuda") ? "CUDA_ERROR_OUT_OF_MEMORY"
                                                   : "cudaErrorMemoryAllocation");
         break;
     case GMP_BACKEND_ROCM:

@@ -26,9 +26,12 @@ static const char *const backend_names[GMP_BACKEND_COUNT] = {
     [GMP_BACKEND_ROCM] = "rocm",
 };
 
-#define GMP_API_NAME_ENTRY(id, name) [GMP_API_##id] = name,
+#define GMP_API_NAME_ENTRY(id, name, library) [GMP_API_##id] = name,
 static const char *const api_names[GMP_API_COUNT] = {GMP_API_LIST(GMP_API_NAME_ENTRY)};
 #undef GMP_API_NAME_ENTRY
+#define GMP_API_LIBRARY_ENTRY(id, name, library) [GMP_API_##id] = library,
+static const char *const api_libraries[GMP_API_COUNT] = {GMP_API_LIST(GMP_API_LIBRARY_ENTRY)};
+#undef GMP_API_LIBRARY_ENTRY
 
 const char *gmp_event_type_name(unsigned type)
 {
@@ -43,4 +46,9 @@ const char *gmp_backend_name(unsigned backend)
 const char *gmp_api_name(unsigned api)
 {
     return api < GMP_API_COUNT ? api_names[api] : "unknown";
+}
+
+const char *gmp_api_library(unsigned api)
+{
+    return api < GMP_API_COUNT ? api_libraries[api] : "";
 }

@@ -226,21 +226,39 @@ EXPORT int cuMemFreeAsync_ptsz(devptr p, void *stream) { (void)stream; return fa
 
 static uintptr_t next_reserved = 0x600000000000;
 
+/* Pinned host memory (location HOST or HOST_NUMA, CUDA 12.2+): handles of
+ * their own range, never counted against a device. */
+#define HOST_HANDLES ((handle_t)0x7e0000000000ull)
+static handle_t next_host_handle = HOST_HANDLES;
+
+static int create_on_host(handle_t *h, size_t size)
+{
+    pthread_mutex_lock(&fake_lock);
+    *h = next_host_handle;
+    next_host_handle += ((size + 0xfffff) & ~(handle_t)0xfffff) + 0x100000;
+    pthread_mutex_unlock(&fake_lock);
+    return FAKE_OK;
+}
+
 EXPORT int cuMemCreate(handle_t *h, size_t size, const alloc_prop *prop, unsigned long long flags)
 {
     NOTIFIED("cuMemCreate", { handle_t *h; size_t size; const alloc_prop *prop; unsigned long long flags; },
              {
                  uintptr_t a = 0;
-                 int device = prop && prop->location.type == 1 ? prop->location.id : -1;
-                 rc = !h || device < 0 ? FAKE_INVALID_VALUE : fake_alloc(device, &a, size);
-                 if (rc == FAKE_OK)
+                 int type = prop ? prop->location.type : 0;
+                 int device = type == 1 ? prop->location.id : -1;
+                 if (h && (type == 2 || type == 3))
+                     rc = create_on_host(h, size);
+                 else if (!h || device < 0)
+                     rc = FAKE_INVALID_VALUE;
+                 else if ((rc = fake_alloc(device, &a, size)) == FAKE_OK)
                      *h = a; /* the backing's fake address doubles as the handle */
              }, h, size, prop, flags);
 }
 EXPORT int cuMemRelease(handle_t h)
 {
     NOTIFIED("cuMemRelease", { handle_t h; },
-             rc = fake_free(h), h);
+             rc = h >= HOST_HANDLES ? FAKE_OK : fake_free(h), h);
 }
 EXPORT int cuMemAddressReserve(devptr *p, size_t size, size_t alignment, devptr addr, unsigned long long flags)
 {

@@ -14,6 +14,9 @@
  *                 256 MiB until cuMemCreate fails; exits 3 holding them
  *   driver_oom vmm-cycle    create+map four chunks, unmap+release them; prints
  *                 the preload's alloc/free/map/unmap event counts
+ *   driver_oom vmm-host     creates four chunks of pinned host memory (location
+ *                 HOST); prints how many cuMemCreate events the preload
+ *                 booked on the host and on a device, then releases them
  *   driver_oom lookups      one line per lookup: its status and the object the
  *                 returned pointer lies in (dlsym, cuGetProcAddress v1 and
  *                 v2, versions, _ptsz, unknown names, RTLD_NEXT)
@@ -186,6 +189,22 @@ static int expandable_segments(int device, int cycle)
     return rc == 2 ? 3 : 4;
 }
 
+static int pinned_host_chunks(void)
+{
+    vmm v = vmm_functions(0);
+    alloc_prop prop = {.type = 1, .location = {.type = 2, .id = 0}};
+    handle_t handles[4];
+    for (int i = 0; i < 4; i++)
+        if (v.create(&handles[i], CHUNK, &prop, 0))
+            return 18;
+    printf("host %d device %d\n", count_events_on(GMP_EV_ALLOC, "cuMemCreate", -1),
+           count_events_on(GMP_EV_ALLOC, "cuMemCreate", 0));
+    for (int i = 0; i < 4; i++)
+        if (v.release(handles[i]))
+            return 19;
+    return 0;
+}
+
 static void line(const char *what, int rc, int found, void *fn)
 {
     printf("%s rc=%d status=%d module=%s\n", what, rc, found, module_of(fn));
@@ -263,6 +282,8 @@ int main(int argc, char **argv)
         return expandable_segments(device, 0);
     if (!strcmp(mode, "vmm-cycle"))
         return expandable_segments(device, 1);
+    if (!strcmp(mode, "vmm-host"))
+        return pinned_host_chunks();
     if (!strcmp(mode, "lookups"))
         return lookups();
     return 2;

@@ -11,8 +11,11 @@
 #include <dlfcn.h>
 #include <string.h>
 
-/* Events of `type` (and of the API named `api`, unless NULL). */
-static int count_events_of(gmp_event_type type, const char *api)
+#define ANY_DEVICE (-99)
+
+/* Events of `type` (and of the API named `api`, unless NULL; and on
+ * `device`, -1 the host, unless ANY_DEVICE). */
+static int count_events_on(gmp_event_type type, const char *api, int device)
 {
     gmp_preload_recorder_fn get =
         (gmp_preload_recorder_fn)dlsym(RTLD_DEFAULT, GMP_PRELOAD_RECORDER_SYMBOL);
@@ -27,8 +30,14 @@ static int count_events_of(gmp_event_type type, const char *api)
     size_t n = snap(rec, events, 10000);
     int count = 0;
     for (size_t i = 0; i < n; i++)
-        count += events[i].type == type && (!api || !strcmp(api_name(events[i].api), api));
+        count += events[i].type == type && (!api || !strcmp(api_name(events[i].api), api)) &&
+                 (device == ANY_DEVICE || events[i].device == device);
     return count;
+}
+
+static inline int count_events_of(gmp_event_type type, const char *api)
+{
+    return count_events_on(type, api, ANY_DEVICE);
 }
 
 static inline int count_events(gmp_event_type type)

@@ -123,6 +123,10 @@ static void test_older_pytorch_vmm_way(void **state)
     assert_int_equal(code(), 0);
     assert_string_equal(out, "alloc 4 free 4 map 4 unmap 4\n");
     assert_string_equal(err, "");
+    /* pinned host memory made with cuMemCreate is the host's, not device 0's */
+    run("LD_PRELOAD=\"$L\"", "driver_oom", "vmm-host");
+    assert_int_equal(code(), 0);
+    assert_string_equal(out, "host 4 device 0\n");
 }
 
 static void test_linked_directly(void **state)
@@ -350,6 +354,10 @@ static void test_cupti_injection(void **state)
     run("CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$L\"", "driver_oom", "vmm-cycle");
     assert_int_equal(code(), 0);
     assert_string_equal(out, "alloc 4 free 4 map 4 unmap 4\n");
+    /* and pinned host memory booked where the interposer books it */
+    run("CUDA_INJECTION64_PATH=\"$P\" LD_PRELOAD=\"$L\"", "driver_oom", "vmm-host");
+    assert_int_equal(code(), 0);
+    assert_string_equal(out, "host 4 device 0\n");
 
     /* GMP_CUDA_MODE=cupti points the driver at us by itself */
     run("GMP_CUDA_MODE=cupti LD_PRELOAD=\"$L\"", "gpu_oom_cuda", "until-oom 0");

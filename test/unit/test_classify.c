@@ -102,6 +102,28 @@ static void test_return_codes(void **state)
 }
 
 /* A stderr line alone: only when it is about memory. */
+/* Each API's owner, which names the driver's error and a bundle's
+ * exception module: cudaX is the runtime's, cuX the driver's, hipX HIP's. */
+static void test_api_owners(void **state)
+{
+    (void)state;
+    for (unsigned api = 0; api < GMP_API_COUNT; api++) {
+        const char *name = gmp_api_name(api), *owner = gmp_api_library(api);
+        const char *want = !strncmp(name, "cuda", 4) ? "libcudart"
+                           : !strncmp(name, "cu", 2)  ? "libcuda"
+                           : !strncmp(name, "hip", 3) ? "libamdhip64"
+                           : api == GMP_API_UNKNOWN || api == GMP_API_USER ? ""
+                                                                            : "libc";
+        if (strcmp(owner, want))
+            fail_msg("%s belongs to '%s', not '%s'", name, want, owner);
+    }
+    assert_string_equal(gmp_api_library(GMP_API_COUNT + 7), "");
+    assert_string_equal(gmp_classify_result(GMP_BACKEND_CUDA, GMP_API_CU_MEM_CREATE, 2).reason,
+                        "CUDA_ERROR_OUT_OF_MEMORY");
+    assert_string_equal(gmp_classify_result(GMP_BACKEND_CUDA, GMP_API_CUDA_MALLOC_ASYNC, 2).reason,
+                        "cudaErrorMemoryAllocation");
+}
+
 static void test_oom_lines(void **state)
 {
     (void)state;
@@ -169,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_seed_cases),
         cmocka_unit_test(test_extra_types),
         cmocka_unit_test(test_return_codes),
+        cmocka_unit_test(test_api_owners),
     };
     return cmocka_run_group_tests_name("classify", tests, NULL, NULL);
 }
