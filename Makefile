@@ -116,7 +116,7 @@ $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
 
 # The files that run before the ASan runtime has mapped its shadow (it calls
 # our dlsym and malloc while it starts) take BOOT_SAN_CFLAGS instead.
-PRELOAD_BOOT := libc dlsym host sizes next
+PRELOAD_BOOT := libc dlsym host_counters sizes next
 BOOT_SAN_CFLAGS ?= $(SAN_CFLAGS)
 $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
@@ -128,7 +128,7 @@ $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
 
-$(RUN_TOOL): $(BUILD)/tools/run/main.o $(RECORDER_LIB)
+$(RUN_TOOL): $(BUILD)/tools/run/gmp_run.o $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)
 
 $(BUILD)/examples/%: examples/%.c
@@ -253,7 +253,7 @@ HAVE_FUZZ := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned 
 FUZZ_CFLAGS = -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=undefined \
               -Iinclude -Irecorder -Icollectors -Itools/inspect $(JANSSON_CFLAGS)
-FUZZ_LIB_SRC := $(RECORDER_SRC) $(filter-out tools/inspect/main.c,$(INSPECT_SRC))
+FUZZ_LIB_SRC := $(RECORDER_SRC) $(filter-out tools/inspect/gmp_inspect.c,$(INSPECT_SRC))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZERS := $(if $(HAVE_FUZZ),$(BUILD)/fuzz/fuzz_bundle $(BUILD)/fuzz/fuzz_ring $(BUILD)/fuzz/fuzz_config)
 
@@ -398,4 +398,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(FUZZ_LIB_OBJ:.o=.d) $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d) $(BUILD)/tools/run/main.d
+-include $(FUZZ_LIB_OBJ:.o=.d) $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d) $(BUILD)/tools/run/gmp_run.d

@@ -15,7 +15,7 @@
  *   nvml.c   libnvidia-ml.so.1: device used/free/total without a context,
  *            per-process usage (who else holds this GPU)
  *   rocm.c   hipMemGetInfo, and rocm-smi's library when loaded
- *   host.c   /proc/self/status, /proc/meminfo, cgroup v2/v1, PSI, rlimits
+ *   host_memory.c  /proc/self/status, /proc/meminfo, cgroup v2/v1, PSI, rlimits
  */
 #ifndef GMP_COLLECTOR_H
 #define GMP_COLLECTOR_H

@@ -6,7 +6,7 @@
  * does bookkeeping.  The pieces:
  *   init.c        process lifecycle: constructor, config, fork, exit, API
  *   libc.c        malloc and friends, with a bootstrap pool for dlsym
- *   host.c        per-thread host counters (bytes in use without contention)
+ *   host_counters.c per-thread host counters (bytes in use without contention)
  *   sizes.c       block sizes an allocator behind us cannot be asked for
  *   device.c      live device allocations and bytes in use per device
  *   episode.c     OOM episodes: open, confirm, recover, commit a bundle
@@ -18,12 +18,12 @@
  *   stack.c       the return addresses of a failing call; allocation stacks
  *   stack_ring.c  those stacks and their objects in the ring, for recover
  *   crash.c       fatal signals after a failed allocation
- *   process.c     _exit and the wait family: what a ring left behind means
+ *   exit_and_wait.c _exit and the wait family: what a ring left behind means
  *   watchdog.c    the slow death: pressure against the nearest memory limit
- *   messages.c    OOM messages on stderr, for failures no hook saw
+ *   oom_messages.c OOM messages on stderr, for failures no hook saw
  *   stderr.c      what the program writes to stderr: write, writev, stdio
  *   python.c      the Python stack of the thread that failed
- *   metrics.c     the Prometheus textfile (GMP_PROM_FILE)
+ *   prom_textfile.c the Prometheus textfile (GMP_PROM_FILE)
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -99,7 +99,7 @@ static inline int gmp_pl_active(void)
 /* init.c */
 GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
 
-/* host.c: per-thread counters; in_use sums them (approximate while racing).
+/* host_counters.c: per-thread counters; in_use sums them (approximate while racing).
  * Only the owning thread writes a slot, so the hot path is plain stores
  * (relaxed atomics: readers in other threads never see a torn value). */
 typedef struct host_slot {
@@ -224,7 +224,7 @@ GMP_HIDDEN void gmp_crash_arm(void);
  * Returns 1 when it wrote one. */
 GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
 
-/* messages.c: an OOM message seen on stderr while an episode was open, for
+/* oom_messages.c: an OOM message seen on stderr while an episode was open, for
  * its bundle: copies it out (cap bytes each) and returns its level (0 none);
  * *python_fd: the Python traceback printed with it, in a memfd the caller
  * closes, or -1.
@@ -240,7 +240,7 @@ GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
  * memfd (the caller closes it); else -1. */
 GMP_HIDDEN int gmp_python_traceback_fd(void);
 
-/* metrics.c: the GMP_PROM_FILE textfile: a thread rewriting it (start,
+/* prom_textfile.c: the GMP_PROM_FILE textfile: a thread rewriting it (start,
  * after fork), a write now (at exit), and host peaks seen by the hooks. */
 GMP_HIDDEN void gmp_metrics_start(void);
 GMP_HIDDEN void gmp_metrics_after_fork(void);
@@ -265,7 +265,7 @@ GMP_HIDDEN void gmp_watchdog_start_sampler(void);
 GMP_HIDDEN int gmp_watchdog_above(void);
 /* sampler.c: one sample event per collector's device into the ring. */
 GMP_HIDDEN void gmp_sampler_tick(void);
-/* leaks.c: at exit, GMP_LEAK_CHECK's report of what was never freed. */
+/* leak_check.c: at exit, GMP_LEAK_CHECK's report of what was never freed. */
 GMP_HIDDEN void gmp_leak_check_at_exit(void);
 GMP_HIDDEN void gmp_watchdog_after_fork(void);
 

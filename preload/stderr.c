@@ -1,5 +1,5 @@
 /*
- * stderr.c — what the program writes to stderr, for messages.c.
+ * stderr.c — what the program writes to stderr, for oom_messages.c.
  *
  * write and writev on fd 2 are one way (Python's sys.stderr); glibc's stdio
  * is another, and it writes through glibc's internal write, which no hook
@@ -7,7 +7,7 @@
  * stdio_sync_filebuf: fwrite, putc).  So the stdio functions that write to
  * a FILE are hooked too.  Each calls the real function and returns its
  * exact result and errno; when the stream is stderr and the call wrote, the
- * bytes are handed to messages.c.  Every other fd or stream costs one
+ * bytes are handed to oom_messages.c.  Every other fd or stream costs one
  * comparison.  The formatted ones format once more, into a stack buffer, for
  * the scan (only on stderr): the real vfprintf does the program's output.
  */

@@ -64,19 +64,6 @@ GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, int self, uint64_t oom_kil
  * PMI_RANK; -1 when none is set. */
 GMP_HIDDEN long gmp_bundle_rank(void);
 
-/* A command line (NUL-separated arguments): the values of secret-looking
- * options ("--api-token=X", "--password X", "DB_PASSWORD=X", mysql's
- * "-pX") and the credentials gmp_redact_text finds masked with '*' in
- * place, so no bundle or ring holds them. */
-GMP_HIDDEN void gmp_redact_args(char *args, size_t len);
-
-/* Credentials inside free text (len bytes, NULs allowed), masked with '*'
- * in place: a URL's userinfo (https://user:pass@host), the value of an
- * Authorization or Cookie header. */
-GMP_HIDDEN void gmp_redact_text(char *s, size_t len);
-
-/* Is the environment variable name one whose value must never be written? */
-GMP_HIDDEN int gmp_env_name_is_secret(const char *name, size_t len);
 
 /* bundle_patch.c: add the file name (data, len bytes) to the bundle at
  * path and list it in its manifest (rewritten atomically); never replaces

@@ -12,7 +12,7 @@
  * seqlock relies on is defined behaviour (and quiet under TSan).
  */
 #include "ring.h"
-#include "bundle.h"
+#include "redact.h"
 
 #include <errno.h>
 #include <fcntl.h>

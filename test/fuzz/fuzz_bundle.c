@@ -9,6 +9,7 @@
  * character may come out) and a text to mask credentials in.
  */
 #include "bundle.h"
+#include "redact.h"
 #include "fuzz_common.h"
 #include "inspect.h"
 

@@ -171,7 +171,7 @@ int cmd_diff(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_info(int argc, char **argv);
-/* show of a leak report (leaks.c): its exit status, or -1 when path is not one. */
+/* show of a leak report (leak_report.c): its exit status, or -1 when path is not one. */
 int show_leak_report(const char *path);
 
 /* True when argv holds -h or --help. */

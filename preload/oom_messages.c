@@ -1,5 +1,5 @@
 /*
- * messages.c — OOM deaths with no failing call.  TensorFlow's and JAX's BFC
+ * oom_messages.c — OOM deaths with no failing call.  TensorFlow's and JAX's BFC
  * allocators and PyTorch's memory fraction fail inside their own pool, so no
  * hook sees a failure; what the process writes to stderr says it.  What
  * stderr.c sees written there (write, writev, stdio, iostreams), at most
@@ -25,6 +25,7 @@
  * is skipped, never waited for).
  */
 #include "bundle.h"
+#include "redact.h"
 #include "preload.h"
 
 #include <string.h>

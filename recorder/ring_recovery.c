@@ -1,5 +1,5 @@
 /*
- * rings.c — the ring files of other processes (gpumemprof.h, "rings of
+ * ring_recovery.c — the ring files of other processes (gpumemprof.h, "rings of
  * other processes"): a process killed by SIGKILL runs nothing, so its ring
  * stays in the run directory, and gmp-run or `gmp-inspect recover` write its
  * bundle from it afterwards.  A ring left behind must mean a death that may

@@ -1,5 +1,5 @@
 /*
- * leaks.c — GMP_LEAK_CHECK=1: at exit, the GPU allocations the program
+ * leak_check.c — GMP_LEAK_CHECK=1: at exit, the GPU allocations the program
  * never freed (like compute-sanitizer's leak check), as a leak report
  * (leak_report_<time>_<pid>_<backend>_<seq>/ in the dump directory:
  * leaks.json, stacks.json, modules.json, environment.json, manifest.json)

@@ -1,5 +1,5 @@
 /*
- * host.c — the host collector: this process (/proc/self/status), the
+ * host_memory.c — the host collector: this process (/proc/self/status), the
  * machine (/proc/meminfo), its memory cgroup (v2: memory.current, max,
  * high, peak, swap, events; v1: usage, limit, max usage), PSI memory and
  * the memory rlimits.  Plain reads into fixed buffers, no allocation: it

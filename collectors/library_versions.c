@@ -1,5 +1,5 @@
 /*
- * probe.c — what the loaded GPU and Python libraries say about themselves,
+ * library_versions.c — what the loaded GPU and Python libraries say about themselves,
  * for environment.json: CUDA driver and runtime versions, NVML's driver version, HIP's
  * runtime version, device names and totals, CPython's version and the
  * version of the torch package whose libtorch is loaded.

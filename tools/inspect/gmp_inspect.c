@@ -1,5 +1,5 @@
 /*
- * main.c — gmp-inspect: reads the bundles gpumemprof writes.  Dispatches to
+ * gmp_inspect.c — gmp-inspect: reads the bundles gpumemprof writes.  Dispatches to
  * one verb per file (list.c, show.c, validate.c, recover.c).  It never
  * changes a bundle; recover writes new ones for processes that died without
  * a word, through the recorder library.

@@ -1,5 +1,5 @@
 /*
- * host.c — host bytes in use without a contended counter.
+ * host_counters.c — host bytes in use without a contended counter.
  *
  * Each thread owns a slot of counters (claimed on its first allocation,
  * returned by a pthread key destructor when it exits, its totals folded into

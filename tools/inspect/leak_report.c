@@ -1,5 +1,5 @@
 /*
- * leaks.c — `gmp-inspect show` of a leak report (GMP_LEAK_CHECK's
+ * leak_report.c — `gmp-inspect show` of a leak report (GMP_LEAK_CHECK's
  * leak_report_* directory): what the process never freed, per device, the
  * sites that allocated it (symbolised as in a bundle) and the largest
  * allocations, like compute-sanitizer's leak summary.

@@ -1,5 +1,5 @@
 /*
- * process.c — the ends of processes that skip our destructor, so that a
+ * exit_and_wait.c — the ends of processes that skip our destructor, so that a
  * ring left in the run directory always means a death that may be of
  * memory:
  *   _exit/_Exit   (os._exit in multiprocessing workers): commit an open

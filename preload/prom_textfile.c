@@ -1,5 +1,5 @@
 /*
- * metrics.c — GMP_PROM_FILE: a Prometheus textfile (node_exporter's
+ * prom_textfile.c — GMP_PROM_FILE: a Prometheus textfile (node_exporter's
  * textfile collector format) rewritten atomically every GMP_PROM_INTERVAL_S
  * by a thread of its own, and once more at exit.  Bytes in use and peaks
  * per device and for the host, allocation and free counts, OOM episodes,
