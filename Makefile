@@ -13,7 +13,7 @@ ifeq ($(CI),true)
 WARNINGS += -Werror
 endif
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden \
-               -Iinclude -Irecorder -Icollectors $(WARNINGS)
+               -Iinclude -Ibase -Irecorder -Icollectors $(WARNINGS)
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 # Sanitizers for our own code only (the preload, the recorder, the tools and
 # the test binaries), never for the programs the tests run under the preload:
@@ -29,8 +29,9 @@ CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 DW_CFLAGS = $(shell $(PKG_CONFIG) --cflags libdw 2>/dev/null)
 DW_LIBS = $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null || echo -ldw -lelf)
 
-# The collectors go wherever the recorder goes (the preload and the tools).
-RECORDER_SRC := $(wildcard recorder/*.c) $(wildcard collectors/*.c)
+# The base (strings, files, time, logging, the JSON writer), the collectors
+# and the recorder: one library, linked into the preload and the tools.
+RECORDER_SRC := $(wildcard base/*.c) $(wildcard recorder/*.c) $(wildcard collectors/*.c)
 RECORDER_OBJ := $(RECORDER_SRC:%.c=$(BUILD)/%.o)
 RECORDER_LIB := $(BUILD)/libgpumemprof.a
 
@@ -82,7 +83,7 @@ $(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_ta
 $(BUILD)/check/cuda_driver_decls.ok: preload/check/cuda_driver_decls.c preload/cuda_driver_table.h \
                                      preload/gpu_types.h preload/gpu_family.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -fsyntax-only -Wall -Wextra -Werror -Iinclude -Irecorder \
+	$(CC) -std=gnu11 -D_GNU_SOURCE -fsyntax-only -Wall -Wextra -Werror -Iinclude -Ibase -Irecorder \
 	    -isystem $(CUDA_HOME)/include $<
 	@touch $@
 
@@ -252,7 +253,7 @@ FUZZ_SECONDS ?= 60
 HAVE_FUZZ := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | $(FUZZ_CC) -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null && echo yes)
 FUZZ_CFLAGS = -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-              -Iinclude -Irecorder -Icollectors -Itools/inspect $(JANSSON_CFLAGS)
+              -Iinclude -Ibase -Irecorder -Icollectors -Itools/inspect $(JANSSON_CFLAGS)
 FUZZ_LIB_SRC := $(RECORDER_SRC) $(filter-out tools/inspect/gmp_inspect.c,$(INSPECT_SRC))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZERS := $(if $(HAVE_FUZZ),$(BUILD)/fuzz/fuzz_bundle $(BUILD)/fuzz/fuzz_ring $(BUILD)/fuzz/fuzz_config)
@@ -337,10 +338,12 @@ test:
 
 # The inner loop: the unit tests alone, as built (no set-up step).
 check: all $(UNIT_BIN)
+	@sh mk/check-layers.sh
 	@sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN)
 
 test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
 	@failed=0; \
+	sh mk/check-layers.sh || failed=$$((failed+1)); \
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
 	echo "== conformance: real software, bare and under the preload"; \
 	sh test/conformance/run.sh $(BUILD) || failed=$$((failed+1)); \

@@ -1,5 +1,5 @@
 /*
- * util.h — small helpers the recorder shares: clocks, UTC formatting,
+ * util.h — the base every folder shares: clocks, UTC formatting,
  * integer formatting, whole writes and reads, directories, one-line stderr
  * messages.  Everything here is safe on the emergency path: no heap, no
  * locks, only system calls and fixed buffers the caller owns.

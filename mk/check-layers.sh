@@ -1,0 +1,48 @@
+#!/bin/sh
+# check-layers.sh — the folders depend one way.  Every #include "X" of our
+# sources must name a header of a folder its own folder may use:
+#
+#   include/ (the public header)  <- everyone
+#   base/        strings, files, time, logging, the JSON writer
+#   collectors/  on base
+#   recorder/    on base and collectors
+#   preload/     on base, collectors and recorder
+#   tools/       on base and their own folder, plus the reader interface of
+#                the recorder (ring.h, rundir.h: rings; bundle.h and
+#                collector.h: `info`, which prints what a bundle holds)
+#
+# One line per include that crosses a line it must not; exit 1 if any.
+set -u
+cd "$(dirname "$0")/.."
+allowed() { # allowed FROM_FOLDER HEADER_FOLDER HEADER
+    case "$1:$2" in
+    *:include | *:base) return 0 ;;
+    collectors:collectors | recorder:collectors | recorder:recorder) return 0 ;;
+    preload:collectors | preload:recorder | preload:preload) return 0 ;;
+    tools/inspect:tools/inspect | tools/run:tools/run) return 0 ;;
+    tools/*:recorder) case "$3" in ring.h | rundir.h | bundle.h) return 0 ;; esac ;;
+    tools/*:collectors) [ "$3" = collector.h ] && return 0 ;;
+    esac
+    return 1
+}
+folder_of() { # the folder that holds header $1, or "" (a system or test header)
+    for d in include base collectors recorder preload preload/check tools/inspect tools/run; do
+        [ -f "$d/$1" ] && { echo "${d%/check}"; return; }
+    done
+}
+bad=0
+for f in base/*.[ch] collectors/*.[ch] recorder/*.[ch] preload/*.[ch] preload/check/*.c \
+    tools/inspect/*.[ch] tools/run/*.[ch]; do
+    from=$(dirname "$f")
+    from=${from%/check}
+    for h in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do
+        to=$(folder_of "$h")
+        [ -z "$to" ] && continue
+        if ! allowed "$from" "$to" "$h"; then
+            echo "layers: $f includes $to/$h, which $from/ may not use"
+            bad=1
+        fi
+    done
+done
+[ "$bad" -eq 0 ] && echo "layers: every include goes one way"
+exit "$bad"
