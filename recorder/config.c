@@ -6,6 +6,11 @@
  * bad value never stops the program: it becomes one stderr line naming the
  * variable and the value used instead.  Reads the environment with getenv
  * only, at start-up, never on an emergency path.
+ *
+ * Each option is one line of GMP_OPTIONS: its field, name, default, range
+ * or choices, and the README's words for it.  The defaults, the parser, its
+ * complaints and the README's table of variables (gmp_config_doc_table,
+ * which test_config holds against README.md) all come from that line.
  */
 #include "gpumemprof.h"
 #include "jsonw.h"
@@ -13,6 +18,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,25 +26,73 @@
 
 #define GMP_METADATA_MAX_DEPTH 32
 
-/* The defaults that are not zero, onto a zeroed config: a process's
- * static one is set without touching its pages of empty strings (an empty
- * metadata_json is read as "{}", so the static one leaves it empty). */
+/* One line an option, in the README's order:
+ *   BOOL(field, name, default, doc)
+ *   NUM(field, name, default, low, high, doc)          uint32_t or uint64_t field
+ *   TEXT(field, name, default, room, may_be_empty, default_doc, doc)
+ *        (room: bytes of the field kept free for what is appended to it)
+ *   CHOICE(field, name, "first|second|...", doc)       the field is the index;
+ *        the first choice is the default
+ *   JSON(field, name, doc)                             a JSON object, default {} */
+#define GMP_OPTIONS(BOOL, NUM, TEXT, CHOICE, JSON)                                               \
+    BOOL(enabled, "GMP_ENABLED", 1, "`0`/`false`/`no`/`off` records and writes nothing")         \
+    TEXT(dump_dir, "GMP_DUMP_DIR", "./oom_dumps", 128, 0, "`./oom_dumps`",                        \
+         "where bundles go (made absolute at start, created on the first bundle)")               \
+    NUM(buffer_size, "GMP_BUFFER_SIZE", 10000, 16, 1u << 24, "events kept in the ring")          \
+    NUM(max_dumps, "GMP_MAX_DUMPS", 5, 1, 1000000, "bundles kept in the dump directory")         \
+    NUM(max_total_mb, "GMP_MAX_TOTAL_MB", 256, 1, 1ull << 40,                                    \
+        "total size kept in the dump directory, in MiB")                                        \
+    TEXT(context, "GMP_CONTEXT", "", 0, 1, "(empty)",                                            \
+         "free text stored as `context` (e.g. `training`)")                                      \
+    JSON(metadata_json, "GMP_METADATA",                                                          \
+         "a JSON object stored as `custom_metadata` (≤ 8 KiB, checked strictly)")                \
+    TEXT(run_dir, "GMP_RUN_DIR", "", 128, 0,                                                     \
+         "`$XDG_RUNTIME_DIR/gpumemprof`, else `/tmp/gpumemprof-<uid>`",                          \
+         "where live rings live; see *The event ring*")                                         \
+    NUM(host_event_min_bytes, "GMP_HOST_EVENT_MIN_BYTES", 1 << 20, 0, 1ull << 50,                \
+        "host allocations and frees of at least this size become events; failures always do")  \
+    NUM(oom_confirm_ms, "GMP_OOM_CONFIRM_MS", 1000, 0, 3600000,                                  \
+        "an episode still open after this long is written, as `timeout`")                          \
+    CHOICE(oom_policy_first, "GMP_OOM_POLICY", "episode|first",                                  \
+           "`first` writes a bundle at every failure, without waiting for confirmation")         \
+    CHOICE(cuda_mode, "GMP_CUDA_MODE", "auto|interpose|cupti",                                   \
+           "which path records CUDA; see *The preload*")                                        \
+    BOOL(stacks, "GMP_STACKS", 1, "`0`: no native stack per device (and large host) allocation") \
+    CHOICE(on_crash, "GMP_ON_CRASH", "after-failure|always|never",                               \
+           "when a fatal signal writes a bundle")                                                \
+    BOOL(watchdog, "GMP_WATCHDOG", 1, "`0` turns the memory-pressure watchdog off")              \
+    NUM(watchdog_min_mb, "GMP_WATCHDOG_MIN_MB", 256, 0, 1ull << 30,                              \
+        "heap in use, in MiB, from which the allocating thread checks for pressure; any GPU "    \
+        "memory does too")                                                                      \
+    NUM(pressure_pct, "GMP_PRESSURE_PCT", 90, 1, 100,                                            \
+        "usage of the nearest limit, in percent, that writes a `memory_pressure` bundle")        \
+    TEXT(prom_file, "GMP_PROM_FILE", "", 64, 1, "(none)",                                        \
+         "a Prometheus textfile to rewrite (`%p` = pid)")                                        \
+    NUM(prom_interval_s, "GMP_PROM_INTERVAL_S", 15, 1, 3600, "how often, in seconds")            \
+    BOOL(leak_check, "GMP_LEAK_CHECK", 0, "`1`: a leak report at exit of the GPU allocations "   \
+                                          "never freed")                                        \
+    NUM(sample_ms, "GMP_SAMPLE_MS", 0, 0, 3600000,                                               \
+        "> 0: a `sample` event per device and the host every N ms")                             \
+    CHOICE(nvml, "GMP_NVML", "auto|load|off",                                                    \
+           "`auto`: NVML when the program loaded it; `load`: the preload loads it (other "       \
+           "processes' usage in every CUDA bundle); `off`")
+
+#define IGNORE(...)
+
+/* The defaults that are not zero, onto a zeroed config, as stores: a
+ * process's static one is set without touching its pages of empty strings
+ * or reading a table (an empty metadata_json is read as "{}", so the static
+ * one leaves it empty). */
+#define SET_BOOL(field, name, def, doc)                                                          \
+    if (def)                                                                                     \
+        cfg->field = def;
+#define SET_NUM(field, name, def, lo, hi, doc) SET_BOOL(field, name, def, doc)
+#define SET_TEXT(field, name, def, room, empty, def_doc, doc)                                    \
+    if (sizeof def > 1) /* an empty one's page is not touched */                                 \
+        memcpy(cfg->field, def, sizeof def); /* stores, not a read of .rodata */
 GMP_START_EXIT_TEXT static void set_nonzero_defaults(gmp_config *cfg)
 {
-    cfg->enabled = 1;
-    memcpy(cfg->dump_dir, "./oom_dumps", sizeof "./oom_dumps"); /* stores, not a read of .rodata */
-    cfg->buffer_size = 10000;
-    cfg->max_dumps = 5;
-    cfg->max_total_mb = 256;
-    cfg->host_event_min_bytes = 1 << 20;
-    cfg->oom_confirm_ms = 1000;
-    cfg->cuda_mode = GMP_CUDA_MODE_AUTO;
-    cfg->stacks = 1;
-    cfg->on_crash = GMP_ON_CRASH_AFTER_FAILURE;
-    cfg->watchdog = 1;
-    cfg->watchdog_min_mb = 256;
-    cfg->pressure_pct = 90;
-    cfg->prom_interval_s = 15;
+    GMP_OPTIONS(SET_BOOL, SET_NUM, SET_TEXT, IGNORE, IGNORE)
 }
 
 void gmp_config_defaults(gmp_config *cfg)
@@ -46,15 +100,6 @@ void gmp_config_defaults(gmp_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     set_nonzero_defaults(cfg);
     memcpy(cfg->metadata_json, "{}", 3);
-}
-
-/* The index of v in names (n of them), or -1. */
-static int one_of(const char *v, const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!strcmp(v, names[i]))
-            return i;
-    return -1;
 }
 
 /* Every bad value of one reading, said in one stderr line at its end (a
@@ -137,6 +182,48 @@ static int parse_string(const char *var, const char *s, char *dst, size_t cap,
     return 0;
 }
 
+/* choices: "a|b|c"; *out becomes the index of s among them. */
+static int parse_choice(const char *var, const char *s, const char *choices, int *out)
+{
+    char what[128] = "is not ", word[32];
+    int index = 0;
+    for (const char *c = choices; *c; index++) {
+        size_t n = strcspn(c, "|");
+        if (n == strlen(s) && !strncmp(c, s, n)) {
+            *out = index;
+            return 0;
+        }
+        c += n + (c[n] == '|');
+    }
+    /* "is not after-failure, always or never; using after-failure" */
+    const char *c = choices;
+    for (int i = 0; i < index; i++) {
+        size_t n = strcspn(c, "|");
+        snprintf(word, sizeof word, "%.*s", (int)n, c);
+        gmp_strlcat(what, i == 0 ? "" : i == index - 1 ? " or " : ", ", sizeof what);
+        gmp_strlcat(what, word, sizeof what);
+        c += n + 1;
+    }
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(choices, "|"), choices);
+    complain(var, s, what, word);
+    return -1;
+}
+
+static int parse_json(const char *var, const char *s, char *dst, size_t cap)
+{
+    size_t len = strlen(s);
+    if (len >= cap) {
+        complain(var, s, "is longer than 8191 bytes", "{}");
+        return -1;
+    }
+    if (gmp_json_check_object(s, len, GMP_METADATA_MAX_DEPTH) < 0) {
+        complain(var, s, "is not a JSON object", "{}");
+        return -1;
+    }
+    gmp_strlcpy(dst, s, cap);
+    return 0;
+}
+
 static int parse_environment(gmp_config *cfg);
 
 int gmp_config_from_env(gmp_config *cfg)
@@ -162,131 +249,88 @@ GMP_START_EXIT_TEXT int gmp_config_from_env_onto_zero(gmp_config *cfg)
     return any_gmp_variable() ? parse_environment(cfg) : 0;
 }
 
+#define PARSE_BOOL(field, name, def, doc)                                                        \
+    if ((v = getenv(name)))                                                                      \
+        bad += parse_bool(name, v, &cfg->field) < 0;
+#define PARSE_NUM(field, name, def, lo, hi, doc)                                                 \
+    if ((v = getenv(name))) {                                                                    \
+        uint64_t n = cfg->field;                                                                 \
+        bad += parse_u64(name, v, lo, hi, &n) < 0;                                               \
+        cfg->field = (__typeof__(cfg->field))n;                                                  \
+    }
+#define PARSE_TEXT(field, name, def, room, empty, def_doc, doc)                                  \
+    if ((v = getenv(name)))                                                                      \
+        bad += parse_string(name, v, cfg->field, sizeof cfg->field - (room), empty) < 0;
+#define PARSE_CHOICE(field, name, choices, doc)                                                  \
+    if ((v = getenv(name))) {                                                                    \
+        int index = (int)cfg->field;                                                             \
+        bad += parse_choice(name, v, choices, &index) < 0;                                       \
+        cfg->field = (__typeof__(cfg->field))index;                                              \
+    }
+#define PARSE_JSON(field, name, doc)                                                             \
+    if ((v = getenv(name)))                                                                      \
+        bad += parse_json(name, v, cfg->field, sizeof cfg->field) < 0;
+
 static int parse_environment(gmp_config *cfg)
 {
     complaints[0] = '\0';
     complaint_count = 0;
     int bad = 0;
     const char *v;
-    uint64_t n;
-
-    if ((v = getenv("GMP_ENABLED")))
-        bad += parse_bool("GMP_ENABLED", v, &cfg->enabled) < 0;
-    if ((v = getenv("GMP_DUMP_DIR")))
-        bad += parse_string("GMP_DUMP_DIR", v, cfg->dump_dir,
-                            sizeof cfg->dump_dir - 128, 0) < 0;
-    if ((v = getenv("GMP_RUN_DIR")))
-        bad += parse_string("GMP_RUN_DIR", v, cfg->run_dir,
-                            sizeof cfg->run_dir - 128, 0) < 0;
-    if ((v = getenv("GMP_PROM_FILE")))
-        bad += parse_string("GMP_PROM_FILE", v, cfg->prom_file, sizeof cfg->prom_file - 64,
-                            1) < 0;
-    if ((v = getenv("GMP_PROM_INTERVAL_S"))) {
-        n = cfg->prom_interval_s;
-        bad += parse_u64("GMP_PROM_INTERVAL_S", v, 1, 3600, &n) < 0;
-        cfg->prom_interval_s = (uint32_t)n;
-    }
-    if ((v = getenv("GMP_BUFFER_SIZE"))) {
-        n = cfg->buffer_size;
-        bad += parse_u64("GMP_BUFFER_SIZE", v, 16, 1u << 24, &n) < 0;
-        cfg->buffer_size = (uint32_t)n;
-    }
-    if ((v = getenv("GMP_MAX_DUMPS"))) {
-        n = cfg->max_dumps;
-        bad += parse_u64("GMP_MAX_DUMPS", v, 1, 1000000, &n) < 0;
-        cfg->max_dumps = (uint32_t)n;
-    }
-    if ((v = getenv("GMP_MAX_TOTAL_MB"))) {
-        n = cfg->max_total_mb;
-        bad += parse_u64("GMP_MAX_TOTAL_MB", v, 1, 1ull << 40, &n) < 0;
-        cfg->max_total_mb = n;
-    }
-    if ((v = getenv("GMP_CONTEXT")))
-        bad += parse_string("GMP_CONTEXT", v, cfg->context, sizeof cfg->context,
-                            1) < 0;
-    if ((v = getenv("GMP_HOST_EVENT_MIN_BYTES"))) {
-        n = cfg->host_event_min_bytes;
-        bad += parse_u64("GMP_HOST_EVENT_MIN_BYTES", v, 0, 1ull << 50, &n) < 0;
-        cfg->host_event_min_bytes = n;
-    }
-    if ((v = getenv("GMP_OOM_CONFIRM_MS"))) {
-        n = cfg->oom_confirm_ms;
-        bad += parse_u64("GMP_OOM_CONFIRM_MS", v, 0, 3600000, &n) < 0;
-        cfg->oom_confirm_ms = (uint32_t)n;
-    }
-    if ((v = getenv("GMP_OOM_POLICY"))) {
-        if (!strcmp(v, "first") || !strcmp(v, "episode")) {
-            cfg->oom_policy_first = !strcmp(v, "first");
-        } else {
-            complain("GMP_OOM_POLICY", v, "is not first or episode", "episode");
-            bad++;
-        }
-    }
-    if ((v = getenv("GMP_CUDA_MODE"))) {
-        static const char *const modes[] = {"auto", "interpose", "cupti"};
-        int found = one_of(v, modes, 3);
-        if (found >= 0) {
-            cfg->cuda_mode = (gmp_cuda_mode)found;
-        } else {
-            complain("GMP_CUDA_MODE", v, "is not auto, interpose or cupti", "auto");
-            bad++;
-        }
-    }
-    if ((v = getenv("GMP_STACKS")))
-        bad += parse_bool("GMP_STACKS", v, &cfg->stacks) < 0;
-    if ((v = getenv("GMP_WATCHDOG")))
-        bad += parse_bool("GMP_WATCHDOG", v, &cfg->watchdog) < 0;
-    if ((v = getenv("GMP_LEAK_CHECK")))
-        bad += parse_bool("GMP_LEAK_CHECK", v, &cfg->leak_check) < 0;
-    if ((v = getenv("GMP_SAMPLE_MS"))) {
-        n = cfg->sample_ms;
-        bad += parse_u64("GMP_SAMPLE_MS", v, 0, 3600000, &n) < 0;
-        cfg->sample_ms = (uint32_t)n;
-    }
-    if ((v = getenv("GMP_NVML"))) {
-        static const char *const modes[] = {"auto", "load", "off"};
-        int found = one_of(v, modes, 3);
-        if (found >= 0) {
-            cfg->nvml = (gmp_nvml_mode)found;
-        } else {
-            complain("GMP_NVML", v, "is not auto, load or off", "auto");
-            bad++;
-        }
-    }
-    if ((v = getenv("GMP_WATCHDOG_MIN_MB"))) {
-        n = cfg->watchdog_min_mb;
-        bad += parse_u64("GMP_WATCHDOG_MIN_MB", v, 0, 1ull << 30, &n) < 0;
-        cfg->watchdog_min_mb = n;
-    }
-    if ((v = getenv("GMP_PRESSURE_PCT"))) {
-        n = cfg->pressure_pct;
-        bad += parse_u64("GMP_PRESSURE_PCT", v, 1, 100, &n) < 0;
-        cfg->pressure_pct = (uint32_t)n;
-    }
-    if ((v = getenv("GMP_ON_CRASH"))) {
-        static const char *const modes[] = {"after-failure", "always", "never"};
-        int found = one_of(v, modes, 3);
-        if (found >= 0) {
-            cfg->on_crash = (gmp_on_crash)found;
-        } else {
-            complain("GMP_ON_CRASH", v, "is not after-failure, always or never",
-                     "after-failure");
-            bad++;
-        }
-    }
-    if ((v = getenv("GMP_METADATA"))) {
-        size_t len = strlen(v);
-        if (len >= sizeof cfg->metadata_json) {
-            complain("GMP_METADATA", v, "is longer than 8191 bytes", "{}");
-            bad++;
-        } else if (gmp_json_check_object(v, len, GMP_METADATA_MAX_DEPTH) < 0) {
-            complain("GMP_METADATA", v, "is not a JSON object", "{}");
-            bad++;
-        } else {
-            gmp_strlcpy(cfg->metadata_json, v, sizeof cfg->metadata_json);
-        }
-    }
+    GMP_OPTIONS(PARSE_BOOL, PARSE_NUM, PARSE_TEXT, PARSE_CHOICE, PARSE_JSON)
     if (complaint_count)
         gmp_log("%s", complaints);
     return bad;
+}
+
+/* The README's table of variables: one row an option. */
+#define ROW(name, def_doc, range, doc)                                                           \
+    n += snprintf(out + (n < cap ? n : cap), n < cap ? cap - n : 0, "| `%s` | %s | %s%s |\n",   \
+                  name, def_doc, doc, range);
+#define ROW_BOOL(field, name, def, doc) ROW(name, def ? "`1`" : "`0`", "", doc)
+#define ROW_NUM(field, name, def, lo, hi, doc)                                                   \
+    {                                                                                            \
+        char def_s[32], range[96], lo_s[24], hi_s[24];                                           \
+        gmp_fmt_u64(def, lo_s);                                                                  \
+        snprintf(def_s, sizeof def_s, "`%s`", lo_s);                                             \
+        gmp_fmt_u64(lo, lo_s);                                                                   \
+        gmp_fmt_u64(hi, hi_s);                                                                   \
+        snprintf(range, sizeof range, " (%s … %s)", lo_s, hi_s);                                \
+        ROW(name, def_s, range, doc)                                                             \
+    }
+#define ROW_TEXT(field, name, def, room, empty, def_doc, doc) ROW(name, def_doc, "", doc)
+#define ROW_CHOICE(field, name, choices, doc)                                                    \
+    {                                                                                            \
+        char def_s[40], range[160];                                                              \
+        snprintf(def_s, sizeof def_s, "`%.*s`", (int)strcspn(choices, "|"), choices);           \
+        choices_doc(choices, range, sizeof range);                                               \
+        ROW(name, def_s, range, doc)                                                             \
+    }
+#define ROW_JSON(field, name, doc) ROW(name, "`{}`", "", doc)
+
+/* " (one of `a`, `b` or `c`)" from "a|b|c" (a table cell holds no '|'). */
+static void choices_doc(const char *choices, char *out, size_t cap)
+{
+    int count = 1;
+    for (const char *c = choices; *c; c++)
+        count += *c == '|';
+    gmp_strlcpy(out, " (one of ", cap);
+    const char *c = choices;
+    for (int i = 0; i < count; i++) {
+        char word[40];
+        size_t n = strcspn(c, "|");
+        snprintf(word, sizeof word, "%s`%.*s`", i == 0 ? "" : i == count - 1 ? " or " : ", ",
+                 (int)n, c);
+        gmp_strlcat(out, word, cap);
+        c += n + 1;
+    }
+    gmp_strlcat(out, ")", cap);
+}
+
+size_t gmp_config_doc_table(char *out, size_t cap)
+{
+    size_t n = 0;
+    n += snprintf(out, cap, "| variable | default | meaning |\n| --- | --- | --- |\n");
+    GMP_OPTIONS(ROW_BOOL, ROW_NUM, ROW_TEXT, ROW_CHOICE, ROW_JSON)
+    return n;
 }

@@ -22,6 +22,10 @@ GMP_HIDDEN const gmp_config *gmp_recorder_config(const gmp_recorder *rec);
 /* gmp_config_from_env onto a config that is all zero (static storage). */
 GMP_HIDDEN int gmp_config_from_env_onto_zero(gmp_config *cfg);
 
+/* The README's table of GMP_* variables, from the option list (markdown,
+ * NUL-terminated into out); the length it needs, like snprintf. */
+GMP_HIDDEN size_t gmp_config_doc_table(char *out, size_t cap);
+
 /* Sets then clears GMP_RING_FLAG_* bits of the recorder's ring, when it
  * has one (async-signal-safe). */
 GMP_HIDDEN void gmp_recorder_ring_flags(gmp_recorder *rec, uint32_t set, uint32_t clear);

@@ -458,7 +458,10 @@ static int recover_one(int dirfd, const char *name, void *arg)
     if (!ok)
         return 0;
     unlinkat(dirfd, name, 0);
-    gmp_retention_apply(dump_dir, max_dumps ? max_dumps : 5, max_mb ? max_mb : 256, bname);
+    static gmp_config defaults; /* the limits of a ring that holds none */
+    gmp_config_defaults(&defaults);
+    gmp_retention_apply(dump_dir, max_dumps ? max_dumps : defaults.max_dumps,
+                        max_mb ? max_mb : defaults.max_total_mb, bname);
     rc->written++;
     if (rc->report)
         rc->report(bundle, pid, signame, rc->arg);
