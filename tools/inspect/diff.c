@@ -117,14 +117,12 @@ static void usage(FILE *f)
 
 int cmd_diff(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
-    }
-    if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') {
-        usage(stderr);
+    verb_args args = {.verb = "diff", .usage = usage};
+    for (int c; (c = verb_option(&args, argc, argv)) != -1;)
+        return VERB_EXIT(c);
+    if (verb_operands(&args, argc, 2, 2) < 0)
         return EXIT_USAGE;
-    }
+    argv += optind - 1; /* the two bundles: argv[1] and argv[2] */
     bundle a, b;
     char err[1024];
     if (bundle_open(&a, argv[1], 1, 1, err, sizeof err) < 0) {

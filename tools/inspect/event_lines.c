@@ -105,25 +105,17 @@ static void events_usage(FILE *f)
 
 int cmd_events(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        events_usage(stdout);
-        return EXIT_OK;
-    }
-    const char *path = NULL;
+    static const struct option options[] = {{"json", no_argument, NULL, 'j'}, {0}};
+    verb_args a = {.verb = "events", .usage = events_usage, .longopts = options};
     int as_json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            as_json = inspect_raw_json = 1;
-        else if (argv[i][0] == '-' || path) {
-            events_usage(stderr);
-            return EXIT_USAGE;
-        } else
-            path = argv[i];
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c != 'j')
+            return VERB_EXIT(c);
+        as_json = inspect_raw_json = 1;
     }
-    if (!path) {
-        events_usage(stderr);
+    if (verb_operands(&a, argc, 1, 1) < 0)
         return EXIT_USAGE;
-    }
+    const char *path = argv[optind];
     bundle b;
     char err[1024];
     if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {

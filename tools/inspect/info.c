@@ -178,19 +178,16 @@ static int print_json(collector_view *views, int nviews)
 
 int cmd_info(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
-    }
+    static const struct option options[] = {{"json", no_argument, NULL, 'j'}, {0}};
+    verb_args a = {.verb = "info", .usage = usage, .longopts = options};
     int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else {
-            usage(stderr);
-            return EXIT_USAGE;
-        }
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c != 'j')
+            return VERB_EXIT(c);
+        json = 1;
     }
+    if (verb_operands(&a, argc, 0, 0) < 0)
+        return EXIT_USAGE;
     gmp_collectors_may_load(1);
     collector_view views[4];
     int n = 0;

@@ -7,6 +7,7 @@
 #ifndef GMP_INSPECT_H
 #define GMP_INSPECT_H
 
+#include <getopt.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -175,6 +176,28 @@ int cmd_info(int argc, char **argv);
 int show_leak_report(const char *path);
 
 /* True when argv holds -h or --help. */
-int wants_help(int argc, char **argv);
+/* args.c: a verb's arguments, through getopt_long.  A verb fills verb,
+ * usage and its options (short ones as getopt spells them, long ones a
+ * table ending in {0}; --help/-h are every verb's), then calls
+ * verb_option until it returns -1; the operands are then argv[optind..].
+ * VERB_DONE_OK (help printed) and VERB_DONE_USAGE (a mistake said) end the
+ * verb: return VERB_EXIT(r). */
+typedef struct verb_args {
+    const char *verb;
+    void (*usage)(FILE *f);
+    const char *shortopts;
+    const struct option *longopts;
+    int started;
+    struct option table[16];
+    char shorts[40];
+} verb_args;
+#define VERB_DONE_OK (-2)
+#define VERB_DONE_USAGE (-3)
+#define VERB_EXIT(r) ((r) == VERB_DONE_OK ? EXIT_OK : EXIT_USAGE)
+int verb_option(verb_args *a, int argc, char **argv);
+/* How many operands, when from min to max; else VERB_DONE_USAGE, said. */
+int verb_operands(verb_args *a, int argc, int min, int max);
+/* "gmp-inspect VERB: <what>" and the usage on stderr; VERB_DONE_USAGE. */
+int verb_misuse(verb_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

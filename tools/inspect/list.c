@@ -72,21 +72,18 @@ static void usage(FILE *f)
 
 int cmd_list(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
-    }
-    const char *dir = NULL;
+    static const struct option options[] = {{"json", no_argument, NULL, 'j'}, {0}};
+    verb_args a = {.verb = "list", .usage = usage, .longopts = options};
     int as_json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            as_json = inspect_raw_json = 1;
-        else if (argv[i][0] == '-' || dir) {
-            usage(stderr);
-            return EXIT_USAGE;
-        } else
-            dir = argv[i];
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c != 'j')
+            return VERB_EXIT(c);
+        as_json = inspect_raw_json = 1;
     }
+    int n_operands = verb_operands(&a, argc, 0, 1);
+    if (n_operands < 0)
+        return EXIT_USAGE;
+    const char *dir = n_operands ? argv[optind] : NULL;
     if (!dir)
         dir = getenv("GMP_DUMP_DIR") && *getenv("GMP_DUMP_DIR") ? getenv("GMP_DUMP_DIR")
                                                                 : "./oom_dumps";

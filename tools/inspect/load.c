@@ -186,14 +186,6 @@ void fmt_bytes(uint64_t v, char *out, size_t cap)
     snprintf(out, cap, "%.1f %s", d, units[u]);
 }
 
-int wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return 1;
-    return 0;
-}
-
 static int is_bundle_name(const char *name)
 {
     return !strncmp(name, "oom_dump_", 9);

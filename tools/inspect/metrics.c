@@ -182,23 +182,14 @@ static void usage(FILE *f)
 
 int cmd_metrics(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
-    }
-    if (argc < 2) {
-        usage(stderr);
+    verb_args a = {.verb = "metrics", .usage = usage};
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;)
+        return VERB_EXIT(c);
+    if (verb_operands(&a, argc, 1, argc) < 0)
         return EXIT_USAGE;
-    }
     procs ps = {0};
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-') {
-            usage(stderr);
-            free(ps.p);
-            return EXIT_USAGE;
-        }
+    for (int i = optind; i < argc; i++)
         for_each_bundle(argv[i], add_bundle, &ps);
-    }
     per_device(&ps, "bytes_in_use", "gauge", "Bytes in use at the last bundle.", 0);
     per_device(&ps, "peak_bytes", "gauge", "The most bytes in use the bundles saw.", 1);
     per_device(&ps, "allocations_total", "counter", "Allocations in the last bundle's events.", 2);

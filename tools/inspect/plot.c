@@ -460,26 +460,21 @@ static void usage(FILE *f)
 
 int cmd_plot(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
+    static const struct option options[] = {{"output", required_argument, NULL, 'o'}, {0}};
+    verb_args a = {.verb = "plot", .usage = usage, .shortopts = "o:", .longopts = options};
+    const char *outp = NULL;
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c != 'o')
+            return VERB_EXIT(c);
+        outp = optarg;
     }
-    const char *path = NULL, *outp = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc)
-            outp = argv[++i];
-        else if (argv[i][0] == '-' || path) {
-            usage(stderr);
-            return EXIT_USAGE;
-        } else
-            path = argv[i];
-    }
+    if (verb_operands(&a, argc, 1, 1) < 0)
+        return EXIT_USAGE;
+    const char *path = argv[optind];
     size_t olen = outp ? strlen(outp) : 0;
     int html = olen > 5 && !strcmp(outp + olen - 5, ".html");
-    if (!path || !outp || (!html && !(olen > 4 && !strcmp(outp + olen - 4, ".svg")))) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (!outp || (!html && !(olen > 4 && !strcmp(outp + olen - 4, ".svg"))))
+        return VERB_EXIT(verb_misuse(&a, "-o wants a file ending .svg or .html"));
     char err[600];
     bundle b;
     if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {

@@ -35,36 +35,24 @@ static int parse_count(const char *s, uint64_t max, uint64_t *out)
 
 int cmd_prune(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
-    }
+    static const struct option options[] = {{"max-dumps", required_argument, NULL, 'd'},
+                                            {"max-total-mb", required_argument, NULL, 'm'},
+                                            {0}};
+    verb_args a = {.verb = "prune", .usage = usage, .longopts = options};
     gmp_config cfg;
     gmp_config_from_env(&cfg);
     uint64_t dumps = cfg.max_dumps, mb = cfg.max_total_mb;
-    const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--max-dumps") && i + 1 < argc) {
-            if (parse_count(argv[++i], 1000000, &dumps) < 0) {
-                fprintf(stderr, "gmp-inspect prune: --max-dumps wants a whole number > 0\n");
-                return EXIT_USAGE;
-            }
-        } else if (!strcmp(argv[i], "--max-total-mb") && i + 1 < argc) {
-            if (parse_count(argv[++i], 1ull << 40, &mb) < 0) {
-                fprintf(stderr, "gmp-inspect prune: --max-total-mb wants a whole number > 0\n");
-                return EXIT_USAGE;
-            }
-        } else if (argv[i][0] == '-' || dir) {
-            usage(stderr);
-            return EXIT_USAGE;
-        } else {
-            dir = argv[i];
-        }
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c == 'd' && parse_count(optarg, 1000000, &dumps) < 0)
+            return VERB_EXIT(verb_misuse(&a, "--max-dumps wants a whole number > 0"));
+        else if (c == 'm' && parse_count(optarg, 1ull << 40, &mb) < 0)
+            return VERB_EXIT(verb_misuse(&a, "--max-total-mb wants a whole number > 0"));
+        else if (c != 'd' && c != 'm')
+            return VERB_EXIT(c);
     }
-    if (!dir) {
-        usage(stderr);
+    if (verb_operands(&a, argc, 1, 1) < 0)
         return EXIT_USAGE;
-    }
+    const char *dir = argv[optind];
     int removed = gmp_retention_apply(dir, (uint32_t)dumps, mb, NULL);
     if (removed < 0) {
         fprintf(stderr, "gmp-inspect prune: cannot prune %s\n", dir);

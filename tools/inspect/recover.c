@@ -20,38 +20,39 @@ static void report(const char *bundle_path, int pid, const char *reason, void *a
     ++*count;
 }
 
+static void usage(FILE *f)
+{
+    fputs("usage: gmp-inspect recover [RUN_DIR] [--dump-dir DIR]\n\n"
+          "Write the bundles of processes that died without writing one (killed\n"
+          "by SIGKILL, say by the kernel OOM killer) from the event rings they\n"
+          "left in RUN_DIR (default: $GMP_RUN_DIR, else the per-user run\n"
+          "directory), into the dump directory each process used, or DIR.  The\n"
+          "reason is the signal when the parent that reaped it was preloaded,\n"
+          "else \"killed\"; evidence names the kernel OOM killer when the\n"
+          "process's cgroup counted an OOM kill or the kernel log says so.\n"
+          "Rings of live processes are left alone.  RUN_DIR must be yours and\n"
+          "closed to others, as the preload wants it; a ring that another user\n"
+          "owns goes to DIR or ./oom_dumps, under your GMP_MAX_DUMPS and\n"
+          "GMP_MAX_TOTAL_MB.  Exit 0, or 1 when RUN_DIR cannot be read or is\n"
+          "refused.\n",
+          f);
+}
+
 int cmd_recover(int argc, char **argv)
 {
+    static const struct option options[] = {{"dump-dir", required_argument, NULL, 'd'}, {0}};
+    verb_args a = {.verb = "recover", .usage = usage, .longopts = options};
     const char *dir = NULL, *dump_dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            puts("usage: gmp-inspect recover [RUN_DIR] [--dump-dir DIR]\n\n"
-                 "Write the bundles of processes that died without writing one (killed\n"
-                 "by SIGKILL, say by the kernel OOM killer) from the event rings they\n"
-                 "left in RUN_DIR (default: $GMP_RUN_DIR, else the per-user run\n"
-                 "directory), into the dump directory each process used, or DIR.  The\n"
-                 "reason is the signal when the parent that reaped it was preloaded,\n"
-                 "else \"killed\"; evidence names the kernel OOM killer when the\n"
-                 "process's cgroup counted an OOM kill or the kernel log says so.\n"
-                 "Rings of live processes are left alone.  RUN_DIR must be yours and\n"
-                 "closed to others, as the preload wants it; a ring that another user\n"
-                 "owns goes to DIR or ./oom_dumps, under your GMP_MAX_DUMPS and\n"
-                 "GMP_MAX_TOTAL_MB.  Exit 0, or 1 when RUN_DIR cannot be read or is\n"
-                 "refused.");
-            return EXIT_OK;
-        }
-        if (!strcmp(argv[i], "--dump-dir") && i + 1 < argc) {
-            dump_dir = argv[++i];
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "gmp-inspect recover: unknown option %.64s\n", argv[i]);
-            return EXIT_USAGE;
-        } else if (!dir) {
-            dir = argv[i];
-        } else {
-            fprintf(stderr, "gmp-inspect recover: one run directory at most\n");
-            return EXIT_USAGE;
-        }
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c != 'd')
+            return VERB_EXIT(c);
+        dump_dir = optarg;
     }
+    int n = verb_operands(&a, argc, 0, 1);
+    if (n < 0)
+        return EXIT_USAGE;
+    if (n)
+        dir = argv[optind];
     char path[4096], why[128];
     static gmp_config cfg;
     gmp_config_from_env(&cfg);

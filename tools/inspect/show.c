@@ -379,37 +379,21 @@ static int show_one(const char *path, long last);
 
 int cmd_show(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        show_usage(stdout);
-        return EXIT_OK;
-    }
+    static const struct option options[] = {{"events", required_argument, NULL, 'e'}, {0}};
+    verb_args a = {.verb = "show", .usage = show_usage, .longopts = options};
     long last = SHOW_LAST_EVENTS;
-    int paths = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--events") && i + 1 < argc) {
-            char *end;
-            last = strtol(argv[++i], &end, 10);
-            if (*end || last < 0) {
-                show_usage(stderr);
-                return EXIT_USAGE;
-            }
-        } else if (argv[i][0] == '-') {
-            show_usage(stderr);
-            return EXIT_USAGE;
-        } else {
-            paths++;
-        }
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c != 'e')
+            return VERB_EXIT(c);
+        char *end;
+        last = strtol(optarg, &end, 10);
+        if (*end || end == optarg || last < 0)
+            return VERB_EXIT(verb_misuse(&a, "--events wants a whole number"));
     }
-    if (!paths) {
-        show_usage(stderr);
+    if (verb_operands(&a, argc, 1, argc) < 0)
         return EXIT_USAGE;
-    }
     int status = EXIT_OK, shown = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--events")) {
-            i++;
-            continue;
-        }
+    for (int i = optind; i < argc; i++) {
         if (shown++)
             puts("\n----------------------------------------------------------------------");
         fflush(stdout);

@@ -431,21 +431,13 @@ static const char *path_problem(const char *path)
 
 int cmd_triage(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
-    }
+    static const struct option options[] = {{"format", required_argument, NULL, 'f'}, {0}};
+    verb_args a = {.verb = "triage", .usage = usage, .longopts = options};
     const char *format = "text";
-    int paths = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--format") && i + 1 < argc) {
-            format = argv[++i];
-        } else if (argv[i][0] == '-') {
-            usage(stderr);
-            return EXIT_USAGE;
-        } else {
-            paths++;
-        }
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c != 'f')
+            return VERB_EXIT(c);
+        format = optarg;
     }
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "markdown") &&
         strcmp(format, "junit")) {
@@ -454,17 +446,11 @@ int cmd_triage(int argc, char **argv)
         fputs("' (text, json, markdown or junit)\n", stderr);
         return EXIT_USAGE;
     }
-    if (!paths) {
-        usage(stderr);
+    if (verb_operands(&a, argc, 1, argc) < 0)
         return EXIT_USAGE;
-    }
     inspect_raw_json = !strcmp(format, "json");
     triage t = {0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--format")) {
-            i++;
-            continue;
-        }
+    for (int i = optind; i < argc; i++) {
         const char *problem = path_problem(argv[i]);
         if (problem) {
             char line[sizeof t.first_unreadable];

@@ -246,24 +246,14 @@ static void usage(FILE *f)
 
 int cmd_validate(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
-    }
-    if (argc < 2) {
-        usage(stderr);
+    verb_args a = {.verb = "validate", .usage = usage};
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;)
+        return VERB_EXIT(c);
+    if (verb_operands(&a, argc, 1, argc) < 0)
         return EXIT_USAGE;
-    }
     inspect_raw_json = 1; /* the bundle as written is what is judged */
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-' && strcmp(argv[i], "--")) {
-            fprintf(stderr, "gmp-inspect validate: unknown option %s\n", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
     int invalid = 0;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--"))
-            invalid |= validate_one(argv[i]);
+    for (int i = optind; i < argc; i++)
+        invalid |= validate_one(argv[i]);
     return invalid ? EXIT_INVALID : EXIT_OK;
 }

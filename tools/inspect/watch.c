@@ -266,32 +266,48 @@ static void usage(FILE *f)
           f);
 }
 
+typedef struct watch_options {
+    int once, as_json;
+    double interval;
+    const char *target;
+} watch_options;
+
+/* The options, read before the jump point below: nothing it may clobber. */
+static int read_options(int argc, char **argv, watch_options *o)
+{
+    static const struct option options[] = {{"once", no_argument, NULL, '1'},
+                                            {"json", no_argument, NULL, 'j'},
+                                            {"interval", required_argument, NULL, 'i'},
+                                            {0}};
+    verb_args a = {.verb = "watch", .usage = usage, .longopts = options};
+    *o = (watch_options){.interval = 1.0};
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c == '1')
+            o->once = 1;
+        else if (c == 'j')
+            o->as_json = 1;
+        else if (c == 'i')
+            o->interval = atof(optarg);
+        else
+            return c;
+    }
+    if (verb_operands(&a, argc, 1, 1) < 0)
+        return VERB_DONE_USAGE;
+    o->target = argv[optind];
+    if (!(o->interval >= 0.05 && o->interval <= 3600))
+        return verb_misuse(&a, "--interval wants seconds from 0.05 to 3600");
+    return 0;
+}
+
 int cmd_watch(int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
-        usage(stdout);
-        return EXIT_OK;
-    }
-    const char *target = NULL;
-    int once = 0, as_json = 0;
-    double interval = 1.0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--once"))
-            once = 1;
-        else if (!strcmp(argv[i], "--json"))
-            as_json = 1;
-        else if (!strcmp(argv[i], "--interval") && i + 1 < argc)
-            interval = atof(argv[++i]);
-        else if (argv[i][0] == '-' || target) {
-            usage(stderr);
-            return EXIT_USAGE;
-        } else
-            target = argv[i];
-    }
-    if (!target || !(interval >= 0.05 && interval <= 3600)) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    watch_options o;
+    int r = read_options(argc, argv, &o);
+    if (r)
+        return VERB_EXIT(r);
+    const int once = o.once, as_json = o.as_json;
+    const double interval = o.interval;
+    const char *const target = o.target;
     char path[4096];
     if (strchr(target, '/') || strstr(target, ".gmr")) {
         snprintf(path, sizeof path, "%s", target);
