@@ -7,6 +7,7 @@
  * rather than held as one document (events.c).
  */
 #include "inspect.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -172,18 +173,9 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
 
 void fmt_bytes(uint64_t v, char *out, size_t cap)
 {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (v < 1024) {
-        snprintf(out, cap, "%llu B", (unsigned long long)v);
-        return;
-    }
-    double d = (double)v;
-    int u = 0;
-    while (d >= 1024 && u < 6) {
-        d /= 1024;
-        u++;
-    }
-    snprintf(out, cap, "%.1f %s", d, units[u]);
+    char text[32];
+    gmp_fmt_bytes(v, text); /* the recorder's words for a size, in every tool */
+    snprintf(out, cap, "%s", text);
 }
 
 static int is_bundle_name(const char *name)
