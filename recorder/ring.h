@@ -44,18 +44,6 @@ typedef struct gmp_ring_config_copy {
     char context[GMP_CONTEXT_MAX];
 } gmp_ring_config_copy;
 
-/* An OOM episode that has not been written yet (filled by the preload). */
-typedef struct gmp_ring_pending_oom {
-    uint64_t open;       /* 0/1 */
-    uint64_t time_ns;
-    uint64_t size;
-    int64_t code;
-    int32_t device;
-    uint16_t api;
-    uint8_t backend;
-    uint8_t pad;
-} gmp_ring_pending_oom;
-
 /* An allocation stack that events name by stack_id.  Records are claimed
  * in order and published by id, written last: a record whose id is 0 was
  * being written when the process died and is skipped. */
@@ -90,13 +78,10 @@ typedef struct gmp_ring_header {
     uint64_t start_time_ns;
     uint64_t proc_start_ticks; /* /proc/PID/stat starttime: tells pid reuse apart */
     int32_t death_signal;      /* atomic: set by a parent that reaped it (0 unknown) */
-    uint32_t reserved;
     uint64_t oom_kills_at_start; /* the cgroup's oom_kill count then (UINT64_MAX unknown) */
     char cgroup_oom_file[512]; /* memory.events (v2) or memory.oom_control (v1) */
     char exe[1024];            /* /proc/self/exe, for a bundle written after death */
     char cmdline[1024];        /* arguments joined by spaces, truncated */
-    uint64_t counters[16]; /* for the preload: bytes, calls, episodes */
-    gmp_ring_pending_oom pending;
     gmp_ring_config_copy config;
     uint32_t stack_records;  /* the site regions' sizes, in records (0: none) */
     uint32_t module_records;
