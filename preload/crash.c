@@ -103,7 +103,7 @@ static void on_fatal(int sig, siginfo_t *info, void *ucontext)
     int i = slot_of(sig);
     struct sigaction *prev = i >= 0 ? &previous[i] : NULL;
     if (!__atomic_exchange_n(&crashing, 1, __ATOMIC_ACQ_REL)) {
-        gmp_in_hook++;
+        GMP_IN_HOOK_SCOPE();
         gmp_in_signal++;
         dump_for(sig, info);
         if (dump_written) {
@@ -115,7 +115,6 @@ static void on_fatal(int sig, siginfo_t *info, void *ucontext)
                 gmp_recorder_release_ring(gmp_pl.rec);
         }
         gmp_in_signal--;
-        gmp_in_hook--;
     }
     errno = saved;
     if (!prev)

@@ -110,9 +110,11 @@ static void *route_by_proc(const char *symbol, void *real, int version);
 
 /* Not-found results and the empty-name probe pass untouched. */
 #define PROC_BODY(fn, args)                                                                \
-    gmp_in_hook++;                                                                         \
-    gmp_cu_result status = fn args;                                                        \
-    gmp_in_hook--;                                                                         \
+    gmp_cu_result status;                                                                  \
+    {                                                                                      \
+        GMP_IN_HOOK_SCOPE();                                                               \
+        status = fn args;                                                                  \
+    }                                                                                      \
     if (status == 0 && pfn && *pfn && symbol && symbol[0])                                 \
         *pfn = route_by_proc(symbol, *pfn, version);                                       \
     return status

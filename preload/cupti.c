@@ -279,9 +279,8 @@ int InitializeInjection(void)
     if (!gmp_pl_active() || gmp_pl.cuda_mode == GMP_CUDA_MODE_INTERPOSE ||
         __atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
         return 1;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     if (subscribe() == 0)
         __atomic_store_n(&gmp_cuda_via_cupti, 1, __ATOMIC_RELEASE);
-    gmp_in_hook--;
     return 1;
 }

@@ -87,10 +87,9 @@ void *gmp_dlsym_route(void *handle, const char *name, const void *caller)
 {
     if (!find_real_dlsym())
         return NULL;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     void *p = handle == RTLD_NEXT ? lookup_next(caller, name) : gmp_dlsym_real(handle, name);
     void *routed = p ? gmp_cuda_route_by_name(name, p) : NULL;
-    gmp_in_hook--;
     return routed;
 }
 

@@ -209,7 +209,7 @@ void gmp_episode_check_deadlines(void)
 static void *watcher_main(void *arg)
 {
     (void)arg;
-    gmp_in_hook++; /* nothing this thread does is the program's */
+    GMP_IN_HOOK_SCOPE(); /* nothing this thread does is the program's */
     for (;;) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);

@@ -39,11 +39,10 @@ static void note_reaped(pid_t pid, int status)
 {
     if (pid > 0 && WIFSIGNALED(status) && gmp_pl_active()) {
         int saved = errno;
-        gmp_in_hook++;
+        GMP_IN_HOOK_SCOPE();
         const char *run_dir = gmp_pl_run_dir();
         if (run_dir[0])
             gmp_rings_reaped(run_dir, (int)pid, status);
-        gmp_in_hook--;
         errno = saved;
     }
 }
@@ -121,13 +120,12 @@ static int before_exec(void)
     if (!gmp_pl_active() || getpid() != __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED))
         return 0;
     int saved = errno;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     if (gmp_any_episode_open()) {
         gmp_episode_commit_all("exec");
         gmp_episode_wait_commits(5000);
     }
     gmp_recorder_ring_flags(gmp_pl.rec, GMP_RING_FLAG_EXEC, 0);
-    gmp_in_hook--;
     errno = saved;
     return 1;
 }

@@ -13,7 +13,7 @@ int gmp_cuda_via_cupti;
 
 void *gmp_gpu_resolve(gmp_gpu_family *f, const char *name)
 {
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     void *fn = gmp_dlsym_real(RTLD_NEXT, name);
     /* a library dlopen'ed RTLD_LOCAL is not in the RTLD_NEXT scope */
     for (const char *const *so = f->sonames; !fn && so && *so; so++) {
@@ -23,7 +23,6 @@ void *gmp_gpu_resolve(gmp_gpu_family *f, const char *name)
             dlclose(h);
         }
     }
-    gmp_in_hook--;
     return fn;
 }
 
@@ -37,9 +36,8 @@ static int current_device(gmp_gpu_family *f)
         __atomic_store_n(&f->get_device, get, __ATOMIC_RELEASE);
     }
     int device = 0;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     int status = get(&device);
-    gmp_in_hook--;
     return status == 0 && device >= 0 ? device : 0;
 }
 
@@ -200,7 +198,7 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
 {
     if (gmp_in_hook || !gmp_pl_active())
         return; /* nested in another GPU call: that one is the event */
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     int device = where == GMP_ON_DEVICE ? current_device(f) : where;
     if (status == 0) {
         uint64_t now = gmp_now_realtime_ns();
@@ -232,14 +230,13 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         gmp_episode_failure(f->backend, device, api, requested, status,
                             gmp_device_in_use(f->backend, device));
     }
-    gmp_in_hook--;
 }
 
 void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, uint64_t ptr)
 {
     if (gmp_in_hook || !gmp_pl_active() || status != 0 || !ptr)
         return;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     uint64_t size = 0;
     int device = 0;
     if (gmp_device_remove(f->backend, api, ptr, &size, &device) == 0)
@@ -250,7 +247,6 @@ void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, ui
         sample_device(f, current_device(f), gmp_now_realtime_ns(), 1);
         gmp_watchdog_check();
     }
-    gmp_in_hook--;
 }
 
 void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,
@@ -258,7 +254,7 @@ void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,
 {
     if (gmp_in_hook || !gmp_pl_active())
         return;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     int device = current_device(f);
     if (status == 0)
         gmp_pl_event(type, f->backend, device, api, ptr, size, 0,
@@ -266,5 +262,4 @@ void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,
     else if (type == GMP_EV_MAP) /* failing for memory (page tables) is an OOM too */
         gmp_episode_failure(f->backend, device, api, size, status,
                             gmp_device_in_use(f->backend, device));
-    gmp_in_hook--;
 }

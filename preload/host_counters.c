@@ -67,9 +67,11 @@ static host_slot *claim_slot(void)
             __atomic_compare_exchange_n(&slots[i].claimed, &expected, 1, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
             /* pthread_setspecific on an early key uses static storage */
-            gmp_in_hook++;
-            int ok = pthread_setspecific(slot_key, &slots[i]) == 0;
-            gmp_in_hook--;
+            int ok;
+            {
+                GMP_IN_HOOK_SCOPE();
+                ok = pthread_setspecific(slot_key, &slots[i]) == 0;
+            }
             if (!ok) {
                 __atomic_store_n(&slots[i].claimed, 0, __ATOMIC_RELEASE);
                 break;

@@ -44,10 +44,9 @@ static void after_fork_in_child(void)
 /* Runs once, when the dynamic linker initialises the preload. */
 __attribute__((constructor)) static void on_load(void)
 {
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     if (getauxval(AT_SECURE)) {
         __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
-        gmp_in_hook--;
         return;
     }
     /* the config lives in the recorder's static storage: no heap block
@@ -56,7 +55,6 @@ __attribute__((constructor)) static void on_load(void)
     const gmp_config *cfg = gmp_pl.rec ? gmp_recorder_config(gmp_pl.rec) : NULL;
     if (!cfg || !cfg->enabled) {
         __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
-        gmp_in_hook--;
         return;
     }
     gmp_pl.host_event_min = cfg->host_event_min_bytes;
@@ -89,14 +87,13 @@ __attribute__((constructor)) static void on_load(void)
     if (cfg->on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();
     gmp_metrics_start();
-    gmp_in_hook--;
 }
 
 GMP_START_EXIT_TEXT void gmp_pl_finish(void)
 {
     if (!gmp_pl_active())
         return;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     gmp_episode_commit_all("exit");
     if (gmp_pl.leak_check)
         gmp_leak_check_at_exit();
@@ -107,7 +104,6 @@ GMP_START_EXIT_TEXT void gmp_pl_finish(void)
         gmp_metrics_flush(); /* the last word, with this exit's bundles counted */
     __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
     gmp_recorder_release_ring(gmp_pl.rec);
-    gmp_in_hook--;
 }
 
 __attribute__((destructor)) GMP_START_EXIT_TEXT static void on_exit_process(void)
@@ -142,9 +138,11 @@ int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size)
         return -1;
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, stack_size);
-    gmp_in_hook++; /* pthread_create's own allocations are not the program's */
-    int rc = pthread_create(&tid, &attr, main_fn, NULL);
-    gmp_in_hook--;
+    int rc;
+    {
+        GMP_IN_HOOK_SCOPE(); /* pthread_create's own allocations are not the program's */
+        rc = pthread_create(&tid, &attr, main_fn, NULL);
+    }
     pthread_attr_destroy(&attr);
     return rc == 0 ? 0 : -1;
 }

@@ -126,7 +126,7 @@ static void resolve_libc(void)
                                      __ATOMIC_ACQUIRE))
         return; /* another thread (or dlsym's own calloc) is resolving */
     int saved = errno;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     RESOLVE(free);
     RESOLVE(calloc);
     RESOLVE(realloc);
@@ -140,7 +140,6 @@ static void resolve_libc(void)
     void *(*m)(size_t) = (void *(*)(size_t))real_function("malloc");
     real.sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
-    gmp_in_hook--;
     errno = saved;
 }
 
@@ -220,7 +219,7 @@ static inline size_t bytes_of(void *p, int take)
 static COLD void alloc_event(gmp_api api, void *p, size_t size)
 {
     int saved = errno;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     uint64_t in_use = gmp_host_in_use();
     if (size >= gmp_pl.host_event_min) {
         gmp_pl_event_at(0, gmp_stack_id_here(), GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api,
@@ -233,7 +232,6 @@ static COLD void alloc_event(gmp_api api, void *p, size_t size)
         gmp_episode_success(GMP_BACKEND_CPU, -1, size, in_use);
         gmp_episode_check_deadlines();
     }
-    gmp_in_hook--;
     errno = saved;
 }
 
@@ -250,24 +248,22 @@ static COLD void after_failure(gmp_api api, size_t size, int err)
 {
     if (!RECORDING())
         return;
-    gmp_in_hook++; /* the caller puts errno back */
+    GMP_IN_HOOK_SCOPE(); /* the caller puts errno back */
     uint64_t in_use = gmp_host_in_use();
     if (err == ENOMEM)
         gmp_episode_failure(GMP_BACKEND_CPU, -1, api, size, err, in_use);
     else
         gmp_pl_event(GMP_EV_ALLOC_FAILED, GMP_BACKEND_CPU, -1, api, 0, size, err, in_use);
-    gmp_in_hook--;
 }
 
 static COLD void free_event(gmp_api api, void *p, size_t got)
 {
     int saved = errno;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     uint64_t in_use = gmp_host_in_use(); /* already without this block */
     gmp_pl_event(GMP_EV_FREE, GMP_BACKEND_CPU, -1, api, (uintptr_t)p, got, 0, in_use);
     if (GMP_UNLIKELY(gmp_watchdog_above()))
         gmp_watchdog_note_use(0); /* memory held above the threshold is seen when it goes */
-    gmp_in_hook--;
     errno = saved;
 }
 

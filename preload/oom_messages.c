@@ -262,25 +262,26 @@ void gmp_messages_scan(const char *buf, size_t n)
     static size_t have;
     if (!n || !buf || !gmp_pl_active() || !try_lock())
         return;
-    gmp_in_hook++;
-    size_t len = n < SCAN_MAX ? n : SCAN_MAX;
-    for (size_t at = 0; at < len;) {
-        const char *nl = memchr(buf + at, '\n', len - at);
-        size_t end = nl ? (size_t)(nl - buf) : len, take = end - at;
-        if (take > sizeof line - 1 - have)
-            take = sizeof line - 1 - have; /* a longer line is cut */
-        memcpy(line + have, buf + at, take);
-        have += take;
-        if (nl || have == sizeof line - 1) {
-            line[have] = '\0';
-            if (have > 8)
-                on_line(line);
-            have = 0;
+    {
+        GMP_IN_HOOK_SCOPE();
+        size_t len = n < SCAN_MAX ? n : SCAN_MAX;
+        for (size_t at = 0; at < len;) {
+            const char *nl = memchr(buf + at, '\n', len - at);
+            size_t end = nl ? (size_t)(nl - buf) : len, take = end - at;
+            if (take > sizeof line - 1 - have)
+                take = sizeof line - 1 - have; /* a longer line is cut */
+            memcpy(line + have, buf + at, take);
+            have += take;
+            if (nl || have == sizeof line - 1) {
+                line[have] = '\0';
+                if (have > 8)
+                    on_line(line);
+                have = 0;
+            }
+            at = end + (nl ? 1 : 0);
+            if (!nl)
+                break;
         }
-        at = end + (nl ? 1 : 0);
-        if (!nl)
-            break;
     }
-    gmp_in_hook--;
     unlock();
 }

@@ -84,6 +84,16 @@ GMP_HIDDEN extern gmp_preload gmp_pl;
  * pthread_create, ...) pass straight through and are not recorded. */
 GMP_HIDDEN extern __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
 
+/* The one way to hold it: GMP_IN_HOOK_SCOPE() at the top of a block raises
+ * it until the block is left, by whatever return. */
+static inline void gmp_in_hook_leave(int *unused)
+{
+    (void)unused;
+    gmp_in_hook--;
+}
+#define GMP_IN_HOOK_SCOPE()                                                                 \
+    __attribute__((cleanup(gmp_in_hook_leave), unused)) int gmp_in_hook_scope_ = gmp_in_hook++
+
 /* Set while this thread runs a fatal-signal handler: the dump then calls
  * nothing but system calls (no GPU library, no dynamic loader). */
 GMP_HIDDEN extern __thread int gmp_in_signal __attribute__((tls_model("initial-exec")));

@@ -141,7 +141,7 @@ void gmp_metrics_flush(void)
 
 static void write_now(void)
 {
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE();
     out o = {0};
     uint64_t host = gmp_host_in_use(), host_allocs, host_frees, episodes, recovered;
     gmp_metrics_note_host(host);
@@ -174,14 +174,13 @@ static void write_now(void)
         if (!ok || rename(tmp, path) != 0)
             unlink(tmp);
     }
-    gmp_in_hook--;
     __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
 }
 
 static void *metrics_main(void *arg)
 {
     (void)arg;
-    gmp_in_hook++;
+    GMP_IN_HOOK_SCOPE(); /* nothing this thread does is the program's */
     for (;;) {
         gmp_metrics_write();
         struct timespec ts = {(time_t)gmp_pl.prom_interval_s, 0};

@@ -38,11 +38,13 @@ uint32_t gmp_stack_capture(uint64_t *out, uint32_t max)
 {
     enum { SKIPPABLE = 16 };
     void *frames[GMP_STACK_MAX + SKIPPABLE];
-    gmp_in_hook++; /* the unwinder's first load allocates */
-    if (!__atomic_load_n(&self_hi, __ATOMIC_ACQUIRE))
-        dl_iterate_phdr(find_self, (void *)(uintptr_t)gmp_stack_capture);
-    int n = backtrace(frames, (int)(sizeof frames / sizeof *frames));
-    gmp_in_hook--;
+    int n;
+    {
+        GMP_IN_HOOK_SCOPE(); /* the unwinder's first load allocates */
+        if (!__atomic_load_n(&self_hi, __ATOMIC_ACQUIRE))
+            dl_iterate_phdr(find_self, (void *)(uintptr_t)gmp_stack_capture);
+        n = backtrace(frames, (int)(sizeof frames / sizeof *frames));
+    }
     uintptr_t self_end = __atomic_load_n(&self_hi, __ATOMIC_ACQUIRE),
               self_start = __atomic_load_n(&self_lo, __ATOMIC_RELAXED);
     /* The program's call is the first frame after our innermost run of

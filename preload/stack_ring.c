@@ -127,10 +127,11 @@ void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth)
 {
     gmp_ring_module_record *t =
         gmp_lazy_table((void **)&modules, &modules_state, sizeof *modules * MODULE_SLOTS);
-    gmp_in_hook++;
-    for (uint32_t i = 0; t && i < depth; i++)
-        note_object(t, frames[i]);
-    gmp_in_hook--;
+    {
+        GMP_IN_HOOK_SCOPE();
+        for (uint32_t i = 0; t && i < depth; i++)
+            note_object(t, frames[i]);
+    }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     gmp_ring *ring = gmp_recorder_ring(gmp_pl.rec);
     if (ring)

@@ -110,9 +110,11 @@ static void scan_formatted(const char *fmt, va_list ap)
     char text[FORMAT_SCAN_MAX];
     va_list copy;
     va_copy(copy, ap);
-    gmp_in_hook++; /* vsnprintf may allocate: not the program's */
-    int n = vsnprintf(text, sizeof text, fmt, copy);
-    gmp_in_hook--;
+    int n;
+    {
+        GMP_IN_HOOK_SCOPE(); /* vsnprintf may allocate: not the program's */
+        n = vsnprintf(text, sizeof text, fmt, copy);
+    }
     va_end(copy);
     if (n > 0)
         gmp_messages_scan(text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1);

@@ -212,14 +212,16 @@ void gmp_watchdog_check(void)
 {
     static char buf[8192]; /* the checker's alone: it holds `checking` */
     int saved = errno;
-    gmp_in_hook++; /* nothing the check does is the program's */
-    if (!cgroup_version)
-        cgroup_version = gmp_cgroup_memory_dir(cgroup_dir, sizeof cgroup_dir);
-    uint64_t since = __atomic_load_n(&above_since, __ATOMIC_RELAXED);
-    __atomic_store_n(&growth_step, check_pressure(checked_ns, &since, buf, sizeof buf) / 50,
-                     __ATOMIC_RELAXED);
-    __atomic_store_n(&above_since, since, __ATOMIC_RELAXED);
-    gmp_in_hook--;
+    {
+        GMP_IN_HOOK_SCOPE(); /* nothing the check does is the program's */
+        if (!cgroup_version)
+            cgroup_version = gmp_cgroup_memory_dir(cgroup_dir, sizeof cgroup_dir);
+        uint64_t since = __atomic_load_n(&above_since, __ATOMIC_RELAXED);
+        __atomic_store_n(&growth_step,
+                         check_pressure(checked_ns, &since, buf, sizeof buf) / 50,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&above_since, since, __ATOMIC_RELAXED);
+    }
     errno = saved;
     __atomic_store_n(&checking, 0, __ATOMIC_RELEASE);
 }
@@ -227,7 +229,7 @@ void gmp_watchdog_check(void)
 static void *sampler_main(void *arg)
 {
     (void)arg;
-    gmp_in_hook++; /* nothing this thread does is the program's */
+    GMP_IN_HOOK_SCOPE(); /* nothing this thread does is the program's */
     for (;;) {
         struct timespec ts = {gmp_pl.sample_ms / 1000, (long)(gmp_pl.sample_ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
