@@ -156,7 +156,7 @@ static void give_thread_alt_stack(void)
 
 void gmp_crash_arm(void)
 {
-    if (gmp_pl.on_crash == GMP_ON_CRASH_NEVER)
+    if (gmp_pl.cfg->on_crash == GMP_ON_CRASH_NEVER)
         return;
     int saved = errno;
     give_thread_alt_stack();

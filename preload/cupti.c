@@ -262,7 +262,7 @@ static int subscribe(void)
  * and its children, which is what that mode asks for). */
 GMP_START_EXIT_TEXT void gmp_cupti_prepare(void)
 {
-    if (gmp_pl.cuda_mode != GMP_CUDA_MODE_CUPTI || getenv("CUDA_INJECTION64_PATH"))
+    if (gmp_pl.cfg->cuda_mode != GMP_CUDA_MODE_CUPTI || getenv("CUDA_INJECTION64_PATH"))
         return;
     static char self[GMP_PATH_MAX];
     Dl_info info;
@@ -276,7 +276,7 @@ GMP_START_EXIT_TEXT void gmp_cupti_prepare(void)
 int InitializeInjection(void)
 {
     static int done;
-    if (!gmp_pl_active() || gmp_pl.cuda_mode == GMP_CUDA_MODE_INTERPOSE ||
+    if (!gmp_pl_active() || gmp_pl.cfg->cuda_mode == GMP_CUDA_MODE_INTERPOSE ||
         __atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
         return 1;
     GMP_IN_HOOK_SCOPE();

@@ -318,7 +318,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
     __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->state, EP_OPEN, __ATOMIC_RELEASE);
-    if (gmp_pl.policy_first) {
+    if (gmp_pl.cfg->oom_policy_first) {
         if (try_take(ep))
             commit(backend, ep, "first", NULL);
         return;
@@ -382,8 +382,8 @@ GMP_START_EXIT_TEXT void gmp_episode_wait_commits(unsigned max_ms)
 int gmp_episode_crash(int sig, const siginfo_t *info)
 {
     int failed = __atomic_load_n(&any_failure, __ATOMIC_ACQUIRE);
-    if (!gmp_pl_active() || gmp_pl.on_crash == GMP_ON_CRASH_NEVER ||
-        (!failed && gmp_pl.on_crash != GMP_ON_CRASH_ALWAYS))
+    if (!gmp_pl_active() || gmp_pl.cfg->on_crash == GMP_ON_CRASH_NEVER ||
+        (!failed && gmp_pl.cfg->on_crash != GMP_ON_CRASH_ALWAYS))
         return 0;
     crash cr = {sig, info ? (uint64_t)(uintptr_t)info->si_addr : 0};
     /* an open episode is this death's cause: its bundle names the signal */

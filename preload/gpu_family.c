@@ -88,7 +88,7 @@ static struct {
 static const gmp_collector *wide_collector(gmp_backend backend)
 {
     if (backend == GMP_BACKEND_CUDA)
-        return gmp_pl.nvml == GMP_NVML_OFF ? NULL : &gmp_collector_nvml;
+        return gmp_pl.cfg->nvml == GMP_NVML_OFF ? NULL : &gmp_collector_nvml;
     return backend == GMP_BACKEND_ROCM ? &gmp_collector_rocm : NULL;
 }
 
@@ -215,7 +215,7 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         if (check)
             gmp_watchdog_check();
         gmp_watchdog_start_sampler();
-        if (f->backend == GMP_BACKEND_CUDA && gmp_pl.nvml == GMP_NVML_LOAD)
+        if (f->backend == GMP_BACKEND_CUDA && gmp_pl.cfg->nvml == GMP_NVML_LOAD)
             load_nvml_once();
         if (gmp_any_episode_open()) {
             gmp_episode_success(f->backend, device, size, in_use);

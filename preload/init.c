@@ -20,7 +20,10 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
-gmp_preload gmp_pl GMP_STARTUP_DATA;
+/* Read while recording is off too (a CUPTI or dlsym path that asks the
+ * mode): all zero, every choice its first. */
+static gmp_config config_when_off;
+gmp_preload gmp_pl GMP_STARTUP_DATA = {.cfg = &config_when_off};
 
 /* glibc's, behind pthread_atfork: the handler goes when this object does */
 extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
@@ -57,23 +60,14 @@ __attribute__((constructor)) static void on_load(void)
         __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
         return;
     }
+    gmp_pl.cfg = cfg;
     gmp_pl.host_event_min = cfg->host_event_min_bytes;
     gmp_pl.confirm_ns = (uint64_t)cfg->oom_confirm_ms * 1000000ull;
-    gmp_pl.policy_first = cfg->oom_policy_first;
-    gmp_pl.cuda_mode = cfg->cuda_mode;
-    gmp_pl.on_crash = cfg->on_crash;
-    gmp_pl.watchdog = cfg->watchdog;
     gmp_pl.watchdog_min = cfg->watchdog_min_mb << 20;
-    gmp_pl.pressure_pct = cfg->pressure_pct;
     /* without the variable, its page of the config is not even read */
     gmp_pl.prom_file = getenv("GMP_PROM_FILE") && cfg->prom_file[0] ? cfg->prom_file : NULL;
-    gmp_pl.prom_interval_s = cfg->prom_interval_s;
-    gmp_pl.stacks = cfg->stacks;
     if (cfg->stacks)
         gmp_recorder_on_new_ring(gmp_pl.rec, gmp_stack_ring_ready);
-    gmp_pl.leak_check = cfg->leak_check;
-    gmp_pl.sample_ms = cfg->sample_ms;
-    gmp_pl.nvml = cfg->nvml;
     gmp_pl.pid = (int)getpid();
     if (gmp_cupti_prepare)
         gmp_cupti_prepare();
@@ -95,7 +89,7 @@ GMP_START_EXIT_TEXT void gmp_pl_finish(void)
         return;
     GMP_IN_HOOK_SCOPE();
     gmp_episode_commit_all("exit");
-    if (gmp_pl.leak_check)
+    if (gmp_pl.cfg->leak_check)
         gmp_leak_check_at_exit();
     /* the watcher may be writing a bundle whose deadline just passed:
      * exiting now would cut it off half-written */
@@ -176,7 +170,7 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
 {
     gmp_pl_probe_python();
     gmp_dump_request with_stacks = *req;
-    if (gmp_pl.stacks && !with_stacks.stack_lookup)
+    if (gmp_pl.cfg->stacks && !with_stacks.stack_lookup)
         with_stacks.stack_lookup = gmp_stack_lookup;
     if (!with_stacks.live_foreach)
         with_stacks.live_foreach = gmp_device_foreach_live;

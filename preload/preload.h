@@ -47,21 +47,14 @@ enum gmp_preload_state { GMP_PL_UNINIT = 0, GMP_PL_ACTIVE, GMP_PL_DISABLED, GMP_
 typedef struct gmp_preload {
     int state;                 /* atomic, gmp_preload_state */
     gmp_recorder *rec;
-    uint64_t host_event_min;   /* GMP_HOST_EVENT_MIN_BYTES */
-    uint64_t confirm_ns;       /* GMP_OOM_CONFIRM_MS */
-    int policy_first;          /* GMP_OOM_POLICY=first */
-    int cuda_mode;             /* GMP_CUDA_MODE: gmp_cuda_mode */
-    int on_crash;              /* GMP_ON_CRASH: gmp_on_crash */
+    const gmp_config *cfg;     /* the recorder's: what GMP_* said */
     int pid;                   /* ours (a vfork child's differs); reset after fork */
-    int watchdog;              /* GMP_WATCHDOG */
+    /* from the config, in the units the hooks want, beside the state they
+     * read anyway (the malloc hook's one cache line) */
+    uint64_t host_event_min;   /* GMP_HOST_EVENT_MIN_BYTES */
     uint64_t watchdog_min;     /* GMP_WATCHDOG_MIN_MB, in bytes */
-    uint32_t pressure_pct;     /* GMP_PRESSURE_PCT */
-    int stacks;                /* GMP_STACKS: allocation stacks captured */
-    const char *prom_file;     /* GMP_PROM_FILE (NULL none), in the recorder's config */
-    uint32_t prom_interval_s;  /* GMP_PROM_INTERVAL_S */
-    int leak_check;            /* GMP_LEAK_CHECK */
-    uint32_t sample_ms;        /* GMP_SAMPLE_MS */
-    int nvml;                  /* GMP_NVML: gmp_nvml_mode */
+    uint64_t confirm_ns;       /* GMP_OOM_CONFIRM_MS, in ns */
+    const char *prom_file;     /* GMP_PROM_FILE when set and not empty, else NULL */
 } gmp_preload;
 
 GMP_HIDDEN extern gmp_preload gmp_pl;

@@ -183,7 +183,7 @@ static void *metrics_main(void *arg)
     GMP_IN_HOOK_SCOPE(); /* nothing this thread does is the program's */
     for (;;) {
         gmp_metrics_write();
-        struct timespec ts = {(time_t)gmp_pl.prom_interval_s, 0};
+        struct timespec ts = {(time_t)gmp_pl.cfg->prom_interval_s, 0};
         nanosleep(&ts, NULL);
     }
     return NULL;

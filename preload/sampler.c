@@ -24,7 +24,7 @@ void gmp_sampler_tick(void)
         record_sample(GMP_BACKEND_CPU, -1, s.free_bytes, s.total,
                       s.known & GMP_DS_DRIVER_PROCESS ? s.driver_process_bytes : 0);
     const char *why;
-    int nvml = gmp_pl.nvml != GMP_NVML_OFF && gmp_collector_nvml.is_available(&why);
+    int nvml = gmp_pl.cfg->nvml != GMP_NVML_OFF && gmp_collector_nvml.is_available(&why);
     for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
         for (int d = 0; d < GMP_MAX_DEVICES; d++) {
             uint64_t free_bytes, total;

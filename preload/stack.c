@@ -92,7 +92,7 @@ static stack_entry *get_table(void)
 
 uint32_t gmp_stack_id_here(void)
 {
-    if (!gmp_pl.stacks)
+    if (!gmp_pl.cfg->stacks)
         return 0;
     stack_entry *t = get_table();
     if (!t)

@@ -115,7 +115,7 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
     gmp_fmt_bytes(nearest->used, used);
     gmp_fmt_bytes(nearest->limit, limit);
     gmp_fmt_u64(pct(nearest), p);
-    gmp_fmt_u64(gmp_pl.pressure_pct, threshold);
+    gmp_fmt_u64(gmp_pl.cfg->pressure_pct, threshold);
     /* "VmSize 930.0 MiB is 93% of RLIMIT_AS 1000.0 MiB (threshold 90%)." */
     gmp_strjoin(message, sizeof message, nearest->what, " ", used, " is ", p, "% of ",
                 nearest->name, " ", limit, " (threshold ", threshold, "%).", (char *)NULL);
@@ -167,7 +167,7 @@ static uint64_t check_pressure(uint64_t now, uint64_t *above_since, char *buf, s
         if (!tightest || all[i].limit < tightest)
             tightest = all[i].limit;
     }
-    if (!nearest || pct(nearest) < gmp_pl.pressure_pct)
+    if (!nearest || pct(nearest) < gmp_pl.cfg->pressure_pct)
         *above_since = 0;
     else if (!*above_since)
         *above_since = now;
@@ -190,7 +190,7 @@ static uint64_t checked_ns;    /* when the reserved check was due */
 
 int gmp_watchdog_due(uint64_t allocated, uint64_t now)
 {
-    if (!gmp_pl.watchdog)
+    if (!gmp_pl.cfg->watchdog)
         return 0;
     uint64_t since = __atomic_add_fetch(&grown, allocated, __ATOMIC_RELAXED);
     uint64_t step = __atomic_load_n(&growth_step, __ATOMIC_RELAXED);
@@ -231,7 +231,7 @@ static void *sampler_main(void *arg)
     (void)arg;
     GMP_IN_HOOK_SCOPE(); /* nothing this thread does is the program's */
     for (;;) {
-        struct timespec ts = {gmp_pl.sample_ms / 1000, (long)(gmp_pl.sample_ms % 1000) * 1000000};
+        struct timespec ts = {gmp_pl.cfg->sample_ms / 1000, (long)(gmp_pl.cfg->sample_ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
         if (!gmp_pl_active())
             continue;
@@ -260,7 +260,7 @@ void gmp_watchdog_note_use(uint64_t allocated)
 void gmp_watchdog_start_sampler(void)
 {
     int expected = 0;
-    if (gmp_pl.sample_ms && !__atomic_load_n(&sampler_started, __ATOMIC_RELAXED) &&
+    if (gmp_pl.cfg->sample_ms && !__atomic_load_n(&sampler_started, __ATOMIC_RELAXED) &&
         __atomic_compare_exchange_n(&sampler_started, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED) &&
         gmp_spawn_thread(sampler_main, 128 * 1024) < 0)
