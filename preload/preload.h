@@ -4,7 +4,9 @@
  * The preload records; it never changes what the program sees.  Every hook
  * calls the real function, keeps its exact result and errno, and only then
  * does bookkeeping.  The pieces:
- *   init.c        process lifecycle: constructor, config, fork, exit, API
+ *   init.c        process lifecycle: constructor, config, fork, exit
+ *   services.c    what every file calls on: events, bundles, lazy tables,
+ *                 threads, the run directory, the C API's way in
  *   libc.c        malloc and friends, with a bootstrap pool for dlsym
  *   host_counters.c per-thread host counters (bytes in use without contention)
  *   sizes.c       block sizes an allocator behind us cannot be asked for
@@ -283,7 +285,7 @@ GMP_HIDDEN void gmp_cupti_prepare(void) __attribute__((weak));
 /* init.c: what exit() does for us (commit open episodes, wait for bundles
  * being written, remove the ring); _exit calls it too. */
 GMP_HIDDEN void gmp_pl_finish(void);
-/* A table made on first use: an anonymous mapping of len bytes (untouched
+/* services.c: a table made on first use: an anonymous mapping of len bytes (untouched
  * pages cost nothing) published in *slot; the first caller makes it, others
  * get NULL meanwhile (they drop what they had to record), and NULL for good
  * when the mapping failed.  *state is the table's atomic state word. */
@@ -314,13 +316,13 @@ GMP_HIDDEN uintptr_t gmp_object_of(const void *address);
         __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                              \
     }
 
-/* init.c: the run directory, resolved on first use ("" when unknown), and
+/* services.c: the run directory, resolved on first use ("" when unknown), and
  * CPython's version for the bundles, looked up once (the first bundle or
  * failure; a process pays nothing at start for either). */
 GMP_HIDDEN const char *gmp_pl_run_dir(void);
 GMP_HIDDEN void gmp_pl_probe_python(void);
 
-/* init.c: gmp_dump into the preload's recorder, counting the bundles. */
+/* services.c: gmp_dump into the preload's recorder, counting the bundles. */
 GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);
 GMP_HIDDEN uint64_t gmp_pl_bundles_written(void);
 
