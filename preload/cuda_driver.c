@@ -32,8 +32,9 @@ static const char *const driver_sonames[] = {"libcuda.so.1", "libcuda.so", NULL}
 gmp_gpu_family gmp_cuda_driver = {GMP_BACKEND_CUDA, driver_sonames, "cuCtxGetDevice",
                                    "cuMemGetInfo_v2", NULL, NULL};
 
-int gmp_cu_location_where(const gmp_cu_mem_location *location)
+int gmp_cu_location_where(const void *where)
 {
+    const gmp_cu_mem_location *location = where;
     if (!location)
         return GMP_ON_DEVICE;
     if (location->type == 1 && location->id >= 0)
@@ -43,11 +44,11 @@ int gmp_cu_location_where(const gmp_cu_mem_location *location)
 
 /* ---- exported hooks ----------------------------------------------------- */
 
-#define EXPORT_ALLOC(name, base, since, api, where, params, args, ptr, requested, size)    \
+#define EXPORT_ALLOC(name, base, since, api, where, params, args, ptr, requested, size, ...) \
     GMP_GPU_ALLOC_HOOK(gmp_cuda_driver, name, api, where, params, args, ptr, requested, size)
-#define EXPORT_FREE(name, base, since, api, params, args, ptr)                             \
+#define EXPORT_FREE(name, base, since, api, params, args, ptr, ...)                        \
     GMP_GPU_FREE_HOOK(gmp_cuda_driver, name, api, params, args, ptr)
-#define EXPORT_MAP(name, base, since, api, type, params, args, ptr, size)                  \
+#define EXPORT_MAP(name, base, since, api, type, params, args, ptr, size, ...)             \
     GMP_GPU_MAP_HOOK(gmp_cuda_driver, name, api, type, params, args, ptr, size)
 GMP_CUDA_DRIVER_ALLOCS(EXPORT_ALLOC)
 GMP_CUDA_DRIVER_FREES(EXPORT_FREE)
@@ -83,13 +84,13 @@ GMP_CUDA_DRIVER_MAPS(EXPORT_MAP)
     }
 
 #define TARGETS(name, params) static gmp_gpu_status(*name##_targets[GMP_ROUTE_SLOTS]) params;
-#define ROUTED_ALLOC(name, base, since, api, where, params, args, ptr, requested, size)    \
+#define ROUTED_ALLOC(name, base, since, api, where, params, args, ptr, requested, size, ...) \
     TARGETS(name, params)                                                                  \
     FOR_EACH_SLOT(ROUTED_ALLOC_SLOT, name, api, where, params, args, ptr, requested, size)
-#define ROUTED_FREE(name, base, since, api, params, args, ptr)                             \
+#define ROUTED_FREE(name, base, since, api, params, args, ptr, ...)                        \
     TARGETS(name, params)                                                                  \
     FOR_EACH_SLOT(ROUTED_FREE_SLOT, name, api, params, args, ptr)
-#define ROUTED_MAP(name, base, since, api, type, params, args, ptr, size)                  \
+#define ROUTED_MAP(name, base, since, api, type, params, args, ptr, size, ...)             \
     TARGETS(name, params)                                                                  \
     FOR_EACH_SLOT(ROUTED_MAP_SLOT, name, api, type, params, args, ptr, size)
 GMP_CUDA_DRIVER_ALLOCS(ROUTED_ALLOC)

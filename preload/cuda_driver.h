@@ -10,10 +10,12 @@
 /* The driver family (libcuda): the current device is cuCtxGetDevice's. */
 GMP_HIDDEN extern gmp_gpu_family gmp_cuda_driver;
 
-/* Where cuMemCreate puts its memory, from its properties' location (NULL:
- * no properties): a device index, GMP_ON_HOST for host and host-NUMA
- * memory, else the current device.  The interposer and CUPTI both ask it. */
-GMP_HIDDEN int gmp_cu_location_where(const gmp_cu_mem_location *location);
+/* Where cuMemCreate puts its memory, from its properties' location (a
+ * CUmemLocation, laid out as gmp_cu_mem_location; NULL: no properties): a
+ * device index, GMP_ON_HOST for host and host-NUMA memory, else the
+ * current device.  Its row of the driver table asks it, for the interposer
+ * and for CUPTI alike. */
+GMP_HIDDEN int gmp_cu_location_where(const void *location);
 
 /* >= 0 when dlsym of `name` is routed (one of our exported driver names). */
 GMP_HIDDEN int gmp_cuda_routed_name(const char *name);

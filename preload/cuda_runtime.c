@@ -17,8 +17,8 @@ static const char *const cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12
 static gmp_gpu_family cudart = {GMP_BACKEND_CUDA, cudart_sonames, "cudaGetDevice",
                                 "cudaMemGetInfo", NULL, NULL};
 
-#define ALLOC(name, api, where, params, args, ptr, requested, size) \
+#define ALLOC(name, api, where, params, args, ptr, requested, size, ...) \
     GMP_GPU_ALLOC_HOOK(cudart, name, api, where, params, args, ptr, requested, size)
-#define FREE(name, api, params, args, ptr) GMP_GPU_FREE_HOOK(cudart, name, api, params, args, ptr)
+#define FREE(name, api, params, args, ptr, ...) GMP_GPU_FREE_HOOK(cudart, name, api, params, args, ptr)
 GMP_CUDART_ALLOCS(ALLOC)
 GMP_CUDART_FREES(FREE)

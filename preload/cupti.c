@@ -34,104 +34,87 @@ GMP_EXPORT int InitializeInjection(void);
 
 static __thread int in_runtime_alloc; /* depth of runtime allocation calls */
 
-/* The callbacks we subscribe to, and what each records.  p points to the
- * call's <name>_params (generated_cuda*_meta.h).
- * R_ALLOC/D_ALLOC(name, api, where, ptr, requested, size)
- * R_FREE/D_FREE(name, api, ptr)   D_MAP(name, api, event, ptr, size) */
-#define CUPTI_RUNTIME(ALLOC, FREE)                                                         \
-    ALLOC(cudaMalloc_v3020, GMP_API_CUDA_MALLOC, GMP_ON_DEVICE, *p->devPtr, p->size, p->size) \
-    ALLOC(cudaMallocManaged_v6000, GMP_API_CUDA_MALLOC_MANAGED, GMP_ON_DEVICE, *p->devPtr, \
-          p->size, p->size)                                                                \
-    ALLOC(cudaMallocHost_v3020, GMP_API_CUDA_MALLOC_HOST, GMP_ON_HOST, *p->ptr, p->size,   \
-          p->size)                                                                         \
-    ALLOC(cudaHostAlloc_v3020, GMP_API_CUDA_HOST_ALLOC, GMP_ON_HOST, *p->pHost, p->size,   \
-          p->size)                                                                         \
-    ALLOC(cudaMallocPitch_v3020, GMP_API_CUDA_MALLOC_PITCH, GMP_ON_DEVICE, *p->devPtr,     \
-          p->width *p->height, *p->pitch *p->height)                                       \
-    ALLOC(cudaMalloc3D_v3020, GMP_API_CUDA_MALLOC_3D, GMP_ON_DEVICE, p->pitchedDevPtr->ptr, \
-          p->extent.width *p->extent.height *p->extent.depth,                              \
-          p->pitchedDevPtr->pitch *p->extent.height *p->extent.depth)                      \
-    ALLOC(cudaMallocAsync_v11020, GMP_API_CUDA_MALLOC_ASYNC, GMP_ON_DEVICE, *p->devPtr,    \
-          p->size, p->size)                                                                \
-    ALLOC(cudaMallocAsync_ptsz_v11020, GMP_API_CUDA_MALLOC_ASYNC, GMP_ON_DEVICE, *p->devPtr, \
-          p->size, p->size)                                                                \
-    ALLOC(cudaMallocFromPoolAsync_v11020, GMP_API_CUDA_MALLOC_FROM_POOL_ASYNC,             \
-          GMP_ON_DEVICE, *p->ptr, p->size, p->size)                                        \
-    ALLOC(cudaMallocFromPoolAsync_ptsz_v11020, GMP_API_CUDA_MALLOC_FROM_POOL_ASYNC,        \
-          GMP_ON_DEVICE, *p->ptr, p->size, p->size)                                        \
-    FREE(cudaFree_v3020, GMP_API_CUDA_FREE, p->devPtr)                                     \
-    FREE(cudaFreeHost_v3020, GMP_API_CUDA_FREE_HOST, p->ptr)                               \
-    FREE(cudaFreeAsync_v11020, GMP_API_CUDA_FREE_ASYNC, p->devPtr)                         \
-    FREE(cudaFreeAsync_ptsz_v11020, GMP_API_CUDA_FREE_ASYNC, p->devPtr)
-
-#define CUPTI_DRIVER(ALLOC, FREE, MAP)                                                     \
-    ALLOC(cuMemAlloc_v2, GMP_API_CU_MEM_ALLOC, GMP_ON_DEVICE, *p->dptr, p->bytesize,       \
-          p->bytesize)                                                                     \
-    ALLOC(cuMemAllocManaged, GMP_API_CU_MEM_ALLOC_MANAGED, GMP_ON_DEVICE, *p->dptr,        \
-          p->bytesize, p->bytesize)                                                        \
-    ALLOC(cuMemAllocPitch_v2, GMP_API_CU_MEM_ALLOC_PITCH, GMP_ON_DEVICE, *p->dptr,         \
-          p->WidthInBytes *p->Height, *p->pPitch *p->Height)                               \
-    ALLOC(cuMemAllocHost_v2, GMP_API_CU_MEM_ALLOC_HOST, GMP_ON_HOST, *p->pp, p->bytesize,  \
-          p->bytesize)                                                                     \
-    ALLOC(cuMemHostAlloc, GMP_API_CU_MEM_HOST_ALLOC, GMP_ON_HOST, *p->pp, p->bytesize,     \
-          p->bytesize)                                                                     \
-    ALLOC(cuMemAllocAsync, GMP_API_CU_MEM_ALLOC_ASYNC, GMP_ON_DEVICE, *p->dptr,            \
-          p->bytesize, p->bytesize)                                                        \
-    ALLOC(cuMemAllocAsync_ptsz, GMP_API_CU_MEM_ALLOC_ASYNC, GMP_ON_DEVICE, *p->dptr,       \
-          p->bytesize, p->bytesize)                                                        \
-    ALLOC(cuMemAllocFromPoolAsync, GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, GMP_ON_DEVICE,    \
-          *p->dptr, p->bytesize, p->bytesize)                                              \
-    ALLOC(cuMemAllocFromPoolAsync_ptsz, GMP_API_CU_MEM_ALLOC_FROM_POOL_ASYNC,              \
-          GMP_ON_DEVICE, *p->dptr, p->bytesize, p->bytesize)                               \
-    ALLOC(cuMemCreate, GMP_API_CU_MEM_CREATE, prop_where(p->prop), *p->handle, p->size,    \
-          p->size)                                                                         \
-    FREE(cuMemFree_v2, GMP_API_CU_MEM_FREE, p->dptr)                                       \
-    FREE(cuMemFreeHost, GMP_API_CU_MEM_FREE_HOST, p->p)                                    \
-    FREE(cuMemFreeAsync, GMP_API_CU_MEM_FREE_ASYNC, p->dptr)                               \
-    FREE(cuMemFreeAsync_ptsz, GMP_API_CU_MEM_FREE_ASYNC, p->dptr)                          \
-    FREE(cuMemRelease, GMP_API_CU_MEM_RELEASE, p->handle)                                  \
-    MAP(cuMemMap, GMP_API_CU_MEM_MAP, GMP_EV_MAP, p->ptr, p->size)                         \
-    MAP(cuMemUnmap, GMP_API_CU_MEM_UNMAP, GMP_EV_UNMAP, p->ptr, p->size)
+/* The callbacks we subscribe to are the rows of the hook tables, with
+ * CUDA's own types: each row's `cupti_args` read the call's arguments out
+ * of CUPTI's <name>_params, and the row's own expressions (pointer, sizes,
+ * where) record it, exactly as the row's hook would. */
+#define GMP_T_DEVPTR CUdeviceptr
+#define GMP_T_HANDLE CUmemGenericAllocationHandle
+#define GMP_T_MEMPROP CUmemAllocationProp
+#define GMP_T_STREAM CUstream
+#define GMP_T_MEMPOOL CUmemoryPool
+#define GMP_T_CUDA_EXTENT struct cudaExtent
+#define GMP_T_CUDA_PITCHED_PTR struct cudaPitchedPtr
+#include "cuda_driver_table.h"
+#include "cuda_runtime_table.h"
 
 _Static_assert(sizeof(CUmemLocation) == sizeof(gmp_cu_mem_location) &&
                    offsetof(CUmemLocation, id) == offsetof(gmp_cu_mem_location, id),
                "cuda.h's CUmemLocation is the one the driver hooks read");
 
-static int prop_where(const CUmemAllocationProp *prop)
-{
-    return gmp_cu_location_where(prop ? (const gmp_cu_mem_location *)&prop->location : NULL);
-}
-
-#define CASE_ALLOC(cbid_prefix, name, api, where, ptr, requested, size)                    \
-    case cbid_prefix##name: {                                                              \
-        const name##_params *p = params;                                                   \
+/* One function a row, taking the call's result and then its arguments. */
+#define WITH_RESULT(...) (int rc, __VA_ARGS__)
+#define RECORD_ALLOC(name, api, where, params, ptr, requested, size)                       \
+    static void record_##name WITH_RESULT params                                           \
+    {                                                                                      \
         gmp_gpu_alloc_done(&gmp_cuda_driver, api, where, rc,                               \
                            rc == 0 ? (uint64_t)(uintptr_t)(ptr) : 0, (requested),          \
                            rc == 0 ? (uint64_t)(size) : 0);                                \
-        return;                                                                            \
     }
-#define CASE_FREE(cbid_prefix, name, api, ptr)                                             \
-    case cbid_prefix##name: {                                                              \
-        const name##_params *p = params;                                                   \
+#define RECORD_FREE(name, api, params, ptr)                                                \
+    static void record_##name WITH_RESULT params                                           \
+    {                                                                                      \
         gmp_gpu_free_done(&gmp_cuda_driver, api, rc, (uint64_t)(uintptr_t)(ptr));          \
-        return;                                                                            \
     }
-#define CASE_MAP(cbid_prefix, name, api, type, ptr, size)                                  \
-    case cbid_prefix##name: {                                                              \
-        const name##_params *p = params;                                                   \
+#define RECORD_MAP(name, api, type, params, ptr, size)                                     \
+    static void record_##name WITH_RESULT params                                           \
+    {                                                                                      \
         gmp_gpu_map_done(&gmp_cuda_driver, api, type, rc, (uint64_t)(ptr), (size));        \
+    }
+#define R_ALLOC_FN(name, api, where, params, args, ptr, requested, size, cupti, cargs)     \
+    RECORD_ALLOC(cupti, api, where, params, ptr, requested, size)
+#define R_FREE_FN(name, api, params, args, ptr, cupti, cargs)                              \
+    RECORD_FREE(cupti, api, params, ptr)
+#define D_ALLOC_FN(name, base, since, api, where, params, args, ptr, requested, size, cargs) \
+    RECORD_ALLOC(name, api, where, params, ptr, requested, size)
+#define D_FREE_FN(name, base, since, api, params, args, ptr, cargs)                        \
+    RECORD_FREE(name, api, params, ptr)
+#define D_MAP_FN(name, base, since, api, type, params, args, ptr, size, cargs)             \
+    RECORD_MAP(name, api, type, params, ptr, size)
+/* the rows' parameters the recording does not read (streams, flags) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+GMP_CUDART_ALLOCS(R_ALLOC_FN)
+GMP_CUDART_FREES(R_FREE_FN)
+GMP_CUDA_DRIVER_ALLOCS(D_ALLOC_FN)
+GMP_CUDA_DRIVER_FREES(D_FREE_FN)
+GMP_CUDA_DRIVER_MAPS(D_MAP_FN)
+#pragma GCC diagnostic pop
+
+/* The switch cases: a callback id to its row. */
+#define WITH_RC(...) (rc, __VA_ARGS__)
+#define CASE(prefix, cupti, cargs)                                                         \
+    case prefix##cupti: {                                                                  \
+        const cupti##_params *q = params;                                                  \
+        record_##cupti WITH_RC cargs;                                                      \
         return;                                                                            \
     }
-#define R_ALLOC(name, ...) CASE_ALLOC(CUPTI_RUNTIME_TRACE_CBID_, name, __VA_ARGS__)
-#define R_FREE(name, ...) CASE_FREE(CUPTI_RUNTIME_TRACE_CBID_, name, __VA_ARGS__)
-#define D_ALLOC(name, ...) CASE_ALLOC(CUPTI_DRIVER_TRACE_CBID_, name, __VA_ARGS__)
-#define D_FREE(name, ...) CASE_FREE(CUPTI_DRIVER_TRACE_CBID_, name, __VA_ARGS__)
-#define D_MAP(name, ...) CASE_MAP(CUPTI_DRIVER_TRACE_CBID_, name, __VA_ARGS__)
+#define R_ALLOC_CASE(name, api, where, params, args, ptr, requested, size, cupti, cargs)   \
+    CASE(CUPTI_RUNTIME_TRACE_CBID_, cupti, cargs)
+#define R_FREE_CASE(name, api, params, args, ptr, cupti, cargs)                            \
+    CASE(CUPTI_RUNTIME_TRACE_CBID_, cupti, cargs)
+#define D_ALLOC_CASE(name, base, since, api, where, params, args, ptr, requested, size, cargs) \
+    CASE(CUPTI_DRIVER_TRACE_CBID_, name, cargs)
+#define D_FREE_CASE(name, base, since, api, params, args, ptr, cargs)                      \
+    CASE(CUPTI_DRIVER_TRACE_CBID_, name, cargs)
+#define D_MAP_CASE(name, base, since, api, type, params, args, ptr, size, cargs)           \
+    CASE(CUPTI_DRIVER_TRACE_CBID_, name, cargs)
 
 static void record_runtime(CUpti_CallbackId cbid, const void *params, int rc)
 {
     switch (cbid) {
-        CUPTI_RUNTIME(R_ALLOC, R_FREE)
+        GMP_CUDART_ALLOCS(R_ALLOC_CASE)
+        GMP_CUDART_FREES(R_FREE_CASE)
     default:
         return;
     }
@@ -140,7 +123,9 @@ static void record_runtime(CUpti_CallbackId cbid, const void *params, int rc)
 static void record_driver(CUpti_CallbackId cbid, const void *params, int rc)
 {
     switch (cbid) {
-        CUPTI_DRIVER(D_ALLOC, D_FREE, D_MAP)
+        GMP_CUDA_DRIVER_ALLOCS(D_ALLOC_CASE)
+        GMP_CUDA_DRIVER_FREES(D_FREE_CASE)
+        GMP_CUDA_DRIVER_MAPS(D_MAP_CASE)
     default:
         return;
     }
@@ -209,8 +194,10 @@ static const char *result_text(CUptiResult r)
     return s;
 }
 
-#define R_ENABLE(name, ...) CUPTI_RUNTIME_TRACE_CBID_##name,
-#define D_ENABLE(name, ...) CUPTI_DRIVER_TRACE_CBID_##name,
+#define R_ALLOC_ID(name, api, where, params, args, ptr, requested, size, cupti, cargs)     \
+    CUPTI_RUNTIME_TRACE_CBID_##cupti,
+#define R_FREE_ID(name, api, params, args, ptr, cupti, cargs) CUPTI_RUNTIME_TRACE_CBID_##cupti,
+#define D_ID(name, ...) CUPTI_DRIVER_TRACE_CBID_##name,
 #define NOTHING(...)
 
 static int subscribe(void)
@@ -241,8 +228,11 @@ static int subscribe(void)
                     : "");
         return -1;
     }
-    static const CUpti_CallbackId runtime_ids[] = {CUPTI_RUNTIME(R_ENABLE, R_ENABLE)};
-    static const CUpti_CallbackId driver_ids[] = {CUPTI_DRIVER(D_ENABLE, D_ENABLE, D_ENABLE)};
+    static const CUpti_CallbackId runtime_ids[] = {GMP_CUDART_ALLOCS(R_ALLOC_ID)
+                                                       GMP_CUDART_FREES(R_FREE_ID)};
+    static const CUpti_CallbackId driver_ids[] = {GMP_CUDA_DRIVER_ALLOCS(D_ID)
+                                                      GMP_CUDA_DRIVER_FREES(D_ID)
+                                                          GMP_CUDA_DRIVER_MAPS(D_ID)};
     for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof runtime_ids / sizeof *runtime_ids; i++)
         r = cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i]);
     for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof driver_ids / sizeof *driver_ids; i++)

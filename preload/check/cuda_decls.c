@@ -18,9 +18,9 @@
 
 /* _ptsz twins are declared by the headers only in per-thread-stream mode:
  * check them against their base function's type instead. */
-#define DECLARE_ALLOC(name, api, host, params, args, ptr, requested, size) \
+#define DECLARE_ALLOC(name, api, host, params, args, ptr, requested, size, ...) \
     extern cudaError_t name params;
-#define DECLARE_FREE(name, api, params, args, ptr) extern cudaError_t name params;
+#define DECLARE_FREE(name, api, params, args, ptr, ...) extern cudaError_t name params;
 GMP_CUDART_ALLOCS(DECLARE_ALLOC)
 GMP_CUDART_FREES(DECLARE_FREE)
 

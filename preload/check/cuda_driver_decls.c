@@ -18,10 +18,10 @@
 
 /* _ptsz twins are declared only in per-thread-stream mode: they are
  * checked against their base function's type below. */
-#define DECLARE_ALLOC(name, base, since, api, where, params, args, ptr, requested, size) \
+#define DECLARE_ALLOC(name, base, since, api, where, params, args, ptr, requested, size, ...) \
     extern CUresult name params;
-#define DECLARE_FREE(name, base, since, api, params, args, ptr) extern CUresult name params;
-#define DECLARE_MAP(name, base, since, api, type, params, args, ptr, size) \
+#define DECLARE_FREE(name, base, since, api, params, args, ptr, ...) extern CUresult name params;
+#define DECLARE_MAP(name, base, since, api, type, params, args, ptr, size, ...) \
     extern CUresult name params;
 GMP_CUDA_DRIVER_ALLOCS(DECLARE_ALLOC)
 GMP_CUDA_DRIVER_FREES(DECLARE_FREE)
