@@ -1,5 +1,7 @@
 /*
- * preload.h — what the files of the LD_PRELOAD interposer share.
+ * preload.h — what the files of the LD_PRELOAD interposer share, in layers
+ * (the sections below): the lifecycle and services, then finding real
+ * functions, then what records, then what it records for.
  *
  * The preload records; it never changes what the program sees.  Every hook
  * calls the real function, keeps its exact result and errno, and only then
@@ -101,8 +103,75 @@ static inline int gmp_pl_active(void)
     return __atomic_load_n(&gmp_pl.state, __ATOMIC_ACQUIRE) == GMP_PL_ACTIVE;
 }
 
+/* ==== the lifecycle and the services every file calls on =========================== */
+
+/* init.c: what exit() does for us (commit open episodes, wait for bundles
+ * being written, remove the ring); _exit calls it too. */
+GMP_HIDDEN void gmp_pl_finish(void);
+
+/* services.c: a table made on first use: an anonymous mapping of len bytes (untouched
+ * pages cost nothing) published in *slot; the first caller makes it, others
+ * get NULL meanwhile (they drop what they had to record), and NULL for good
+ * when the mapping failed.  *state is the table's atomic state word. */
+GMP_HIDDEN void *gmp_lazy_table(void **slot, int *state, size_t len);
+
+/* A detached thread of ours; 0, or -1 (memory may be gone: callers cope). */
+GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
+
+/* services.c: the run directory, resolved on first use ("" when unknown), and
+ * CPython's version for the bundles, looked up once (the first bundle or
+ * failure; a process pays nothing at start for either). */
+GMP_HIDDEN const char *gmp_pl_run_dir(void);
+GMP_HIDDEN void gmp_pl_probe_python(void);
+
+/* services.c: gmp_dump into the preload's recorder, counting the bundles. */
+GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);
+GMP_HIDDEN uint64_t gmp_pl_bundles_written(void);
+
+/* One event into the preload's recorder at time now_ns (the caller read the
+ * clock already: one read a call), its thread filled in. */
+GMP_HIDDEN void gmp_pl_event_at(uint64_t now_ns, uint32_t stack_id, gmp_event_type type,
+                                gmp_backend backend, int device, gmp_api api,
+                                uint64_t address, uint64_t size, int32_t result,
+                                uint64_t in_use);
+
+/* One event into the preload's recorder (fills time and thread). */
+GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,
+                             gmp_api api, uint64_t address, uint64_t size, int32_t result,
+                             uint64_t in_use);
+
 /* init.c */
 GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
+
+/* ==== finding the real functions =================================================== */
+
+/* dlsym.c: the real dlsym, for the preload's own lookups (RTLD_NEXT from
+ * here means after the preload, as it should). */
+GMP_HIDDEN void *gmp_dlsym_real(void *handle, const char *name);
+
+/* next.c: the definition of name in the first object after the preload, read
+ * from the objects' symbol tables (no dl* call: a program's pending
+ * dlerror() string stays valid); NULL when absent or an IFUNC. */
+GMP_HIDDEN void *gmp_next_symbol(const char *name);
+/* The same from the first object on, as RTLD_DEFAULT. */
+GMP_HIDDEN void *gmp_global_symbol(const char *name);
+/* The loaded object whose segments hold address, as its load bias plus one
+ * (0: none): by segments, not symbols (dladdr scans those: slow). */
+GMP_HIDDEN uintptr_t gmp_object_of(const void *address);
+
+/* `fn`, the real function `name` of type `type` after the preload, found
+ * once (NULL when there is none): by gmp_next_symbol, else dlsym. */
+#define GMP_REAL_FN(name, type)                                                            \
+    static type real_##name;                                                               \
+    type fn = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                             \
+    if (GMP_UNLIKELY(!fn)) {                                                               \
+        fn = (type)gmp_next_symbol(#name);                                                 \
+        if (!fn)                                                                           \
+            fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                   \
+        __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                              \
+    }
+
+/* ==== what is in use: host and devices ============================================= */
 
 /* host_counters.c: per-thread counters; in_use sums them (approximate while racing).
  * Only the owning thread writes a slot, so the hot path is plain stores
@@ -173,6 +242,35 @@ GMP_HIDDEN int gmp_device_index(int device); /* clamps into the counters' range 
 GMP_HIDDEN void gmp_device_stats(gmp_backend backend, int index, uint64_t *bytes,
                                  uint64_t *top, uint64_t *alloc_count, uint64_t *free_count);
 
+/* ==== allocation stacks ============================================================ */
+
+/* stack.c: the caller's return addresses, the preload's frames left out. */
+GMP_HIDDEN uint32_t gmp_stack_capture(uint64_t *out, uint32_t max);
+/* The stack here as an id of the deduplicated table (0: none, GMP_STACKS=0,
+ * or the table full); gmp_stack_lookup gives its frames back (a
+ * gmp_stack_lookup_fn for bundles). */
+#define GMP_ALLOC_STACK_DEPTH 16
+GMP_HIDDEN uint32_t gmp_stack_id_here(void);
+GMP_HIDDEN uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
+/* Each stack of the table, in the order they were made. */
+GMP_HIDDEN void gmp_stack_foreach_known(void (*fn)(uint32_t id, const uint64_t *frames,
+                                                   uint32_t depth, void *arg),
+                                        void *arg);
+
+/* stack_ring.c: a new stack of the table, and the objects its frames lie
+ * in, copied into the ring (now, or when the ring is made: the recorder
+ * calls gmp_stack_ring_ready with each new ring). */
+struct gmp_ring;
+GMP_HIDDEN void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth);
+GMP_HIDDEN void gmp_stack_ring_ready(struct gmp_ring *ring);
+/* Does a loaded segment of the object hold `at`?  The extent of all its
+ * segments in *lo, *hi either way. */
+struct dl_phdr_info;
+GMP_HIDDEN int gmp_object_extent(const struct dl_phdr_info *info, uint64_t at, uint64_t *lo,
+                                 uint64_t *hi);
+
+/* ==== deaths: failures, crashes, pressure, leaks =================================== */
+
 /* episode.c */
 GMP_HIDDEN void gmp_episode_failure(gmp_backend backend, int device, gmp_api api,
                                     uint64_t size, long code, uint64_t in_use);
@@ -195,39 +293,40 @@ static inline int gmp_any_episode_open(void)
     return __atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED) != 0;
 }
 
-/* stack.c: the caller's return addresses, the preload's frames left out. */
-GMP_HIDDEN uint32_t gmp_stack_capture(uint64_t *out, uint32_t max);
-/* The stack here as an id of the deduplicated table (0: none, GMP_STACKS=0,
- * or the table full); gmp_stack_lookup gives its frames back (a
- * gmp_stack_lookup_fn for bundles). */
-#define GMP_ALLOC_STACK_DEPTH 16
-GMP_HIDDEN uint32_t gmp_stack_id_here(void);
-GMP_HIDDEN uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
-/* Each stack of the table, in the order they were made. */
-GMP_HIDDEN void gmp_stack_foreach_known(void (*fn)(uint32_t id, const uint64_t *frames,
-                                                   uint32_t depth, void *arg),
-                                        void *arg);
-/* stack_ring.c: a new stack of the table, and the objects its frames lie
- * in, copied into the ring (now, or when the ring is made: the recorder
- * calls gmp_stack_ring_ready with each new ring). */
-struct gmp_ring;
-GMP_HIDDEN void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth);
-GMP_HIDDEN void gmp_stack_ring_ready(struct gmp_ring *ring);
-/* Does a loaded segment of the object hold `at`?  The extent of all its
- * segments in *lo, *hi either way. */
-struct dl_phdr_info;
-GMP_HIDDEN int gmp_object_extent(const struct dl_phdr_info *info, uint64_t at, uint64_t *lo,
-                                 uint64_t *hi);
+/* episode.c: a fatal signal is killing the process; writes the bundle the
+ * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock).
+ * Returns 1 when it wrote one. */
+GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
 
 /* crash.c: fatal-signal handlers (GMP_ON_CRASH).  arm installs them once and
  * gives the calling thread an alternate stack; called at start (always) or
  * at a thread's first failed allocation (after-failure). */
 GMP_HIDDEN void gmp_crash_arm(void);
 
-/* episode.c: a fatal signal is killing the process; writes the bundle the
- * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock).
- * Returns 1 when it wrote one. */
-GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
+/* watchdog.c: memory worth watching is in use (a large heap, GPU memory)
+ * and this thread just allocated `allocated` bytes: pressure (GMP_WATCHDOG)
+ * is checked here when a check is due, and GMP_SAMPLE_MS's thread is
+ * started once.  The GPU path does the same in parts, to sample its device
+ * fresh between them: due says whether a check is due now and, if so,
+ * reserves it for the caller, who then runs check; start_sampler starts
+ * the sampling thread when asked for. */
+GMP_HIDDEN void gmp_watchdog_note_use(uint64_t allocated);
+GMP_HIDDEN int gmp_watchdog_due(uint64_t allocated, uint64_t now_realtime_ns /* 0: read it */);
+GMP_HIDDEN void gmp_watchdog_check(void);
+GMP_HIDDEN void gmp_watchdog_start_sampler(void);
+/* The last check found usage above the threshold, not yet written up: a
+ * free is then worth a check (the usage held there a while); otherwise a
+ * free, which can only lower usage, costs nothing. */
+GMP_HIDDEN int gmp_watchdog_above(void);
+GMP_HIDDEN void gmp_watchdog_after_fork(void);
+
+/* sampler.c: one sample event per collector's device into the ring. */
+GMP_HIDDEN void gmp_sampler_tick(void);
+
+/* leak_check.c: at exit, GMP_LEAK_CHECK's report of what was never freed. */
+GMP_HIDDEN void gmp_leak_check_at_exit(void);
+
+/* ==== what the program says: stderr, Python ======================================== */
 
 /* oom_messages.c: an OOM message seen on stderr while an episode was open, for
  * its bundle: copies it out (cap bytes each) and returns its level (0 none);
@@ -245,6 +344,8 @@ GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
  * memfd (the caller closes it); else -1. */
 GMP_HIDDEN int gmp_python_traceback_fd(void);
 
+/* ==== outputs and other ways in ==================================================== */
+
 /* prom_textfile.c: the GMP_PROM_FILE textfile: a thread rewriting it (start,
  * after fork), a write now (at exit), and host peaks seen by the hooks. */
 GMP_HIDDEN void gmp_metrics_start(void);
@@ -253,89 +354,8 @@ GMP_HIDDEN void gmp_metrics_write(void);
 GMP_HIDDEN void gmp_metrics_flush(void); /* at exit: waits for a write in progress */
 GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
 
-/* watchdog.c: memory worth watching is in use (a large heap, GPU memory)
- * and this thread just allocated `allocated` bytes: pressure (GMP_WATCHDOG)
- * is checked here when a check is due, and GMP_SAMPLE_MS's thread is
- * started once.  The GPU path does the same in parts, to sample its device
- * fresh between them: due says whether a check is due now and, if so,
- * reserves it for the caller, who then runs check; start_sampler starts
- * the sampling thread when asked for. */
-GMP_HIDDEN void gmp_watchdog_note_use(uint64_t allocated);
-GMP_HIDDEN int gmp_watchdog_due(uint64_t allocated, uint64_t now_realtime_ns /* 0: read it */);
-GMP_HIDDEN void gmp_watchdog_check(void);
-GMP_HIDDEN void gmp_watchdog_start_sampler(void);
-/* The last check found usage above the threshold, not yet written up: a
- * free is then worth a check (the usage held there a while); otherwise a
- * free, which can only lower usage, costs nothing. */
-GMP_HIDDEN int gmp_watchdog_above(void);
-/* sampler.c: one sample event per collector's device into the ring. */
-GMP_HIDDEN void gmp_sampler_tick(void);
-/* leak_check.c: at exit, GMP_LEAK_CHECK's report of what was never freed. */
-GMP_HIDDEN void gmp_leak_check_at_exit(void);
-GMP_HIDDEN void gmp_watchdog_after_fork(void);
-
-/* dlsym.c: the real dlsym, for the preload's own lookups (RTLD_NEXT from
- * here means after the preload, as it should). */
-GMP_HIDDEN void *gmp_dlsym_real(void *handle, const char *name);
-
 /* cupti.c, where built (weak: absent without cupti.h): GMP_CUDA_MODE=cupti
  * sets CUDA_INJECTION64_PATH to this library when the user did not. */
 GMP_HIDDEN void gmp_cupti_prepare(void) __attribute__((weak));
-
-/* init.c: what exit() does for us (commit open episodes, wait for bundles
- * being written, remove the ring); _exit calls it too. */
-GMP_HIDDEN void gmp_pl_finish(void);
-/* services.c: a table made on first use: an anonymous mapping of len bytes (untouched
- * pages cost nothing) published in *slot; the first caller makes it, others
- * get NULL meanwhile (they drop what they had to record), and NULL for good
- * when the mapping failed.  *state is the table's atomic state word. */
-GMP_HIDDEN void *gmp_lazy_table(void **slot, int *state, size_t len);
-
-/* A detached thread of ours; 0, or -1 (memory may be gone: callers cope). */
-GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
-
-/* next.c: the definition of name in the first object after the preload, read
- * from the objects' symbol tables (no dl* call: a program's pending
- * dlerror() string stays valid); NULL when absent or an IFUNC. */
-GMP_HIDDEN void *gmp_next_symbol(const char *name);
-/* The same from the first object on, as RTLD_DEFAULT. */
-GMP_HIDDEN void *gmp_global_symbol(const char *name);
-/* The loaded object whose segments hold address, as its load bias plus one
- * (0: none): by segments, not symbols (dladdr scans those: slow). */
-GMP_HIDDEN uintptr_t gmp_object_of(const void *address);
-
-/* `fn`, the real function `name` of type `type` after the preload, found
- * once (NULL when there is none): by gmp_next_symbol, else dlsym. */
-#define GMP_REAL_FN(name, type)                                                            \
-    static type real_##name;                                                               \
-    type fn = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                             \
-    if (GMP_UNLIKELY(!fn)) {                                                               \
-        fn = (type)gmp_next_symbol(#name);                                                 \
-        if (!fn)                                                                           \
-            fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                   \
-        __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                              \
-    }
-
-/* services.c: the run directory, resolved on first use ("" when unknown), and
- * CPython's version for the bundles, looked up once (the first bundle or
- * failure; a process pays nothing at start for either). */
-GMP_HIDDEN const char *gmp_pl_run_dir(void);
-GMP_HIDDEN void gmp_pl_probe_python(void);
-
-/* services.c: gmp_dump into the preload's recorder, counting the bundles. */
-GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);
-GMP_HIDDEN uint64_t gmp_pl_bundles_written(void);
-
-/* One event into the preload's recorder at time now_ns (the caller read the
- * clock already: one read a call), its thread filled in. */
-GMP_HIDDEN void gmp_pl_event_at(uint64_t now_ns, uint32_t stack_id, gmp_event_type type,
-                                gmp_backend backend, int device, gmp_api api,
-                                uint64_t address, uint64_t size, int32_t result,
-                                uint64_t in_use);
-
-/* One event into the preload's recorder (fills time and thread). */
-GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int device,
-                             gmp_api api, uint64_t address, uint64_t size, int32_t result,
-                             uint64_t in_use);
 
 #endif
