@@ -206,32 +206,14 @@ static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
     gmp_jw_arr_end(w);
 }
 
-static void module_record(const gmp_ring_module_record *m, void *arg)
-{
-    gmp_jw *w = arg;
-    gmp_jw_next_line(w);
-    gmp_jw_obj_begin(w);
-    gmp_jw_kstr(w, "path", m->path);
-    gmp_jw_key(w, "base");
-    gmp_jw_hex(w, m->base);
-    gmp_jw_kstr(w, "build_id", m->build_id[0] ? m->build_id : NULL);
-    gmp_jw_key(w, "end");
-    gmp_jw_hex(w, m->end);
-    gmp_jw_obj_end(w);
-}
-
 /* modules.json: the process's own map; for a process that is gone, the
  * objects its ring recorded (those its stacks pass through). */
 static void fill_modules(gmp_jw *w, bundle_ctx *ctx)
 {
-    if (ctx->in->pid == 0) {
+    if (ctx->in->pid == 0)
         gmp_modules_write(w, ctx->scratch, sizeof ctx->scratch);
-        return;
-    }
-    gmp_jw_arr_begin(w);
-    gmp_ring_foreach_module(ctx->in->ring, module_record, w);
-    gmp_jw_space(w, "\n");
-    gmp_jw_arr_end(w);
+    else
+        gmp_modules_write_from_ring(w, ctx->in->ring);
 }
 
 static void fill_manifest(gmp_jw *w, bundle_ctx *ctx);

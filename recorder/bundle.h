@@ -48,6 +48,9 @@ GMP_HIDDEN void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header 
 
 /* modules.json of the calling process (modules.c); buf holds /proc reads. */
 GMP_HIDDEN void gmp_modules_write(gmp_jw *w, char *buf, size_t cap);
+/* modules.json of a process that is gone: the objects its ring recorded
+ * (those its stacks pass through), each with its end. */
+GMP_HIDDEN void gmp_modules_write_from_ring(gmp_jw *w, const gmp_ring *ring);
 
 /* allocations.json / leaks.json (bundle_live.c): the live allocations,
  * largest first; marks the stack ids it names in stacks_seen. */

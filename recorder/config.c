@@ -182,10 +182,27 @@ static int parse_string(const char *var, const char *s, char *dst, size_t cap,
     return 0;
 }
 
+/* "a, b or c" from "a|b|c", each word between quote and quote, appended
+ * to out: a complaint's words and the README's are the same list. */
+static void append_choices(const char *choices, const char *quote, char *out, size_t cap)
+{
+    int count = 1;
+    for (const char *c = choices; *c; c++)
+        count += *c == '|';
+    const char *c = choices;
+    for (int i = 0; i < count; i++) {
+        char word[48];
+        size_t n = strcspn(c, "|");
+        snprintf(word, sizeof word, "%s%s%.*s%s", i == 0 ? "" : i == count - 1 ? " or " : ", ",
+                 quote, (int)n, c, quote);
+        gmp_strlcat(out, word, cap);
+        c += n + 1;
+    }
+}
+
 /* choices: "a|b|c"; *out becomes the index of s among them. */
 static int parse_choice(const char *var, const char *s, const char *choices, int *out)
 {
-    char what[128] = "is not ", word[32];
     int index = 0;
     for (const char *c = choices; *c; index++) {
         size_t n = strcspn(c, "|");
@@ -196,16 +213,10 @@ static int parse_choice(const char *var, const char *s, const char *choices, int
         c += n + (c[n] == '|');
     }
     /* "is not after-failure, always or never; using after-failure" */
-    const char *c = choices;
-    for (int i = 0; i < index; i++) {
-        size_t n = strcspn(c, "|");
-        snprintf(word, sizeof word, "%.*s", (int)n, c);
-        gmp_strlcat(what, i == 0 ? "" : i == index - 1 ? " or " : ", ", sizeof what);
-        gmp_strlcat(what, word, sizeof what);
-        c += n + 1;
-    }
-    snprintf(word, sizeof word, "%.*s", (int)strcspn(choices, "|"), choices);
-    complain(var, s, what, word);
+    char what[128] = "is not ", first[32];
+    append_choices(choices, "", what, sizeof what);
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(choices, "|"), choices);
+    complain(var, s, what, first);
     return -1;
 }
 
@@ -311,19 +322,8 @@ static int parse_environment(gmp_config *cfg)
 /* " (one of `a`, `b` or `c`)" from "a|b|c" (a table cell holds no '|'). */
 static void choices_doc(const char *choices, char *out, size_t cap)
 {
-    int count = 1;
-    for (const char *c = choices; *c; c++)
-        count += *c == '|';
     gmp_strlcpy(out, " (one of ", cap);
-    const char *c = choices;
-    for (int i = 0; i < count; i++) {
-        char word[40];
-        size_t n = strcspn(c, "|");
-        snprintf(word, sizeof word, "%s`%.*s`", i == 0 ? "" : i == count - 1 ? " or " : ", ",
-                 (int)n, c);
-        gmp_strlcat(out, word, cap);
-        c += n + 1;
-    }
+    append_choices(choices, "`", out, cap);
     gmp_strlcat(out, ")", cap);
 }
 

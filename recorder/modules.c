@@ -3,6 +3,8 @@
  * mapped ELF object's path, load bias and GNU build-id, so that the return
  * addresses in a bundle can be symbolised later, on another machine
  * (addr2line -e PATH ADDRESS-BASE, or a debuginfod lookup by build-id).
+ * A process that is gone has only what its ring recorded: the objects its
+ * stacks pass through, written the same way with their ends.
  *
  * Runs on the emergency path (a fatal signal): /proc/self/maps is read with
  * read(2) into the caller's buffer and the ELF headers and notes are read in
@@ -100,6 +102,24 @@ NOT_FOR_TSAN static void read_elf(uint64_t start, uint64_t end, uint64_t *bias, 
     }
 }
 
+/* One object of modules.json; end 0: not known (the map's first mapping
+ * of an object does not say where its last one ends). */
+static void module_row(gmp_jw *w, const char *path, uint64_t base, const char *build_id,
+                       uint64_t end)
+{
+    gmp_jw_next_line(w);
+    gmp_jw_obj_begin(w);
+    gmp_jw_kstr(w, "path", path);
+    gmp_jw_key(w, "base");
+    gmp_jw_hex(w, base);
+    gmp_jw_kstr(w, "build_id", build_id[0] ? build_id : NULL);
+    if (end) {
+        gmp_jw_key(w, "end");
+        gmp_jw_hex(w, end);
+    }
+    gmp_jw_obj_end(w);
+}
+
 /* One line of /proc/self/maps: "start-end perms offset dev inode path". */
 static void module_line(gmp_jw *w, const char *line)
 {
@@ -122,13 +142,7 @@ static void module_line(gmp_jw *w, const char *line)
     read_elf(start, end, &bias, build_id, sizeof build_id);
     if (bias == start && !same_bytes(start, ELFMAG, SELFMAG))
         return; /* a mapped data file, not an object */
-    gmp_jw_next_line(w);
-    gmp_jw_obj_begin(w);
-    gmp_jw_kstr(w, "path", path);
-    gmp_jw_key(w, "base");
-    gmp_jw_hex(w, bias);
-    gmp_jw_kstr(w, "build_id", build_id[0] ? build_id : NULL);
-    gmp_jw_obj_end(w);
+    module_row(w, path, bias, build_id, 0);
 }
 
 void gmp_modules_write(gmp_jw *w, char *buf, size_t cap)
@@ -154,6 +168,19 @@ void gmp_modules_write(gmp_jw *w, char *buf, size_t cap)
     }
     if (fd >= 0)
         close(fd);
+    gmp_jw_space(w, "\n");
+    gmp_jw_arr_end(w);
+}
+
+static void ring_module_row(const gmp_ring_module_record *m, void *w)
+{
+    module_row(w, m->path, m->base, m->build_id, m->end);
+}
+
+void gmp_modules_write_from_ring(gmp_jw *w, const gmp_ring *ring)
+{
+    gmp_jw_arr_begin(w);
+    gmp_ring_foreach_module(ring, ring_module_row, w);
     gmp_jw_space(w, "\n");
     gmp_jw_arr_end(w);
 }
