@@ -146,11 +146,18 @@ void gmp_recorder_on_new_ring(gmp_recorder *rec, void (*fn)(gmp_ring *ring))
         __atomic_store_n(&rec->on_new_ring, fn, __ATOMIC_SEQ_CST);
 }
 
+/* The ring once it is made, else NULL.  (A reader racing its making pairs
+ * a fence of its own with make_ring's sequentially consistent store.) */
+static inline gmp_ring *made_ring(const gmp_recorder *rec)
+{
+    return rec && __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY
+               ? (gmp_ring *)&rec->ring
+               : NULL;
+}
+
 gmp_ring *gmp_recorder_ring(gmp_recorder *rec)
 {
-    if (!rec || __atomic_load_n(&rec->ring_state, __ATOMIC_SEQ_CST) != RING_READY)
-        return NULL;
-    return &rec->ring;
+    return made_ring(rec);
 }
 
 /* The ring, creating it on first use; NULL when unavailable right now. */
@@ -192,16 +199,14 @@ int gmp_record(gmp_recorder *rec, const gmp_event *ev)
 
 size_t gmp_snapshot(gmp_recorder *rec, gmp_event *out, size_t max)
 {
-    if (!rec || __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) != RING_READY)
-        return 0;
-    return gmp_ring_snapshot(&rec->ring, out, max, NULL);
+    gmp_ring *ring = made_ring(rec);
+    return ring ? gmp_ring_snapshot(ring, out, max, NULL) : 0;
 }
 
 const char *gmp_recorder_ring_path(const gmp_recorder *rec)
 {
-    if (!rec || __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) != RING_READY)
-        return "";
-    return rec->ring.path;
+    const gmp_ring *ring = made_ring(rec);
+    return ring ? ring->path : "";
 }
 
 const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
@@ -219,9 +224,7 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
     }
     gmp_bundle_input in = {
         .dump_dir = rec->cfg.dump_dir,
-        .ring = __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY
-                    ? &rec->ring
-                    : NULL,
+        .ring = made_ring(rec),
         .req = req,
         .context = req->context ? req->context : rec->cfg.context,
         .metadata_json = metadata,
@@ -267,24 +270,25 @@ void gmp_recorder_after_fork(gmp_recorder *rec)
 
 GMP_START_EXIT_TEXT void gmp_recorder_release_ring(gmp_recorder *rec)
 {
-    if (rec && __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY &&
-        rec->ring.is_file && rec->ring.path[0])
-        unlink(rec->ring.path);
+    const gmp_ring *ring = made_ring(rec);
+    if (ring && ring->is_file && ring->path[0])
+        unlink(ring->path);
 }
 
 void gmp_recorder_ring_flags(gmp_recorder *rec, uint32_t set, uint32_t clear)
 {
-    if (!rec || __atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) != RING_READY)
+    gmp_ring *ring = made_ring(rec);
+    if (!ring)
         return;
-    __atomic_fetch_or(&rec->ring.hdr->flags, set, __ATOMIC_RELAXED);
-    __atomic_fetch_and(&rec->ring.hdr->flags, ~clear, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&ring->hdr->flags, set, __ATOMIC_RELAXED);
+    __atomic_fetch_and(&ring->hdr->flags, ~clear, __ATOMIC_RELAXED);
 }
 
 void gmp_recorder_destroy(gmp_recorder *rec)
 {
     if (!rec)
         return;
-    if (__atomic_load_n(&rec->ring_state, __ATOMIC_ACQUIRE) == RING_READY)
+    if (made_ring(rec))
         gmp_ring_close(&rec->ring, 1);
     if (rec != &static_one)
         free(rec);
