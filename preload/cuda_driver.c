@@ -28,8 +28,7 @@
 #define GMP_T_MEMPOOL gmp_gpu_mempool
 #include "cuda_driver_table.h"
 
-static const char *const driver_sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
-gmp_gpu_family gmp_cuda_driver = {GMP_BACKEND_CUDA, driver_sonames, "cuCtxGetDevice",
+gmp_gpu_family gmp_cuda_driver = {GMP_BACKEND_CUDA, "cuCtxGetDevice",
                                    "cuMemGetInfo_v2", NULL, NULL};
 
 int gmp_cu_location_where(const void *where)
@@ -123,14 +122,14 @@ static void *route_by_proc(const char *symbol, void *real, int version);
 GMP_EXPORT gmp_cu_result cuGetProcAddress PROC_PARAMS_V1;
 gmp_cu_result cuGetProcAddress PROC_PARAMS_V1
 {
-    GMP_GPU_RESOLVE_REAL(gmp_cuda_driver, cuGetProcAddress, PROC_PARAMS_V1)
+    GMP_GPU_RESOLVE_REAL(cuGetProcAddress, PROC_PARAMS_V1)
     PROC_BODY(fn, PROC_ARGS_V1);
 }
 
 GMP_EXPORT gmp_cu_result cuGetProcAddress_v2 PROC_PARAMS_V2;
 gmp_cu_result cuGetProcAddress_v2 PROC_PARAMS_V2
 {
-    GMP_GPU_RESOLVE_REAL(gmp_cuda_driver, cuGetProcAddress_v2, PROC_PARAMS_V2)
+    GMP_GPU_RESOLVE_REAL(cuGetProcAddress_v2, PROC_PARAMS_V2)
     PROC_BODY(fn, PROC_ARGS_V2);
 }
 

@@ -12,9 +12,7 @@
 #define GMP_T_CUDA_PITCHED_PTR gmp_cuda_pitched_ptr
 #include "cuda_runtime_table.h"
 
-static const char *const cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12",
-                                             "libcudart.so.11.0", "libcudart.so", NULL};
-static gmp_gpu_family cudart = {GMP_BACKEND_CUDA, cudart_sonames, "cudaGetDevice",
+static gmp_gpu_family cudart = {GMP_BACKEND_CUDA, "cudaGetDevice",
                                 "cudaMemGetInfo", NULL, NULL};
 
 #define ALLOC(name, api, where, params, args, ptr, requested, size, ...) \

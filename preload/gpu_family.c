@@ -6,31 +6,15 @@
 #include "gpu_family.h"
 #include "collector.h"
 
-#include <dlfcn.h>
 #include <string.h>
 
 int gmp_cuda_via_cupti;
-
-void *gmp_gpu_resolve(gmp_gpu_family *f, const char *name)
-{
-    GMP_IN_HOOK_SCOPE();
-    void *fn = gmp_dlsym_real(RTLD_NEXT, name);
-    /* a library dlopen'ed RTLD_LOCAL is not in the RTLD_NEXT scope */
-    for (const char *const *so = f->sonames; !fn && so && *so; so++) {
-        void *h = dlopen(*so, RTLD_LAZY | RTLD_NOLOAD);
-        if (h) {
-            fn = gmp_dlsym_real(h, name);
-            dlclose(h);
-        }
-    }
-    return fn;
-}
 
 static int current_device(gmp_gpu_family *f)
 {
     int (*get)(int *) = __atomic_load_n(&f->get_device, __ATOMIC_ACQUIRE);
     if (!get) {
-        get = (int (*)(int *))gmp_gpu_resolve(f, f->get_device_name);
+        get = (int (*)(int *))gmp_real_function(f->get_device_name);
         if (!get)
             return 0;
         __atomic_store_n(&f->get_device, get, __ATOMIC_RELEASE);
@@ -62,7 +46,7 @@ static void sample_device(gmp_gpu_family *f, int device, uint64_t now, int force
         __atomic_store_n(&device_memory[f->backend][device].at_ns, now, __ATOMIC_RELAXED);
     int (*info)(size_t *, size_t *) = __atomic_load_n(&f->mem_info, __ATOMIC_ACQUIRE);
     if (!info) {
-        info = (int (*)(size_t *, size_t *))gmp_gpu_resolve(f, f->mem_info_name);
+        info = (int (*)(size_t *, size_t *))gmp_real_function(f->mem_info_name);
         if (!info)
             return;
         __atomic_store_n(&f->mem_info, info, __ATOMIC_RELEASE);

@@ -9,7 +9,7 @@
  * second event, and the library's own mallocs are counted but not recorded.
  *
  * Where the real function comes from differs: an exported hook finds it by
- * name (GMP_GPU_RESOLVE_REAL); a routed driver wrapper (cuda_driver.c) calls
+ * name (GMP_GPU_RESOLVE_REAL, gmp_real_function); a routed driver wrapper (cuda_driver.c) calls
  * the exact pointer dlsym or cuGetProcAddress returned to the caller.
  */
 #ifndef GMP_GPU_FAMILY_H
@@ -20,7 +20,6 @@
 
 typedef struct gmp_gpu_family {
     gmp_backend backend;
-    const char *const *sonames;  /* tried with RTLD_NOLOAD when RTLD_NEXT fails */
     const char *get_device_name; /* "cudaGetDevice", "cuCtxGetDevice", "hipGetDevice" */
     const char *mem_info_name;   /* "cudaMemGetInfo", "cuMemGetInfo_v2", "hipMemGetInfo" */
     int (*get_device)(int *);    /* atomic: resolved on first use */
@@ -39,9 +38,6 @@ GMP_HIDDEN uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, i
 /* Where an allocation lives: a device index, or one of these. */
 #define GMP_ON_HOST (-1)   /* pinned host memory */
 #define GMP_ON_DEVICE (-2) /* the calling thread's current device */
-
-/* The real function `name` of the family, or NULL (never ourselves). */
-GMP_HIDDEN void *gmp_gpu_resolve(gmp_gpu_family *f, const char *name);
 
 GMP_HIDDEN void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where,
                                    gmp_gpu_status status, uint64_t ptr,
@@ -70,15 +66,11 @@ static inline int gmp_gpu_family_muted(const gmp_gpu_family *f)
 
 /* Inside an exported hook: `fn`, the real `name`, found once (or return the
  * family's symbol-not-found status). */
-#define GMP_GPU_RESOLVE_REAL(family, name, params)                                         \
-    static gmp_gpu_status (*real) params;                                                  \
-    gmp_gpu_status (*fn) params = __atomic_load_n(&real, __ATOMIC_ACQUIRE);                \
-    if (GMP_UNLIKELY(!fn)) {                                                               \
-        fn = (gmp_gpu_status(*) params)gmp_gpu_resolve(&family, #name);                    \
-        if (!fn)                                                                           \
-            return GMP_GPU_SYMBOL_NOT_FOUND;                                               \
-        __atomic_store_n(&real, fn, __ATOMIC_RELEASE);                                     \
-    }
+#define GMP_GPU_RESOLVE_REAL(name, params)                                                 \
+    typedef gmp_gpu_status(*name##_real_fn) params;                                       \
+    GMP_REAL_FN(name, name##_real_fn)                                                      \
+    if (GMP_UNLIKELY(!fn))                                                                 \
+        return GMP_GPU_SYMBOL_NOT_FOUND;
 
 /* Call `fn` with the caller's arguments, gmp_in_hook raised; the result is
  * left in `status`.  A muted family's call is a plain tail call. */
@@ -116,7 +108,7 @@ static inline int gmp_gpu_family_muted(const gmp_gpu_family *f)
     GMP_EXPORT gmp_gpu_status name params;                                                 \
     GMP_EXPORT gmp_gpu_status name params                                                  \
     {                                                                                      \
-        GMP_GPU_RESOLVE_REAL(family, name, params)                                         \
+        GMP_GPU_RESOLVE_REAL(name, params)                                         \
         GMP_GPU_ALLOC_BODY(family, fn, api, where, args, ptr_expr, requested, size);       \
     }
 
@@ -124,7 +116,7 @@ static inline int gmp_gpu_family_muted(const gmp_gpu_family *f)
     GMP_EXPORT gmp_gpu_status name params;                                                 \
     GMP_EXPORT gmp_gpu_status name params                                                  \
     {                                                                                      \
-        GMP_GPU_RESOLVE_REAL(family, name, params)                                         \
+        GMP_GPU_RESOLVE_REAL(name, params)                                         \
         GMP_GPU_FREE_BODY(family, fn, api, args, ptr_expr);                                \
     }
 
@@ -132,7 +124,7 @@ static inline int gmp_gpu_family_muted(const gmp_gpu_family *f)
     GMP_EXPORT gmp_gpu_status name params;                                                 \
     GMP_EXPORT gmp_gpu_status name params                                                  \
     {                                                                                      \
-        GMP_GPU_RESOLVE_REAL(family, name, params)                                         \
+        GMP_GPU_RESOLVE_REAL(name, params)                                         \
         GMP_GPU_MAP_BODY(family, fn, api, type, args, ptr_expr, size);                     \
     }
 

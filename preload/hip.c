@@ -8,9 +8,7 @@
 #define GMP_T_MEMPOOL gmp_gpu_mempool
 #include "hip_table.h"
 
-static const char *const hip_sonames[] = {"libamdhip64.so.6", "libamdhip64.so.5",
-                                          "libamdhip64.so", NULL};
-static gmp_gpu_family hip = {GMP_BACKEND_ROCM, hip_sonames, "hipGetDevice", "hipMemGetInfo",
+static gmp_gpu_family hip = {GMP_BACKEND_ROCM, "hipGetDevice", "hipMemGetInfo",
                              NULL, NULL};
 
 #define ALLOC(name, api, where, params, args, ptr, requested, size) \

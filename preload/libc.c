@@ -97,14 +97,8 @@ static size_t pool_size(const void *p)
 
 /* ---- resolving the real functions ------------------------------------ */
 
-/* From the symbol tables (no allocation), else dlsym (the pool serves it). */
-static void *real_function(const char *name)
-{
-    void *fn = gmp_next_symbol(name);
-    return fn ? fn : gmp_dlsym_real(RTLD_NEXT, name);
-}
-
-#define RESOLVE(name) real.name = (__typeof__(real.name))real_function(#name)
+/* A dlsym fallback allocates: the pool serves it. */
+#define RESOLVE(name) real.name = (__typeof__(real.name))gmp_real_function(#name)
 
 static size_source size_source_of(void *malloc_fn, void *usable_size_fn)
 {
@@ -137,7 +131,7 @@ static void resolve_libc(void)
     RESOLVE(valloc);
     RESOLVE(pvalloc);
     RESOLVE(malloc_usable_size);
-    void *(*m)(size_t) = (void *(*)(size_t))real_function("malloc");
+    void *(*m)(size_t) = (void *(*)(size_t))gmp_real_function("malloc");
     real.sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
     errno = saved;

@@ -1,6 +1,8 @@
 /*
  * next.c — the real function behind a hook, found without the dynamic
- * linker's lookup functions.
+ * linker's lookup functions.  Every hook finds its real function here
+ * (gmp_real_function): libc's allocator, the stderr, exit and wait hooks,
+ * and the GPU families.
  *
  * A hook finds its real function the first time it runs.  dlsym would do,
  * but every dl* call frees the string the last dlerror() returned, and a
@@ -12,13 +14,15 @@
  * (GNU or SysV hash) defines the name, at its default version, is the one
  * RTLD_NEXT would give (or, from the first object, what RTLD_DEFAULT
  * would: CPython's functions, without the allocation a dl* call makes on
- * its first use in a thread, which may be right after malloc failed).  An
- * indirect function (IFUNC) needs its resolver
- * run: that, and any object we cannot read, returns NULL, and the caller
- * falls back to dlsym.
+ * its first use in a thread, which may be right after malloc failed).
+ * dl_iterate_phdr also lists the objects a program dlopen'ed RTLD_LOCAL,
+ * where PyTorch and CuPy keep libcudart and libcuda: RTLD_NEXT would not
+ * see those, the search here does.  An indirect function (IFUNC) needs its
+ * resolver run: that, and any object we cannot read, falls back to dlsym.
  */
 #include "preload.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <string.h>
@@ -30,6 +34,7 @@ typedef struct next_search {
     uintptr_t self;   /* an address inside the preload (0: search every object) */
     int after_self;
     void *found;      /* NULL too when the next definition is an IFUNC */
+    void *before;     /* the first definition before the preload (not an IFUNC) */
 } next_search;
 
 static uint32_t gnu_hash_of(const char *s)
@@ -232,10 +237,12 @@ static int search_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     next_search *q = arg;
-    if (!q->after_self) {
-        q->after_self = holds(info, q->self);
-        return 0; /* the objects before us, and we ourselves, are not "next" */
+    if (!q->after_self && holds(info, q->self)) {
+        q->after_self = 1;
+        return 0; /* we ourselves are not "next" */
     }
+    if (!q->after_self && q->before)
+        return 0;
     object_tables t;
     int kind = 0;
     if (tables_of(info, &t) < 0)
@@ -243,26 +250,39 @@ static int search_one(struct dl_phdr_info *info, size_t size, void *arg)
     uint32_t i = lookup(&t, q, &kind);
     if (!i)
         return 0;
-    if (kind == 1)
-        q->found = (void *)(t.base + t.symtab[i].st_value);
+    void *at = kind == 1 ? (void *)(t.base + t.symtab[i].st_value) : NULL;
+    if (!q->after_self) {
+        q->before = at;
+        return 0;
+    }
+    q->found = at;
     return 1;
 }
 
-static void *search(const char *name, uintptr_t self)
+static next_search search(const char *name, uintptr_t self)
 {
     next_search q = query(name, self);
     iterate()(search_one, &q);
-    return q.found;
+    return q;
 }
 
-void *gmp_next_symbol(const char *name)
+/* After the preload, else what dlsym(RTLD_NEXT) finds (an IFUNC), else
+ * before it: a preload that a library loaded itself (CUPTI's injection
+ * path, CUDA_INJECTION64_PATH) comes after the libraries it records, and
+ * interposes on nothing, so their functions are the real ones. */
+void *gmp_real_function(const char *name)
 {
-    return search(name, (uintptr_t)&gmp_next_symbol);
+    next_search q = search(name, (uintptr_t)&gmp_real_function);
+    if (q.found)
+        return q.found;
+    GMP_IN_HOOK_SCOPE(); /* what dlsym allocates is not the program's */
+    void *fn = gmp_dlsym_real(RTLD_NEXT, name);
+    return fn ? fn : q.before;
 }
 
 void *gmp_global_symbol(const char *name)
 {
-    return search(name, 0);
+    return search(name, 0).found;
 }
 
 typedef struct base_search {

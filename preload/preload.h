@@ -145,29 +145,32 @@ GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
 
 /* ==== finding the real functions =================================================== */
 
-/* dlsym.c: the real dlsym, for the preload's own lookups (RTLD_NEXT from
- * here means after the preload, as it should). */
-GMP_HIDDEN void *gmp_dlsym_real(void *handle, const char *name);
-
-/* next.c: the definition of name in the first object after the preload, read
- * from the objects' symbol tables (no dl* call: a program's pending
- * dlerror() string stays valid); NULL when absent or an IFUNC. */
-GMP_HIDDEN void *gmp_next_symbol(const char *name);
-/* The same from the first object on, as RTLD_DEFAULT. */
+/* next.c: the one way a hook finds its real function.  The definition of
+ * name in the first object after the preload, RTLD_LOCAL ones included,
+ * read from the objects' symbol tables (no dl* call: a program's pending
+ * dlerror() string stays valid, and nothing is allocated); else, for an
+ * IFUNC or an object whose tables we cannot read, dlsym(RTLD_NEXT); else
+ * the definition before the preload (a preload loaded by CUDA as its
+ * injection library comes last).  NULL when there is none. */
+GMP_HIDDEN void *gmp_real_function(const char *name);
+/* The program's own function name, searched from the first object on, as
+ * RTLD_DEFAULT would (CPython's, for tracebacks); NULL when absent. */
 GMP_HIDDEN void *gmp_global_symbol(const char *name);
 /* The loaded object whose segments hold address, as its load bias plus one
  * (0: none): by segments, not symbols (dladdr scans those: slow). */
 GMP_HIDDEN uintptr_t gmp_object_of(const void *address);
 
-/* `fn`, the real function `name` of type `type` after the preload, found
- * once (NULL when there is none): by gmp_next_symbol, else dlsym. */
+/* dlsym.c: the real dlsym (found by dlvsym: gmp_real_function falls back on
+ * it), for a library the preload opened itself (CUPTI). */
+GMP_HIDDEN void *gmp_dlsym_real(void *handle, const char *name);
+
+/* `fn`, the real function `name` of type `type`, found once (NULL when there
+ * is none). */
 #define GMP_REAL_FN(name, type)                                                            \
     static type real_##name;                                                               \
     type fn = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);                             \
     if (GMP_UNLIKELY(!fn)) {                                                               \
-        fn = (type)gmp_next_symbol(#name);                                                 \
-        if (!fn)                                                                           \
-            fn = (type)gmp_dlsym_real(RTLD_NEXT, #name);                                   \
+        fn = (type)gmp_real_function(#name);                                               \
         __atomic_store_n(&real_##name, fn, __ATOMIC_RELEASE);                              \
     }
 

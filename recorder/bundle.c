@@ -137,7 +137,7 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
      * counted before it started recording (a recoverer's cgroup may not be
      * the dead process's) */
     int self = in->pid == 0;
-    gmp_bundle_fill_host_state(w, self,
+    gmp_bundle_fill_host_state(w, in->host, self,
                                self && in->ring && in->ring->hdr
                                    ? in->ring->hdr->oom_kills_at_start
                                    : UINT64_MAX);
@@ -169,7 +169,8 @@ static void fill_environment(gmp_jw *w, bundle_ctx *ctx)
 {
     const char *backend = gmp_backend_name(ctx->in->req->backend);
     if (ctx->in->pid == 0)
-        gmp_bundle_fill_environment(w, ctx->scratch, sizeof ctx->scratch, backend);
+        gmp_bundle_fill_environment(w, ctx->scratch, sizeof ctx->scratch, backend,
+                                    ctx->in->software);
     else
         gmp_bundle_fill_environment_of(w, ctx->in->ring ? ctx->in->ring->hdr : NULL, backend);
 }

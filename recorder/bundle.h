@@ -8,6 +8,7 @@
 #ifndef GMP_BUNDLE_H
 #define GMP_BUNDLE_H
 
+#include "collector.h"
 #include "gpumemprof.h"
 #include "jsonw.h"
 #include "ring.h"
@@ -26,6 +27,11 @@ typedef struct gmp_bundle_input {
     const char *metadata_json;     /* a checked JSON object */
     uint64_t time_ns;              /* when the bundle is made */
     int32_t pid;                   /* whose bundle: 0 = the calling process */
+    /* What the collectors saw, sampled by the caller (the writer asks no
+     * collector): metadata.json's host_state, and environment.json's GPU
+     * libraries, devices and framework versions (NULL: none known). */
+    const gmp_host_state *host;
+    const gmp_gpu_probe_result *software;
 } gmp_bundle_input;
 
 /* Writes the bundle; returns 0 with its path in path_out (and its name in
@@ -36,11 +42,12 @@ GMP_HIDDEN int gmp_bundle_write(const gmp_bundle_input *in, char *path_out,
 /* The environment.json object of the calling process (bundle_env.c);
  * scratch holds /proc reads. */
 GMP_HIDDEN void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t cap,
-                                            const char *backend);
+                                            const char *backend,
+                                            const gmp_gpu_probe_result *software);
 
 /* environment.json's "gpu" (driver versions, devices), python_version and
- * torch_version, from the collectors' probe. */
-GMP_HIDDEN void gmp_bundle_fill_software(gmp_jw *w);
+ * torch_version, from the collectors' probe (NULL: all null). */
+GMP_HIDDEN void gmp_bundle_fill_software(gmp_jw *w, const gmp_gpu_probe_result *p);
 
 /* environment.json of a dead process, from what its ring header kept. */
 GMP_HIDDEN void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h,
@@ -61,7 +68,8 @@ GMP_HIDDEN void gmp_bundle_fill_live(gmp_jw *w, const gmp_dump_request *req, uin
  * written for a dead process (self 0) has no process part. */
 GMP_HIDDEN void gmp_bundle_fill_device_state(gmp_jw *w, const char *key,
                                              const gmp_device_state *devices, uint32_t count);
-GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, int self, uint64_t oom_kills_at_start);
+GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, const gmp_host_state *s, int self,
+                                           uint64_t oom_kills_at_start);
 
 /* The process's rank from RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
  * PMI_RANK; -1 when none is set. */

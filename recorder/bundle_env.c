@@ -217,9 +217,11 @@ static void version_key(gmp_jw *w, const char *key, int v, int hip)
 }
 
 /* The GPU libraries and the frameworks the process had loaded. */
-void gmp_bundle_fill_software(gmp_jw *w)
+void gmp_bundle_fill_software(gmp_jw *w, const gmp_gpu_probe_result *p)
 {
-    const gmp_gpu_probe_result *p = gmp_gpu_probe_get();
+    static const gmp_gpu_probe_result none;
+    if (!p)
+        p = &none;
     gmp_jw_key(w, "gpu");
     gmp_jw_obj_begin(w);
     version_key(w, "cuda_driver_version", p->cuda_driver_version, 0);
@@ -268,7 +270,7 @@ void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const c
 }
 
 void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
-                                 const char *backend)
+                                 const char *backend, const gmp_gpu_probe_result *software)
 {
     gmp_jw_obj_begin(w);
     gmp_jw_ki64(w, "pid", getpid());
@@ -305,7 +307,7 @@ void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
     write_rank(w);
     gmp_jw_obj_end(w);
 
-    gmp_bundle_fill_software(w);
+    gmp_bundle_fill_software(w, software);
     write_environ(w);
     gmp_jw_obj_end(w);
 }

@@ -2,7 +2,8 @@
  * bundle_state.c — metadata.json's device_state (each device as the
  * program's context saw it at the failure, with what the collectors added:
  * the device's own count, this process as the driver counts it, other
- * processes) and host_state (the host collector, read now).
+ * processes) and host_state (the host collector's sample, taken by the
+ * caller just before).
  */
 #include "bundle.h"
 #include "collector.h"
@@ -139,44 +140,47 @@ static void psi(gmp_jw *w, const gmp_host_state *s)
     gmp_jw_obj_end(w);
 }
 
-void gmp_bundle_fill_host_state(gmp_jw *w, int self, uint64_t oom_kills_at_start)
+void gmp_bundle_fill_host_state(gmp_jw *w, const gmp_host_state *s, int self,
+                                uint64_t oom_kills_at_start)
 {
-    gmp_host_state s;
-    gmp_host_state_read(&s);
     gmp_jw_key(w, "host_state");
+    if (!s) {
+        gmp_jw_null(w);
+        return;
+    }
     gmp_jw_obj_begin(w);
     gmp_jw_key(w, "sampled_at");
-    gmp_jw_seconds(w, s.sampled_ns);
+    gmp_jw_seconds(w, s->sampled_ns);
     if (self) {
-        host_object(w, "process", &s, FIELDS(process_fields));
+        host_object(w, "process", s, FIELDS(process_fields));
     } else { /* the process is gone: the machine and cgroup as its recoverer sees them */
         gmp_jw_key(w, "process");
         gmp_jw_null(w);
         gmp_jw_kstr(w, "sampled_by", "recovery");
     }
-    host_object(w, "machine", &s, FIELDS(machine_fields));
+    host_object(w, "machine", s, FIELDS(machine_fields));
     gmp_jw_key(w, "cgroup");
-    if (!s.cgroup_version) {
+    if (!s->cgroup_version) {
         gmp_jw_null(w);
     } else {
         gmp_jw_obj_begin(w);
-        gmp_jw_ki64(w, "version", s.cgroup_version);
-        gmp_jw_kstr(w, "path", s.cgroup_path);
-        host_fields(w, &s, FIELDS(cgroup_fields));
-        host_object(w, "events", &s, FIELDS(cgroup_event_fields));
-        /* events.oom_kill counts since the cgroup was made: this is how
+        gmp_jw_ki64(w, "version", s->cgroup_version);
+        gmp_jw_kstr(w, "path", s->cgroup_path);
+        host_fields(w, s, FIELDS(cgroup_fields));
+        host_object(w, "events", s, FIELDS(cgroup_event_fields));
+        /* events->oom_kill counts since the cgroup was made: this is how
          * many of those came before the process started recording */
         if (oom_kills_at_start != UINT64_MAX)
             gmp_jw_ku64(w, "oom_kill_at_start", oom_kills_at_start);
         gmp_jw_obj_end(w);
     }
-    psi(w, &s);
+    psi(w, s);
     gmp_jw_key(w, "rlimits");
     gmp_jw_obj_begin(w);
-    limit_pair(w, "as", s.rlimit_as);
-    limit_pair(w, "data", s.rlimit_data);
-    limit_pair(w, "rss", s.rlimit_rss);
-    limit_pair(w, "memlock", s.rlimit_memlock);
+    limit_pair(w, "as", s->rlimit_as);
+    limit_pair(w, "data", s->rlimit_data);
+    limit_pair(w, "rss", s->rlimit_rss);
+    limit_pair(w, "memlock", s->rlimit_memlock);
     gmp_jw_obj_end(w);
     gmp_jw_obj_end(w);
 }

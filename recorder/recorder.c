@@ -222,6 +222,8 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
         else
             gmp_log("dump metadata is not a JSON object; using the configured one");
     }
+    gmp_host_state host; /* /proc and /sys read into the struct: no allocation */
+    gmp_host_state_read(&host);
     gmp_bundle_input in = {
         .dump_dir = rec->cfg.dump_dir,
         .ring = made_ring(rec),
@@ -229,6 +231,8 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
         .context = req->context ? req->context : rec->cfg.context,
         .metadata_json = metadata,
         .time_ns = gmp_now_realtime_ns(),
+        .host = &host,
+        .software = gmp_gpu_probe_get(), /* as the caller last refreshed it */
     };
     char name[256];
     if (gmp_bundle_write(&in, path_out, path_cap, name, sizeof name) < 0)

@@ -439,7 +439,10 @@ static int recover_one(int dirfd, const char *name, void *arg)
                             : NULL,
         .stack_lookup_arg = &ring,
     };
+    gmp_host_state host; /* the machine and cgroup as the recoverer sees them */
+    gmp_host_state_read(&host);
     gmp_bundle_input in = {
+        .host = &host,
         .dump_dir = dump_dir,
         .ring = &ring,
         .req = &req,

@@ -6,7 +6,8 @@
  * every control character visibly instead: C0 and DEL as \n, \t, \r or
  * \xNN, the C1 controls (U+0080-U+009F) as \uNNNN, and bytes that are not
  * UTF-8 as \xNN.  The bundle's documents are cleaned once, as they are
- * loaded, unless a verb prints JSON (whose encoder escapes by JSON's rules).
+ * loaded, unless a verb prints JSON: print_json is the one encoder of a
+ * verb's JSON, and it escapes by JSON's rules, in ASCII.
  */
 #include "inspect.h"
 
@@ -135,4 +136,12 @@ void json_clean_strings(json_t *v)
             free(c);
         }
     }
+}
+
+int print_json(json_t *doc)
+{
+    int bad = !doc || json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0 ||
+              putchar('\n') == EOF;
+    json_decref(doc);
+    return bad ? -1 : 0;
 }

@@ -4,13 +4,14 @@
  * what they can tell, each device they see, the host's memory and limits,
  * and the driver versions.  Unlike the preload, this tool may load the GPU
  * libraries to ask them (gmp_collectors_may_load); it still makes no CUDA
- * context.  --json writes the same through the recorder's JSON writer, so
+ * context.  --json writes the same with the bundle's own field writers, so
  * its fields are those of a bundle's device_state and host_state.
  */
 #include "bundle.h"
 #include "collector.h"
 #include "inspect.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -52,7 +53,8 @@ static void look(collector_view *v, const gmp_collector *c)
             v->count++;
 }
 
-static void print_text(collector_view *views, int nviews, const gmp_gpu_probe_result *p)
+static void print_text(collector_view *views, int nviews, const gmp_host_state *host,
+                       const gmp_gpu_probe_result *p)
 {
     printf("gpumemprof %s collectors on this machine:\n", GMP_VERSION_STRING);
     for (int i = 0; i < nviews; i++) {
@@ -94,38 +96,37 @@ static void print_text(collector_view *views, int nviews, const gmp_gpu_probe_re
             putchar('\n');
         }
     }
-    gmp_host_state h;
-    gmp_host_state_read(&h);
+    const gmp_host_state *h = host;
     char a[32], b[32];
-    if (h.vm_rss != GMP_UNKNOWN) {
-        fmt_bytes(h.mem_available != GMP_UNKNOWN ? h.mem_available : 0, a, sizeof a);
-        fmt_bytes(h.mem_total != GMP_UNKNOWN ? h.mem_total : 0, b, sizeof b);
+    if (h->vm_rss != GMP_UNKNOWN) {
+        fmt_bytes(h->mem_available != GMP_UNKNOWN ? h->mem_available : 0, a, sizeof a);
+        fmt_bytes(h->mem_total != GMP_UNKNOWN ? h->mem_total : 0, b, sizeof b);
         printf("Machine: %s available of %s", a, b);
-        if (h.swap_total != GMP_UNKNOWN && h.swap_total) {
-            fmt_bytes(h.swap_total, a, sizeof a);
+        if (h->swap_total != GMP_UNKNOWN && h->swap_total) {
+            fmt_bytes(h->swap_total, a, sizeof a);
             printf(", swap %s", a);
         }
         putchar('\n');
     }
-    if (h.cgroup_version) {
-        fmt_bytes(h.cg_current != GMP_UNKNOWN ? h.cg_current : 0, a, sizeof a);
-        printf("Cgroup:  v%d %s: %s", h.cgroup_version, h.cgroup_path, a);
-        if (h.cg_max != GMP_UNKNOWN) {
-            fmt_bytes(h.cg_max, b, sizeof b);
+    if (h->cgroup_version) {
+        fmt_bytes(h->cg_current != GMP_UNKNOWN ? h->cg_current : 0, a, sizeof a);
+        printf("Cgroup:  v%d %s: %s", h->cgroup_version, h->cgroup_path, a);
+        if (h->cg_max != GMP_UNKNOWN) {
+            fmt_bytes(h->cg_max, b, sizeof b);
             printf(" of %s limit", b);
         } else {
             printf(", no limit");
         }
-        if (h.cg_events_oom_kill != GMP_UNKNOWN)
-            printf(", %llu OOM kill(s) so far", (unsigned long long)h.cg_events_oom_kill);
+        if (h->cg_events_oom_kill != GMP_UNKNOWN)
+            printf(", %llu OOM kill(s) so far", (unsigned long long)h->cg_events_oom_kill);
         putchar('\n');
     }
-    if (h.psi_present)
+    if (h->psi_present)
         printf("PSI:     memory some avg10 %u.%02u%%, full avg10 %u.%02u%%\n",
-               h.psi_some_avg10 / 100, h.psi_some_avg10 % 100, h.psi_full_avg10 / 100,
-               h.psi_full_avg10 % 100);
-    if (h.rlimit_as[0] != GMP_UNKNOWN) {
-        fmt_bytes(h.rlimit_as[0], a, sizeof a);
+               h->psi_some_avg10 / 100, h->psi_some_avg10 % 100, h->psi_full_avg10 / 100,
+               h->psi_full_avg10 % 100);
+    if (h->rlimit_as[0] != GMP_UNKNOWN) {
+        fmt_bytes(h->rlimit_as[0], a, sizeof a);
         printf("Limits:  RLIMIT_AS %s\n", a);
     }
     if (p->cuda_driver_version)
@@ -138,11 +139,17 @@ static void print_text(collector_view *views, int nviews, const gmp_gpu_probe_re
                p->hip_runtime_version / 100000 % 100, p->hip_runtime_version % 100000);
 }
 
-static int print_json(collector_view *views, int nviews)
+/* The document is made by the bundle's own field writers, so that its
+ * fields are a bundle's, into memory; then printed as every verb prints. */
+static int print_info_json(collector_view *views, int nviews, const gmp_host_state *host,
+                           const gmp_gpu_probe_result *p)
 {
-    char buf[GMP_JW_BUF];
+    enum { CAP = 1 << 20 }; /* 4 collectors x 16 devices need some 20 KiB */
+    char *buf = malloc(CAP);
+    if (!buf)
+        return EXIT_INVALID;
     gmp_jw w;
-    gmp_jw_init(&w, 1, buf, sizeof buf);
+    gmp_jw_init(&w, -1, buf, CAP);
     gmp_jw_obj_begin(&w);
     gmp_jw_kstr(&w, "generator", "gpumemprof " GMP_VERSION_STRING);
     gmp_jw_key(&w, "collectors");
@@ -169,11 +176,12 @@ static int print_json(collector_view *views, int nviews)
         gmp_jw_obj_end(&w);
     }
     gmp_jw_arr_end(&w);
-    gmp_bundle_fill_host_state(&w, 1, UINT64_MAX);
-    gmp_bundle_fill_software(&w); /* "gpu": driver versions and devices */
+    gmp_bundle_fill_host_state(&w, host, 1, UINT64_MAX);
+    gmp_bundle_fill_software(&w, p); /* "gpu": driver versions and devices */
     gmp_jw_obj_end(&w);
-    gmp_jw_space(&w, "\n");
-    return gmp_jw_finish(&w) < 0 ? EXIT_INVALID : EXIT_OK;
+    json_t *doc = gmp_jw_finish(&w) == 0 ? json_loadb(buf, w.len, 0, NULL) : NULL;
+    free(buf);
+    return print_json(doc) < 0 ? EXIT_INVALID : EXIT_OK;
 }
 
 int cmd_info(int argc, char **argv)
@@ -194,8 +202,10 @@ int cmd_info(int argc, char **argv)
     for (const gmp_collector *const *c = gmp_collectors; *c && n < 4; c++)
         look(&views[n++], *c);
     gmp_gpu_probe();
+    gmp_host_state host;
+    gmp_host_state_read(&host);
     if (json)
-        return print_json(views, n);
-    print_text(views, n, gmp_gpu_probe_get());
+        return print_info_json(views, n, &host, gmp_gpu_probe_get());
+    print_text(views, n, &host, gmp_gpu_probe_get());
     return EXIT_OK;
 }

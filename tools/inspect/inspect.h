@@ -104,6 +104,10 @@ void json_clean_strings(json_t *v);
 /* Set by a verb that prints JSON: documents are loaded as they are (the
  * encoder escapes them); otherwise load_json_at cleans what it loads. */
 extern int inspect_raw_json;
+/* The one way a verb prints a JSON document (list, triage, watch, info):
+ * two-space indent, ASCII only, then a newline; releases doc.  0, or -1
+ * (doc NULL, or stdout failed). */
+int print_json(json_t *doc);
 
 /* sites.c: the top allocation sites by live bytes, symbolised (libdw);
  * name_site: one stack's site, its innermost frame of the program's own

@@ -151,9 +151,7 @@ int cmd_list(int argc, char **argv)
         }
     }
     if (out) {
-        json_dumpf(out, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-        putchar('\n');
-        json_decref(out);
+        print_json(out);
     } else if (!n) {
         printf("no bundles in %s\n", dir);
     }

@@ -235,7 +235,7 @@ static json_t *names_json(const name_set *s)
     return a;
 }
 
-static void print_json(const triage *t)
+static void print_triage_json(const triage *t)
 {
     json_t *root = json_object(), *groups = json_array();
     json_object_set_new(root, "bundles", json_integer(t->bundles));
@@ -266,11 +266,7 @@ static void print_json(const triage *t)
         json_array_append_new(groups, o);
     }
     json_object_set_new(root, "groups", groups);
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-    if (text)
-        puts(text);
-    free(text);
-    json_decref(root);
+    print_json(root);
 }
 
 /* Markdown and XML carry bundle text: control characters shown visibly
@@ -467,7 +463,7 @@ int cmd_triage(int argc, char **argv)
     if (t.n > 1)
         qsort(t.groups, t.n, sizeof *t.groups, by_count);
     if (!strcmp(format, "json"))
-        print_json(&t);
+        print_triage_json(&t);
     else if (!strcmp(format, "markdown"))
         print_markdown(&t);
     else if (!strcmp(format, "junit"))

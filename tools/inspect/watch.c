@@ -141,7 +141,7 @@ static int alive(const gmp_ring_header *h, const char *path)
     return stat(path, &st) == 0 && (kill(h->pid, 0) == 0 || errno == EPERM);
 }
 
-static void print_json(const gmp_ring *ring, const char *path, const view *v)
+static void print_snapshot_json(const gmp_ring *ring, const char *path, const view *v)
 {
     const gmp_ring_header *h = ring->hdr;
     char cmd[1100];
@@ -181,11 +181,7 @@ static void print_json(const gmp_ring *ring, const char *path, const view *v)
         json_array_append_new(last, e);
     }
     json_object_set_new(o, "last_events", last);
-    char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-    if (text)
-        puts(text);
-    free(text);
-    json_decref(o);
+    print_json(o);
 }
 
 /* One screen; frame 0 is a single snapshot.  The terminal is cleared
@@ -346,7 +342,7 @@ int cmd_watch(int argc, char **argv)
     if (once || as_json) {
         take(&ring, &v);
         if (as_json)
-            print_json(&ring, path, &v);
+            print_snapshot_json(&ring, path, &v);
         else
             print_screen(&ring, path, &v, 0);
         gmp_ring_close(&ring, 0);
