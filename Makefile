@@ -168,7 +168,8 @@ $(BUILD)/test/programs/%: test/programs/%.cc
 # programs against the real libraries where they are installed.
 DOUBLES := $(BUILD)/test/doubles
 DOUBLE_FLAGS = $(ALL_CFLAGS) -Wno-missing-prototypes -shared
-GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_hip \
+GPU_TESTS := $(BUILD)/test/gpu/gpu_oom_cuda $(BUILD)/test/gpu/gpu_oom_cuda_fp \
+             $(BUILD)/test/gpu/gpu_oom_hip \
              $(BUILD)/test/gpu/held $(DOUBLES)/libnvidia-ml.so.1 \
              $(BUILD)/test/gpu/driver_oom $(BUILD)/test/gpu/driver_direct \
              $(if $(HAVE_CUPTI),$(DOUBLES)/libcupti.so.13) \
@@ -206,6 +207,10 @@ DOUBLES_RPATH = -L$(DOUBLES) -Wl,-rpath,$(abspath $(DOUBLES))
 $(BUILD)/test/gpu/gpu_oom_cuda: test/gpu/gpu_oom.c test/gpu/events.h $(DOUBLES)/libcudart.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_PROGRAM_FLAGS) -o $@ $< $(DOUBLES_RPATH) -lcudart -lpthread -ldl
+
+$(BUILD)/test/gpu/gpu_oom_cuda_fp: test/gpu/gpu_oom.c test/gpu/events.h $(DOUBLES)/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_PROGRAM_FLAGS) -fno-omit-frame-pointer -o $@ $< $(DOUBLES_RPATH) -lcudart -lpthread -ldl
 
 $(BUILD)/test/gpu/held: test/gpu/held.c $(DOUBLES)/libcudart.so.13
 	@mkdir -p $(dir $@)

@@ -19,6 +19,7 @@
  *   next.c        the real functions behind hooks, found without dlsym
  *   cuda_driver.c the driver's hooks, exported and routed (cuGetProcAddress)
  *   cupti.c       CUPTI injection, the second way into CUDA
+ *   unwind.c      return addresses, by rules learned per address (x86-64)
  *   stack.c       the return addresses of a failing call; allocation stacks
  *   stack_ring.c  those stacks and their objects in the ring, for recover
  *   crash.c       fatal signals after a failed allocation
@@ -247,6 +248,9 @@ GMP_HIDDEN void gmp_device_stats(gmp_backend backend, int index, uint64_t *bytes
 
 /* ==== allocation stacks ============================================================ */
 
+/* unwind.c: the return addresses above the caller's frame, innermost first
+ * (the first is in the caller); at most max (64). */
+GMP_HIDDEN uint32_t gmp_unwind(uint64_t *out, uint32_t max);
 /* stack.c: the caller's return addresses, the preload's frames left out. */
 GMP_HIDDEN uint32_t gmp_stack_capture(uint64_t *out, uint32_t max);
 /* The stack here as an id of the deduplicated table (0: none, GMP_STACKS=0,

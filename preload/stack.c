@@ -4,10 +4,10 @@
  * and large host allocations, deduplicated in a table whose 1-based index is
  * the events' stack_id, written to the bundle's stacks.json.
  *
- * Captured with glibc's backtrace(), never in a signal handler (its first
- * call loads libgcc's unwinder), only for calls that already cost
- * microseconds (a device allocation, a host one of GMP_HOST_EVENT_MIN_BYTES)
- * — never for a small malloc.  Frames inside the preload itself, and any
+ * Captured by unwind.c (rules learned per return address, libgcc's
+ * unwinder for the first stack through each), never in a signal handler
+ * (its first call loads libgcc's unwinder), only for a device allocation or
+ * a host one of GMP_HOST_EVENT_MIN_BYTES — never for a small malloc.  Frames inside the preload itself, and any
  * above them, are left out: the first address is the program's call.  The
  * table is lock-free (a slot is claimed by CAS on the stack's hash,
  * published by a ready flag), in an anonymous mapping made on first use:
@@ -17,7 +17,6 @@
 #include "preload.h"
 #include "ring.h"
 
-#include <execinfo.h>
 #include <link.h>
 #include <string.h>
 
@@ -37,14 +36,12 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 uint32_t gmp_stack_capture(uint64_t *out, uint32_t max)
 {
     enum { SKIPPABLE = 16 };
-    void *frames[GMP_STACK_MAX + SKIPPABLE];
-    int n;
-    {
-        GMP_IN_HOOK_SCOPE(); /* the unwinder's first load allocates */
-        if (!__atomic_load_n(&self_hi, __ATOMIC_ACQUIRE))
-            dl_iterate_phdr(find_self, (void *)(uintptr_t)gmp_stack_capture);
-        n = backtrace(frames, (int)(sizeof frames / sizeof *frames));
+    uint64_t frames[GMP_STACK_MAX + SKIPPABLE];
+    if (!__atomic_load_n(&self_hi, __ATOMIC_ACQUIRE)) {
+        GMP_IN_HOOK_SCOPE();
+        dl_iterate_phdr(find_self, (void *)(uintptr_t)gmp_stack_capture);
     }
+    int n = (int)gmp_unwind(frames, sizeof frames / sizeof *frames);
     uintptr_t self_end = __atomic_load_n(&self_hi, __ATOMIC_ACQUIRE),
               self_start = __atomic_load_n(&self_lo, __ATOMIC_RELAXED);
     /* The program's call is the first frame after our innermost run of
@@ -52,7 +49,7 @@ uint32_t gmp_stack_capture(uint64_t *out, uint32_t max)
      * goes with it. */
     int first = 0;
     for (int i = 0; i < n && i < SKIPPABLE; i++) {
-        uintptr_t a = (uintptr_t)frames[i];
+        uintptr_t a = frames[i];
         if (a >= self_start && a < self_end)
             first = i + 1;
         else if (first)
@@ -60,7 +57,7 @@ uint32_t gmp_stack_capture(uint64_t *out, uint32_t max)
     }
     uint32_t depth = 0;
     for (int i = first; i < n && depth < max && depth < GMP_STACK_MAX; i++)
-        out[depth++] = (uintptr_t)frames[i];
+        out[depth++] = frames[i];
     return depth;
 }
 

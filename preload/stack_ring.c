@@ -9,7 +9,7 @@
  *
  * Objects are found with dl_iterate_phdr, only when a new stack has a frame
  * outside every object already known: a few times per process, in a call
- * that has just run backtrace() (which takes the same loader lock), never
+ * that has just unwound its stack (libgcc takes the same loader lock), never
  * in a signal handler.  The ring may be made after the first stacks (the
  * event that carries a stack makes it), and a forked child makes its own:
  * the recorder calls gmp_stack_ring_ready on each new ring, which copies

@@ -18,9 +18,16 @@
  *                 (by MemGetInfo), holds 500 ms, frees all; never fails; exit 0
  *   kinds         one allocation through every hooked API, then frees them;
  *                 prints the preload's count of alloc and free events
+ *   deep          1 MiB allocations by deep_leaf, reached three ways 8 times
+ *                 each (main > deep_outer, whose alloca varies, > deep_middle
+ *                 > deep_leaf; main > deep_middle > deep_leaf; main >
+ *                 deep_leaf), all kept; then until-oom: exits 3
+ * Built twice for CUDA: as every program here (x86-64 gcc -O2 keeps no
+ * frame pointer), and with -fno-omit-frame-pointer (gpu_oom_cuda_fp).
  */
 #include "events.h"
 
+#include <alloca.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -84,6 +91,30 @@ static int until_oom(int device)
     return 3;
 }
 
+/* The empty asm after each call keeps it from being a tail call: every
+ * function keeps its frame, as in a real program. */
+static __attribute__((noinline)) void deep_leaf(void)
+{
+    void *p;
+    if (nheld < 4096 && GPU(Malloc)(&p, MIB) == 0)
+        held[nheld++] = p;
+    __asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) void deep_middle(void)
+{
+    deep_leaf();
+    __asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) void deep_outer(int i)
+{
+    volatile char *scratch = alloca(64 + 48 * (size_t)i); /* the frame's size varies */
+    scratch[0] = 1;
+    deep_middle();
+    __asm__ volatile("" ::: "memory");
+}
+
 static void *thread_main(void *arg)
 {
     long id = (long)arg;
@@ -108,6 +139,14 @@ int main(int argc, char **argv)
     void *p;
     if (!strcmp(mode, "until-oom"))
         return until_oom(device);
+    if (!strcmp(mode, "deep")) {
+        for (int i = 0; i < 8; i++) {
+            deep_outer(i);
+            deep_middle();
+            deep_leaf();
+        }
+        return until_oom(device);
+    }
     if (!strcmp(mode, "retry-recover") || !strcmp(mode, "retry-fail")) {
         fill(256 * MIB, 4); /* the whole 1 GiB device, without failing */
         if (GPU(Malloc)(&p, 512 * MIB) != 2)

@@ -215,6 +215,101 @@ static void device_cause(const char *env, const char *mode, const char *cause,
     expect_first_cause(bundle, cause);
 }
 
+/* Allocation stacks are right whether the program keeps frame pointers or
+ * not, through a frame whose size varies (alloca), and the same when a
+ * stack is first seen (libgcc's unwinder) as the seven times after (the
+ * rules learned from it): each of the three ways to deep_leaf is one stack
+ * id of eight allocations, and addr2line names its frames up to main. */
+static void expect_deep_stacks(const char *program)
+{
+    run(NULL, program, "deep 0");
+    assert_int_equal(code(), 3);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+    json_t *events = bundle_file(bundle, "events.json");
+    long long ids[8] = {0};
+    int counts[8] = {0}, nids = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        if (strcmp(json_str(ev, "event_type"), "alloc") || json_int(ev, "size") != 1 << 20)
+            continue;
+        long long id = json_int(ev, "stack_id");
+        int k = 0;
+        while (k < nids && ids[k] != id)
+            k++;
+        if (k == nids) {
+            if (nids == 8)
+                fail_msg("more than 8 stacks for 3 ways to one call");
+            ids[nids++] = id;
+        }
+        counts[k]++;
+    }
+    json_decref(events);
+    if (nids != 3 || counts[0] != 8 || counts[1] != 8 || counts[2] != 8)
+        fail_msg("%s: %d stack ids (%d, %d, %d allocations), want 3 of 8", program, nids,
+                 counts[0], counts[1], counts[2]);
+    if (access("/usr/bin/addr2line", X_OK) != 0) {
+        print_message("SKIP: no addr2line to symbolise with\n");
+        return;
+    }
+    unsigned long long base = 0;
+    json_t *mods = bundle_file(bundle, "modules.json"), *m;
+    json_array_foreach(mods, i, m) {
+        const char *path = json_str(m, "path");
+        if (strlen(path) >= strlen(program) && !strcmp(path + strlen(path) - strlen(program), program))
+            base = strtoull(json_str(m, "base"), NULL, 16);
+    }
+    json_decref(mods);
+    assert_true(base != 0);
+    char image[1200];
+    snprintf(image, sizeof image, "%s/test/gpu/%s", paths.build, program);
+    int seen[3] = {0};
+    json_t *stacks = bundle_file(bundle, "stacks.json"), *st;
+    json_array_foreach(stacks, i, st) {
+        json_t *frames = json_object_get(st, "frames");
+        char cmd[4096];
+        int len = snprintf(cmd, sizeof cmd, "addr2line -f -s -e '%s'", image);
+        for (size_t f = 0; f < json_array_size(frames) && f < 5; f++)
+            len += snprintf(cmd + len, sizeof cmd - (size_t)len, " 0x%llx",
+                            strtoull(json_string_value(json_array_get(frames, f)), NULL, 16) -
+                                base - 1);
+        const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        char sym[4096], none[256], names[512] = "";
+        run_capture(argv, sym, sizeof sym, none, sizeof none);
+        /* function, then file:line, for each address: the names up to main */
+        int line = 0;
+        for (char *s = strtok(sym, "\n"); s; s = strtok(NULL, "\n"), line++) {
+            if (line % 2)
+                continue;
+            strncat(names, s, sizeof names - strlen(names) - 2);
+            if (!strcmp(s, "main"))
+                break;
+            strcat(names, " ");
+        }
+        if (!strncmp(names, "fill until_oom", 14))
+            continue; /* main's `return until_oom()` is a tail call: no main */
+        int way = !strcmp(names, "deep_leaf main")                         ? 0
+                  : !strcmp(names, "deep_leaf deep_middle main")            ? 1
+                  : !strcmp(names, "deep_leaf deep_middle deep_outer main") ? 2
+                                                                             : -1;
+        if (way < 0)
+            fail_msg("%s: a stack of %s", program, names);
+        seen[way]++;
+    }
+    json_decref(stacks);
+    assert_int_equal(seen[0], 1);
+    assert_int_equal(seen[1], 1);
+    assert_int_equal(seen[2], 1);
+}
+
+static void test_deep_stacks(void **state)
+{
+    (void)state;
+    expect_deep_stacks("gpu_oom_cuda");    /* x86-64 gcc -O2: no frame pointer */
+    expect_deep_stacks("gpu_oom_cuda_fp"); /* -fno-omit-frame-pointer */
+}
+
 static void test_device_causes(void **state)
 {
     (void)state;
@@ -353,6 +448,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_device_pressure),
         cmocka_unit_test(test_allocation_stacks),
+        cmocka_unit_test(test_deep_stacks),
         cmocka_unit_test(test_device_causes),
         cmocka_unit_test(test_hip_device_pressure),
         cmocka_unit_test(test_cuda_until_oom),

@@ -1,0 +1,331 @@
+/*
+ * unwind.c — the return addresses of the calling thread, fast: a cached
+ * unwinder for x86-64, backtrace() elsewhere.
+ *
+ * glibc's backtrace() interprets each frame's DWARF call-frame information
+ * anew, about 1.5 us for a 16-frame stack: most of what a device
+ * allocation cost with stacks on.  Yet the rule that finds a frame's caller
+ * is a property of the return address alone: the frame's size at that call
+ * site (its CFA is the stack pointer plus a constant), or, in a function
+ * with a frame pointer (and in every function that uses alloca or a VLA,
+ * whose size varies), the frame pointer plus 16.  So the first stack
+ * through a return address is unwound by libgcc's _Unwind_Backtrace, as
+ * backtrace() does, and each frame's rule is learned from what it saw: the
+ * CFA, and where the caller's frame pointer (%rbp) was kept.  Later stacks
+ * through known addresses are walked with the rules alone: a table lookup
+ * and a load or two per frame.
+ *
+ * It never reads where it should not: every read lies between this frame
+ * and the highest frame libgcc's unwinder reached on this thread (the stack
+ * it read itself).  An address whose rule varied (a signal frame, a frame
+ * pointer used as a plain register in one call and not another), an
+ * address not yet seen,  or a full table: the slow path, which is exactly backtrace()'s walk.  A
+ * frame-pointer walk alone would skip the callers of every function built
+ * without one (Debian builds without); the rules do not.
+ */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <unwind.h>
+
+#if defined(__x86_64__)
+
+/* A return address's rule, one word: how to find the caller's CFA (kind,
+ * bits 0-2; the frame's size, CFA minus stack pointer, bits 32-63) and,
+ * apart, where the caller's %rbp is (bits 3-4; its offset below the CFA,
+ * bytes / 8, bits 8-15).  Only a frame-pointer frame needs %rbp to be
+ * known, so a doubt about it costs %rbp alone, not the rule.  0: not known
+ * yet. */
+enum rule_kind {
+    RULE_SP = 1,    /* CFA = stack pointer + size */
+    RULE_FP = 2,    /* CFA = %rbp + 16, the caller's %rbp at CFA - 16: a frame
+                     * pointer's frame whose size varied (alloca, a VLA) */
+    RULE_LAST = 3,  /* the unwinder went no further: the stack ends here */
+    RULE_NEVER = 4, /* the frame's size varied: always the slow path */
+};
+enum rbp_rule {
+    RBP_PASSES = 0, /* the frame leaves %rbp alone: the caller's is the same */
+    RBP_SAVED = 1,  /* the caller's %rbp at CFA - offset */
+    RBP_UNSURE = 2, /* not seen clearly yet (a later sighting may tell) */
+    RBP_LOST = 3,   /* sightings disagreed: not known, for good */
+};
+#define RULE(kind, rbp, offset, size)                                                      \
+    ((uint64_t)(kind) | (uint64_t)(rbp) << 3 | (uint64_t)(offset) / 8 << 8 |               \
+     (uint64_t)(size) << 32)
+/* An RULE_SP frame that keeps a frame pointer: should its size vary, it
+ * becomes RULE_FP rather than NEVER. */
+#define RULE_FP_CAPABLE ((uint64_t)1 << 5)
+#define RULE_KIND(r) ((unsigned)((r) & 7))
+#define RULE_RBP(r) ((unsigned)(((r) >> 3) & 3))
+#define RULE_OFFSET(r) ((uintptr_t)(((r) >> 8) & 0xff) * 8)
+#define RULE_SIZE(r) ((uintptr_t)((r) >> 32))
+#define RULE_WITHOUT_RBP(r) ((r) & ~(uint64_t)0xff18)
+
+#define TABLE_SLOTS 16384 /* return addresses; 256 KiB, untouched pages free */
+#define MAX_PROBES 16
+#define MAX_FRAMES 64     /* a walk's frames (the callers asked for fewer) */
+
+typedef struct rule_slot {
+    uint64_t pc;   /* atomic: 0 free */
+    uint64_t rule; /* atomic: 0 not yet known */
+} rule_slot;
+
+static rule_slot *rules; /* atomic pointer */
+static int rules_state;  /* atomic: gmp_lazy_table's */
+/* The highest stack pointer libgcc's unwinder reached on this thread: the
+ * fast walk reads nothing above it. */
+static __thread uintptr_t stack_top_seen __attribute__((tls_model("initial-exec")));
+
+static inline uint32_t slot_of(uint64_t pc)
+{
+    return (uint32_t)((pc * 0x9E3779B97F4A7C15ull) >> 50) & (TABLE_SLOTS - 1);
+}
+
+static uint64_t rule_of(const rule_slot *t, uint64_t pc)
+{
+    for (uint32_t i = slot_of(pc), probe = 0; probe < MAX_PROBES;
+         probe++, i = (i + 1) & (TABLE_SLOTS - 1)) {
+        uint64_t at = __atomic_load_n(&t[i].pc, __ATOMIC_ACQUIRE);
+        if (at == pc)
+            return __atomic_load_n(&t[i].rule, __ATOMIC_ACQUIRE);
+        if (!at)
+            return 0;
+    }
+    return 0;
+}
+
+/* What two sightings of one return address agree on: the same CFA rule
+ * (else NEVER, which stays), with %rbp where they both saw it clearly, or
+ * where one did, or lost for good when they disagree. */
+static uint64_t merged(uint64_t known, uint64_t seen)
+{
+    if (!known || known == seen)
+        return seen;
+    if (RULE_KIND(known) == RULE_NEVER)
+        return known;
+    if (RULE_WITHOUT_RBP(known) != RULE_WITHOUT_RBP(seen))
+        return (RULE_KIND(known) == RULE_FP || (known & RULE_FP_CAPABLE)) &&
+                       (seen & RULE_FP_CAPABLE)
+                   ? RULE(RULE_FP, RBP_SAVED, 16, 0)
+                   : RULE_NEVER;
+    if (RULE_RBP(seen) == RBP_UNSURE || RULE_RBP(known) == RBP_LOST)
+        return known;
+    if (RULE_RBP(known) == RBP_UNSURE)
+        return seen;
+    return RULE_WITHOUT_RBP(known) | (uint64_t)RBP_LOST << 3;
+}
+
+/* Record pc's rule, merged with what is known. */
+static void learn(rule_slot *t, uint64_t pc, uint64_t rule)
+{
+    for (uint32_t i = slot_of(pc), probe = 0; probe < MAX_PROBES;
+         probe++, i = (i + 1) & (TABLE_SLOTS - 1)) {
+        uint64_t at = __atomic_load_n(&t[i].pc, __ATOMIC_ACQUIRE);
+        if (!at && !__atomic_compare_exchange_n(&t[i].pc, &at, pc, 0, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE) &&
+            at != pc)
+            continue; /* another address took the slot */
+        if (at && at != pc)
+            continue;
+        uint64_t known = __atomic_load_n(&t[i].rule, __ATOMIC_ACQUIRE);
+        while (merged(known, rule) != known &&
+               !__atomic_compare_exchange_n(&t[i].rule, &known, merged(known, rule), 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            ;
+        return;
+    }
+}
+
+static inline uintptr_t word_at(uintptr_t address)
+{
+    return *(const uintptr_t *)address;
+}
+
+/* The walk by rules, from the frame of pc (stack pointer sp, %rbp rbp);
+ * 1 with *n frames when it reached the end or max, 0 for the slow path. */
+__attribute__((no_sanitize_address)) static int walk_by_rules(const rule_slot *t, uintptr_t pc,
+                                                            uintptr_t sp, uintptr_t rbp,
+                                                            uintptr_t top, uint64_t *out,
+                                                            uint32_t max, uint32_t *n)
+{
+    int rbp_known = 1;
+    for (*n = 0;;) {
+        out[(*n)++] = pc;
+        if (*n == max)
+            return 1;
+        uint64_t rule = rule_of(t, pc);
+        uintptr_t cfa;
+        switch (RULE_KIND(rule)) {
+        case RULE_LAST:
+            return 1;
+        case RULE_FP:
+            if (!rbp_known)
+                return 0;
+            cfa = rbp + 16;
+            break;
+        case RULE_SP:
+            cfa = sp + RULE_SIZE(rule);
+            break;
+        default:
+            return 0; /* not known yet, or NEVER */
+        }
+        if (cfa <= sp || cfa > top || (cfa & 7))
+            return 0;
+        if (RULE_KIND(rule) == RULE_FP)
+            rbp = word_at(cfa - 16);
+        else if (RULE_RBP(rule) == RBP_SAVED)
+            rbp = word_at(cfa - RULE_OFFSET(rule));
+        if (RULE_RBP(rule) == RBP_SAVED)
+            rbp_known = 1;
+        else if (RULE_RBP(rule) != RBP_PASSES)
+            rbp_known = 0;
+        pc = word_at(cfa - 8);
+        sp = cfa;
+        if (!pc)
+            return 0;
+    }
+}
+
+/* ---- the slow path: libgcc's unwinder, and what it teaches ------------ */
+
+typedef _Unwind_Reason_Code (*backtrace_fn)(_Unwind_Trace_Fn, void *);
+typedef _Unwind_Ptr (*get_ip_fn)(struct _Unwind_Context *);
+typedef _Unwind_Word (*get_cfa_fn)(struct _Unwind_Context *);
+typedef _Unwind_Word (*get_gr_fn)(struct _Unwind_Context *, int);
+
+static struct {
+    backtrace_fn backtrace;
+    get_ip_fn get_ip;
+    get_cfa_fn get_cfa;
+    get_gr_fn get_gr;
+} gcc; /* each atomic; backtrace published last */
+
+static int have_libgcc(void)
+{
+    if (GMP_LIKELY(__atomic_load_n(&gcc.backtrace, __ATOMIC_ACQUIRE) != NULL))
+        return 1;
+    GMP_IN_HOOK_SCOPE(); /* dlopen allocates */
+    void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL); /* as backtrace() does */
+    if (!h)
+        return 0;
+    *(void **)&gcc.get_ip = gmp_dlsym_real(h, "_Unwind_GetIP");
+    *(void **)&gcc.get_cfa = gmp_dlsym_real(h, "_Unwind_GetCFA");
+    *(void **)&gcc.get_gr = gmp_dlsym_real(h, "_Unwind_GetGR");
+    void *bt = gmp_dlsym_real(h, "_Unwind_Backtrace");
+    if (!gcc.get_ip || !gcc.get_cfa || !gcc.get_gr || !bt)
+        return 0; /* the handle stays open: a racing thread may use what it found */
+    __atomic_store_n((void **)&gcc.backtrace, bt, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* What libgcc's unwinder saw of each frame: its return address, its stack
+ * pointer at that address (what _Unwind_GetCFA gives while the frame is
+ * reported: the CFA of the frame it called) and its %rbp there.  A frame's
+ * own CFA is the next frame's stack pointer. */
+typedef struct slow_walk {
+    uintptr_t anchor; /* the CFA of gmp_unwind: its caller's stack pointer */
+    int started, capped;
+    uint32_t n, cap;
+    uintptr_t pc[MAX_FRAMES + 1], sp[MAX_FRAMES + 1], rbp[MAX_FRAMES + 1];
+} slow_walk;
+
+static _Unwind_Reason_Code slow_frame(struct _Unwind_Context *ctx, void *arg)
+{
+    slow_walk *w = arg;
+    uintptr_t sp = gcc.get_cfa(ctx);
+    if (!w->started && !(w->started = sp == w->anchor))
+        return _URC_NO_REASON; /* our own frames, and the unwinder's */
+    uintptr_t ip = gcc.get_ip(ctx);
+    if (!ip) /* past the outermost frame (_start's return address is undefined) */
+        return _URC_END_OF_STACK;
+    w->pc[w->n] = ip;
+    w->sp[w->n] = sp;
+    w->rbp[w->n] = gcc.get_gr(ctx, 6); /* DWARF register 6: %rbp */
+    w->capped = ++w->n == w->cap;
+    return w->capped ? _URC_NORMAL_STOP : _URC_NO_REASON;
+}
+
+/* Frame i's rule, from it and its caller as the unwinder saw them. */
+__attribute__((no_sanitize_address)) static uint64_t rule_from(const slow_walk *w, uint32_t i)
+{
+    uintptr_t sp = w->sp[i], cfa = w->sp[i + 1], size = cfa - sp;
+    if (cfa <= sp || (size & 7) || size >= ((uintptr_t)1 << 31))
+        return RULE_NEVER;
+    uintptr_t rbp = w->rbp[i], caller_rbp = w->rbp[i + 1];
+    if (rbp + 16 == cfa && word_at(cfa - 16) == caller_rbp)
+        return RULE(RULE_SP, RBP_SAVED, 16, size) | RULE_FP_CAPABLE;
+    if (rbp == caller_rbp)
+        return RULE(RULE_SP, RBP_PASSES, 0, size);
+    /* kept in the frame (pushed, or stored where the compiler chose): the
+     * one slot that holds the caller's value, when it is an address (a
+     * small number is in many slots by chance); else not known */
+    uintptr_t found = 0;
+    for (uintptr_t off = 16; off <= 512 && off <= size; off += 8)
+        if (word_at(cfa - off) == caller_rbp)
+            found = found ? UINTPTR_MAX : off;
+    if (caller_rbp >= 65536 && found && found != UINTPTR_MAX)
+        return RULE(RULE_SP, RBP_SAVED, found, size);
+    return RULE(RULE_SP, RBP_UNSURE, 0, size);
+}
+
+static uint32_t slow_path(rule_slot *t, uintptr_t anchor, uint64_t *out, uint32_t max)
+{
+    slow_walk w = {.anchor = anchor, .cap = max + 1};
+    if (!have_libgcc())
+        return 0;
+    {
+        GMP_IN_HOOK_SCOPE(); /* the unwinder's first use of an object allocates */
+        gcc.backtrace(slow_frame, &w);
+    }
+    uint32_t n = w.n < max ? w.n : max;
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = w.pc[i];
+    if (!t || !w.n)
+        return n;
+    for (uint32_t i = 0; i + 1 < w.n; i++)
+        learn(t, w.pc[i], rule_from(&w, i));
+    if (!w.capped) /* the stack, or what libgcc could read of it, ends */
+        learn(t, w.pc[w.n - 1], RULE(RULE_LAST, RBP_PASSES, 0, 0));
+    if (w.sp[w.n - 1] > stack_top_seen)
+        stack_top_seen = w.sp[w.n - 1];
+    return n;
+}
+
+__attribute__((noinline)) uint32_t gmp_unwind(uint64_t *out, uint32_t max)
+{
+    if (max > MAX_FRAMES)
+        max = MAX_FRAMES;
+    if (!max)
+        return 0;
+    /* this function keeps a frame pointer (it asks for its frame's address):
+     * its CFA is %rbp + 16, the return address below that, the caller's
+     * %rbp below that */
+    const uintptr_t *fp = __builtin_frame_address(0);
+    uintptr_t anchor = (uintptr_t)(fp + 2), top = stack_top_seen;
+    rule_slot *t = gmp_lazy_table((void **)&rules, &rules_state, sizeof(rule_slot) * TABLE_SLOTS);
+    uint32_t n = 0;
+    if (t && anchor < top && top - anchor < ((uintptr_t)1 << 28) &&
+        walk_by_rules(t, fp[1], anchor, fp[0], top, out, max, &n))
+        return n;
+    return slow_path(t, anchor, out, max);
+}
+
+#else /* another architecture: glibc's unwinder, every time */
+
+__attribute__((noinline)) uint32_t gmp_unwind(uint64_t *out, uint32_t max)
+{
+    enum { CAP = 64 };
+    void *frames[CAP + 1];
+    int n;
+    {
+        GMP_IN_HOOK_SCOPE(); /* the unwinder's first load allocates */
+        n = backtrace(frames, (int)(max < CAP ? max : CAP) + 1);
+    }
+    uint32_t depth = 0;
+    for (int i = 1; i < n; i++) /* frames[0] is here */
+        out[depth++] = (uintptr_t)frames[i];
+    return depth;
+}
+
+#endif
