@@ -1,13 +1,19 @@
 #!/bin/sh
-# run.sh BUILD — `make bench`: every workload under no preload, under
-# gpumemprof and under the peers on this machine (heaptrack and glibc's
-# libmemusage.so from Debian; Memray and Fil from PyPI for python3), the
-# commands interleaved (A B C A B C ...) ROUNDS times so that machine drift
-# cancels, medians compared.  A peer that is not installed is "absent".
-# Prints one Markdown table; see bench/README.md.
+# run.sh BUILD — `make bench`: every workload bare, under gpumemprof and
+# under the peers on this machine (heaptrack and glibc's libmemusage.so from
+# Debian; Memray and Fil from PyPI for python3), the commands interleaved
+# (A B C A B C ...) ROUNDS times (LONG_ROUNDS for the python3 workloads)
+# so that machine drift cancels.  Each cell
+# is the median of the rounds' own ratios (a tool's time over the bare time
+# of the same round) and their range; a peer that is not installed is
+# "absent".  Then where the time goes under the preload (perf).  Prints
+# Markdown; see bench/README.md.
 set -u
 B=$(cd "$1" && pwd)
-ROUNDS=${GMP_BENCH_ROUNDS:-5}
+ROUNDS=${GMP_BENCH_ROUNDS:-21}
+# the python3 workloads take seconds each (Fil makes one 10): the first
+# LONG_ROUNDS rounds run them too
+LONG_ROUNDS=${GMP_BENCH_LONG_ROUNDS:-7}
 OPS=${GMP_BENCH_OPS:-5000000}
 PRELOAD=$B/libgpumemprof_preload.so
 W=$(mktemp -d "${TMPDIR:-/tmp}/gmp-bench.XXXXXX")
@@ -16,18 +22,20 @@ RES=$W/results
 : > "$RES"
 export GMP_DUMP_DIR="$W/dumps" GMP_RUN_DIR="$W/run"
 HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
-# The peers, installed when they can be (Debian for heaptrack, PyPI for
-# Memray and Fil); one that cannot is shown as absent.
+# The peers and perf, installed when they can be (Debian for heaptrack and
+# perf, PyPI for Memray and Fil); one that cannot is shown as absent.
 have heaptrack || sh "$HERE/../mk/install-optional.sh" heaptrack
 have memray || timeout 300 python3 -m pip install -q memray >/dev/null 2>&1
 have fil-profile || timeout 300 python3 -m pip install -q filprofiler >/dev/null 2>&1
 [ -n "$(ls /usr/lib/*/libmemusage.so 2>/dev/null)" ] || sh "$HERE/../mk/install-optional.sh" libc-devtools
+have perf || sh "$HERE/../mk/install-optional.sh" linux-perf
 MEMUSAGE=$(ls /usr/lib/*/libmemusage.so /lib/*/libmemusage.so 2>/dev/null | head -n 1)
 
-# wall TOOL CMD...: seconds the whole command took (startup included)
+# wall CMD...: seconds the whole command took (start-up included)
 wall() {
     a=$(date +%s%N)
     "$@" >/dev/null 2>&1
@@ -35,7 +43,29 @@ wall() {
     awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f\n", (b - a) / 1e9 }'
 }
 
-# churn: the program's own timing of its loop
+# under TOOL CMD...: CMD run under a tool, its wall time
+under() {
+    tool=$1
+    shift
+    case $tool in
+    none) wall "$@" ;;
+    gpumemprof) wall env LD_PRELOAD="$PRELOAD" "$@" ;;
+    heaptrack) wall heaptrack -o "$W/ht" "$@" ;;
+    libmemusage) wall env MEMUSAGE_OUTPUT=/dev/null LD_PRELOAD="$MEMUSAGE" "$@" ;;
+    esac
+}
+
+# python TOOL SCRIPT: a python3 script under a tool (Memray and Fil start
+# the interpreter themselves), its wall time
+python() {
+    case $1 in
+    memray) wall memray run --native -q -f -o "$W/memray.bin" "$2" ;;
+    fil) wall fil-profile -o "$W/fil" --no-browser run "$2" ;;
+    *) under "$1" python3 "$2" ;;
+    esac
+}
+
+# churn: the program's own timing of its loop (tool start-up left out)
 churn() { # THREADS TOOL
     case $2 in
     none) "$B/bench/churn" "$1" "$OPS" ;;
@@ -43,15 +73,6 @@ churn() { # THREADS TOOL
     heaptrack) heaptrack -o "$W/ht" "$B/bench/churn" "$1" "$OPS" 2>/dev/null | grep -E '^[0-9.]+$' ;;
     libmemusage) MEMUSAGE_OUTPUT=/dev/null LD_PRELOAD=$MEMUSAGE "$B/bench/churn" "$1" "$OPS" \
         2>/dev/null | grep -E '^[0-9.]+$' ;;
-    esac
-}
-
-python() { # TOOL
-    case $1 in
-    none) wall python3 "$HERE/pyload.py" ;;
-    gpumemprof) wall env LD_PRELOAD="$PRELOAD" python3 "$HERE/pyload.py" ;;
-    memray) wall memray run --native -q -f -o "$W/memray.bin" "$HERE/pyload.py" ;;
-    fil) wall fil-profile -o "$W/fil" --no-browser run "$HERE/pyload.py" ;;
     esac
 }
 
@@ -65,22 +86,33 @@ available() { # TOOL
     esac
 }
 
+# the compile: one of our own files, as the Makefile builds it
+compile() { # TOOL
+    under "$1" gcc -std=gnu11 -D_GNU_SOURCE -O2 -I"$ROOT/include" -I"$ROOT/base" \
+        -I"$ROOT/recorder" -I"$ROOT/collectors" -c "$ROOT/recorder/bundle.c" -o "$W/bundle.o"
+}
+
 for round in $(seq "$ROUNDS"); do
     for threads in 1 2; do
         for tool in none gpumemprof heaptrack libmemusage; do
             available $tool || continue
             v=$(churn $threads $tool)
-            [ -n "$v" ] && echo "churn$threads $tool $v" >> "$RES"
+            [ -n "$v" ] && echo "churn$threads $tool $round $v" >> "$RES"
         done
     done
     for tool in none gpumemprof memray fil; do
-        available $tool || continue
-        echo "python $tool $(python $tool)" >> "$RES"
+        [ "$round" -le "$LONG_ROUNDS" ] && available $tool || continue
+        echo "python $tool $round $(python $tool "$HERE/pyload.py")" >> "$RES"
+        echo "pylarge $tool $round $(python $tool "$HERE/pylarge.py")" >> "$RES"
     done
-    echo "pairs none $("$B/bench/device_pairs" 1000000)" >> "$RES"
-    echo "pairs gpumemprof $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD \
+    for tool in none gpumemprof libmemusage; do
+        available $tool || continue
+        echo "gcc $tool $round $(compile $tool)" >> "$RES"
+    done
+    echo "pairs none $round $("$B/bench/device_pairs" 1000000)" >> "$RES"
+    echo "pairs gpumemprof $round $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD \
         "$B/bench/device_pairs" 1000000)" >> "$RES"
-    echo "pairs stacks $(GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD "$B/bench/device_pairs" 1000000)" \
+    echo "pairs stacks $round $(GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD "$B/bench/device_pairs" 1000000)" \
         >> "$RES"
 done
 # start-up: a shell loop of 300 /bin/true with the library in every
@@ -100,33 +132,46 @@ done
 "$B/bench/rss" | sed 's/^/rss none /' >> "$RES"
 LD_PRELOAD=$PRELOAD "$B/bench/rss" | sed 's/^/rss gpumemprof /' >> "$RES"
 
+echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r); $ROUNDS rounds ($LONG_ROUNDS for python3):"
+echo
 python3 - "$RES" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-def med(kind, tool):
-    v = [float(r[2]) for r in rows if r[0] == kind and r[1] == tool and len(r) > 2]
-    return statistics.median(v) if v else None
-def ratio(kind, tool):
-    base, v = med(kind, "none"), med(kind, tool)
-    return "absent" if v is None or base is None else "%.2fx" % (v / base)
+def times(kind, tool):
+    return {r[2]: float(r[3]) for r in rows if r[0] == kind and r[1] == tool and len(r) > 3}
+def cell(kind, tool):
+    """median of the rounds' ratios to the bare run of the same round, and their range"""
+    base, t = times(kind, "none"), times(kind, tool)
+    ratios = sorted(t[k] / base[k] for k in t if k in base and base[k] > 0)
+    if not ratios:
+        return "absent"
+    return "%.2fx (%.2f-%.2f)" % (statistics.median(ratios), ratios[0], ratios[-1])
+def bare(kind):
+    v = list(times(kind, "none").values())
+    return statistics.median(v) if v else 0
 print("| workload | gpumemprof | heaptrack | libmemusage.so | Memray --native | Fil | target |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
-for t, target in ((1, "<= 1.3x"), (2, "<= 1.5x")):
+for t in (1, 2):
     k = "churn%d" % t
-    print("| malloc/free churn, %d thread%s (%.3f s bare) | %s | %s | %s | - | - | %s |" % (
-        t, "s" if t > 1 else "", med(k, "none") or 0, ratio(k, "gpumemprof"),
-        ratio(k, "heaptrack"), ratio(k, "libmemusage"), target))
-print("| python3 dict of 300k, JSON round-trip (%.2f s bare) | %s | - | - | %s | %s | <= 1.05x |" % (
-    med("python", "none") or 0, ratio("python", "gpumemprof"), ratio("python", "memray"),
-    ratio("python", "fil")))
-added = (med("pairs", "gpumemprof") or 0) - (med("pairs", "none") or 0)
-print("| device alloc/free pair, cudart double (%.0f ns bare), GMP_STACKS=0 | +%.0f ns | - | - | - | - | <= 150 ns |" % (
-    med("pairs", "none") or 0, added))
-with_stacks = (med("pairs", "stacks") or 0) - (med("pairs", "none") or 0)
-print("| the same with allocation stacks (the default) | +%.0f ns | - | - | - | - | <= 2 us |" % with_stacks)
+    print("| malloc/free churn, %d thread%s (%.3f s bare) | %s | %s | %s | - | - | <= 1.15x |" % (
+        t, "s" if t > 1 else "", bare(k), cell(k, "gpumemprof"), cell(k, "heaptrack"),
+        cell(k, "libmemusage")))
+print("| python3 dict of 300k, JSON round-trip (%.2f s bare) | %s | - | - | %s | %s | <= 1.03x |" % (
+    bare("python"), cell("python", "gpumemprof"), cell("python", "memray"), cell("python", "fil")))
+print("| python3, 20,000 blocks of 2 MiB, each an event with a stack (%.2f s bare) | %s | - | - | %s | %s | <= 1.05x |" % (
+    bare("pylarge"), cell("pylarge", "gpumemprof"), cell("pylarge", "memray"), cell("pylarge", "fil")))
+print("| gcc -O2 -c recorder/bundle.c (%.2f s bare) | %s | - | %s | - | - | <= 1.05x |" % (
+    bare("gcc"), cell("gcc", "gpumemprof"), cell("gcc", "libmemusage")))
+def added(tool):
+    base, t = times("pairs", "none"), times("pairs", tool)
+    d = sorted(t[k] - base[k] for k in t if k in base)
+    return "+%.0f ns (%+.0f to %+.0f)" % (statistics.median(d), d[0], d[-1]) if d else "absent"
+print("| device alloc/free pair, cudart double (%.0f ns bare), GMP_STACKS=0 | %s | - | - | - | - | <= 100 ns |" % (
+    bare("pairs"), added("gpumemprof")))
+print("| the same with allocation stacks (the default) | %s | - | - | - | - | <= 400 ns |" % added("stacks"))
 pairs = sorted(float(r[2]) / float(r[3]) for r in rows if r[0] == "startup")
 if pairs:
-    print("| start-up: 300 `/bin/true` in a shell loop, against an empty preload (%d pairs; %.3f s with the empty one) | %.2fx (pairs %.2f-%.2f) | - | - | - | - | <= 1.10x |" % (
+    print("| start-up: 300 `/bin/true` in a shell loop, against an empty preload (%d pairs; %.3f s with the empty one) | %.2fx (%.2f-%.2f) | - | - | - | - | <= 1.10x |" % (
         len(pairs), statistics.median(float(r[3]) for r in rows if r[0] == "startup"),
         statistics.median(pairs), pairs[0], pairs[-1]))
 rec = {r[1]: float(r[2]) for r in rows if r[0] == "recorder"}
@@ -141,3 +186,17 @@ def rss(tool):
 print("| memory added to a process, apart from the ring | %.2f MiB (ring %.2f MiB) | | | | | <= 2 MiB |" % (
     (g - ring - n) / 1024, ring / 1024))
 PY
+
+# Where the time goes: the churn (1 thread) under the preload, by function.
+echo
+if have perf && perf record -q -o "$W/perf.data" -- env LD_PRELOAD="$PRELOAD" \
+    "$B/bench/churn" 1 "$OPS" >/dev/null 2>"$W/perf.err"; then
+    echo "Where the churn's time goes under the preload (perf, the 8 largest):"
+    echo
+    echo '```'
+    perf report -i "$W/perf.data" --stdio --no-children --sort dso,sym 2>/dev/null |
+        grep -E '^ +[0-9]' | head -n 8
+    echo '```'
+else
+    echo "perf: not run ($(head -n 1 "$W/perf.err" 2>/dev/null || echo 'not installed'))"
+fi

@@ -194,28 +194,39 @@ typedef _Unwind_Ptr (*get_ip_fn)(struct _Unwind_Context *);
 typedef _Unwind_Word (*get_cfa_fn)(struct _Unwind_Context *);
 typedef _Unwind_Word (*get_gr_fn)(struct _Unwind_Context *, int);
 
-static struct {
+typedef struct libgcc_unwinder {
     backtrace_fn backtrace;
     get_ip_fn get_ip;
     get_cfa_fn get_cfa;
     get_gr_fn get_gr;
-} gcc; /* each atomic; backtrace published last */
+} libgcc_unwinder;
 
-static int have_libgcc(void)
+static libgcc_unwinder gcc; /* each atomic; backtrace published last */
+
+/* libgcc's unwinder in *u, loaded the first time (as backtrace() does);
+ * 0 when there is none. */
+static int have_libgcc(libgcc_unwinder *u)
 {
-    if (GMP_LIKELY(__atomic_load_n(&gcc.backtrace, __ATOMIC_ACQUIRE) != NULL))
-        return 1;
-    GMP_IN_HOOK_SCOPE(); /* dlopen allocates */
-    void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL); /* as backtrace() does */
-    if (!h)
-        return 0;
-    *(void **)&gcc.get_ip = gmp_dlsym_real(h, "_Unwind_GetIP");
-    *(void **)&gcc.get_cfa = gmp_dlsym_real(h, "_Unwind_GetCFA");
-    *(void **)&gcc.get_gr = gmp_dlsym_real(h, "_Unwind_GetGR");
-    void *bt = gmp_dlsym_real(h, "_Unwind_Backtrace");
-    if (!gcc.get_ip || !gcc.get_cfa || !gcc.get_gr || !bt)
-        return 0; /* the handle stays open: a racing thread may use what it found */
-    __atomic_store_n((void **)&gcc.backtrace, bt, __ATOMIC_RELEASE);
+    u->backtrace = __atomic_load_n(&gcc.backtrace, __ATOMIC_ACQUIRE);
+    if (GMP_UNLIKELY(!u->backtrace)) {
+        GMP_IN_HOOK_SCOPE(); /* dlopen allocates */
+        void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            return 0;
+        /* racing threads find and store the same; the handle stays open */
+        void *ip = gmp_dlsym_real(h, "_Unwind_GetIP"), *cfa = gmp_dlsym_real(h, "_Unwind_GetCFA");
+        void *gr = gmp_dlsym_real(h, "_Unwind_GetGR"), *bt = gmp_dlsym_real(h, "_Unwind_Backtrace");
+        if (!ip || !cfa || !gr || !bt)
+            return 0;
+        __atomic_store_n((void **)&gcc.get_ip, ip, __ATOMIC_RELAXED);
+        __atomic_store_n((void **)&gcc.get_cfa, cfa, __ATOMIC_RELAXED);
+        __atomic_store_n((void **)&gcc.get_gr, gr, __ATOMIC_RELAXED);
+        __atomic_store_n((void **)&gcc.backtrace, bt, __ATOMIC_RELEASE);
+        u->backtrace = (backtrace_fn)bt;
+    }
+    u->get_ip = __atomic_load_n(&gcc.get_ip, __ATOMIC_RELAXED);
+    u->get_cfa = __atomic_load_n(&gcc.get_cfa, __ATOMIC_RELAXED);
+    u->get_gr = __atomic_load_n(&gcc.get_gr, __ATOMIC_RELAXED);
     return 1;
 }
 
@@ -224,6 +235,7 @@ static int have_libgcc(void)
  * reported: the CFA of the frame it called) and its %rbp there.  A frame's
  * own CFA is the next frame's stack pointer. */
 typedef struct slow_walk {
+    libgcc_unwinder u;
     uintptr_t anchor; /* the CFA of gmp_unwind: its caller's stack pointer */
     int started, capped;
     uint32_t n, cap;
@@ -233,15 +245,15 @@ typedef struct slow_walk {
 static _Unwind_Reason_Code slow_frame(struct _Unwind_Context *ctx, void *arg)
 {
     slow_walk *w = arg;
-    uintptr_t sp = gcc.get_cfa(ctx);
+    uintptr_t sp = w->u.get_cfa(ctx);
     if (!w->started && !(w->started = sp == w->anchor))
         return _URC_NO_REASON; /* our own frames, and the unwinder's */
-    uintptr_t ip = gcc.get_ip(ctx);
+    uintptr_t ip = w->u.get_ip(ctx);
     if (!ip) /* past the outermost frame (_start's return address is undefined) */
         return _URC_END_OF_STACK;
     w->pc[w->n] = ip;
     w->sp[w->n] = sp;
-    w->rbp[w->n] = gcc.get_gr(ctx, 6); /* DWARF register 6: %rbp */
+    w->rbp[w->n] = w->u.get_gr(ctx, 6); /* DWARF register 6: %rbp */
     w->capped = ++w->n == w->cap;
     return w->capped ? _URC_NORMAL_STOP : _URC_NO_REASON;
 }
@@ -272,11 +284,11 @@ __attribute__((no_sanitize_address)) static uint64_t rule_from(const slow_walk *
 static uint32_t slow_path(rule_slot *t, uintptr_t anchor, uint64_t *out, uint32_t max)
 {
     slow_walk w = {.anchor = anchor, .cap = max + 1};
-    if (!have_libgcc())
+    if (!have_libgcc(&w.u))
         return 0;
     {
         GMP_IN_HOOK_SCOPE(); /* the unwinder's first use of an object allocates */
-        gcc.backtrace(slow_frame, &w);
+        w.u.backtrace(slow_frame, &w);
     }
     uint32_t n = w.n < max ? w.n : max;
     for (uint32_t i = 0; i < n; i++)
