@@ -109,11 +109,14 @@ for round in $(seq "$ROUNDS"); do
         available $tool || continue
         echo "gcc $tool $round $(compile $tool)" >> "$RES"
     done
-    echo "pairs none $round $("$B/bench/device_pairs" 1000000)" >> "$RES"
+    # the doubles read their settings with getenv on every call: the bare
+    # run gets an environment as long (an empty preload, the same variables)
+    echo "pairs none $round $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$B/bench/libempty.so \
+        "$B/bench/device_pairs" 1000000)" >> "$RES"
     echo "pairs gpumemprof $round $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD \
         "$B/bench/device_pairs" 1000000)" >> "$RES"
-    echo "pairs stacks $round $(GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD "$B/bench/device_pairs" 1000000)" \
-        >> "$RES"
+    echo "pairs stacks $round $(GMP_STACKS=1 GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD \
+        "$B/bench/device_pairs" 1000000)" >> "$RES"
 done
 # start-up: a shell loop of 300 /bin/true with the library in every
 # process, gpumemprof against an empty preload, in pairs (order alternating)

@@ -65,19 +65,10 @@ static uint64_t slot_of(uint64_t ptr)
     return h >> (64 - TABLE_BITS);
 }
 
-void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
-                    gmp_api api, uint64_t now_ns, uint32_t stack_id)
+/* An entry in the table for ptr; time_ms since time_base_ns. */
+static void insert(live_entry *t, gmp_backend backend, int device, uint64_t ptr, uint64_t size,
+                   gmp_api api, uint32_t time_ms, uint32_t stack_id)
 {
-    int d = gmp_device_index(device);
-    uint64_t now = __atomic_add_fetch(&in_use[backend][d], size, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&allocs[backend][d], 1, __ATOMIC_RELAXED);
-    uint64_t top = __atomic_load_n(&peak[backend][d], __ATOMIC_RELAXED);
-    while (now > top && !__atomic_compare_exchange_n(&peak[backend][d], &top, now, 1,
-                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-    live_entry *t = get_table();
-    if (!t || !ptr)
-        return;
     uint64_t i = slot_of(ptr);
     for (uint32_t probe = 0; probe < TABLE_SIZE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
         uint64_t cur = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
@@ -87,15 +78,7 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
                                          __ATOMIC_RELAXED))
             continue;
         t[i].size = size;
-        uint64_t base = __atomic_load_n(&time_base_ns, __ATOMIC_RELAXED);
-        if (GMP_UNLIKELY(!base)) {
-            uint64_t none = 0;
-            base = now_ns;
-            if (!__atomic_compare_exchange_n(&time_base_ns, &none, base, 0, __ATOMIC_RELAXED,
-                                             __ATOMIC_RELAXED))
-                base = none;
-        }
-        t[i].time_ms = now_ns > base ? (uint32_t)((now_ns - base) / 1000000) : 0;
+        t[i].time_ms = time_ms;
         t[i].stack_id = stack_id;
         t[i].device = (int16_t)device;
         t[i].backend = (uint8_t)backend;
@@ -109,8 +92,37 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
                 TABLE_SIZE);
 }
 
-int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr, uint64_t *size,
-                      int *device)
+static void count_in(gmp_backend backend, int device, uint64_t size)
+{
+    int d = gmp_device_index(device);
+    uint64_t now = __atomic_add_fetch(&in_use[backend][d], size, __ATOMIC_RELAXED);
+    uint64_t top = __atomic_load_n(&peak[backend][d], __ATOMIC_RELAXED);
+    while (now > top && !__atomic_compare_exchange_n(&peak[backend][d], &top, now, 1,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
+                    gmp_api api, uint64_t now_ns, uint32_t stack_id)
+{
+    count_in(backend, device, size);
+    __atomic_fetch_add(&allocs[backend][gmp_device_index(device)], 1, __ATOMIC_RELAXED);
+    live_entry *t = get_table();
+    if (!t || !ptr)
+        return;
+    uint64_t base = __atomic_load_n(&time_base_ns, __ATOMIC_RELAXED);
+    if (GMP_UNLIKELY(!base)) {
+        uint64_t none = 0;
+        base = now_ns;
+        if (!__atomic_compare_exchange_n(&time_base_ns, &none, base, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+            base = none;
+    }
+    insert(t, backend, device, ptr, size, api,
+           now_ns > base ? (uint32_t)((now_ns - base) / 1000000) : 0, stack_id);
+}
+
+int gmp_device_take(gmp_backend backend, gmp_api api, uint64_t ptr, gmp_live_taken *out)
 {
     uint8_t space = space_of(api);
     live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
@@ -124,18 +136,37 @@ int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr, uint64_t *
         if (cur != ptr || !__atomic_load_n(&t[i].ready, __ATOMIC_ACQUIRE) ||
             t[i].backend != backend || t[i].space != space)
             continue;
-        *size = t[i].size;
-        *device = t[i].device;
+        *out = (gmp_live_taken){
+            .ptr = ptr,
+            .size = t[i].size,
+            .time_ms = t[i].time_ms,
+            .stack_id = t[i].stack_id,
+            .device = t[i].device,
+            .backend = backend,
+            .api = (gmp_api)t[i].api,
+        };
         __atomic_store_n(&t[i].ready, 0, __ATOMIC_RELAXED);
         if (!__atomic_compare_exchange_n(&t[i].key, &cur, TOMBSTONE, 0, __ATOMIC_ACQ_REL,
                                          __ATOMIC_RELAXED))
             return -1; /* a racing free of the same pointer took it */
-        __atomic_fetch_sub(&in_use[backend][gmp_device_index(*device)], *size,
+        __atomic_fetch_sub(&in_use[backend][gmp_device_index(out->device)], out->size,
                            __ATOMIC_RELAXED);
-        __atomic_fetch_add(&frees[backend][gmp_device_index(*device)], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&frees[backend][gmp_device_index(out->device)], 1,
+                           __ATOMIC_RELAXED);
         return 0;
     }
     return -1;
+}
+
+void gmp_device_put_back(const gmp_live_taken *taken)
+{
+    count_in(taken->backend, taken->device, taken->size);
+    __atomic_fetch_sub(&frees[taken->backend][gmp_device_index(taken->device)], 1,
+                       __ATOMIC_RELAXED);
+    live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (t)
+        insert(t, taken->backend, taken->device, taken->ptr, taken->size, taken->api,
+               taken->time_ms, taken->stack_id);
 }
 
 void gmp_device_stats(gmp_backend backend, int index, uint64_t *bytes, uint64_t *top,

@@ -216,21 +216,51 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
     }
 }
 
-void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, uint64_t ptr)
+/* A free that succeeded, of a block taken from the table (or NULL: not
+ * one of ours). */
+static void freed(gmp_gpu_family *f, gmp_api api, uint64_t ptr, const gmp_live_taken *taken)
 {
-    if (gmp_in_hook || !gmp_pl_active() || status != 0 || !ptr)
-        return;
     GMP_IN_HOOK_SCOPE();
-    uint64_t size = 0;
-    int device = 0;
-    if (gmp_device_remove(f->backend, api, ptr, &size, &device) == 0)
-        gmp_pl_event(GMP_EV_FREE, f->backend, device, api, ptr, size, 0,
-                     gmp_device_in_use(f->backend, device));
+    if (taken)
+        gmp_pl_event(GMP_EV_FREE, f->backend, taken->device, api, ptr, taken->size, 0,
+                     gmp_device_in_use(f->backend, taken->device));
     if (GMP_UNLIKELY(gmp_watchdog_above()) && gmp_watchdog_due(0, 0)) {
         /* memory held above the threshold a while is seen when it goes */
         sample_device(f, current_device(f), gmp_now_realtime_ns(), 1);
         gmp_watchdog_check();
     }
+}
+
+int gmp_gpu_free_begin(gmp_gpu_family *f, gmp_api api, uint64_t ptr, gmp_live_taken *taken)
+{
+    if (gmp_in_hook || !gmp_pl_active())
+        return 0;
+    GMP_IN_HOOK_SCOPE();
+    return gmp_device_take(f->backend, api, ptr, taken) == 0;
+}
+
+void gmp_gpu_free_end(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, uint64_t ptr,
+                      const gmp_live_taken *taken)
+{
+    if (taken && status != 0) {
+        gmp_device_put_back(taken); /* the block lives on */
+        return;
+    }
+    if (!gmp_in_hook && status == 0 && ptr && gmp_pl_active())
+        freed(f, api, ptr, taken);
+}
+
+void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, uint64_t ptr)
+{
+    if (gmp_in_hook || !gmp_pl_active() || status != 0 || !ptr)
+        return;
+    gmp_live_taken taken;
+    int known;
+    {
+        GMP_IN_HOOK_SCOPE();
+        known = gmp_device_take(f->backend, api, ptr, &taken) == 0;
+    }
+    freed(f, api, ptr, known ? &taken : NULL);
 }
 
 void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,

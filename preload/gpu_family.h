@@ -42,6 +42,15 @@ GMP_HIDDEN uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, i
 GMP_HIDDEN void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where,
                                    gmp_gpu_status status, uint64_t ptr,
                                    uint64_t requested, uint64_t size);
+/* A hook's free: its block taken out of the live table before the real
+ * call (after it, another thread may be given the same address), then the
+ * event, or the block put back when the call failed.  begin: 1 when the
+ * block was ours (taken filled). */
+GMP_HIDDEN int gmp_gpu_free_begin(gmp_gpu_family *f, gmp_api api, uint64_t ptr,
+                                  gmp_live_taken *taken);
+GMP_HIDDEN void gmp_gpu_free_end(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status,
+                                 uint64_t ptr, const gmp_live_taken *taken);
+/* CUPTI's free, told after the call: the block taken out then. */
 GMP_HIDDEN void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status,
                                   uint64_t ptr);
 /* cuMemMap / cuMemUnmap: a mapping event; bytes in use do not change. */
@@ -93,8 +102,15 @@ static inline int gmp_gpu_family_muted(const gmp_gpu_family *f)
     return status
 
 #define GMP_GPU_FREE_BODY(family, fn, api, args, ptr_expr)                                 \
-    GMP_GPU_CALL(family, fn, args);                                                        \
-    gmp_gpu_free_done(&family, api, status, (uint64_t)(uintptr_t)(ptr_expr));              \
+    if (gmp_gpu_family_muted(&family))                                                     \
+        return fn args;                                                                    \
+    gmp_live_taken taken_;                                                                 \
+    int ours_ = gmp_gpu_free_begin(&family, api, (uint64_t)(uintptr_t)(ptr_expr), &taken_); \
+    gmp_in_hook++;                                                                         \
+    gmp_gpu_status status = fn args;                                                       \
+    gmp_in_hook--;                                                                         \
+    gmp_gpu_free_end(&family, api, status, (uint64_t)(uintptr_t)(ptr_expr),                \
+                     ours_ ? &taken_ : NULL);                                              \
     return status
 
 #define GMP_GPU_MAP_BODY(family, fn, api, type, args, ptr_expr, size)                      \

@@ -236,10 +236,22 @@ GMP_HIDDEN void gmp_device_add(gmp_backend backend, int device, uint64_t ptr,
 GMP_HIDDEN void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg);
 /* GPU allocations made since start (all backends, pinned host included). */
 GMP_HIDDEN uint64_t gmp_device_allocations_ever(void);
-/* Removes ptr (a handle, for cuMemRelease: the freeing api says which);
- * fills its size and device.  0 when it was known, -1 if not. */
-GMP_HIDDEN int gmp_device_remove(gmp_backend backend, gmp_api api, uint64_t ptr,
-                                 uint64_t *size, int *device);
+/* A live allocation as the table held it. */
+typedef struct gmp_live_taken {
+    uint64_t ptr, size;
+    uint32_t time_ms, stack_id;
+    int device;
+    gmp_backend backend;
+    gmp_api api; /* the allocating one */
+} gmp_live_taken;
+/* Takes ptr out (a handle, for cuMemRelease: the freeing api says which),
+ * its bytes out of the counters, into *out.  0 when it was known, -1 if
+ * not.  A GPU hook takes before the real free: once that returns, another
+ * thread may be given the same address. */
+GMP_HIDDEN int gmp_device_take(gmp_backend backend, gmp_api api, uint64_t ptr,
+                               gmp_live_taken *out);
+/* Puts a taken allocation back as it was (its free failed). */
+GMP_HIDDEN void gmp_device_put_back(const gmp_live_taken *taken);
 GMP_HIDDEN uint64_t gmp_device_in_use(gmp_backend backend, int device);
 GMP_HIDDEN int gmp_device_index(int device); /* clamps into the counters' range */
 /* For metrics, by counter index (0 = host memory of that backend, d+1 = device d). */

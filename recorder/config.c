@@ -84,7 +84,7 @@
  * or reading a table (an empty metadata_json is read as "{}", so the static
  * one leaves it empty). */
 #define SET_BOOL(field, name, def, doc)                                                          \
-    if (def)                                                                                     \
+    if ((def) != 0)                                                                              \
         cfg->field = def;
 #define SET_NUM(field, name, def, lo, hi, doc) SET_BOOL(field, name, def, doc)
 #define SET_TEXT(field, name, def, room, empty, def_doc, doc)                                    \

@@ -7,6 +7,9 @@
  * GMP_FAKE_OTHER_BYTES is memory other processes hold on every device
  * (gone from free memory); GMP_FAKE_MAX_BLOCK the largest contiguous block
  * (a larger request fails even with free memory to spare: fragmentation).
+ * An address just freed is handed out again for a request of the same
+ * rounded size, newest first, as the CUDA driver does (a free then an
+ * allocation of the same size gives the same pointer back).
  * Included by one double each (static state per library).
  */
 #ifndef FAKE_DEVICE_H
@@ -26,6 +29,30 @@ static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct { uintptr_t ptr; size_t size; int device; } fake_live[FAKE_MAX_LIVE];
 static size_t fake_used[FAKE_MAX_DEVICES];
 static uintptr_t fake_next_address = 0x7f0000000000;
+#define FAKE_MAX_FREED 64
+static struct { uintptr_t ptr, span; } fake_freed[FAKE_MAX_FREED];
+static int fake_freed_count;
+
+/* The address range an allocation of size takes, a 1 MiB gap included. */
+static inline uintptr_t fake_span(size_t size)
+{
+    return ((size + 0xfffff) & ~(uintptr_t)0xfffff) + 0x100000;
+}
+
+/* Under fake_lock: a freed range of exactly span, else a new one. */
+static inline uintptr_t fake_address(uintptr_t span)
+{
+    for (int k = fake_freed_count - 1; k >= 0; k--) {
+        if (fake_freed[k].span == span) {
+            uintptr_t at = fake_freed[k].ptr;
+            fake_freed[k] = fake_freed[--fake_freed_count];
+            return at;
+        }
+    }
+    uintptr_t at = fake_next_address;
+    fake_next_address += span;
+    return at;
+}
 
 static inline size_t fake_capacity(void)
 {
@@ -61,10 +88,9 @@ static inline int fake_alloc(int device, uintptr_t *out, size_t size)
     }
     for (int i = 0; i < FAKE_MAX_LIVE; i++) {
         if (!fake_live[i].ptr) {
-            fake_live[i].ptr = fake_next_address;
+            fake_live[i].ptr = fake_address(fake_span(size));
             fake_live[i].size = size;
             fake_live[i].device = device;
-            fake_next_address += ((size + 0xfffff) & ~(uintptr_t)0xfffff) + 0x100000;
             fake_used[device] += size;
             *out = fake_live[i].ptr;
             pthread_mutex_unlock(&fake_lock);
@@ -83,6 +109,10 @@ static inline int fake_free(uintptr_t p)
     for (int i = 0; i < FAKE_MAX_LIVE; i++) {
         if (fake_live[i].ptr == p) {
             fake_used[fake_live[i].device] -= fake_live[i].size;
+            if (fake_freed_count < FAKE_MAX_FREED) {
+                fake_freed[fake_freed_count].ptr = p;
+                fake_freed[fake_freed_count++].span = fake_span(fake_live[i].size);
+            }
             fake_live[i].ptr = 0;
             pthread_mutex_unlock(&fake_lock);
             return FAKE_OK;
