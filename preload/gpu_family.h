@@ -4,13 +4,16 @@
  * A family (CUDA runtime, CUDA driver, HIP) is a table of hooks, each
  * expanded by the macros below into a wrapper that calls the real function
  * with the caller's arguments, returns its exact status, and hands the
- * outcome to gmp_gpu_alloc_done/_free_done/_map_done.  While the real call
- * runs, gmp_in_hook is raised: a driver call made by the runtime is not a
- * second event, and the library's own mallocs are counted but not recorded.
+ * outcome to gmp_gpu_alloc_done or _map_done (a free takes its block out of
+ * the live table first, gmp_gpu_free_begin, and ends with _free_end).
+ * While the real call runs, gmp_in_hook is raised: a driver call made by
+ * the runtime is not a second event, and the library's own mallocs are
+ * counted but not recorded.
  *
  * Where the real function comes from differs: an exported hook finds it by
- * name (GMP_GPU_RESOLVE_REAL, gmp_real_function); a routed driver wrapper (cuda_driver.c) calls
- * the exact pointer dlsym or cuGetProcAddress returned to the caller.
+ * name (GMP_GPU_RESOLVE_REAL, gmp_real_function); a routed driver wrapper
+ * (cuda_driver.c) calls the exact pointer dlsym or cuGetProcAddress
+ * returned to the caller.
  */
 #ifndef GMP_GPU_FAMILY_H
 #define GMP_GPU_FAMILY_H
