@@ -283,6 +283,20 @@ json_t *bundle_file(const char *bundle, const char *file)
     return doc;
 }
 
+unsigned long long bundle_module_base(const char *bundle, const char *path_end)
+{
+    json_t *mods = bundle_file(bundle, "modules.json"), *m;
+    unsigned long long base = 0;
+    size_t i, n = strlen(path_end);
+    json_array_foreach(mods, i, m) {
+        const char *path = json_str(m, "path");
+        if (strlen(path) >= n && !strcmp(path + strlen(path) - n, path_end))
+            base = strtoull(json_str(m, "base"), NULL, 16);
+    }
+    json_decref(mods);
+    return base;
+}
+
 const char *json_str(json_t *obj, const char *key)
 {
     const char *s = json_string_value(json_object_get(obj, key));

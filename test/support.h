@@ -70,6 +70,9 @@ struct json_t *only_bundle_file(const char *dumps, const char *file, char *path_
                                 size_t cap);
 /* FILE inside BUNDLE, parsed (fails the test when it does not parse). */
 struct json_t *bundle_file(const char *bundle, const char *file);
+/* The load bias (modules.json's base) of the bundle's object whose path
+ * ends with path_end (a whole path, or a file name); 0 when none. */
+unsigned long long bundle_module_base(const char *bundle, const char *path_end);
 /* A string member ("(missing)" when absent or not a string), an integer member. */
 const char *json_str(struct json_t *obj, const char *key);
 long long json_int(struct json_t *obj, const char *key);

@@ -99,15 +99,7 @@ static void test_segv_after_failed_malloc(void **state)
      * modules.json, is in allocate_unchecked according to addr2line */
     const char *first = json_string_value(json_array_get(json_object_get(fr, "stack"), 0));
     assert_non_null(first);
-    json_t *mods = bundle_file(bundle, "modules.json");
-    unsigned long long base = 0, at = strtoull(first, NULL, 16);
-    size_t i;
-    json_t *m;
-    json_array_foreach(mods, i, m) {
-        if (!strcmp(json_str(m, "path"), program))
-            base = strtoull(json_str(m, "base"), NULL, 16);
-    }
-    json_decref(mods);
+    unsigned long long base = bundle_module_base(bundle, program), at = strtoull(first, NULL, 16);
     json_decref(md);
     expect_first_cause(bundle, "a crash caused by an unchecked failed allocation");
     expect_headline(bundle, "the process crashed (SIGSEGV) after an allocation of host memory "

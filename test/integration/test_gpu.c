@@ -138,18 +138,10 @@ static void test_allocation_stacks(void **state)
     const char *first =
         json_string_value(json_array_get(json_object_get(json_array_get(stacks, 0), "frames"), 0));
     assert_non_null(first);
-    unsigned long long at = strtoull(first, NULL, 16), base = 0;
-    json_t *mods = bundle_file(bundle, "modules.json");
-    json_t *m;
+    unsigned long long at = strtoull(first, NULL, 16);
+    unsigned long long base = bundle_module_base(bundle, cuda.program);
     char program[1200];
     snprintf(program, sizeof program, "%s/test/gpu/%s", paths.build, cuda.program);
-    json_array_foreach(mods, i, m) {
-        const char *path = json_str(m, "path");
-        if (strlen(path) >= strlen(cuda.program) &&
-            !strcmp(path + strlen(path) - strlen(cuda.program), cuda.program))
-            base = strtoull(json_str(m, "base"), NULL, 16);
-    }
-    json_decref(mods);
     json_decref(stacks);
     assert_true(base && at > base);
     if (access("/usr/bin/addr2line", X_OK) == 0) {
@@ -253,14 +245,7 @@ static void expect_deep_stacks(const char *program)
         print_message("SKIP: no addr2line to symbolise with\n");
         return;
     }
-    unsigned long long base = 0;
-    json_t *mods = bundle_file(bundle, "modules.json"), *m;
-    json_array_foreach(mods, i, m) {
-        const char *path = json_str(m, "path");
-        if (strlen(path) >= strlen(program) && !strcmp(path + strlen(path) - strlen(program), program))
-            base = strtoull(json_str(m, "base"), NULL, 16);
-    }
-    json_decref(mods);
+    unsigned long long base = bundle_module_base(bundle, program);
     assert_true(base != 0);
     char image[1200];
     snprintf(image, sizeof image, "%s/test/gpu/%s", paths.build, program);
