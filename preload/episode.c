@@ -55,9 +55,18 @@ static recent_failure recent[RECENT_SLOTS];
 static uint64_t recent_written; /* atomic */
 static int any_failure;         /* atomic */
 int gmp_episodes_open GMP_STARTUP_DATA; /* atomic count; read at every exit */
+
 static uint32_t recovered;      /* atomic: episodes closed as recovered */
 static uint64_t opened;         /* atomic: episodes opened */
 static int watcher_started;     /* atomic; reset in a forked child */
+
+/* Every change of the count goes here: the malloc hooks' common case
+ * holds only while it is zero. */
+static void episodes_open_add(int delta)
+{
+    __atomic_fetch_add(&gmp_episodes_open, delta, __ATOMIC_RELAXED);
+    gmp_host_fast_path_refresh();
+}
 
 static uint64_t now_ns(void)
 {
@@ -180,7 +189,7 @@ static int commit(gmp_backend backend, episode *ep, const char *confirmed_by,
     if (ep->python_traceback_fd > 0 && !cr) /* a dying process keeps it */
         close(ep->python_traceback_fd);
     ep->python_traceback_fd = -1;
-    __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
+    episodes_open_add(-1);
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
     return written;
 }
@@ -316,7 +325,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
     __atomic_store_n(&ep->failed_size, size, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->deadline_ns, now_ns() + gmp_pl.confirm_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
+    episodes_open_add(1);
     __atomic_store_n(&ep->state, EP_OPEN, __ATOMIC_RELEASE);
     if (gmp_pl.cfg->oom_policy_first) {
         if (try_take(ep))
@@ -348,7 +357,7 @@ void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_
     gmp_pl_event(GMP_EV_OOM_RECOVERED, backend, device, ep->failed.api, 0, failed_size, 0,
                  in_use);
     __atomic_fetch_add(&recovered, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_sub(&gmp_episodes_open, 1, __ATOMIC_RELAXED);
+    episodes_open_add(-1);
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
 }
 
@@ -436,4 +445,5 @@ void gmp_episode_after_fork(void)
     GMP_CLEAR_IN_CHILD(any_failure);
     GMP_CLEAR_IN_CHILD(gmp_episodes_open);
     GMP_CLEAR_IN_CHILD(watcher_started);
+    gmp_host_fast_path_refresh();
 }

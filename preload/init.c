@@ -42,12 +42,18 @@ static void after_fork_in_child(void)
     gmp_metrics_after_fork();
 }
 
+static void set_state(enum gmp_preload_state state)
+{
+    __atomic_store_n(&gmp_pl.state, state, __ATOMIC_RELEASE);
+    gmp_host_fast_path_refresh();
+}
+
 /* Runs once, when the dynamic linker initialises the preload. */
 __attribute__((constructor)) static void on_load(void)
 {
     GMP_IN_HOOK_SCOPE();
     if (getauxval(AT_SECURE)) {
-        __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
+        set_state(GMP_PL_DISABLED);
         return;
     }
     /* the config lives in the recorder's static storage: no heap block
@@ -55,7 +61,7 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.rec = gmp_recorder_create_static_from_env();
     const gmp_config *cfg = gmp_pl.rec ? gmp_recorder_config(gmp_pl.rec) : NULL;
     if (!cfg || !cfg->enabled) {
-        __atomic_store_n(&gmp_pl.state, GMP_PL_DISABLED, __ATOMIC_RELEASE);
+        set_state(GMP_PL_DISABLED);
         return;
     }
     gmp_pl.cfg = cfg;
@@ -75,7 +81,7 @@ __attribute__((constructor)) static void on_load(void)
     /* what pthread_atfork does (it is a stub linked into us, at the far end
      * of our text: a page fault of its own in every process) */
     __register_atfork(NULL, NULL, after_fork_in_child, __dso_handle);
-    __atomic_store_n(&gmp_pl.state, GMP_PL_ACTIVE, __ATOMIC_RELEASE);
+    set_state(GMP_PL_ACTIVE);
     if (cfg->on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();
     gmp_metrics_start();
@@ -94,7 +100,7 @@ GMP_START_EXIT_TEXT void gmp_pl_finish(void)
     gmp_episode_wait_commits(5000);
     if (gmp_pl.prom_file)
         gmp_metrics_flush(); /* the last word, with this exit's bundles counted */
-    __atomic_store_n(&gmp_pl.state, GMP_PL_EXITING, __ATOMIC_RELEASE);
+    set_state(GMP_PL_EXITING);
     gmp_recorder_release_ring(gmp_pl.rec);
 }
 

@@ -38,9 +38,14 @@ typedef enum size_source {
 } size_source;
 
 typedef struct libc_real {
-    /* how a block's size is known: beside malloc and free, on the cache
-     * line every hook reads; set before malloc is published (SIZE_TABLE
-     * until then: no block comes from the real allocator yet) */
+    /* The one word the common case tests, beside malloc and free on the
+     * cache line every hook reads: host_event_min while blocks are glibc's,
+     * the preload is active and no episode is open; 0 otherwise, and then
+     * no request is below it and every call takes the full path.  Kept by
+     * gmp_host_fast_path_refresh whenever one of those changes. */
+    size_t fast_below;
+    /* how a block's size is known; set before malloc is published
+     * (SIZE_TABLE until then: no block comes from the real allocator yet) */
     size_source sizes_from;
     void *(*malloc)(size_t);
     void (*free)(void *);
@@ -87,6 +92,9 @@ static void *pool_alloc(size_t size, size_t align)
     uintptr_t start = (uintptr_t)(pool + off + sizeof(pool_header));
     uintptr_t p = (start + align - 1) & ~(uintptr_t)(align - 1);
     ((pool_header *)p)[-1].size = size;
+    /* where glibc keeps a chunk's size: read as one, above any threshold,
+     * so free's common case sends a pool block on to free_slow */
+    ((pool_header *)p)[-1].pad = SIZE_MAX;
     return (void *)p; /* static storage: already zeroed, calloc-ready */
 }
 
@@ -134,6 +142,7 @@ static void resolve_libc(void)
     void *(*m)(size_t) = (void *(*)(size_t))gmp_real_function("malloc");
     real.sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
+    gmp_host_fast_path_refresh();
     errno = saved;
 }
 
@@ -147,13 +156,24 @@ static int have_real(void)
 
 /* ---- bookkeeping ------------------------------------------------------ */
 
-/* A block's bytes from glibc's chunk header, as malloc_usable_size reads
- * them (size word before the block, flags in its low 3 bits, an mmapped
- * chunk carrying one more word of header): no call on every malloc and free. */
+/* A block's bytes from glibc's chunk header: the size word before the
+ * block, flags in its low 3 bits, less that word.  This is
+ * malloc_usable_size's answer, but for an mmapped chunk (one word more of
+ * header, so 8 bytes more here): malloc and free count the same number,
+ * and no test of the flag stands in the common case. */
+static inline size_t glibc_chunk_bytes_of_word(size_t word)
+{
+    return (word & ~(size_t)7) - sizeof(size_t);
+}
+
+static inline size_t glibc_chunk_word(const void *p)
+{
+    return ((const size_t *)p)[-1];
+}
+
 static inline size_t glibc_chunk_bytes(const void *p)
 {
-    size_t word = ((const size_t *)p)[-1];
-    return (word & ~(size_t)7) - ((word & 2) ? 2 : 1) * sizeof(size_t);
+    return glibc_chunk_bytes_of_word(glibc_chunk_word(p));
 }
 
 static size_t allocator_bytes(void *p)
@@ -286,15 +306,16 @@ static __attribute__((noinline)) void *finish_alloc_slow(gmp_api api, void *p, s
     return p;
 }
 
-/* The same, its common case inline: a block of glibc's for a small request,
- * no episode open, this thread's counter made.  Two stores and no call:
- * the hook's own frame stays a push and a pop around the real call. */
+/* The same, its common case inline: a small request while fast_below
+ * holds (a block of glibc's, active, no episode open), this thread's
+ * counter made.  Two stores and no call: the hook's own frame stays a push
+ * and a pop around the real call. */
 static inline __attribute__((always_inline)) void *finish_alloc(gmp_api api, void *p,
                                                                 size_t size)
 {
     host_slot *s = gmp_host_slot;
-    if (GMP_LIKELY(p != NULL && s != NULL && real.sizes_from == SIZE_GLIBC_CHUNK &&
-                   size < gmp_pl.host_event_min && !gmp_any_episode_open() && ACCOUNTING())) {
+    if (GMP_LIKELY(p != NULL && s != NULL &&
+                   size < __atomic_load_n(&real.fast_below, __ATOMIC_RELAXED))) {
         gmp_host_slot_add(s, (int64_t)glibc_chunk_bytes(p), &s->allocs);
         return p;
     }
@@ -302,6 +323,30 @@ static inline __attribute__((always_inline)) void *finish_alloc(gmp_api api, voi
 }
 
 /* ---- the hooks -------------------------------------------------------- */
+
+/* What fast_below should be now. */
+static size_t fast_below_now(void)
+{
+    if (real.sizes_from != SIZE_GLIBC_CHUNK || !gmp_pl_active() || gmp_any_episode_open())
+        return 0;
+    return gmp_pl.host_event_min;
+}
+
+/* Lock-free, for an episode may open on any thread, in a signal handler
+ * too: store, then look again.  Whoever changes an input calls this after
+ * the change, so the last store is made after every change it did not see,
+ * by a thread that saw it. */
+void gmp_host_fast_path_refresh(void)
+{
+    for (;;) {
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        size_t below = fast_below_now();
+        __atomic_store_n(&real.fast_below, below, __ATOMIC_SEQ_CST);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (fast_below_now() == below)
+            return;
+    }
+}
 
 GMP_EXPORT void *malloc(size_t size)
 {
@@ -322,17 +367,19 @@ static __attribute__((noinline)) void free_slow(void *p)
     real.free(p);
 }
 
-/* The common case inline, as finish_alloc's: a small block of glibc's, this
- * thread's counter made; no register saved, the real free a tail call.
- * (sizes_from is glibc's only once the real functions are all known.) */
+/* The common case inline, as finish_alloc's: a small block of glibc's
+ * while fast_below holds, this thread's counter made; no register saved,
+ * the real free a tail call.  One compare of the raw size word decides it:
+ * word < below + 8 means the block's bytes are below `below` (the flags
+ * are under 8), and a pool block's word is SIZE_MAX. */
 GMP_EXPORT void free(void *p)
 {
     host_slot *s = gmp_host_slot;
-    if (GMP_LIKELY(s != NULL && p != NULL && !in_pool(p) &&
-                   real.sizes_from == SIZE_GLIBC_CHUNK && ACCOUNTING())) {
-        size_t got = glibc_chunk_bytes(p);
-        if (GMP_LIKELY(got < gmp_pl.host_event_min)) {
-            gmp_host_slot_add(s, -(int64_t)got, &s->frees);
+    size_t below = __atomic_load_n(&real.fast_below, __ATOMIC_RELAXED);
+    if (GMP_LIKELY(s != NULL && p != NULL && below != 0)) {
+        size_t word = glibc_chunk_word(p);
+        if (GMP_LIKELY(word < below + 8)) {
+            gmp_host_slot_add(s, -(int64_t)glibc_chunk_bytes_of_word(word), &s->frees);
             real.free(p);
             return;
         }
