@@ -60,7 +60,7 @@ typedef struct libc_real {
     size_t (*malloc_usable_size)(void *);
 } libc_real;
 
-static libc_real real;
+static libc_real real GMP_STARTUP_DATA; /* every process sets fast_below */
 static int resolving; /* atomic: a thread is inside dlsym for the reals */
 
 /* ---- bootstrap pool --------------------------------------------------- */
@@ -325,7 +325,7 @@ static inline __attribute__((always_inline)) void *finish_alloc(gmp_api api, voi
 /* ---- the hooks -------------------------------------------------------- */
 
 /* What fast_below should be now. */
-static size_t fast_below_now(void)
+GMP_START_EXIT_TEXT static size_t fast_below_now(void)
 {
     if (real.sizes_from != SIZE_GLIBC_CHUNK || !gmp_pl_active() || gmp_any_episode_open())
         return 0;
@@ -336,7 +336,7 @@ static size_t fast_below_now(void)
  * too: store, then look again.  Whoever changes an input calls this after
  * the change, so the last store is made after every change it did not see,
  * by a thread that saw it. */
-void gmp_host_fast_path_refresh(void)
+GMP_START_EXIT_TEXT void gmp_host_fast_path_refresh(void)
 {
     for (;;) {
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
