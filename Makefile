@@ -65,7 +65,7 @@ INTEGRATION_BIN := $(INTEGRATION_SRC:test/integration/%.c=$(BUILD)/test/%)
 TEST_BIN := $(UNIT_BIN) $(INTEGRATION_BIN)
 TEST_SUPPORT := $(BUILD)/test/support.o
 
-.PHONY: all deps check test test-after-deps demo demo-after-deps bench fuzz sanitize \
+.PHONY: all deps check test test-after-deps demo demo-after-deps bench gpu-check fuzz sanitize \
         unit-programs test-programs install uninstall clean
 
 # Our GPU hook prototypes against the real headers, where they are installed.
@@ -352,12 +352,22 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
 	echo "== conformance: real software, bare and under the preload"; \
 	sh test/conformance/run.sh $(BUILD) || failed=$$((failed+1)); \
+	echo "== gpu-check: the real-GPU check's own path here, and its C cases against the doubles"; \
+	python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check || failed=$$((failed+1)); \
+	python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check-doubles \
+	    --doubles $(DOUBLES) || failed=$$((failed+1)); \
 	if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize || failed=$$((failed+1)); fi; \
 	echo "== fuzzing, $(FUZZ_SECONDS) s each"; \
 	if [ -z "$(HAVE_FUZZ)" ]; then echo "SKIP: $(FUZZ_CC) cannot build a libFuzzer harness here"; \
 	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) || failed=$$((failed+1)); fi; \
 	if [ $$failed -ne 0 ]; then echo "$$failed test stage(s) failed"; exit 1; fi; \
 	echo "all test stages passed"
+
+# The real-GPU check (test/gpu_check/): on a machine with an NVIDIA GPU,
+# PyTorch, CuPy and JAX; needs only a C compiler and the CUDA toolkit to
+# build.  Results and bundles under $OUT when set, else $(BUILD)/gpu-check.
+gpu-check: $(PRELOAD) $(RUN_TOOL)
+	@python3 test/gpu_check/gpu_check.py --build $(BUILD)
 
 demo:
 	@sh mk/ensure-deps.sh

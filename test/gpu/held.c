@@ -8,6 +8,8 @@
  *             "left ADDRESS SIZE" for the two it leaves; exits 0
  *   clean     allocates and frees three; exits 0
  *   slow-oom  64 MiB every 20 ms until one fails; exits 3
+ *   wait      cudaMalloc of 64, 256 and 128 MiB ("alloc ADDRESS SIZE" each),
+ *             then "ready PID", and waits to be killed
  * GMP_TEST_DLOPEN=A:B:... dlopen those first, as PyTorch loads NVML itself,
  * or to load a library that looks like libtorch.
  */
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int cudaMalloc(void **p, size_t size);
 int cudaMallocManaged(void **p, size_t size, unsigned flags);
@@ -79,6 +82,19 @@ int main(int argc, char **argv)
         }
         printf("left %p %zu\nleft %p %zu\n", a, 16 * MIB, c, 48 * MIB);
         return 0;
+    }
+    if (!strcmp(mode, "wait")) {
+        static const size_t sizes[] = {64 * MIB, 256 * MIB, 128 * MIB};
+        for (int i = 0; i < 3; i++) {
+            void *p = allocate_weights(sizes[i], 0);
+            if (!p)
+                return 5;
+            printf("alloc %p %zu\n", p, sizes[i]);
+        }
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        for (;;)
+            pause();
     }
     if (!strcmp(mode, "slow-oom")) {
         while (allocate_weights(64 * MIB, 0)) {
