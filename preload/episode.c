@@ -55,7 +55,6 @@ static recent_failure recent[RECENT_SLOTS];
 static uint64_t recent_written; /* atomic */
 static int any_failure;         /* atomic */
 int gmp_episodes_open GMP_STARTUP_DATA; /* atomic count; read at every exit */
-
 static uint32_t recovered;      /* atomic: episodes closed as recovered */
 static uint64_t opened;         /* atomic: episodes opened */
 static int watcher_started;     /* atomic; reset in a forked child */
