@@ -346,7 +346,7 @@ check: all $(UNIT_BIN)
 	@sh mk/check-layers.sh
 	@sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN)
 
-test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS)
+test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS) $(BUILD)/bench/device_pairs
 	@failed=0; \
 	sh mk/check-layers.sh || failed=$$((failed+1)); \
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
