@@ -5,7 +5,9 @@
  * cuInit and calls InitializeInjection; we then load libcupti (at run time,
  * like every GPU library), subscribe to the runtime and driver allocation
  * callbacks, and record each call at API_EXIT from its return value and
- * parameters.  That reaches programs the interposer cannot (LD_PRELOAD
+ * parameters (a free takes its block out of the live table at API_ENTER,
+ * as the interposer's does before the real call: once the memory is
+ * given back, another thread may be handed the same address).  That reaches programs the interposer cannot (LD_PRELOAD
  * cleared by a launcher, libraries bound with -Bsymbolic).  Only one path
  * records at a time (GMP_CUDA_MODE): once the subscription holds, the CUDA
  * hooks pass calls straight through.  When libcupti cannot be loaded or
@@ -34,6 +36,12 @@ GMP_EXPORT int InitializeInjection(void);
 
 static __thread int in_runtime_alloc; /* depth of runtime allocation calls */
 
+/* A free between its API_ENTER and API_EXIT: the block taken out, if ours
+ * (a free's callbacks do not nest: the driver call inside a runtime free
+ * is skipped). */
+static __thread gmp_live_taken free_taken;
+static __thread int free_took;
+
 /* The callbacks we subscribe to are the rows of the hook tables, with
  * CUDA's own types: each row's `cupti_args` read the call's arguments out
  * of CUPTI's <name>_params, and the row's own expressions (pointer, sizes,
@@ -52,24 +60,34 @@ _Static_assert(sizeof(CUmemLocation) == sizeof(gmp_cu_mem_location) &&
                    offsetof(CUmemLocation, id) == offsetof(gmp_cu_mem_location, id),
                "cuda.h's CUmemLocation is the one the driver hooks read");
 
-/* One function a row, taking the call's result and then its arguments. */
-#define WITH_RESULT(...) (int rc, __VA_ARGS__)
+/* One function a row, taking the callback's site (1 at API_ENTER), the
+ * call's result (at API_EXIT) and then its arguments. */
+#define WITH_RESULT(...) (int enter, int rc, __VA_ARGS__)
 #define RECORD_ALLOC(name, api, where, params, ptr, requested, size)                       \
     static void record_##name WITH_RESULT params                                           \
     {                                                                                      \
-        gmp_gpu_alloc_done(&gmp_cuda_driver, api, where, rc,                               \
-                           rc == 0 ? (uint64_t)(uintptr_t)(ptr) : 0, (requested),          \
-                           rc == 0 ? (uint64_t)(size) : 0);                                \
+        if (!enter)                                                                        \
+            gmp_gpu_alloc_done(&gmp_cuda_driver, api, where, rc,                           \
+                               rc == 0 ? (uint64_t)(uintptr_t)(ptr) : 0, (requested),      \
+                               rc == 0 ? (uint64_t)(size) : 0);                            \
     }
 #define RECORD_FREE(name, api, params, ptr)                                                \
     static void record_##name WITH_RESULT params                                           \
     {                                                                                      \
-        gmp_gpu_free_done(&gmp_cuda_driver, api, rc, (uint64_t)(uintptr_t)(ptr));          \
+        if (enter) {                                                                       \
+            free_took = gmp_gpu_free_begin(&gmp_cuda_driver, api, (uint64_t)(uintptr_t)(ptr), \
+                                           &free_taken);                                   \
+            return;                                                                        \
+        }                                                                                  \
+        gmp_gpu_free_end(&gmp_cuda_driver, api, rc, (uint64_t)(uintptr_t)(ptr),            \
+                         free_took ? &free_taken : NULL);                                  \
+        free_took = 0;                                                                     \
     }
 #define RECORD_MAP(name, api, type, params, ptr, size)                                     \
     static void record_##name WITH_RESULT params                                           \
     {                                                                                      \
-        gmp_gpu_map_done(&gmp_cuda_driver, api, type, rc, (uint64_t)(ptr), (size));        \
+        if (!enter)                                                                        \
+            gmp_gpu_map_done(&gmp_cuda_driver, api, type, rc, (uint64_t)(ptr), (size));    \
     }
 #define R_ALLOC_FN(name, api, where, params, args, ptr, requested, size, cupti, cargs)     \
     RECORD_ALLOC(cupti, api, where, params, ptr, requested, size)
@@ -92,7 +110,7 @@ GMP_CUDA_DRIVER_MAPS(D_MAP_FN)
 #pragma GCC diagnostic pop
 
 /* The switch cases: a callback id to its row. */
-#define WITH_RC(...) (rc, __VA_ARGS__)
+#define WITH_RC(...) (enter, rc, __VA_ARGS__)
 #define CASE(prefix, cupti, cargs)                                                         \
     case prefix##cupti: {                                                                  \
         const cupti##_params *q = params;                                                  \
@@ -110,7 +128,7 @@ GMP_CUDA_DRIVER_MAPS(D_MAP_FN)
 #define D_MAP_CASE(name, base, since, api, type, params, args, ptr, size, cargs)           \
     CASE(CUPTI_DRIVER_TRACE_CBID_, name, cargs)
 
-static void record_runtime(CUpti_CallbackId cbid, const void *params, int rc)
+static void record_runtime(CUpti_CallbackId cbid, const void *params, int enter, int rc)
 {
     switch (cbid) {
         GMP_CUDART_ALLOCS(R_ALLOC_CASE)
@@ -120,7 +138,7 @@ static void record_runtime(CUpti_CallbackId cbid, const void *params, int rc)
     }
 }
 
-static void record_driver(CUpti_CallbackId cbid, const void *params, int rc)
+static void record_driver(CUpti_CallbackId cbid, const void *params, int enter, int rc)
 {
     switch (cbid) {
         GMP_CUDA_DRIVER_ALLOCS(D_ALLOC_CASE)
@@ -139,23 +157,23 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
     if (!cb)
         return;
     int runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+    int enter = cb->callbackSite == CUPTI_API_ENTER;
     if (runtime) {
-        if (cb->callbackSite == CUPTI_API_ENTER) {
+        if (enter)
             in_runtime_alloc++;
-            return;
-        }
-        in_runtime_alloc--;
-    } else if (in_runtime_alloc > 0 || cb->callbackSite != CUPTI_API_EXIT) {
+        else
+            in_runtime_alloc--;
+    } else if (in_runtime_alloc > 0) {
         return; /* the runtime call around it is the event */
     }
     if (!gmp_pl_active())
         return;
-    int rc = cb->functionReturnValue ? *(const int *)cb->functionReturnValue : 0;
+    int rc = !enter && cb->functionReturnValue ? *(const int *)cb->functionReturnValue : 0;
     gmp_event_flags = GMP_EVENT_FLAG_CUPTI;
     if (runtime)
-        record_runtime(cbid, cb->functionParams, rc);
+        record_runtime(cbid, cb->functionParams, enter, rc);
     else
-        record_driver(cbid, cb->functionParams, rc);
+        record_driver(cbid, cb->functionParams, enter, rc);
     gmp_event_flags = 0;
 }
 

@@ -250,19 +250,6 @@ void gmp_gpu_free_end(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, uin
         freed(f, api, ptr, taken);
 }
 
-void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status, uint64_t ptr)
-{
-    if (gmp_in_hook || !gmp_pl_active() || status != 0 || !ptr)
-        return;
-    gmp_live_taken taken;
-    int known;
-    {
-        GMP_IN_HOOK_SCOPE();
-        known = gmp_device_take(f->backend, api, ptr, &taken) == 0;
-    }
-    freed(f, api, ptr, known ? &taken : NULL);
-}
-
 void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,
                       gmp_gpu_status status, uint64_t ptr, uint64_t size)
 {

@@ -45,17 +45,15 @@ GMP_HIDDEN uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, i
 GMP_HIDDEN void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where,
                                    gmp_gpu_status status, uint64_t ptr,
                                    uint64_t requested, uint64_t size);
-/* A hook's free: its block taken out of the live table before the real
- * call (after it, another thread may be given the same address), then the
- * event, or the block put back when the call failed.  begin: 1 when the
+/* A free (a hook's, or CUPTI's at API_ENTER and API_EXIT): its block
+ * taken out of the live table before the real call (after it, another
+ * thread may be given the same address), then the event, or the block put
+ * back when the call failed.  begin: 1 when the
  * block was ours (taken filled). */
 GMP_HIDDEN int gmp_gpu_free_begin(gmp_gpu_family *f, gmp_api api, uint64_t ptr,
                                   gmp_live_taken *taken);
 GMP_HIDDEN void gmp_gpu_free_end(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status,
                                  uint64_t ptr, const gmp_live_taken *taken);
-/* CUPTI's free, told after the call: the block taken out then. */
-GMP_HIDDEN void gmp_gpu_free_done(gmp_gpu_family *f, gmp_api api, gmp_gpu_status status,
-                                  uint64_t ptr);
 /* cuMemMap / cuMemUnmap: a mapping event; bytes in use do not change. */
 GMP_HIDDEN void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,
                                  gmp_gpu_status status, uint64_t ptr, uint64_t size);
