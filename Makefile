@@ -37,7 +37,11 @@ RECORDER_LIB := $(BUILD)/libgpumemprof.a
 
 # CUPTI injection is built where cupti.h is found (CUDA_HOME below).
 CUDA_HOME ?= /usr/local/cuda
-HAVE_CUPTI := $(wildcard $(CUDA_HOME)/include/cupti.h)
+# (in the toolkit's include/, or in extras/CUPTI/include/ where older
+# toolkits and some installs keep it).
+CUPTI_INCLUDE := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/include/cupti.h \
+                   $(CUDA_HOME)/extras/CUPTI/include/cupti.h))))
+HAVE_CUPTI := $(CUPTI_INCLUDE)
 PRELOAD_SRC := $(filter-out $(if $(HAVE_CUPTI),,preload/cupti.c),$(wildcard preload/*.c))
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/%.o)
 PRELOAD := $(BUILD)/libgpumemprof_preload.so
@@ -124,7 +128,7 @@ $(BUILD)/preload/%.o: preload/%.c
 	$(CC) $(ALL_CFLAGS) $(if $(filter $(PRELOAD_BOOT),$*),$(BOOT_SAN_CFLAGS),$(SAN_CFLAGS)) \
 	    -ftls-model=initial-exec -MMD -MP -c $< -o $@
 
-$(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include
+$(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isystem $(CUPTI_INCLUDE)
 
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
@@ -191,7 +195,8 @@ $(DOUBLES)/libcudart.so.13: test/doubles/fake_cudart.c $(DOUBLES)/libcuda.so.1
 	ln -sf libcudart.so.13 $(DOUBLES)/libcudart.so
 
 $(DOUBLES)/libcupti.so.13: test/doubles/fake_cupti.c $(DOUBLES)/libcuda.so.1
-	$(CC) $(DOUBLE_FLAGS) -isystem $(CUDA_HOME)/include -Wl,-soname,libcupti.so.13 -o $@ $< -ldl
+	$(CC) $(DOUBLE_FLAGS) -isystem $(CUDA_HOME)/include -isystem $(CUPTI_INCLUDE) \
+	    -Wl,-soname,libcupti.so.13 -o $@ $< -ldl
 
 $(DOUBLES)/libmalloc_only.so: test/doubles/malloc_only.c
 	@mkdir -p $(dir $@)
@@ -365,9 +370,10 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS) $(BUIL
 
 # The real-GPU check (test/gpu_check/): on a machine with an NVIDIA GPU,
 # PyTorch, CuPy and JAX; needs only a C compiler and the CUDA toolkit to
-# build.  Results and bundles under $OUT when set, else $(BUILD)/gpu-check.
+# build.  Results and bundles under $OUT when set, else $(BUILD)/gpu-check;
+# GPU_CHECK_ONLY=1,7 runs those cases alone.
 gpu-check: $(PRELOAD) $(RUN_TOOL)
-	@python3 test/gpu_check/gpu_check.py --build $(BUILD)
+	@python3 test/gpu_check/gpu_check.py --build $(BUILD) --only "$(GPU_CHECK_ONLY)"
 
 demo:
 	@sh mk/ensure-deps.sh

@@ -161,6 +161,14 @@ def live_from_events(bundle):
     return live
 
 
+def through_cupti(dumps):
+    """Events of the one bundle that CUPTI recorded (flag 1), of all."""
+    found = bundles(dumps)
+    events = [e for e in (load(found[0], "events.json") or []) if isinstance(e, dict)] \
+        if len(found) == 1 else []
+    return sum(e.get("flags") == 1 for e in events), len(events)
+
+
 def printed(out, word):
     """{address: size} of the lines "WORD ADDRESS SIZE" a program printed."""
     return {m.group(1): int(m.group(2))
@@ -236,6 +244,11 @@ def torch_oom(c, case, label, extra=None, api=None, exact=True):
             problems.append("torch's message")
     if "out of memory" not in (md.get("exception_message") or "").lower():
         problems.append("exception")
+    if (extra or {}).get("GMP_CUDA_MODE") == "cupti":
+        cupti, total = through_cupti(dumps)
+        seen += "; %d of %d events through CUPTI" % (cupti, total)
+        if not cupti:
+            problems.append("not through CUPTI")
     if ds.get("total") != before["total"] or (exact and not near(ds.get("free"), before["free"],
                                                                    0.01)):
         problems.append("device_state")
@@ -350,9 +363,14 @@ def static_cudart(c, progs, label, extra=None):
     rc, out, err, dumps = c.run(label.split()[0] + "_static", progs["static_cudart"], extra)
     md, why = only_metadata(dumps)
     fr = failed(md)
-    c.row(label, "exit 3, one bundle, failed request 256 MiB",
-          "exit %s, %s" % (rc, why or "api %s size %s" % (fr.get("api"), fr.get("size"))),
-          rc == 3 and md is not None and fr.get("size") == 256 * MIB)
+    seen = "exit %s, %s" % (rc, why or "api %s size %s" % (fr.get("api"), fr.get("size")))
+    ok = rc == 3 and md is not None and fr.get("size") == 256 * MIB
+    if (extra or {}).get("GMP_CUDA_MODE") == "cupti":
+        cupti, total = through_cupti(dumps)
+        seen += ", %d of %d events through CUPTI" % (cupti, total)
+        ok = ok and cupti > 0
+    c.row(label, "exit 3, one bundle, failed request 256 MiB" +
+          (", recorded through CUPTI" if extra else ""), seen, ok)
 
 
 def one_bundle_case(c, case, label, code, extra=None, want=None):
@@ -454,22 +472,36 @@ def overhead(c, progs):
               c.step_ratio <= 1.02)
 
 
-def cases(c):
+def cases(c, only):
+    """The cases, by number; `only` (a set of numbers, or empty for all)
+    picks some: a case fixed in the preload is run again alone."""
     progs = build_programs(c)
-    if not c.doubles:
+    gpu = not c.doubles
+
+    def want(n, needs_gpu=False):
+        return (not only or n in only) and (gpu or not needs_gpu)
+
+    if want(1, True):
         torch_oom(c, "1_torch", "1 PyTorch OOM, caching allocator", api=("cudaMalloc",))
+    if want(2, True) or want(13, True):
         torch_fits(c)
+    if want(3, True):
         torch_recovers(c)
+    if want(4, True):
         torch_oom(c, "4_expandable", "4 PyTorch OOM, expandable segments",
                   {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
                    "CHECK_REQUEST": "0.99"},
                   api=("cuMemCreate", "cuMemMap"), exact=False)
+    if want(5, True):
         torch_oom(c, "5_async", "5 PyTorch OOM, cudaMallocAsync backend",
                   {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, exact=False)
+    if want(6, True):
         other_process(c)
-    static_cudart(c, progs, "7 static cudart until OOM")
-    if not c.doubles:
+    if want(7):
+        static_cudart(c, progs, "7 static cudart until OOM")
+    if want(8, True):
         one_bundle_case(c, "8_cupy", "8 CuPy OOM, default pool", CUPY_OOM)
+    if want(9, True):
         one_bundle_case(c, "9_jax_platform", "9 JAX OOM, platform allocator", JAX_OOM,
                         {"XLA_PYTHON_CLIENT_PREALLOCATE": "false",
                          "XLA_PYTHON_CLIENT_ALLOCATOR": "platform"},
@@ -477,12 +509,17 @@ def cases(c):
         one_bundle_case(c, "9_jax_default", "9 JAX OOM, BFC pool (defaults)", JAX_OOM, None,
                         ("from its message",
                          lambda md: str(md.get("reason", "")).startswith("message_pattern")))
+    if want(10, True):
         torch_oom(c, "10_torch_cupti", "10 case 1 with GMP_CUDA_MODE=cupti",
                   {"GMP_CUDA_MODE": "cupti"}, api=("cudaMalloc",))
-    static_cudart(c, progs, "10 case 7 with GMP_CUDA_MODE=cupti", {"GMP_CUDA_MODE": "cupti"})
-    leak_check(c, progs)
-    killed_under_gmp_run(c, progs)
-    overhead(c, progs)
+    if want(10):
+        static_cudart(c, progs, "10 case 7 with GMP_CUDA_MODE=cupti", {"GMP_CUDA_MODE": "cupti"})
+    if want(11):
+        leak_check(c, progs)
+    if want(12):
+        killed_under_gmp_run(c, progs)
+    if want(13):
+        overhead(c, progs)
 
 
 # ---- the machine ------------------------------------------------------------
@@ -523,7 +560,12 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.environ.get("OUT") or None)
     ap.add_argument("--doubles", help="run the C cases against the test doubles in DIR")
+    ap.add_argument("--only", default="", help="the cases to run, by number: 1,7,10")
     a = ap.parse_args()
+    try:
+        only = {int(n) for n in a.only.split(",") if n.strip()}
+    except ValueError:
+        ap.error("--only takes case numbers, such as 1,7,10")
     if a.doubles:
         machine = "test doubles (%s)" % a.doubles
     else:
@@ -539,7 +581,7 @@ def main():
             return 1
     print("gpu-check on %s; results in %s" % (machine, out), flush=True)
     start = time.time()
-    cases(c)
+    cases(c, only)
     write_table(c, machine, time.time() - start)
     failed_rows = [r for r in c.rows if r["status"] == "fail"]
     print("gpu-check: %d passed, %d failed, %d skipped (%s)" % (
