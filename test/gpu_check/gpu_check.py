@@ -135,10 +135,6 @@ def near(a, b, rel):
         abs(a - b) <= rel * abs(b)
 
 
-def no_tool_line(err):
-    return "gpumemprof" not in err
-
-
 def tried_to_allocate(err):
     """Bytes in PyTorch's "Tried to allocate 1.50 GiB", with the message's rounding."""
     m = re.search(r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB|TiB)", err)
