@@ -32,6 +32,7 @@ __thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
 
 static void after_fork_in_child(void)
 {
+    gmp_walks_fork_child();
     gmp_gettid_after_fork();
     __atomic_store_n(&gmp_pl.pid, (int)getpid(), __ATOMIC_RELAXED);
     if (!gmp_pl_active())
@@ -52,6 +53,11 @@ static void set_state(enum gmp_preload_state state)
 __attribute__((constructor)) static void on_load(void)
 {
     GMP_IN_HOOK_SCOPE();
+    /* what pthread_atfork does (it is a stub linked into us, at the far end
+     * of our text: a page fault of its own in every process); first, and
+     * enabled or not: the hooks look their real functions up either way */
+    __register_atfork(gmp_walks_fork_prepare, gmp_walks_fork_parent, after_fork_in_child,
+                      __dso_handle);
     if (getauxval(AT_SECURE)) {
         set_state(GMP_PL_DISABLED);
         return;
@@ -78,9 +84,6 @@ __attribute__((constructor)) static void on_load(void)
     else if (cfg->cuda_mode == GMP_CUDA_MODE_CUPTI)
         gmp_log("GMP_CUDA_MODE=cupti: built without CUPTI support; recording CUDA through "
                 "the interposer");
-    /* what pthread_atfork does (it is a stub linked into us, at the far end
-     * of our text: a page fault of its own in every process) */
-    __register_atfork(NULL, NULL, after_fork_in_child, __dso_handle);
     set_state(GMP_PL_ACTIVE);
     if (cfg->on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();

@@ -19,14 +19,26 @@
  * where PyTorch and CuPy keep libcudart and libcuda: RTLD_NEXT would not
  * see those, the search here does.  An indirect function (IFUNC) needs its
  * resolver run: that, and any object we cannot read, falls back to dlsym.
+ *
+ * dl_iterate_phdr holds the loader's list lock while it walks, and fork
+ * neither takes nor resets that lock: a thread forking while another walks
+ * hands the child the lock held by a thread it does not have, and the
+ * child's own first lookup (its first write, at exit) waits for ever.  So
+ * every walk of the preload goes through gmp_each_object, and fork waits
+ * for the walks under way (the atfork handlers below, which init.c
+ * registers).  Walks do not exclude each other: a walk that waited on
+ * another would turn a foreign dl_iterate_phdr callback that calls a hook
+ * into a deadlock.
  */
 #include "preload.h"
 
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <time.h>
 
 typedef struct next_search {
     const char *name;
@@ -259,10 +271,70 @@ static int search_one(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+static unsigned walks_under_way, forks_under_way;
+static __thread int walking __attribute__((tls_model("initial-exec")));
+
+/* Until *word is 0, for a second at most: a foreign callback that holds
+ * the loader's lock and calls a hook could otherwise make the fork and the
+ * walk wait on each other; after the second, either goes on as it would
+ * without the other (the child hang comes back, the program does not). */
+static void wait_for_zero(const unsigned *word)
+{
+    for (int tries = 0; __atomic_load_n(word, __ATOMIC_SEQ_CST) && tries < 1100; tries++) {
+        if (tries < 100) {
+            sched_yield();
+        } else {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+    }
+}
+
+void gmp_each_object(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+    if (walking) { /* a walk inside our own walk: counted already */
+        iterate()(visit, arg);
+        return;
+    }
+    /* the count before the fork check, the fork's mark before its check of
+     * the count: one of the two sees the other */
+    for (int tries = 0;; tries++) {
+        __atomic_add_fetch(&walks_under_way, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&forks_under_way, __ATOMIC_SEQ_CST) || tries == 2)
+            break;
+        __atomic_sub_fetch(&walks_under_way, 1, __ATOMIC_SEQ_CST);
+        wait_for_zero(&forks_under_way);
+    }
+    walking = 1;
+    iterate()(visit, arg);
+    walking = 0;
+    __atomic_sub_fetch(&walks_under_way, 1, __ATOMIC_RELEASE);
+}
+
+void gmp_walks_fork_prepare(void)
+{
+    __atomic_add_fetch(&forks_under_way, 1, __ATOMIC_SEQ_CST);
+    if (!walking) /* a fork from inside a walk's callback would wait for itself */
+        wait_for_zero(&walks_under_way);
+}
+
+void gmp_walks_fork_parent(void)
+{
+    __atomic_sub_fetch(&forks_under_way, 1, __ATOMIC_RELEASE);
+}
+
+void gmp_walks_fork_child(void)
+{
+    /* the child has only the forking thread: no walk, no other fork */
+    __atomic_store_n(&walks_under_way, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&forks_under_way, 0, __ATOMIC_RELAXED);
+    walking = 0;
+}
+
 static next_search search(const char *name, uintptr_t self)
 {
     next_search q = query(name, self);
-    iterate()(search_one, &q);
+    gmp_each_object(search_one, &q);
     return q;
 }
 
@@ -303,6 +375,6 @@ uintptr_t gmp_object_of(const void *address)
 {
     base_search b = {(uintptr_t)address, 0};
     if (address)
-        iterate()(find_base, &b);
+        gmp_each_object(find_base, &b);
     return b.base;
 }

@@ -160,6 +160,14 @@ GMP_HIDDEN void *gmp_global_symbol(const char *name);
 /* The loaded object whose segments hold address, as its load bias plus one
  * (0: none): by segments, not symbols (dladdr scans those: slow). */
 GMP_HIDDEN uintptr_t gmp_object_of(const void *address);
+/* dl_iterate_phdr (glibc's own, past a sanitizer's interceptor), kept out
+ * of a fork's way: every walk of the loaded objects goes through here. */
+struct dl_phdr_info;
+GMP_HIDDEN void gmp_each_object(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg);
+/* pthread_atfork's three handlers: fork waits for the walks under way. */
+GMP_HIDDEN void gmp_walks_fork_prepare(void);
+GMP_HIDDEN void gmp_walks_fork_parent(void);
+GMP_HIDDEN void gmp_walks_fork_child(void);
 
 /* dlsym.c: the real dlsym (found by dlvsym: gmp_real_function falls back on
  * it), for a library the preload opened itself (CUPTI). */

@@ -39,7 +39,7 @@ uint32_t gmp_stack_capture(uint64_t *out, uint32_t max)
     uint64_t frames[GMP_STACK_MAX + SKIPPABLE];
     if (!__atomic_load_n(&self_hi, __ATOMIC_ACQUIRE)) {
         GMP_IN_HOOK_SCOPE();
-        dl_iterate_phdr(find_self, (void *)(uintptr_t)gmp_stack_capture);
+        gmp_each_object(find_self, (void *)(uintptr_t)gmp_stack_capture);
     }
     int n = (int)gmp_unwind(frames, sizeof frames / sizeof *frames);
     uintptr_t self_end = __atomic_load_n(&self_hi, __ATOMIC_ACQUIRE),

@@ -112,7 +112,7 @@ static void note_object(gmp_ring_module_record *t, uint64_t at)
     if (is_known(t, at))
         return;
     object_query q = {.at = at};
-    dl_iterate_phdr(find_object, &q);
+    gmp_each_object(find_object, &q);
     if (!q.hit)
         return;
     uint32_t i = __atomic_fetch_add(&modules_used, 1, __ATOMIC_RELAXED);
