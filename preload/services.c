@@ -117,7 +117,8 @@ void gmp_pl_event_at(uint64_t now_ns, uint32_t stack_id, gmp_event_type type,
                      uint64_t size, int32_t result, uint64_t in_use)
 {
     gmp_event ev = {
-        .time_ns = now_ns, /* 0: the recorder reads the clock */
+        .time_ns = now_ns ? now_ns : gmp_now_realtime_ns(),
+        .thread_id = gmp_gettid(),
         .stack_id = stack_id,
         .address = address,
         .size = size,

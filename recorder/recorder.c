@@ -189,6 +189,8 @@ int gmp_record(gmp_recorder *rec, const gmp_event *ev)
     }
     if (ev->type == GMP_EV_OOM)
         __atomic_fetch_or(&ring->hdr->flags, GMP_RING_FLAG_FAILED, __ATOMIC_RELAXED);
+    if (ev->time_ns && ev->thread_id) /* no copy: the preload's events */
+        return gmp_ring_push(ring, ev) == UINT64_MAX ? -1 : 0;
     gmp_event e = *ev;
     if (!e.time_ns)
         e.time_ns = gmp_now_realtime_ns();
