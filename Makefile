@@ -52,6 +52,10 @@ INSPECT := $(BUILD)/gmp-inspect
 
 RUN_TOOL := $(BUILD)/gmp-run
 
+# The recorder as a shared library, no hooks: what the Python package of the
+# wheel calls (ctypes) to record and dump in a process without the preload.
+SHARED_LIB := $(BUILD)/libgpumemprof.so
+
 EXAMPLES := $(BUILD)/examples/grow-heap
 
 # The plain programs, and the allocator double the tests preload behind ours.
@@ -70,14 +74,14 @@ TEST_BIN := $(UNIT_BIN) $(INTEGRATION_BIN)
 TEST_SUPPORT := $(BUILD)/test/support.o
 
 .PHONY: all deps check test test-after-deps demo demo-after-deps bench gpu-check fuzz sanitize \
-        unit-programs test-programs install uninstall clean
+        unit-programs test-programs install uninstall clean wheel
 
 # Our GPU hook prototypes against the real headers, where they are installed.
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
                $(if $(wildcard $(CUDA_HOME)/include/cuda.h),$(BUILD)/check/cuda_driver_decls.ok) \
                $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/check/hip_decls.ok)
 
-all: $(RECORDER_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(EXAMPLES) $(DECL_CHECKS)
+all: $(RECORDER_LIB) $(SHARED_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(EXAMPLES) $(DECL_CHECKS)
 
 $(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_table.h preload/gpu_types.h
 	@mkdir -p $(dir $@)
@@ -132,6 +136,10 @@ $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isystem $
 
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
+
+$(SHARED_LIB): $(RECORDER_OBJ)
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libgpumemprof.so \
+	    -o $@ $(RECORDER_OBJ)
 
 $(RUN_TOOL): $(BUILD)/tools/run/gmp_run.o $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)
@@ -361,6 +369,8 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS) $(BUIL
 	python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check || failed=$$((failed+1)); \
 	python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check-doubles \
 	    --doubles $(DOUBLES) || failed=$$((failed+1)); \
+	echo "== the wheel: built, installed with pip into a fresh venv, used as a Python user would"; \
+	sh test/wheel/run.sh $(BUILD) || failed=$$((failed+1)); \
 	if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize || failed=$$((failed+1)); fi; \
 	echo "== fuzzing, $(FUZZ_SECONDS) s each"; \
 	if [ -z "$(HAVE_FUZZ)" ]; then echo "SKIP: $(FUZZ_CC) cannot build a libFuzzer harness here"; \
@@ -374,6 +384,11 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS) $(BUIL
 # GPU_CHECK_ONLY=1,7 runs those cases alone.
 gpu-check: $(PRELOAD) $(RUN_TOOL)
 	@python3 test/gpu_check/gpu_check.py --build $(BUILD) --only "$(GPU_CHECK_ONLY)"
+
+# The wheel (mk/wheel.sh): the preload, the tools, the recorder library and
+# the Python package (python/) in dist/, libraries vendored by auditwheel.
+wheel: all
+	@sh mk/wheel.sh $(BUILD)
 
 demo:
 	@sh mk/ensure-deps.sh
@@ -409,6 +424,7 @@ install: all
 	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so
 	install -m 0644 include/gpumemprof.h $(DESTDIR)$(PREFIX)/include/gpumemprof.h
 	install -m 0644 $(RECORDER_LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a
+	install -m 0755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemprof.so
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0644 docs/man/gmp-inspect.1 docs/man/gmp-run.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
@@ -416,7 +432,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/gmp-inspect $(DESTDIR)$(PREFIX)/bin/gmp-run \
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so \
 	      $(DESTDIR)$(PREFIX)/include/gpumemprof.h \
-	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a \
+	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a $(DESTDIR)$(PREFIX)/lib/libgpumemprof.so \
 	      $(DESTDIR)$(PREFIX)/share/man/man1/gmp-inspect.1 $(DESTDIR)$(PREFIX)/share/man/man1/gmp-run.1
 
 clean:

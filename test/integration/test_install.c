@@ -37,7 +37,8 @@ static void test_install(void **state)
         fail_msg("make install: %s", err);
     static const char *const files[] = {
         "bin/gmp-inspect", "bin/gmp-run", "lib/libgpumemprof_preload.so",
-        "lib/libgpumemprof.a", "include/gpumemprof.h", "share/man/man1/gmp-inspect.1",
+        "lib/libgpumemprof.a", "lib/libgpumemprof.so", "include/gpumemprof.h",
+        "share/man/man1/gmp-inspect.1",
         "share/man/man1/gmp-run.1"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char path[1024];

@@ -1,0 +1,19 @@
+"""gpumemprof: records the memory a process allocates -- on NVIDIA and AMD
+GPUs and on the host -- and writes a diagnostic bundle when the process
+runs out of memory.  The recording is done by a native preload with no code
+change:
+
+    gmp-run python train.py                   # or: python -m gpumemprof run train.py
+    LD_PRELOAD=$(python -m gpumemprof --preload-path) python train.py
+    gmp-inspect show oom_dumps/oom_dump_...
+
+This package carries the preload, the tools and the recorder library of the
+C toolkit (see _native)."""
+from ._native import native_path, preload_path, recorder_library_path
+
+try:
+    from ._version import __version__
+except ImportError:  # a source checkout: the wheel build writes _version.py
+    __version__ = "0+unknown"
+
+__all__ = ["__version__", "native_path", "preload_path", "recorder_library_path"]

@@ -1,0 +1,67 @@
+"""python -m gpumemprof (also the `gpumemprof` command): the toolkit's entry
+for Python users.
+
+    python -m gpumemprof --preload-path          the preload, for LD_PRELOAD
+    python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py [ARG...]
+                                                 this Python under gmp-run
+    python -m gpumemprof inspect ARG...          gmp-inspect
+    python -m gpumemprof --version
+
+`run` takes what would follow `python` on a command line (a script, or
+-m MODULE, -c CODE) and runs it with this interpreter under gmp-run, which
+puts the preload in every process of the job and writes the bundle of one
+the kernel's OOM killer ends."""
+import sys
+
+from . import __version__
+from ._native import exec_program, preload_path
+
+USAGE = """usage: python -m gpumemprof --preload-path | --version
+       python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py|-m MODULE|-c CODE [ARG...]
+       python -m gpumemprof inspect ARG...   (gmp-inspect; `inspect --help` lists its verbs)
+"""
+
+
+def run(args):
+    gmp_run_args = []
+    while args and args[0] in ("--dump-dir", "--"):
+        if args[0] == "--":
+            args = args[1:]
+            break
+        if len(args) < 2:
+            sys.stderr.write("gpumemprof run: --dump-dir needs a directory\n" + USAGE)
+            return 2
+        gmp_run_args += args[:2]
+        args = args[2:]
+    if not args:
+        sys.stderr.write("gpumemprof run: nothing to run\n" + USAGE)
+        return 2
+    return exec_program("gmp-run", gmp_run_args + ["--", sys.executable] + list(args))
+
+
+def main(argv=None):
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        (sys.stdout if args else sys.stderr).write(USAGE)
+        return 0 if args else 2
+    verb, rest = args[0], args[1:]
+    if verb == "--version":
+        print("gpumemprof " + __version__)
+        return 0
+    if verb == "--preload-path":
+        try:
+            print(preload_path())
+        except FileNotFoundError as e:
+            print(e, file=sys.stderr)
+            return 1
+        return 0
+    if verb == "run":
+        return run(rest)
+    if verb == "inspect":
+        return exec_program("gmp-inspect", rest)
+    sys.stderr.write("gpumemprof: unknown command %r\n%s" % (verb, USAGE))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
