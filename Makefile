@@ -54,6 +54,8 @@ RUN_TOOL := $(BUILD)/gmp-run
 
 # The recorder as a shared library, no hooks: what the Python package of the
 # wheel calls (ctypes) to record and dump in a process without the preload.
+# -Bsymbolic: its calls stay inside it where the preload, which exports the
+# same functions, is loaded too.
 SHARED_LIB := $(BUILD)/libgpumemprof.so
 
 EXAMPLES := $(BUILD)/examples/grow-heap
@@ -139,7 +141,7 @@ $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 
 $(SHARED_LIB): $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libgpumemprof.so \
-	    -o $@ $(RECORDER_OBJ)
+	    -Wl,-Bsymbolic -o $@ $(RECORDER_OBJ)
 
 $(RUN_TOOL): $(BUILD)/tools/run/gmp_run.o $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)

@@ -197,6 +197,13 @@ GMP_API void gmp_config_defaults(gmp_config *cfg);
 /* Defaults, then the GMP_* variables.  Bad values print one stderr line,
  * naming each variable and the value used instead; returns how many were bad. */
 GMP_API int gmp_config_from_env(gmp_config *cfg);
+/* For bindings, which should not mirror the struct: a config with the
+ * defaults on the heap (NULL when out of memory), freed by gmp_config_free;
+ * and one setting by its variable's name ("GMP_DUMP_DIR"), checked as the
+ * environment's would be: 0, or -1 and one stderr line (the value is kept). */
+GMP_API gmp_config *gmp_config_new(void);
+GMP_API void gmp_config_free(gmp_config *cfg);
+GMP_API int gmp_config_set(gmp_config *cfg, const char *variable, const char *value);
 
 /* ---- classification ------------------------------------------------------ */
 
@@ -343,6 +350,15 @@ typedef struct gmp_dump_request {
  * failure (one stderr line says why).  Allocates nothing. */
 GMP_API const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
                              char *path_out, size_t path_cap);
+/* gmp_dump of an exception, for bindings (no struct): backend by name
+ * ("cuda", "rocm" or "hip", "cpu"; another name is written as cpu),
+ * metadata_json a JSON object or NULL, traceback_fd as python_traceback_fd. */
+GMP_API const char *gmp_dump_exception(gmp_recorder *rec, const char *reason,
+                                       const char *exception_type,
+                                       const char *exception_module,
+                                       const char *exception_message, const char *context,
+                                       const char *backend, const char *metadata_json,
+                                       int traceback_fd, char *path_out, size_t path_cap);
 
 /* Set exception_type, exception_module and exception_message of the bundle
  * at path (a framework said more than the failing call); metadata.json is

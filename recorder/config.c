@@ -294,6 +294,65 @@ static int parse_environment(gmp_config *cfg)
     return bad;
 }
 
+/* One option by its variable's name, as if the environment said it: for a
+ * binding (the Python package) that has no environment to give. */
+#define SET_ONE_BOOL(field, name, def, doc)                                                      \
+    if (!strcmp(variable, name))                                                                 \
+        return parse_bool(name, value, &cfg->field) < 0 ? -1 : 0;
+#define SET_ONE_NUM(field, name, def, lo, hi, doc)                                               \
+    if (!strcmp(variable, name)) {                                                               \
+        uint64_t n = cfg->field;                                                                 \
+        int bad = parse_u64(name, value, lo, hi, &n) < 0;                                        \
+        cfg->field = (__typeof__(cfg->field))n;                                                  \
+        return bad ? -1 : 0;                                                                     \
+    }
+#define SET_ONE_TEXT(field, name, def, room, empty, def_doc, doc)                                \
+    if (!strcmp(variable, name))                                                                 \
+        return parse_string(name, value, cfg->field, sizeof cfg->field - (room), empty) < 0 ? -1 \
+                                                                                            : 0;
+#define SET_ONE_CHOICE(field, name, choices, doc)                                                \
+    if (!strcmp(variable, name)) {                                                               \
+        int index = (int)cfg->field;                                                             \
+        int bad = parse_choice(name, value, choices, &index) < 0;                                \
+        cfg->field = (__typeof__(cfg->field))index;                                              \
+        return bad ? -1 : 0;                                                                     \
+    }
+#define SET_ONE_JSON(field, name, doc)                                                           \
+    if (!strcmp(variable, name))                                                                 \
+        return parse_json(name, value, cfg->field, sizeof cfg->field) < 0 ? -1 : 0;
+
+static int set_one(gmp_config *cfg, const char *variable, const char *value)
+{
+    GMP_OPTIONS(SET_ONE_BOOL, SET_ONE_NUM, SET_ONE_TEXT, SET_ONE_CHOICE, SET_ONE_JSON)
+    complain(variable, value, "is not a setting", "nothing");
+    return -1;
+}
+
+int gmp_config_set(gmp_config *cfg, const char *variable, const char *value)
+{
+    if (!cfg || !variable || !value)
+        return -1;
+    complaints[0] = '\0';
+    complaint_count = 0;
+    int rc = set_one(cfg, variable, value);
+    if (complaint_count)
+        gmp_log("%s", complaints);
+    return rc;
+}
+
+gmp_config *gmp_config_new(void)
+{
+    gmp_config *cfg = malloc(sizeof *cfg);
+    if (cfg)
+        gmp_config_defaults(cfg);
+    return cfg;
+}
+
+void gmp_config_free(gmp_config *cfg)
+{
+    free(cfg);
+}
+
 /* The README's table of variables: one row an option. */
 #define ROW(name, def_doc, range, doc)                                                           \
     n += snprintf(out + (n < cap ? n : cap), n < cap ? cap - n : 0, "| `%s` | %s | %s%s |\n",   \

@@ -211,6 +211,30 @@ const char *gmp_recorder_ring_path(const gmp_recorder *rec)
     return ring ? ring->path : "";
 }
 
+const char *gmp_dump_exception(gmp_recorder *rec, const char *reason,
+                               const char *exception_type, const char *exception_module,
+                               const char *exception_message, const char *context,
+                               const char *backend, const char *metadata_json,
+                               int traceback_fd, char *path_out, size_t path_cap)
+{
+    gmp_backend b = GMP_BACKEND_CPU;
+    if (backend && !strcmp(backend, "cuda"))
+        b = GMP_BACKEND_CUDA;
+    else if (backend && (!strcmp(backend, "rocm") || !strcmp(backend, "hip")))
+        b = GMP_BACKEND_ROCM;
+    gmp_dump_request req = {
+        .reason = reason,
+        .exception_type = exception_type,
+        .exception_module = exception_module,
+        .exception_message = exception_message,
+        .context = context,
+        .backend = b,
+        .metadata_json = metadata_json,
+        .python_traceback_fd = traceback_fd,
+    };
+    return gmp_dump(rec, &req, path_out, path_cap);
+}
+
 const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
                      char *path_out, size_t path_cap)
 {

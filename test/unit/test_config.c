@@ -144,6 +144,39 @@ static void test_bad_values_one_line_each(void **state)
     assert_int_equal(c.max_dumps, 5);
 }
 
+/* A binding's setter: the same checks as the environment's, one option at
+ * a time, by its variable's name; a refused value keeps the one before. */
+static void test_set_by_name(void **state)
+{
+    (void)state;
+    gmp_config *c = gmp_config_new();
+    assert_non_null(c);
+    assert_int_equal(c->buffer_size, 10000);
+    char err[1024];
+    stderr_capture_begin();
+    assert_int_equal(gmp_config_set(c, "GMP_DUMP_DIR", "/tmp/x"), 0);
+    assert_int_equal(gmp_config_set(c, "GMP_BUFFER_SIZE", "64"), 0);
+    assert_int_equal(gmp_config_set(c, "GMP_CUDA_MODE", "cupti"), 0);
+    assert_int_equal(gmp_config_set(c, "GMP_METADATA", "{\"a\": 1}"), 0);
+    stderr_capture_end(err, sizeof err);
+    assert_string_equal(err, "");
+    assert_string_equal(c->dump_dir, "/tmp/x");
+    assert_int_equal(c->buffer_size, 64);
+    assert_int_equal(c->cuda_mode, GMP_CUDA_MODE_CUPTI);
+    assert_string_equal(c->metadata_json, "{\"a\": 1}");
+    stderr_capture_begin();
+    assert_int_equal(gmp_config_set(c, "GMP_MAX_DUMPS", "0"), -1);
+    stderr_capture_end(err, sizeof err);
+    assert_non_null(strstr(err, "GMP_MAX_DUMPS='0'"));
+    assert_int_equal(c->max_dumps, 5);
+    stderr_capture_begin();
+    assert_int_equal(gmp_config_set(c, "GMP_NO_SUCH", "1"), -1);
+    stderr_capture_end(err, sizeof err);
+    assert_non_null(strstr(err, "GMP_NO_SUCH='1' is not a setting"));
+    assert_int_equal(gmp_config_set(c, NULL, "1"), -1);
+    gmp_config_free(c);
+}
+
 /* Garbage in every variable: still one line, naming the first of them. */
 static void test_all_bad_one_line(void **state)
 {
@@ -202,6 +235,7 @@ int main(void)
         cmocka_unit_test_setup(test_good_values, clear_env),
         cmocka_unit_test_setup(test_bad_values_one_line_each, clear_env),
         cmocka_unit_test_setup(test_all_bad_one_line, clear_env),
+        cmocka_unit_test(test_set_by_name),
         cmocka_unit_test(test_readme_table_is_the_option_list),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -4,7 +4,8 @@
 # nothing else comes with it), and runs what a user types: the commands pip
 # made (gmp-run, gmp-inspect, gpumemprof), `python -m gpumemprof run` and
 # `--preload-path`, each on a real Python process that runs out of memory,
-# with the bundle it leaves checked by the installed gmp-inspect.  The
+# with the bundle it leaves checked by the installed gmp-inspect; and the
+# Python recorder API (api_check.py), alone and under the preload.  The
 # installed gmp-inspect must take jansson and libdw from the wheel's own
 # copies, not the machine's -dev packages.  Skipped, with a line, where the
 # build tools cannot be had from PyPI.
@@ -100,6 +101,19 @@ check_one_bundle "gmp-run python train.py" "$work/d1" $?
 check_one_bundle "python -m gpumemprof run train.py" "$work/d2" $?
 GMP_DUMP_DIR=$work/d3 LD_PRELOAD=$preload "$py" "$work/train.py" >/dev/null 2>&1
 check_one_bundle "LD_PRELOAD=\$(python -m gpumemprof --preload-path)" "$work/d3" $?
+
+# the seed's Python API on the C recorder, then the same under the preload;
+# the recorder leaves no ring file behind
+mkdir -p "$work/run"
+GMP_RUN_DIR=$work/run "$py" "$root/test/wheel/api_check.py" "$venv/bin/gmp-inspect" "$work/api" ||
+    failed=1
+left=$(find "$work/run" -type f | head -3)
+[ -z "$left" ] && ok "the Python recorder leaves no ring file behind" ||
+    fail "ring files left behind: $left"
+mkdir -p "$work/api_preload"
+GMP_DUMP_DIR=$work/api_preload/dumps GMP_API_CHECK_UNDER_PRELOAD=1 LD_PRELOAD=$preload \
+    "$py" "$root/test/wheel/api_check.py" "$venv/bin/gmp-inspect" "$work/api_preload" ||
+    failed=1
 
 "$py" -m gpumemprof frobnicate >/dev/null 2>"$work/bad.err"
 rc=$?

@@ -1,0 +1,99 @@
+"""ctypes binding of the C recorder (include/gpumemprof.h): the functions
+the Python recorder calls, and the event record.  In a process running
+under the preload, the preload's own copies of these functions are used
+with its recorder (one ring, one bundle per OOM); otherwise the recorder
+library of the wheel (libgpumemprof.so, no hooks)."""
+import ctypes
+
+from ._native import recorder_library_path
+
+# gmp_event_type and gmp_backend, as the header numbers them
+EV_ALLOC, EV_FREE, EV_OOM, EV_SAMPLE, EV_PRESSURE, EV_MARK = 1, 2, 4, 8, 10, 11
+BACKEND_CPU, BACKEND_CUDA, BACKEND_ROCM = 0, 1, 2
+
+
+class Event(ctypes.Structure):
+    """gmp_event: one fixed 64-byte record."""
+    _fields_ = [
+        ("time_ns", ctypes.c_uint64),
+        ("seq", ctypes.c_uint64),
+        ("address", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("in_use", ctypes.c_uint64),
+        ("thread_id", ctypes.c_uint32),
+        ("result", ctypes.c_int32),
+        ("stack_id", ctypes.c_uint32),
+        ("device", ctypes.c_int16),
+        ("api", ctypes.c_uint16),
+        ("type", ctypes.c_uint8),
+        ("backend", ctypes.c_uint8),
+        ("flags", ctypes.c_uint16),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+assert ctypes.sizeof(Event) == 64
+
+
+class Classification(ctypes.Structure):
+    _fields_ = [("is_oom", ctypes.c_int), ("reason", ctypes.c_char * 160)]
+
+
+def _declare(lib):
+    p, c = ctypes.c_void_p, ctypes.c_char_p
+    for name, restype, argtypes in (
+        ("gmp_config_new", p, []),
+        ("gmp_config_free", None, [p]),
+        ("gmp_config_set", ctypes.c_int, [p, c, c]),
+        ("gmp_recorder_create", p, [p]),
+        ("gmp_recorder_destroy", None, [p]),
+        ("gmp_record", ctypes.c_int, [p, ctypes.POINTER(Event)]),
+        ("gmp_dump_exception", c, [p, c, c, c, c, c, c, c, ctypes.c_int, c, ctypes.c_size_t]),
+        ("gmp_classify_exception", Classification, [c, c, c]),
+        ("gmp_api_name", c, [ctypes.c_uint]),
+    ):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+_loaded = {}
+
+
+def preload_recorder():
+    """(library, recorder) of the preload this process runs under, or None
+    (no preload, or its recording is off)."""
+    if "preload" not in _loaded:
+        found = None
+        try:
+            process = ctypes.CDLL(None)
+            get = process.gmp_preload_recorder
+            get.restype, get.argtypes = ctypes.c_void_p, []
+            rec = get()
+            if rec:
+                found = (_declare(process), rec)
+        except (AttributeError, OSError):
+            pass
+        _loaded["preload"] = found
+    return _loaded["preload"]
+
+
+def library():
+    """The recorder functions: the preload's when it is there, else the
+    wheel's recorder library."""
+    if "lib" not in _loaded:
+        under = preload_recorder()
+        _loaded["lib"] = under[0] if under else _declare(ctypes.CDLL(recorder_library_path()))
+    return _loaded["lib"]
+
+
+def api_user():
+    """gmp_api's USER: the API an event recorded by the program names."""
+    lib = library()
+    for i in range(256):
+        name = lib.gmp_api_name(i)
+        if name == b"user":
+            return i
+        if name in (None, b"unknown") and i > 0:
+            break
+    return 0

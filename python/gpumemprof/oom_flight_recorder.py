@@ -1,0 +1,222 @@
+"""gpumemprof.oom_flight_recorder: the Python OOM flight recorder's API,
+on the C recorder.
+
+    config = OOMFlightRecorderConfig(dump_dir="./oom_diagnostics", max_dumps=10)
+    recorder = OOMFlightRecorder(config)
+    recorder.record_event({"timestamp": time.time(), "event_type": "allocation",
+                           "memory_allocated": n, "device_id": 0})
+    try:
+        ...
+    except Exception as exc:
+        if classify_oom_exception(exc).is_oom:
+            path = recorder.dump(exception=exc, context="training", backend="cuda")
+        raise
+
+The events go into the C recorder's ring and the bundle is written by it,
+in the format the preload writes (gmp-inspect reads both); retention keeps
+max_dumps bundles and max_total_mb.  snapshot_events() gives back the
+dicts as they were recorded.  Under the preload (LD_PRELOAD, gmp-run,
+python -m gpumemprof run) the events go into the preload's own ring and
+the bundle is the preload's, with its events; its configuration (GMP_*)
+then decides where bundles go.  classify_oom_exception asks the C
+classifier, so Python and the preload agree on what an OOM is."""
+import collections
+import ctypes
+import json
+import os
+import tempfile
+import threading
+import time
+import traceback
+import weakref
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from . import _recorder_lib as clib
+
+__all__ = ["OOMFlightRecorderConfig", "OOMExceptionClassification", "OOMFlightRecorder",
+           "classify_oom_exception"]
+
+
+@dataclass
+class OOMFlightRecorderConfig:
+    """Runtime configuration of the recorder (the seed's fields and defaults)."""
+    enabled: bool = True
+    dump_dir: str = "oom_dumps"
+    buffer_size: int = 10000
+    max_dumps: int = 5
+    max_total_mb: int = 256
+
+
+@dataclass(frozen=True)
+class OOMExceptionClassification:
+    """is_oom, and the reason (e.g. "torch.cuda.OutOfMemoryError"; None when not an OOM)."""
+    is_oom: bool
+    reason: Optional[str] = None
+
+
+def _text(value):
+    return None if value is None else str(value).encode("utf-8", "replace")
+
+
+def classify_oom_exception(exc: BaseException) -> OOMExceptionClassification:
+    """Whether exc is an out-of-memory error, by the C classifier's rules:
+    its type (torch's OutOfMemoryError, TensorFlow's ResourceExhaustedError,
+    MemoryError and numpy's, CuPy's, ...), a base class of it, or its
+    message ("CUDA out of memory", "failed to allocate", ...)."""
+    lib = clib.library()
+    message = _text(exc)
+    for cls in type(exc).__mro__:
+        if cls in (BaseException, Exception, object):
+            break
+        c = lib.gmp_classify_exception(_text(cls.__name__), _text(cls.__module__), message)
+        if c.is_oom:
+            return OOMExceptionClassification(True, c.reason.decode("utf-8", "replace"))
+    c = lib.gmp_classify_exception(None, None, message)
+    if c.is_oom:
+        return OOMExceptionClassification(True, c.reason.decode("utf-8", "replace"))
+    return OOMExceptionClassification(False, None)
+
+
+_EVENT_TYPES = {
+    "allocation": clib.EV_ALLOC, "alloc": clib.EV_ALLOC, "malloc": clib.EV_ALLOC,
+    "free": clib.EV_FREE, "deallocation": clib.EV_FREE, "release": clib.EV_FREE,
+    "oom": clib.EV_OOM, "sample": clib.EV_SAMPLE, "snapshot": clib.EV_SAMPLE,
+    "pressure": clib.EV_PRESSURE, "mark": clib.EV_MARK,
+}
+_BACKENDS = {"cpu": clib.BACKEND_CPU, "host": clib.BACKEND_CPU, "cuda": clib.BACKEND_CUDA,
+             "rocm": clib.BACKEND_ROCM, "hip": clib.BACKEND_ROCM}
+_U64 = (1 << 64) - 1
+
+
+def _count(event, *keys):
+    """The first of keys that holds a number, as an unsigned 64-bit count."""
+    for key in keys:
+        value = event.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        try:
+            n = int(value)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        return min(max(n, 0), _U64)
+    return None
+
+
+def _to_record(event: Dict[str, Any], api_user: int) -> clib.Event:
+    """A payload as the C record: event_type, memory_allocated/allocated/
+    in_use, size, device_id, backend and timestamp are understood; an
+    event without a known type but with a reading is a sample, else a mark."""
+    in_use = _count(event, "memory_allocated", "allocated", "in_use")
+    kind = _EVENT_TYPES.get(str(event.get("event_type", "")).lower())
+    if kind is None:
+        kind = clib.EV_SAMPLE if in_use is not None else clib.EV_MARK
+    device = _count(event, "device_id", "device")
+    backend = _BACKENDS.get(str(event.get("backend", "")).lower())
+    if backend is None:
+        backend = clib.BACKEND_CUDA if device is not None else clib.BACKEND_CPU
+    stamp = event.get("timestamp")
+    try:
+        time_ns = int(float(stamp) * 1e9) if stamp is not None else 0
+    except (TypeError, ValueError, OverflowError):
+        time_ns = 0
+    return clib.Event(
+        time_ns=min(max(time_ns, 0), _U64) or time.time_ns(),
+        address=_count(event, "address", "ptr") or 0,
+        size=_count(event, "size", "bytes") or 0,
+        in_use=in_use or 0,
+        device=min(device, 32767) if device is not None else -1,
+        api=api_user, type=kind, backend=backend)
+
+
+class OOMFlightRecorder:
+    """Bounded recorder that writes a diagnostic bundle on OOM."""
+
+    def __init__(self, config: Optional[OOMFlightRecorderConfig] = None):
+        self.config = config or OOMFlightRecorderConfig()
+        self._events = collections.deque(maxlen=max(1, int(self.config.buffer_size)))
+        self._lock = threading.Lock()
+        self._rec = None
+        if not self.config.enabled:
+            return
+        lib = clib.library()
+        under = clib.preload_recorder()
+        self.uses_preload = under is not None
+        if under:
+            self._rec = under[1]
+        else:
+            self._rec = self._create(lib)
+            if self._rec:  # the ring file goes with the recorder, or at exit
+                weakref.finalize(self, lib.gmp_recorder_destroy, self._rec)
+        self._api_user = clib.api_user()
+
+    uses_preload = False
+
+    def _create(self, lib):
+        cfg = lib.gmp_config_new()
+        if not cfg:
+            raise MemoryError("gpumemprof: no memory for the recorder's configuration")
+        try:
+            c = self.config
+            # the C ring keeps at least 16 events; the deque keeps exactly buffer_size
+            for name, value in (("GMP_DUMP_DIR", os.path.abspath(c.dump_dir)),
+                                ("GMP_BUFFER_SIZE", min(max(int(c.buffer_size), 16), 1 << 24)),
+                                ("GMP_MAX_DUMPS", int(c.max_dumps)),
+                                ("GMP_MAX_TOTAL_MB", int(c.max_total_mb))):
+                if lib.gmp_config_set(cfg, name.encode(), str(value).encode()) != 0:
+                    raise ValueError("gpumemprof: %s=%r is refused (see the line above)"
+                                     % (name, value))
+            return lib.gmp_recorder_create(cfg)
+        finally:
+            lib.gmp_config_free(cfg)
+
+    def record_event(self, event: Dict[str, Any]) -> None:
+        """Append one event payload to the ring buffer."""
+        if not self.config.enabled:
+            return
+        with self._lock:
+            self._events.append(dict(event))
+        if self._rec:
+            record = _to_record(event, self._api_user)
+            clib.library().gmp_record(self._rec, ctypes.byref(record))
+
+    def snapshot_events(self) -> List[Dict[str, Any]]:
+        """The buffered events, oldest first, as they were recorded."""
+        with self._lock:
+            return [dict(e) for e in self._events]
+
+    def dump(self, reason: Optional[str] = None, exception: Optional[BaseException] = None,
+             context: Optional[str] = None, backend: Optional[str] = None,
+             metadata: Optional[Dict[str, Any]] = None) -> Optional[str]:
+        """Write a bundle and apply retention; its path, or None when the
+        recorder is disabled or the bundle could not be written (one line on
+        stderr says why)."""
+        if not self.config.enabled or not self._rec:
+            return None
+        if reason is None:
+            reason = (classify_oom_exception(exception).reason if exception is not None
+                      else None) or "manual"
+        if backend is None:  # the seed's callers name it; else what the reason says
+            low = reason.lower()
+            backend = ("cuda" if "cuda" in low else
+                       "rocm" if "hip" in low or "rocm" in low else "cpu")
+        metadata_json = None
+        if metadata is not None:
+            metadata_json = json.dumps(dict(metadata), default=str).encode("utf-8")
+        exc_type = exc_module = exc_message = None
+        if exception is not None:
+            exc_type = _text(type(exception).__name__)
+            exc_module = _text(type(exception).__module__)
+            exc_message = _text(exception)
+        with tempfile.TemporaryFile() as tb:
+            fd = -1
+            if exception is not None and exception.__traceback__ is not None:
+                tb.write("".join(traceback.format_exception(
+                    type(exception), exception, exception.__traceback__)).encode("utf-8", "replace"))
+                tb.flush()
+                fd = tb.fileno()
+            out = ctypes.create_string_buffer(4096)
+            path = clib.library().gmp_dump_exception(
+                self._rec, _text(reason), exc_type, exc_module, exc_message, _text(context),
+                _text(backend), metadata_json, fd, out, len(out))
+        return path.decode("utf-8", "surrogateescape") if path else None
