@@ -22,6 +22,7 @@ then decides where bundles go.  classify_oom_exception asks the C
 classifier, so Python and the preload agree on what an OOM is."""
 import collections
 import ctypes
+import functools
 import json
 import os
 import tempfile
@@ -129,6 +130,12 @@ def _to_record(event: Dict[str, Any], api_user: int) -> clib.Event:
         api=api_user, type=kind, backend=backend)
 
 
+def _after_fork(recorder_ref):
+    recorder = recorder_ref()
+    if recorder is not None and recorder._rec:
+        clib.library().gmp_recorder_after_fork(recorder._rec)
+
+
 class OOMFlightRecorder:
     """Bounded recorder that writes a diagnostic bundle on OOM."""
 
@@ -148,6 +155,10 @@ class OOMFlightRecorder:
             self._rec = self._create(lib)
             if self._rec:  # the ring file goes with the recorder, or at exit
                 weakref.finalize(self, lib.gmp_recorder_destroy, self._rec)
+                # a forked child records into a ring of its own, and its exit
+                # removes that one, not the parent's
+                os.register_at_fork(after_in_child=functools.partial(_after_fork,
+                                                                     weakref.ref(self)))
         self._api_user = clib.api_user()
 
     uses_preload = False
