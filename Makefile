@@ -384,7 +384,7 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS) $(BUIL
 # PyTorch, CuPy and JAX; needs only a C compiler and the CUDA toolkit to
 # build.  Results and bundles under $OUT when set, else $(BUILD)/gpu-check;
 # GPU_CHECK_ONLY=1,7 runs those cases alone.
-gpu-check: $(PRELOAD) $(RUN_TOOL)
+gpu-check: $(PRELOAD) $(RUN_TOOL) $(SHARED_LIB)
 	@python3 test/gpu_check/gpu_check.py --build $(BUILD) --only "$(GPU_CHECK_ONLY)"
 
 # The wheel (mk/wheel.sh): the preload, the tools, the recorder library and

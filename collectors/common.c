@@ -1,7 +1,9 @@
 /*
- * common.c — what the collectors share: the list of them, and the one rule
+ * common.c — what the collectors share: the list of them, the one rule
  * on libraries (see collector.h): a collector uses a GPU library the
- * program already loaded; only a tool that asks may load one.
+ * program already loaded; only a tool that asks may load one; and the
+ * public entry that samples one collector's devices (gmp_collector_sample,
+ * for `gmp-inspect info` and the Python package's monitor and tracker).
  */
 #include "collector.h"
 
@@ -51,4 +53,39 @@ int gmp_collector_resolve(int *state, int (*bind)(void))
     int ok = bind();
     __atomic_store_n(state, ok ? 2 : 3, __ATOMIC_RELEASE);
     return ok;
+}
+
+int gmp_collector_count(void)
+{
+    return (int)(sizeof gmp_collectors / sizeof gmp_collectors[0]) - 1;
+}
+
+const char *gmp_collector_name(int i)
+{
+    return i >= 0 && i < gmp_collector_count() ? gmp_collectors[i]->name : NULL;
+}
+
+int gmp_collector_sample(int i, unsigned flags, gmp_device_state *out, size_t cap,
+                         const char **why_not)
+{
+    const char *why = "no such collector";
+    if (flags & GMP_SAMPLE_MAY_LOAD)
+        gmp_collectors_may_load(1);
+    int count = -1;
+    if (i >= 0 && i < gmp_collector_count()) {
+        const gmp_collector *c = gmp_collectors[i];
+        why = "";
+        if (c->is_available(&why)) {
+            /* the host is one entry, device -1; a GPU collector's are 0.. */
+            int first = c == &gmp_collector_host ? -1 : 0;
+            int n = c == &gmp_collector_host ? 1 : c->device_count();
+            count = 0;
+            for (int d = first; d < first + n && (size_t)count < cap; d++)
+                if (c->sample(d, &out[count]) == 0)
+                    count++;
+        }
+    }
+    if (why_not)
+        *why_not = count < 0 ? why : NULL;
+    return count;
 }

@@ -296,6 +296,22 @@ typedef struct gmp_device_state {
     const char *source;          /* "cuMemGetInfo", "cuMemGetInfo+nvml", ...; NULL unknown */
 } gmp_device_state;
 
+/* ---- the collectors, for bindings and tools ------------------------------ */
+
+/* The memory collectors (cuda, nvml, rocm, host, in that order): how many,
+ * and the name of collector i (NULL past the end).  gmp_collector_sample
+ * reads every device collector i sees into out (at most cap; the host is one
+ * entry with device -1) and returns how many, or -1 when it cannot sample
+ * here (*why_not, when given, says why: static text).  In the preload's
+ * process the collectors use only the GPU libraries the program loaded;
+ * GMP_SAMPLE_MAY_LOAD, for a tool, lets them load what they need, from then
+ * on, in this copy of the library. */
+#define GMP_SAMPLE_MAY_LOAD 0x1u
+GMP_API int gmp_collector_count(void);
+GMP_API const char *gmp_collector_name(int i);
+GMP_API int gmp_collector_sample(int i, unsigned flags, gmp_device_state *out, size_t cap,
+                                 const char **why_not);
+
 /* One live device allocation (or cuMemCreate handle), for allocations.json
  * and the leak report. */
 typedef struct gmp_live_allocation {

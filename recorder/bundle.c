@@ -77,7 +77,8 @@ static int write_event(const gmp_event *ev, void *arg)
     gmp_jw_ku64(w, "thread_id", ev->thread_id);
     gmp_jw_ku64(w, "bytes_in_use", ev->in_use);
     gmp_jw_ku64(w, "stack_id", ev->stack_id);
-    if (ev->type == GMP_EV_SAMPLE) { /* a collector's reading: see sampler.c */
+    if (ev->type == GMP_EV_SAMPLE && ev->size) { /* a collector's reading (sampler.c); a
+                                                  * program's own may have no total */
         gmp_jw_ku64(w, "free", ev->address);
         gmp_jw_ku64(w, "total", ev->size);
     }

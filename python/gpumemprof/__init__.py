@@ -8,12 +8,20 @@ change:
     gmp-inspect show oom_dumps/oom_dump_...
 
 This package carries the preload, the tools and the recorder library of the
-C toolkit (see _native)."""
+C toolkit (see _native), and the Python API on that recorder: MemoryTracker
+(tracker.py), the OOM flight recorder (oom_flight_recorder.py) and the
+collectors' readings (collectors.py)."""
 from ._native import native_path, preload_path, recorder_library_path
+from .oom_flight_recorder import (OOMExceptionClassification, OOMFlightRecorder,
+                                  OOMFlightRecorderConfig, classify_oom_exception)
+from .tracker import MemoryTracker
+from .utils import format_memory
 
 try:
     from ._version import __version__
 except ImportError:  # a source checkout: the wheel build writes _version.py
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "native_path", "preload_path", "recorder_library_path"]
+__all__ = ["__version__", "native_path", "preload_path", "recorder_library_path",
+           "MemoryTracker", "OOMFlightRecorder", "OOMFlightRecorderConfig",
+           "OOMExceptionClassification", "classify_oom_exception", "format_memory"]

@@ -5,6 +5,8 @@ for Python users.
     python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py [ARG...]
                                                  this Python under gmp-run
     python -m gpumemprof inspect ARG...          gmp-inspect
+    python -m gpumemprof info|monitor|track|analyze ...
+                                                 the seed's verbs (commands.py)
     python -m gpumemprof --version
 
 `run` takes what would follow `python` on a command line (a script, or
@@ -15,10 +17,17 @@ import sys
 
 from . import __version__
 from ._native import exec_program, preload_path
+from .commands import VERBS
 
 USAGE = """usage: python -m gpumemprof --preload-path | --version
        python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py|-m MODULE|-c CODE [ARG...]
        python -m gpumemprof inspect ARG...   (gmp-inspect; `inspect --help` lists its verbs)
+       python -m gpumemprof info [--json]
+       python -m gpumemprof monitor [--duration S] [--interval S] [--output FILE] [--format text|csv|json]
+       python -m gpumemprof track [--duration S] [--interval S] [--output FILE] [--format csv|json]
+                                  [--warning-threshold PCT] [--critical-threshold PCT] [--dump-dir DIR]
+                                  [--devices all|gpus|host]
+       python -m gpumemprof analyze BUNDLE|DIR|FILE [--format txt|json] [--output FILE]
 """
 
 
@@ -59,6 +68,8 @@ def main(argv=None):
         return run(rest)
     if verb == "inspect":
         return exec_program("gmp-inspect", rest)
+    if verb in VERBS:
+        return VERBS[verb](rest)
     sys.stderr.write("gpumemprof: unknown command %r\n%s" % (verb, USAGE))
     return 2
 

@@ -35,6 +35,29 @@ class Event(ctypes.Structure):
 assert ctypes.sizeof(Event) == 64
 
 
+class DeviceState(ctypes.Structure):
+    """gmp_device_state: one collector's reading of one device (-1: the host)."""
+    _fields_ = [
+        ("backend", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("free_bytes", ctypes.c_uint64),
+        ("total", ctypes.c_uint64),
+        ("process_bytes", ctypes.c_uint64),
+        ("sampled_ns", ctypes.c_uint64),
+        ("known", ctypes.c_uint),
+        ("used_bytes", ctypes.c_uint64),
+        ("driver_process_bytes", ctypes.c_uint64),
+        ("other_processes_bytes", ctypes.c_uint64),
+        ("other_process_count", ctypes.c_uint32),
+        ("name", ctypes.c_char * 96),
+        ("source", ctypes.c_char_p),
+    ]
+
+
+DS_USED, DS_DRIVER_PROCESS, DS_OTHERS = 0x1, 0x2, 0x4
+SAMPLE_MAY_LOAD = 0x1
+
+
 class Classification(ctypes.Structure):
     _fields_ = [("is_oom", ctypes.c_int), ("reason", ctypes.c_char * 160)]
 
@@ -52,6 +75,12 @@ def _declare(lib):
         ("gmp_dump_exception", c, [p, c, c, c, c, c, c, c, ctypes.c_int, c, ctypes.c_size_t]),
         ("gmp_classify_exception", Classification, [c, c, c]),
         ("gmp_api_name", c, [ctypes.c_uint]),
+        ("gmp_backend_name", c, [ctypes.c_uint]),
+        ("gmp_collector_count", ctypes.c_int, []),
+        ("gmp_collector_name", c, [ctypes.c_int]),
+        ("gmp_collector_sample", ctypes.c_int, [ctypes.c_int, ctypes.c_uint,
+                                                ctypes.POINTER(DeviceState), ctypes.c_size_t,
+                                                ctypes.POINTER(ctypes.c_char_p)]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
@@ -86,6 +115,14 @@ def library():
         under = preload_recorder()
         _loaded["lib"] = under[0] if under else _declare(ctypes.CDLL(recorder_library_path()))
     return _loaded["lib"]
+
+
+def own_library():
+    """The wheel's recorder library itself, even under the preload: for the
+    tools (monitor, track), whose collectors may load the GPU libraries."""
+    if "own" not in _loaded:
+        _loaded["own"] = _declare(ctypes.CDLL(recorder_library_path()))
+    return _loaded["own"]
 
 
 def api_user():

@@ -83,7 +83,8 @@ _EVENT_TYPES = {
     "allocation": clib.EV_ALLOC, "alloc": clib.EV_ALLOC, "malloc": clib.EV_ALLOC,
     "free": clib.EV_FREE, "deallocation": clib.EV_FREE, "release": clib.EV_FREE,
     "oom": clib.EV_OOM, "sample": clib.EV_SAMPLE, "snapshot": clib.EV_SAMPLE,
-    "pressure": clib.EV_PRESSURE, "mark": clib.EV_MARK,
+    "peak": clib.EV_SAMPLE, "pressure": clib.EV_PRESSURE, "warning": clib.EV_PRESSURE,
+    "critical": clib.EV_PRESSURE, "mark": clib.EV_MARK,
 }
 _BACKENDS = {"cpu": clib.BACKEND_CPU, "host": clib.BACKEND_CPU, "cuda": clib.BACKEND_CUDA,
              "rocm": clib.BACKEND_ROCM, "hip": clib.BACKEND_ROCM}
@@ -104,29 +105,54 @@ def _count(event, *keys):
     return None
 
 
+def _device(event):
+    """device_id (or device): a GPU's index, or -1 for the host."""
+    for key in ("device_id", "device"):
+        value = event.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        try:
+            return min(max(int(value), -1), 32767)
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return None
+
+
 def _to_record(event: Dict[str, Any], api_user: int) -> clib.Event:
-    """A payload as the C record: event_type, memory_allocated/allocated/
-    in_use, size, device_id, backend and timestamp are understood; an
-    event without a known type but with a reading is a sample, else a mark."""
+    """A payload as the C record.  Understood: event_type, memory_allocated/
+    allocated/in_use, size, device_id, backend, timestamp; a sample also
+    carries the device's free and total (device_free/free, device_total/
+    total), a warning or critical one the total and usage_percent, as the
+    preload's own sample and pressure events do.  An event without a known
+    type but with a reading is a sample, else a mark."""
     in_use = _count(event, "memory_allocated", "allocated", "in_use")
     kind = _EVENT_TYPES.get(str(event.get("event_type", "")).lower())
     if kind is None:
         kind = clib.EV_SAMPLE if in_use is not None else clib.EV_MARK
-    device = _count(event, "device_id", "device")
+    device = _device(event)
     backend = _BACKENDS.get(str(event.get("backend", "")).lower())
     if backend is None:
-        backend = clib.BACKEND_CUDA if device is not None else clib.BACKEND_CPU
+        backend = clib.BACKEND_CUDA if device is not None and device >= 0 else clib.BACKEND_CPU
     stamp = event.get("timestamp")
     try:
         time_ns = int(float(stamp) * 1e9) if stamp is not None else 0
     except (TypeError, ValueError, OverflowError):
         time_ns = 0
+    address = _count(event, "address", "ptr") or 0
+    size = _count(event, "size", "bytes") or 0
+    total = _count(event, "device_total", "total", "total_bytes")
+    result = 0
+    if kind == clib.EV_SAMPLE:
+        address = _count(event, "device_free", "free", "free_bytes") or 0
+        size = total or 0
+    elif kind == clib.EV_PRESSURE:
+        size = total or 0
+        in_use = _count(event, "device_used", "used", "used_bytes", "memory_allocated")
+        result = min(_count(event, "usage_percent") or 0, 100)
     return clib.Event(
         time_ns=min(max(time_ns, 0), _U64) or time.time_ns(),
-        address=_count(event, "address", "ptr") or 0,
-        size=_count(event, "size", "bytes") or 0,
-        in_use=in_use or 0,
-        device=min(device, 32767) if device is not None else -1,
+        address=address, size=size, in_use=in_use or 0, result=result,
+        device=device if device is not None else -1,
         api=api_user, type=kind, backend=backend)
 
 
@@ -207,6 +233,21 @@ class OOMFlightRecorder:
         if reason is None:
             reason = (classify_oom_exception(exception).reason if exception is not None
                       else None) or "manual"
+        exc_type = exc_module = exc_message = tb_text = None
+        if exception is not None:
+            exc_type, exc_module = type(exception).__name__, type(exception).__module__
+            exc_message = str(exception)
+            if exception.__traceback__ is not None:
+                tb_text = "".join(traceback.format_exception(
+                    type(exception), exception, exception.__traceback__))
+        return self._write(reason, exc_type, exc_module, exc_message, tb_text, context, backend,
+                           metadata)
+
+    def _write(self, reason, exc_type, exc_module, exc_message, tb_text, context, backend,
+               metadata):
+        """The bundle, through the C recorder; its path or None."""
+        if not self.config.enabled or not self._rec:
+            return None
         if backend is None:  # the seed's callers name it; else what the reason says
             low = reason.lower()
             backend = ("cuda" if "cuda" in low else
@@ -214,20 +255,14 @@ class OOMFlightRecorder:
         metadata_json = None
         if metadata is not None:
             metadata_json = json.dumps(dict(metadata), default=str).encode("utf-8")
-        exc_type = exc_module = exc_message = None
-        if exception is not None:
-            exc_type = _text(type(exception).__name__)
-            exc_module = _text(type(exception).__module__)
-            exc_message = _text(exception)
         with tempfile.TemporaryFile() as tb:
             fd = -1
-            if exception is not None and exception.__traceback__ is not None:
-                tb.write("".join(traceback.format_exception(
-                    type(exception), exception, exception.__traceback__)).encode("utf-8", "replace"))
+            if tb_text:
+                tb.write(tb_text.encode("utf-8", "replace"))
                 tb.flush()
                 fd = tb.fileno()
             out = ctypes.create_string_buffer(4096)
             path = clib.library().gmp_dump_exception(
-                self._rec, _text(reason), exc_type, exc_module, exc_message, _text(context),
-                _text(backend), metadata_json, fd, out, len(out))
+                self._rec, _text(reason), _text(exc_type), _text(exc_module), _text(exc_message),
+                _text(context), _text(backend), metadata_json, fd, out, len(out))
         return path.decode("utf-8", "surrogateescape") if path else None

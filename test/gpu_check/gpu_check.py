@@ -468,6 +468,62 @@ def overhead(c, progs):
               c.step_ratio <= 1.02)
 
 
+TRACKER = r"""
+import json, os, torch
+from gpumemprof import MemoryTracker
+t = MemoryTracker(device="cuda:0", sampling_interval=10, oom_dump_dir=os.environ["GMP_DUMP_DIR"])
+x = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+r = t.sample()[0]
+print(json.dumps({"reading": r, "allocated": torch.cuda.memory_allocated(0),
+                  "reserved": torch.cuda.memory_reserved(0),
+                  "total": torch.cuda.mem_get_info(0)[1]}), flush=True)
+try:
+    with t.capture_oom(context="gpu_check"):
+        torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
+except torch.cuda.OutOfMemoryError:
+    print("re-raised")
+"""
+
+
+def python_package(c):
+    """The Python package as the wheel lays it out (its _native/ beside it),
+    without building a wheel: on PYTHONPATH for a case."""
+    pkg = os.path.join(c.out, "python", "gpumemprof")
+    shutil.rmtree(os.path.dirname(pkg), ignore_errors=True)
+    shutil.copytree(os.path.join(ROOT, "python", "gpumemprof"), pkg)
+    os.makedirs(os.path.join(pkg, "_native"))
+    for name in ("libgpumemprof.so", "libgpumemprof_preload.so", "gmp-run"):
+        os.symlink(os.path.join(c.build, name), os.path.join(pkg, "_native", name))
+    return os.path.dirname(pkg)
+
+
+def tracker_with_torch(c):
+    """gpumemprof.MemoryTracker on the real torch (no preload): its reading
+    is torch's own counts, and capture_oom writes one bundle for torch's OOM
+    (the wheel's tests use a stand-in torch)."""
+    label = "14 MemoryTracker on PyTorch"
+    want = "torch's allocated/reserved/total; one bundle, torch.cuda.OutOfMemoryError"
+    rc, out, err, dumps = c.python("14_tracker", TRACKER, {"PYTHONPATH": python_package(c)},
+                                   preload=False)
+    try:
+        seen = json.loads(out.splitlines()[0])
+    except (IndexError, ValueError):
+        return c.row(label, want, "no reading (rc %s): %s" % (rc, err[-300:]), False)
+    r, (md, why) = seen["reading"], only_metadata(dumps)
+    problems = [k for k, ok in (
+        ("allocated", r.get("memory_allocated") == seen["allocated"]),
+        ("reserved", r.get("memory_reserved") == seen["reserved"]),
+        ("total", r.get("device_total") == seen["total"]),
+        ("re-raised", "re-raised" in out),
+        ("bundle", md is not None),
+        ("reason", (md or {}).get("reason") == "torch.cuda.OutOfMemoryError"),
+        ("context", (md or {}).get("context") == "gpu_check")) if not ok]
+    c.row(label, want, "allocated %s reserved %s; %s; reason %s" % (
+        r.get("memory_allocated"), r.get("memory_reserved"), why or "one bundle",
+        (md or {}).get("reason")) + (" [wrong: %s]" % ", ".join(problems) if problems else ""),
+        not problems)
+
+
 def cases(c, only):
     """The cases, by number; `only` (a set of numbers, or empty for all)
     picks some: a case fixed in the preload is run again alone."""
@@ -516,6 +572,8 @@ def cases(c, only):
         killed_under_gmp_run(c, progs)
     if want(13):
         overhead(c, progs)
+    if want(14, True):
+        tracker_with_torch(c)
 
 
 # ---- the machine ------------------------------------------------------------

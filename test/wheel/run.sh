@@ -5,7 +5,9 @@
 # made (gmp-run, gmp-inspect, gpumemprof), `python -m gpumemprof run` and
 # `--preload-path`, each on a real Python process that runs out of memory,
 # with the bundle it leaves checked by the installed gmp-inspect; and the
-# Python recorder API (api_check.py), alone and under the preload.  The
+# Python recorder API (api_check.py), alone and under the preload;
+# MemoryTracker (tracker_check.py); the seed's example (seed_example.py);
+# the info/monitor/track/analyze verbs on the collectors' doubles.  The
 # installed gmp-inspect must take jansson and libdw from the wheel's own
 # copies, not the machine's -dev packages.  Skipped, with a line, where the
 # build tools cannot be had from PyPI.
@@ -114,6 +116,88 @@ mkdir -p "$work/api_preload"
 GMP_DUMP_DIR=$work/api_preload/dumps GMP_API_CHECK_UNDER_PRELOAD=1 LD_PRELOAD=$preload \
     "$py" "$root/test/wheel/api_check.py" "$venv/bin/gmp-inspect" "$work/api_preload" ||
     failed=1
+
+# MemoryTracker under `ulimit -v` (a real MemoryError), then with the
+# stand-in torch; the seed's own example with a stand-in model
+standin=$root/test/wheel/standin
+(ulimit -v 2000000 && GMP_RUN_DIR=$work/run "$py" "$root/test/wheel/tracker_check.py" \
+    "$venv/bin/gmp-inspect" "$work/tracker" "$standin") 2>"$work/tracker.err" || {
+    cat "$work/tracker.err"
+    failed=1
+}
+PYTHONPATH=$standin "$py" "$root/test/wheel/seed_example.py" "$work/seed" >"$work/seed.out" 2>&1
+rc=$?
+b=$(ls -d "$work"/seed/oom_dump_* 2>/dev/null)
+if [ $rc != 1 ] || [ "$(printf '%s\n' "$b" | grep -c .)" != 1 ] ||
+    ! grep -q "^OOM Error detected: torch.cuda.OutOfMemoryError$" "$work/seed.out" ||
+    ! grep -q "^Diagnostic dump saved to: $b$" "$work/seed.out"; then
+    fail "the seed's example: exit $rc (1 expected), bundles: $b; it said: $(cat "$work/seed.out")"
+elif ! "$venv/bin/gmp-inspect" validate "$b" >/dev/null 2>&1 ||
+    ! "$py" - "$b" <<'PY'; then
+import json, os, sys
+b = sys.argv[1]
+md = json.load(open(os.path.join(b, "metadata.json")))
+ev = json.load(open(os.path.join(b, "events.json")))
+states = [e for e in ev if e["event_type"] == "sample" and e["backend"] == "cuda"]
+assert md["custom_metadata"] == {"epoch": 3, "batch_size": 8, "model_params": 1 << 28}, md
+assert md["context"] == "training_loop" and md["exception_module"] == "torch.cuda", md
+assert len(states) == 10 and all(e["bytes_in_use"] == 1 << 30 for e in states), states
+PY
+    fail "the seed's example: the bundle is not the one it describes"
+else
+    ok "the seed's example: OOM classified, one valid bundle with its 10 states and metadata"
+fi
+
+# the seed's verbs; the GPU collectors read the doubles (two GPUs, another
+# process holding 100 MiB of each)
+doubles="LD_LIBRARY_PATH=$build/test/doubles GMP_FAKE_OTHER_BYTES=104857600"
+if "$venv/bin/gpumemprof" info >"$work/info.out" 2>&1 && grep -q "^  host  available" "$work/info.out"
+then ok "gpumemprof info: the collectors"; else fail "gpumemprof info: $(cat "$work/info.out")"; fi
+env $doubles "$venv/bin/gpumemprof" monitor --duration 0.35 --interval 0.1 --output "$work/m.csv" \
+    2>"$work/monitor.err" &&
+    env $doubles "$venv/bin/gpumemprof" monitor --duration 0.15 --interval 0.1 --format json \
+        >"$work/m.json" 2>>"$work/monitor.err" &&
+    "$py" - "$work/m.csv" "$work/m.json" <<'PY' || fail "gpumemprof monitor: $(cat "$work/monitor.err")"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+nvml1 = [r for r in rows if r["collector"] == "nvml" and r["device_id"] == "1"]
+host = [r for r in rows if r["collector"] == "host"]
+assert 3 <= len(nvml1) <= 5 and len(host) == len(nvml1), rows
+assert all(r["other_processes_bytes"] == "104857600" and r["total_bytes"] == "1073741824" and
+           r["used_percent"] == "9.77" for r in nvml1), nvml1
+assert all(int(r["total_bytes"]) > 0 and r["device_id"] == "-1" for r in host), host
+js = json.load(open(sys.argv[2]))
+assert {(r["collector"], r["device_id"]) for r in js} >= {("nvml", 0), ("nvml", 1), ("host", -1)}, js
+print("ok    wheel: gpumemprof monitor: every collector's devices each interval, as CSV and JSON")
+PY
+env $doubles "$venv/bin/gpumemprof" track --duration 0.35 --interval 0.1 --warning-threshold 5 \
+    --critical-threshold 9 --devices gpus --dump-dir "$work/track" --output "$work/t.json" 2>"$work/track.err"
+rc=$?
+n=$(ls -d "$work"/track/oom_dump_* 2>/dev/null | wc -l)
+tri=$("$venv/bin/gmp-inspect" triage "$work/track" --format json 2>&1)
+# nvml's cuda:0 and cuda:1, the ROCm double's rocm:0: each at 9.8%, above 9
+if [ $rc = 0 ] && [ "$n" = 3 ] && "$venv/bin/gmp-inspect" validate "$work"/track/oom_dump_* >/dev/null 2>&1 &&
+    printf '%s' "$tri" | "$py" -c 'import json,sys; t=json.load(sys.stdin); sys.exit(t["pressure_warnings"]!=3 or t["oom_bundles"]!=0)' &&
+    [ "$(grep -c ': critical: ' "$work/track.err")" = 3 ] &&
+    "$py" -c 'import json,sys; e=json.load(open(sys.argv[1])); sys.exit(len([x for x in e if x["event_type"]=="critical"])!=3)' "$work/t.json"
+then
+    ok "gpumemprof track: 3 devices past critical: 3 lines, 3 critical events, 3 pressure bundles"
+else
+    fail "gpumemprof track: exit $rc, $n bundle(s); $(cat "$work/track.err") $tri"
+fi
+"$venv/bin/gpumemprof" analyze "$work/track" >"$work/a.txt" 2>&1 &&
+    grep -q "3 memory-pressure warning(s)" "$work/a.txt" && grep -q "^The newest bundle:" "$work/a.txt" &&
+    "$venv/bin/gpumemprof" analyze "$(ls -d "$work"/seed/oom_dump_*)" 2>&1 | grep -q "^Exception: *torch.cuda.OutOfMemoryError" &&
+    "$venv/bin/gpumemprof" analyze "$work/track" --format json | "$py" -c 'import json,sys; sys.exit(json.load(sys.stdin)["pressure_warnings"]!=3)' &&
+    "$venv/bin/gpumemprof" analyze "$work/m.csv" 2>&1 | grep -q "^nvml cuda:1 .* peak 100.0 MiB (9.8%)" &&
+    ok "gpumemprof analyze: a directory (triage, the newest shown), a bundle, JSON, a monitor file" ||
+    fail "gpumemprof analyze: $(cat "$work/a.txt")"
+printf 'not,a\nreading,file\n' >"$work/junk.csv"
+"$venv/bin/gpumemprof" analyze "$work/junk.csv" >/dev/null 2>"$work/junk.err"
+rc=$?
+[ $rc = 1 ] && grep -q "holds no readings" "$work/junk.err" &&
+    ok "gpumemprof analyze of a file that is no reading: exit 1 and a line" ||
+    fail "gpumemprof analyze of junk: exit $rc, $(cat "$work/junk.err")"
 
 "$py" -m gpumemprof frobnicate >/dev/null 2>"$work/bad.err"
 rc=$?

@@ -37,20 +37,16 @@ typedef struct collector_view {
     uint32_t count;
 } collector_view;
 
-static void look(collector_view *v, const gmp_collector *c)
+static void look(collector_view *v, int i)
 {
     memset(v, 0, sizeof *v);
-    v->c = c;
-    v->why = "";
-    v->available = c->is_available(&v->why);
-    c->capabilities(&v->caps);
-    if (!v->available)
-        return;
-    int first = c == &gmp_collector_host ? -1 : 0;
-    int n = c == &gmp_collector_host ? 1 : c->device_count();
-    for (int d = first; d < first + n && v->count < MAX_DEVICES; d++)
-        if (c->sample(d, &v->devices[v->count]) == 0)
-            v->count++;
+    v->c = gmp_collectors[i];
+    v->c->capabilities(&v->caps);
+    int n = gmp_collector_sample(i, GMP_SAMPLE_MAY_LOAD, v->devices, MAX_DEVICES, &v->why);
+    v->available = n >= 0;
+    v->count = n > 0 ? (uint32_t)n : 0;
+    if (!v->why)
+        v->why = "";
 }
 
 static void print_text(collector_view *views, int nviews, const gmp_host_state *host,
@@ -199,8 +195,8 @@ int cmd_info(int argc, char **argv)
     gmp_collectors_may_load(1);
     collector_view views[4];
     int n = 0;
-    for (const gmp_collector *const *c = gmp_collectors; *c && n < 4; c++)
-        look(&views[n++], *c);
+    for (int i = 0; i < gmp_collector_count() && n < 4; i++)
+        look(&views[n++], i);
     gmp_gpu_probe();
     gmp_host_state host;
     gmp_host_state_read(&host);
