@@ -260,6 +260,12 @@ GMP_API void gmp_recorder_release_ring(gmp_recorder *rec);
  * context, metadata and its own events to it (NULL when recording is off). */
 #define GMP_PRELOAD_RECORDER_SYMBOL "gmp_preload_recorder"
 typedef gmp_recorder *(*gmp_preload_recorder_fn)(void);
+/* For a program that catches an OOM and reports it there, the preload's
+ * GMP_PRELOAD_DUMP_EXCEPTION_SYMBOL takes gmp_dump_exception's arguments and
+ * makes the report the bundle of the failure the preload saw (the episode
+ * still open, or the bundle written in the last 10 s), so that one OOM is
+ * one bundle; a report with no such failure is a bundle of its own. */
+#define GMP_PRELOAD_DUMP_EXCEPTION_SYMBOL "gmp_preload_dump_exception"
 
 #define GMP_STACK_MAX 32
 

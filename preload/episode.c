@@ -15,7 +15,9 @@
  * A later success there of at least the failed size closes the episode as
  * recovered (an event, counted in the next bundle).  Each episode's state
  * moves by CAS, so exactly one thread commits it: at most one bundle per
- * episode, no lock on the way to the dump.
+ * episode, no lock on the way to the dump.  A program that catches the OOM
+ * and reports it (program_dump.c) adopts the open episode instead: its
+ * report becomes the episode's one bundle.
  */
 #include "preload.h"
 
@@ -358,6 +360,34 @@ void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_
     __atomic_fetch_add(&recovered, 1, __ATOMIC_RELAXED);
     episodes_open_add(-1);
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
+}
+
+int gmp_episode_adopt(gmp_backend prefer, gmp_backend *backend, gmp_failed_request *f,
+                      int *traceback_fd, uint32_t *recovered_episodes)
+{
+    *traceback_fd = -1;
+    if (!__atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED))
+        return 0;
+    for (int pass = 0; pass < 2; pass++) /* the backend the program names first */
+        for (int b = 0; b < GMP_BACKEND_COUNT; b++) {
+            if ((b == (int)prefer) != (pass == 0))
+                continue;
+            for (int d = 0; d <= GMP_MAX_DEVICES; d++) {
+                episode *ep = &episodes[b][d];
+                if (!try_take(ep))
+                    continue;
+                *backend = (gmp_backend)b;
+                *f = ep->failed;
+                f->present = 1;
+                *traceback_fd = ep->python_traceback_fd;
+                ep->python_traceback_fd = -1;
+                *recovered_episodes = (uint32_t)__atomic_load_n(&recovered, __ATOMIC_RELAXED);
+                episodes_open_add(-1);
+                __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
+                return 1;
+            }
+        }
+    return 0;
 }
 
 GMP_START_EXIT_TEXT void gmp_episode_commit_all(const char *confirmed_by)

@@ -45,7 +45,8 @@ static int busy;                      /* atomic try-lock over everything below *
 static exception_text pending;        /* for the open episode */
 static char last_bundle[GMP_PATH_MAX];
 static uint64_t last_bundle_ns;
-static int last_bundle_level;
+static int last_bundle_level; /* GMP_MESSAGES_PROGRAM: the program's own */
+static int last_bundle_claimed; /* by the program's report of its failure */
 static char patch_buf[64 * 1024];
 static char traceback[TRACEBACK_MAX]; /* the last one printed */
 static size_t traceback_len;
@@ -123,7 +124,23 @@ void gmp_messages_note_bundle(const char *path, int level)
     gmp_strlcpy(last_bundle, path, sizeof last_bundle);
     last_bundle_ns = gmp_now_realtime_ns();
     last_bundle_level = level;
+    last_bundle_claimed = level >= GMP_MESSAGES_PROGRAM;
     unlock();
+}
+
+int gmp_messages_claim_recent(char *path, size_t cap)
+{
+    if (!try_lock())
+        return 0;
+    int found = last_bundle[0] && !last_bundle_claimed &&
+                gmp_now_realtime_ns() - last_bundle_ns < RECENT_NS;
+    if (found) {
+        gmp_strlcpy(path, last_bundle, cap);
+        last_bundle_claimed = 1;
+        last_bundle_level = GMP_MESSAGES_PROGRAM; /* a printed line says less */
+    }
+    unlock();
+    return found;
 }
 
 /* "torch.OutOfMemoryError: CUDA out of memory..." -> type OutOfMemoryError,

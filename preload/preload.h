@@ -143,6 +143,14 @@ GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int devic
 
 /* init.c */
 GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
+/* program_dump.c; see GMP_PRELOAD_DUMP_EXCEPTION_SYMBOL in gpumemprof.h */
+GMP_EXPORT const char *gmp_preload_dump_exception(gmp_recorder *rec, const char *reason,
+                                                  const char *exception_type,
+                                                  const char *exception_module,
+                                                  const char *exception_message,
+                                                  const char *context, const char *backend,
+                                                  const char *metadata_json, int traceback_fd,
+                                                  char *path_out, size_t path_cap);
 
 /* ==== finding the real functions =================================================== */
 
@@ -318,6 +326,13 @@ GMP_HIDDEN void gmp_episode_success(gmp_backend backend, int device, uint64_t si
                                     uint64_t in_use);
 /* Commits every open episode (at exit); confirmed_by names why. */
 GMP_HIDDEN void gmp_episode_commit_all(const char *confirmed_by);
+/* The program reports an OOM it caught: it takes an open episode (prefer's
+ * first) whose bundle its report becomes; the failed request, its thread's
+ * Python stack then (*traceback_fd, the caller's to close; -1 none) and the
+ * recovered count.  1, or 0 when none is open. */
+GMP_HIDDEN int gmp_episode_adopt(gmp_backend prefer, gmp_backend *backend,
+                                 gmp_failed_request *f, int *traceback_fd,
+                                 uint32_t *recovered_episodes);
 /* Commits episodes whose confirmation time has passed. */
 GMP_HIDDEN void gmp_episode_check_deadlines(void);
 GMP_HIDDEN void gmp_episode_after_fork(void);
@@ -379,6 +394,12 @@ GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t
 /* Bytes the program just wrote to stderr (stderr.c), at most 4 KiB read. */
 GMP_HIDDEN void gmp_messages_scan(const char *buf, size_t n);
 GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
+/* The OOM bundle written in the last 10 s and not yet claimed, for the
+ * program's own report of that failure: 1 with its path (claimed now), or
+ * 0.  A bundle noted with GMP_MESSAGES_PROGRAM is the program's own and
+ * never claimed. */
+#define GMP_MESSAGES_PROGRAM 3
+GMP_HIDDEN int gmp_messages_claim_recent(char *path, size_t cap);
 
 /* python.c: in a CPython thread holding the GIL, its Python stack in a
  * memfd (the caller closes it); else -1. */

@@ -76,6 +76,14 @@ GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, const gmp_host_state *s, i
 GMP_HIDDEN long gmp_bundle_rank(void);
 
 
+/* bundle_patch.c: as gmp_bundle_patch_exception, and also context and
+ * custom_metadata (a JSON object) when not NULL: a program's own report of
+ * the failure a bundle was written for.  0, or -1 with the bundle as it was. */
+GMP_HIDDEN int gmp_bundle_patch_program(const char *bundle, const char *type,
+                                        const char *module, const char *message,
+                                        const char *context, const char *metadata_json,
+                                        char *buf, size_t cap);
+
 /* bundle_patch.c: add the file name (data, len bytes) to the bundle at
  * path and list it in its manifest (rewritten atomically); never replaces
  * a file the bundle has.  buf is scratch, twice the manifest's size. */

@@ -1,14 +1,18 @@
 /*
- * bundle_patch.c — fills in the exception of a bundle already written, and
- * adds a file to one (the Python traceback a framework printed after it).
+ * bundle_patch.c — fills in the exception of a bundle already written
+ * (and the context and custom metadata, when the program itself reports
+ * the exception), and adds a file to one (the Python traceback a framework
+ * printed after it).
  *
  * A framework's own message ("torch.OutOfMemoryError: CUDA out of memory.
  * Tried to allocate ...") often reaches stderr just after the failing call
  * whose bundle was written: its type, module and message then replace those
  * fields in metadata.json, which is rewritten under a hidden name and
  * renamed over the old one, so a reader sees either file whole.  The file is
- * ours, written by jsonw.c, so its fields are found as text; nothing else
- * in it changes.  Uses only the caller's buffer.
+ * ours, written by jsonw.c: its top-level keys are walked as text (strings
+ * and nesting skipped whole, so a key inside the program's metadata is never
+ * taken for one); nothing else in it changes.  Uses only the caller's
+ * buffer and the stack.
  */
 #include "bundle.h"
 
@@ -37,8 +41,84 @@ static int replace_file(int dirfd, const char *tmp, const char *name, const char
     return -1;
 }
 
-int gmp_bundle_patch_exception(const char *bundle, const char *type, const char *module,
-                               const char *message, char *buf, size_t cap)
+/* The end of the JSON value that starts at p (one of our writer's files,
+ * or a program's metadata object it copied in: checked JSON), or NULL. */
+static const char *skip_value(const char *p)
+{
+    int depth = 0;
+    for (; *p; p++) {
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p++)
+                if (*p == '\\' && p[1])
+                    p++;
+            if (!*p)
+                return NULL;
+            if (!depth)
+                return p + 1;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            if (--depth < 0)
+                return p; /* a scalar that ended the object */
+            if (!depth)
+                return p + 1;
+        } else if (*p == ',' && !depth) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static const char *skip_space(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* Where the value of the top-level key of the object doc starts and ends;
+ * -1 when it has none.  Keys are compared whole, so a program's metadata
+ * that holds a key of the same name is never taken for it. */
+static int value_span(const char *doc, const char *key, size_t *start, size_t *end)
+{
+    const char *p = skip_space(doc);
+    if (*p++ != '{')
+        return -1;
+    size_t klen = strlen(key);
+    for (;;) {
+        p = skip_space(p);
+        if (*p == ',')
+            p = skip_space(p + 1);
+        if (*p != '"')
+            return -1;
+        const char *k = p + 1, *kend = skip_value(p);
+        if (!kend)
+            return -1;
+        p = skip_space(kend);
+        if (*p++ != ':')
+            return -1;
+        p = skip_space(p);
+        const char *vend = skip_value(p);
+        if (!vend || vend == p)
+            return -1;
+        if ((size_t)(kend - 1 - k) == klen && !memcmp(k, key, klen)) {
+            *start = (size_t)(p - doc);
+            *end = (size_t)(vend - doc);
+            return 0;
+        }
+        p = vend;
+    }
+}
+
+typedef struct field_patch {
+    const char *key;
+    const char *json; /* the new value, encoded; NULL leaves the key as it is */
+    size_t start, end;
+} field_patch;
+
+/* metadata.json of bundle with the top-level values of p[0..n) replaced;
+ * every key named must be there.  0, or -1 with the file untouched. */
+static int patch_metadata(const char *bundle, field_patch *p, int n, char *buf, size_t cap)
 {
     size_t half = cap / 2;
     char *in = buf, *out = buf + half;
@@ -47,41 +127,83 @@ int gmp_bundle_patch_exception(const char *bundle, const char *type, const char 
         return -1;
     int rc = -1;
     int fd = openat(dirfd, "metadata.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    ssize_t n = -1;
+    ssize_t len = -1;
     if (fd >= 0) {
-        n = read(fd, in, half - 1);
+        len = read(fd, in, half - 1);
         close(fd);
     }
-    char *start = NULL, *end = NULL;
-    if (n > 0 && (size_t)n < half - 1) {
-        in[n] = '\0';
-        start = strstr(in, "\"exception_type\":");
-        end = start ? strstr(start, ",\"context\":") : NULL;
+    int found = len > 0 && (size_t)len < half - 1;
+    if (found)
+        in[len] = '\0';
+    field_patch *order[8]; /* the keys to replace, in the file's order */
+    int used = 0;
+    for (int i = 0; found && i < n && used < 8; i++) {
+        if (!p[i].json)
+            continue;
+        found = value_span(in, p[i].key, &p[i].start, &p[i].end) == 0;
+        int at = used++;
+        for (; at > 0 && order[at - 1]->start > p[i].start; at--)
+            order[at] = order[at - 1];
+        order[at] = &p[i];
     }
-    if (end) {
-        /* {"exception_type":...,"exception_module":...,"exception_message":...} */
-        char fields[2048];
-        gmp_jw w;
-        gmp_jw_init(&w, -1, fields, sizeof fields);
-        gmp_jw_obj_begin(&w);
-        gmp_jw_kstr(&w, "exception_type", type);
-        gmp_jw_kstr(&w, "exception_module", module);
-        gmp_jw_kstr(&w, "exception_message", message);
-        gmp_jw_obj_end(&w);
-        int whole = gmp_jw_finish(&w) == 0; /* NUL-terminates fields */
-        size_t head = (size_t)(start - in), flen = whole ? strlen(fields) : 0, tail = strlen(end);
-        if (whole && flen >= 2 && head + flen + tail < half) {
-            memcpy(out, in, head);
-            memcpy(out + head, fields + 1, flen - 2); /* without the braces */
-            memcpy(out + head + flen - 2, end, tail);
-            size_t total = head + flen - 2 + tail;
-            rc = replace_file(dirfd, TMP_NAME, "metadata.json", out, total);
+    size_t o = 0, from = 0;
+    for (int i = 0; found && i < used; i++) {
+        size_t vlen = strlen(order[i]->json), keep = order[i]->start - from;
+        if (order[i]->start < from || o + keep + vlen >= half) {
+            found = 0;
+            break;
         }
+        memcpy(out + o, in + from, keep);
+        memcpy(out + o + keep, order[i]->json, vlen);
+        o += keep + vlen;
+        from = order[i]->end;
+    }
+    if (found && o + ((size_t)len - from) < half) {
+        memcpy(out + o, in + from, (size_t)len - from);
+        o += (size_t)len - from;
+        rc = replace_file(dirfd, TMP_NAME, "metadata.json", out, o);
     }
     int saved = errno;
     close(dirfd);
     errno = saved;
     return rc;
+}
+
+/* s as a JSON string (null for NULL) in out; NULL when it does not fit. */
+static const char *json_string(const char *s, char *out, size_t cap)
+{
+    gmp_jw w;
+    gmp_jw_init(&w, -1, out, cap);
+    gmp_jw_str(&w, s);
+    return gmp_jw_finish(&w) == 0 ? out : NULL;
+}
+
+int gmp_bundle_patch_program(const char *bundle, const char *type, const char *module,
+                             const char *message, const char *context, const char *metadata_json,
+                             char *buf, size_t cap)
+{
+    char t[512], m[512], msg[4096], ctx[GMP_CONTEXT_MAX * 2];
+    field_patch p[5] = {
+        {"exception_type", json_string(type, t, sizeof t), 0, 0},
+        {"exception_module", json_string(module, m, sizeof m), 0, 0},
+        {"exception_message", json_string(message, msg, sizeof msg), 0, 0},
+        {"context", context ? json_string(context, ctx, sizeof ctx) : NULL, 0, 0},
+        {"custom_metadata", NULL, 0, 0},
+    };
+    if (!p[0].json || !p[1].json || !p[2].json || (context && !p[3].json))
+        return -1;
+    if (metadata_json) {
+        if (gmp_json_check_object(metadata_json, strlen(metadata_json), 32) != 0)
+            return -1;
+        p[4].json = metadata_json;
+    }
+    return patch_metadata(bundle, p, 5, buf, cap);
+}
+
+int gmp_bundle_patch_exception(const char *bundle, const char *type, const char *module,
+                               const char *message, char *buf, size_t cap)
+{
+    return gmp_bundle_patch_program(bundle, type, module, message, NULL, NULL, buf, cap);
 }
 
 int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, size_t len,

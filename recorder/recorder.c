@@ -211,18 +211,18 @@ const char *gmp_recorder_ring_path(const gmp_recorder *rec)
     return ring ? ring->path : "";
 }
 
-const char *gmp_dump_exception(gmp_recorder *rec, const char *reason,
-                               const char *exception_type, const char *exception_module,
-                               const char *exception_message, const char *context,
-                               const char *backend, const char *metadata_json,
-                               int traceback_fd, char *path_out, size_t path_cap)
+gmp_dump_request gmp_exception_request(const char *reason, const char *exception_type,
+                                       const char *exception_module,
+                                       const char *exception_message, const char *context,
+                                       const char *backend, const char *metadata_json,
+                                       int traceback_fd)
 {
     gmp_backend b = GMP_BACKEND_CPU;
     if (backend && !strcmp(backend, "cuda"))
         b = GMP_BACKEND_CUDA;
     else if (backend && (!strcmp(backend, "rocm") || !strcmp(backend, "hip")))
         b = GMP_BACKEND_ROCM;
-    gmp_dump_request req = {
+    return (gmp_dump_request){
         .reason = reason,
         .exception_type = exception_type,
         .exception_module = exception_module,
@@ -232,6 +232,17 @@ const char *gmp_dump_exception(gmp_recorder *rec, const char *reason,
         .metadata_json = metadata_json,
         .python_traceback_fd = traceback_fd,
     };
+}
+
+const char *gmp_dump_exception(gmp_recorder *rec, const char *reason,
+                               const char *exception_type, const char *exception_module,
+                               const char *exception_message, const char *context,
+                               const char *backend, const char *metadata_json,
+                               int traceback_fd, char *path_out, size_t path_cap)
+{
+    gmp_dump_request req =
+        gmp_exception_request(reason, exception_type, exception_module, exception_message,
+                              context, backend, metadata_json, traceback_fd);
     return gmp_dump(rec, &req, path_out, path_cap);
 }
 

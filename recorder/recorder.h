@@ -18,6 +18,13 @@
  * do).  NULL when called twice.  Its config, for the caller to read. */
 GMP_HIDDEN gmp_recorder *gmp_recorder_create_static_from_env(void);
 GMP_HIDDEN const gmp_config *gmp_recorder_config(const gmp_recorder *rec);
+/* gmp_dump_exception's request from its plain arguments (the backend by
+ * name: "cuda", "rocm" or "hip", anything else cpu). */
+GMP_HIDDEN gmp_dump_request gmp_exception_request(const char *reason, const char *exception_type,
+                                                  const char *exception_module,
+                                                  const char *exception_message,
+                                                  const char *context, const char *backend,
+                                                  const char *metadata_json, int traceback_fd);
 
 /* gmp_config_from_env onto a config that is all zero (static storage). */
 GMP_HIDDEN int gmp_config_from_env_onto_zero(gmp_config *cfg);

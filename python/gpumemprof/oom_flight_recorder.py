@@ -18,7 +18,8 @@ max_dumps bundles and max_total_mb.  snapshot_events() gives back the
 dicts as they were recorded.  Under the preload (LD_PRELOAD, gmp-run,
 python -m gpumemprof run) the events go into the preload's own ring and
 the bundle is the preload's, with its events; its configuration (GMP_*)
-then decides where bundles go.  classify_oom_exception asks the C
+then decides where bundles go, and the dump of an OOM the preload saw
+fail becomes that failure's one bundle (gmp_preload_dump_exception).  classify_oom_exception asks the C
 classifier, so Python and the preload agree on what an OOM is."""
 import collections
 import ctypes
@@ -262,7 +263,7 @@ class OOMFlightRecorder:
                 tb.flush()
                 fd = tb.fileno()
             out = ctypes.create_string_buffer(4096)
-            path = clib.library().gmp_dump_exception(
+            path = clib.dump_function(clib.library())(
                 self._rec, _text(reason), _text(exc_type), _text(exc_module), _text(exc_message),
                 _text(context), _text(backend), metadata_json, fd, out, len(out))
         return path.decode("utf-8", "surrogateescape") if path else None

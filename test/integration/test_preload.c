@@ -343,6 +343,31 @@ static void test_c_api_inside_preloaded_process(void **state)
     json_decref(events);
 }
 
+/* A program that catches the OOM and reports it through the preload gets
+ * one bundle for the one failure: the open episode's, or the one written at
+ * its second failure, with its exception, context and metadata. */
+static void test_program_report_is_the_oom_bundle(void **state)
+{
+    (void)state;
+    static const char *const when[] = {"at-first", "after-second"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "rm -rf %s; %s report %s", paths.dumps, program, when[i]);
+        run_sh(NULL, cmd);
+        assert_int_equal(exit_code(), 0);
+        json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+        if (!strstr(out, paths.dumps))
+            fail_msg("%s: printed %s", when[i], out);
+        assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), 1ll << 60);
+        assert_string_equal(json_str(md, "confirmed_by"), i ? "second_failure" : "exception");
+        assert_string_equal(json_str(md, "exception_type"), "MemoryError");
+        assert_string_equal(json_str(md, "exception_message"), "caught it");
+        assert_string_equal(json_str(md, "context"), "epoch 7");
+        assert_int_equal(json_int(json_object_get(md, "custom_metadata"), "batch_size"), 128);
+        json_decref(md);
+    }
+}
+
 static void test_disabled_and_unwritable(void **state)
 {
     (void)state;
@@ -474,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_forked_child),
         cmocka_unit_test(test_sixteen_threads),
         cmocka_unit_test(test_c_api_inside_preloaded_process),
+        cmocka_unit_test(test_program_report_is_the_oom_bundle),
         cmocka_unit_test(test_disabled_and_unwritable),
         cmocka_unit_test(test_allocators_behind_us),
         cmocka_unit_test(test_ring_that_does_not_fit),

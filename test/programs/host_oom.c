@@ -14,6 +14,10 @@
  *   threads      16 threads allocate and free; one fails twice; exit 0
  *   api          finds the preload's recorder with dlsym, sets context and
  *                metadata, records a mark, then fails twice; exit 0
+ *   report WHEN  malloc(2^60) fails once (WHEN "after-second": twice, so
+ *                the preload has written its bundle), then the program
+ *                reports the OOM it "caught" through the preload's
+ *                gmp_preload_dump_exception; prints the path; exit 0
  *   hold-fail N  holds N blocks of 16-128 MiB (every page touched), prints
  *                "held <bytes>", then malloc(2^62) fails once; exit 0
  *   hold-die HOW holds 16 MiB (so the preload has a ring), then dies HOW:
@@ -291,6 +295,30 @@ static int api(void)
     return 0;
 }
 
+static int report(const char *when)
+{
+    gmp_preload_recorder_fn get =
+        (gmp_preload_recorder_fn)dlsym(RTLD_DEFAULT, GMP_PRELOAD_RECORDER_SYMBOL);
+    const char *(*dump)(gmp_recorder *, const char *, const char *, const char *, const char *,
+                        const char *, const char *, const char *, int, char *, size_t) =
+        (const char *(*)(gmp_recorder *, const char *, const char *, const char *, const char *,
+                         const char *, const char *, const char *, int, char *,
+                         size_t))dlsym(RTLD_DEFAULT, GMP_PRELOAD_DUMP_EXCEPTION_SYMBOL);
+    gmp_recorder *rec = get ? get() : NULL;
+    if (!rec || !dump) {
+        puts("no preload recorder");
+        return 3;
+    }
+    void *p = malloc(HUGE_REQUEST);
+    if (!strcmp(when, "after-second"))
+        p = malloc(HUGE_REQUEST);
+    char path[4096];
+    const char *written = dump(rec, "MemoryError", "MemoryError", "builtins", "caught it",
+                               "epoch 7", "cpu", "{\"batch_size\":128}", -1, path, sizeof path);
+    printf("%s\n", written ? written : "(none)");
+    return p != NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "quiet";
@@ -302,6 +330,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "grow"))
         return grow();
+    if (!strcmp(mode, "report"))
+        return report(argc > 2 ? argv[2] : "");
     if (!strcmp(mode, "fail-twice")) {
         fail_twice();
         return 0;

@@ -4,7 +4,8 @@
  * made only when a bundle is written, the ring file in the run directory
  * (never the working directory) and gone after a normal exit, a refused
  * symlink at the dump directory, and a writer SIGKILLed at random moments
- * never leaving a visible oom_dump_* that fails `gmp-inspect validate`.
+ * never leaving a visible oom_dump_* that fails `gmp-inspect validate`;
+ * a program's report patched into a bundle already written.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "gpumemprof.h"
+#include "bundle.h"
 #include "support.h"
 
 #include <dirent.h>
@@ -380,6 +382,65 @@ static void test_sigkill_never_leaves_a_bad_bundle(void **state)
     scratch_remove(dir);
 }
 
+/* A program's report of the failure a bundle was written for replaces the
+ * exception, context and custom metadata, and nothing else, even when the
+ * metadata it replaces holds keys named like the bundle's own. */
+static void test_patch_program(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], md_path[4200], buf[64 * 1024];
+    scratch_make(dir, sizeof dir, "patch");
+    gmp_recorder *rec = make_recorder(dir, 100, 5);
+    record_allocs(rec, 3);
+    gmp_dump_request req = cuda_oom;
+    req.metadata_json = "{\"failed_request\": {\"context\": \"}\\\"{\"}, \"exception_type\": [1, {}]}";
+    assert_non_null(gmp_dump(rec, &req, path, sizeof path));
+    snprintf(md_path, sizeof md_path, "%s/metadata.json", path);
+    assert_int_equal(gmp_bundle_patch_program(path, "OutOfMemoryError", "torch.cuda",
+                                              "CUDA out of memory. \"Tried\" 2 GiB", "train_loop",
+                                              "{\"batch_size\": 64}", buf, sizeof buf),
+                     0);
+    json_t *md = json_load_file(md_path, 0, NULL);
+    assert_non_null(md);
+    assert_string_equal(json_string_value(json_object_get(md, "exception_type")),
+                        "OutOfMemoryError");
+    assert_string_equal(json_string_value(json_object_get(md, "exception_module")), "torch.cuda");
+    assert_string_equal(json_string_value(json_object_get(md, "exception_message")),
+                        "CUDA out of memory. \"Tried\" 2 GiB");
+    assert_string_equal(json_string_value(json_object_get(md, "context")), "train_loop");
+    json_t *custom = json_object_get(md, "custom_metadata");
+    assert_int_equal(json_object_size(custom), 1);
+    assert_int_equal(json_integer_value(json_object_get(custom, "batch_size")), 64);
+    /* the bundle's own fields as they were */
+    assert_string_equal(json_string_value(json_object_get(md, "reason")),
+                        "cudaErrorMemoryAllocation");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(md, "failed_request"),
+                                                        "size")),
+                     2ll << 30);
+    json_decref(md);
+    /* exception only: context and metadata stay; bad metadata changes nothing */
+    assert_int_equal(gmp_bundle_patch_exception(path, "MemoryError", "builtins", NULL, buf,
+                                                sizeof buf),
+                     0);
+    assert_int_equal(gmp_bundle_patch_program(path, "X", "y", "z", "c", "[1]", buf, sizeof buf),
+                     -1);
+    md = json_load_file(md_path, 0, NULL);
+    assert_non_null(md);
+    assert_string_equal(json_string_value(json_object_get(md, "exception_type")), "MemoryError");
+    assert_true(json_is_null(json_object_get(md, "exception_message")));
+    assert_string_equal(json_string_value(json_object_get(md, "context")), "train_loop");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(md, "custom_metadata"),
+                                                        "batch_size")),
+                     64);
+    json_decref(md);
+    char gone[300];
+    snprintf(gone, sizeof gone, "%s/no_such_bundle", dir);
+    assert_int_equal(gmp_bundle_patch_program(gone, "X", NULL, NULL, NULL, NULL, buf, sizeof buf),
+                     -1);
+    gmp_recorder_destroy(rec);
+    scratch_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_disabled_writes_nothing),
         cmocka_unit_test(test_unsafe_directories),
         cmocka_unit_test(test_sigkill_never_leaves_a_bad_bundle),
+        cmocka_unit_test(test_patch_program),
     };
     return cmocka_run_group_tests_name("bundle", tests, NULL, NULL);
 }

@@ -125,6 +125,47 @@ standin=$root/test/wheel/standin
     cat "$work/tracker.err"
     failed=1
 }
+# under the preload, an OOM the program catches and reports is that OOM's
+# one bundle: the episode still open (the default) or written already
+# (GMP_OOM_POLICY=first, as when PyTorch's retry confirms it)
+caught='from gpumemprof import MemoryTracker
+t = MemoryTracker(sampling_interval=0.02)
+t.start_tracking()
+def load_everything():
+    return bytearray(3 << 30)
+try:
+    with t.capture_oom(context="train_loop", metadata={"batch_size": 64}):
+        load_everything()
+except MemoryError:
+    print(t.last_oom_dump_path)
+t.stop_tracking()'
+for policy in episode first; do
+    (ulimit -v 2000000 && GMP_OOM_POLICY=$policy GMP_DUMP_DIR=$work/joined_$policy LD_PRELOAD=$preload \
+        "$py" -c "$caught") >"$work/joined.out" 2>"$work/joined.err"
+    rc=$?
+    n=$(ls -d "$work"/joined_$policy/oom_dump_* 2>/dev/null | wc -l)
+    b=$(ls -d "$work"/joined_$policy/oom_dump_* 2>/dev/null | head -1)
+    if [ $rc = 0 ] && [ "$n" = 1 ] && [ "$(cat "$work/joined.out")" = "$b" ] &&
+        "$venv/bin/gmp-inspect" validate "$b" >/dev/null 2>&1 &&
+        "$py" - "$b" "$policy" <<'PY'; then
+import json, os, sys
+b, policy = sys.argv[1], sys.argv[2]
+md = json.load(open(os.path.join(b, "metadata.json")))
+man = json.load(open(os.path.join(b, "manifest.json")))
+fr = md.get("failed_request") or {}
+assert fr.get("api") == "malloc" and 0 <= fr.get("size", 0) - (3 << 30) <= 64, fr
+assert md.get("confirmed_by") == ("exception" if policy == "episode" else "first"), md
+assert md.get("exception_type") == "MemoryError" and md.get("context") == "train_loop", md
+assert md["custom_metadata"].get("batch_size") == 64, md["custom_metadata"]
+assert "python_traceback.txt" in man["files"], man
+assert "load_everything" in open(os.path.join(b, "python_traceback.txt")).read()
+PY
+        ok "under the preload ($policy): the caught OOM's report is its one bundle (failed malloc, exception, context, metadata)"
+    else
+        fail "under the preload ($policy): exit $rc, $n bundle(s): $(cat "$work/joined.out" "$work/joined.err")"
+    fi
+done
+
 PYTHONPATH=$standin "$py" "$root/test/wheel/seed_example.py" "$work/seed" >"$work/seed.out" 2>&1
 rc=$?
 b=$(ls -d "$work"/seed/oom_dump_* 2>/dev/null)

@@ -1,0 +1,95 @@
+/*
+ * program_dump.c — a bundle the program asks for while the preload runs
+ * (the Python package's OOMFlightRecorder.dump and MemoryTracker's
+ * capture_oom, through gmp_preload_dump_exception): one OOM, one bundle.
+ *
+ * An OOM the program catches is mostly a failure the preload saw already:
+ *   - its episode is open (the bundle not written yet): the program adopts
+ *     it, and its report — exception, context, metadata, Python stack — is
+ *     written with the episode's failed request as that episode's bundle
+ *     (confirmed_by "exception");
+ *   - its bundle was written in the last 10 s (a second failure confirmed
+ *     it, as PyTorch's retry does): the report is patched into that bundle
+ *     (bundle_patch.c), whose path is returned;
+ *   - the preload saw no failure (a framework's own pool ran out): a bundle
+ *     of its own, with the preload's device state and live allocations.
+ * A report that is not an OOM (a manual dump) is always a bundle of its own.
+ */
+#include "bundle.h"
+#include "preload.h"
+#include "recorder.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define TRACEBACK_MAX (64 * 1024)
+
+/* The program's report into the bundle already written for its failure,
+ * and its traceback (the file it passed) when that bundle has none. */
+static void patch_written(const char *bundle, const gmp_dump_request *req, int traceback_fd)
+{
+    static char scratch[64 * 1024], text[TRACEBACK_MAX];
+    static int busy; /* two reports at once: the second is not added */
+    if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
+        gmp_log("the program's report was not added to %s (another was being added)", bundle);
+        return;
+    }
+    if (gmp_bundle_patch_program(bundle, req->exception_type, req->exception_module,
+                                 req->exception_message, req->context, req->metadata_json,
+                                 scratch, sizeof scratch) != 0)
+        gmp_log("could not add the program's report to %s", bundle);
+    ssize_t n = traceback_fd >= 0 ? pread(traceback_fd, text, sizeof text, 0) : -1;
+    if (n > 0)
+        gmp_bundle_add_file(bundle, "python_traceback.txt", text, (size_t)n, scratch,
+                            sizeof scratch);
+    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+}
+
+GMP_EXPORT const char *gmp_preload_dump_exception(gmp_recorder *rec, const char *reason,
+                                                  const char *exception_type,
+                                                  const char *exception_module,
+                                                  const char *exception_message,
+                                                  const char *context, const char *backend,
+                                                  const char *metadata_json, int traceback_fd,
+                                                  char *path_out, size_t path_cap)
+{
+    if (!rec || rec != gmp_pl.rec || !gmp_pl_active() || !path_out || !path_cap)
+        return gmp_dump_exception(rec, reason, exception_type, exception_module,
+                                  exception_message, context, backend, metadata_json,
+                                  traceback_fd, path_out, path_cap);
+    GMP_IN_HOOK_SCOPE();
+    gmp_dump_request req =
+        gmp_exception_request(reason, exception_type, exception_module, exception_message,
+                              context, backend, metadata_json, traceback_fd);
+    int oom = gmp_classify_exception(exception_type, exception_module, exception_message).is_oom;
+    int episode_fd = -1;
+    if (oom && gmp_episode_adopt(req.backend, &req.backend, &req.failed, &episode_fd,
+                                 &req.recovered_episodes)) {
+        /* words printed meanwhile were about this failure: the report says it */
+        char t[128], m[128], msg[512];
+        int printed = -1;
+        gmp_messages_take(t, m, msg, sizeof t, &printed);
+        if (printed > 0)
+            close(printed);
+        if (req.python_traceback_fd < 0)
+            req.python_traceback_fd = episode_fd;
+        req.confirmed_by = "exception";
+        const char *path = gmp_pl_dump(&req, path_out, path_cap);
+        if (episode_fd > 0)
+            close(episode_fd);
+        if (path) {
+            gmp_messages_note_bundle(path, GMP_MESSAGES_PROGRAM);
+            gmp_log("OOM on %s caught by the program (%s); bundle: %s",
+                    gmp_backend_name(req.backend), exception_type ? exception_type : "?", path);
+        }
+        return path;
+    }
+    if (oom && gmp_messages_claim_recent(path_out, path_cap)) {
+        patch_written(path_out, &req, traceback_fd);
+        return path_out;
+    }
+    const char *path = gmp_pl_dump(&req, path_out, path_cap);
+    if (path && oom)
+        gmp_messages_note_bundle(path, GMP_MESSAGES_PROGRAM);
+    return path;
+}
