@@ -389,6 +389,14 @@ GMP_API int gmp_bundle_patch_exception(const char *bundle, const char *type,
                                        const char *module, const char *message, char *buf,
                                        size_t cap);
 
+/* Add the file name (a plain file name; data, len bytes) to the bundle at
+ * path and list it in its manifest, rewritten atomically; never replaces a
+ * file the bundle has.  For bindings (the Python recorder attaches the
+ * events as the program recorded them).  Not for a signal handler: it
+ * allocates.  0, or -1 with errno. */
+GMP_API int gmp_bundle_attach(const char *bundle, const char *name, const char *data,
+                              size_t len);
+
 /* Apply the retention rules to a dump directory: at most max_dumps bundles
  * and max_total_mb, oldest first; keep (a bundle name) is never removed.
  * Returns how many bundles were removed, or -1 on error. */

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -248,6 +249,27 @@ int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, 
     }
     int saved = errno;
     close(dirfd);
+    errno = saved;
+    return rc;
+}
+
+int gmp_bundle_attach(const char *bundle, const char *name, const char *data, size_t len)
+{
+    /* the name goes into the manifest as it is: letters, digits, . _ - only */
+    size_t plain = name ? strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                       "0123456789._-")
+                        : 0;
+    if (!bundle || !data || !plain || name[plain] || name[0] == '.' || plain > 255) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t cap = 256 * 1024; /* twice the largest manifest */
+    char *buf = malloc(cap);
+    if (!buf)
+        return -1;
+    int rc = gmp_bundle_add_file(bundle, name, data, len, buf, cap);
+    int saved = errno;
+    free(buf);
     errno = saved;
     return rc;
 }

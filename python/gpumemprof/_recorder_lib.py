@@ -76,6 +76,7 @@ def _declare(lib):
         ("gmp_classify_exception", Classification, [c, c, c]),
         ("gmp_api_name", c, [ctypes.c_uint]),
         ("gmp_backend_name", c, [ctypes.c_uint]),
+        ("gmp_bundle_attach", ctypes.c_int, [c, c, c, ctypes.c_size_t]),
         ("gmp_collector_count", ctypes.c_int, []),
         ("gmp_collector_name", c, [ctypes.c_int]),
         ("gmp_collector_sample", ctypes.c_int, [ctypes.c_int, ctypes.c_uint,

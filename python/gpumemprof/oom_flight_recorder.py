@@ -15,7 +15,8 @@ on the C recorder.
 The events go into the C recorder's ring and the bundle is written by it,
 in the format the preload writes (gmp-inspect reads both); retention keeps
 max_dumps bundles and max_total_mb.  snapshot_events() gives back the
-dicts as they were recorded.  Under the preload (LD_PRELOAD, gmp-run,
+dicts as they were recorded, and the bundle holds them too, every key
+kept, in recorded_events.json.  Under the preload (LD_PRELOAD, gmp-run,
 python -m gpumemprof run) the events go into the preload's own ring and
 the bundle is the preload's, with its events; its configuration (GMP_*)
 then decides where bundles go, and the dump of an OOM the preload saw
@@ -26,6 +27,7 @@ import ctypes
 import functools
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -266,4 +268,23 @@ class OOMFlightRecorder:
             path = clib.dump_function(clib.library())(
                 self._rec, _text(reason), _text(exc_type), _text(exc_module), _text(exc_message),
                 _text(context), _text(backend), metadata_json, fd, out, len(out))
-        return path.decode("utf-8", "surrogateescape") if path else None
+        if not path:
+            return None
+        self._attach_recorded(path)
+        return path.decode("utf-8", "surrogateescape")
+
+    # recorded_events.json: the payloads as the program recorded them, every
+    # key kept (the C events hold the ones they understand); the newest that
+    # fit in 8 MiB
+    RECORDED_MAX = 8 << 20
+
+    def _attach_recorded(self, bundle: bytes):
+        events = self.snapshot_events()
+        text = json.dumps(events, default=str)
+        while len(text) > self.RECORDED_MAX and len(events) > 1:
+            events = events[len(events) // 2:]
+            text = json.dumps(events, default=str)
+        data = text.encode("utf-8", "replace")
+        if clib.library().gmp_bundle_attach(bundle, b"recorded_events.json", data, len(data)):
+            print("gpumemprof: could not add recorded_events.json to %s"
+                  % bundle.decode("utf-8", "replace"), file=sys.stderr)

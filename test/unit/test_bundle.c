@@ -433,6 +433,21 @@ static void test_patch_program(void **state)
                                                         "batch_size")),
                      64);
     json_decref(md);
+    /* a file attached by a binding: listed, never over one the bundle has,
+     * and only under a plain name */
+    assert_int_equal(gmp_bundle_attach(path, "recorded_events.json", "[1]", 3), 0);
+    assert_int_equal(gmp_bundle_attach(path, "recorded_events.json", "[2]", 3), -1);
+    assert_int_equal(gmp_bundle_attach(path, "metadata.json", "{}", 2), -1);
+    static const char *const bad[] = {"../escape.json", "a\"b.json", ".hidden", "", "x/y"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(gmp_bundle_attach(path, bad[i], "{}", 2), -1);
+    json_t *man = bundle_file(path, "manifest.json");
+    json_t *files = json_object_get(man, "files");
+    int listed = 0;
+    for (size_t i = 0; i < json_array_size(files); i++)
+        listed += !strcmp(json_string_value(json_array_get(files, i)), "recorded_events.json");
+    assert_int_equal(listed, 1);
+    json_decref(man);
     char gone[300];
     snprintf(gone, sizeof gone, "%s/no_such_bundle", dir);
     assert_int_equal(gmp_bundle_patch_program(gone, "X", NULL, NULL, NULL, NULL, buf, sizeof buf),

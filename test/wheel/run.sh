@@ -183,10 +183,16 @@ states = [e for e in ev if e["event_type"] == "sample" and e["backend"] == "cuda
 assert md["custom_metadata"] == {"epoch": 3, "batch_size": 8, "model_params": 1 << 28}, md
 assert md["context"] == "training_loop" and md["exception_module"] == "torch.cuda", md
 assert len(states) == 10 and all(e["bytes_in_use"] == 1 << 30 for e in states), states
+# the payloads as recorded, every key kept (reserved has no place in a C event)
+recorded = json.load(open(os.path.join(b, "recorded_events.json")))
+assert len(recorded) == 10 and all(set(r) == {"timestamp", "allocated", "reserved", "device_id"}
+                                   for r in recorded), recorded
+assert recorded[0]["reserved"] == 1 << 30 and recorded[-1]["reserved"] == 7 << 30, recorded
+assert "recorded_events.json" in json.load(open(os.path.join(b, "manifest.json")))["files"]
 PY
     fail "the seed's example: the bundle is not the one it describes"
 else
-    ok "the seed's example: OOM classified, one valid bundle with its 10 states and metadata"
+    ok "the seed's example: OOM classified, one valid bundle with its 10 states (as recorded too) and metadata"
 fi
 
 # the seed's verbs; the GPU collectors read the doubles (two GPUs, another
