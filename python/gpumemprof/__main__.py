@@ -28,6 +28,7 @@ USAGE = """usage: python -m gpumemprof --preload-path | --version
                                   [--warning-threshold PCT] [--critical-threshold PCT] [--dump-dir DIR]
                                   [--devices all|gpus|host]
        python -m gpumemprof analyze BUNDLE|DIR|FILE [--format txt|json] [--output FILE]
+                                    [--visualization] [--plot-dir DIR]
 """
 
 

@@ -9,10 +9,11 @@
               the same devices through a MemoryTracker: warnings and critical
               crossings on stderr and as events, a memory-pressure bundle in
               DIR at critical, the events in FILE at the end
-    analyze   PATH [--format txt|json] [--output FILE]
+    analyze   PATH [--format txt|json] [--output FILE] [--visualization] [--plot-dir DIR]
               a bundle (gmp-inspect show), a directory of bundles (triage,
               then the newest shown), or a monitor/track file (per device:
-              samples, peak, last)
+              samples, peak, last); with --visualization or --plot-dir, each
+              bundle's memory over time as DIR/<bundle>.svg (gmp-inspect plot)
 
 monitor and track run until --duration or until interrupted (Ctrl-C,
 SIGTERM); what they wrote is then complete (a JSON array is closed)."""
@@ -250,6 +251,19 @@ def _summarise_readings(rows):
     return list(devices.values())
 
 
+def _plot(bundles, plot_dir):
+    """Each bundle's memory over time as plot_dir/<bundle>.svg; 0 or 1."""
+    os.makedirs(plot_dir, exist_ok=True)
+    for b in bundles:
+        svg = os.path.join(plot_dir, os.path.basename(os.path.normpath(b)) + ".svg")
+        rc, text = _inspect("plot", b, "-o", svg)
+        if rc:
+            sys.stderr.write(text)
+            return rc
+        print("gpumemprof analyze: drew %s" % svg, file=sys.stderr)
+    return 0
+
+
 def analyze(args):
     p = argparse.ArgumentParser(prog="gpumemprof analyze",
                                 description="A bundle, a directory of bundles, or a file that "
@@ -259,6 +273,10 @@ def analyze(args):
     p.add_argument("path")
     p.add_argument("--format", choices=("txt", "json"), default="txt")
     p.add_argument("--output", help="write there instead of stdout")
+    p.add_argument("--visualization", action="store_true",
+                   help="also draw each bundle's memory over time (gmp-inspect plot)")
+    p.add_argument("--plot-dir", help="where the drawings go (default plots; implies "
+                                      "--visualization)")
     a = p.parse_args(args)
     if not os.path.exists(a.path):
         print("gpumemprof analyze: %s: no such file or directory" % a.path, file=sys.stderr)
@@ -271,6 +289,8 @@ def analyze(args):
             return 1
         if a.format == "json":
             status, text = _inspect("triage", a.path, "--format", "json")
+        elif os.path.isfile(os.path.join(a.path, "manifest.json")):  # one bundle
+            status, text = _inspect("show", a.path)
         else:
             status, text = _inspect("triage", a.path)
             if status in (0, 3):
@@ -278,6 +298,8 @@ def analyze(args):
                 status = shown
                 text += "\nThe newest bundle:\n\n" + more
         status = 0 if status == 3 else status  # 3 is triage's "found an OOM"
+        if not status and (a.visualization or a.plot_dir):
+            status = _plot(bundles, a.plot_dir or "plots")
     else:
         try:
             summary = _summarise_readings(_load_readings(a.path))
@@ -288,6 +310,9 @@ def analyze(args):
         if not summary:
             print("gpumemprof analyze: %s holds no readings" % a.path, file=sys.stderr)
             return 1
+        if a.visualization or a.plot_dir:
+            print("gpumemprof analyze: drawings are of bundles; %s is a file of readings"
+                  % a.path, file=sys.stderr)
         if a.format == "json":
             text = json.dumps({"devices": summary}, indent=2) + "\n"
         else:

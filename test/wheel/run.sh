@@ -237,7 +237,9 @@ fi
     "$venv/bin/gpumemprof" analyze "$(ls -d "$work"/seed/oom_dump_*)" 2>&1 | grep -q "^Exception: *torch.cuda.OutOfMemoryError" &&
     "$venv/bin/gpumemprof" analyze "$work/track" --format json | "$py" -c 'import json,sys; sys.exit(json.load(sys.stdin)["pressure_warnings"]!=3)' &&
     "$venv/bin/gpumemprof" analyze "$work/m.csv" 2>&1 | grep -q "^nvml cuda:1 .* peak 100.0 MiB (9.8%)" &&
-    ok "gpumemprof analyze: a directory (triage, the newest shown), a bundle, JSON, a monitor file" ||
+    "$venv/bin/gpumemprof" analyze "$work/track" --plot-dir "$work/plots" >/dev/null 2>&1 &&
+    [ "$(ls "$work"/plots/oom_dump_*.svg | wc -l)" = 3 ] && grep -q "<svg" "$work"/plots/oom_dump_*_rocm_3.svg &&
+    ok "gpumemprof analyze: a directory (triage, the newest shown), a bundle, JSON, a monitor file, --plot-dir" ||
     fail "gpumemprof analyze: $(cat "$work/a.txt")"
 printf 'not,a\nreading,file\n' >"$work/junk.csv"
 "$venv/bin/gpumemprof" analyze "$work/junk.csv" >/dev/null 2>"$work/junk.err"
