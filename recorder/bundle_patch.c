@@ -12,7 +12,7 @@
  * ours, written by jsonw.c: its top-level keys are walked as text (strings
  * and nesting skipped whole, so a key inside the program's metadata is never
  * taken for one); nothing else in it changes.  Uses only the caller's
- * buffer and the stack.
+ * buffer and the stack (gmp_bundle_attach, for bindings, allocates its own).
  */
 #include "bundle.h"
 
