@@ -197,7 +197,10 @@ class MemoryTracker:
         self._stop.set()
         self._thread.join(timeout=max(5.0, 2 * self.sampling_interval))
         self._thread = None
-        self.sample()  # the last reading, in this thread
+        try:
+            self.sample()  # the last reading, in this thread
+        except Exception as exc:  # stopping must not raise from a reading
+            self._add({"event_type": "mark", "context": "sampling failed: %s" % exc})
         self._add({"event_type": "mark", "context": "tracking stopped"})
 
     def _loop(self):
