@@ -3,8 +3,8 @@
  * ours and one of the Python recorder read and validate; every hostile input
  * (truncated, random bytes, 100k-deep nesting, a 600 MiB file, symlinked or
  * FIFO members, wrong types, path tricks, missing files, count mismatches)
- * gets a clear message and a non-zero exit from every verb, never a crash
- * or a hang; --help works for each verb; usage errors exit 2.
+ * gets a clear message and a non-zero exit from every verb (export too),
+ * never a crash or a hang; --help works for each verb; usage errors exit 2.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -154,6 +154,12 @@ static void expect_refused(const char *bundle, const char *why, int show_too)
     rc = run_verb("events", bundle, NULL);
     if (rc != 1 || !err[0])
         fail_msg("events %s: rc=%d stderr=%s", bundle, rc, err);
+    const char *argv[] = {inspect_path(), "export", bundle, "--format", "trace-json",
+                          "-o", "/dev/null", NULL};
+    int status = run_capture(argv, out, sizeof out, err, sizeof err);
+    if (WIFSIGNALED(status) || WEXITSTATUS(status) != 1 || !err[0] || strstr(err, "Sanitizer") ||
+        strstr(err, "runtime error:"))
+        fail_msg("export %s: status %d stderr=%s", bundle, status, err);
 }
 
 /* The cgroup's oom_kill counter is the cgroup's since it was made: show

@@ -176,6 +176,9 @@ int cmd_diff(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+/* export_trace.c: every bundle at or under paths as Trace Event JSON on f. */
+int export_trace(char **paths, int npaths, FILE *f);
 /* show of a leak report (leak_report.c): its exit status, or -1 when path is not one. */
 int show_leak_report(const char *path);
 

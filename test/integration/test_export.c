@@ -1,0 +1,196 @@
+/*
+ * test_export.c — `gmp-inspect export --format trace-json`: bundles of real
+ * processes under the preload as Trace Event JSON, checked against the
+ * format's rules (an object with a traceEvents array; each event a known
+ * phase with a name, a pid, a tid and, but for metadata, a numeric ts;
+ * instants scoped t/p/g; counters' args numbers) and against the bundle:
+ * the device's counter peaks where its events do, one instant per
+ * allocation named by API, one OOM instant per failure even when two
+ * bundles of one process hold it, ranks named and ordered; a broken bundle
+ * is a line and exit 1, the rest still a whole file.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16];
+
+static int sh(const char *cmd)
+{
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err));
+}
+
+/* The trace of paths (a shell word list), checked against the format's
+ * rules; a new reference. */
+static json_t *export_checked(const char *what, int want_rc)
+{
+    char cmd[4096], file[600];
+    snprintf(file, sizeof file, "%s/trace.json", paths.scratch);
+    snprintf(cmd, sizeof cmd, "%s export %s --format trace-json -o '%s'", inspect_path(), what,
+             file);
+    int rc = sh(cmd);
+    if (rc != want_rc)
+        fail_msg("export %s: exit %d, %d wanted: %s", what, rc, want_rc, err);
+    json_error_t jerr;
+    json_t *doc = json_load_file(file, 0, &jerr);
+    if (!doc)
+        fail_msg("export %s: not JSON: %s (line %d)", what, jerr.text, jerr.line);
+    json_t *events = json_object_get(doc, "traceEvents");
+    assert_true(json_is_array(events));
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
+        if (!ph || !strchr("MCi", ph[0]) || ph[1] || !json_is_string(json_object_get(ev, "name")) ||
+            !json_is_integer(json_object_get(ev, "pid")))
+            fail_msg("event %zu breaks the format: %s", i, json_dumps(ev, JSON_COMPACT));
+        if (ph[0] != 'M' && !json_is_number(json_object_get(ev, "ts")))
+            fail_msg("event %zu has no ts: %s", i, json_dumps(ev, JSON_COMPACT));
+        if (ph[0] == 'i') {
+            const char *s = json_string_value(json_object_get(ev, "s"));
+            if (!s || !strchr("tpg", s[0]) || !json_is_integer(json_object_get(ev, "tid")))
+                fail_msg("instant %zu: %s", i, json_dumps(ev, JSON_COMPACT));
+        }
+        if (ph[0] == 'C') {
+            const char *k;
+            json_t *v;
+            json_object_foreach(json_object_get(ev, "args"), k, v) if (!json_is_number(v))
+                fail_msg("counter %zu: %s", i, json_dumps(ev, JSON_COMPACT));
+        }
+    }
+    return doc;
+}
+
+/* How many events of phase ph have a name starting with prefix; the
+ * largest "bytes" of those that are counters, in *peak. */
+static int count(json_t *doc, char ph, const char *prefix, json_int_t *peak)
+{
+    int n = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(doc, "traceEvents"), i, ev) {
+        const char *p = json_string_value(json_object_get(ev, "ph"));
+        const char *name = json_string_value(json_object_get(ev, "name"));
+        if (p[0] != ph || strncmp(name, prefix, strlen(prefix)))
+            continue;
+        n++;
+        json_int_t b = json_integer_value(json_object_get(json_object_get(ev, "args"), "bytes"));
+        if (peak && b > *peak)
+            *peak = b;
+    }
+    return n;
+}
+
+static void test_cuda_bundle(void **state)
+{
+    (void)state;
+    char script[16384], bundle[1024];
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s' GMP_WATCHDOG=0; exec %s/test/gpu/gpu_oom_cuda until-oom 0",
+             paths.preload, paths.build);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    json_t *events = only_bundle_file(paths.dumps, "events.json", bundle, sizeof bundle);
+    int allocs = 0;
+    json_int_t peak = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        const char *type = json_string_value(json_object_get(ev, "event_type"));
+        if (json_integer_value(json_object_get(ev, "device_id")) != 0 ||
+            strcmp(json_string_value(json_object_get(ev, "backend")), "cuda"))
+            continue;
+        allocs += !strcmp(type, "alloc");
+        json_int_t b = json_integer_value(json_object_get(ev, "bytes_in_use"));
+        peak = b > peak ? b : peak;
+    }
+    json_decref(events);
+    char quoted[1100];
+    snprintf(quoted, sizeof quoted, "'%s'", bundle);
+    json_t *doc = export_checked(quoted, 0);
+    json_int_t counter_peak = 0;
+    assert_true(count(doc, 'C', "cuda:0 in use", &counter_peak) > 0);
+    assert_int_equal(counter_peak, peak);
+    assert_true(allocs > 0);
+    assert_int_equal(count(doc, 'i', "cudaMalloc", NULL), allocs);
+    assert_int_equal(count(doc, 'i', "OOM: cudaMalloc 256.0 MiB on cuda:0", NULL), 1);
+    assert_int_equal(count(doc, 'i', "bundle: out of memory", NULL), 1);
+    assert_int_equal(count(doc, 'M', "process_name", NULL), 1);
+    json_decref(doc);
+    snprintf(script, sizeof script, "%s export %s --format torch -o -", inspect_path(), quoted);
+    assert_int_equal(sh(script), 2);
+    snprintf(script, sizeof script, "%s export %s -o -", inspect_path(), quoted);
+    assert_int_equal(sh(script), 2);
+}
+
+/* Two bundles of one process share events: each is in the trace once.
+ * Two ranks: two processes, named and ordered by rank. */
+static void test_directory_of_a_job(void **state)
+{
+    (void)state;
+    char script[16384];
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s' GMP_OOM_POLICY=first GMP_WATCHDOG=0; "
+             "RANK=0 %s/test/programs/host_oom fail-twice && "
+             "RANK=1 %s/test/programs/host_oom fail-twice",
+             paths.preload, paths.build, paths.build);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    char dir[1100];
+    snprintf(dir, sizeof dir, "'%s'", paths.dumps);
+    json_t *doc = export_checked(dir, 0);
+    assert_int_equal(count(doc, 'i', "bundle: out of memory", NULL), 4);
+    assert_int_equal(count(doc, 'i', "OOM: malloc", NULL), 4); /* not 6: 2 a process */
+    assert_int_equal(count(doc, 'M', "process_name", NULL), 2);
+    assert_int_equal(count(doc, 'M', "process_sort_index", NULL), 2);
+    int ranks = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(doc, "traceEvents"), i, ev) {
+        const char *name = json_string_value(json_object_get(ev, "name"));
+        const char *label = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
+        if (!strcmp(name, "process_name") && label && strstr(label, "host_oom (pid ") &&
+            (strstr(label, ", rank 0") || strstr(label, ", rank 1")))
+            ranks++;
+    }
+    assert_int_equal(ranks, 2);
+    json_decref(doc);
+
+    /* a broken bundle among them: a line, exit 1, the others still written */
+    snprintf(script, sizeof script,
+             "mkdir -p '%s/oom_dump_20990101T000000Z_1_cpu_1' && "
+             "echo '{' > '%s/oom_dump_20990101T000000Z_1_cpu_1/manifest.json'",
+             paths.dumps, paths.dumps);
+    assert_int_equal(sh(script), 0);
+    doc = export_checked(dir, 1);
+    assert_non_null(strstr(err, "gmp-inspect export: "));
+    assert_int_equal(count(doc, 'i', "bundle: out of memory", NULL), 4);
+    json_decref(doc);
+}
+
+static int setup(void **state)
+{
+    *state = &paths;
+    preload_paths_make(&paths, "export");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_bundle),
+        cmocka_unit_test(test_directory_of_a_job),
+    };
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
+}

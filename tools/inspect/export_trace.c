@@ -1,0 +1,290 @@
+/*
+ * export_trace.c — `gmp-inspect export PATH... --format trace-json -o FILE`:
+ * bundles as a Trace Event JSON file, the format Perfetto and
+ * chrome://tracing open.  Each process is a process of the trace (named by
+ * its command, rank and host; ordered by rank), each thread that allocated
+ * a thread of it, and on its timeline:
+ *   - a counter per device and one for the host: the bytes in use, from
+ *     every event that carries them (alloc, free, map, unmap, oom, sample);
+ *     what the program recorded itself (the Python recorder's readings) on
+ *     counters of their own;
+ *   - an instant per allocation and free, named by its API (cudaMalloc,
+ *     cuMemCreate, malloc...) on the thread that made it, size and address
+ *     in its args;
+ *   - an instant across the process for each OOM, recovery, memory-pressure
+ *     crossing and fatal signal, and one where the bundle was written,
+ *     named by what show calls it.
+ * A directory is every bundle under it: the ranks of one job side by side on
+ * one timeline.  Two bundles of one process share the events they both hold;
+ * each event is written once (by its sequence number).  The file is streamed:
+ * an event at a time, whatever the bundles' size.
+ */
+#include "inspect.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BUNDLES 4096
+#define MAX_THREADS 256
+
+typedef struct trace_out {
+    FILE *f;
+    size_t count;
+} trace_out;
+
+/* One trace event: written compact, the reference released. */
+static void emit(trace_out *o, json_t *ev)
+{
+    if (!ev)
+        return;
+    fputs(o->count++ ? ",\n" : "\n", o->f);
+    json_dumpf(ev, o->f, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(ev);
+}
+
+static json_t *meta(const char *name, json_int_t pid, json_int_t tid, json_t *args)
+{
+    return json_pack("{s:s, s:s, s:I, s:I, s:o}", "ph", "M", "name", name, "pid", pid, "tid",
+                     tid, "args", args);
+}
+
+static json_t *instant(const char *name, const char *cat, const char *scope, json_int_t pid,
+                       json_int_t tid, double ts, json_t *args)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:o}", "ph", "i", "name", name, "cat",
+                     cat, "s", scope, "pid", pid, "tid", tid, "ts", ts, "args",
+                     args ? args : json_object());
+}
+
+static void where_of(json_t *ev, char *out, size_t cap)
+{
+    const char *backend = jstr(ev, "backend");
+    int64_t dev = -1;
+    jint(ev, "device_id", &dev);
+    if (!backend || !strcmp(backend, "cpu") || dev < 0)
+        snprintf(out, cap, "host");
+    else
+        snprintf(out, cap, "%.16s:%lld", backend, (long long)dev);
+}
+
+static int carries_usage(const char *type)
+{
+    static const char *const kinds[] = {"alloc", "free", "map", "unmap", "oom", "oom_recovered",
+                                        "sample"};
+    for (size_t i = 0; type && i < sizeof kinds / sizeof *kinds; i++)
+        if (!strcmp(type, kinds[i]))
+            return 1;
+    return 0;
+}
+
+typedef struct process_view {
+    json_int_t pid;
+    int64_t last_seq; /* the newest event written for this process */
+    int named;
+    json_int_t threads[MAX_THREADS];
+    int nthreads;
+} process_view;
+
+static void name_thread(trace_out *o, process_view *p, json_int_t tid)
+{
+    for (int i = 0; i < p->nthreads; i++)
+        if (p->threads[i] == tid)
+            return;
+    if (p->nthreads == MAX_THREADS)
+        return;
+    p->threads[p->nthreads++] = tid;
+    char name[48];
+    if (tid == p->pid)
+        snprintf(name, sizeof name, "main thread (%lld)", (long long)tid);
+    else
+        snprintf(name, sizeof name, "thread %lld", (long long)tid);
+    emit(o, meta("thread_name", p->pid, tid, json_pack("{s:s}", "name", name)));
+}
+
+/* One event of the bundle as the trace shows it. */
+static void export_event(trace_out *o, process_view *p, json_t *ev)
+{
+    double t;
+    json_t *tv = json_object_get(ev, "timestamp");
+    if (!json_is_number(tv) || !isfinite(t = json_number_value(tv) * 1e6))
+        return;
+    const char *type = jstr(ev, "event_type");
+    const char *api = jstr(ev, "api");
+    int64_t tid = p->pid, size = 0, in_use = 0, result = 0;
+    jint(ev, "thread_id", &tid);
+    jint(ev, "size", &size);
+    jint(ev, "result", &result);
+    int has_use = jint(ev, "bytes_in_use", &in_use) == 0;
+    char where[48], name[160], bytes[32];
+    where_of(ev, where, sizeof where);
+    fmt_bytes((uint64_t)(size > 0 ? size : 0), bytes, sizeof bytes);
+    if (!type)
+        return;
+    /* what a program recorded itself (the Python recorder's readings) is
+     * its own measure, not the preload's count: a counter of its own */
+    int program = api && !strcmp(api, "user");
+    if (carries_usage(type) && has_use) {
+        snprintf(name, sizeof name, program ? "%s, as the program recorded" : "%s in use", where);
+        emit(o, json_pack("{s:s, s:s, s:I, s:f, s:{s:I}}", "ph", "C", "name", name, "pid",
+                          p->pid, "ts", t, "args", "bytes", (json_int_t)in_use));
+    }
+    json_t *args = json_pack("{s:s, s:I, s:I}", "device", where, "size", (json_int_t)size,
+                             "bytes_in_use", (json_int_t)in_use);
+    if (jstr(ev, "address"))
+        json_object_set_new(args, "address", json_string(jstr(ev, "address")));
+    const char *scope = "t", *cat = type;
+    if (!strcmp(type, "alloc") || !strcmp(type, "free") || !strcmp(type, "map") ||
+        !strcmp(type, "unmap")) {
+        snprintf(name, sizeof name, "%s", api && strcmp(api, "unknown") ? api : type);
+    } else if (!strcmp(type, "oom")) {
+        if (program)
+            snprintf(name, sizeof name, "OOM reported by the program on %s", where);
+        else
+            snprintf(name, sizeof name, "OOM: %s %s on %s", api ? api : "?", bytes, where);
+        scope = "p";
+    } else if (!strcmp(type, "oom_recovered")) {
+        snprintf(name, sizeof name, "OOM recovered on %s", where);
+        scope = "p";
+    } else if (!strcmp(type, "pressure")) {
+        snprintf(name, sizeof name, "memory pressure on %s: %lld%%", where, (long long)result);
+        scope = "p";
+    } else if (!strcmp(type, "signal")) {
+        snprintf(name, sizeof name, "signal %lld", (long long)result);
+        scope = "p";
+    } else if (!strcmp(type, "alloc_failed")) {
+        snprintf(name, sizeof name, "%s failed (code %lld)", api ? api : "?", (long long)result);
+    } else if (!strcmp(type, "mark")) {
+        snprintf(name, sizeof name, "mark");
+    } else {
+        json_decref(args); /* samples are the counter alone */
+        return;
+    }
+    name_thread(o, p, tid);
+    emit(o, instant(name, cat, scope, p->pid, tid, t, args));
+}
+
+static process_view *view_of(process_view *views, int *n, json_int_t pid)
+{
+    for (int i = 0; i < *n; i++)
+        if (views[i].pid == pid)
+            return &views[i];
+    process_view *v = &views[(*n)++];
+    memset(v, 0, sizeof *v);
+    v->pid = pid;
+    v->last_seq = -1;
+    return v;
+}
+
+static void name_process(trace_out *o, bundle *b, json_int_t pid)
+{
+    json_t *cmd = json_object_get(json_object_get(b->environment, "process"), "cmdline");
+    const char *exe = jstr(json_object_get(b->environment, "process"), "exe");
+    const char *first = json_string_value(json_array_get(cmd, 0));
+    const char *prog = first ? first : exe ? exe : "process";
+    const char *slash = strrchr(prog, '/');
+    const char *rank = bundle_rank(b), *host = bundle_host(b);
+    char name[256];
+    snprintf(name, sizeof name, "%.80s (pid %lld%s%.16s%s%.64s)", slash ? slash + 1 : prog,
+             (long long)pid, rank ? ", rank " : "", rank ? rank : "", host ? ", on " : "",
+             host ? host : "");
+    emit(o, meta("process_name", pid, 0, json_pack("{s:s}", "name", name)));
+    if (rank)
+        emit(o, meta("process_sort_index", pid, 0, json_pack("{s:I}", "sort_index",
+                                                              (json_int_t)atoll(rank))));
+}
+
+/* One bundle's events, those not written yet for its process, then the
+ * moment it was written. */
+static void export_bundle(trace_out *o, bundle *b, process_view *views, int *nviews)
+{
+    int64_t pid = 0, created = 0;
+    jint(b->manifest, "pid", &pid);
+    process_view *p = view_of(views, nviews, (json_int_t)pid);
+    if (!p->named)
+        name_process(o, b, p->pid);
+    p->named = 1;
+    int64_t newest = p->last_seq;
+    size_t i;
+    json_t *ev;
+    event_foreach(&b->events, i, ev) {
+        int64_t seq = -1;
+        if (jint(ev, "seq", &seq) == 0 && seq <= p->last_seq)
+            continue; /* an earlier bundle of this process wrote it */
+        export_event(o, p, ev);
+        if (seq > newest)
+            newest = seq;
+    }
+    p->last_seq = newest;
+    if (jint(b->manifest, "created_at_ns", &created) == 0) {
+        bundle_kind k = bundle_kind_of(b);
+        json_t *args = json_pack("{s:s, s:s}", "bundle", b->name, "kind", kind_label(k));
+        const char *reason = jstr(b->metadata, "reason");
+        const char *message = jstr(b->metadata, "exception_message");
+        if (reason)
+            json_object_set_new(args, "reason", json_string(reason));
+        if (message)
+            json_object_set_new(args, "message", json_string(message));
+        char name[160];
+        snprintf(name, sizeof name, "bundle: %s", kind_label(k));
+        emit(o, instant(name, "bundle", "p", p->pid, p->pid, (double)created / 1e3, args));
+    }
+}
+
+typedef struct found {
+    char **paths;
+    size_t n;
+} found;
+
+static void collect(const char *path, void *arg)
+{
+    found *f = arg;
+    if (f->n < MAX_BUNDLES && (f->paths[f->n] = strdup(path)))
+        f->n++;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    /* oom_dump_<time>_<pid>_...: the name's order is the time's */
+    const char *x = strrchr(*(char *const *)a, '/'), *y = strrchr(*(char *const *)b, '/');
+    return strcmp(x ? x : *(char *const *)a, y ? y : *(char *const *)b);
+}
+
+int export_trace(char **paths, int npaths, FILE *f)
+{
+    found all = {calloc(MAX_BUNDLES, sizeof(char *)), 0};
+    if (all.paths)
+        for (int i = 0; i < npaths; i++)
+            for_each_bundle(paths[i], collect, &all);
+    /* at most a process a bundle */
+    process_view *views = all.paths ? calloc(all.n ? all.n : 1, sizeof *views) : NULL;
+    if (!views) {
+        for (size_t i = 0; all.paths && i < all.n; i++)
+            free(all.paths[i]);
+        free(all.paths);
+        fputs("gmp-inspect export: out of memory\n", stderr);
+        return EXIT_INVALID;
+    }
+    qsort(all.paths, all.n, sizeof *all.paths, by_name);
+    int bad = all.n == 0, nviews = 0;
+    if (!all.n)
+        fputs("gmp-inspect export: no bundle there\n", stderr);
+    trace_out o = {f, 0};
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
+    for (size_t i = 0; i < all.n; i++) {
+        char err[600];
+        bundle b;
+        if (bundle_open(&b, all.paths[i], 1, 1, err, sizeof err) < 0) {
+            fprintf(stderr, "gmp-inspect export: %s\n", err);
+            bad = 1;
+        } else {
+            export_bundle(&o, &b, views, &nviews);
+            bundle_close(&b);
+        }
+        free(all.paths[i]);
+    }
+    fputs("\n]}\n", f);
+    free(all.paths);
+    free(views);
+    return bad ? EXIT_INVALID : EXIT_OK;
+}
