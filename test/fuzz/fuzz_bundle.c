@@ -3,10 +3,11 @@
  * input is a bundle, its files separated by lines "--8<-- NAME" (NAME one
  * of the files a bundle or a leak report may hold), written into a scratch
  * bundle directory; then validate, show, events --json, triage (text, json,
- * junit, markdown), diff and export (trace-json) read it as they would a
- * hostile bundle from another machine.  Each must return (0, 1 or 3)
- * without a crash, a leak, or a hang.  The input is also a string to show (clean_text: no control
- * character may come out) and a text to mask credentials in.
+ * junit, markdown), diff and export (trace-json, torch-snapshot) read it as
+ * they would a hostile bundle from another machine.  Each must return (0, 1
+ * or 3) without a crash, a leak, or a hang.  The input is also a string to
+ * show (clean_text: no control character may come out) and a text to mask
+ * credentials in.
  */
 #include "bundle.h"
 #include "redact.h"
@@ -92,7 +93,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_diff, bundle_dir, bundle_dir, NULL);
     FILE *trace = fopen("/dev/null", "w");
     char *export_paths[] = {(char *)fuzz_dir};
-    if (trace && export_trace(export_paths, 1, trace) > 1)
+    if (trace && (export_trace(export_paths, 1, trace) > 1 ||
+                  export_torch(bundle_dir, trace) > 1))
         abort();
     if (trace)
         fclose(trace);

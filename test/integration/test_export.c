@@ -7,7 +7,12 @@
  * the device's counter peaks where its events do, one instant per
  * allocation named by API, one OOM instant per failure even when two
  * bundles of one process hold it, ranks named and ordered; a broken bundle
- * is a line and exit 1, the rest still a whole file.
+ * is a line and exit 1, the rest still a whole file.  `--format
+ * torch-snapshot` of the same CUDA OOM and of a Python MemoryError, read by
+ * a loader written from PyTorch's published format (torch_snapshot_check.py):
+ * every field memory_viz reads, the trace's replayed peak the events' peak,
+ * the segments the live bytes, the OOM's request, free bytes and frames
+ * (native, symbolised; Python's).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +31,7 @@
 
 static preload_paths paths;
 static char out[1 << 16], err[1 << 16];
+static char cuda_bundle[1024]; /* test_cuda_bundle's, for the snapshot tests */
 
 static int sh(const char *cmd)
 {
@@ -103,6 +109,10 @@ static void test_cuda_bundle(void **state)
              paths.preload, paths.build);
     run_script(&paths, script, out, sizeof out, err, sizeof err);
     json_t *events = only_bundle_file(paths.dumps, "events.json", bundle, sizeof bundle);
+    snprintf(cuda_bundle, sizeof cuda_bundle, "%s/cuda", paths.scratch);
+    snprintf(script, sizeof script, "rm -rf '%s' && cp -R '%s' '%s'", cuda_bundle, bundle,
+             cuda_bundle);
+    assert_int_equal(sh(script), 0);
     int allocs = 0;
     json_int_t peak = 0;
     size_t i;
@@ -179,6 +189,87 @@ static void test_directory_of_a_job(void **state)
     json_decref(doc);
 }
 
+/* The snapshot of bundle, read back by the format checker (a loader
+ * written from PyTorch's published format: no PyTorch here); its summary. */
+static json_t *torch_snapshot(const char *bundle)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s export '%s' --format torch-snapshot -o '%s/snapshot.pickle' && "
+             "python3 test/integration/torch_snapshot_check.py '%s/snapshot.pickle'",
+             inspect_path(), bundle, paths.scratch, paths.scratch);
+    if (sh(cmd) != 0)
+        fail_msg("torch-snapshot of %s: %s%s", bundle, out, err);
+    json_t *summary = json_loads(out, 0, NULL);
+    if (!summary)
+        fail_msg("no summary: %s", out);
+    return summary;
+}
+
+/* The CUDA double's OOM as a memory_viz snapshot: the trace replays to the
+ * peak the events reached, the segments hold what allocations.json holds,
+ * the OOM entry has the request, the device's free bytes and the
+ * allocating function's name. */
+static void test_torch_snapshot_of_a_cuda_oom(void **state)
+{
+    (void)state;
+    assert_true(cuda_bundle[0]); /* made by test_cuda_bundle */
+    json_t *s = torch_snapshot(cuda_bundle);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/allocations.json", cuda_bundle);
+    json_t *held = json_load_file(path, 0, NULL);
+    snprintf(path, sizeof path, "%s/metadata.json", cuda_bundle);
+    json_t *md = json_load_file(path, 0, NULL);
+    assert_non_null(held);
+    assert_non_null(md);
+    json_int_t live = json_integer_value(json_object_get(held, "live_bytes"));
+    assert_true(live > 0);
+    /* every allocation was live at the OOM: the peak is what was held */
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "peaks"), "0")), live);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "segment_bytes"), "0")),
+                     live);
+    json_t *ooms = json_object_get(s, "ooms");
+    assert_int_equal(json_array_size(ooms), 1);
+    json_t *oom = json_array_get(ooms, 0);
+    assert_int_equal(json_integer_value(json_object_get(oom, "size")),
+                     json_integer_value(json_object_get(json_object_get(md, "failed_request"),
+                                                        "size")));
+    assert_int_equal(json_integer_value(json_object_get(oom, "device_free")),
+                     json_integer_value(json_object_get(
+                         json_array_get(json_object_get(md, "device_state"), 0), "free")));
+    char *names = json_dumps(json_object_get(oom, "frames"), 0);
+    if (!strstr(names, "\"until_oom\""))
+        fail_msg("the OOM's frames do not name until_oom: %s", names);
+    free(names);
+    json_decref(held);
+    json_decref(md);
+    json_decref(s);
+}
+
+/* A Python MemoryError: the host's list holds the OOM, its frames end in
+ * the Python function that asked. */
+static void test_torch_snapshot_python_frames(void **state)
+{
+    (void)state;
+    char script[16384], bundle[1024];
+    snprintf(script, sizeof script,
+             "rm -rf '%s'; export LD_PRELOAD='%s' GMP_WATCHDOG=0; exec python3 -c '\n"
+             "def load_everything():\n"
+             "    return bytearray(1 << 45)\n"
+             "load_everything()\n'",
+             paths.dumps, paths.preload);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    json_t *s = torch_snapshot(bundle);
+    json_t *ooms = json_object_get(s, "ooms");
+    assert_int_equal(json_array_size(ooms), 1);
+    char *names = json_dumps(json_object_get(json_array_get(ooms, 0), "frames"), 0);
+    if (!strstr(names, "\"load_everything\""))
+        fail_msg("the OOM's frames do not name load_everything: %s", names);
+    free(names);
+    json_decref(s);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -191,6 +282,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_bundle),
         cmocka_unit_test(test_directory_of_a_job),
+        cmocka_unit_test(test_torch_snapshot_of_a_cuda_oom),
+        cmocka_unit_test(test_torch_snapshot_python_frames),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -154,12 +154,16 @@ static void expect_refused(const char *bundle, const char *why, int show_too)
     rc = run_verb("events", bundle, NULL);
     if (rc != 1 || !err[0])
         fail_msg("events %s: rc=%d stderr=%s", bundle, rc, err);
-    const char *argv[] = {inspect_path(), "export", bundle, "--format", "trace-json",
-                          "-o", "/dev/null", NULL};
-    int status = run_capture(argv, out, sizeof out, err, sizeof err);
-    if (WIFSIGNALED(status) || WEXITSTATUS(status) != 1 || !err[0] || strstr(err, "Sanitizer") ||
-        strstr(err, "runtime error:"))
-        fail_msg("export %s: status %d stderr=%s", bundle, status, err);
+    static const char *const formats[] = {"trace-json", "torch-snapshot"};
+    for (int i = 0; i < 2; i++) {
+        const char *argv[] = {inspect_path(), "export", bundle, "--format", formats[i],
+                              "-o", "/dev/null", NULL};
+        int status = run_capture(argv, out, sizeof out, err, sizeof err);
+        if (WIFSIGNALED(status) || WEXITSTATUS(status) != 1 || !err[0] ||
+            strstr(err, "Sanitizer") || strstr(err, "runtime error:"))
+            fail_msg("export --format %s %s: status %d stderr=%s", formats[i], bundle, status,
+                     err);
+    }
 }
 
 /* The cgroup's oom_kill counter is the cgroup's since it was made: show

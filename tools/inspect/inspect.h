@@ -120,6 +120,13 @@ void print_top_sites(bundle *b);
 int print_live_file(int dirfd, const char *file, const char *label, const char *what,
                     const char *sites_heading);
 enum { SITE_UNKNOWN, SITE_LIBRARY, SITE_PROGRAM }; /* what name_site found */
+/* symbols.c: the function (fn), source file and line of offset in the ELF
+ * at path, when path is a regular file of this machine outside the bundle
+ * at dirfd; 0 when the function is known, else -1 (fn and file "", line
+ * 0).  Each ELF is opened once; symbols_release closes them. */
+int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_cap,
+              char *file, size_t file_cap, int *line);
+void symbols_release(void);
 int name_site(bundle *b, int64_t stack, char *out, size_t cap);
 /* The module of modules.json that holds a runtime address (the highest load
  * bias at or below it): its path, and the bias in *bias; NULL when none. */
@@ -157,6 +164,15 @@ const char *kind_label(bundle_kind k);
  * request); python_stack.c: python_traceback.txt, innermost frame first,
  * and its innermost frame, "grow.py:4 in load_batch" (0, or -1: none). */
 void print_event(json_t *ev, int is_failure);
+#define PYTHON_FRAMES_READ 256
+typedef struct python_stack {
+    char *text; /* the file, cut into the strings below */
+    struct { const char *file, *fn; long line; } frames[PYTHON_FRAMES_READ]; /* innermost first */
+    size_t n, dropped;
+} python_stack;
+/* The first stack of python_traceback.txt: 0 with st filled (free
+ * st->text), -1 when the bundle has none readable. */
+int python_stack_read(bundle *b, python_stack *st);
 void print_python_stack(bundle *b);
 int python_site(bundle *b, char *out, size_t cap);
 
@@ -179,6 +195,8 @@ int cmd_info(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 /* export_trace.c: every bundle at or under paths as Trace Event JSON on f. */
 int export_trace(char **paths, int npaths, FILE *f);
+/* export_torch.c: one bundle as a PyTorch memory snapshot (a pickle) on f. */
+int export_torch(const char *path, FILE *f);
 /* show of a leak report (leak_report.c): its exit status, or -1 when path is not one. */
 int show_leak_report(const char *path);
 

@@ -15,16 +15,8 @@
 #include <string.h>
 
 #define PYTHON_FRAMES_SHOWN 12
-#define PYTHON_FRAMES_READ 256
 
-typedef struct python_stack {
-    char *text; /* the file, cut into the strings below */
-    struct { const char *file, *fn; long line; } frames[PYTHON_FRAMES_READ]; /* innermost first */
-    size_t n, dropped;
-} python_stack;
-
-/* 0 with st filled (free st->text), -1 when the bundle has no readable stack. */
-static int read_stack(bundle *b, python_stack *st)
+int python_stack_read(bundle *b, python_stack *st)
 {
     size_t len;
     st->n = st->dropped = 0;
@@ -75,7 +67,7 @@ static int read_stack(bundle *b, python_stack *st)
 void print_python_stack(bundle *b)
 {
     python_stack st;
-    if (read_stack(b, &st) < 0)
+    if (python_stack_read(b, &st) < 0)
         return;
     for (size_t k = 0; k < st.n && k < PYTHON_FRAMES_SHOWN; k++) {
         printf("%-18s", k ? "" : "Python stack:");
@@ -104,7 +96,7 @@ static int is_library_file(const char *file)
 int python_site(bundle *b, char *out, size_t cap)
 {
     python_stack st;
-    if (read_stack(b, &st) < 0)
+    if (python_stack_read(b, &st) < 0)
         return -1;
     size_t k = 0;
     while (k + 1 < st.n && is_library_file(st.frames[k].file))

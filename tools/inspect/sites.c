@@ -3,19 +3,16 @@
  * allocations.json's live allocations at the failure (older bundles: the
  * allocations its events made and did not free), summed per stack
  * (stack_id, stacks.json), largest first.  Each site is named by the first
- * frame that is not in a GPU or C library: symbolised with elfutils' libdw
- * when the binary is on this machine (function, file:line), module+offset
+ * frame that is not in a GPU or C library: symbolised (symbols.c) when the
+ * binary is on this machine (function, file:line), module+offset
  * otherwise (modules.json gives the load bias, so it is the same wherever
  * the process ran).
  */
 #include "inspect.h"
 
-#include <elfutils/libdwfl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define MAX_SITES 5
 
@@ -78,59 +75,21 @@ int is_library_frame(const char *path)
 /* Is the file at path (absolute, symlinks resolved) anywhere inside the
  * directory open as dirfd?  Compared by device and inode, ancestor by
  * ancestor: no spelling of the path escapes it. */
-static int inside(int dirfd, const char *path)
-{
-    struct stat dir, st;
-    char real[PATH_MAX];
-    if (fstat(dirfd, &dir) != 0 || !realpath(path, real))
-        return 1; /* unsure: treated as inside */
-    for (char *slash; (slash = strrchr(real, '/'));) {
-        *(slash == real ? slash + 1 : slash) = '\0';
-        if (stat(real, &st) == 0 && st.st_dev == dir.st_dev && st.st_ino == dir.st_ino)
-            return 1;
-        if (slash == real)
-            break;
-    }
-    return 0;
-}
-
 /* "fill (gpu_oom.c:70)" with libdw, else "gpu_oom_cuda+0x1983". */
 static void name_frame(int dirfd, const char *path, uint64_t offset, char *out, size_t cap)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     snprintf(out, cap, "%s+0x%llx", base, (unsigned long long)offset);
-    /* the path comes from the bundle: only a regular file of this machine,
-     * named absolutely and outside the bundle, goes to libdw (never a FIFO
-     * or a device that would block or never end, nor an ELF the bundle's
-     * author shipped inside it for libdw's parser) */
-    struct stat st;
-    if (path[0] != '/' || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
-        access(path, R_OK) != 0 || inside(dirfd, path))
+    char fn[256], file[PATH_MAX];
+    int lineno;
+    if (symbolise(dirfd, path, offset, fn, sizeof fn, file, sizeof file, &lineno) < 0)
         return;
-    static const Dwfl_Callbacks callbacks = {
-        .find_debuginfo = dwfl_standard_find_debuginfo,
-        .section_address = dwfl_offline_section_address,
-    };
-    Dwfl *dwfl = dwfl_begin(&callbacks);
-    if (!dwfl)
-        return;
-    Dwfl_Module *mod = dwfl_report_offline(dwfl, base, path, -1);
-    dwfl_report_end(dwfl, NULL, NULL);
-    Dwarf_Addr mod_bias = 0;
-    if (mod && dwfl_module_getelf(mod, &mod_bias)) {
-        Dwarf_Addr at = mod_bias + offset - 1; /* the call, not the return address */
-        const char *fn = dwfl_module_addrname(mod, at);
-        Dwfl_Line *line = dwfl_module_getsrc(mod, at);
-        int lineno = 0;
-        const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
-        const char *slash = file ? strrchr(file, '/') : NULL;
-        if (fn && file)
-            snprintf(out, cap, "%s (%s:%d)", fn, slash ? slash + 1 : file, lineno);
-        else if (fn)
-            snprintf(out, cap, "%s (%s)", fn, base);
-    }
-    dwfl_end(dwfl);
+    const char *slash = strrchr(file, '/');
+    if (file[0])
+        snprintf(out, cap, "%s (%s:%d)", fn, slash ? slash + 1 : file, lineno);
+    else
+        snprintf(out, cap, "%s (%s)", fn, base);
 }
 
 int name_site(bundle *b, int64_t stack, char *out, size_t cap)

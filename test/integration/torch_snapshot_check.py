@@ -1,0 +1,101 @@
+"""torch_snapshot_check.py SNAPSHOT.pickle -- a loader written from
+PyTorch's published snapshot format (what torch.cuda.memory._snapshot()
+returns and torch.cuda._memory_viz reads: segments with their blocks,
+device_traces of alloc/free/segment/oom entries), NOT PyTorch's own code:
+PyTorch is not on the machines the tests run on.  It loads the pickle with
+the standard library, checks every field memory_viz reads for its type, the
+invariants its `stats` view asserts (a segment's blocks add up to its
+size; a block's requested size is within it), replays each device's trace
+as its timeline does (alloc adds, free_completed takes away) and prints
+one JSON line: per device the replayed peak and the bytes in segments, the
+OOM entries, and how many frames name a function.  Exit 1, with the reason,
+on anything memory_viz would trip on."""
+import json
+import pickle
+import sys
+
+ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+           "segment_map", "segment_unmap", "snapshot", "oom"}
+STATES = {"active_allocated", "active_pending_free", "inactive"}
+
+
+def fail(why):
+    print("torch_snapshot_check: " + why, file=sys.stderr)
+    sys.exit(1)
+
+
+def need(obj, key, kinds, where):
+    if key not in obj or not isinstance(obj[key], kinds) or isinstance(obj[key], bool) != (
+            kinds is bool):
+        fail("%s: %r missing or not %s: %r" % (where, key, kinds, obj.get(key)))
+    return obj[key]
+
+
+def frames_ok(frames, where, named):
+    if not isinstance(frames, list):
+        fail(where + ": frames is not a list")
+    for f in frames:
+        for key, kind in (("filename", str), ("line", int), ("name", str)):
+            need(f, key, kind, where + " frame")
+        named[0] += bool(f["name"]) and not f["name"].startswith("0x")
+    return frames
+
+
+with open(sys.argv[1], "rb") as fh:
+    snap = pickle.load(fh)
+if not isinstance(snap, dict):
+    fail("not a dict")
+named = [0]
+segment_bytes = {}
+for i, seg in enumerate(need(snap, "segments", list, "snapshot")):
+    where = "segment %d" % i
+    for key in ("device", "address", "total_size", "allocated_size", "active_size",
+                "requested_size", "stream"):
+        need(seg, key, int, where)
+    need(seg, "segment_type", str, where)
+    pool = need(seg, "segment_pool_id", tuple, where)
+    if len(pool) != 2:
+        fail(where + ": segment_pool_id is not a pair")
+    frames_ok(need(seg, "frames", list, where), where, named)
+    total = 0
+    for k, b in enumerate(need(seg, "blocks", list, where)):
+        bw = "%s block %d" % (where, k)
+        size = need(b, "size", int, bw)
+        if need(b, "requested_size", int, bw) > size:
+            fail(bw + ": requested_size over size")
+        if need(b, "state", str, bw) not in STATES:
+            fail(bw + ": state %r" % b["state"])
+        frames_ok(need(b, "frames", list, bw), bw, named)
+        total += size
+    if total != seg["total_size"]:
+        fail(where + ": blocks add up to %d, total_size is %d" % (total, seg["total_size"]))
+    segment_bytes[seg["device"]] = segment_bytes.get(seg["device"], 0) + seg["total_size"]
+
+peaks, ooms = {}, []
+for device, trace in enumerate(need(snap, "device_traces", list, "snapshot")):
+    if not isinstance(trace, list):
+        fail("device_traces[%d] is not a list" % device)
+    now = peak = 0
+    last_time = 0
+    for k, e in enumerate(trace):
+        where = "device %d entry %d" % (device, k)
+        if need(e, "action", str, where) not in ACTIONS:
+            fail(where + ": action %r" % e["action"])
+        for key in ("addr", "size", "stream", "time_us"):
+            need(e, key, int, where)
+        if e["time_us"] < last_time:
+            fail(where + ": time goes back")
+        last_time = e["time_us"]
+        frames_ok(need(e, "frames", list, where), where, named)
+        if e["action"] == "alloc":
+            now += e["size"]
+        elif e["action"] == "free_completed":
+            now -= e["size"]
+        elif e["action"] == "oom":
+            ooms.append({"device": device, "size": e["size"],
+                         "device_free": need(e, "device_free", int, where),
+                         "frames": [f["name"] for f in e["frames"]]})
+        peak = max(peak, now)
+    peaks[device] = peak
+print(json.dumps({"peaks": peaks, "segment_bytes": segment_bytes, "ooms": ooms,
+                  "named_frames": named[0]}))
