@@ -524,6 +524,39 @@ def tracker_with_torch(c):
         not problems)
 
 
+MEMORY_VIZ = r"""
+import json, pickle, sys
+from torch.cuda import _memory_viz as viz
+snap = pickle.load(open(sys.argv[1], "rb"))
+stats = viz.segsum(snap)
+trace = viz.trace(snap)
+html = viz.trace_plot(snap) + viz.segment_plot(snap)
+print(json.dumps({"stats": stats.splitlines()[-12:-9], "trace_lines": len(trace.splitlines()),
+                  "html_bytes": len(html)}))
+"""
+
+
+def memory_viz(c, snapshot):
+    """A snapshot `gmp-inspect export --format torch-snapshot` wrote (on a
+    machine with gmp-inspect: pass it as GMP_CHECK_SNAPSHOT) read by
+    PyTorch's own torch.cuda._memory_viz: stats, trace and both plots."""
+    label = "15 our torch-snapshot in torch's memory_viz"
+    want = "segsum, trace, trace_plot and segment_plot without error"
+    if not snapshot or not os.path.isfile(snapshot):
+        return c.row(label, want, "no snapshot given (GMP_CHECK_SNAPSHOT)", "skip")
+    path = os.path.join(c.case_dir("15_memory_viz"), "snapshot.pickle")
+    shutil.copyfile(snapshot, path)
+    code = "import sys; sys.argv = ['viz', %r]\n" % path + MEMORY_VIZ
+    rc, out, err, _ = c.python("15_memory_viz", code, preload=False)
+    try:
+        seen = json.loads(out.splitlines()[-1])
+    except (IndexError, ValueError):
+        return c.row(label, want, "rc %s: %s" % (rc, err[-300:]), False)
+    c.row(label, want, "%s; %d trace lines; %d bytes of HTML" % (
+        " ".join(seen["stats"]), seen["trace_lines"], seen["html_bytes"]),
+        rc == 0 and seen["trace_lines"] > 0)
+
+
 def cases(c, only):
     """The cases, by number; `only` (a set of numbers, or empty for all)
     picks some: a case fixed in the preload is run again alone."""
@@ -574,6 +607,8 @@ def cases(c, only):
         overhead(c, progs)
     if want(14, True):
         tracker_with_torch(c)
+    if want(15, True):
+        memory_viz(c, os.environ.get("GMP_CHECK_SNAPSHOT"))
 
 
 # ---- the machine ------------------------------------------------------------
