@@ -51,6 +51,8 @@ INSPECT_OBJ := $(INSPECT_SRC:%.c=$(BUILD)/%.o)
 INSPECT := $(BUILD)/gmp-inspect
 
 RUN_TOOL := $(BUILD)/gmp-run
+# GMP_TORCH_HISTORY's sitecustomize, where gmp-run finds it in the build tree
+SITE := $(BUILD)/site/sitecustomize.py
 
 # The recorder as a shared library, no hooks: what the Python package of the
 # wheel calls (ctypes) to record and dump in a process without the preload.
@@ -83,7 +85,7 @@ DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)
                $(if $(wildcard $(CUDA_HOME)/include/cuda.h),$(BUILD)/check/cuda_driver_decls.ok) \
                $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/check/hip_decls.ok)
 
-all: $(RECORDER_LIB) $(SHARED_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(EXAMPLES) $(DECL_CHECKS)
+all: $(RECORDER_LIB) $(SHARED_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(SITE) $(EXAMPLES) $(DECL_CHECKS)
 
 $(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_table.h preload/gpu_types.h
 	@mkdir -p $(dir $@)
@@ -419,8 +421,14 @@ $(BUILD)/bench/recorder_bench: bench/recorder_bench.c $(RECORDER_LIB)
 bench: all $(BENCH_PROGRAMS)
 	@sh bench/run.sh $(BUILD)
 
+$(SITE): python/gpumemprof/_site/sitecustomize.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
+	install -d $(DESTDIR)$(PREFIX)/share/gpumemprof/site
+	install -m 0644 $(SITE) $(DESTDIR)$(PREFIX)/share/gpumemprof/site/sitecustomize.py
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/gmp-inspect
 	install -m 0755 $(RUN_TOOL) $(DESTDIR)$(PREFIX)/bin/gmp-run
 	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so
@@ -435,7 +443,9 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof_preload.so \
 	      $(DESTDIR)$(PREFIX)/include/gpumemprof.h \
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a $(DESTDIR)$(PREFIX)/lib/libgpumemprof.so \
-	      $(DESTDIR)$(PREFIX)/share/man/man1/gmp-inspect.1 $(DESTDIR)$(PREFIX)/share/man/man1/gmp-run.1
+	      $(DESTDIR)$(PREFIX)/share/man/man1/gmp-inspect.1 $(DESTDIR)$(PREFIX)/share/man/man1/gmp-run.1 \
+	      $(DESTDIR)$(PREFIX)/share/gpumemprof/site/sitecustomize.py
+	-rmdir $(DESTDIR)$(PREFIX)/share/gpumemprof/site $(DESTDIR)$(PREFIX)/share/gpumemprof 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)

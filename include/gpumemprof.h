@@ -266,6 +266,15 @@ typedef gmp_recorder *(*gmp_preload_recorder_fn)(void);
  * still open, or the bundle written in the last 10 s), so that one OOM is
  * one bundle; a report with no such failure is a bundle of its own. */
 #define GMP_PRELOAD_DUMP_EXCEPTION_SYMBOL "gmp_preload_dump_exception"
+/* PyTorch's out-of-memory observer (GMP_TORCH_HISTORY=1) hands its snapshot
+ * (a pickle) and a summary of its largest blocks (JSON) to the preload's
+ * GMP_PRELOAD_TORCH_SNAPSHOT_SYMBOL: int (int device, uint64_t request,
+ * uint64_t device_free, const char *snapshot, size_t snapshot_len,
+ * const char *blocks_json, size_t blocks_len).  They join the bundle of
+ * that OOM (its open episode written now, or the bundle written in the
+ * last 10 s; else one of its own) as torch_snapshot.pickle and
+ * torch_blocks.json.  0, or -1. */
+#define GMP_PRELOAD_TORCH_SNAPSHOT_SYMBOL "gmp_preload_torch_snapshot"
 
 #define GMP_STACK_MAX 32
 

@@ -390,6 +390,15 @@ int gmp_episode_adopt(gmp_backend prefer, gmp_backend *backend, gmp_failed_reque
     return 0;
 }
 
+void gmp_episode_commit_backend(gmp_backend backend, const char *confirmed_by)
+{
+    if (!__atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED))
+        return;
+    for (int d = 0; d <= GMP_MAX_DEVICES; d++)
+        if (try_take(&episodes[backend][d]))
+            commit(backend, &episodes[backend][d], confirmed_by, NULL);
+}
+
 GMP_START_EXIT_TEXT void gmp_episode_commit_all(const char *confirmed_by)
 {
     if (!__atomic_load_n(&gmp_episodes_open, __ATOMIC_RELAXED))

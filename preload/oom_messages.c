@@ -128,6 +128,17 @@ void gmp_messages_note_bundle(const char *path, int level)
     unlock();
 }
 
+int gmp_messages_recent(char *path, size_t cap)
+{
+    if (!try_lock())
+        return 0;
+    int found = last_bundle[0] && gmp_now_realtime_ns() - last_bundle_ns < RECENT_NS;
+    if (found)
+        gmp_strlcpy(path, last_bundle, cap);
+    unlock();
+    return found;
+}
+
 int gmp_messages_claim_recent(char *path, size_t cap)
 {
     if (!try_lock())

@@ -143,6 +143,10 @@ GMP_HIDDEN void gmp_pl_event(gmp_event_type type, gmp_backend backend, int devic
 
 /* init.c */
 GMP_EXPORT gmp_recorder *gmp_preload_recorder(void); /* see gpumemprof.h */
+/* program_dump.c; see GMP_PRELOAD_TORCH_SNAPSHOT_SYMBOL in gpumemprof.h */
+GMP_EXPORT int gmp_preload_torch_snapshot(int device, uint64_t request, uint64_t device_free,
+                                          const char *snapshot, size_t snapshot_len,
+                                          const char *blocks_json, size_t blocks_len);
 /* program_dump.c; see GMP_PRELOAD_DUMP_EXCEPTION_SYMBOL in gpumemprof.h */
 GMP_EXPORT const char *gmp_preload_dump_exception(gmp_recorder *rec, const char *reason,
                                                   const char *exception_type,
@@ -326,6 +330,8 @@ GMP_HIDDEN void gmp_episode_success(gmp_backend backend, int device, uint64_t si
                                     uint64_t in_use);
 /* Commits every open episode (at exit); confirmed_by names why. */
 GMP_HIDDEN void gmp_episode_commit_all(const char *confirmed_by);
+/* Commits the open episodes of one backend now (a framework said its OOM). */
+GMP_HIDDEN void gmp_episode_commit_backend(gmp_backend backend, const char *confirmed_by);
 /* The program reports an OOM it caught: it takes an open episode (prefer's
  * first) whose bundle its report becomes; the failed request, its thread's
  * Python stack then (*traceback_fd, the caller's to close; -1 none) and the
@@ -400,6 +406,8 @@ GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
  * never claimed. */
 #define GMP_MESSAGES_PROGRAM 3
 GMP_HIDDEN int gmp_messages_claim_recent(char *path, size_t cap);
+/* The OOM bundle written in the last 10 s, claimed or not: 1 with its path. */
+GMP_HIDDEN int gmp_messages_recent(char *path, size_t cap);
 
 /* python.c: in a CPython thread holding the GIL, its Python stack in a
  * memfd (the caller closes it); else -1. */

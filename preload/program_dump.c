@@ -14,6 +14,9 @@
  *   - the preload saw no failure (a framework's own pool ran out): a bundle
  *     of its own, with the preload's device state and live allocations.
  * A report that is not an OOM (a manual dump) is always a bundle of its own.
+ * PyTorch's own snapshot at a CUDA OOM (GMP_TORCH_HISTORY=1, through
+ * gmp_preload_torch_snapshot) joins the same way: the episode is written
+ * then, and the snapshot is added to the OOM's bundle.
  */
 #include "bundle.h"
 #include "preload.h"
@@ -24,16 +27,24 @@
 
 #define TRACEBACK_MAX (64 * 1024)
 
+static char scratch[64 * 1024];
+static int busy; /* over scratch: two reports at once, the second is not added */
+
+static int take_scratch(const char *bundle)
+{
+    if (!__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
+        return 1;
+    gmp_log("the program's report was not added to %s (another was being added)", bundle);
+    return 0;
+}
+
 /* The program's report into the bundle already written for its failure,
  * and its traceback (the file it passed) when that bundle has none. */
 static void patch_written(const char *bundle, const gmp_dump_request *req, int traceback_fd)
 {
-    static char scratch[64 * 1024], text[TRACEBACK_MAX];
-    static int busy; /* two reports at once: the second is not added */
-    if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
-        gmp_log("the program's report was not added to %s (another was being added)", bundle);
+    static char text[TRACEBACK_MAX];
+    if (!take_scratch(bundle))
         return;
-    }
     if (gmp_bundle_patch_program(bundle, req->exception_type, req->exception_module,
                                  req->exception_message, req->context, req->metadata_json,
                                  scratch, sizeof scratch) != 0)
@@ -92,4 +103,51 @@ GMP_EXPORT const char *gmp_preload_dump_exception(gmp_recorder *rec, const char 
     if (path && oom)
         gmp_messages_note_bundle(path, GMP_MESSAGES_PROGRAM);
     return path;
+}
+
+GMP_EXPORT int gmp_preload_torch_snapshot(int device, uint64_t request, uint64_t device_free,
+                                          const char *snapshot, size_t snapshot_len,
+                                          const char *blocks_json, size_t blocks_len)
+{
+    if (!gmp_pl_active() || !snapshot || !snapshot_len)
+        return -1;
+    GMP_IN_HOOK_SCOPE();
+    /* PyTorch gave up: its retries are over, the open episode is confirmed */
+    gmp_episode_commit_backend(GMP_BACKEND_CUDA, "framework");
+    char path[GMP_PATH_MAX];
+    if (!gmp_messages_recent(path, sizeof path)) {
+        /* no failing call was seen (a memory fraction, the allocator's own
+         * limit): the observer's words are the only news of it */
+        char want[32], free_b[32], dev[24], message[256];
+        gmp_fmt_bytes(request, want);
+        gmp_fmt_bytes(device_free, free_b);
+        gmp_fmt_i64(device, dev);
+        gmp_strjoin(message, sizeof message, "CUDA out of memory: PyTorch's allocator could not "
+                    "give ", want, " on cuda:", dev, " (", free_b, " free), as its "
+                    "out-of-memory observer said", (char *)NULL);
+        gmp_dump_request req = {
+            .reason = "torch.cuda.OutOfMemoryError",
+            .exception_type = "OutOfMemoryError",
+            .exception_module = "torch.cuda",
+            .exception_message = message,
+            .backend = GMP_BACKEND_CUDA,
+            .confirmed_by = "framework",
+            .python_traceback_fd = -1,
+        };
+        if (!gmp_pl_dump(&req, path, sizeof path))
+            return -1;
+        gmp_messages_note_bundle(path, 1); /* torch's printed message says more */
+        gmp_log("OOM in PyTorch's allocator on cuda:%s; bundle: %s", dev, path);
+    }
+    if (!take_scratch(path))
+        return -1;
+    int rc = gmp_bundle_add_file(path, "torch_snapshot.pickle", snapshot, snapshot_len, scratch,
+                                 sizeof scratch);
+    if (rc == 0 && blocks_json && blocks_len)
+        gmp_bundle_add_file(path, "torch_blocks.json", blocks_json, blocks_len, scratch,
+                            sizeof scratch);
+    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+    if (rc == 0)
+        gmp_log("PyTorch's memory snapshot added to %s", path);
+    return rc;
 }

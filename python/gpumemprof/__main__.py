@@ -2,6 +2,8 @@
 for Python users.
 
     python -m gpumemprof --preload-path          the preload, for LD_PRELOAD
+    python -m gpumemprof --site-path             GMP_TORCH_HISTORY's sitecustomize
+                                                 directory, for PYTHONPATH
     python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py [ARG...]
                                                  this Python under gmp-run
     python -m gpumemprof inspect ARG...          gmp-inspect
@@ -16,10 +18,10 @@ the kernel's OOM killer ends."""
 import sys
 
 from . import __version__
-from ._native import exec_program, preload_path
+from ._native import exec_program, preload_path, site_path
 from .commands import VERBS
 
-USAGE = """usage: python -m gpumemprof --preload-path | --version
+USAGE = """usage: python -m gpumemprof --preload-path | --site-path | --version
        python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py|-m MODULE|-c CODE [ARG...]
        python -m gpumemprof inspect ARG...   (gmp-inspect; `inspect --help` lists its verbs)
        python -m gpumemprof info [--json]
@@ -58,9 +60,9 @@ def main(argv=None):
     if verb == "--version":
         print("gpumemprof " + __version__)
         return 0
-    if verb == "--preload-path":
+    if verb in ("--preload-path", "--site-path"):
         try:
-            print(preload_path())
+            print(preload_path() if verb == "--preload-path" else site_path())
         except FileNotFoundError as e:
             print(e, file=sys.stderr)
             return 1

@@ -26,6 +26,12 @@ def preload_path():
     return native_path("libgpumemprof_preload.so")
 
 
+def site_path():
+    """The directory of gpumemprof's sitecustomize (GMP_TORCH_HISTORY=1):
+    what gmp-run puts first on PYTHONPATH, for LD_PRELOAD users to do the same."""
+    return os.path.dirname(os.path.dirname(native_path("libgpumemprof_preload.so"))) + "/_site"
+
+
 def recorder_library_path():
     """The recorder library (no hooks), for ctypes."""
     return native_path("libgpumemprof.so")

@@ -557,6 +557,53 @@ def memory_viz(c, snapshot):
         rc == 0 and seen["trace_lines"] > 0)
 
 
+HISTORY_OOM = r"""
+import torch
+def build():
+    return [torch.empty(256 << 20, dtype=torch.uint8, device="cuda") for _ in range(4)]
+held = build()
+free, total = torch.cuda.mem_get_info()
+torch.empty(2 * total // (2 << 20) * (2 << 20), dtype=torch.uint8, device="cuda")
+"""
+
+
+def torch_history(c):
+    """GMP_TORCH_HISTORY=1 on the real torch: the OOM's one bundle holds
+    PyTorch's snapshot and its largest blocks with their Python frames; and
+    what the history costs a training step."""
+    label = "16 GMP_TORCH_HISTORY=1 (PyTorch's snapshot)"
+    want = "one bundle with torch_snapshot.pickle; blocks named by build()"
+    site = {"GMP_TORCH_HISTORY": "1",
+            "PYTHONPATH": os.path.join(ROOT, "python", "gpumemprof", "_site")}
+    rc, out, err, dumps = c.python("16_history", HISTORY_OOM, site)
+    found = bundles(dumps)
+    seen, ok = "%d bundles, rc %s" % (len(found), rc), False
+    if len(found) == 1:
+        names = os.listdir(found[0])
+        blocks = load(found[0], "torch_blocks.json") if "torch_blocks.json" in names else {}
+        top = ((blocks or {}).get("largest_blocks") or [{}])[0]
+        frames = [f.get("name") for f in top.get("python_frames", [])]
+        seen += "; snapshot %s; largest block %s from %s" % (
+            "torch_snapshot.pickle" in names, top.get("size"), frames[:2])
+        ok = "torch_snapshot.pickle" in names and "build" in frames
+    c.row(label, want, seen + ("" if ok else "; " + err[-200:]), ok)
+    ratios = []
+    for i in range(3):
+        t = {}
+        for history in ((False, True) if i % 2 == 0 else (True, False)):
+            rc, out, err, _ = c.python("16_cost_%d_%d" % (i, history), TRAIN,
+                                       site if history else None)
+            try:
+                t[history] = float(out.split()[-1])
+            except (IndexError, ValueError):
+                return c.row("16 history's cost", "a ratio", "rc %s: %s" % (rc, err[-200:]),
+                             False)
+        ratios.append(t[True] / t[False])
+    c.row("16 history's cost on a training step", "measured (stated in the README)",
+          "%.3fx (%s)" % (statistics.median(ratios), " ".join("%.3f" % r for r in ratios)),
+          "pass")
+
+
 def cases(c, only):
     """The cases, by number; `only` (a set of numbers, or empty for all)
     picks some: a case fixed in the preload is run again alone."""
@@ -609,6 +656,8 @@ def cases(c, only):
         tracker_with_torch(c)
     if want(15, True):
         memory_viz(c, os.environ.get("GMP_CHECK_SNAPSHOT"))
+    if want(16, True):
+        torch_history(c)
 
 
 # ---- the machine ------------------------------------------------------------

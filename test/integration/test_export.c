@@ -12,7 +12,9 @@
  * a loader written from PyTorch's published format (torch_snapshot_check.py):
  * every field memory_viz reads, the trace's replayed peak the events' peak,
  * the segments the live bytes, the OOM's request, free bytes and frames
- * (native, symbolised; Python's).
+ * (native, symbolised; Python's).  GMP_TORCH_HISTORY=1 under gmp-run:
+ * without torch one line and nothing else changed; with (a stand-in) torch,
+ * PyTorch's snapshot in the OOM's one bundle and its largest block in show.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -270,6 +272,62 @@ static void test_torch_snapshot_python_frames(void **state)
     json_decref(s);
 }
 
+/* GMP_TORCH_HISTORY=1 in a Python that never imports torch: the program's
+ * output and status as they were, one line saying why nothing was
+ * recorded; a sitecustomize of the user's own still runs. */
+static void test_torch_history_without_torch(void **state)
+{
+    (void)state;
+    char script[16384];
+    snprintf(script, sizeof script,
+             "mkdir -p '%s/own' && echo 'print(\"own sitecustomize\")' > "
+             "'%s/own/sitecustomize.py' && GMP_TORCH_HISTORY=1 PYTHONPATH='%s/own' "
+             "%s/gmp-run -- python3 -c 'print(6 * 7)'",
+             paths.scratch, paths.scratch, paths.scratch, paths.build);
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 0);
+    assert_string_equal(out, "own sitecustomize\n42\n");
+    assert_string_equal(err, "gpumemprof: GMP_TORCH_HISTORY: this Python never imported torch; "
+                             "nothing recorded\n");
+}
+
+/* With torch (test/wheel/standin: a stand-in with PyTorch's history API; the
+ * real one is a case of `make gpu-check`): an OOM in PyTorch's allocator
+ * that no failing call shows is one bundle holding PyTorch's snapshot, its
+ * message torch's own, and show names the largest block's Python frame. */
+static void test_torch_history_snapshot(void **state)
+{
+    (void)state;
+    char script[16384], bundle[1024];
+    snprintf(script, sizeof script,
+             "cd '%s' && printf 'import torch\\n"
+             "def build_model():\\n    torch.cuda.allocate(3 << 30)\\n"
+             "def forward():\\n    torch.cuda.allocate(6 << 30)\\n"
+             "build_model()\\nforward()\\n' > train.py && "
+             "GMP_TORCH_HISTORY=1 PYTHONPATH='%s/test/wheel/standin' %s/gmp-run -- "
+             "python3 train.py",
+             paths.scratch, getenv("PWD") ? getenv("PWD") : ".", paths.build);
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 1); /* the OOM goes on up */
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "exception_type"), "OutOfMemoryError");
+    if (!strstr(json_str(md, "exception_message"), "Tried to allocate 6.00 GiB"))
+        fail_msg("not torch's message: %s", json_str(md, "exception_message"));
+    json_decref(md);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "%s validate '%s' >/dev/null && python3 -c 'import pickle, sys; "
+             "s = pickle.load(open(sys.argv[1], \"rb\")); "
+             "print(s[\"segments\"][0][\"blocks\"][0][\"size\"])' '%s/torch_snapshot.pickle' && "
+             "%s show '%s'",
+             inspect_path(), bundle, bundle, inspect_path(), bundle);
+    if (sh(cmd) != 0)
+        fail_msg("%s%s", out, err);
+    if (strncmp(out, "3221225472\n", 11) ||
+        !strstr(out, "PyTorch's blocks:    3.0 GiB on cuda:0  train.py:3 in build_model"))
+        fail_msg("the snapshot or show:\n%s", out);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -284,6 +342,8 @@ int main(void)
         cmocka_unit_test(test_directory_of_a_job),
         cmocka_unit_test(test_torch_snapshot_of_a_cuda_oom),
         cmocka_unit_test(test_torch_snapshot_python_frames),
+        cmocka_unit_test(test_torch_history_without_torch),
+        cmocka_unit_test(test_torch_history_snapshot),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -39,7 +39,7 @@ static void test_install(void **state)
         "bin/gmp-inspect", "bin/gmp-run", "lib/libgpumemprof_preload.so",
         "lib/libgpumemprof.a", "lib/libgpumemprof.so", "include/gpumemprof.h",
         "share/man/man1/gmp-inspect.1",
-        "share/man/man1/gmp-run.1"};
+        "share/man/man1/gmp-run.1", "share/gpumemprof/site/sitecustomize.py"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/root/opt/gmp/%s", scratch, files[i]);
@@ -70,6 +70,15 @@ static void test_install(void **state)
     char want[2048];
     snprintf(want, sizeof want, "%s/root/opt/gmp/bin/../lib/libgpumemprof_preload.so%s%s\n",
              scratch, runtime ? " " : "", runtime ? runtime : "");
+    assert_string_equal(out, want);
+    /* GMP_TORCH_HISTORY=1: the installed sitecustomize first on PYTHONPATH */
+    snprintf(cmd, sizeof cmd,
+             "GMP_TORCH_HISTORY=1 PYTHONPATH=/elsewhere '%s/root/opt/gmp/bin/gmp-run' "
+             "-- sh -c 'echo \"$PYTHONPATH\"'",
+             scratch);
+    assert_int_equal(sh(cmd), 0);
+    snprintf(want, sizeof want, "%s/root/opt/gmp/bin/../share/gpumemprof/site:/elsewhere\n",
+             scratch);
     assert_string_equal(out, want);
 }
 

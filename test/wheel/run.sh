@@ -166,6 +166,27 @@ PY
     fi
 done
 
+# GMP_TORCH_HISTORY=1 through `python -m gpumemprof run`: the wheel's own
+# sitecustomize (_site) records the stand-in torch's history, and its OOM's
+# one bundle holds the snapshot
+site=$("$py" -m gpumemprof --site-path)
+printf 'import torch\ndef build_model():\n    torch.cuda.allocate(3 << 30)\nbuild_model()\ntorch.cuda.allocate(6 << 30)\n' >"$work/torch_train.py"
+GMP_TORCH_HISTORY=1 PYTHONPATH=$standin "$py" -m gpumemprof run --dump-dir "$work/history" \
+    "$work/torch_train.py" >/dev/null 2>"$work/history.err"
+rc=$?
+b=$(ls -d "$work"/history/oom_dump_* 2>/dev/null)
+case "$site" in
+"$venv"/lib/python*/site-packages/gpumemprof/_site) [ -r "$site/sitecustomize.py" ] ||
+    fail "--site-path names no sitecustomize.py: $site" ;;
+*) fail "--site-path is not inside the installed package: $site" ;;
+esac
+if [ $rc = 1 ] && [ "$(printf '%s\n' "$b" | grep -c .)" = 1 ] && [ -r "$b/torch_snapshot.pickle" ] &&
+    "$venv/bin/gmp-inspect" show "$b" 2>&1 | grep -q "^PyTorch's blocks: .*3.0 GiB on cuda:0  torch_train.py:3 in build_model"; then
+    ok "GMP_TORCH_HISTORY=1: PyTorch's snapshot in the OOM's one bundle, its largest block shown"
+else
+    fail "GMP_TORCH_HISTORY=1: exit $rc (1 expected), bundles: $b; $(cat "$work/history.err")"
+fi
+
 PYTHONPATH=$standin "$py" "$root/test/wheel/seed_example.py" "$work/seed" >"$work/seed.out" 2>&1
 rc=$?
 b=$(ls -d "$work"/seed/oom_dump_* 2>/dev/null)

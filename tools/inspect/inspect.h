@@ -115,6 +115,8 @@ int print_json(json_t *doc);
  * "fill (gpu_oom.c:70)" or "module+0x1983"; SITE_PROGRAM when it found
  * one, SITE_LIBRARY when every frame is a library's (named so). */
 void print_top_sites(bundle *b);
+/* torch_blocks.json's largest live blocks, when the bundle has it. */
+void print_torch_blocks(bundle *b);
 /* allocations.json or leaks.json in dirfd: totals, then the top sites;
  * 0 when the file is absent or unreadable. */
 int print_live_file(int dirfd, const char *file, const char *label, const char *what,

@@ -462,6 +462,7 @@ static int show_one(const char *path, long last)
                "Recovered:", (long long)recovered);
 
     print_top_sites(&b);
+    print_torch_blocks(&b);
     size_t n = b.events.n;
     printf("%-18s%zu captured", "Events:", n);
     json_t *ring = json_object_get(md, "ring");

@@ -14,6 +14,8 @@
  * process whose ring was left by such a death (gmp_rings_recover).  Its exit
  * status is the command's (128 + the signal when it was killed).  Signals
  * sent to gmp-run (Ctrl-C, a scheduler's SIGTERM) go on to the command.
+ * GMP_TORCH_HISTORY=1 puts gpumemprof's sitecustomize on the command's
+ * PYTHONPATH (PyTorch's own memory history in a CUDA OOM's bundle).
  */
 #include "gpumemprof.h"
 
@@ -47,9 +49,32 @@ static int usage(FILE *f, int code)
           "gmp-run writes one from the events it left, with the signal as reason and\n"
           "oom_killer evidence when its cgroup counted an OOM kill.  Exits with CMD's\n"
           "status (128 + signal when killed).  The preload is found beside gmp-run,\n"
-          "in ../lib, or at $GMP_PRELOAD_LIBRARY.\n",
+          "in ../lib, or at $GMP_PRELOAD_LIBRARY.  With GMP_TORCH_HISTORY=1, a Python\n"
+          "command that uses PyTorch on a GPU records PyTorch's memory history, and\n"
+          "a CUDA OOM's bundle holds PyTorch's snapshot (torch_snapshot.pickle).\n",
           f);
     return code;
+}
+
+/* The first of places (each "/" and a path from this binary's directory)
+ * that is readable, in out; -1 when none is. */
+static int find_beside(const char *const *places, size_t n, char *out, size_t cap)
+{
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return -1;
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if ((size_t)snprintf(out, cap, "%.*s%s", (int)(cap - 64), self, places[i]) < cap &&
+            access(out, R_OK) == 0)
+            return 0;
+    }
+    return -1;
 }
 
 /* The preload: $GMP_PRELOAD_LIBRARY, beside this binary, or in ../lib. */
@@ -60,22 +85,32 @@ static int find_preload(char *out, size_t cap)
         snprintf(out, cap, "%s", env);
         return access(out, R_OK);
     }
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return -1;
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (!slash)
-        return -1;
-    *slash = '\0';
     static const char *const places[] = {"/" PRELOAD_NAME, "/../lib/" PRELOAD_NAME};
-    for (size_t i = 0; i < 2; i++) {
-        if ((size_t)snprintf(out, cap, "%.*s%s", (int)(cap - 64), self, places[i]) < cap &&
-            access(out, R_OK) == 0)
-            return 0;
+    return find_beside(places, 2, out, cap);
+}
+
+/* GMP_TORCH_HISTORY=1: the directory of gpumemprof's sitecustomize.py (in
+ * the wheel ../_site, in the build tree site, installed
+ * ../share/gpumemprof/site) goes first on the command's PYTHONPATH, where
+ * each Python process runs it at start.  One line when it is not found. */
+static void torch_history(void)
+{
+    const char *want = getenv("GMP_TORCH_HISTORY");
+    if (!want || strcmp(want, "1"))
+        return;
+    static const char *const places[] = {"/../_site/sitecustomize.py", "/site/sitecustomize.py",
+                                         "/../share/gpumemprof/site/sitecustomize.py"};
+    char site[PATH_MAX];
+    if (find_beside(places, 3, site, sizeof site) < 0) {
+        fprintf(stderr, "gmp-run: GMP_TORCH_HISTORY=1, but no sitecustomize.py beside gmp-run; "
+                        "PyTorch's history is not recorded\n");
+        return;
     }
-    return -1;
+    *strrchr(site, '/') = '\0';
+    const char *old = getenv("PYTHONPATH");
+    char path[2 * PATH_MAX];
+    snprintf(path, sizeof path, "%s%s%s", site, old && *old ? ":" : "", old ? old : "");
+    setenv("PYTHONPATH", path, 1);
 }
 
 static void report(const char *bundle, int pid, const char *reason, void *arg)
@@ -165,6 +200,7 @@ int main(int argc, char **argv)
         setenv("GMP_RUN_DIR", run_dir, 1);
         if (dump_dir)
             setenv("GMP_DUMP_DIR", abs_dump, 1);
+        torch_history();
         execvp(argv[i], argv + i);
         fprintf(stderr, "gmp-run: cannot run %s: %s\n", argv[i], strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);

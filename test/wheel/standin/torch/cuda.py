@@ -1,9 +1,19 @@
 """torch.cuda as the stand-in gives it: one device of TOTAL bytes, of which
 OTHER are held by another process; allocate()/release() move the counts as
-the caching allocator would (reserved grows in 2 MiB steps and is kept)."""
+the caching allocator would (reserved grows in 2 MiB steps and is kept).
+The memory history API gpumemprof's GMP_TORCH_HISTORY uses, as PyTorch
+documents it: _lazy_call runs a callable at CUDA's initialisation (here
+already done), memory._record_memory_history starts the history,
+memory._snapshot returns segments with blocks and their frames, and the
+out-of-memory observers (torch._C._cuda_attach_out_of_memory_observer) are
+called with (device, request, device_allocated, device_free) before the
+OutOfMemoryError is raised."""
+import sys
+
 TOTAL = 8 << 30
 OTHER = 1 << 30
-_state = {"allocated": 0, "reserved": 0}
+_state = {"allocated": 0, "reserved": 0, "history": None, "blocks": []}
+_observers = []
 
 
 class OutOfMemoryError(RuntimeError):
@@ -38,6 +48,30 @@ def mem_get_info(device=None):
     return TOTAL - OTHER - _state["reserved"], TOTAL
 
 
+def _lazy_call(fn):
+    fn()
+
+
+class memory:
+    @staticmethod
+    def _record_memory_history(max_entries=100000):
+        _state["history"] = max_entries
+
+    @staticmethod
+    def _snapshot():
+        blocks = [{"address": 0x7f0000000000 + i * size, "size": size, "requested_size": size,
+                   "state": "active_allocated", "frames": frames}
+                  for i, (size, frames) in enumerate(_state["blocks"])]
+        return {"segments": [{"device": 0, "address": 0x7f0000000000,
+                              "total_size": sum(b["size"] for b in blocks), "stream": 0,
+                              "blocks": blocks}],
+                "device_traces": [[]]}
+
+
+def _attach_observer(fn):
+    _observers.append(fn)
+
+
 def allocate(nbytes):
     """What a tensor of nbytes does to the counts, or torch's OOM."""
     need = _state["allocated"] + nbytes
@@ -45,12 +79,21 @@ def allocate(nbytes):
         grow = -(-(need - _state["reserved"]) // (2 << 20)) * (2 << 20)
         if _state["reserved"] + grow > TOTAL - OTHER:
             free = TOTAL - OTHER - _state["reserved"]
+            for observe in list(_observers):
+                observe(0, nbytes, _state["allocated"], free)
             raise OutOfMemoryError(
                 "CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 has a total capacity "
                 "of %.2f GiB of which %.2f GiB is free." % (nbytes / 2**30, TOTAL / 2**30,
                                                           free / 2**30))
         _state["reserved"] += grow
     _state["allocated"] = need
+    if _state["history"]:  # the caller's Python frames, innermost first
+        f, frames = sys._getframe(1), []
+        while f is not None and len(frames) < 8:
+            frames.append({"filename": f.f_code.co_filename, "line": f.f_lineno,
+                           "name": f.f_code.co_name})
+            f = f.f_back
+        _state["blocks"].append((nbytes, frames))
 
 
 def release(nbytes):
