@@ -6,7 +6,8 @@
  * instants scoped t/p/g; counters' args numbers) and against the bundle:
  * the device's counter peaks where its events do, one instant per
  * allocation named by API, one OOM instant per failure even when two
- * bundles of one process hold it, ranks named and ordered; a broken bundle
+ * bundles of one process hold it, ranks named and ordered; a live ring by
+ * its PID; a broken bundle
  * is a line and exit 1, the rest still a whole file.  `--format
  * torch-snapshot` of the same CUDA OOM and of a Python MemoryError, read by
  * a loader written from PyTorch's published format (torch_snapshot_check.py):
@@ -272,6 +273,45 @@ static void test_torch_snapshot_python_frames(void **state)
     json_decref(s);
 }
 
+/* A live process's ring, named by its PID as `watch` takes it: its events
+ * as a trace while it runs (five 8 MiB allocations, the host's counter at
+ * their sum), the process named as live; torch-snapshot wants a bundle. */
+static void test_live_ring(void **state)
+{
+    (void)state;
+    char script[16384];
+    snprintf(script, sizeof script,
+             "mkdir -p -m 700 \"$GMP_RUN_DIR\"; rm -f \"$GMP_RUN_DIR/held\"; "
+             "LD_PRELOAD='%s' python3 -c 'import os, time\n"
+             "keep = [bytearray(8 << 20) for _ in range(5)]\n"
+             "open(os.environ[\"GMP_RUN_DIR\"] + \"/held\", \"w\").close()\n"
+             "time.sleep(5)' & "
+             "i=0; while [ ! -e \"$GMP_RUN_DIR/held\" ] && [ $i -lt 300 ]; do sleep 0.1; "
+             "i=$((i + 1)); done; "
+             "%s export $! --format trace-json -o '%s/live.json'; rc=$?; "
+             "%s export $! --format torch-snapshot -o /dev/null; echo \"$rc $?\"; kill $!",
+             paths.preload, inspect_path(), paths.scratch, inspect_path());
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "0 2\n");
+    char file[700];
+    snprintf(file, sizeof file, "%s/live.json", paths.scratch);
+    json_t *doc = json_load_file(file, 0, NULL);
+    assert_non_null(doc);
+    json_int_t peak = 0;
+    assert_true(count(doc, 'C', "host in use", &peak) >= 5);
+    if (peak < 5ll * (8 << 20) || peak > 5ll * (8 << 20) + (64 << 20))
+        fail_msg("host counter peaks at %lld, want the 40 MiB held", (long long)peak);
+    int live = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(doc, "traceEvents"), i, ev) {
+        const char *label = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
+        live += label && strstr(label, ", live ring)") != NULL;
+    }
+    assert_int_equal(live, 1);
+    json_decref(doc);
+}
+
 /* GMP_TORCH_HISTORY=1 in a Python that never imports torch: the program's
  * output and status as they were, one line saying why nothing was
  * recorded; a sitecustomize of the user's own still runs. */
@@ -340,6 +380,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_bundle),
         cmocka_unit_test(test_directory_of_a_job),
+        cmocka_unit_test(test_live_ring),
         cmocka_unit_test(test_torch_snapshot_of_a_cuda_oom),
         cmocka_unit_test(test_torch_snapshot_python_frames),
         cmocka_unit_test(test_torch_history_without_torch),

@@ -12,10 +12,11 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: gmp-inspect export PATH... --format trace-json -o FILE\n"
+    fputs("usage: gmp-inspect export PATH|PID|RINGFILE... --format trace-json -o FILE\n"
           "       gmp-inspect export BUNDLE --format torch-snapshot -o FILE.pickle\n"
           "Bundles (or every bundle under a directory: the ranks of one job on one\n"
-          "timeline) as a file another viewer opens:\n"
+          "timeline; or a running process's ring, as watch reads it) as a file\n"
+          "another viewer opens:\n"
           "  trace-json      Trace Event JSON for Perfetto (ui.perfetto.dev) and\n"
           "                  chrome://tracing: bytes in use per device and for the\n"
           "                  host, each allocation and free by API and thread, each\n"
@@ -49,7 +50,7 @@ int cmd_export(int argc, char **argv)
     int torch = format && !strcmp(format, "torch-snapshot");
     if (!format || (!torch && strcmp(format, "trace-json")))
         return VERB_EXIT(verb_misuse(&a, "--format wants trace-json or torch-snapshot"));
-    if (torch && argc - optind != 1)
+    if (torch && (argc - optind != 1 || is_ring_target(argv[optind])))
         return VERB_EXIT(verb_misuse(&a, "torch-snapshot takes one bundle"));
     if (!outp)
         return VERB_EXIT(verb_misuse(&a, "-o FILE is needed (- for stdout)"));

@@ -15,10 +15,12 @@
  *     crossing and fatal signal, and one where the bundle was written,
  *     named by what show calls it.
  * A directory is every bundle under it: the ranks of one job side by side on
- * one timeline.  Two bundles of one process share the events they both hold;
+ * one timeline.  A ring file or a PID is a live process's ring (as `watch`
+ * reads it), its events copied once.  Two bundles of one process share the events they both hold;
  * each event is written once (by its sequence number).  The file is streamed:
  * an event at a time, whatever the bundles' size.
  */
+#include "gpumemprof.h"
 #include "inspect.h"
 
 #include <math.h>
@@ -231,6 +233,36 @@ static void export_bundle(trace_out *o, bundle *b, process_view *views, int *nvi
     }
 }
 
+/* A live ring's events as the trace shows them: each record as events.json
+ * would hold it, the process named by its ring's command. */
+static void export_ring(trace_out *o, const ring_copy_t *r, process_view *p)
+{
+    const char *space = strchr(r->cmdline, ' ');
+    char prog[256];
+    snprintf(prog, sizeof prog, "%.*s", (int)(space ? space - r->cmdline : (long)strlen(r->cmdline)),
+             r->cmdline);
+    const char *slash = strrchr(prog, '/');
+    char name[320];
+    snprintf(name, sizeof name, "%s (pid %d, live ring)", slash ? slash + 1 : prog, r->pid);
+    emit(o, meta("process_name", p->pid, 0, json_pack("{s:s}", "name", name)));
+    for (size_t i = 0; i < r->n; i++) {
+        const gmp_event *e = &r->events[i];
+        char addr[24];
+        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)e->address);
+        json_t *ev = json_pack("{s:I, s:f, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I}",
+                               "seq", (json_int_t)e->seq, "timestamp", (double)e->time_ns / 1e9,
+                               "event_type", gmp_event_type_name(e->type), "backend",
+                               gmp_backend_name(e->backend), "device_id", (json_int_t)e->device,
+                               "api", gmp_api_name(e->api), "address", addr, "size",
+                               (json_int_t)e->size, "result", (json_int_t)e->result,
+                               "thread_id", (json_int_t)e->thread_id, "bytes_in_use",
+                               (json_int_t)e->in_use);
+        if (ev)
+            export_event(o, p, ev);
+        json_decref(ev);
+    }
+}
+
 typedef struct found {
     char **paths;
     size_t n;
@@ -255,7 +287,8 @@ int export_trace(char **paths, int npaths, FILE *f)
     found all = {calloc(MAX_BUNDLES, sizeof(char *)), 0};
     if (all.paths)
         for (int i = 0; i < npaths; i++)
-            for_each_bundle(paths[i], collect, &all);
+            if (!is_ring_target(paths[i]))
+                for_each_bundle(paths[i], collect, &all);
     /* at most a process a bundle */
     process_view *views = all.paths ? calloc(all.n ? all.n : 1, sizeof *views) : NULL;
     if (!views) {
@@ -266,11 +299,29 @@ int export_trace(char **paths, int npaths, FILE *f)
         return EXIT_INVALID;
     }
     qsort(all.paths, all.n, sizeof *all.paths, by_name);
-    int bad = all.n == 0, nviews = 0;
-    if (!all.n)
+    int rings = 0, bad = 0, nviews = 0;
+    for (int i = 0; i < npaths; i++)
+        rings += is_ring_target(paths[i]);
+    if (!all.n && !rings) {
         fputs("gmp-inspect export: no bundle there\n", stderr);
+        bad = 1;
+    }
     trace_out o = {f, 0};
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
+    for (int i = 0; i < npaths; i++) {
+        char path[4096];
+        ring_copy_t r;
+        if (!is_ring_target(paths[i]))
+            continue;
+        if (ring_path_of("export", paths[i], path, sizeof path) < 0 ||
+            ring_copy("export", path, &r) < 0) {
+            bad = 1;
+            continue;
+        }
+        process_view live = {.pid = r.pid, .last_seq = -1, .named = 1};
+        export_ring(&o, &r, &live);
+        free(r.events);
+    }
     for (size_t i = 0; i < all.n; i++) {
         char err[600];
         bundle b;

@@ -195,6 +195,20 @@ int cmd_metrics(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+/* ring_source.c: a live ring as a verb's operand (a ring file, or a PID's
+ * newest ring in the run directory).  is_ring_target: the operand names
+ * one; ring_path_of: its file in path, 0, or -1 with a line said, -2 when
+ * the operand is neither (a usage error); ring_copy: its header's pid and
+ * command and its events, copied once (free ->events), 0 or -1 with a line. */
+typedef struct ring_copy_t {
+    struct gmp_event *events;
+    size_t n;
+    int pid;
+    char cmdline[1024];
+} ring_copy_t;
+int is_ring_target(const char *target);
+int ring_path_of(const char *verb, const char *target, char *path, size_t cap);
+int ring_copy(const char *verb, const char *path, ring_copy_t *out);
 /* export_trace.c: every bundle at or under paths as Trace Event JSON on f. */
 int export_trace(char **paths, int npaths, FILE *f);
 /* export_torch.c: one bundle as a PyTorch memory snapshot (a pickle) on f. */

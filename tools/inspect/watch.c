@@ -8,9 +8,7 @@
 #include "gpumemprof.h"
 #include "inspect.h"
 #include "ring.h"
-#include "rundir.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -74,47 +72,6 @@ static void take(const gmp_ring *ring, view *v)
     memset(v, 0, sizeof *v);
     gmp_ring_foreach(ring, UINT64_MAX, visit, v, NULL);
     gmp_ring_foreach(ring, UINT64_MAX, visit_rate, v, NULL);
-}
-
-/* ring_<pid>_<ns>.gmr in the run directory: the newest of that pid. */
-static int find_ring(int pid, char *out, size_t cap)
-{
-    static gmp_config cfg;
-    char dir[4096], prefix[48];
-    gmp_config_from_env(&cfg);
-    gmp_run_dir_path(&cfg, dir, sizeof dir);
-    snprintf(prefix, sizeof prefix, "ring_%d_", pid);
-    /* a run directory another user made first holds rings of their choosing */
-    char why[128];
-    int fd = gmp_run_dir_open(dir, why, sizeof why);
-    if (fd < 0 && errno == EPERM) {
-        fputs("gmp-inspect watch: refusing the run directory ", stderr);
-        print_clean(stderr, dir, 512);
-        fprintf(stderr, ": %s\n", why);
-        return -2;
-    }
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    struct dirent *e;
-    unsigned long long best = 0;
-    int found = -1;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, prefix, strlen(prefix)) || n < 5 ||
-            strcmp(e->d_name + n - 4, ".gmr"))
-            continue;
-        unsigned long long ns = strtoull(e->d_name + strlen(prefix), NULL, 10);
-        if (found < 0 || ns > best) {
-            best = ns;
-            found = snprintf(out, cap, "%s/%s", dir, e->d_name) < (int)cap ? 0 : -1;
-        }
-    }
-    closedir(d);
-    return found;
 }
 
 static const char *where(const device_use *u, char *buf, size_t cap)
@@ -305,24 +262,13 @@ int cmd_watch(int argc, char **argv)
     const double interval = o.interval;
     const char *const target = o.target;
     char path[4096];
-    if (strchr(target, '/') || strstr(target, ".gmr")) {
-        snprintf(path, sizeof path, "%s", target);
-    } else {
-        char *end = NULL;
-        long pid = strtol(target, &end, 10);
-        if (!end || *end || pid <= 0) {
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-        int found = find_ring((int)pid, path, sizeof path);
-        if (found == -2)
-            return EXIT_INVALID;
-        if (found < 0) {
-            fprintf(stderr, "gmp-inspect watch: no ring of pid %ld in the run directory "
-                            "(has it recorded anything yet? is GMP_RUN_DIR the same?)\n", pid);
-            return EXIT_INVALID;
-        }
+    int found = ring_path_of("watch", target, path, sizeof path);
+    if (found == -2) {
+        usage(stderr);
+        return EXIT_USAGE;
     }
+    if (found < 0)
+        return EXIT_INVALID;
     gmp_ring ring;
     char why[128];
     if (gmp_ring_attach(&ring, path, why, sizeof why) < 0) {

@@ -1,0 +1,142 @@
+/*
+ * ring_source.c — a live process's event ring as the reading verbs name
+ * it: a ring file (a path, or a name ending .gmr), or a PID, whose newest
+ * ring in the run directory is taken (one another user made first is
+ * refused).  `watch` follows it; `export` copies its events once.  A ring
+ * truncated under a reader turns its next read into SIGBUS: the copy is
+ * taken under a guard that ends it with a message instead.
+ */
+#include "gpumemprof.h"
+#include "inspect.h"
+#include "ring.h"
+#include "rundir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int is_ring_target(const char *target)
+{
+    struct stat st;
+    if (stat(target, &st) == 0 && S_ISDIR(st.st_mode))
+        return 0; /* a directory of bundles, whatever its name */
+    size_t n = strlen(target);
+    if (n > 4 && !strcmp(target + n - 4, ".gmr"))
+        return 1;
+    return n && strspn(target, "0123456789") == n;
+}
+
+/* ring_<pid>_<ns>.gmr in the run directory: the newest of that pid. */
+static int find_ring(const char *verb, int pid, char *out, size_t cap)
+{
+    static gmp_config cfg;
+    char dir[4096], prefix[48];
+    gmp_config_from_env(&cfg);
+    gmp_run_dir_path(&cfg, dir, sizeof dir);
+    snprintf(prefix, sizeof prefix, "ring_%d_", pid);
+    /* a run directory another user made first holds rings of their choosing */
+    char why[128];
+    int fd = gmp_run_dir_open(dir, why, sizeof why);
+    if (fd < 0 && errno == EPERM) {
+        fprintf(stderr, "gmp-inspect %s: refusing the run directory ", verb);
+        print_clean(stderr, dir, 512);
+        fprintf(stderr, ": %s\n", why);
+        return -2;
+    }
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    struct dirent *e;
+    unsigned long long best = 0;
+    int found = -1;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, prefix, strlen(prefix)) || n < 5 ||
+            strcmp(e->d_name + n - 4, ".gmr"))
+            continue;
+        unsigned long long ns = strtoull(e->d_name + strlen(prefix), NULL, 10);
+        if (found < 0 || ns > best) {
+            best = ns;
+            found = snprintf(out, cap, "%s/%s", dir, e->d_name) < (int)cap ? 0 : -1;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+int ring_path_of(const char *verb, const char *target, char *path, size_t cap)
+{
+    if (strchr(target, '/') || strstr(target, ".gmr")) {
+        snprintf(path, cap, "%s", target);
+        return 0;
+    }
+    char *end = NULL;
+    long pid = strtol(target, &end, 10);
+    if (!end || *end || pid <= 0 || pid > 0x7fffffff)
+        return -2;
+    int found = find_ring(verb, (int)pid, path, cap);
+    if (found == -1)
+        fprintf(stderr, "gmp-inspect %s: no ring of pid %ld in the run directory "
+                        "(has it recorded anything yet? is GMP_RUN_DIR the same?)\n",
+                verb, pid);
+    return found < 0 ? -1 : 0;
+}
+
+static sigjmp_buf shrank;
+static volatile sig_atomic_t copying;
+
+static void on_bus(int sig)
+{
+    if (copying)
+        siglongjmp(shrank, 1);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+int ring_copy(const char *verb, const char *path, ring_copy_t *out)
+{
+    memset(out, 0, sizeof *out);
+    gmp_ring ring;
+    char why[128];
+    if (gmp_ring_attach(&ring, path, why, sizeof why) < 0) {
+        fprintf(stderr, "gmp-inspect %s: ", verb);
+        print_clean(stderr, path, 512);
+        fprintf(stderr, ": %s\n", why);
+        return -1;
+    }
+    size_t cap = ring.capacity ? ring.capacity : 1;
+    gmp_event *events = malloc(cap * sizeof *events);
+    if (!events) {
+        gmp_ring_close(&ring, 0);
+        fprintf(stderr, "gmp-inspect %s: out of memory\n", verb);
+        return -1;
+    }
+    void (*old)(int) = signal(SIGBUS, on_bus);
+    if (sigsetjmp(shrank, 1)) {
+        copying = 0;
+        signal(SIGBUS, old);
+        free(events);
+        fprintf(stderr, "gmp-inspect %s: ", verb);
+        print_clean(stderr, path, 512);
+        fputs(": the ring file shrank under us (truncated)\n", stderr);
+        return -1; /* the mapping is left: unmapping a truncated file is fine at exit */
+    }
+    copying = 1;
+    out->n = gmp_ring_snapshot(&ring, events, cap, NULL);
+    out->pid = ring.hdr->pid;
+    size_t len = strnlen(ring.hdr->cmdline, sizeof ring.hdr->cmdline);
+    memcpy(out->cmdline, ring.hdr->cmdline, len < sizeof out->cmdline ? len : sizeof out->cmdline - 1);
+    copying = 0;
+    signal(SIGBUS, old);
+    out->events = events;
+    gmp_ring_close(&ring, 0);
+    return 0;
+}
