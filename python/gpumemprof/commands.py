@@ -114,12 +114,17 @@ def _percent(text):
     return value
 
 
-def monitor(args):
-    p = argparse.ArgumentParser(prog="gpumemprof monitor",
-                                description="Every collector's reading of every device, "
-                                            "every interval, until --duration or Ctrl-C.")
+def _sampling_parser(verb, description):
+    """monitor's and track's shared options: how long, how often."""
+    p = argparse.ArgumentParser(prog="gpumemprof " + verb, description=description)
     p.add_argument("--duration", type=_positive, help="seconds (default: until interrupted)")
     p.add_argument("--interval", type=_positive, default=1.0, help="seconds between readings")
+    return p
+
+
+def monitor(args):
+    p = _sampling_parser("monitor", "Every collector's reading of every device, every "
+                                    "interval, until --duration or Ctrl-C.")
     p.add_argument("--output", help="write there instead of stdout")
     p.add_argument("--format", choices=("text", "csv", "json"),
                    help="default: text on stdout; for --output, by its extension (.json, else csv)")
@@ -145,11 +150,8 @@ TRACK_FIELDS = ("timestamp", "event_type", "backend", "device_id", "name", "memo
 
 def track(args):
     from .tracker import MemoryTracker
-    p = argparse.ArgumentParser(prog="gpumemprof track",
-                                description="Track every device's usage: warnings at thresholds, "
-                                            "a memory-pressure bundle at critical.")
-    p.add_argument("--duration", type=_positive, help="seconds (default: until interrupted)")
-    p.add_argument("--interval", type=_positive, default=1.0, help="seconds between readings")
+    p = _sampling_parser("track", "Track every device's usage: warnings at thresholds, a "
+                                  "memory-pressure bundle at critical.")
     p.add_argument("--output", help="the events, written at the end (.json, else csv)")
     p.add_argument("--format", choices=("csv", "json"))
     p.add_argument("--warning-threshold", type=_percent, default=80.0, metavar="PCT")

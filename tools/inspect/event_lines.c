@@ -45,6 +45,17 @@ static int is_known(const char *key)
 
 /* One event on one line: time, type, api, where, size, in use, then any
  * other fields (Python recorder events carry their own). */
+void event_where(json_t *ev, char *out, size_t cap)
+{
+    const char *backend = jstr(ev, "backend");
+    int64_t dev = -1;
+    jint(ev, "device_id", &dev);
+    if (!backend || !strcmp(backend, "cpu") || dev < 0)
+        snprintf(out, cap, "host");
+    else
+        snprintf(out, cap, "%.16s:%lld", backend, (long long)dev);
+}
+
 void print_event(json_t *ev, int is_failure)
 {
     if (!json_is_object(ev)) {

@@ -59,17 +59,6 @@ static json_t *instant(const char *name, const char *cat, const char *scope, jso
                      args ? args : json_object());
 }
 
-static void where_of(json_t *ev, char *out, size_t cap)
-{
-    const char *backend = jstr(ev, "backend");
-    int64_t dev = -1;
-    jint(ev, "device_id", &dev);
-    if (!backend || !strcmp(backend, "cpu") || dev < 0)
-        snprintf(out, cap, "host");
-    else
-        snprintf(out, cap, "%.16s:%lld", backend, (long long)dev);
-}
-
 static int carries_usage(const char *type)
 {
     static const char *const kinds[] = {"alloc", "free", "map", "unmap", "oom", "oom_recovered",
@@ -119,7 +108,7 @@ static void export_event(trace_out *o, process_view *p, json_t *ev)
     jint(ev, "result", &result);
     int has_use = jint(ev, "bytes_in_use", &in_use) == 0;
     char where[48], name[160], bytes[32];
-    where_of(ev, where, sizeof where);
+    event_where(ev, where, sizeof where);
     fmt_bytes((uint64_t)(size > 0 ? size : 0), bytes, sizeof bytes);
     if (!type)
         return;

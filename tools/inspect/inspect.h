@@ -166,6 +166,8 @@ const char *kind_label(bundle_kind k);
  * request); python_stack.c: python_traceback.txt, innermost frame first,
  * and its innermost frame, "grow.py:4 in load_batch" (0, or -1: none). */
 void print_event(json_t *ev, int is_failure);
+/* Where an event happened: "host", or "cuda:0" (plot's lines, export's counters). */
+void event_where(json_t *ev, char *out, size_t cap);
 #define PYTHON_FRAMES_READ 256
 typedef struct python_stack {
     char *text; /* the file, cut into the strings below */

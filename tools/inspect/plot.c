@@ -77,17 +77,6 @@ static int num(json_t *o, const char *key, double *out)
     return isfinite(*out) ? 0 : -1;
 }
 
-static void where_of(json_t *ev, char *out, size_t cap)
-{
-    const char *backend = jstr(ev, "backend");
-    int64_t dev = -1;
-    jint(ev, "device_id", &dev);
-    if (!backend || !strcmp(backend, "cpu") || dev < 0)
-        snprintf(out, cap, "host");
-    else
-        snprintf(out, cap, "%.16s:%lld", backend, (long long)dev);
-}
-
 static series *series_of(plot *p, const char *name)
 {
     for (int i = 0; i < p->ns; i++)
@@ -141,7 +130,7 @@ static void collect(plot *p)
             continue;
         num(ev, "size", &size);
         char name[48];
-        where_of(ev, name, sizeof name);
+        event_where(ev, name, sizeof name);
         series *s = series_of(p, name);
         if (s)
             add_point(s, t, y);
