@@ -103,11 +103,13 @@ def preload_recorder():
             rec = get()
             if rec:
                 found = (_declare(process), rec)
-                # the report of an OOM the preload saw joins that OOM's bundle
-                joined = process.gmp_preload_dump_exception
-                joined.restype = ctypes.c_char_p
-                joined.argtypes = process.gmp_dump_exception.argtypes
         except (AttributeError, OSError):
+            pass
+        try:  # the report of an OOM the preload saw joins that OOM's bundle
+            joined = found[0].gmp_preload_dump_exception if found else None
+            joined.restype = ctypes.c_char_p
+            joined.argtypes = found[0].gmp_dump_exception.argtypes
+        except AttributeError:  # a preload older than this package
             pass
         _loaded["preload"] = found
     return _loaded["preload"]
@@ -117,8 +119,8 @@ def dump_function(lib):
     """gmp_dump_exception, or under the preload its gmp_preload_dump_exception
     (one OOM, one bundle: see gpumemprof.h)."""
     under = preload_recorder()
-    return under[0].gmp_preload_dump_exception if under and under[0] is lib else \
-        lib.gmp_dump_exception
+    joined = getattr(under[0], "gmp_preload_dump_exception", None) if under else None
+    return joined if joined is not None and under[0] is lib else lib.gmp_dump_exception
 
 
 def library():

@@ -20,8 +20,9 @@ kept, in recorded_events.json.  Under the preload (LD_PRELOAD, gmp-run,
 python -m gpumemprof run) the events go into the preload's own ring and
 the bundle is the preload's, with its events; its configuration (GMP_*)
 then decides where bundles go, and the dump of an OOM the preload saw
-fail becomes that failure's one bundle (gmp_preload_dump_exception).  classify_oom_exception asks the C
-classifier, so Python and the preload agree on what an OOM is."""
+fail becomes that failure's one bundle (gmp_preload_dump_exception).
+classify_oom_exception asks the C classifier, so Python and the preload
+agree on what an OOM is."""
 import collections
 import ctypes
 import functools
@@ -280,10 +281,14 @@ class OOMFlightRecorder:
 
     def _attach_recorded(self, bundle: bytes):
         events = self.snapshot_events()
-        text = json.dumps(events, default=str)
-        while len(text) > self.RECORDED_MAX and len(events) > 1:
-            events = events[len(events) // 2:]
+        try:
             text = json.dumps(events, default=str)
+            while len(text) > self.RECORDED_MAX and len(events) > 1:
+                events = events[len(events) // 2:]
+                text = json.dumps(events, default=str)
+        except (TypeError, ValueError) as e:  # a payload json cannot write (a cycle)
+            print("gpumemprof: recorded_events.json left out: %s" % e, file=sys.stderr)
+            return
         data = text.encode("utf-8", "replace")
         if clib.library().gmp_bundle_attach(bundle, b"recorded_events.json", data, len(data)):
             print("gpumemprof: could not add recorded_events.json to %s"
