@@ -247,7 +247,7 @@ class MemoryTracker:
                  1 if pct >= self.thresholds["memory_warning_percent"] else 0)
         before = self._level.get(key, 0)
         self._level[key] = level
-        if level <= before:  # once per crossing; below warning re-arms both
+        if level <= before:  # once per crossing upward; falling back re-arms it
             return
         kind = "critical" if level == 2 else "warning"
         where = "host memory" if r["device_id"] < 0 else "%s:%d" % (r["backend"], r["device_id"])
