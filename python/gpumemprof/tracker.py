@@ -69,15 +69,20 @@ class _TorchDevice:
         return [r]
 
 
+def _from_collector(row):
+    """A collector's row as a tracker reading: this process's bytes, and
+    the device's (or host's) used, free and total."""
+    return {"backend": row["backend"], "device_id": row["device_id"],
+            "memory_allocated": row["process_bytes"], "memory_reserved": None,
+            "device_used": row["used_bytes"], "device_free": row["free_bytes"],
+            "device_total": row["total_bytes"]}
+
+
 class _Host:
     label = "host"
 
     def read(self):
-        rows = collectors.read_one("host") or []
-        return [{"backend": "cpu", "device_id": -1,
-                 "memory_allocated": row["process_bytes"], "memory_reserved": None,
-                 "device_used": row["used_bytes"], "device_free": row["free_bytes"],
-                 "device_total": row["total_bytes"]} for row in rows]
+        return [_from_collector(row) for row in collectors.read_one("host") or []]
 
 
 class _Machine:
@@ -96,10 +101,7 @@ class _Machine:
                     self.label == "gpus" and row["device_id"] < 0):
                 continue
             seen.add(key)
-            out.append({"backend": row["backend"], "device_id": row["device_id"],
-                        "name": row["name"], "memory_allocated": row["process_bytes"],
-                        "memory_reserved": None, "device_used": row["used_bytes"],
-                        "device_free": row["free_bytes"], "device_total": row["total_bytes"]})
+            out.append(dict(_from_collector(row), name=row["name"]))
         return out
 
 

@@ -63,8 +63,34 @@ static void frame(torch_ctx *c, const char *file, long line, const char *name)
     pickle_dict_end(&c->p);
 }
 
-/* The native frames of stack `id`, symbolised, innermost first (no list
- * around them). */
+/* The frame of one address ("0x..." text): symbolised; else, when
+ * unnamed_too, module+offset or the bare address.  1 when one was written. */
+static int address_frame(torch_ctx *c, const char *hex, int unnamed_too)
+{
+    uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias = 0;
+    const char *path = at ? module_of(c->mods, at, &bias) : NULL;
+    char fn[256], file[1024], name[1100];
+    int line = 0;
+    if (path && symbolise(c->b->dirfd, path, at - bias, fn, sizeof fn, file, sizeof file,
+                          &line) == 0) {
+        frame(c, file[0] ? file : path, line, fn);
+        return 1;
+    }
+    if (!unnamed_too)
+        return 0;
+    if (!path) {
+        snprintf(name, sizeof name, "0x%llx", (unsigned long long)at);
+        frame(c, "??", 0, name);
+    } else {
+        const char *base = strrchr(path, '/');
+        snprintf(name, sizeof name, "%s+0x%llx", base ? base + 1 : path,
+                 (unsigned long long)(at - bias));
+        frame(c, path, 0, name);
+    }
+    return 1;
+}
+
+/* The native frames of stack `id`, innermost first (no list around them). */
 static void native_frames(torch_ctx *c, int64_t id)
 {
     size_t i;
@@ -75,25 +101,8 @@ static void native_frames(torch_ctx *c, int64_t id)
             continue;
         size_t k;
         json_t *f;
-        json_array_foreach(json_object_get(s, "frames"), k, f) {
-            const char *hex = json_string_value(f);
-            uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias = 0;
-            const char *path = at ? module_of(c->mods, at, &bias) : NULL;
-            char fn[256], file[1024], name[1100];
-            int line = 0;
-            if (!path) {
-                snprintf(name, sizeof name, "0x%llx", (unsigned long long)at);
-                frame(c, "??", 0, name);
-            } else if (symbolise(c->b->dirfd, path, at - bias, fn, sizeof fn, file, sizeof file,
-                                 &line) == 0) {
-                frame(c, file[0] ? file : path, line, fn);
-            } else {
-                const char *base = strrchr(path, '/');
-                snprintf(name, sizeof name, "%s+0x%llx", base ? base + 1 : path,
-                         (unsigned long long)(at - bias));
-                frame(c, path, 0, name);
-            }
-        }
+        json_array_foreach(json_object_get(s, "frames"), k, f)
+            address_frame(c, json_string_value(f), 1);
         return;
     }
 }
@@ -124,16 +133,8 @@ static void failure_frames(torch_ctx *c)
     json_t *stack = json_object_get(json_object_get(c->b->metadata, "failed_request"), "stack");
     size_t i;
     json_t *f;
-    json_array_foreach(stack, i, f) {
-        const char *hex = json_string_value(f);
-        uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias = 0;
-        const char *path = at ? module_of(c->mods, at, &bias) : NULL;
-        char fn[256], file[1024];
-        int line = 0;
-        if (path && symbolise(c->b->dirfd, path, at - bias, fn, sizeof fn, file, sizeof file,
-                              &line) == 0)
-            frame(c, file[0] ? file : path, line, fn);
-    }
+    json_array_foreach(stack, i, f)
+        address_frame(c, json_string_value(f), 0); /* the named ones, then Python's */
     python_stack st;
     if (python_stack_read(c->b, &st) == 0) {
         for (size_t k = 0; k < st.n; k++)
