@@ -92,9 +92,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_triage, fuzz_dir, NULL, NULL);
     run(cmd_diff, bundle_dir, bundle_dir, NULL);
     FILE *trace = fopen("/dev/null", "w");
-    char *export_paths[] = {(char *)fuzz_dir};
+    char *export_paths[] = {(char *)fuzz_dir}, *one[] = {(char *)bundle_dir};
     if (trace && (export_trace(export_paths, 1, trace) > 1 ||
-                  export_torch(bundle_dir, trace) > 1))
+                  export_torch(one, 1, trace, trace) > 1 ||
+                  export_torch(export_paths, 1, trace, trace) > 1))
         abort();
     if (trace)
         fclose(trace);

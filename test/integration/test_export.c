@@ -13,7 +13,15 @@
  * a loader written from PyTorch's published format (torch_snapshot_check.py):
  * every field memory_viz reads, the trace's replayed peak the events' peak,
  * the segments the live bytes, the OOM's request, free bytes and frames
- * (native, symbolised; Python's).  GMP_TORCH_HISTORY=1 under gmp-run:
+ * (native, symbolised; Python's); of a directory (each rank's devices in
+ * turn, the map printed) and of a live ring.  Then the real viewers, from
+ * PyPI (test/viewers/): the trace opened in Perfetto's UI and in the
+ * Catapult viewer chrome://tracing was, in headless Chromium, each
+ * understanding the same processes, counter peaks and instants with no
+ * import error and drawing them; the snapshot read by PyTorch's own
+ * torch.cuda._memory_viz, every view, its totals the bundle's live bytes.
+ * When PyPI or Chromium cannot be had, those two say so and skip.
+ * GMP_TORCH_HISTORY=1 under gmp-run:
  * without torch one line and nothing else changed; with (a stand-in) torch,
  * PyTorch's snapshot in the OOM's one bundle and its largest block in show.
  */
@@ -173,12 +181,34 @@ static void test_directory_of_a_job(void **state)
     json_array_foreach(json_object_get(doc, "traceEvents"), i, ev) {
         const char *name = json_string_value(json_object_get(ev, "name"));
         const char *label = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
-        if (!strcmp(name, "process_name") && label && strstr(label, "host_oom (pid ") &&
-            (strstr(label, ", rank 0") || strstr(label, ", rank 1")))
+        if (!strcmp(name, "process_name") && label &&
+            (strstr(label, "host_oom (rank 0, on ") || strstr(label, "host_oom (rank 1, on ")))
             ranks++;
     }
     assert_int_equal(ranks, 2);
     json_decref(doc);
+
+    /* as one snapshot: each rank's host list in rank order, the map said */
+    snprintf(script, sizeof script,
+             "%s export %s --format torch-snapshot -o '%s/job.pickle' && "
+             "python3 test/integration/torch_snapshot_check.py '%s/job.pickle'",
+             inspect_path(), dir, paths.scratch, paths.scratch);
+    if (sh(script) != 0)
+        fail_msg("torch-snapshot of the job: %s%s", out, err);
+    char line0[512], line1[512];
+    if (sscanf(out, "%511[^\n]\n%511[^\n]\n", line0, line1) != 2 ||
+        strncmp(line0, "memory_viz device 0: host of host_oom (pid ", 43) ||
+        !strstr(line0, ", rank 0, on ") ||
+        strncmp(line1, "memory_viz device 1: host of host_oom (pid ", 43) ||
+        !strstr(line1, ", rank 1, on "))
+        fail_msg("the map of slots: %s", out);
+    json_t *summary = json_loads(out + strlen(line0) + strlen(line1) + 2, 0, NULL);
+    json_t *ooms = json_object_get(summary, "ooms");
+    assert_int_equal(json_array_size(ooms), 4);
+    for (size_t k = 0; k < 4; k++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(ooms, k), "device")),
+                         k / 2);
+    json_decref(summary);
 
     /* a broken bundle among them: a line, exit 1, the others still written */
     snprintf(script, sizeof script,
@@ -275,7 +305,8 @@ static void test_torch_snapshot_python_frames(void **state)
 
 /* A live process's ring, named by its PID as `watch` takes it: its events
  * as a trace while it runs (five 8 MiB allocations, the host's counter at
- * their sum), the process named as live; torch-snapshot wants a bundle. */
+ * their sum), the process named as live; and as a snapshot, the host's
+ * list replaying to the same sum. */
 static void test_live_ring(void **state)
 {
     (void)state;
@@ -289,10 +320,19 @@ static void test_live_ring(void **state)
              "i=0; while [ ! -e \"$GMP_RUN_DIR/held\" ] && [ $i -lt 300 ]; do sleep 0.1; "
              "i=$((i + 1)); done; "
              "%s export $! --format trace-json -o '%s/live.json'; rc=$?; "
-             "%s export $! --format torch-snapshot -o /dev/null; echo \"$rc $?\"; kill $!",
-             paths.preload, inspect_path(), paths.scratch, inspect_path());
+             "%s export $! --format torch-snapshot -o '%s/live.pickle'; echo \"$rc $?\"; "
+             "kill $!; python3 test/integration/torch_snapshot_check.py '%s/live.pickle'",
+             paths.preload, inspect_path(), paths.scratch, inspect_path(), paths.scratch,
+             paths.scratch);
     run_script(&paths, script, out, sizeof out, err, sizeof err);
-    assert_string_equal(out, "0 2\n");
+    if (strncmp(out, "0 0\n", 4))
+        fail_msg("export of the ring: %s%s", out, err);
+    json_t *summary = json_loads(out + 4, 0, NULL);
+    json_int_t host_peak = json_integer_value(json_object_get(json_object_get(summary, "peaks"),
+                                                              "0"));
+    if (host_peak < 5ll * (8 << 20) || host_peak > 5ll * (8 << 20) + (64 << 20))
+        fail_msg("the ring's snapshot peaks at %lld: %s", (long long)host_peak, out);
+    json_decref(summary);
     char file[700];
     snprintf(file, sizeof file, "%s/live.json", paths.scratch);
     json_t *doc = json_load_file(file, 0, NULL);
@@ -306,10 +346,120 @@ static void test_live_ring(void **state)
     json_t *ev;
     json_array_foreach(json_object_get(doc, "traceEvents"), i, ev) {
         const char *label = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
-        live += label && strstr(label, ", live ring)") != NULL;
+        live += label && strstr(label, "(live ring)") != NULL;
     }
     assert_int_equal(live, 1);
     json_decref(doc);
+}
+
+/* The viewers from PyPI, fetched once into the build (test/viewers/);
+ * NULL, the test skipped with a line, when PyPI cannot be reached. */
+static const char *viewers(void)
+{
+    static char dir[1100];
+    char cmd[1500];
+    snprintf(dir, sizeof dir, "%s/viewers", paths.build);
+    snprintf(cmd, sizeof cmd, "timeout 300 python3 test/viewers/fetch_viewers.py '%s'", dir);
+    int rc = sh(cmd);
+    if (rc == 3) {
+        print_message("SKIP: %s", err);
+        return NULL;
+    }
+    if (rc != 0)
+        fail_msg("fetch_viewers: exit %d: %s", rc, err);
+    return dir;
+}
+
+/* The CUDA OOM's trace opened in Perfetto's UI and in the Catapult viewer
+ * (chrome://tracing's), in headless Chromium: each understood the process,
+ * the device's counter at the events' peak and every instant, reported no
+ * import error, and drew it. */
+static void test_trace_in_the_viewers(void **state)
+{
+    (void)state;
+    assert_true(cuda_bundle[0]); /* made by test_cuda_bundle */
+    if (sh("command -v chromium") != 0 &&
+        sh("sh mk/install-optional.sh chromium; command -v chromium") != 0) {
+        print_message("SKIP: chromium cannot be installed here\n");
+        skip();
+    }
+    const char *dir = viewers();
+    if (!dir)
+        skip();
+    char what[1100], cmd[4096];
+    snprintf(what, sizeof what, "'%s'", cuda_bundle);
+    json_t *doc = export_checked(what, 0);
+    json_int_t peak = 0;
+    count(doc, 'C', "cuda:0 in use", &peak);
+    int instants = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(json_object_get(doc, "traceEvents"), i, ev)
+        instants += !strcmp(json_string_value(json_object_get(ev, "ph")), "i");
+    json_decref(doc);
+    snprintf(cmd, sizeof cmd,
+             "timeout 300 python3 test/viewers/render_trace.py '%s' '%s/trace.json' '%s'", dir,
+             paths.scratch, paths.scratch);
+    if (sh(cmd) != 0)
+        fail_msg("render_trace: %s%s", out, err);
+    json_t *report = json_loads(out, 0, NULL);
+    if (!report)
+        fail_msg("render_trace said: %s", out);
+    static const char *const names[] = {"perfetto", "catapult"};
+    for (int k = 0; k < 2; k++) {
+        json_t *v = json_object_get(report, names[k]);
+        char *text = json_dumps(v, JSON_COMPACT);
+        json_t *procs = json_object_get(v, "processes");
+        const char *proc = json_string_value(json_array_get(procs, 0));
+        json_t *peak_seen = json_object_get(json_object_get(v, "counters"), "cuda:0 in use bytes");
+        if (json_array_size(procs) != 1 || !proc || strncmp(proc, "gpu_oom_cuda (on ", 17) ||
+            !json_is_number(peak_seen) || (json_int_t)json_number_value(peak_seen) != peak ||
+            json_integer_value(json_object_get(v, "instants")) != instants ||
+            json_array_size(json_object_get(v, "errors")) != 0 ||
+            json_integer_value(json_object_get(v, "ink")) < 1000)
+            fail_msg("%s showed %s; the trace has a %lld-byte peak and %d instants", names[k],
+                     text, (long long)peak, instants);
+        free(text);
+    }
+    json_decref(report);
+}
+
+/* The CUDA OOM's snapshot read by PyTorch's own torch.cuda._memory_viz:
+ * every view runs, its totals are the bundle's live bytes (show's Held),
+ * its trace has the OOM with the request show names, and the HTML plots
+ * carry the snapshot. */
+static void test_snapshot_in_memory_viz(void **state)
+{
+    (void)state;
+    assert_true(cuda_bundle[0]);
+    const char *dir = viewers();
+    if (!dir)
+        skip();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s export '%s' --format torch-snapshot -o '%s/viz.pickle' && "
+             "python3 test/viewers/memory_viz_check.py '%s' '%s/viz.pickle'",
+             inspect_path(), cuda_bundle, paths.scratch, dir, paths.scratch);
+    if (sh(cmd) != 0)
+        fail_msg("memory_viz: %s%s", out, err);
+    json_t *r = json_loads(out, 0, NULL);
+    snprintf(cmd, sizeof cmd, "%s/allocations.json", cuda_bundle);
+    json_t *held = json_load_file(cmd, 0, NULL);
+    assert_non_null(r);
+    assert_non_null(held);
+    json_int_t live = json_integer_value(json_object_get(held, "live_bytes"));
+    static const char *const totals[] = {"total_reserved", "total_allocated",
+                                         "segments_flame_bytes", "memory_flame_bytes",
+                                         "compare_flame_bytes"};
+    for (size_t k = 0; k < sizeof totals / sizeof *totals; k++)
+        if (json_integer_value(json_object_get(r, totals[k])) != live)
+            fail_msg("%s is not the %lld live bytes: %s", totals[k], (long long)live, out);
+    assert_int_equal(json_array_size(json_object_get(r, "ooms")), 1);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(r, "ooms"), 0)),
+                        "256.0MiB requested, 0.0B free in CUDA");
+    assert_true(json_is_true(json_object_get(r, "plots_hold_snapshot")));
+    json_decref(held);
+    json_decref(r);
 }
 
 /* GMP_TORCH_HISTORY=1 in a Python that never imports torch: the program's
@@ -383,6 +533,8 @@ int main(void)
         cmocka_unit_test(test_live_ring),
         cmocka_unit_test(test_torch_snapshot_of_a_cuda_oom),
         cmocka_unit_test(test_torch_snapshot_python_frames),
+        cmocka_unit_test(test_trace_in_the_viewers),
+        cmocka_unit_test(test_snapshot_in_memory_viz),
         cmocka_unit_test(test_torch_history_without_torch),
         cmocka_unit_test(test_torch_history_snapshot),
     };

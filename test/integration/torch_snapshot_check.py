@@ -6,17 +6,27 @@ PyTorch is not on the machines the tests run on.  It loads the pickle with
 the standard library, checks every field memory_viz reads for its type, the
 invariants its `stats` view asserts (a segment's blocks add up to its
 size; a block's requested size is within it), replays each device's trace
-as its timeline does (alloc adds, free_completed takes away) and prints
-one JSON line: per device the replayed peak and the bytes in segments, the
+as its timeline does (alloc adds, free_completed takes away), checks that
+every pickle opcode is one that memory_viz's own JavaScript unpickler
+reads (the page at pytorch.org/memory_viz reads a dropped file with it,
+not with Python's pickle: an opcode outside its list fails there only),
+and prints one JSON line: per device the replayed peak and the bytes in segments, the
 OOM entries, and how many frames name a function.  Exit 1, with the reason,
 on anything memory_viz would trip on."""
 import json
 import pickle
+import pickletools
 import sys
 
 ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
            "segment_map", "segment_unmap", "snapshot", "oom"}
 STATES = {"active_allocated", "active_pending_free", "inactive"}
+# the opcodes the unpickler in PyTorch's MemoryViz.js handles
+JS_OPCODES = {"APPENDS", "BINGET", "BININT", "BININT1", "BININT2", "EMPTY_DICT", "EMPTY_LIST",
+              "FRAME", "LONG1", "LONG_BINGET", "MARK", "MEMOIZE", "PROTO", "SETITEMS",
+              "SHORT_BINUNICODE", "STOP", "TUPLE2", "APPEND", "NEWFALSE", "BINPUT",
+              "BINUNICODE", "EMPTY_TUPLE", "NEWTRUE", "NONE", "BINFLOAT", "TUPLE", "TUPLE1",
+              "TUPLE3", "LONG_BINPUT", "LIST", "DICT", "SETITEM"}
 
 
 def fail(why):
@@ -42,7 +52,13 @@ def frames_ok(frames, where, named):
 
 
 with open(sys.argv[1], "rb") as fh:
-    snap = pickle.load(fh)
+    raw = fh.read()
+for op, arg, pos in pickletools.genops(raw):
+    if op.name not in JS_OPCODES:
+        fail("opcode %s at byte %d: memory_viz's page cannot read it" % (op.name, pos))
+    if op.name == "PROTO" and not 2 <= arg <= 4:
+        fail("protocol %d: memory_viz's page reads 2 to 4" % arg)
+snap = pickle.loads(raw)
 if not isinstance(snap, dict):
     fail("not a dict")
 named = [0]

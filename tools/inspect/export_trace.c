@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_BUNDLES 4096
 #define MAX_THREADS 256
 
 typedef struct trace_out {
@@ -77,6 +76,8 @@ typedef struct process_view {
     int nthreads;
 } process_view;
 
+/* The main thread is named; the viewers show each thread's tid beside its
+ * name themselves, and name the others by it. */
 static void name_thread(trace_out *o, process_view *p, json_int_t tid)
 {
     for (int i = 0; i < p->nthreads; i++)
@@ -85,12 +86,8 @@ static void name_thread(trace_out *o, process_view *p, json_int_t tid)
     if (p->nthreads == MAX_THREADS)
         return;
     p->threads[p->nthreads++] = tid;
-    char name[48];
     if (tid == p->pid)
-        snprintf(name, sizeof name, "main thread (%lld)", (long long)tid);
-    else
-        snprintf(name, sizeof name, "thread %lld", (long long)tid);
-    emit(o, meta("thread_name", p->pid, tid, json_pack("{s:s}", "name", name)));
+        emit(o, meta("thread_name", p->pid, tid, json_pack("{s:s}", "name", "main thread")));
 }
 
 /* One event of the bundle as the trace shows it. */
@@ -169,17 +166,10 @@ static process_view *view_of(process_view *views, int *n, json_int_t pid)
 
 static void name_process(trace_out *o, bundle *b, json_int_t pid)
 {
-    json_t *cmd = json_object_get(json_object_get(b->environment, "process"), "cmdline");
-    const char *exe = jstr(json_object_get(b->environment, "process"), "exe");
-    const char *first = json_string_value(json_array_get(cmd, 0));
-    const char *prog = first ? first : exe ? exe : "process";
-    const char *slash = strrchr(prog, '/');
-    const char *rank = bundle_rank(b), *host = bundle_host(b);
-    char name[256];
-    snprintf(name, sizeof name, "%.80s (pid %lld%s%.16s%s%.64s)", slash ? slash + 1 : prog,
-             (long long)pid, rank ? ", rank " : "", rank ? rank : "", host ? ", on " : "",
-             host ? host : "");
+    char name[320];
+    export_process_label(b, 0, name, sizeof name);
     emit(o, meta("process_name", pid, 0, json_pack("{s:s}", "name", name)));
+    const char *rank = bundle_rank(b);
     if (rank)
         emit(o, meta("process_sort_index", pid, 0, json_pack("{s:I}", "sort_index",
                                                               (json_int_t)atoll(rank))));
@@ -226,72 +216,32 @@ static void export_bundle(trace_out *o, bundle *b, process_view *views, int *nvi
  * would hold it, the process named by its ring's command. */
 static void export_ring(trace_out *o, const ring_copy_t *r, process_view *p)
 {
-    const char *space = strchr(r->cmdline, ' ');
-    char prog[256];
-    snprintf(prog, sizeof prog, "%.*s", (int)(space ? space - r->cmdline : (long)strlen(r->cmdline)),
-             r->cmdline);
-    const char *slash = strrchr(prog, '/');
     char name[320];
-    snprintf(name, sizeof name, "%s (pid %d, live ring)", slash ? slash + 1 : prog, r->pid);
+    export_ring_label(r, 0, name, sizeof name);
     emit(o, meta("process_name", p->pid, 0, json_pack("{s:s}", "name", name)));
     for (size_t i = 0; i < r->n; i++) {
-        const gmp_event *e = &r->events[i];
-        char addr[24];
-        snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)e->address);
-        json_t *ev = json_pack("{s:I, s:f, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I}",
-                               "seq", (json_int_t)e->seq, "timestamp", (double)e->time_ns / 1e9,
-                               "event_type", gmp_event_type_name(e->type), "backend",
-                               gmp_backend_name(e->backend), "device_id", (json_int_t)e->device,
-                               "api", gmp_api_name(e->api), "address", addr, "size",
-                               (json_int_t)e->size, "result", (json_int_t)e->result,
-                               "thread_id", (json_int_t)e->thread_id, "bytes_in_use",
-                               (json_int_t)e->in_use);
+        json_t *ev = ring_event_json(&r->events[i]);
         if (ev)
             export_event(o, p, ev);
         json_decref(ev);
     }
 }
 
-typedef struct found {
-    char **paths;
-    size_t n;
-} found;
-
-static void collect(const char *path, void *arg)
-{
-    found *f = arg;
-    if (f->n < MAX_BUNDLES && (f->paths[f->n] = strdup(path)))
-        f->n++;
-}
-
-static int by_name(const void *a, const void *b)
-{
-    /* oom_dump_<time>_<pid>_...: the name's order is the time's */
-    const char *x = strrchr(*(char *const *)a, '/'), *y = strrchr(*(char *const *)b, '/');
-    return strcmp(x ? x : *(char *const *)a, y ? y : *(char *const *)b);
-}
-
 int export_trace(char **paths, int npaths, FILE *f)
 {
-    found all = {calloc(MAX_BUNDLES, sizeof(char *)), 0};
-    if (all.paths)
-        for (int i = 0; i < npaths; i++)
-            if (!is_ring_target(paths[i]))
-                for_each_bundle(paths[i], collect, &all);
+    size_t nall = 0;
+    char **all = export_bundle_paths(paths, npaths, &nall);
     /* at most a process a bundle */
-    process_view *views = all.paths ? calloc(all.n ? all.n : 1, sizeof *views) : NULL;
+    process_view *views = all ? calloc(nall ? nall : 1, sizeof *views) : NULL;
     if (!views) {
-        for (size_t i = 0; all.paths && i < all.n; i++)
-            free(all.paths[i]);
-        free(all.paths);
+        export_paths_free(all, nall);
         fputs("gmp-inspect export: out of memory\n", stderr);
         return EXIT_INVALID;
     }
-    qsort(all.paths, all.n, sizeof *all.paths, by_name);
     int rings = 0, bad = 0, nviews = 0;
     for (int i = 0; i < npaths; i++)
         rings += is_ring_target(paths[i]);
-    if (!all.n && !rings) {
+    if (!nall && !rings) {
         fputs("gmp-inspect export: no bundle there\n", stderr);
         bad = 1;
     }
@@ -311,20 +261,19 @@ int export_trace(char **paths, int npaths, FILE *f)
         export_ring(&o, &r, &live);
         free(r.events);
     }
-    for (size_t i = 0; i < all.n; i++) {
+    for (size_t i = 0; i < nall; i++) {
         char err[600];
         bundle b;
-        if (bundle_open(&b, all.paths[i], 1, 1, err, sizeof err) < 0) {
+        if (bundle_open(&b, all[i], 1, 1, err, sizeof err) < 0) {
             fprintf(stderr, "gmp-inspect export: %s\n", err);
             bad = 1;
         } else {
             export_bundle(&o, &b, views, &nviews);
             bundle_close(&b);
         }
-        free(all.paths[i]);
     }
     fputs("\n]}\n", f);
-    free(all.paths);
+    export_paths_free(all, nall);
     free(views);
     return bad ? EXIT_INVALID : EXIT_OK;
 }

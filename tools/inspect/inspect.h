@@ -211,10 +211,23 @@ typedef struct ring_copy_t {
 int is_ring_target(const char *target);
 int ring_path_of(const char *verb, const char *target, char *path, size_t cap);
 int ring_copy(const char *verb, const char *path, ring_copy_t *out);
+/* export.c: every bundle at or under the operands that are not rings, in
+ * the order of their names (their times): a list to free with
+ * export_paths_free, NULL without memory.  A process's name on a viewer:
+ * "command (pid N, rank R, on HOST)", or a ring's "command (pid N, live
+ * ring)"; without the pid where the viewer shows it. */
+char **export_bundle_paths(char **operands, int n, size_t *count);
+void export_paths_free(char **paths, size_t n);
+void export_process_label(bundle *b, int with_pid, char *out, size_t cap);
+void export_ring_label(const ring_copy_t *r, int with_pid, char *out, size_t cap);
+/* A ring's record as events.json holds it (a new reference; NULL without
+ * memory). */
+json_t *ring_event_json(const struct gmp_event *e);
 /* export_trace.c: every bundle at or under paths as Trace Event JSON on f. */
 int export_trace(char **paths, int npaths, FILE *f);
-/* export_torch.c: one bundle as a PyTorch memory snapshot (a pickle) on f. */
-int export_torch(const char *path, FILE *f);
+/* export_torch.c: the bundles and rings as one PyTorch memory snapshot (a
+ * pickle) on f; with several processes, which device slot is whose on map. */
+int export_torch(char **paths, int npaths, FILE *f, FILE *map);
 /* show of a leak report (leak_report.c): its exit status, or -1 when path is not one. */
 int show_leak_report(const char *path);
 
