@@ -13,7 +13,9 @@
  * a loader written from PyTorch's published format (torch_snapshot_check.py):
  * every field memory_viz reads, the trace's replayed peak the events' peak,
  * the segments the live bytes, the OOM's request, free bytes and frames
- * (native, symbolised; Python's); of a directory (each rank's devices in
+ * (native, symbolised; Python's), each allocation its own segment and a
+ * cuMemMap range a mapped one, the trace walking back from its end as
+ * memory_viz's segment view does; of a directory (each rank's devices in
  * turn, the map printed) and of a live ring.  Then the real viewers, from
  * PyPI (test/viewers/): the trace opened in Perfetto's UI and in the
  * Catapult viewer chrome://tracing was, in headless Chromium, each
@@ -239,6 +241,20 @@ static json_t *torch_snapshot(const char *bundle)
     return summary;
 }
 
+/* The bytes test_cuda_bundle's bundle held at the OOM (what show calls
+ * Held), from its allocations.json. */
+static json_int_t cuda_live_bytes(void)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/allocations.json", cuda_bundle);
+    json_t *held = json_load_file(path, 0, NULL);
+    assert_non_null(held);
+    json_int_t live = json_integer_value(json_object_get(held, "live_bytes"));
+    json_decref(held);
+    assert_true(live > 0);
+    return live;
+}
+
 /* The CUDA double's OOM as a memory_viz snapshot: the trace replays to the
  * peak the events reached, the segments hold what allocations.json holds,
  * the OOM entry has the request, the device's free bytes and the
@@ -249,14 +265,10 @@ static void test_torch_snapshot_of_a_cuda_oom(void **state)
     assert_true(cuda_bundle[0]); /* made by test_cuda_bundle */
     json_t *s = torch_snapshot(cuda_bundle);
     char path[1200];
-    snprintf(path, sizeof path, "%s/allocations.json", cuda_bundle);
-    json_t *held = json_load_file(path, 0, NULL);
     snprintf(path, sizeof path, "%s/metadata.json", cuda_bundle);
     json_t *md = json_load_file(path, 0, NULL);
-    assert_non_null(held);
     assert_non_null(md);
-    json_int_t live = json_integer_value(json_object_get(held, "live_bytes"));
-    assert_true(live > 0);
+    json_int_t live = cuda_live_bytes();
     /* every allocation was live at the OOM: the peak is what was held */
     assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "peaks"), "0")), live);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "segment_bytes"), "0")),
@@ -274,8 +286,35 @@ static void test_torch_snapshot_of_a_cuda_oom(void **state)
     if (!strstr(names, "\"until_oom\""))
         fail_msg("the OOM's frames do not name until_oom: %s", names);
     free(names);
-    json_decref(held);
     json_decref(md);
+    json_decref(s);
+}
+
+/* Memory mapped as PyTorch's expandable segments map it (cuMemCreate, then
+ * cuMemMap; the driver double): each mapping a mapped segment holding its
+ * block, the handles out of it, the segments expandable, and the trace
+ * walks back from the end as memory_viz's segment view does. */
+static void test_torch_snapshot_of_mapped_memory(void **state)
+{
+    (void)state;
+    char script[16384], bundle[1024];
+    snprintf(script, sizeof script,
+             "rm -rf '%s'; export LD_PRELOAD='%s' LD_LIBRARY_PATH='%s/test/doubles' "
+             "GMP_WATCHDOG=0; exec %s/test/gpu/driver_oom vmm 0",
+             paths.dumps, paths.preload, paths.build, paths.build);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    json_t *s = torch_snapshot(bundle);
+    json_t *actions = json_object_get(s, "actions");
+    char *text = json_dumps(s, JSON_COMPACT);
+    if (json_integer_value(json_object_get(actions, "segment_map")) != 4 ||
+        json_integer_value(json_object_get(actions, "alloc")) != 4 ||
+        json_object_get(actions, "segment_alloc") ||
+        json_integer_value(json_object_get(s, "expandable")) != 4 ||
+        json_integer_value(json_object_get(json_object_get(s, "segment_bytes"), "0")) !=
+            1ll << 30)
+        fail_msg("the mapped memory's snapshot: %s", text);
+    free(text);
     json_decref(s);
 }
 
@@ -378,6 +417,7 @@ static void test_trace_in_the_viewers(void **state)
 {
     (void)state;
     assert_true(cuda_bundle[0]); /* made by test_cuda_bundle */
+    skip_under_preload_sanitizer("the viewers read the file; the plain build checks them");
     if (sh("command -v chromium") != 0 &&
         sh("sh mk/install-optional.sh chromium; command -v chromium") != 0) {
         print_message("SKIP: chromium cannot be installed here\n");
@@ -432,6 +472,7 @@ static void test_snapshot_in_memory_viz(void **state)
 {
     (void)state;
     assert_true(cuda_bundle[0]);
+    skip_under_preload_sanitizer("the viewers read the file; the plain build checks them");
     const char *dir = viewers();
     if (!dir)
         skip();
@@ -443,11 +484,8 @@ static void test_snapshot_in_memory_viz(void **state)
     if (sh(cmd) != 0)
         fail_msg("memory_viz: %s%s", out, err);
     json_t *r = json_loads(out, 0, NULL);
-    snprintf(cmd, sizeof cmd, "%s/allocations.json", cuda_bundle);
-    json_t *held = json_load_file(cmd, 0, NULL);
     assert_non_null(r);
-    assert_non_null(held);
-    json_int_t live = json_integer_value(json_object_get(held, "live_bytes"));
+    json_int_t live = cuda_live_bytes();
     static const char *const totals[] = {"total_reserved", "total_allocated",
                                          "segments_flame_bytes", "memory_flame_bytes",
                                          "compare_flame_bytes"};
@@ -458,7 +496,6 @@ static void test_snapshot_in_memory_viz(void **state)
     assert_string_equal(json_string_value(json_array_get(json_object_get(r, "ooms"), 0)),
                         "256.0MiB requested, 0.0B free in CUDA");
     assert_true(json_is_true(json_object_get(r, "plots_hold_snapshot")));
-    json_decref(held);
     json_decref(r);
 }
 
@@ -533,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_live_ring),
         cmocka_unit_test(test_torch_snapshot_of_a_cuda_oom),
         cmocka_unit_test(test_torch_snapshot_python_frames),
+        cmocka_unit_test(test_torch_snapshot_of_mapped_memory),
         cmocka_unit_test(test_trace_in_the_viewers),
         cmocka_unit_test(test_snapshot_in_memory_viz),
         cmocka_unit_test(test_torch_history_without_torch),

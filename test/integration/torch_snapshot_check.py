@@ -10,8 +10,12 @@ as its timeline does (alloc adds, free_completed takes away), checks that
 every pickle opcode is one that memory_viz's own JavaScript unpickler
 reads (the page at pytorch.org/memory_viz reads a dropped file with it,
 not with Python's pickle: an opcode outside its list fails there only),
-and prints one JSON line: per device the replayed peak and the bytes in segments, the
-OOM entries, and how many frames name a function.  Exit 1, with the reason,
+walks each device's trace back from the end as that page's Allocator
+State History does, checking that every live block lies in a segment at
+every step (where the page would stop with an error), and prints one JSON
+line: per device the replayed peak and the bytes in segments, the
+OOM entries, how many frames name a function, how many entries of each
+action and how many segments are expandable (mapped).  Exit 1, with the reason,
 on anything memory_viz would trip on."""
 import json
 import pickle
@@ -87,7 +91,50 @@ for i, seg in enumerate(need(snap, "segments", list, "snapshot")):
         fail(where + ": blocks add up to %d, total_size is %d" % (total, seg["total_size"]))
     segment_bytes[seg["device"]] = segment_bytes.get(seg["device"], 0) + seg["total_size"]
 
-peaks, ooms = {}, []
+
+
+def walk_back(device, trace):
+    """The page's simulate_memory, from the end to the first entry."""
+    segs = [[seg["address"], seg["total_size"]] for seg in snap["segments"]
+            if seg["device"] == device]
+    blocks = {}
+    for seg in snap["segments"]:
+        if seg["device"] != device:
+            continue
+        addr = seg["address"]
+        for b in seg["blocks"]:
+            if b["state"] in ("active_allocated", "active_pending_free"):
+                blocks[addr] = b["size"]
+            addr += b["size"]
+    entries = []
+    for e in trace:  # the page makes free_requested + free_completed one "free"
+        if (e["action"] == "free_completed" and entries and
+                entries[-1]["action"] == "free_requested" and entries[-1]["addr"] == e["addr"]):
+            entries[-1] = dict(e, action="free")
+        else:
+            entries.append(e)
+    for k in range(len(entries) - 1, -1, -1):
+        e, where = entries[k], "device %d entry %d walking back" % (device, k)
+        if e["action"] in ("free", "free_completed"):
+            blocks[e["addr"]] = e["size"]
+        elif e["action"] == "free_requested":
+            if e["addr"] not in blocks:
+                fail(where + ": free_requested of no block")
+        elif e["action"] == "alloc":
+            blocks.pop(e["addr"], None)
+        elif e["action"] in ("segment_free", "segment_unmap"):
+            segs.append([e["addr"], e["size"]])
+        elif e["action"] in ("segment_alloc", "segment_map"):
+            inside = [s for s in segs if s[0] <= e["addr"] and e["addr"] + e["size"] <= s[0] + s[1]]
+            if not inside:
+                fail(where + ": %s of a range in no segment" % e["action"])
+            segs.remove(inside[0])
+        for addr in blocks:
+            if not any(s[0] <= addr < s[0] + s[1] for s in segs):
+                fail(where + ": the block at %#x lies in no segment" % addr)
+
+
+peaks, ooms, actions = {}, [], {}
 for device, trace in enumerate(need(snap, "device_traces", list, "snapshot")):
     if not isinstance(trace, list):
         fail("device_traces[%d] is not a list" % device)
@@ -96,6 +143,7 @@ for device, trace in enumerate(need(snap, "device_traces", list, "snapshot")):
         where = "device %d entry %d" % (device, k)
         if need(e, "action", str, where) not in ACTIONS:
             fail(where + ": action %r" % e["action"])
+        actions[e["action"]] = actions.get(e["action"], 0) + 1
         for key in ("addr", "size", "stream", "time_us"):
             need(e, key, int, where)
         frames_ok(need(e, "frames", list, where), where, named)
@@ -109,5 +157,7 @@ for device, trace in enumerate(need(snap, "device_traces", list, "snapshot")):
                          "frames": [f["name"] for f in e["frames"]]})
         peak = max(peak, now)
     peaks[device] = peak
+    walk_back(device, trace)
+expandable = sum(1 for seg in snap["segments"] if seg.get("is_expandable"))
 print(json.dumps({"peaks": peaks, "segment_bytes": segment_bytes, "ooms": ooms,
-                  "named_frames": named[0]}))
+                  "named_frames": named[0], "actions": actions, "expandable": expandable}))

@@ -1,53 +1,52 @@
 /*
- * export_torch.c — `gmp-inspect export BUNDLE --format torch-snapshot -o
- * F.pickle`: a bundle as the snapshot PyTorch's memory visualiser reads
- * (pytorch.org/memory_viz, torch.cuda._memory_viz; the layout
- * torch.cuda.memory._snapshot() returns), for any framework's allocations,
- * with no PyTorch on this machine (pickle_out.c writes it):
- *   segments       the live allocations (allocations.json; else those the
- *                  events made and did not free), one segment each, holding
- *                  one active block, with its allocating frames
- *   device_traces  a list per device, from the events in order: alloc;
- *                  free_requested then free_completed; segment_alloc and
- *                  segment_free for a driver mapping (cuMemMap, cuMemUnmap);
- *                  oom for the failure, with the device's free bytes and the
- *                  failing thread's Python stack under its native frames.
- *                  The host's large allocations are the list after the
- *                  last device's, as PyTorch's own profiler export places
- *                  the CPU.
+ * export_torch.c — `gmp-inspect export PATH... --format torch-snapshot -o
+ * F.pickle`: bundles or live rings as the snapshot PyTorch's memory
+ * visualiser reads (pytorch.org/memory_viz, torch.cuda._memory_viz; the
+ * layout torch.cuda.memory._snapshot() returns), for any framework's
+ * allocations, with no PyTorch on this machine (pickle_out.c writes it):
+ *   device_traces  a list per device, from the events in order (see
+ *                  device_trace: each allocation its own segment, a
+ *                  cuMemMap range a mapped one), oom for the failure with
+ *                  the device's free bytes and the failing thread's Python
+ *                  stack under its native frames.  The host's large
+ *                  allocations are the list after the last device's, as
+ *                  PyTorch's own profiler export places the CPU.
+ *   segments       what those lists leave alive at their end, with the
+ *                  allocations.json entries made before the ring's oldest
+ *                  event: one segment each, holding one active block.
  * Frames are {filename, line, name}, innermost first: each address of
  * stacks.json symbolised (symbols.c; module+offset when the binary is not
  * here); a stack's list is written once and referred to after.
- * Several processes (a directory of one job's bundles, live rings): the
- * snapshot has one device list per GPU of each in turn, then its host, the
- * newest bundle of each process standing for it (its ring holds the
- * earlier ones' events), ranks in order; which slot is whose is printed,
- * as memory_viz names slots only by number.  A live ring has no stacks:
- * its entries have no frames.
+ * Several processes (export_torch_sources.c) are one snapshot, each one's
+ * slots after the last one's.  A live ring has no stacks: its entries have
+ * no frames.
  */
-#include "gpumemprof.h"
-#include "inspect.h"
+#include "export_torch.h"
 #include "pickle_out.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_MEMO 4096
-#define MAX_SOURCES 1024
 
-/* One process: its newest bundle, or a live ring's copy. */
-typedef struct torch_source {
-    bundle b; /* for a ring, only dirfd (-1) */
-    ring_copy_t ring;
-    int is_ring;
-    json_t *stacks, *mods;
-    int base;     /* its first device_traces slot */
-    int ngpu;     /* its GPU slots: the largest device + 1 */
-    int has_host; /* a slot after them for the host */
-    char label[320];
-} torch_source;
+/* What the replay knows of one address of one slot: live now, or seen
+ * and gone (never removed, so the table needs no tombstones). */
+typedef struct held {
+    uint64_t addr;
+    int64_t size, stack;
+    int slot;   /* within its process */
+    int state;  /* 0 empty, 1 live, 2 seen and gone */
+    int mapped; /* a cuMemMap range: its segment is mapped, not allocated */
+} held;
+
+/* A segment alive at the end: its process, slot (within it) and block. */
+typedef struct end_segment {
+    const torch_source *src;
+    int slot, mapped;
+    uint64_t addr;
+    int64_t size, stack;
+} end_segment;
 
 typedef struct torch_ctx {
     pickle_out p;
@@ -58,34 +57,12 @@ typedef struct torch_ctx {
         uint32_t id;
     } memo[MAX_MEMO];
     size_t nmemo;
+    held *table; /* open addressing, a power of two; per process */
+    size_t table_cap, table_n;
+    end_segment *ends;
+    size_t nends, ends_cap;
+    int no_memory;
 } torch_ctx;
-
-static size_t source_events(const torch_source *s)
-{
-    return s->is_ring ? s->ring.n : s->b.events.n;
-}
-
-/* Event i as events.json holds it: a new reference, NULL without memory. */
-static json_t *source_event(const torch_source *s, size_t i)
-{
-    return s->is_ring ? ring_event_json(&s->ring.events[i]) : event_at(&s->b.events, i);
-}
-
-#define source_foreach(s, i, ev) \
-    for ((i) = 0; (i) < source_events(s) && ((ev) = source_event((s), (i)), 1); \
-         json_decref(ev), (i)++)
-
-/* The event's slot within its process: a GPU's number, or ngpu for the
- * host; -1 for a device past any list. */
-static int slot_of(const torch_source *s, json_t *ev, const char *device_key)
-{
-    const char *backend = jstr(ev, "backend");
-    int64_t dev = -1;
-    jint(ev, device_key, &dev);
-    if (!backend || !strcmp(backend, "cpu") || dev < 0)
-        return s->ngpu; /* the host, after the devices */
-    return dev < 4096 ? (int)dev : -1;
-}
 
 static void frame(torch_ctx *c, const char *file, long line, const char *name)
 {
@@ -195,21 +172,20 @@ static int64_t device_free(torch_ctx *c, json_t *ev)
     return 0;
 }
 
-static void entry(torch_ctx *c, const char *action, json_t *ev, int is_failure)
+/* One trace entry: the event's time; size and frames (a stack id, or the
+ * failure's) as the replay decided. */
+static void entry(torch_ctx *c, const char *action, json_t *ev, uint64_t addr, int64_t size,
+                  int64_t stack, int is_failure)
 {
-    int64_t size = 0, stack = 0;
     double t = 0;
-    jint(ev, "size", &size);
-    jint(ev, "stack_id", &stack);
     json_t *tv = json_object_get(ev, "timestamp");
     if (json_is_number(tv))
         t = json_number_value(tv) * 1e6;
-    const char *addr = jstr(ev, "address");
     pickle_dict(&c->p);
     pickle_key(&c->p, "action");
     pickle_str(&c->p, action);
     pickle_key(&c->p, "addr");
-    pickle_uint(&c->p, addr ? strtoull(addr, NULL, 16) : 0);
+    pickle_uint(&c->p, addr);
     pickle_key(&c->p, "size");
     pickle_int(&c->p, size > 0 ? size : 0);
     pickle_key(&c->p, "stream");
@@ -228,8 +204,74 @@ static void entry(torch_ctx *c, const char *action, json_t *ev, int is_failure)
     pickle_dict_end(&c->p);
 }
 
+static size_t held_hash(int slot, uint64_t addr, size_t cap)
+{
+    uint64_t h = (addr ^ ((uint64_t)(unsigned)slot << 48)) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+/* The entry of (slot, addr); with add, made (seen, not live) when new.
+ * NULL when absent, or without memory (c->no_memory set). */
+static held *held_find(torch_ctx *c, int slot, uint64_t addr, int add)
+{
+    if (add && (c->table_n + 1) * 2 > c->table_cap) {
+        size_t cap = c->table_cap ? 2 * c->table_cap : 1024;
+        held *grown = calloc(cap, sizeof *grown);
+        if (!grown) {
+            c->no_memory = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i < c->table_cap; i++) {
+            if (!c->table[i].state)
+                continue;
+            size_t k = held_hash(c->table[i].slot, c->table[i].addr, cap);
+            while (grown[k].state)
+                k = (k + 1) & (cap - 1);
+            grown[k] = c->table[i];
+        }
+        free(c->table);
+        c->table = grown;
+        c->table_cap = cap;
+    }
+    if (!c->table_cap)
+        return NULL;
+    size_t k = held_hash(slot, addr, c->table_cap);
+    for (; c->table[k].state; k = (k + 1) & (c->table_cap - 1))
+        if (c->table[k].addr == addr && c->table[k].slot == slot)
+            return &c->table[k];
+    if (!add)
+        return NULL;
+    c->table[k] = (held){.addr = addr, .slot = slot, .state = 2};
+    c->table_n++;
+    return &c->table[k];
+}
+
+static void end_add(torch_ctx *c, int slot, int mapped, uint64_t addr, int64_t size,
+                    int64_t stack)
+{
+    if (c->nends == c->ends_cap) {
+        size_t cap = c->ends_cap ? 2 * c->ends_cap : 256;
+        end_segment *grown = realloc(c->ends, cap * sizeof *grown);
+        if (!grown) {
+            c->no_memory = 1;
+            return;
+        }
+        c->ends = grown;
+        c->ends_cap = cap;
+    }
+    c->ends[c->nends++] = (end_segment){c->src, slot, mapped, addr, size, stack};
+}
+
 /* One device's list (slot within the process being written): its events
- * in order, as PyTorch's allocator would have recorded them. */
+ * in order, as PyTorch's allocator records its own.  An allocation made
+ * through the runtime or driver (cudaMalloc, hipMalloc, malloc) is a
+ * segment of its own, as it is to the device: segment_alloc then alloc;
+ * its free, free_requested, free_completed then segment_free, with the
+ * allocation's frames as PyTorch gives a free.  A cuMemMap range is a
+ * mapped segment (segment_map) holding one block; cuMemCreate's handles are
+ * no addresses and stay out.  Every block then lies in a segment at every
+ * point of the trace, which memory_viz's Allocator State History needs
+ * (it walks back from the end). */
 static void device_trace(torch_ctx *c, int slot)
 {
     pickle_list(&c->p);
@@ -237,322 +279,161 @@ static void device_trace(torch_ctx *c, int slot)
     size_t i, failure = s->is_ring ? SIZE_MAX : s->b.events.failure;
     json_t *ev;
     source_foreach(s, i, ev) {
-        const char *type = jstr(ev, "event_type");
+        const char *type = jstr(ev, "event_type"), *api = jstr(ev, "api");
+        const char *hex = jstr(ev, "address");
         if (!type || slot_of(s, ev, "device_id") != slot)
             continue;
-        if (!strcmp(type, "alloc")) {
-            entry(c, "alloc", ev, 0);
-        } else if (!strcmp(type, "free")) {
-            entry(c, "free_requested", ev, 0);
-            entry(c, "free_completed", ev, 0);
-        } else if (!strcmp(type, "map")) {
-            entry(c, "segment_alloc", ev, 0);
-        } else if (!strcmp(type, "unmap")) {
-            entry(c, "segment_free", ev, 0);
-        } else if (!strcmp(type, "oom")) {
-            entry(c, "oom", ev, i == failure);
+        int64_t size = 0, stack = 0;
+        jint(ev, "size", &size);
+        jint(ev, "stack_id", &stack);
+        if (!strcmp(type, "oom")) {
+            entry(c, "oom", ev, hex ? strtoull(hex, NULL, 16) : 0, size, stack, i == failure);
+            continue;
+        }
+        int is_alloc = !strcmp(type, "alloc"), is_map = !strcmp(type, "map");
+        int is_free = !strcmp(type, "free"), is_unmap = !strcmp(type, "unmap");
+        if (!hex || !(is_alloc || is_map || is_free || is_unmap) ||
+            (api && (!strcmp(api, "cuMemCreate") || !strcmp(api, "cuMemRelease"))))
+            continue;
+        uint64_t addr = strtoull(hex, NULL, 16);
+        held *h = held_find(c, slot, addr, 1);
+        if (is_alloc || is_map) {
+            entry(c, is_map ? "segment_map" : "segment_alloc", ev, addr, size, stack, 0);
+            entry(c, "alloc", ev, addr, size, stack, 0);
+            if (h)
+                *h = (held){addr, size, stack, slot, 1, is_map};
+        } else {
+            int live = h && h->state == 1;
+            int mapped = live ? h->mapped : is_unmap;
+            if (live) { /* the block as it was made, so the page rebuilds it whole */
+                size = h->size;
+                stack = h->stack;
+            }
+            entry(c, "free_requested", ev, addr, size, stack, 0);
+            entry(c, "free_completed", ev, addr, size, stack, 0);
+            entry(c, mapped ? "segment_unmap" : "segment_free", ev, addr, size, stack, 0);
+            if (h)
+                h->state = 2;
         }
     }
     pickle_list_end(&c->p);
+    for (size_t k = 0; k < c->table_cap; k++)
+        if (c->table[k].state == 1 && c->table[k].slot == slot)
+            end_add(c, slot, c->table[k].mapped, c->table[k].addr, c->table[k].size,
+                    c->table[k].stack);
 }
 
-static void segment(torch_ctx *c, int slot, uint64_t address, int64_t size, int64_t stack)
+/* The allocations.json entries the trace never mentions (made before the
+ * ring's oldest event, alive at the dump): segments from the start. */
+static void ends_before_the_trace(torch_ctx *c)
+{
+    if (c->src->is_ring)
+        return;
+    json_t *held_doc = load_json_at(c->src->b.dirfd, "allocations.json", SMALL_FILE_MAX, NULL, 0);
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(held_doc, "allocations"), i, a) {
+        const char *hex = jstr(a, "address"); /* a cuMemCreate handle has none */
+        int64_t size = 0, stack = 0;
+        jint(a, "size", &size);
+        jint(a, "stack_id", &stack);
+        int slot = slot_of(c->src, a, "device");
+        if (!hex || slot < 0 || slot >= c->src->ngpu + c->src->has_host)
+            continue;
+        uint64_t addr = strtoull(hex, NULL, 16);
+        if (!held_find(c, slot, addr, 0))
+            end_add(c, slot, 0, addr, size, stack);
+    }
+    json_decref(held_doc);
+}
+
+static void segment(torch_ctx *c, const end_segment *e)
 {
     pickle_out *p = &c->p;
+    c->src = (torch_source *)e->src;
     pickle_dict(p);
     pickle_key(p, "device");
-    pickle_int(p, c->src->base + slot);
+    pickle_int(p, e->src->base + e->slot);
     pickle_key(p, "address");
-    pickle_uint(p, address);
+    pickle_uint(p, e->addr);
     static const char *const sizes[] = {"total_size", "allocated_size", "active_size",
                                         "requested_size"};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         pickle_key(p, sizes[k]);
-        pickle_int(p, size);
+        pickle_int(p, e->size);
     }
     pickle_key(p, "stream");
     pickle_int(p, 0);
     pickle_key(p, "segment_type");
-    pickle_str(p, size >= (1 << 20) ? "large" : "small");
+    pickle_str(p, e->size >= (1 << 20) ? "large" : "small");
     pickle_key(p, "segment_pool_id");
     pickle_int(p, 0);
     pickle_int(p, 0);
     pickle_tuple2_end(p);
     pickle_key(p, "is_expandable");
-    pickle_bool(p, 0);
+    pickle_bool(p, e->mapped);
     pickle_key(p, "frames");
-    frames_of(c, stack);
+    frames_of(c, e->stack);
     pickle_key(p, "blocks");
     pickle_list(p);
     pickle_dict(p);
     pickle_key(p, "address");
-    pickle_uint(p, address);
+    pickle_uint(p, e->addr);
     pickle_key(p, "size");
-    pickle_int(p, size);
+    pickle_int(p, e->size);
     pickle_key(p, "requested_size");
-    pickle_int(p, size);
+    pickle_int(p, e->size);
     pickle_key(p, "state");
     pickle_str(p, "active_allocated");
     pickle_key(p, "frames");
-    frames_of(c, stack);
+    frames_of(c, e->stack);
     pickle_dict_end(p);
     pickle_list_end(p);
     pickle_dict_end(p);
-}
-
-/* A live allocation replayed from the events (no allocations.json). */
-typedef struct live {
-    uint64_t address;
-    int64_t size, stack;
-    int slot; /* -1: freed */
-} live;
-
-static void segments_from_events(torch_ctx *c)
-{
-    size_t n = 0, cap = 0, i;
-    live *l = NULL;
-    json_t *ev;
-    source_foreach(c->src, i, ev) {
-        const char *type = jstr(ev, "event_type"), *addr = jstr(ev, "address");
-        if (!type || !addr || (strcmp(type, "alloc") && strcmp(type, "free")))
-            continue;
-        uint64_t at = strtoull(addr, NULL, 16);
-        int slot = slot_of(c->src, ev, "device_id");
-        if (!strcmp(type, "free")) {
-            for (size_t k = n; k-- > 0;)
-                if (l[k].slot == slot && l[k].address == at) {
-                    l[k].slot = -1;
-                    break;
-                }
-            continue;
-        }
-        if (n == cap) {
-            live *grown = realloc(l, (cap = cap ? 2 * cap : 256) * sizeof *l);
-            if (!grown) {
-                json_decref(ev);
-                break;
-            }
-            l = grown;
-        }
-        l[n] = (live){at, 0, 0, slot};
-        jint(ev, "size", &l[n].size);
-        jint(ev, "stack_id", &l[n].stack);
-        n++;
-    }
-    for (size_t k = 0; k < n; k++)
-        if (l[k].slot >= 0 && l[k].slot < c->src->ngpu)
-            segment(c, l[k].slot, l[k].address, l[k].size, l[k].stack);
-    free(l);
-}
-
-/* The live allocations of the process being written. */
-static void segments(torch_ctx *c)
-{
-    json_t *held = c->src->is_ring ? NULL
-                                   : load_json_at(c->src->b.dirfd, "allocations.json",
-                                                  SMALL_FILE_MAX, NULL, 0);
-    json_t *list = json_object_get(held, "allocations");
-    if (json_is_array(list)) {
-        size_t i;
-        json_t *a;
-        json_array_foreach(list, i, a) {
-            const char *addr = jstr(a, "address") ? jstr(a, "address") : jstr(a, "handle");
-            int64_t size = 0, stack = 0;
-            jint(a, "size", &size);
-            jint(a, "stack_id", &stack);
-            int slot = slot_of(c->src, a, "device");
-            if (addr && slot >= 0 && slot < c->src->ngpu)
-                segment(c, slot, strtoull(addr, NULL, 16), size, stack);
-        }
-    } else {
-        segments_from_events(c);
-    }
-    json_decref(held);
-}
-
-
-/* Slot's name on the map: "cuda:0" or "host", from its first event. */
-static void slot_where(const torch_source *s, int slot, char *out, size_t cap)
-{
-    snprintf(out, cap, slot == s->ngpu ? "host" : "device %d (no events)", slot);
-    size_t i;
-    json_t *ev;
-    source_foreach(s, i, ev) if (slot_of(s, ev, "device_id") == slot) {
-        event_where(ev, out, cap);
-        json_decref(ev);
-        break;
-    }
-}
-
-/* A process's slots: one per GPU up to the largest it used, then the host. */
-static void count_slots(torch_source *s)
-{
-    size_t i;
-    json_t *ev;
-    source_foreach(s, i, ev) {
-        const char *backend = jstr(ev, "backend");
-        int64_t dev = -1;
-        jint(ev, "device_id", &dev);
-        if (backend && strcmp(backend, "cpu") && dev >= 0 && dev < 4096)
-            s->ngpu = (int)dev + 1 > s->ngpu ? (int)dev + 1 : s->ngpu;
-        else
-            s->has_host = 1;
-    }
-}
-
-typedef struct candidate {
-    size_t path;
-    int64_t pid;
-    char host[256];
-    long long rank; /* LLONG_MAX: none */
-} candidate;
-
-static int by_rank(const void *a, const void *b)
-{
-    const candidate *x = a, *y = b;
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    return x->path < y->path ? -1 : x->path > y->path;
-}
-
-/* The newest bundle of each process among paths (in time order), ranks
- * in order; *bad set for one that cannot be read. */
-static size_t choose_bundles(char **paths, size_t n, candidate *out, int *bad)
-{
-    size_t chosen = 0;
-    for (size_t i = 0; i < n; i++) {
-        char err[600];
-        bundle b;
-        if (bundle_open(&b, paths[i], 1, 0, err, sizeof err) < 0) {
-            fprintf(stderr, "gmp-inspect export: %s\n", err);
-            *bad = 1;
-            continue;
-        }
-        candidate c = {.path = i, .rank = LLONG_MAX};
-        jint(b.manifest, "pid", &c.pid);
-        const char *host = bundle_host(&b), *rank = bundle_rank(&b);
-        snprintf(c.host, sizeof c.host, "%s", host ? host : "");
-        if (rank)
-            c.rank = atoll(rank);
-        bundle_close(&b);
-        size_t k = 0;
-        while (k < chosen && (out[k].pid != c.pid || strcmp(out[k].host, c.host)))
-            k++;
-        out[k] = c; /* a later bundle of one process replaces its earlier */
-        chosen += k == chosen;
-    }
-    qsort(out, chosen, sizeof *out, by_rank);
-    return chosen;
-}
-
-/* Open the processes' sources (bundles with their events, rings copied):
- * how many, each with its slots counted and its first slot set. */
-static size_t open_sources(char **operands, int n, char **paths, const candidate *chosen,
-                           size_t nchosen, torch_source *src, int *bad)
-{
-    size_t nsrc = 0;
-    int slots = 0;
-    for (size_t k = 0; k < nchosen; k++) {
-        torch_source *s = &src[nsrc];
-        char err[600];
-        if (bundle_open(&s->b, paths[chosen[k].path], 1, 1, err, sizeof err) < 0) {
-            fprintf(stderr, "gmp-inspect export: %s\n", err);
-            *bad = 1;
-            continue;
-        }
-        s->stacks = load_json_at(s->b.dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
-        s->mods = load_json_at(s->b.dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-        export_process_label(&s->b, 1, s->label, sizeof s->label);
-        nsrc++;
-    }
-    for (int i = 0; i < n; i++) {
-        char path[4096];
-        torch_source *s = &src[nsrc];
-        if (!is_ring_target(operands[i]))
-            continue;
-        if (ring_path_of("export", operands[i], path, sizeof path) < 0 ||
-            ring_copy("export", path, &s->ring) < 0) {
-            *bad = 1;
-            continue;
-        }
-        s->is_ring = 1;
-        s->b.dirfd = -1;
-        export_ring_label(&s->ring, 1, s->label, sizeof s->label);
-        nsrc++;
-    }
-    for (size_t k = 0; k < nsrc; k++) {
-        count_slots(&src[k]);
-        src[k].base = slots;
-        slots += src[k].ngpu + src[k].has_host;
-    }
-    return nsrc;
-}
-
-static void close_source(torch_source *s)
-{
-    if (s->is_ring)
-        free(s->ring.events);
-    else
-        bundle_close(&s->b);
-    json_decref(s->stacks);
-    json_decref(s->mods);
 }
 
 int export_torch(char **operands, int n, FILE *f, FILE *map)
 {
     static torch_ctx c; /* the memo table is large for a stack */
     memset(&c, 0, sizeof c);
-    size_t npaths = 0, nchosen = 0, nsrc = 0;
-    int bad = 0, rings = 0;
-    for (int i = 0; i < n; i++)
-        rings += is_ring_target(operands[i]);
-    char **paths = export_bundle_paths(operands, n, &npaths);
-    candidate *chosen = paths ? calloc(npaths + 1, sizeof *chosen) : NULL;
-    torch_source *src = chosen ? calloc(npaths + (size_t)rings + 1, sizeof *src) : NULL;
-    if (!src) {
-        fputs("gmp-inspect export: out of memory\n", stderr);
-        free(chosen);
-        export_paths_free(paths, npaths);
+    size_t nsrc = 0;
+    int bad = 0;
+    torch_source *src = torch_sources_open(operands, n, &nsrc, &bad);
+    if (!src)
         return EXIT_INVALID;
-    }
-    nchosen = choose_bundles(paths, npaths, chosen, &bad);
-    nsrc = open_sources(operands, n, paths, chosen, nchosen, src, &bad);
-    if (!nsrc && !bad)
-        fputs("gmp-inspect export: no bundle there\n", stderr);
     if (!nsrc)
         bad = 1;
+    /* the traces first, replayed: the segments are where they end */
     pickle_begin(&c.p, f);
     pickle_dict(&c.p);
-    pickle_key(&c.p, "segments");
-    pickle_list(&c.p);
-    for (size_t k = 0; k < nsrc; k++) {
-        c.src = &src[k];
-        segments(&c);
-    }
-    pickle_list_end(&c.p);
     pickle_key(&c.p, "device_traces");
     pickle_list(&c.p);
     for (size_t k = 0; k < nsrc; k++) {
         c.src = &src[k];
+        c.table_n = 0;
+        if (c.table)
+            memset(c.table, 0, c.table_cap * sizeof *c.table);
         for (int slot = 0; slot < src[k].ngpu + src[k].has_host; slot++)
             device_trace(&c, slot);
+        ends_before_the_trace(&c);
     }
+    pickle_list_end(&c.p);
+    pickle_key(&c.p, "segments");
+    pickle_list(&c.p);
+    for (size_t k = 0; k < c.nends; k++)
+        segment(&c, &c.ends[k]);
     pickle_list_end(&c.p);
     pickle_dict_end(&c.p);
     if (pickle_end(&c.p))
         bad = 1;
-    for (size_t k = 0; k < nsrc; k++) {
-        for (int slot = 0; nsrc > 1 && slot < src[k].ngpu + src[k].has_host; slot++) {
-            char where[64];
-            slot_where(&src[k], slot, where, sizeof where);
-            fprintf(map, "memory_viz device %d: %s of %s\n", src[k].base + slot, where,
-                    src[k].label);
-        }
-        close_source(&src[k]);
+    if (c.no_memory) {
+        fputs("gmp-inspect export: out of memory; the snapshot is not whole\n", stderr);
+        bad = 1;
     }
-    free(src);
-    free(chosen);
-    export_paths_free(paths, npaths);
+    torch_sources_map(src, nsrc, map);
+    torch_sources_close(src, nsrc);
+    free(c.table);
+    free(c.ends);
     symbols_release();
     return bad ? EXIT_INVALID : EXIT_OK;
 }
