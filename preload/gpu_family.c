@@ -25,10 +25,12 @@ static int current_device(gmp_gpu_family *f)
     return status == 0 && device >= 0 ? device : 0;
 }
 
-/* Free and total memory per device, sampled at most every 100 ms. */
+/* Free and total memory per device, sampled at most every 100 ms, with
+ * what this process held then: a bundle written later (at exit, after the
+ * program freed) must not count the difference as another process's. */
 #define DEVICE_SAMPLE_NS (100ull * 1000 * 1000)
 static struct {
-    uint64_t at_ns, free_bytes, total; /* atomics */
+    uint64_t at_ns, free_bytes, total, ours; /* atomics */
 } device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
 
 /* force: at a failure or a pressure check, whatever the last sample's age */
@@ -55,6 +57,8 @@ static void sample_device(gmp_gpu_family *f, int device, uint64_t now, int force
         gmp_gpu_probe(); /* names and versions, once the libraries are there */
     size_t free_bytes = 0, total = 0;
     if (info(&free_bytes, &total) == 0 && total) { /* this thread's current device */
+        __atomic_store_n(&device_memory[f->backend][device].ours,
+                         gmp_device_in_use(f->backend, device), __ATOMIC_RELAXED);
         __atomic_store_n(&device_memory[f->backend][device].free_bytes, free_bytes,
                          __ATOMIC_RELAXED);
         __atomic_store_n(&device_memory[f->backend][device].total, total, __ATOMIC_RELEASE);
@@ -146,7 +150,8 @@ uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call
                 .device = d,
                 .free_bytes = __atomic_load_n(&device_memory[b][d].free_bytes, __ATOMIC_RELAXED),
                 .total = total,
-                .process_bytes = gmp_device_in_use((gmp_backend)b, d),
+                /* as held when free_bytes was read: one moment's view */
+                .process_bytes = __atomic_load_n(&device_memory[b][d].ours, __ATOMIC_RELAXED),
                 .sampled_ns = __atomic_load_n(&device_memory[b][d].at_ns, __ATOMIC_RELAXED),
                 .source = b == GMP_BACKEND_CUDA ? "cuMemGetInfo" : "hipMemGetInfo",
             };

@@ -14,6 +14,9 @@
  *   fork          a child runs until-oom and exits; the parent waits and exits
  *                 with the child's status
  *   one-huge      one request of 4 GiB on DEVICE (more than the device): exit 3
+ *   step-leak     three 96 MiB weights, then steps of six 16 MiB activations
+ *                 made and freed and one 24 MiB block kept (keep_in_cache)
+ *                 until one fails; prints the steps; exits 3
  *   slow-fill     64 MiB on DEVICE every 20 ms until 95% of it is in use
  *                 (by MemGetInfo), holds 500 ms, frees all; never fails; exit 0
  *   kinds         one allocation through every hooked API, then frees them;
@@ -91,6 +94,38 @@ static int until_oom(int device)
     return 3;
 }
 
+/* A training step: six activations made and freed, and one 24 MiB block
+ * kept in a cache that is never emptied.  The empty asm keeps the frame. */
+static __attribute__((noinline)) int keep_in_cache(void)
+{
+    void *p;
+    int rc = nheld < 4096 ? GPU(Malloc)(&p, 24 * MIB) : 2;
+    if (rc == 0)
+        held[nheld++] = p;
+    __asm__ volatile("" ::: "memory");
+    return rc;
+}
+
+static int step_leak(int device)
+{
+    if (GPU(SetDevice)(device) != 0)
+        return 4;
+    fill(96 * MIB, 3); /* the weights */
+    for (int step = 0;; step++) {
+        void *act[6];
+        int made = 0;
+        while (made < 6 && GPU(Malloc)(&act[made], 16 * MIB) == 0)
+            made++;
+        int kept = made == 6 ? keep_in_cache() : 2;
+        while (made)
+            GPU(Free)(act[--made]);
+        if (kept != 0) {
+            printf("steps %d\n", step);
+            return 3;
+        }
+    }
+}
+
 /* The empty asm after each call keeps it from being a tail call: every
  * function keeps its frame, as in a real program. */
 static __attribute__((noinline)) void deep_leaf(void)
@@ -139,6 +174,8 @@ int main(int argc, char **argv)
     void *p;
     if (!strcmp(mode, "until-oom"))
         return until_oom(device);
+    if (!strcmp(mode, "step-leak"))
+        return step_leak(device);
     if (!strcmp(mode, "deep")) {
         for (int i = 0; i < 8; i++) {
             deep_outer(i);

@@ -302,6 +302,17 @@ static void test_device_causes(void **state)
     device_cause("GMP_FAKE_MAX_BLOCK=134217728", "until-oom 0", "fragmentation", 0);
     device_cause("GMP_FAKE_OTHER_BYTES=536870912", "until-oom 0",
                  "other processes holding memory on the device", 512ll << 20);
+    /* a training loop that frees most of each step but caches 24 MiB: the
+     * growth, not the last request, is the story, and its site the cache */
+    device_cause(NULL, "step-leak 0", "steady growth, like a leak", 0);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *show[] = {inspect_path(), "show", bundle, NULL};
+    static char shown[1 << 16], none[256];
+    run_capture(show, shown, sizeof shown, none, sizeof none);
+    if (!strstr(shown, "evidence: what stays after the frees climbed in every quarter") ||
+        !strstr(shown, "from one site: keep_in_cache (gpu_oom.c:"))
+        fail_msg("show:\n%s", shown);
 }
 
 static void test_hip_until_oom(void **state)

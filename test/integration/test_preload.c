@@ -236,6 +236,27 @@ static void test_request_no_host_could_give(void **state)
         fail_msg("no numbers:\n%s", shown);
 }
 
+/* A C++ program's failed allocation: show names the site as C++. */
+static void test_cxx_site_reads_as_cxx(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "exec %s/test/programs/cxx_oom", paths.build);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 1);
+    if (strncmp(err, "reserve failed\n", 15))
+        fail_msg("the program's own words first: %s", err);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    static char shown[1 << 16], shown_err[4096];
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    if (!strstr(shown, "\nFailed at:        model::reserve(unsigned long) (cxx_oom.cc:"))
+        fail_msg("the site is not C++:\n%s", shown);
+}
+
 static void test_second_failure_and_timeout_and_first(void **state)
 {
     (void)state;
@@ -494,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_python_memoryerror),
         cmocka_unit_test(test_python_growth_story),
         cmocka_unit_test(test_request_no_host_could_give),
+        cmocka_unit_test(test_cxx_site_reads_as_cxx),
         cmocka_unit_test(test_second_failure_and_timeout_and_first),
         cmocka_unit_test(test_recovery_is_not_an_oom),
         cmocka_unit_test(test_forked_child),

@@ -57,22 +57,43 @@ static void fmt_duration(double secs, char *out, size_t cap)
         snprintf(out, cap, "%.1f min", secs / 60);
 }
 
-/* Growth on the failed request's device up to the failure: first and last
- * in-use of its events, how many allocations and frees, over how long. */
+/* An allocation of the growth window, and whether it was freed by the
+ * failure (for the site of what stayed). */
+typedef struct window_alloc {
+    uint64_t addr;
+    int64_t stack, size;
+    int freed, quarter;
+} window_alloc;
+
+#define FREE_LOOKBACK 4096 /* a free is matched among the newest allocations */
+#define BYTES_MAX ((int64_t)1 << 50) /* counts past this are a hostile file's */
+
+/* Growth on the failed request's device up to the failure.  Two shapes:
+ * allocations with few frees (the in-use count climbs), and a loop that
+ * frees most of what it makes each step but keeps some (a cache, a list of
+ * losses): what stays after the frees, the lowest in-use of each quarter
+ * of the window, climbs in every quarter.  Either way the growth must be
+ * half of what was in use at the failure.  The site is the one that made
+ * (nearly) all the bytes still held at the failure of the allocations made
+ * after the first quarter (before it: what the growth started from). */
 static int64_t growth(bundle *b, const char *backend, int64_t device,
                       causes *cs)
 {
-    size_t i;
+    size_t i, n = 0, cap = 0, total = events_until_failure(&b->events);
     json_t *ev;
-    int64_t first = -1, last = -1, allocs = 0, frees = 0, site = 0, from_site = 0;
+    int64_t first = -1, last = -1, allocs = 0, frees = 0, floors[4];
     double t0 = 0, t1 = 0;
-    event_foreach_until(&b->events, events_until_failure(&b->events), i, ev) {
+    window_alloc *made = NULL;
+    for (int q = 0; q < 4; q++)
+        floors[q] = INT64_MAX;
+    event_foreach_until(&b->events, total, i, ev) {
         const char *type = jstr(ev, "event_type"), *evb = jstr(ev, "backend");
+        const char *hex = jstr(ev, "address");
         int64_t dev = -1, use;
         jint(ev, "device_id", &dev);
         json_t *ts = json_object_get(ev, "timestamp");
         if (!type || !evb || strcmp(evb, backend) || dev != device ||
-            jint(ev, "bytes_in_use", &use))
+            jint(ev, "bytes_in_use", &use) || use < 0 || use > BYTES_MAX)
             continue;
         if (strcmp(type, "alloc") && strcmp(type, "free"))
             continue;
@@ -82,34 +103,86 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
         }
         last = use;
         t1 = json_number_value(ts);
-        allocs += !strcmp(type, "alloc");
-        frees += !strcmp(type, "free");
-        int64_t stack = 0;
-        if (!strcmp(type, "alloc") && !jint(ev, "stack_id", &stack) && stack > 0) {
-            if (!site)
-                site = stack;
-            from_site += stack == site;
+        int q = (int)(i * 4 / (total ? total : 1));
+        if (use < floors[q])
+            floors[q] = use;
+        uint64_t addr = hex ? strtoull(hex, NULL, 16) : 0;
+        if (!strcmp(type, "free")) {
+            frees++;
+            for (size_t k = n; k-- > 0 && n - k <= FREE_LOOKBACK;)
+                if (made[k].addr == addr && !made[k].freed) {
+                    made[k].freed = 1;
+                    break;
+                }
+            continue;
         }
+        allocs++;
+        if (n == cap) {
+            window_alloc *grown = realloc(made, (cap = cap ? 2 * cap : 256) * sizeof *made);
+            if (!grown) {
+                json_decref(ev);
+                break;
+            }
+            made = grown;
+        }
+        made[n] = (window_alloc){addr, 0, 0, 0, q};
+        jint(ev, "stack_id", &made[n].stack);
+        jint(ev, "size", &made[n].size);
+        if (made[n].size < 0 || made[n].size > BYTES_MAX)
+            made[n].size = 0; /* a hostile count weighs nothing */
+        n++;
     }
-    if (allocs < 4 || last <= first || frees * 2 >= allocs || (last - first) * 2 < last)
+    int climbs = allocs >= 8;
+    for (int q = 1; q < 4; q++)
+        climbs = climbs && floors[q] != INT64_MAX && floors[q - 1] != INT64_MAX &&
+                 floors[q] > floors[q - 1];
+    int few_frees = allocs >= 4 && frees * 2 < allocs && last > first;
+    int64_t grew_by = few_frees ? last - first : climbs ? floors[3] - floors[0] : 0;
+    if (grew_by <= 0 || grew_by < last - grew_by) { /* half of it, at least */
+        free(made);
         return 0;
+    }
+    /* the site of what stayed: the majority's stack by bytes (a vote, then
+     * a count) */
+    int64_t site = 0, votes = 0, from_site = 0, stayed = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (made[k].freed || made[k].stack <= 0 || (made[k].quarter == 0 && !few_frees))
+            continue;
+        if (votes <= 0) {
+            site = made[k].stack;
+            votes = 0;
+        }
+        votes += made[k].stack == site ? made[k].size : -made[k].size;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (made[k].freed || made[k].stack <= 0 || (made[k].quarter == 0 && !few_frees))
+            continue;
+        stayed += made[k].size;
+        from_site += made[k].stack == site ? made[k].size : 0;
+    }
+    free(made);
     char grew[32], took[32], what[200], evidence[600];
-    fmt_bytes((uint64_t)(last - first), grew, sizeof grew);
+    fmt_bytes((uint64_t)grew_by, grew, sizeof grew);
     fmt_duration(t1 - t0, took, sizeof took);
     snprintf(what, sizeof what, "steady growth, like a leak or a cache that never lets go");
-    snprintf(evidence, sizeof evidence,
-             "+%s over %s in %lld allocations and only %lld frees before the failure", grew,
-             took, (long long)allocs, (long long)frees);
-    /* one site made (nearly) all of them; a stack of interpreter frames
-     * alone is every Python allocation's, no site (show prints the Python
-     * stack of the failure instead) */
+    if (few_frees)
+        snprintf(evidence, sizeof evidence,
+                 "+%s over %s in %lld allocations and only %lld frees before the failure", grew,
+                 took, (long long)allocs, (long long)frees);
+    else
+        snprintf(evidence, sizeof evidence,
+                 "what stays after the frees climbed in every quarter of the last %s, by %s "
+                 "(%lld allocations, %lld frees) before the failure",
+                 took, grew, (long long)allocs, (long long)frees);
+    /* a stack of interpreter frames alone is every Python allocation's, no
+     * site (show prints the Python stack of the failure instead) */
     char where[320];
-    if (site && from_site * 10 >= allocs * 8 &&
+    if (site && from_site * 10 >= stayed * 8 &&
         name_site(b, site, where, sizeof where) == SITE_PROGRAM)
         snprintf(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
                  ", from one site: %s", where);
     add(cs, what, evidence);
-    return last - first;
+    return grew_by;
 }
 
 /* A byte count ("free", "total") the bundle saw on the failed request's

@@ -57,14 +57,16 @@ const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
 }
 
 /* Frames in these are the allocator, the loader, an interpreter's eval
- * loop or us, not the program's site.  The python executables hold the
- * whole interpreter when it is linked in statically. */
+ * loop, the glue of a foreign call (libffi, under ctypes and cffi) or us,
+ * not the program's site.  The python executables hold the whole
+ * interpreter when it is linked in statically. */
 int is_library_frame(const char *path)
 {
     static const char *const libs[] = {
         "libc.so", "libm.so", "libpthread", "libdl.so", "ld-linux", "ld-musl", "libcudart",
         "libcuda.so", "libamdhip64", "libgpumemprof", "libstdc++", "libpython", "python",
-        "libtorch", "libc10", "libjemalloc", "libtcmalloc", "libmimalloc"};
+        "libtorch", "libc10", "libjemalloc", "libtcmalloc", "libmimalloc", "libffi", "_ctypes",
+        "_cffi_backend"};
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)

@@ -6,10 +6,13 @@
  * libdw (never a FIFO or a device that would block or never end, nor an
  * ELF the bundle's author shipped inside it for libdw's parser).  Each ELF
  * is opened once and kept (up to MAX_MODULES): a snapshot names thousands
- * of frames in a few libraries.
+ * of frames in a few libraries.  A C++ name is given as C++ (c10::alloc_cpu
+ * (unsigned long), not _ZN3c109alloc_cpuEm) by libstdc++'s demangler,
+ * found at run time: where there is none, the symbol stays as it is.
  */
 #include "inspect.h"
 
+#include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -76,6 +79,29 @@ static module_cache *module(int dirfd, const char *path)
     return m;
 }
 
+/* A mangled C++ name in fn as C++, in place; left as it is otherwise.
+ * Names come from this machine's ELF files; a bound on their length keeps
+ * the demangler's work bounded too. */
+static void demangle(char *fn, size_t fn_cap)
+{
+    typedef char *(*demangler)(const char *, char *, size_t *, int *);
+    static demangler cxa_demangle;
+    static int looked;
+    if (strncmp(fn, "_Z", 2) || strlen(fn) > 1024)
+        return;
+    if (!looked) {
+        looked = 1;
+        void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (lib)
+            cxa_demangle = (demangler)(uintptr_t)dlsym(lib, "__cxa_demangle");
+    }
+    int status = -1;
+    char *plain = cxa_demangle ? cxa_demangle(fn, NULL, NULL, &status) : NULL;
+    if (plain && status == 0)
+        snprintf(fn, fn_cap, "%s", plain);
+    free(plain);
+}
+
 int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_cap,
               char *file, size_t file_cap, int *line)
 {
@@ -88,8 +114,10 @@ int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_
     const char *name = dwfl_module_addrname(m->mod, at);
     Dwfl_Line *src = dwfl_module_getsrc(m->mod, at);
     const char *where = src ? dwfl_lineinfo(src, NULL, line, NULL, NULL, NULL) : NULL;
-    if (name)
+    if (name) {
         snprintf(fn, fn_cap, "%s", name);
+        demangle(fn, fn_cap);
+    }
     if (where)
         snprintf(file, file_cap, "%s", where);
     return name ? 0 : -1;
