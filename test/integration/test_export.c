@@ -319,13 +319,15 @@ static void test_torch_snapshot_of_mapped_memory(void **state)
 }
 
 /* A Python MemoryError: the host's list holds the OOM, its frames end in
- * the Python function that asked. */
+ * the Python function that asked; the segments are what was held at the
+ * failure (five 8 MiB buffers), not what the teardown left after it. */
 static void test_torch_snapshot_python_frames(void **state)
 {
     (void)state;
     char script[16384], bundle[1024];
     snprintf(script, sizeof script,
              "rm -rf '%s'; export LD_PRELOAD='%s' GMP_WATCHDOG=0; exec python3 -c '\n"
+             "held = [bytearray(8 << 20) for _ in range(5)]\n"
              "def load_everything():\n"
              "    return bytearray(1 << 45)\n"
              "load_everything()\n'",
@@ -339,6 +341,9 @@ static void test_torch_snapshot_python_frames(void **state)
     if (!strstr(names, "\"load_everything\""))
         fail_msg("the OOM's frames do not name load_everything: %s", names);
     free(names);
+    json_int_t held = json_integer_value(json_object_get(json_object_get(s, "segment_bytes"), "0"));
+    if (held < 5ll * (8 << 20) || held > 5ll * (8 << 20) + (8 << 20))
+        fail_msg("the segments hold %lld bytes at the failure, not the 40 MiB", (long long)held);
     json_decref(s);
 }
 

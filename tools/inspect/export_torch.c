@@ -11,7 +11,8 @@
  *                  stack under its native frames.  The host's large
  *                  allocations are the list after the last device's, as
  *                  PyTorch's own profiler export places the CPU.
- *   segments       what those lists leave alive at their end, with the
+ *   segments       what those lists leave alive at their end (a bundle's
+ *                  at its failure, as PyTorch's snapshot at an OOM), with the
  *                  allocations.json entries made before the ring's oldest
  *                  event: one segment each, holding one active block.
  * Frames are {filename, line, name}, innermost first: each address of
@@ -271,14 +272,17 @@ static void end_add(torch_ctx *c, int slot, int mapped, uint64_t addr, int64_t s
  * mapped segment (segment_map) holding one block; cuMemCreate's handles are
  * no addresses and stay out.  Every block then lies in a segment at every
  * point of the trace, which memory_viz's Allocator State History needs
- * (it walks back from the end). */
+ * (it walks back from the end).  A bundle's list ends at its failure. */
 static void device_trace(torch_ctx *c, int slot)
 {
     pickle_list(&c->p);
     const torch_source *s = c->src;
     size_t i, failure = s->is_ring ? SIZE_MAX : s->b.events.failure;
+    /* up to the failure, as PyTorch's own snapshot at an OOM: what the
+     * teardown freed after it would leave the views empty */
+    size_t end = s->is_ring ? source_events(s) : events_until_failure(&s->b.events);
     json_t *ev;
-    source_foreach(s, i, ev) {
+    source_foreach_until(s, end, i, ev) {
         const char *type = jstr(ev, "event_type"), *api = jstr(ev, "api");
         const char *hex = jstr(ev, "address");
         if (!type || slot_of(s, ev, "device_id") != slot)
@@ -324,7 +328,8 @@ static void device_trace(torch_ctx *c, int slot)
 }
 
 /* The allocations.json entries the trace never mentions (made before the
- * ring's oldest event, alive at the dump): segments from the start. */
+ * ring's oldest event, alive at the dump, so at the failure too): segments
+ * from the start. */
 static void ends_before_the_trace(torch_ctx *c)
 {
     if (c->src->is_ring)

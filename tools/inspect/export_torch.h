@@ -28,9 +28,9 @@ typedef struct torch_source {
  * end of its turn. */
 size_t source_events(const torch_source *s);
 json_t *source_event(const torch_source *s, size_t i);
-#define source_foreach(s, i, ev) \
-    for ((i) = 0; (i) < source_events(s) && ((ev) = source_event((s), (i)), 1); \
-         json_decref(ev), (i)++)
+#define source_foreach_until(s, end, i, ev) \
+    for ((i) = 0; (i) < (end) && ((ev) = source_event((s), (i)), 1); json_decref(ev), (i)++)
+#define source_foreach(s, i, ev) source_foreach_until(s, source_events(s), i, ev)
 
 /* The event's slot within its process: a GPU's number, or ngpu for the
  * host; -1 for a device past any list. */
