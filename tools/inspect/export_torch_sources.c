@@ -93,7 +93,7 @@ static size_t choose_bundles(char **paths, size_t n, candidate *out, int *bad)
         const char *host = bundle_host(&b), *rank = bundle_rank(&b);
         snprintf(c.host, sizeof c.host, "%s", host ? host : "");
         if (rank)
-            c.rank = atoll(rank);
+            c.rank = strtoll(rank, NULL, 10);
         bundle_close(&b);
         size_t k = 0;
         while (k < chosen && (out[k].pid != c.pid || strcmp(out[k].host, c.host)))

@@ -172,7 +172,7 @@ static void name_process(trace_out *o, bundle *b, json_int_t pid)
     const char *rank = bundle_rank(b);
     if (rank)
         emit(o, meta("process_sort_index", pid, 0, json_pack("{s:I}", "sort_index",
-                                                              (json_int_t)atoll(rank))));
+                                                              (json_int_t)strtoll(rank, NULL, 10))));
 }
 
 /* One bundle's events, those not written yet for its process, then the
