@@ -23,18 +23,16 @@ class Browser:
         to_chrome_r, self.to_chrome = os.pipe()
         self.from_chrome, from_chrome_w = os.pipe()
 
-        def child_fds():
-            # the protocol's fixed descriptors: 3 to read, 4 to write
-            a, b = os.dup(to_chrome_r), os.dup(from_chrome_w)
-            os.dup2(a, 3)
-            os.dup2(b, 4)
-
+        # the protocol's fixed descriptors, 3 to read and 4 to write, set by
+        # the shell (no Python runs between fork and exec: a web server
+        # thread may be running)
+        args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--hide-scrollbars", "--remote-debugging-pipe",
+                "--window-size=%d,%d" % (width, height), "--user-data-dir=" + self.profile,
+                "about:blank"]
         self.proc = subprocess.Popen(
-            ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
-             "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-debugging-pipe",
-             "--window-size=%d,%d" % (width, height), "--user-data-dir=" + self.profile,
-             "about:blank"],
-            preexec_fn=child_fds, close_fds=False, stdin=subprocess.DEVNULL,
+            ["sh", "-c", 'exec chromium "$@" 3<&%d 4>&%d' % (to_chrome_r, from_chrome_w), "sh"]
+            + args, pass_fds=(to_chrome_r, from_chrome_w), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_chrome_r)
         os.close(from_chrome_w)
