@@ -263,6 +263,47 @@ static void end_add(torch_ctx *c, int slot, int mapped, uint64_t addr, int64_t s
     c->ends[c->nends++] = (end_segment){c->src, slot, mapped, addr, size, stack};
 }
 
+/* One event of a slot as its trace entries (see device_trace). */
+static void device_entry(torch_ctx *c, int slot, json_t *ev, int is_failure)
+{
+    const char *type = jstr(ev, "event_type"), *api = jstr(ev, "api");
+    const char *hex = jstr(ev, "address");
+    if (!type)
+        return;
+    int64_t size = 0, stack = 0;
+    jint(ev, "size", &size);
+    jint(ev, "stack_id", &stack);
+    if (!strcmp(type, "oom")) {
+        entry(c, "oom", ev, hex ? strtoull(hex, NULL, 16) : 0, size, stack, is_failure);
+        return;
+    }
+    int is_alloc = !strcmp(type, "alloc"), is_map = !strcmp(type, "map");
+    int is_free = !strcmp(type, "free"), is_unmap = !strcmp(type, "unmap");
+    if (!hex || !(is_alloc || is_map || is_free || is_unmap) ||
+        (api && (!strcmp(api, "cuMemCreate") || !strcmp(api, "cuMemRelease"))))
+        return;
+    uint64_t addr = strtoull(hex, NULL, 16);
+    held *h = held_find(c, slot, addr, 1);
+    if (is_alloc || is_map) {
+        entry(c, is_map ? "segment_map" : "segment_alloc", ev, addr, size, stack, 0);
+        entry(c, "alloc", ev, addr, size, stack, 0);
+        if (h)
+            *h = (held){addr, size, stack, slot, 1, is_map};
+    } else {
+        int live = h && h->state == 1;
+        int mapped = live ? h->mapped : is_unmap;
+        if (live) { /* the block as it was made, so the page rebuilds it whole */
+            size = h->size;
+            stack = h->stack;
+        }
+        entry(c, "free_requested", ev, addr, size, stack, 0);
+        entry(c, "free_completed", ev, addr, size, stack, 0);
+        entry(c, mapped ? "segment_unmap" : "segment_free", ev, addr, size, stack, 0);
+        if (h)
+            h->state = 2;
+    }
+}
+
 /* One device's list (slot within the process being written): its events
  * in order, as PyTorch's allocator records its own.  An allocation made
  * through the runtime or driver (cudaMalloc, hipMalloc, malloc) is a
@@ -281,52 +322,23 @@ static void device_trace(torch_ctx *c, int slot)
     /* up to the failure, as PyTorch's own snapshot at an OOM: what the
      * teardown freed after it would leave the views empty */
     size_t end = s->is_ring ? source_events(s) : events_until_failure(&s->b.events);
-    json_t *ev;
-    source_foreach_until(s, end, i, ev) {
-        const char *type = jstr(ev, "event_type"), *api = jstr(ev, "api");
-        const char *hex = jstr(ev, "address");
-        if (!type || slot_of(s, ev, "device_id") != slot)
-            continue;
-        int64_t size = 0, stack = 0;
-        jint(ev, "size", &size);
-        jint(ev, "stack_id", &stack);
-        if (!strcmp(type, "oom")) {
-            entry(c, "oom", ev, hex ? strtoull(hex, NULL, 16) : 0, size, stack, i == failure);
-            continue;
-        }
-        int is_alloc = !strcmp(type, "alloc"), is_map = !strcmp(type, "map");
-        int is_free = !strcmp(type, "free"), is_unmap = !strcmp(type, "unmap");
-        if (!hex || !(is_alloc || is_map || is_free || is_unmap) ||
-            (api && (!strcmp(api, "cuMemCreate") || !strcmp(api, "cuMemRelease"))))
-            continue;
-        uint64_t addr = strtoull(hex, NULL, 16);
-        held *h = held_find(c, slot, addr, 1);
-        if (is_alloc || is_map) {
-            entry(c, is_map ? "segment_map" : "segment_alloc", ev, addr, size, stack, 0);
-            entry(c, "alloc", ev, addr, size, stack, 0);
-            if (h)
-                *h = (held){addr, size, stack, slot, 1, is_map};
-        } else {
-            int live = h && h->state == 1;
-            int mapped = live ? h->mapped : is_unmap;
-            if (live) { /* the block as it was made, so the page rebuilds it whole */
-                size = h->size;
-                stack = h->stack;
-            }
-            entry(c, "free_requested", ev, addr, size, stack, 0);
-            entry(c, "free_completed", ev, addr, size, stack, 0);
-            entry(c, mapped ? "segment_unmap" : "segment_free", ev, addr, size, stack, 0);
-            if (h)
-                h->state = 2;
-        }
+    for (size_t j = s->slot_start ? s->slot_start[slot] : 0;
+         s->slot_start && j < s->slot_start[slot + 1] && (i = s->order[j]) < end; j++) {
+        json_t *ev = source_event(s, i);
+        device_entry(c, slot, ev, i == failure);
+        json_decref(ev);
     }
     pickle_list_end(&c->p);
-    for (size_t k = 0; k < c->table_cap; k++)
-        if (c->table[k].state == 1 && c->table[k].slot == slot)
-            end_add(c, slot, c->table[k].mapped, c->table[k].addr, c->table[k].size,
-                    c->table[k].stack);
 }
 
+/* What the process's lists left alive: segments at the end. */
+static void ends_of_the_traces(torch_ctx *c)
+{
+    for (size_t k = 0; k < c->table_cap; k++)
+        if (c->table[k].state == 1)
+            end_add(c, c->table[k].slot, c->table[k].mapped, c->table[k].addr,
+                    c->table[k].size, c->table[k].stack);
+}
 /* The allocations.json entries the trace never mentions (made before the
  * ring's oldest event, alive at the dump, so at the failure too): segments
  * from the start. */
@@ -420,6 +432,7 @@ int export_torch(char **operands, int n, FILE *f, FILE *map)
             memset(c.table, 0, c.table_cap * sizeof *c.table);
         for (int slot = 0; slot < src[k].ngpu + src[k].has_host; slot++)
             device_trace(&c, slot);
+        ends_of_the_traces(&c);
         ends_before_the_trace(&c);
     }
     pickle_list_end(&c.p);

@@ -20,6 +20,10 @@ typedef struct torch_source {
     int base;     /* its first device_traces slot */
     int ngpu;     /* its GPU slots: the largest device + 1 */
     int has_host; /* a slot after them for the host */
+    /* its events' indices grouped by slot, in order within each: slot k's
+     * are order[slot_start[k]] to order[slot_start[k + 1] - 1] (so each
+     * slot's list costs its own events, not all of them) */
+    size_t *order, *slot_start;
     char label[320];
 } torch_source;
 
@@ -28,9 +32,9 @@ typedef struct torch_source {
  * end of its turn. */
 size_t source_events(const torch_source *s);
 json_t *source_event(const torch_source *s, size_t i);
-#define source_foreach_until(s, end, i, ev) \
-    for ((i) = 0; (i) < (end) && ((ev) = source_event((s), (i)), 1); json_decref(ev), (i)++)
-#define source_foreach(s, i, ev) source_foreach_until(s, source_events(s), i, ev)
+#define source_foreach(s, i, ev) \
+    for ((i) = 0; (i) < source_events(s) && ((ev) = source_event((s), (i)), 1); \
+         json_decref(ev), (i)++)
 
 /* The event's slot within its process: a GPU's number, or ngpu for the
  * host; -1 for a device past any list. */

@@ -35,29 +35,59 @@ int slot_of(const torch_source *s, json_t *ev, const char *device_key)
 static void slot_where(const torch_source *s, int slot, char *out, size_t cap)
 {
     snprintf(out, cap, slot == s->ngpu ? "host" : "device %d (no events)", slot);
-    size_t i;
-    json_t *ev;
-    source_foreach(s, i, ev) if (slot_of(s, ev, "device_id") == slot) {
+    if (!s->slot_start || s->slot_start[slot] == s->slot_start[slot + 1])
+        return;
+    json_t *ev = source_event(s, s->order[s->slot_start[slot]]);
+    if (ev)
         event_where(ev, out, cap);
-        json_decref(ev);
-        break;
-    }
+    json_decref(ev);
 }
 
-/* A process's slots: one per GPU up to the largest it used, then the host. */
-static void count_slots(torch_source *s)
+/* A process's slots (one per GPU up to the largest it used, then the host)
+ * and its events grouped by them: a pass to place each event, then a
+ * counting sort, which keeps their order.  -1 without memory. */
+static int count_slots(torch_source *s)
 {
-    size_t i;
+    size_t n = source_events(s), i;
+    int *where = malloc((n ? n : 1) * sizeof *where); /* a GPU's number, -2 host, -1 none */
+    if (!where)
+        return -1;
     json_t *ev;
     source_foreach(s, i, ev) {
         const char *backend = jstr(ev, "backend");
         int64_t dev = -1;
         jint(ev, "device_id", &dev);
-        if (backend && strcmp(backend, "cpu") && dev >= 0 && dev < 4096)
-            s->ngpu = (int)dev + 1 > s->ngpu ? (int)dev + 1 : s->ngpu;
-        else
-            s->has_host = 1;
+        where[i] = !backend || !strcmp(backend, "cpu") || dev < 0 ? -2 : dev < 4096 ? (int)dev : -1;
+        if (where[i] >= 0 && where[i] + 1 > s->ngpu)
+            s->ngpu = where[i] + 1;
+        s->has_host |= where[i] == -2;
     }
+    size_t slots = (size_t)s->ngpu + (size_t)s->has_host;
+    s->slot_start = calloc(slots + 2, sizeof *s->slot_start);
+    s->order = malloc((n ? n : 1) * sizeof *s->order);
+    if (!s->slot_start || !s->order) {
+        free(where);
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        if (where[i] != -1)
+            s->slot_start[(where[i] == -2 ? (size_t)s->ngpu : (size_t)where[i]) + 1]++;
+    for (size_t k = 1; k <= slots; k++)
+        s->slot_start[k] += s->slot_start[k - 1];
+    size_t *next = calloc(slots + 1, sizeof *next);
+    if (!next) {
+        free(where);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (where[i] == -1)
+            continue;
+        size_t k = where[i] == -2 ? (size_t)s->ngpu : (size_t)where[i];
+        s->order[s->slot_start[k] + next[k]++] = i;
+    }
+    free(next);
+    free(where);
+    return 0;
 }
 
 typedef struct candidate {
@@ -141,7 +171,10 @@ static size_t open_sources(char **operands, int n, char **paths, const candidate
         nsrc++;
     }
     for (size_t k = 0; k < nsrc; k++) {
-        count_slots(&src[k]);
+        if (count_slots(&src[k]) < 0) {
+            fputs("gmp-inspect export: out of memory\n", stderr);
+            *bad = 1;
+        }
         src[k].base = slots;
         slots += src[k].ngpu + src[k].has_host;
     }
@@ -192,6 +225,8 @@ void torch_sources_close(torch_source *src, size_t n)
             bundle_close(&src[k].b);
         json_decref(src[k].stacks);
         json_decref(src[k].mods);
+        free(src[k].order);
+        free(src[k].slot_start);
     }
     free(src);
 }
