@@ -350,7 +350,8 @@ static void test_torch_snapshot_python_frames(void **state)
 /* A live process's ring, named by its PID as `watch` takes it: its events
  * as a trace while it runs (five 8 MiB allocations, the host's counter at
  * their sum), the process named as live; and as a snapshot, the host's
- * list replaying to the same sum. */
+ * list replaying to the same sum, its frames named from the ring's own
+ * stack and module records. */
 static void test_live_ring(void **state)
 {
     (void)state;
@@ -376,6 +377,9 @@ static void test_live_ring(void **state)
                                                               "0"));
     if (host_peak < 5ll * (8 << 20) || host_peak > 5ll * (8 << 20) + (64 << 20))
         fail_msg("the ring's snapshot peaks at %lld: %s", (long long)host_peak, out);
+    /* the ring's stack and module records name the allocations' frames */
+    if (json_integer_value(json_object_get(summary, "named_frames")) < 5)
+        fail_msg("the ring's allocations have no named frames: %s", out);
     json_decref(summary);
     char file[700];
     snprintf(file, sizeof file, "%s/live.json", paths.scratch);

@@ -19,8 +19,8 @@
  * stacks.json symbolised (symbols.c; module+offset when the binary is not
  * here); a stack's list is written once and referred to after.
  * Several processes (export_torch_sources.c) are one snapshot, each one's
- * slots after the last one's.  A live ring has no stacks: its entries have
- * no frames.
+ * slots after the last one's.  A live ring's stacks and modules are its own
+ * site records (ring_source.c).
  */
 #include "export_torch.h"
 #include "pickle_out.h"

@@ -161,12 +161,14 @@ static size_t open_sources(char **operands, int n, char **paths, const candidate
         if (!is_ring_target(operands[i]))
             continue;
         if (ring_path_of("export", operands[i], path, sizeof path) < 0 ||
-            ring_copy("export", path, &s->ring) < 0) {
+            ring_copy("export", path, 1, &s->ring) < 0) {
             *bad = 1;
             continue;
         }
         s->is_ring = 1;
         s->b.dirfd = -1;
+        s->stacks = s->ring.stacks; /* released with the source's */
+        s->mods = s->ring.mods;
         export_ring_label(&s->ring, 1, s->label, sizeof s->label);
         nsrc++;
     }

@@ -253,7 +253,7 @@ int export_trace(char **paths, int npaths, FILE *f)
         if (!is_ring_target(paths[i]))
             continue;
         if (ring_path_of("export", paths[i], path, sizeof path) < 0 ||
-            ring_copy("export", path, &r) < 0) {
+            ring_copy("export", path, 0, &r) < 0) {
             bad = 1;
             continue;
         }

@@ -201,16 +201,19 @@ int cmd_export(int argc, char **argv);
  * newest ring in the run directory).  is_ring_target: the operand names
  * one; ring_path_of: its file in path, 0, or -1 with a line said, -2 when
  * the operand is neither (a usage error); ring_copy: its header's pid and
- * command and its events, copied once (free ->events), 0 or -1 with a line. */
+ * command and its events, copied once (free ->events), with sites its stack
+ * and module records as stacks.json and modules.json hold them (release
+ * ->stacks and ->mods); 0 or -1 with a line. */
 typedef struct ring_copy_t {
     struct gmp_event *events;
     size_t n;
     int pid;
     char cmdline[1024];
+    json_t *stacks, *mods; /* NULL unless asked for, or none */
 } ring_copy_t;
 int is_ring_target(const char *target);
 int ring_path_of(const char *verb, const char *target, char *path, size_t cap);
-int ring_copy(const char *verb, const char *path, ring_copy_t *out);
+int ring_copy(const char *verb, const char *path, int with_sites, ring_copy_t *out);
 /* export.c: every bundle at or under the operands that are not rings, in
  * the order of their names (their times): a list to free with
  * export_paths_free, NULL without memory.  A process's name on a viewer:

@@ -4,7 +4,9 @@
  * ring in the run directory is taken (one another user made first is
  * refused).  `watch` follows it; `export` copies its events once.  A ring
  * truncated under a reader turns its next read into SIGBUS: the copy is
- * taken under a guard that ends it with a message instead.
+ * taken under a guard that ends it with a message instead.  For export, the
+ * ring's stack and module records come too, so a live process's
+ * allocations can be named as a bundle's are.
  */
 #include "gpumemprof.h"
 #include "inspect.h"
@@ -101,7 +103,43 @@ static void on_bus(int sig)
     raise(sig);
 }
 
-int ring_copy(const char *verb, const char *path, ring_copy_t *out)
+/* The site records copied out of the mapping, as the bundle files hold
+ * them: each whole stack record (its id written last) and each module
+ * record marked ready; nothing in them is trusted but their bounds. */
+static void sites_as_json(const gmp_ring_stack_record *st, size_t ns,
+                          const gmp_ring_module_record *md, size_t nm, ring_copy_t *out)
+{
+    out->stacks = json_array();
+    out->mods = json_array();
+    char hex[24];
+    for (size_t i = 0; i < ns && out->stacks; i++) {
+        uint32_t depth = st[i].depth < GMP_RING_STACK_DEPTH ? st[i].depth : GMP_RING_STACK_DEPTH;
+        json_t *frames = json_array();
+        for (uint32_t k = 0; k < depth && frames; k++) {
+            snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)st[i].frames[k]);
+            json_array_append_new(frames, json_string(hex));
+        }
+        if (st[i].id && frames)
+            json_array_append_new(out->stacks, json_pack("{s:I, s:o}", "id",
+                                                         (json_int_t)st[i].id, "frames", frames));
+        else
+            json_decref(frames);
+    }
+    for (size_t i = 0; i < nm && out->mods; i++) {
+        if (md[i].ready != 1)
+            continue;
+        char path[sizeof md[i].path], base[24], end[24];
+        memcpy(path, md[i].path, sizeof path);
+        path[sizeof path - 1] = '\0';
+        snprintf(base, sizeof base, "0x%llx", (unsigned long long)md[i].base);
+        snprintf(end, sizeof end, "0x%llx", (unsigned long long)md[i].end);
+        json_t *m = json_pack("{s:s, s:s, s:s}", "path", path, "base", base, "end", end);
+        if (m)
+            json_array_append_new(out->mods, m);
+    }
+}
+
+int ring_copy(const char *verb, const char *path, int with_sites, ring_copy_t *out)
 {
     memset(out, 0, sizeof *out);
     gmp_ring ring;
@@ -113,8 +151,15 @@ int ring_copy(const char *verb, const char *path, ring_copy_t *out)
         return -1;
     }
     size_t cap = ring.capacity ? ring.capacity : 1;
+    size_t ns = with_sites ? ring.stack_records : 0, nm = with_sites ? ring.module_records : 0;
+    /* every buffer before the guard: nothing is allocated inside it */
     gmp_event *events = malloc(cap * sizeof *events);
-    if (!events) {
+    gmp_ring_stack_record *st = malloc((ns ? ns : 1) * sizeof *st);
+    gmp_ring_module_record *md = malloc((nm ? nm : 1) * sizeof *md);
+    if (!events || !st || !md) {
+        free(events);
+        free(st);
+        free(md);
         gmp_ring_close(&ring, 0);
         fprintf(stderr, "gmp-inspect %s: out of memory\n", verb);
         return -1;
@@ -124,6 +169,8 @@ int ring_copy(const char *verb, const char *path, ring_copy_t *out)
         copying = 0;
         signal(SIGBUS, old);
         free(events);
+        free(st);
+        free(md);
         fprintf(stderr, "gmp-inspect %s: ", verb);
         print_clean(stderr, path, 512);
         fputs(": the ring file shrank under us (truncated)\n", stderr);
@@ -134,10 +181,22 @@ int ring_copy(const char *verb, const char *path, ring_copy_t *out)
     out->pid = ring.hdr->pid;
     size_t len = strnlen(ring.hdr->cmdline, sizeof ring.hdr->cmdline);
     memcpy(out->cmdline, ring.hdr->cmdline, len < sizeof out->cmdline ? len : sizeof out->cmdline - 1);
+    uint64_t used_st = __atomic_load_n(&ring.hdr->stacks_used, __ATOMIC_ACQUIRE);
+    uint64_t used_md = __atomic_load_n(&ring.hdr->modules_used, __ATOMIC_ACQUIRE);
+    ns = used_st < ns ? (size_t)used_st : ns;
+    nm = used_md < nm ? (size_t)used_md : nm;
+    if (ns)
+        memcpy(st, ring.stacks, ns * sizeof *st);
+    if (nm)
+        memcpy(md, ring.modules, nm * sizeof *md);
     copying = 0;
     signal(SIGBUS, old);
     out->events = events;
     gmp_ring_close(&ring, 0);
+    if (with_sites)
+        sites_as_json(st, ns, md, nm, out);
+    free(st);
+    free(md);
     return 0;
 }
 

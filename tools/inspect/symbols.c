@@ -36,6 +36,8 @@ static int inside(int dirfd, const char *path)
 {
     struct stat dir, st;
     char real[PATH_MAX];
+    if (dirfd < 0)
+        return 0; /* a live ring, the caller's own: no bundle to be inside */
     if (fstat(dirfd, &dir) != 0 || !realpath(path, real))
         return 1; /* unsure: treated as inside */
     for (char *slash; (slash = strrchr(real, '/'));) {
