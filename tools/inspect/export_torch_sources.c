@@ -21,14 +21,24 @@ json_t *source_event(const torch_source *s, size_t i)
     return s->is_ring ? ring_event_json(&s->ring.events[i]) : event_at(&s->b.events, i);
 }
 
-int slot_of(const torch_source *s, json_t *ev, const char *device_key)
+#define HOST_SLOT (-2)
+
+/* Where an event or allocation belongs before a process's GPUs are
+ * counted: a GPU's number, HOST_SLOT, or -1 for a device past any list. */
+static int raw_slot(json_t *ev, const char *device_key)
 {
     const char *backend = jstr(ev, "backend");
     int64_t dev = -1;
     jint(ev, device_key, &dev);
     if (!backend || !strcmp(backend, "cpu") || dev < 0)
-        return s->ngpu; /* the host, after the devices */
+        return HOST_SLOT;
     return dev < 4096 ? (int)dev : -1;
+}
+
+int slot_of(const torch_source *s, json_t *ev, const char *device_key)
+{
+    int raw = raw_slot(ev, device_key);
+    return raw == HOST_SLOT ? s->ngpu : raw; /* the host, after the devices */
 }
 
 /* Slot's name on the map: "cuda:0" or "host", from its first event. */
@@ -49,18 +59,15 @@ static void slot_where(const torch_source *s, int slot, char *out, size_t cap)
 static int count_slots(torch_source *s)
 {
     size_t n = source_events(s), i;
-    int *where = malloc((n ? n : 1) * sizeof *where); /* a GPU's number, -2 host, -1 none */
+    int *where = malloc((n ? n : 1) * sizeof *where); /* raw_slot of each */
     if (!where)
         return -1;
     json_t *ev;
     source_foreach(s, i, ev) {
-        const char *backend = jstr(ev, "backend");
-        int64_t dev = -1;
-        jint(ev, "device_id", &dev);
-        where[i] = !backend || !strcmp(backend, "cpu") || dev < 0 ? -2 : dev < 4096 ? (int)dev : -1;
+        where[i] = raw_slot(ev, "device_id");
         if (where[i] >= 0 && where[i] + 1 > s->ngpu)
             s->ngpu = where[i] + 1;
-        s->has_host |= where[i] == -2;
+        s->has_host |= where[i] == HOST_SLOT;
     }
     size_t slots = (size_t)s->ngpu + (size_t)s->has_host;
     s->slot_start = calloc(slots + 2, sizeof *s->slot_start);
@@ -71,7 +78,7 @@ static int count_slots(torch_source *s)
     }
     for (i = 0; i < n; i++)
         if (where[i] != -1)
-            s->slot_start[(where[i] == -2 ? (size_t)s->ngpu : (size_t)where[i]) + 1]++;
+            s->slot_start[(where[i] == HOST_SLOT ? (size_t)s->ngpu : (size_t)where[i]) + 1]++;
     for (size_t k = 1; k <= slots; k++)
         s->slot_start[k] += s->slot_start[k - 1];
     size_t *next = calloc(slots + 1, sizeof *next);
@@ -82,7 +89,7 @@ static int count_slots(torch_source *s)
     for (i = 0; i < n; i++) {
         if (where[i] == -1)
             continue;
-        size_t k = where[i] == -2 ? (size_t)s->ngpu : (size_t)where[i];
+        size_t k = where[i] == HOST_SLOT ? (size_t)s->ngpu : (size_t)where[i];
         s->order[s->slot_start[k] + next[k]++] = i;
     }
     free(next);

@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_THREADS 256
 
 typedef struct trace_out {
     FILE *f;
@@ -71,23 +70,17 @@ static int carries_usage(const char *type)
 typedef struct process_view {
     json_int_t pid;
     int64_t last_seq; /* the newest event written for this process */
-    int named;
-    json_int_t threads[MAX_THREADS];
-    int nthreads;
+    int named, main_named;
 } process_view;
 
 /* The main thread is named; the viewers show each thread's tid beside its
  * name themselves, and name the others by it. */
 static void name_thread(trace_out *o, process_view *p, json_int_t tid)
 {
-    for (int i = 0; i < p->nthreads; i++)
-        if (p->threads[i] == tid)
-            return;
-    if (p->nthreads == MAX_THREADS)
+    if (tid != p->pid || p->main_named)
         return;
-    p->threads[p->nthreads++] = tid;
-    if (tid == p->pid)
-        emit(o, meta("thread_name", p->pid, tid, json_pack("{s:s}", "name", "main thread")));
+    p->main_named = 1;
+    emit(o, meta("thread_name", p->pid, tid, json_pack("{s:s}", "name", "main thread")));
 }
 
 /* One event of the bundle as the trace shows it. */
