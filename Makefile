@@ -335,7 +335,8 @@ sanitize: unit-programs
 	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=undefined" test-programs
 	@$(MAKE) --no-print-directory -s BUILD=$(TSAN_BUILD) \
 	    SAN_CFLAGS="$(SAN_COMMON) -fsanitize=thread -Wno-tsan --param=tsan-instrument-func-entry-exit=0" \
-	    BOOT_SAN_CFLAGS="$(SAN_COMMON)" test-programs $(TSAN_BUILD)/test/test_ring
+	    BOOT_SAN_CFLAGS="$(SAN_COMMON)" test-programs $(TSAN_BUILD)/test/test_ring \
+	    $(TSAN_BUILD)/test/test_clock
 	@failed=0; asan="$(ASAN_RUNTIME)"; tsan="$(TSAN_RUNTIME)"; \
 	if [ -n "$$asan" ]; then \
 	    echo "== under ASan+UBSan, the preload included"; \
@@ -344,9 +345,9 @@ sanitize: unit-programs
 	else echo "SKIP: $(CC) has no libasan.so to preload; the preload runs under UBSan alone"; fi; \
 	echo "== under ASan+UBSan, the preload under UBSan alone"; \
 	$(SAN_ENV) sh test/run.sh $(UBSAN_BUILD) $(abspath $(ASAN_BUILD)/gmp-inspect) $(SAN_UNIT) || failed=1; \
-	echo "== the ring under TSan"; \
+	echo "== the ring and the clock under TSan"; \
 	TSAN_OPTIONS=halt_on_error=1 sh test/run.sh $(UBSAN_BUILD) $(abspath $(INSPECT)) \
-	    $(TSAN_BUILD)/test/test_ring || failed=1; \
+	    $(TSAN_BUILD)/test/test_ring $(TSAN_BUILD)/test/test_clock || failed=1; \
 	if [ -n "$$tsan" ]; then \
 	    echo "== the concurrency tests with the preload under TSan"; \
 	    GMP_TEST_SAN_RUNTIME="$$tsan" sh test/run.sh $(TSAN_BUILD) $(abspath $(INSPECT)) \

@@ -18,7 +18,12 @@
  * is one page of text to fault in rather than one per file. */
 #define GMP_START_EXIT_TEXT __attribute__((section(".text.startup")))
 
+/* CLOCK_REALTIME in ns, from the TSC where the kernel's clock is (clock.c). */
 GMP_HIDDEN uint64_t gmp_now_realtime_ns(void);
+/* In a forked child: a renewal of the clock's anchor cut off by the fork. */
+GMP_HIDDEN void gmp_clock_after_fork(void);
+/* 1 once the TSC stands for clock_gettime (the first 10 ms are measured). */
+GMP_HIDDEN int gmp_clock_uses_tsc(void);
 GMP_HIDDEN uint32_t gmp_gettid(void); /* cached per thread */
 /* In a forked child (pthread_atfork): forget the parent thread's tid. */
 GMP_HIDDEN void gmp_gettid_after_fork(void);

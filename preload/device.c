@@ -34,8 +34,11 @@ static live_entry *table; /* atomic pointer */
 static int table_state;   /* atomic: gmp_lazy_table's */
 static uint64_t in_use[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
 static uint64_t peak[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];    /* atomic */
-static uint64_t allocs[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];  /* atomic */
-static uint64_t frees[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];   /* atomic */
+/* Calls, by cell (backend, index): what threads moved here from their
+ * slots, or counted here without one (gmp_count_device_call). */
+#define CELLS (GMP_BACKEND_COUNT * (GMP_MAX_DEVICES + 1))
+static uint64_t allocs[CELLS]; /* atomic */
+static uint64_t frees[CELLS];  /* atomic */
 static int full_reported;
 static uint64_t time_base_ns; /* atomic: the first allocation's time */
 
@@ -92,6 +95,21 @@ static void insert(live_entry *t, gmp_backend backend, int device, uint64_t ptr,
                 TABLE_SIZE);
 }
 
+static uint32_t cell_of(gmp_backend backend, int index)
+{
+    return (uint32_t)backend * (GMP_MAX_DEVICES + 1) + (uint32_t)index;
+}
+
+void gmp_device_calls_shared(uint32_t cell, uint64_t alloc_count, uint64_t free_count)
+{
+    if (cell >= CELLS)
+        return;
+    if (alloc_count)
+        __atomic_fetch_add(&allocs[cell], alloc_count, __ATOMIC_RELAXED);
+    if (free_count)
+        __atomic_fetch_add(&frees[cell], free_count, __ATOMIC_RELAXED);
+}
+
 static void count_in(gmp_backend backend, int device, uint64_t size)
 {
     int d = gmp_device_index(device);
@@ -106,7 +124,7 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
                     gmp_api api, uint64_t now_ns, uint32_t stack_id)
 {
     count_in(backend, device, size);
-    __atomic_fetch_add(&allocs[backend][gmp_device_index(device)], 1, __ATOMIC_RELAXED);
+    gmp_count_device_call(cell_of(backend, gmp_device_index(device)), 0, 1);
     live_entry *t = get_table();
     if (!t || !ptr)
         return;
@@ -151,8 +169,7 @@ int gmp_device_take(gmp_backend backend, gmp_api api, uint64_t ptr, gmp_live_tak
             return -1; /* a racing free of the same pointer took it */
         __atomic_fetch_sub(&in_use[backend][gmp_device_index(out->device)], out->size,
                            __ATOMIC_RELAXED);
-        __atomic_fetch_add(&frees[backend][gmp_device_index(out->device)], 1,
-                           __ATOMIC_RELAXED);
+        gmp_count_device_call(cell_of(backend, gmp_device_index(out->device)), 1, 1);
         return 0;
     }
     return -1;
@@ -161,8 +178,7 @@ int gmp_device_take(gmp_backend backend, gmp_api api, uint64_t ptr, gmp_live_tak
 void gmp_device_put_back(const gmp_live_taken *taken)
 {
     count_in(taken->backend, taken->device, taken->size);
-    __atomic_fetch_sub(&frees[taken->backend][gmp_device_index(taken->device)], 1,
-                       __ATOMIC_RELAXED);
+    gmp_count_device_call(cell_of(taken->backend, gmp_device_index(taken->device)), 1, -1);
     live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
     if (t)
         insert(t, taken->backend, taken->device, taken->ptr, taken->size, taken->api,
@@ -174,8 +190,10 @@ void gmp_device_stats(gmp_backend backend, int index, uint64_t *bytes, uint64_t 
 {
     *bytes = __atomic_load_n(&in_use[backend][index], __ATOMIC_RELAXED);
     *top = __atomic_load_n(&peak[backend][index], __ATOMIC_RELAXED);
-    *alloc_count = __atomic_load_n(&allocs[backend][index], __ATOMIC_RELAXED);
-    *free_count = __atomic_load_n(&frees[backend][index], __ATOMIC_RELAXED);
+    uint32_t cell = cell_of(backend, index);
+    gmp_thread_device_calls(cell, alloc_count, free_count);
+    *alloc_count += __atomic_load_n(&allocs[cell], __ATOMIC_RELAXED);
+    *free_count += __atomic_load_n(&frees[cell], __ATOMIC_RELAXED);
 }
 
 uint64_t gmp_device_in_use(gmp_backend backend, int device)
@@ -210,9 +228,9 @@ void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg)
 
 uint64_t gmp_device_allocations_ever(void)
 {
-    uint64_t n = 0;
-    for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
-        for (int d = 0; d <= GMP_MAX_DEVICES; d++)
-            n += __atomic_load_n(&allocs[b][d], __ATOMIC_RELAXED);
+    uint64_t n, unused;
+    gmp_thread_device_calls(GMP_EVERY_CELL, &n, &unused);
+    for (uint32_t cell = 0; cell < CELLS; cell++)
+        n += __atomic_load_n(&allocs[cell], __ATOMIC_RELAXED);
     return n;
 }

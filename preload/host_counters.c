@@ -1,11 +1,15 @@
 /*
- * host_counters.c — host bytes in use without a contended counter.
+ * host_counters.c — host bytes in use, and GPU calls per device, without a
+ * contended counter.
  *
  * Each thread owns a slot of counters (claimed on its first allocation,
  * returned by a pthread key destructor when it exits, its totals folded into
  * `retired`).  Only the owner writes a slot, with plain relaxed stores, so a
  * malloc/free costs no atomic read-modify-write; a reader sums the slots.
- * Threads beyond the slot table share one atomic overflow counter.
+ * Threads beyond the slot table share one atomic overflow counter.  A slot
+ * also counts its thread's GPU calls for the one device the thread is on
+ * (device.c's cell); they move to device.c's shared counters when the
+ * thread turns to another device, and when it exits.
  */
 #include "preload.h"
 
@@ -23,9 +27,45 @@ static int key_ready; /* atomic: see ensure_key */
 __thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec")));
 static __thread int no_slot __attribute__((tls_model("initial-exec")));
 
+/* The slot's GPU calls into device.c's shared counters.  A reader racing
+ * this sees them twice or not at all for a moment (sums are approximate
+ * while racing), never for good. */
+static void move_device_calls(host_slot *s)
+{
+    uint32_t cell = __atomic_load_n(&s->device_cell, __ATOMIC_RELAXED);
+    if (!cell)
+        return;
+    gmp_device_calls_shared(cell - 1, __atomic_load_n(&s->device_allocs, __ATOMIC_RELAXED),
+                            __atomic_load_n(&s->device_frees, __ATOMIC_RELAXED));
+    __atomic_store_n(&s->device_allocs, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->device_frees, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->device_cell, 0, __ATOMIC_RELAXED);
+}
+
+void gmp_thread_device_calls_move(host_slot *s, uint32_t to_cell)
+{
+    move_device_calls(s);
+    __atomic_store_n(&s->device_cell, to_cell + 1, __ATOMIC_RELAXED);
+}
+
+void gmp_thread_device_calls(uint32_t cell, uint64_t *allocs, uint64_t *frees)
+{
+    uint64_t a = 0, f = 0;
+    for (int i = 0; i < HOST_SLOTS; i++) {
+        uint32_t held = __atomic_load_n(&slots[i].device_cell, __ATOMIC_RELAXED);
+        if (!held || (cell != GMP_EVERY_CELL && held != cell + 1))
+            continue;
+        a += __atomic_load_n(&slots[i].device_allocs, __ATOMIC_RELAXED);
+        f += __atomic_load_n(&slots[i].device_frees, __ATOMIC_RELAXED);
+    }
+    *allocs = a;
+    *frees = f;
+}
+
 static void release_slot(void *p)
 {
     host_slot *s = p;
+    move_device_calls(s);
     __atomic_fetch_add(&retired, __atomic_load_n(&s->bytes, __ATOMIC_RELAXED),
                        __ATOMIC_RELAXED);
     __atomic_fetch_add(&retired_allocs, __atomic_load_n(&s->allocs, __ATOMIC_RELAXED),

@@ -34,6 +34,7 @@ static void after_fork_in_child(void)
 {
     gmp_walks_fork_child();
     gmp_gettid_after_fork();
+    gmp_clock_after_fork();
     __atomic_store_n(&gmp_pl.pid, (int)getpid(), __ATOMIC_RELAXED);
     if (!gmp_pl_active())
         return;

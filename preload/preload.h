@@ -204,7 +204,10 @@ typedef struct host_slot {
     _Alignas(64) int64_t bytes; /* allocated minus freed by this thread */
     uint64_t allocs, frees;     /* calls that added / returned bytes */
     int claimed;                /* atomic */
+    uint32_t device_cell;       /* atomic: 1 + the device counter cell below; 0 none */
+    uint64_t device_allocs, device_frees; /* that cell's GPU calls by this thread */
 } host_slot;
+_Static_assert(sizeof(host_slot) == 64, "a thread's counters, one cache line");
 
 GMP_HIDDEN extern __thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec")));
 /* A thread's first call: claims its slot (or counts into the overflow). */
@@ -254,6 +257,36 @@ GMP_HIDDEN uint64_t gmp_host_in_use(void);
 GMP_HIDDEN void gmp_host_fast_path_refresh(void);
 /* Calls that added and that returned host bytes, all threads (approximate while racing). */
 GMP_HIDDEN void gmp_host_counts(uint64_t *allocs, uint64_t *frees);
+
+/* GPU calls per device, counted in the calling thread's slot while the
+ * thread stays on one device (a cell: one backend's device, see device.c),
+ * and moved to the shared counters when it turns to another or exits: a
+ * device allocation or free then takes no locked instruction for them.
+ * gmp_device_calls_shared (device.c) adds to the shared counters;
+ * gmp_thread_device_calls sums the threads' slots for a cell (or every
+ * cell: GMP_EVERY_CELL). */
+#define GMP_EVERY_CELL UINT32_MAX
+GMP_HIDDEN void gmp_device_calls_shared(uint32_t cell, uint64_t allocs, uint64_t frees);
+GMP_HIDDEN void gmp_thread_device_calls_move(host_slot *s, uint32_t to_cell);
+GMP_HIDDEN void gmp_thread_device_calls(uint32_t cell, uint64_t *allocs, uint64_t *frees);
+
+static inline void gmp_count_device_call(uint32_t cell, int is_free, int64_t delta)
+{
+    host_slot *s = gmp_host_slot;
+    if (GMP_UNLIKELY(!s)) {
+        gmp_device_calls_shared(cell, is_free ? 0 : (uint64_t)delta, is_free ? (uint64_t)delta : 0);
+        return;
+    }
+    if (GMP_UNLIKELY(__atomic_load_n(&s->device_cell, __ATOMIC_RELAXED) != cell + 1))
+        gmp_thread_device_calls_move(s, cell);
+    uint64_t *count = is_free ? &s->device_frees : &s->device_allocs;
+#if defined(__x86_64__)
+    __asm__("addq %1, %0" : "+m"(*count) : "er"(delta)); /* as gmp_host_slot_add */
+#else
+    __atomic_store_n(count, __atomic_load_n(count, __ATOMIC_RELAXED) + (uint64_t)delta,
+                     __ATOMIC_RELAXED);
+#endif
+}
 
 /* sizes.c: requested sizes of heap blocks by address (lock-free, bounded).
  * put: 0, or -1 when not kept (the table is full or could not be made);

@@ -11,6 +11,11 @@
  *   retry-fail    fail, free 256 MiB, fail again; exits 0
  *   threads       16 threads allocate and free on device and host; one hits
  *                 OOM; exits 0
+ *   device-threads 8 threads each make 1000 allocate/free pairs on device
+ *                 (its number % 2), then 1000 on the other device, and
+ *                 exit; main waits for them, then makes 3 allocations on
+ *                 device 1 and frees one; exits 0 (counts: 8003 and 8001
+ *                 on device 1, 8000 and 8000 on device 0)
  *   fork          a child runs until-oom and exits; the parent waits and exits
  *                 with the child's status
  *   one-huge      one request of 4 GiB on DEVICE (more than the device): exit 3
@@ -167,6 +172,22 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
+/* Each thread is on device id % 2, then turns to the other. */
+static void *device_thread_main(void *arg)
+{
+    long id = (long)arg;
+    for (int turn = 0; turn < 2; turn++) {
+        if (GPU(SetDevice)((int)((id + turn) % 2)) != 0)
+            return (void *)1;
+        for (int i = 0; i < 1000; i++) {
+            void *d = NULL;
+            if (GPU(Malloc)(&d, MIB) != 0 || GPU(Free)(d) != 0)
+                return (void *)1;
+        }
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "until-oom";
@@ -229,6 +250,23 @@ int main(int argc, char **argv)
             pthread_join(th[i], NULL);
         puts("threads done");
         return 0;
+    }
+    if (!strcmp(mode, "device-threads")) {
+        pthread_t th[8];
+        void *bad = NULL, *kept[3];
+        for (long i = 0; i < 8; i++)
+            pthread_create(&th[i], NULL, device_thread_main, (void *)i);
+        for (int i = 0; i < 8; i++) {
+            void *r;
+            pthread_join(th[i], &r);
+            bad = bad ? bad : r;
+        }
+        if (bad || GPU(SetDevice)(1) != 0)
+            return 4;
+        for (int i = 0; i < 3; i++)
+            if (GPU(Malloc)(&kept[i], MIB) != 0)
+                return 5;
+        return GPU(Free)(kept[0]) == 0 ? 0 : 6;
     }
     if (!strcmp(mode, "fork")) {
         pid_t pid = fork();

@@ -148,6 +148,39 @@ static void test_preload_textfile(void **state)
     assert_int_equal(value_of(text, "gpumemprof_bundles_written_total{"), 0);
 }
 
+/* Calls are counted per thread while a thread stays on one device: they
+ * must all be there at exit, from threads that turned to another device
+ * and threads that have exited, and the main thread's still running. */
+static void test_calls_counted_across_threads_and_devices(void **state)
+{
+    (void)state;
+    static char text[1 << 16];
+    char script[4096], file[700];
+    snprintf(script, sizeof script,
+             "export GMP_PROM_FILE='%s/threads.prom' GMP_WATCHDOG=0 LD_PRELOAD='%s'; "
+             "exec %s/test/gpu/gpu_oom_cuda device-threads",
+             paths.scratch, paths.preload, paths.build);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)), 0);
+    snprintf(file, sizeof file, "%s/threads.prom", paths.scratch);
+    read_file(file, text, sizeof text);
+    check_format(text);
+    const char *want[] = {
+        "gpumemprof_allocations_total{", "device=\"0\"} 8000\n",
+        "gpumemprof_allocations_total{", "device=\"1\"} 8003\n",
+        "gpumemprof_frees_total{", "device=\"0\"} 8000\n",
+        "gpumemprof_frees_total{", "device=\"1\"} 8001\n",
+        "gpumemprof_bytes_in_use{", "device=\"1\"} 2097152\n",
+        "gpumemprof_bytes_in_use{", "device=\"0\"} 0\n",
+    };
+    for (int i = 0; i < 12; i += 2) {
+        const char *family = strstr(text, want[i]);
+        const char *end = family ? strstr(family, "\n# ") : NULL;
+        const char *line = family ? strstr(family, want[i + 1]) : NULL;
+        if (!line || (end && line > end))
+            fail_msg("no %s...%s in:\n%s", want[i], want[i + 1], text);
+    }
+}
+
 static void test_metrics_from_bundles(void **state)
 {
     (void)state;
@@ -180,6 +213,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_preload_textfile),
+        cmocka_unit_test(test_calls_counted_across_threads_and_devices),
         cmocka_unit_test(test_metrics_from_bundles),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
