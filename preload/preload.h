@@ -111,9 +111,9 @@ static inline int gmp_pl_active(void)
 GMP_HIDDEN void gmp_pl_finish(void);
 
 /* services.c: a table made on first use: an anonymous mapping of len bytes (untouched
- * pages cost nothing) published in *slot; the first caller makes it, others
- * get NULL meanwhile (they drop what they had to record), and NULL for good
- * when the mapping failed.  *state is the table's atomic state word. */
+ * pages cost nothing) published in *slot.  Callers that race to make it
+ * each map one, the first published is everyone's; NULL for good once a
+ * mapping failed.  *state is the table's atomic word (1: failed). */
 GMP_HIDDEN void *gmp_lazy_table(void **slot, int *state, size_t len);
 
 /* A detached thread of ours; 0, or -1 (memory may be gone: callers cope). */

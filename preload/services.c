@@ -17,20 +17,24 @@
 void *gmp_lazy_table(void **slot, int *state, size_t len)
 {
     void *t = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (GMP_LIKELY(t != NULL))
+    if (GMP_LIKELY(t != NULL) || __atomic_load_n(state, __ATOMIC_RELAXED))
         return t;
-    int expected = 0; /* 0 none, 1 making, 2 ready, 3 failed */
-    if (!__atomic_compare_exchange_n(state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    /* Every thread that finds no table maps one and the first published
+     * wins: no thread ever goes without (a live table that dropped a
+     * device allocation made while another thread was mapping it left the
+     * block's free unmatched and its bytes in use for good), and none
+     * waits, not even a signal handler that interrupted the first. */
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     if (p == MAP_FAILED) {
-        __atomic_store_n(state, 3, __ATOMIC_RELEASE);
-        return NULL;
+        __atomic_store_n(state, 1, __ATOMIC_RELAXED);
+        return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     }
-    __atomic_store_n(slot, p, __ATOMIC_RELEASE);
-    __atomic_store_n(state, 2, __ATOMIC_RELEASE);
-    return p;
+    void *first = NULL;
+    if (__atomic_compare_exchange_n(slot, &first, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return p;
+    munmap(p, len); /* untouched: only its address space goes */
+    return first;
 }
 
 int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size)

@@ -96,6 +96,35 @@ static void test_adversarial_strings(void **state)
     }
 }
 
+/* Keys take a shortcut when nothing in them needs escaping: plain, long,
+ * escaped and non-ASCII keys all come back as they went in. */
+static void test_keys_round_trip(void **state)
+{
+    (void)state;
+    char long_key[200];
+    memset(long_key, 'x', sizeof long_key - 1);
+    long_key[sizeof long_key - 1] = '\0';
+    const char *keys[] = {"seq", "", "a\"quote", "back\\slash", "tab\there", "caf\xc3\xa9",
+                          long_key, "x123456789012345678901234567890123456789012345678901234567890"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char buf[4096];
+        gmp_jw w;
+        gmp_jw_init(&w, -1, buf, sizeof buf);
+        gmp_jw_obj_begin(&w);
+        gmp_jw_ku64(&w, keys[i], i + 1);
+        gmp_jw_ku64(&w, "after", 7);
+        gmp_jw_obj_end(&w);
+        assert_int_equal(gmp_jw_finish(&w), 0);
+        json_error_t err;
+        json_t *doc = json_loadb(buf, w.len, 0, &err);
+        if (!doc)
+            fail_msg("jansson refused %.*s: %s", (int)w.len, buf, err.text);
+        assert_int_equal(json_integer_value(json_object_get(doc, keys[i])), (json_int_t)(i + 1));
+        assert_int_equal(json_integer_value(json_object_get(doc, "after")), 7);
+        json_decref(doc);
+    }
+}
+
 static void test_long_string_through_small_buffer(void **state)
 {
     (void)state;
@@ -229,6 +258,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_single_byte),
         cmocka_unit_test(test_adversarial_strings),
+        cmocka_unit_test(test_keys_round_trip),
         cmocka_unit_test(test_long_string_through_small_buffer),
         cmocka_unit_test(test_memory_buffer_overflow_is_an_error),
         cmocka_unit_test(test_checker_accepts_objects_only),
