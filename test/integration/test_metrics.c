@@ -110,11 +110,30 @@ static long long value_of(const char *text, const char *series)
     return p ? strtoll(p + 2, NULL, 10) : -1;
 }
 
+/* The CUDA double's gpu_oom in MODE under the preload, exiting 0, and the
+ * metrics file NAME it left at exit, read into text and checked for form;
+ * returns the file's path. */
+static const char *cuda_double_metrics(const char *mode, const char *name, char *text,
+                                       size_t cap)
+{
+    static char file[700];
+    char script[6144];
+    snprintf(file, sizeof file, "%s/%s", paths.scratch, name);
+    snprintf(script, sizeof script,
+             "export GMP_PROM_FILE='%s' GMP_WATCHDOG=0 LD_PRELOAD='%s'; "
+             "exec %s/test/gpu/gpu_oom_cuda %s",
+             file, paths.preload, paths.build, mode);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)), 0);
+    read_file(file, text, cap);
+    check_format(text);
+    return file;
+}
+
 static void test_preload_textfile(void **state)
 {
     (void)state;
     static char text[1 << 16];
-    char script[4096], file[700];
+    char script[4096];
     /* while it runs: python3 holding 40 MiB, the file rewritten every second */
     snprintf(script, sizeof script,
              "export GMP_PROM_FILE='%s/live_%%p.prom' GMP_PROM_INTERVAL_S=1; "
@@ -129,15 +148,7 @@ static void test_preload_textfile(void **state)
         fail_msg("live host bytes %lld", host);
 
     /* at exit: the CUDA double, an episode opened and recovered */
-    snprintf(script, sizeof script,
-             "export GMP_PROM_FILE='%s/gpu.prom' GMP_WATCHDOG=0 LD_PRELOAD='%s'; "
-             "exec %s/test/gpu/gpu_oom_cuda retry-recover",
-             paths.scratch, paths.preload, paths.build);
-    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)), 0);
-    snprintf(file, sizeof file, "%s/gpu.prom", paths.scratch);
-    read_file(file, text, sizeof text);
-    check_format(text);
-    promtool(file);
+    promtool(cuda_double_metrics("retry-recover", "gpu.prom", text, sizeof text));
     assert_int_equal(value_of(text, "gpumemprof_bytes_in_use{pid"), 1ll << 30);
     char *cuda = strstr(text, "gpumemprof_allocations_total{");
     assert_non_null(cuda);
@@ -155,15 +166,7 @@ static void test_calls_counted_across_threads_and_devices(void **state)
 {
     (void)state;
     static char text[1 << 16];
-    char script[4096], file[700];
-    snprintf(script, sizeof script,
-             "export GMP_PROM_FILE='%s/threads.prom' GMP_WATCHDOG=0 LD_PRELOAD='%s'; "
-             "exec %s/test/gpu/gpu_oom_cuda device-threads",
-             paths.scratch, paths.preload, paths.build);
-    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)), 0);
-    snprintf(file, sizeof file, "%s/threads.prom", paths.scratch);
-    read_file(file, text, sizeof text);
-    check_format(text);
+    cuda_double_metrics("device-threads", "threads.prom", text, sizeof text);
     const char *want[] = {
         "gpumemprof_allocations_total{", "device=\"0\"} 8000\n",
         "gpumemprof_allocations_total{", "device=\"1\"} 8003\n",
