@@ -193,27 +193,36 @@ static void put_escaped(gmp_jw *w, const char *str, size_t n)
     putc1(w, '"');
 }
 
+/* key quoted, with its colon, into out: its length, or 0 when something
+ * in it needs escaping or it does not fit. */
+static size_t quoted_plain_key(const char *key, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[n++] = '"';
+    for (const char *k = key; *k; k++) {
+        unsigned char c = (unsigned char)*k;
+        if (n > cap - 3 || c < 0x20 || c >= 0x80 || c == '"' || c == '\\')
+            return 0;
+        out[n++] = (char)c;
+    }
+    out[n++] = '"';
+    out[n++] = ':';
+    return n;
+}
+
 /* Keys are nearly always our own short names: quoted, with the colon, in
  * one piece when nothing in them needs escaping. */
 void gmp_jw_key(gmp_jw *w, const char *key)
 {
     before_value(w);
     char quoted[64];
-    size_t n = 0;
-    quoted[n++] = '"';
-    for (const char *k = key; *k; k++) {
-        unsigned char c = (unsigned char)*k;
-        if (n > sizeof quoted - 3 || c < 0x20 || c >= 0x80 || c == '"' || c == '\\') {
-            put_escaped(w, key, strlen(key));
-            putc1(w, ':');
-            w->after_key = 1;
-            return;
-        }
-        quoted[n++] = (char)c;
+    size_t n = quoted_plain_key(key, quoted, sizeof quoted);
+    if (n) {
+        put(w, quoted, n);
+    } else {
+        put_escaped(w, key, strlen(key));
+        putc1(w, ':');
     }
-    quoted[n++] = '"';
-    quoted[n++] = ':';
-    put(w, quoted, n);
     w->after_key = 1;
 }
 

@@ -65,6 +65,13 @@ typedef struct window_alloc {
     int freed, quarter;
 } window_alloc;
 
+/* One that counts for the site of what stayed: not freed, with a stack,
+ * and (for a loop that frees) made after the first quarter. */
+static int stayed_in_window(const window_alloc *a, int few_frees)
+{
+    return !a->freed && a->stack > 0 && (a->quarter > 0 || few_frees);
+}
+
 #define FREE_LOOKBACK 4096 /* a free is matched among the newest allocations */
 #define BYTES_MAX ((int64_t)1 << 50) /* counts past this are a hostile file's */
 
@@ -146,7 +153,7 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
      * a count) */
     int64_t site = 0, votes = 0, from_site = 0, stayed = 0;
     for (size_t k = 0; k < n; k++) {
-        if (made[k].freed || made[k].stack <= 0 || (made[k].quarter == 0 && !few_frees))
+        if (!stayed_in_window(&made[k], few_frees))
             continue;
         if (votes <= 0) {
             site = made[k].stack;
@@ -155,7 +162,7 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
         votes += made[k].stack == site ? made[k].size : -made[k].size;
     }
     for (size_t k = 0; k < n; k++) {
-        if (made[k].freed || made[k].stack <= 0 || (made[k].quarter == 0 && !few_frees))
+        if (!stayed_in_window(&made[k], few_frees))
             continue;
         stayed += made[k].size;
         from_site += made[k].stack == site ? made[k].size : 0;
