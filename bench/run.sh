@@ -28,9 +28,14 @@ have() { command -v "$1" >/dev/null 2>&1; }
 
 # The peers and perf, installed when they can be (Debian for heaptrack and
 # perf, PyPI for Memray and Fil); one that cannot is shown as absent.
+# The interpreter itself, not a launcher in front of it (pyenv's shim is
+# a bash script that starts dozens of processes before python3 does, each of
+# them then timed under the tool); the peers run as its modules.
+PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || echo python3)
+has_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
 have heaptrack || sh "$HERE/../mk/install-optional.sh" heaptrack
-have memray || timeout 300 python3 -m pip install -q memray >/dev/null 2>&1
-have fil-profile || timeout 300 python3 -m pip install -q filprofiler >/dev/null 2>&1
+has_module memray || timeout 300 "$PY" -m pip install -q memray >/dev/null 2>&1
+has_module filprofiler || timeout 300 "$PY" -m pip install -q filprofiler >/dev/null 2>&1
 [ -n "$(ls /usr/lib/*/libmemusage.so 2>/dev/null)" ] || sh "$HERE/../mk/install-optional.sh" libc-devtools
 have perf || sh "$HERE/../mk/install-optional.sh" linux-perf
 MEMUSAGE=$(ls /usr/lib/*/libmemusage.so /lib/*/libmemusage.so 2>/dev/null | head -n 1)
@@ -43,12 +48,13 @@ wall() {
     awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f\n", (b - a) / 1e9 }'
 }
 
-# under TOOL CMD...: CMD run under a tool, its wall time
+# under TOOL CMD...: CMD run under a tool, its wall time (the bare run
+# through env as well, so that env's own exec is in both)
 under() {
     tool=$1
     shift
     case $tool in
-    none) wall "$@" ;;
+    none) wall env "$@" ;;
     gpumemprof) wall env LD_PRELOAD="$PRELOAD" "$@" ;;
     heaptrack) wall heaptrack -o "$W/ht" "$@" ;;
     libmemusage) wall env MEMUSAGE_OUTPUT=/dev/null LD_PRELOAD="$MEMUSAGE" "$@" ;;
@@ -59,9 +65,9 @@ under() {
 # the interpreter themselves), its wall time
 python() {
     case $1 in
-    memray) wall memray run --native -q -f -o "$W/memray.bin" "$2" ;;
-    fil) wall fil-profile -o "$W/fil" --no-browser run "$2" ;;
-    *) under "$1" python3 "$2" ;;
+    memray) wall "$PY" -m memray run --native -q -f -o "$W/memray.bin" "$2" ;;
+    fil) wall "$PY" -m filprofiler -o "$W/fil" --no-browser run "$2" ;;
+    *) under "$1" "$PY" "$2" ;;
     esac
 }
 
@@ -81,8 +87,8 @@ available() { # TOOL
     none | gpumemprof) return 0 ;;
     heaptrack) have heaptrack ;;
     libmemusage) [ -n "$MEMUSAGE" ] ;;
-    memray) have memray ;;
-    fil) have fil-profile ;;
+    memray) has_module memray ;;
+    fil) has_module filprofiler ;;
     esac
 }
 
@@ -135,7 +141,7 @@ done
 "$B/bench/rss" | sed 's/^/rss none /' >> "$RES"
 LD_PRELOAD=$PRELOAD "$B/bench/rss" | sed 's/^/rss gpumemprof /' >> "$RES"
 
-echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r); $ROUNDS rounds ($LONG_ROUNDS for python3):"
+echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r); $ROUNDS rounds ($LONG_ROUNDS for python3, $("$PY" -V 2>&1) at $PY):"
 echo
 python3 - "$RES" <<'PY'
 import statistics, sys

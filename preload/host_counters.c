@@ -6,7 +6,11 @@
  * returned by a pthread key destructor when it exits, its totals folded into
  * `retired`).  Only the owner writes a slot, with plain relaxed stores, so a
  * malloc/free costs no atomic read-modify-write; a reader sums the slots.
- * Threads beyond the slot table share one atomic overflow counter.  A slot
+ * Threads beyond the slot table share one atomic overflow counter.  Slots
+ * are claimed lowest first and readers sum only up to the highest ever
+ * claimed: a large allocation's event reads the sum, and 512 lines read
+ * cold (the block's own writes have just evicted them) cost it more than
+ * the rest of its bookkeeping.  A slot
  * also counts its thread's GPU calls for the one device the thread is on
  * (device.c's cell); they move to device.c's shared counters when the
  * thread turns to another device, and when it exits.
@@ -18,6 +22,7 @@
 #define HOST_SLOTS 512
 
 static host_slot slots[HOST_SLOTS];
+static int slots_seen;   /* atomic: 1 + the highest slot ever claimed */
 static int64_t retired;  /* atomic: totals of exited threads */
 static int64_t overflow; /* atomic: threads that found no slot */
 static uint64_t retired_allocs, retired_frees, overflow_allocs, overflow_frees; /* atomic */
@@ -51,7 +56,7 @@ void gmp_thread_device_calls_move(host_slot *s, uint32_t to_cell)
 void gmp_thread_device_calls(uint32_t cell, uint64_t *allocs, uint64_t *frees)
 {
     uint64_t a = 0, f = 0;
-    for (int i = 0; i < HOST_SLOTS; i++) {
+    for (int i = 0, n = __atomic_load_n(&slots_seen, __ATOMIC_ACQUIRE); i < n; i++) {
         uint32_t held = __atomic_load_n(&slots[i].device_cell, __ATOMIC_RELAXED);
         if (!held || (cell != GMP_EVERY_CELL && held != cell + 1))
             continue;
@@ -116,6 +121,13 @@ static host_slot *claim_slot(void)
                 __atomic_store_n(&slots[i].claimed, 0, __ATOMIC_RELEASE);
                 break;
             }
+            /* before the slot counts anything: a reader that sees its
+             * counts sees it (racing sums are approximate all the same) */
+            int seen = __atomic_load_n(&slots_seen, __ATOMIC_RELAXED);
+            while (seen < i + 1 && !__atomic_compare_exchange_n(&slots_seen, &seen, i + 1, 1,
+                                                                __ATOMIC_ACQ_REL,
+                                                                __ATOMIC_RELAXED))
+                ;
             gmp_host_slot = &slots[i];
             return gmp_host_slot;
         }
@@ -141,7 +153,7 @@ void gmp_host_counts(uint64_t *allocs, uint64_t *frees)
                  __atomic_load_n(&overflow_allocs, __ATOMIC_RELAXED);
     uint64_t f = __atomic_load_n(&retired_frees, __ATOMIC_RELAXED) +
                  __atomic_load_n(&overflow_frees, __ATOMIC_RELAXED);
-    for (int i = 0; i < HOST_SLOTS; i++) {
+    for (int i = 0, n = __atomic_load_n(&slots_seen, __ATOMIC_ACQUIRE); i < n; i++) {
         a += __atomic_load_n(&slots[i].allocs, __ATOMIC_RELAXED);
         f += __atomic_load_n(&slots[i].frees, __ATOMIC_RELAXED);
     }
@@ -153,7 +165,7 @@ uint64_t gmp_host_in_use(void)
 {
     uint64_t sum = (uint64_t)__atomic_load_n(&retired, __ATOMIC_RELAXED) +
                    (uint64_t)__atomic_load_n(&overflow, __ATOMIC_RELAXED);
-    for (int i = 0; i < HOST_SLOTS; i++)
+    for (int i = 0, n = __atomic_load_n(&slots_seen, __ATOMIC_ACQUIRE); i < n; i++)
         sum += (uint64_t)__atomic_load_n(&slots[i].bytes, __ATOMIC_RELAXED);
     return (int64_t)sum > 0 ? sum : 0; /* racing threads may leave it below zero */
 }

@@ -1,7 +1,7 @@
 /*
  * test_metrics.c — Prometheus textfiles: GMP_PROM_FILE written by the
- * preload while a process runs (python3 holding 40 MiB: its live bytes) and
- * at its exit (the CUDA double: bytes, peaks, counts, one episode opened and
+ * preload while a process runs (python3 holding 104 MiB in 9 threads: its
+ * live bytes) and at its exit (the CUDA double: bytes, peaks, counts, one episode opened and
  * recovered), and `gmp-inspect metrics` over bundles.  Every file passes a
  * strict reading of the text format, and `promtool check metrics` where
  * Debian's prometheus package can be installed.
@@ -134,18 +134,28 @@ static void test_preload_textfile(void **state)
     (void)state;
     static char text[1 << 16];
     char script[4096];
-    /* while it runs: python3 holding 40 MiB, the file rewritten every second */
+    /* while it runs: python3 holding 40 MiB in its main thread and 8 MiB
+     * in each of 8 threads still alive (each counts in its own slot), the
+     * file rewritten every second */
     snprintf(script, sizeof script,
              "export GMP_PROM_FILE='%s/live_%%p.prom' GMP_PROM_INTERVAL_S=1; "
-             "LD_PRELOAD='%s' python3 -c 'import time\n"
+             "LD_PRELOAD='%s' python3 -c 'import threading, time\n"
              "keep = [bytearray(8 << 20) for _ in range(5)]\n"
-             "time.sleep(3)' & sleep 2; cat %s/live_$!.prom; wait",
+             "done = threading.Event()\n"
+             "def hold():\n"
+             "    block = bytearray(8 << 20)\n"
+             "    done.wait()\n"
+             "threads = [threading.Thread(target=hold) for _ in range(8)]\n"
+             "for t in threads: t.start()\n"
+             "time.sleep(3)\n"
+             "done.set()' & sleep 2; cat %s/live_$!.prom; wait",
              paths.scratch, paths.preload, paths.scratch);
     run_script(&paths, script, text, sizeof text, err, sizeof err);
     check_format(text);
     long long host = value_of(text, "gpumemprof_bytes_in_use{");
-    if (host < 40ll << 20)
-        fail_msg("live host bytes %lld", host);
+    if (host < 104ll << 20)
+        fail_msg("live host bytes %lld, not the 40 MiB of the main thread and 64 of the others",
+                 host);
 
     /* at exit: the CUDA double, an episode opened and recovered */
     promtool(cuda_double_metrics("retry-recover", "gpu.prom", text, sizeof text));
