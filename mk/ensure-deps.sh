@@ -33,7 +33,7 @@ need git command -v git
 need valgrind command -v valgrind
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 if [ -n "$pyver" ]; then
-    need "libpython$pyver-testsuite" /usr/bin/python3 -c 'import test.regrtest'
+    need "libpython$pyver-testsuite" /usr/bin/python3 -c 'import test.test_os'  # the stdlib ships regrtest alone
     need "python$pyver-venv" /usr/bin/python3 -c 'import ensurepip'
 fi
 need libclang-rt-dev sh -c 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a'

@@ -162,7 +162,7 @@ junit_results='import sys, xml.etree.ElementTree as ET
 for case in ET.parse(sys.argv[1]).iter("testcase"):
     kids = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
     print(case.get("classname"), case.get("name"), kids[0] if kids else "passed")'
-if [ -x "$python" ] && "$python" -c 'import test.regrtest' 2>/dev/null; then
+if [ -x "$python" ] && "$python" -c 'import test.test_os' 2>/dev/null; then
     cpython() { # MODE TESTS...: results in $work/cpython.MODE.results
         mode=$1
         shift
