@@ -26,13 +26,14 @@ ROOT=$(cd "$HERE/.." && pwd)
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
-# The peers and perf, installed when they can be (Debian for heaptrack and
-# perf, PyPI for Memray and Fil); one that cannot is shown as absent.
 # The interpreter itself, not a launcher in front of it (pyenv's shim is
 # a bash script that starts dozens of processes before python3 does, each of
-# them then timed under the tool); the peers run as its modules.
+# them then timed under the tool); the Python peers run as its modules.
 PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || echo python3)
 has_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
+
+# The peers and perf, installed when they can be (Debian for heaptrack and
+# perf, PyPI for Memray and Fil); one that cannot is shown as absent.
 have heaptrack || sh "$HERE/../mk/install-optional.sh" heaptrack
 has_module memray || timeout 300 "$PY" -m pip install -q memray >/dev/null 2>&1
 has_module filprofiler || timeout 300 "$PY" -m pip install -q filprofiler >/dev/null 2>&1

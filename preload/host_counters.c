@@ -10,10 +10,10 @@
  * are claimed lowest first and readers sum only up to the highest ever
  * claimed: a large allocation's event reads the sum, and 512 lines read
  * cold (the block's own writes have just evicted them) cost it more than
- * the rest of its bookkeeping.  A slot
- * also counts its thread's GPU calls for the one device the thread is on
- * (device.c's cell); they move to device.c's shared counters when the
- * thread turns to another device, and when it exits.
+ * the rest of its bookkeeping.  A slot also counts its thread's GPU calls
+ * for the one device the thread is on (device.c's cell); they move to
+ * device.c's shared counters when the thread turns to another device, and
+ * when it exits.
  */
 #include "preload.h"
 

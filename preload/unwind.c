@@ -73,6 +73,20 @@ typedef struct rule_slot {
 
 static rule_slot *rules; /* atomic pointer */
 static int rules_state;  /* atomic: gmp_lazy_table's */
+/* Bumped whenever a known rule changes (a later sighting disagreed): what
+ * a thread kept of its last walk is then no longer trusted. */
+static uint64_t rules_changed; /* atomic */
+
+/* The thread's last walk by rules, frame by frame: a program allocates
+ * from the same few call paths, and the table's slots for its frames lie
+ * a line apart each, read cold when the allocation wrote more than the
+ * caches hold (a 2 MiB block); these lie in a few lines together.  Not
+ * used by a walk that interrupts another on the same thread (a signal
+ * handler's), which could see an entry half written. */
+#define MEMO_FRAMES 32
+static __thread rule_slot memo[MEMO_FRAMES] __attribute__((tls_model("initial-exec")));
+static __thread uint64_t memo_generation __attribute__((tls_model("initial-exec")));
+static __thread int memo_busy __attribute__((tls_model("initial-exec")));
 /* The highest stack pointer libgcc's unwinder reached on this thread: the
  * fast walk reads nothing above it. */
 static __thread uintptr_t stack_top_seen __attribute__((tls_model("initial-exec")));
@@ -133,6 +147,8 @@ static void learn(rule_slot *t, uint64_t pc, uint64_t rule)
                !__atomic_compare_exchange_n(&t[i].rule, &known, merged(known, rule), 0,
                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             ;
+        if (known && merged(known, rule) != known)
+            __atomic_fetch_add(&rules_changed, 1, __ATOMIC_RELEASE);
         return;
     }
 }
@@ -144,19 +160,37 @@ __attribute__((no_sanitize_address)) static inline uintptr_t word_at(uintptr_t a
     return *(const uintptr_t *)address;
 }
 
+/* pc's rule as frame `depth` of a walk: from the thread's last walk when
+ * it passed there too (use_memo), else from the table, then kept when
+ * known (one not known yet is learned by the slow path, in the table). */
+static inline uint64_t rule_at(const rule_slot *t, uint64_t pc, uint32_t depth, int use_memo)
+{
+    if (!use_memo || depth >= MEMO_FRAMES)
+        return rule_of(t, pc);
+    if (memo[depth].pc == pc)
+        return memo[depth].rule;
+    uint64_t rule = rule_of(t, pc);
+    if (rule) {
+        memo[depth].pc = pc;
+        memo[depth].rule = rule;
+    }
+    return rule;
+}
+
 /* The walk by rules, from the frame of pc (stack pointer sp, %rbp rbp);
  * 1 with *n frames when it reached the end or max, 0 for the slow path. */
 __attribute__((no_sanitize_address)) static int walk_by_rules(const rule_slot *t, uintptr_t pc,
                                                             uintptr_t sp, uintptr_t rbp,
                                                             uintptr_t top, uint64_t *out,
-                                                            uint32_t max, uint32_t *n)
+                                                            uint32_t max, uint32_t *n,
+                                                            int use_memo)
 {
     int rbp_known = 1;
     for (*n = 0;;) {
         out[(*n)++] = pc;
         if (*n == max)
             return 1;
-        uint64_t rule = rule_of(t, pc);
+        uint64_t rule = rule_at(t, pc, *n - 1, use_memo);
         uintptr_t cfa;
         switch (RULE_KIND(rule)) {
         case RULE_LAST:
@@ -319,10 +353,24 @@ __attribute__((noinline)) uint32_t gmp_unwind(uint64_t *out, uint32_t max)
     uintptr_t anchor = (uintptr_t)(fp + 2), top = stack_top_seen;
     rule_slot *t = gmp_lazy_table((void **)&rules, &rules_state, sizeof(rule_slot) * TABLE_SLOTS);
     uint32_t n = 0;
-    if (t && anchor < top && top - anchor < ((uintptr_t)1 << 28) &&
-        walk_by_rules(t, fp[1], anchor, fp[0], top, out, max, &n))
-        return n;
-    return slow_path(t, anchor, out, max);
+    int use_memo = !memo_busy;
+    if (use_memo) {
+        memo_busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        uint64_t generation = __atomic_load_n(&rules_changed, __ATOMIC_ACQUIRE);
+        if (GMP_UNLIKELY(generation != memo_generation)) {
+            for (int i = 0; i < MEMO_FRAMES; i++)
+                memo[i].pc = 0;
+            memo_generation = generation;
+        }
+    }
+    int walked = t && anchor < top && top - anchor < ((uintptr_t)1 << 28) &&
+                 walk_by_rules(t, fp[1], anchor, fp[0], top, out, max, &n, use_memo);
+    if (use_memo) {
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        memo_busy = 0;
+    }
+    return walked ? n : slow_path(t, anchor, out, max);
 }
 
 #else /* another architecture: glibc's unwinder, every time */

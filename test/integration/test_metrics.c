@@ -1,8 +1,9 @@
 /*
  * test_metrics.c — Prometheus textfiles: GMP_PROM_FILE written by the
  * preload while a process runs (python3 holding 104 MiB in 9 threads: its
- * live bytes) and at its exit (the CUDA double: bytes, peaks, counts, one episode opened and
- * recovered), and `gmp-inspect metrics` over bundles.  Every file passes a
+ * live bytes) and at its exit (the CUDA double: bytes, peaks, counts, one
+ * episode opened and recovered; calls from threads that changed device or
+ * exited), and `gmp-inspect metrics` over bundles.  Every file passes a
  * strict reading of the text format, and `promtool check metrics` where
  * Debian's prometheus package can be installed.
  */
