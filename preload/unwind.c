@@ -13,7 +13,8 @@
  * backtrace() does, and each frame's rule is learned from what it saw: the
  * CFA, and where the caller's frame pointer (%rbp) was kept.  Later stacks
  * through known addresses are walked with the rules alone: a table lookup
- * and a load or two per frame.
+ * and a load or two per frame, the lookup skipped where the thread's last
+ * walk passed the same address at the same depth.
  *
  * It never reads where it should not: every read lies between this frame
  * and the highest frame libgcc's unwinder reached on this thread (the stack
