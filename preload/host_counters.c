@@ -30,6 +30,12 @@ static pthread_key_t slot_key;
 static int key_ready; /* atomic: see ensure_key */
 
 __thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec")));
+
+/* How many slots a reader sums: up to the highest ever claimed. */
+static inline int slots_to_sum(void)
+{
+    return __atomic_load_n(&slots_seen, __ATOMIC_ACQUIRE);
+}
 static __thread int no_slot __attribute__((tls_model("initial-exec")));
 
 /* The slot's GPU calls into device.c's shared counters.  A reader racing
@@ -56,7 +62,7 @@ void gmp_thread_device_calls_move(host_slot *s, uint32_t to_cell)
 void gmp_thread_device_calls(uint32_t cell, uint64_t *allocs, uint64_t *frees)
 {
     uint64_t a = 0, f = 0;
-    for (int i = 0, n = __atomic_load_n(&slots_seen, __ATOMIC_ACQUIRE); i < n; i++) {
+    for (int i = 0, n = slots_to_sum(); i < n; i++) {
         uint32_t held = __atomic_load_n(&slots[i].device_cell, __ATOMIC_RELAXED);
         if (!held || (cell != GMP_EVERY_CELL && held != cell + 1))
             continue;
@@ -153,7 +159,7 @@ void gmp_host_counts(uint64_t *allocs, uint64_t *frees)
                  __atomic_load_n(&overflow_allocs, __ATOMIC_RELAXED);
     uint64_t f = __atomic_load_n(&retired_frees, __ATOMIC_RELAXED) +
                  __atomic_load_n(&overflow_frees, __ATOMIC_RELAXED);
-    for (int i = 0, n = __atomic_load_n(&slots_seen, __ATOMIC_ACQUIRE); i < n; i++) {
+    for (int i = 0, n = slots_to_sum(); i < n; i++) {
         a += __atomic_load_n(&slots[i].allocs, __ATOMIC_RELAXED);
         f += __atomic_load_n(&slots[i].frees, __ATOMIC_RELAXED);
     }
@@ -165,7 +171,7 @@ uint64_t gmp_host_in_use(void)
 {
     uint64_t sum = (uint64_t)__atomic_load_n(&retired, __ATOMIC_RELAXED) +
                    (uint64_t)__atomic_load_n(&overflow, __ATOMIC_RELAXED);
-    for (int i = 0, n = __atomic_load_n(&slots_seen, __ATOMIC_ACQUIRE); i < n; i++)
+    for (int i = 0, n = slots_to_sum(); i < n; i++)
         sum += (uint64_t)__atomic_load_n(&slots[i].bytes, __ATOMIC_RELAXED);
     return (int64_t)sum > 0 ? sum : 0; /* racing threads may leave it below zero */
 }

@@ -213,22 +213,27 @@ GMP_HIDDEN extern __thread host_slot *gmp_host_slot __attribute__((tls_model("in
 /* A thread's first call: claims its slot (or counts into the overflow). */
 GMP_HIDDEN void gmp_host_account_first(int64_t delta_bytes);
 
+/* delta added to a word of a slot by the slot's own thread, its only
+ * writer: a thread frees what others allocated, so its own count may go
+ * below zero; the sum over threads is what counts (wrapping, never UB). */
+static inline void gmp_slot_word_add(uint64_t *word, int64_t delta)
+{
+#if defined(__x86_64__)
+    /* One add to memory, not the load and store that relaxed atomics keep
+     * apart (3% of the malloc/free churn): an aligned word changed by one
+     * instruction, which readers see whole; the lock prefix is not needed
+     * for that. */
+    __asm__("addq %1, %0" : "+m"(*word) : "er"(delta));
+#else
+    __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) + (uint64_t)delta,
+                     __ATOMIC_RELAXED);
+#endif
+}
+
 static inline void gmp_host_slot_add(host_slot *s, int64_t delta, uint64_t *count)
 {
-    /* a thread frees what others allocated: its own count may go below
-     * zero; the sum over threads is what counts (wrapping, never UB) */
-#if defined(__x86_64__)
-    /* One add to memory each, not the load and store that relaxed atomics
-     * keep apart (3% of the malloc/free churn): the slot's only writer
-     * changes an aligned word with one instruction, which readers see
-     * whole; the lock prefix is not needed for that. */
-    __asm__("addq %1, %0" : "+m"(s->bytes) : "er"(delta));
-    __asm__("addq $1, %0" : "+m"(*count));
-#else
-    uint64_t now = (uint64_t)__atomic_load_n(&s->bytes, __ATOMIC_RELAXED) + (uint64_t)delta;
-    __atomic_store_n(&s->bytes, (int64_t)now, __ATOMIC_RELAXED);
-    __atomic_store_n(count, __atomic_load_n(count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-#endif
+    gmp_slot_word_add((uint64_t *)&s->bytes, delta);
+    gmp_slot_word_add(count, 1);
 }
 
 /* An allocation of `bytes`, and a free of them: two forms, so the hot path
@@ -279,13 +284,7 @@ static inline void gmp_count_device_call(uint32_t cell, int is_free, int64_t del
     }
     if (GMP_UNLIKELY(__atomic_load_n(&s->device_cell, __ATOMIC_RELAXED) != cell + 1))
         gmp_thread_device_calls_move(s, cell);
-    uint64_t *count = is_free ? &s->device_frees : &s->device_allocs;
-#if defined(__x86_64__)
-    __asm__("addq %1, %0" : "+m"(*count) : "er"(delta)); /* as gmp_host_slot_add */
-#else
-    __atomic_store_n(count, __atomic_load_n(count, __ATOMIC_RELAXED) + (uint64_t)delta,
-                     __ATOMIC_RELAXED);
-#endif
+    gmp_slot_word_add(is_free ? &s->device_frees : &s->device_allocs, delta);
 }
 
 /* sizes.c: requested sizes of heap blocks by address (lock-free, bounded).
