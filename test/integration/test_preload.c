@@ -236,6 +236,39 @@ static void test_request_no_host_could_give(void **state)
         fail_msg("no numbers:\n%s", shown);
 }
 
+/* A tool run as `python3 -m` from an installed package fails with every
+ * frame a library's: the site is its innermost (not runpy's outermost
+ * glue, which is in every such stack), said to be no frame of the
+ * program's own, and triage groups by it. */
+static void test_python_site_inside_a_package(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "pkgs=%s/lib/python3/site-packages; mkdir -p $pkgs && "
+             "printf 'def reserve():\n    %s\n\nreserve()\n' "
+             "> $pkgs/gmp_reserve_tool.py && PYTHONPATH=$pkgs exec python3 -m gmp_reserve_tool",
+             paths.scratch, "return bytearray(80 << 40)");
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 1);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    static char shown[1 << 16], shown_err[4096];
+    const char *show[] = {inspect_path(), "show", bundle, NULL};
+    assert_int_equal(run_capture(show, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    if (!strstr(shown, "\nFailed at:        gmp_reserve_tool.py:2 in reserve  "
+                       "(no frame of the program's own)\n"))
+        fail_msg("show names another site:\n%s", shown);
+    const char *triage[] = {inspect_path(), "triage", paths.dumps, NULL};
+    /* 3: an out-of-memory death among the bundles */
+    int triaged = run_capture(triage, shown, sizeof shown, shown_err, sizeof shown_err);
+    assert_int_equal(exit_code_of(triaged), 3);
+    if (!strstr(shown, "gmp_reserve_tool.py:2 in reserve"))
+        fail_msg("triage groups by another site:\n%s", shown);
+}
+
 /* A C++ program's failed allocation: show names the site as C++. */
 static void test_cxx_site_reads_as_cxx(void **state)
 {
@@ -515,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_python_memoryerror),
         cmocka_unit_test(test_python_growth_story),
         cmocka_unit_test(test_request_no_host_could_give),
+        cmocka_unit_test(test_python_site_inside_a_package),
         cmocka_unit_test(test_cxx_site_reads_as_cxx),
         cmocka_unit_test(test_second_failure_and_timeout_and_first),
         cmocka_unit_test(test_recovery_is_not_an_oom),

@@ -178,6 +178,9 @@ typedef struct python_stack {
  * st->text), -1 when the bundle has none readable. */
 int python_stack_read(bundle *b, python_stack *st);
 void print_python_stack(bundle *b);
+/* The failure's Python site ("train.py:42 in step"): the innermost frame of
+ * the program's own (SITE_PROGRAM), else the innermost of a library's
+ * (SITE_LIBRARY); SITE_UNKNOWN when the bundle has no Python stack. */
 int python_site(bundle *b, char *out, size_t cap);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,

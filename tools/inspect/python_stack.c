@@ -2,7 +2,8 @@
  * python_stack.c — the Python stack of the thread that failed, from the
  * bundle's python_traceback.txt: printed by `show`, and its innermost frame
  * of the program's own (not an installed package's, not the standard
- * library's) is the site of a Python failure for `triage`.
+ * library's; the innermost of theirs when it has none) is the site of a
+ * Python failure for `show` and `triage`.
  *
  * The file holds faulthandler's words at the failure (innermost frame
  * first, `File "f.py", line 4 in fn`), or the traceback Python printed
@@ -97,13 +98,22 @@ int python_site(bundle *b, char *out, size_t cap)
 {
     python_stack st;
     if (python_stack_read(b, &st) < 0)
-        return -1;
+        return SITE_UNKNOWN;
     size_t k = 0;
-    while (k + 1 < st.n && is_library_file(st.frames[k].file))
+    while (k < st.n && is_library_file(st.frames[k].file))
         k++;
+    int found = SITE_PROGRAM;
+    if (k == st.n) {
+        /* Every frame is the standard library's or a package's (python -m
+         * of an installed tool): the innermost one that is not runpy's or
+         * importlib's frozen glue, which every such stack ends in. */
+        found = SITE_LIBRARY;
+        for (k = 0; k + 1 < st.n && !strncmp(st.frames[k].file, "<frozen ", 8); k++)
+            ;
+    }
     const char *file = st.frames[k].file, *slash = strrchr(file, '/');
     snprintf(out, cap, "%s:%ld%s%s", slash ? slash + 1 : file, st.frames[k].line,
              st.frames[k].fn ? " in " : "", st.frames[k].fn ? st.frames[k].fn : "");
     free(st.text);
-    return 0;
+    return found;
 }

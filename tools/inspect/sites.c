@@ -184,8 +184,9 @@ int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
 
 int name_failure_site(bundle *b, char *out, size_t cap)
 {
-    if (python_site(b, out, cap) == 0)
-        return SITE_PROGRAM;
+    int python = python_site(b, out, cap);
+    if (python != SITE_UNKNOWN)
+        return python;
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
     const char *path, *raw;
     uint64_t offset;

@@ -8,8 +8,9 @@
  * out-of-memory death is among the bundles; else 1 when a path is missing
  * or a bundle unreadable; else 0, memory-pressure warnings and kills or
  * crashes nothing ties to memory listed but never failures; 2 on usage.
- * The site is the innermost Python frame, else the failing call's innermost
- * frame of the program's own as module+offset (modules.json), so it is the
+ * The site is the innermost Python frame of the program's own (else of a
+ * library's), else the failing call's innermost frame of the program's own
+ * as module+offset (modules.json), so it is the
  * same in every process whatever ASLR did.
  */
 #include "inspect.h"
@@ -65,16 +66,16 @@ static void add_name(name_set *s, const char *v)
     snprintf(s->v[s->n++], sizeof s->v[0], "%s", v);
 }
 
-/* The failure's site: the innermost Python frame when the bundle has the
- * Python stack ("train.py:42 in step", the file's base name, the same on
- * every machine); else the failing call's innermost frame of the program's
+/* The failure's site: python_site's when the bundle has the Python stack
+ * ("train.py:42 in step", the file's base name, the same on every
+ * machine); else the failing call's innermost frame of the program's
  * own as module+offset ("train+0x1a2b", the same whatever ASLR did),
  * skipping the C library, the loader, interpreters, GPU runtimes and us;
  * else the first frame at all. */
 static void top_site(bundle *b, char *out, size_t cap)
 {
     snprintf(out, cap, "-");
-    if (python_site(b, out, cap) == 0)
+    if (python_site(b, out, cap) != SITE_UNKNOWN)
         return;
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
     const char *path, *raw;
