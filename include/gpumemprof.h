@@ -289,6 +289,9 @@ typedef struct gmp_failed_request {
      * frames: the recorder's own are left out); symbolise with modules.json */
     uint32_t stack_depth;
     uint64_t stack[GMP_STACK_MAX];
+    /* the time of its "oom" event (CLOCK_REALTIME), which names that event
+     * among retries of the same size; 0: not known */
+    uint64_t time_ns;
 } gmp_failed_request;
 
 /* A device's memory as the process saw it (its own context's view), and

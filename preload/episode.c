@@ -297,11 +297,12 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
                          long code, uint64_t in_use)
 {
     gmp_classification c = gmp_classify_result(backend, api, code);
-    gmp_pl_event(c.is_oom ? GMP_EV_OOM : GMP_EV_ALLOC_FAILED, backend, device, api, 0, size,
-                 (int32_t)code, in_use);
+    uint64_t now = gmp_now_realtime_ns();
+    gmp_pl_event_at(now, 0, c.is_oom ? GMP_EV_OOM : GMP_EV_ALLOC_FAILED, backend, device, api,
+                    0, size, (int32_t)code, in_use);
     if (!c.is_oom)
         return;
-    gmp_failed_request f = {1, api, size, device, code, in_use, 0, {0}};
+    gmp_failed_request f = {1, api, size, device, code, in_use, 0, {0}, now};
     f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);
     gmp_pl_probe_python(); /* now, not in the signal handler a crash may bring */
     note_recent(backend, &f);

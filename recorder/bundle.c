@@ -124,6 +124,10 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
         gmp_jw_ki64(w, "device", req->failed.device);
         gmp_jw_ki64(w, "code", req->failed.code);
         gmp_jw_ku64(w, "bytes_in_use", req->failed.in_use);
+        if (req->failed.time_ns) { /* as its event's, to name it among same-sized retries */
+            gmp_jw_key(w, "timestamp");
+            gmp_jw_seconds(w, req->failed.time_ns);
+        }
         gmp_jw_key(w, "stack");
         gmp_jw_arr_begin(w);
         for (uint32_t i = 0; i < req->failed.stack_depth && i < GMP_STACK_MAX; i++)

@@ -285,7 +285,7 @@ static int read_story(const gmp_event *ev, void *arg)
         s->gpu_backend = (gmp_backend)ev->backend;
     if (ev->type == GMP_EV_OOM) {
         s->failed = (gmp_failed_request){1, (gmp_api)ev->api, ev->size, ev->device,
-                                         ev->result, ev->in_use, 0, {0}};
+                                         ev->result, ev->in_use, 0, {0}, ev->time_ns};
         s->failed_stack_id = ev->stack_id;
         s->failed_backend = ev->backend < GMP_BACKEND_COUNT ? (gmp_backend)ev->backend
                                                             : GMP_BACKEND_CPU;

@@ -302,6 +302,15 @@ static void test_second_failure_and_timeout_and_first(void **state)
     assert_string_equal(json_str(md, "confirmed_by"), "second_failure");
     json_decref(md);
     expect_first_cause(bundle, "a request larger than any machine's memory"); /* 2^60 bytes */
+    /* the failed request is the first of the two same-sized failures, not
+     * the one that confirmed it */
+    static char listed[1 << 16], listed_err[4096];
+    const char *events[] = {inspect_path(), "events", bundle, NULL};
+    assert_int_equal(run_capture(events, listed, sizeof listed, listed_err, sizeof listed_err), 0);
+    char *first = strstr(listed, "  oom  "), *second = first ? strstr(first + 1, "  oom  ") : NULL;
+    if (!second || !strstr(first, "<- the failed request\n") ||
+        strstr(first, "<- the failed request\n") > second || strstr(second, "<- the failed"))
+        fail_msg("the failed request is not the first failure:\n%s", listed);
 
     snprintf(cmd, sizeof cmd, "%s fail-sleep", program);
     run_sh("GMP_OOM_CONFIRM_MS=300", cmd);

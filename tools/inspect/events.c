@@ -26,6 +26,7 @@ typedef struct cursor {
     event_list *list;
     const char *failed_api; /* the failed request, to find its event */
     int64_t failed_size;
+    json_t *failed_time; /* its event's timestamp (newer bundles): that event alone */
     size_t last_oom;
     char *err;
     size_t err_cap;
@@ -114,8 +115,10 @@ static int after_member(cursor *c, char close)
 }
 
 /* What indexing keeps of event i: whether it is an object, and whether it
- * is the failure (the last "oom" event of the failed request's API and
- * size; the last "oom" event of any kind when none matches). */
+ * is the failure: the "oom" event of the failed request's API and time
+ * when the bundle gives the time (a retry of the same size that confirmed
+ * it comes later, an earlier episode's failure before it); else the last
+ * "oom" event of its API and size, or of any kind when none matches. */
 static void note_event(cursor *c, json_t *ev, size_t i)
 {
     event_list *l = c->list;
@@ -129,9 +132,14 @@ static void note_event(cursor *c, json_t *ev, size_t i)
         return;
     c->last_oom = i;
     int64_t size;
-    if (c->failed_api && api && !strcmp(api, c->failed_api) && !jint(ev, "size", &size) &&
-        size == c->failed_size)
+    if (!c->failed_api || !api || strcmp(api, c->failed_api))
+        return;
+    if (c->failed_time) {
+        if (json_equal(json_object_get(ev, "timestamp"), c->failed_time))
+            l->failure = i;
+    } else if (!jint(ev, "size", &size) && size == c->failed_size) {
         l->failure = i;
+    }
 }
 
 /* The array at the cursor ('[' already seen): each element indexed. */
@@ -214,7 +222,16 @@ int events_load_at(int dirfd, event_list *l, json_t *failed_request, char *err,
     }
     l->text = text;
     l->len = len;
-    cursor c = {text, len, 0, l, jstr(failed_request, "api"), -1, SIZE_MAX, why, sizeof why};
+    json_t *failed_time = json_object_get(failed_request, "timestamp");
+    cursor c = {.text = text,
+                .len = len,
+                .list = l,
+                .failed_api = jstr(failed_request, "api"),
+                .failed_size = -1,
+                .failed_time = json_is_number(failed_time) ? failed_time : NULL,
+                .last_oom = SIZE_MAX,
+                .err = why,
+                .err_cap = sizeof why};
     jint(failed_request, "size", &c.failed_size);
     int found = 0, rc = 0;
     skip_space(&c);
@@ -228,7 +245,9 @@ int events_load_at(int dirfd, event_list *l, json_t *failed_request, char *err,
     } else {
         rc = invalid(&c, c.pos, "'[' or '{' expected near the start");
     }
-    if (l->failure == SIZE_MAX)
+    /* with the time given and no event of it (it fell out of the ring),
+     * another failure is not called the failed request */
+    if (l->failure == SIZE_MAX && !c.failed_time)
         l->failure = c.last_oom;
     if (rc == 0) {
         skip_space(&c);
