@@ -12,8 +12,10 @@
  *   timeout         GMP_OOM_CONFIRM_MS pass (a watcher thread, started on the
  *                   first episode, or the next hook call notices)
  *   first           GMP_OOM_POLICY=first writes at the first failure
- * A later success there of at least the failed size closes the episode as
- * recovered (an event, counted in the next bundle).  Each episode's state
+ *   message         a success that would close it comes after the program
+ *                   wrote its OOM to stderr (oom_messages.c)
+ * Else a later success there of at least the failed size closes the episode
+ * as recovered (an event, counted in the next bundle).  Each episode's state
  * moves by CAS, so exactly one thread commits it: at most one bundle per
  * episode, no lock on the way to the dump.  A program that catches the OOM
  * and reports it (program_dump.c) adopts the open episode instead: its
@@ -250,35 +252,53 @@ static void note_recent(gmp_backend backend, const gmp_failed_request *f)
     __atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 }
 
-/* The best recent failure for a signal on this thread, copied out; 0 when
- * there is none (or every candidate is being written right now). */
-static int recent_for_crash(gmp_failed_request *f, gmp_backend *backend)
+/* The newest recent failure that is this thread's (own_only), of backend
+ * (want_backend >= 0) and at since_ns or later, copied out; 0 when there is
+ * none (or every candidate is being written right now). */
+static int newest_recent(int own_only, int want_backend, uint64_t since_ns,
+                         gmp_failed_request *f, gmp_backend *backend)
 {
     uint32_t self = gmp_gettid();
     int tried[RECENT_SLOTS] = {0};
-    for (int own = 1; own >= 0; own--)
-        for (;;) {
-            int best = -1;
-            uint64_t best_seq = 0;
-            for (int i = 0; i < RECENT_SLOTS; i++) {
-                uint64_t seq = __atomic_load_n(&recent[i].seq, __ATOMIC_RELAXED);
-                if (tried[i] || seq <= best_seq ||
-                    (own && __atomic_load_n(&recent[i].tid, __ATOMIC_RELAXED) != self))
-                    continue;
-                best = i;
-                best_seq = seq;
-            }
-            if (best < 0)
-                break;
-            tried[best] = 1;
-            if (!take_slot(&recent[best]))
+    for (;;) {
+        int best = -1;
+        uint64_t best_seq = 0;
+        for (int i = 0; i < RECENT_SLOTS; i++) {
+            uint64_t seq = __atomic_load_n(&recent[i].seq, __ATOMIC_RELAXED);
+            if (tried[i] || seq <= best_seq ||
+                (own_only && __atomic_load_n(&recent[i].tid, __ATOMIC_RELAXED) != self))
                 continue;
+            best = i;
+            best_seq = seq;
+        }
+        if (best < 0)
+            return 0;
+        tried[best] = 1;
+        if (!take_slot(&recent[best]))
+            continue;
+        int fits = (want_backend < 0 || (int)recent[best].backend == want_backend) &&
+                   recent[best].f.time_ns >= since_ns;
+        if (fits) {
             *f = recent[best].f;
             *backend = recent[best].backend;
-            __atomic_store_n(&recent[best].busy, 0, __ATOMIC_RELEASE);
-            return 1;
         }
-    return 0;
+        __atomic_store_n(&recent[best].busy, 0, __ATOMIC_RELEASE);
+        if (fits)
+            return 1;
+    }
+}
+
+/* For a signal: the crashing thread's own failure (its unchecked NULL),
+ * else the newest. */
+static int recent_for_crash(gmp_failed_request *f, gmp_backend *backend)
+{
+    return newest_recent(1, -1, 0, f, backend) || newest_recent(0, -1, 0, f, backend);
+}
+
+int gmp_episode_recent_failure(gmp_backend backend, uint64_t since_ns, gmp_failed_request *f)
+{
+    gmp_backend found;
+    return newest_recent(0, (int)backend, since_ns, f, &found);
 }
 
 /* The watcher exists only in processes that had an episode. */
@@ -356,6 +376,13 @@ void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_
     if (!__atomic_compare_exchange_n(&ep->state, &expected, EP_COMMITTING, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
+    if (gmp_messages_pending()) {
+        /* The program said its OOM since the failure: not a retry that
+         * worked.  CPython's malloc(64) fails, and the MemoryError's
+         * traceback is printed with memory the unwinding gave back. */
+        commit(backend, ep, "message", NULL);
+        return;
+    }
     gmp_pl_event(GMP_EV_OOM_RECOVERED, backend, device, ep->failed.api, 0, failed_size, 0,
                  in_use);
     __atomic_fetch_add(&recovered, 1, __ATOMIC_RELAXED);

@@ -14,7 +14,9 @@
  *     atomically, bundle_patch.c);
  *   - else it is the only news of the OOM: a bundle of its own, with reason
  *     message_pattern:<pattern>, at most one per process (a framework that
- *     logs its OOM on every retry writes one bundle, not a directory full).
+ *     logs its OOM on every retry writes one bundle, not a directory full),
+ *     whose failed request is its backend's newest failure in the 10 s
+ *     before, when a later success closed that one's episode.
  * Python's own traceback as it prints it ("Traceback (most recent call
  * last):", the frames, the exception's line) is kept too: a failure in a
  * call that released the GIL (torch allocates so) has no Python stack of
@@ -42,7 +44,8 @@ typedef struct exception_text {
 } exception_text;
 
 static int busy;                      /* atomic try-lock over everything below */
-static exception_text pending;        /* for the open episode */
+static exception_text pending; /* for the open episode; its level is read
+                                 * without the lock (stored atomically) */
 static char last_bundle[GMP_PATH_MAX];
 static uint64_t last_bundle_ns;
 static int last_bundle_level; /* GMP_MESSAGES_PROGRAM: the program's own */
@@ -84,13 +87,18 @@ int gmp_messages_take(char *type, char *module, char *message, size_t cap, int *
         gmp_strlcpy(type, pending.type, cap);
         gmp_strlcpy(module, pending.module, cap);
         gmp_strlcpy(message, pending.message, cap);
-        pending.level = 0;
+        __atomic_store_n(&pending.level, 0, __ATOMIC_RELAXED);
         if (pending_traceback && traceback_state == 2)
             *python_fd = traceback_fd();
         pending_traceback = 0;
     }
     unlock();
     return level;
+}
+
+int gmp_messages_pending(void)
+{
+    return __atomic_load_n(&pending.level, __ATOMIC_RELAXED) != 0;
 }
 
 /* Python's traceback, line by line as it is printed: the frames are
@@ -219,6 +227,12 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         .confirmed_by = "message",
         .python_traceback_fd = traceback_state == 2 ? traceback_fd() : -1,
     };
+    /* An allocation that failed shortly before is what the message is about
+     * even when a later success of its size closed its episode as
+     * recovered: CPython's malloc(32) fails, the MemoryError unwinds, its
+     * traceback is printed with memory the unwinding gave back. */
+    uint64_t now = gmp_now_realtime_ns();
+    gmp_episode_recent_failure(req.backend, now > RECENT_NS ? now - RECENT_NS : 0, &req.failed);
     int written = gmp_pl_dump(&req, path, sizeof path) != NULL;
     if (req.python_traceback_fd > 0)
         close(req.python_traceback_fd);
@@ -226,7 +240,7 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         message_bundle_pid = pid;
         gmp_log("OOM message on stderr (%s); bundle: %s", pattern, path);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);
-        last_bundle_ns = gmp_now_realtime_ns();
+        last_bundle_ns = now;
         last_bundle_level = t->level;
     }
 }
@@ -260,8 +274,12 @@ static void on_line(const char *line)
             t.level = 2;
         }
     if (gmp_any_episode_open()) {
-        if (t.level > pending.level)
-            pending = t;
+        if (t.level > pending.level) {
+            memcpy(pending.type, t.type, sizeof t.type);
+            memcpy(pending.module, t.module, sizeof t.module);
+            memcpy(pending.message, t.message, sizeof t.message);
+            __atomic_store_n(&pending.level, t.level, __ATOMIC_RELAXED);
+        }
         pending_traceback |= with_traceback;
         return;
     }

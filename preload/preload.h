@@ -371,6 +371,11 @@ GMP_HIDDEN void gmp_episode_commit_backend(gmp_backend backend, const char *conf
 GMP_HIDDEN int gmp_episode_adopt(gmp_backend prefer, gmp_backend *backend,
                                  gmp_failed_request *f, int *traceback_fd,
                                  uint32_t *recovered_episodes);
+/* The newest failed request of backend at since_ns (CLOCK_REALTIME) or
+ * later, copied into *f, whether or not its episode recovered: for a
+ * framework's OOM message that follows it.  1, or 0 when there is none. */
+GMP_HIDDEN int gmp_episode_recent_failure(gmp_backend backend, uint64_t since_ns,
+                                          gmp_failed_request *f);
 /* Commits episodes whose confirmation time has passed. */
 GMP_HIDDEN void gmp_episode_check_deadlines(void);
 GMP_HIDDEN void gmp_episode_after_fork(void);
@@ -429,6 +434,8 @@ GMP_HIDDEN void gmp_leak_check_at_exit(void);
  * its exception, 0 the hook's own words). */
 GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t cap,
                                  int *python_fd);
+/* Whether such a message is waiting for an episode's bundle. */
+GMP_HIDDEN int gmp_messages_pending(void);
 /* Bytes the program just wrote to stderr (stderr.c), at most 4 KiB read. */
 GMP_HIDDEN void gmp_messages_scan(const char *buf, size_t n);
 GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);

@@ -358,6 +358,62 @@ static void test_recovery_is_not_an_oom(void **state)
     assert_int_equal(recovered, 1);
     assert_int_equal(ooms, 3);
     json_decref(events);
+
+    /* a recovered failure that the program then calls an OOM is the
+     * failed request of the message's bundle */
+    snprintf(cmd, sizeof cmd, "%s recover-then-say", program);
+    run_sh(NULL, cmd);
+    assert_int_equal(exit_code(), 0);
+    md = only_bundle_file(paths.dumps, "metadata.json", path, sizeof path);
+    assert_string_equal(json_str(md, "reason"), "message_pattern:MemoryError");
+    json_t *fr = json_object_get(md, "failed_request");
+    assert_string_equal(json_str(fr, "api"), "malloc");
+    assert_int_equal(json_int(fr, "size"), 300 << 20);
+    json_decref(md);
+    static char shown[1 << 16], shown_err[4096];
+    const char *show[] = {inspect_path(), "show", path, NULL};
+    assert_int_equal(run_capture(show, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    if (strstr(shown, "no allocation call failed") ||
+        !strstr(shown, "\nFailed request:   malloc of 300.0 MiB of host memory"))
+        fail_msg("show does not tell the failed malloc:\n%s", shown);
+}
+
+/* Python's small objects outgrow RLIMIT_AS: malloc(64) fails, the
+ * MemoryError unwinds and its traceback is printed with memory the
+ * unwinding gave back (a success the failed size would call a recovery).
+ * Every time one bundle: the failed malloc, Python's exception, and the
+ * limit named by the address space (CPython's arenas are mapped, not
+ * malloc'd, so the bytes malloc holds are far below it). */
+static void test_python_small_objects_outgrow_the_limit(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    for (int run = 0; run < 3; run++) {
+        run_sh(NULL, "ulimit -v 500000; exec python3 -c '\n"
+                     "cache = []\n"
+                     "def remember(i):\n"
+                     "    cache.append({\"id\": i, \"name\": \"x\" * 20})\n"
+                     "i = 0\n"
+                     "while True:\n"
+                     "    remember(i)\n"
+                     "    i += 1\n'");
+        assert_int_equal(exit_code(), 1);
+        char bundle[1024];
+        json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+        assert_string_equal(json_str(md, "exception_type"), "MemoryError");
+        assert_true(json_is_object(json_object_get(md, "failed_request")));
+        json_decref(md);
+        expect_first_cause(bundle, "a host limit was reached (the address-space limit)");
+        static char shown[1 << 16], shown_err[4096];
+        const char *show[] = {inspect_path(), "show", bundle, NULL};
+        assert_int_equal(run_capture(show, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+        /* the line that failed: the dict's, the call's or the counter's */
+        if (!strstr(shown, "was mapped (VmSize)") || !strstr(shown, "\nFailed at:        <string>:"))
+            fail_msg("run %d:\n%s", run, shown);
+        char rm[1200];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", paths.dumps);
+        assert_int_equal(system(rm), 0);
+    }
 }
 
 static void test_forked_child(void **state)
@@ -561,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_cxx_site_reads_as_cxx),
         cmocka_unit_test(test_second_failure_and_timeout_and_first),
         cmocka_unit_test(test_recovery_is_not_an_oom),
+        cmocka_unit_test(test_python_small_objects_outgrow_the_limit),
         cmocka_unit_test(test_forked_child),
         cmocka_unit_test(test_sixteen_threads),
         cmocka_unit_test(test_c_api_inside_preloaded_process),

@@ -10,6 +10,8 @@
  *   recover      under RLIMIT_AS: a big malloc fails, memory is freed, the
  *                same size succeeds; exit 0
  *   recover-then-fail   recover, then fail twice; exit 0
+ *   recover-then-say    recover, then write "MemoryError" to stderr, as a
+ *                runtime that raised it on the failure would; exit 0
  *   fork         a child fails twice and exits 0; the parent waits, exit 0
  *   threads      16 threads allocate and free; one fails twice; exit 0
  *   api          finds the preload's recorder with dlsym, sets context and
@@ -345,6 +347,11 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "recover"))
         return recover();
+    if (!strcmp(mode, "recover-then-say")) {
+        int rc = recover();
+        fputs("MemoryError\n", stderr);
+        return rc;
+    }
     if (!strcmp(mode, "recover-then-fail")) {
         int rc = recover();
         fail_twice();

@@ -316,7 +316,7 @@ static void collect(bundle *b, causes *cs)
                                 "returned instead of checking it", reason);
         add(cs, "a crash caused by an unchecked failed allocation", ev);
     }
-    if (starts(reason, "message_pattern:"))
+    if (starts(reason, "message_pattern:") && !json_is_object(fr))
         add(cs, "the framework's own memory pool ran out (no allocation call failed)",
             jstr(md, "exception_message"));
     if (reason && !strcmp(reason, "memory_pressure"))
@@ -357,13 +357,19 @@ static void collect(bundle *b, causes *cs)
     }
     if (size >= 0 && device >= 0)
         device_rules(md, size, device, cs);
-    int64_t as = rlimit_of(b->environment, "as");
-    if (size >= 0 && device < 0 && as > 0 && in_use >= 0 && (in_use + size) * 10 >= as * 8) {
+    /* RLIMIT_AS limits the address space, of which malloc's bytes are a
+     * part: an interpreter's arenas (CPython's, V8's) are mapped directly,
+     * and the process's VmSize when the bundle was written counts them */
+    int64_t as = rlimit_of(b->environment, "as"), mapped = -1;
+    jint(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size", &mapped);
+    int by_map = mapped > in_use;
+    int64_t held = by_map ? mapped : in_use;
+    if (size >= 0 && device < 0 && as > 0 && held >= 0 && (held + size) * 10 >= as * 8) {
         fmt_bytes((uint64_t)as, a, sizeof a);
-        fmt_bytes((uint64_t)in_use, b2, sizeof b2);
+        fmt_bytes((uint64_t)held, b2, sizeof b2);
         fmt_bytes((uint64_t)size, c, sizeof c);
-        snprintf(ev, sizeof ev, "RLIMIT_AS is %s; %s was in use and %s more was asked for", a,
-                 b2, c);
+        snprintf(ev, sizeof ev, "RLIMIT_AS is %s; %s %s and %s more was asked for", a, b2,
+                 by_map ? "was mapped (VmSize)" : "was in use", c);
         add(cs, "a host limit was reached (the address-space limit)", ev);
     }
     if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))

@@ -47,8 +47,10 @@ static void print_failed_request(bundle *b)
     if (!jint(fr, "bytes_in_use", &in_use) && in_use >= 0) {
         char amount[32];
         fmt_bytes((uint64_t)in_use, amount, sizeof amount);
+        /* the host's count is the malloc family's: an interpreter's own
+         * arenas (CPython's, V8's) come from mmap, and the RSS says those */
         printf("%-18s%s %s\n", "In use then:", amount,
-               device >= 0 ? "on that device" : "of host memory");
+               device >= 0 ? "on that device" : "of host memory through malloc");
     }
     char site[600];
     int found = name_failure_site(b, site, sizeof site);
