@@ -174,6 +174,14 @@ static void test_oom_lines(void **state)
         {"memory allocation of resources to the pool failed", NULL},
         {"you tried to allocate a slot twice", NULL},
         {"    raise MemoryError", NULL},
+        /* TensorFlow's warning in jobs that run on */
+        {"2021-11-05 09:30:48.424570: W tensorflow/core/common_runtime/bfc_allocator.cc:271] "
+         "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.55GiB with "
+         "freed_by_count=0. The caller indicates that this is not a failure, but may mean that "
+         "there could be performance gains if more memory were available.", NULL},
+        {"W tensorflow/core/common_runtime/bfc_allocator.cc:217] Ran out of memory trying to "
+         "allocate 1.17GiB. The caller indicates that this is not a failure, but may mean that "
+         "there could be performance gains if more memory is available.", NULL},
         {"warning: something else entirely", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
