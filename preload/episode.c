@@ -13,7 +13,7 @@
  *                   first episode, or the next hook call notices)
  *   first           GMP_OOM_POLICY=first writes at the first failure
  *   message         a success that would close it comes after the program
- *                   wrote its OOM to stderr (oom_messages.c)
+ *                   wrote an OOM exception to stderr (oom_messages.c)
  * Else a later success there of at least the failed size closes the episode
  * as recovered (an event, counted in the next bundle).  Each episode's state
  * moves by CAS, so exactly one thread commits it: at most one bundle per
@@ -376,8 +376,8 @@ void gmp_episode_success(gmp_backend backend, int device, uint64_t size, uint64_
     if (!__atomic_compare_exchange_n(&ep->state, &expected, EP_COMMITTING, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
-    if (gmp_messages_pending()) {
-        /* The program said its OOM since the failure: not a retry that
+    if (gmp_messages_exception_pending()) {
+        /* The program raised an OOM since the failure: not a retry that
          * worked.  CPython's malloc(64) fails, and the MemoryError's
          * traceback is printed with memory the unwinding gave back. */
         commit(backend, ep, "message", NULL);

@@ -96,9 +96,9 @@ int gmp_messages_take(char *type, char *module, char *message, size_t cap, int *
     return level;
 }
 
-int gmp_messages_pending(void)
+int gmp_messages_exception_pending(void)
 {
-    return __atomic_load_n(&pending.level, __ATOMIC_RELAXED) != 0;
+    return __atomic_load_n(&pending.level, __ATOMIC_RELAXED) >= 2;
 }
 
 /* Python's traceback, line by line as it is printed: the frames are
@@ -229,7 +229,7 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
     };
     /* An allocation that failed shortly before is what the message is about
      * even when a later success of its size closed its episode as
-     * recovered: CPython's malloc(32) fails, the MemoryError unwinds, its
+     * recovered: CPython's malloc(64) fails, the MemoryError unwinds, its
      * traceback is printed with memory the unwinding gave back. */
     uint64_t now = gmp_now_realtime_ns();
     gmp_episode_recent_failure(req.backend, now > RECENT_NS ? now - RECENT_NS : 0, &req.failed);

@@ -434,8 +434,9 @@ GMP_HIDDEN void gmp_leak_check_at_exit(void);
  * its exception, 0 the hook's own words). */
 GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t cap,
                                  int *python_fd);
-/* Whether such a message is waiting for an episode's bundle. */
-GMP_HIDDEN int gmp_messages_pending(void);
+/* Whether such a message, one naming its exception ("MemoryError",
+ * "torch.OutOfMemoryError: ..."), is waiting for an episode's bundle. */
+GMP_HIDDEN int gmp_messages_exception_pending(void);
 /* Bytes the program just wrote to stderr (stderr.c), at most 4 KiB read. */
 GMP_HIDDEN void gmp_messages_scan(const char *buf, size_t n);
 GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
