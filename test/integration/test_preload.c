@@ -44,6 +44,15 @@ static int exit_code(void)
     return exit_code_of(status);
 }
 
+/* What `gmp-inspect show BUNDLE` prints (it must succeed). */
+static const char *shown_of(const char *bundle)
+{
+    static char shown[1 << 16], shown_err[4096];
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    return shown;
+}
+
 static int bundle_count(void)
 {
     return count_prefixed(paths.dumps, "oom_dump_");
@@ -195,9 +204,7 @@ static void test_python_growth_story(void **state)
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     assert_string_equal(json_str(md, "confirmed_by"), "exit");
     json_decref(md);
-    static char shown[1 << 16], shown_err[4096];
-    const char *argv[] = {inspect_path(), "show", bundle, NULL};
-    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    const char *shown = shown_of(bundle);
     static const char *const want[] = {
         "steady growth, like a leak or a cache that never lets go",
         "frees before the failure",
@@ -229,9 +236,7 @@ static void test_request_no_host_could_give(void **state)
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
     expect_first_cause(bundle, "a request larger than this host could ever give");
-    static char shown[1 << 16], shown_err[4096];
-    const char *argv[] = {inspect_path(), "show", bundle, NULL};
-    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    const char *shown = shown_of(bundle);
     if (!strstr(shown, "evidence: asked for 80.0 TiB at once; the machine has "))
         fail_msg("no numbers:\n%s", shown);
 }
@@ -255,18 +260,16 @@ static void test_python_site_inside_a_package(void **state)
     assert_int_equal(exit_code(), 1);
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
-    static char shown[1 << 16], shown_err[4096];
-    const char *show[] = {inspect_path(), "show", bundle, NULL};
-    assert_int_equal(run_capture(show, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    const char *shown = shown_of(bundle);
     if (!strstr(shown, "\nFailed at:        gmp_reserve_tool.py:2 in reserve  "
                        "(no frame of the program's own)\n"))
         fail_msg("show names another site:\n%s", shown);
+    static char triaged[1 << 16], triaged_err[4096];
     const char *triage[] = {inspect_path(), "triage", paths.dumps, NULL};
-    /* 3: an out-of-memory death among the bundles */
-    int triaged = run_capture(triage, shown, sizeof shown, shown_err, sizeof shown_err);
-    assert_int_equal(exit_code_of(triaged), 3);
-    if (!strstr(shown, "gmp_reserve_tool.py:2 in reserve"))
-        fail_msg("triage groups by another site:\n%s", shown);
+    int how = run_capture(triage, triaged, sizeof triaged, triaged_err, sizeof triaged_err);
+    assert_int_equal(exit_code_of(how), 3); /* an out-of-memory death among the bundles */
+    if (!strstr(triaged, "gmp_reserve_tool.py:2 in reserve"))
+        fail_msg("triage groups by another site:\n%s", triaged);
 }
 
 /* A C++ program's failed allocation: show names the site as C++. */
@@ -283,9 +286,7 @@ static void test_cxx_site_reads_as_cxx(void **state)
         fail_msg("the program's own words first: %s", err);
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
-    static char shown[1 << 16], shown_err[4096];
-    const char *argv[] = {inspect_path(), "show", bundle, NULL};
-    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    const char *shown = shown_of(bundle);
     if (!strstr(shown, "\nFailed at:        model::reserve(unsigned long) (cxx_oom.cc:"))
         fail_msg("the site is not C++:\n%s", shown);
 }
@@ -370,9 +371,7 @@ static void test_recovery_is_not_an_oom(void **state)
     assert_string_equal(json_str(fr, "api"), "malloc");
     assert_int_equal(json_int(fr, "size"), 300 << 20);
     json_decref(md);
-    static char shown[1 << 16], shown_err[4096];
-    const char *show[] = {inspect_path(), "show", path, NULL};
-    assert_int_equal(run_capture(show, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+    const char *shown = shown_of(path);
     if (strstr(shown, "no allocation call failed") ||
         !strstr(shown, "\nFailed request:   malloc of 300.0 MiB of host memory"))
         fail_msg("show does not tell the failed malloc:\n%s", shown);
@@ -404,15 +403,10 @@ static void test_python_small_objects_outgrow_the_limit(void **state)
         assert_true(json_is_object(json_object_get(md, "failed_request")));
         json_decref(md);
         expect_first_cause(bundle, "a host limit was reached (the address-space limit)");
-        static char shown[1 << 16], shown_err[4096];
-        const char *show[] = {inspect_path(), "show", bundle, NULL};
-        assert_int_equal(run_capture(show, shown, sizeof shown, shown_err, sizeof shown_err), 0);
+        const char *shown = shown_of(bundle);
         /* the line that failed: the dict's, the call's or the counter's */
         if (!strstr(shown, "was mapped (VmSize)") || !strstr(shown, "\nFailed at:        <string>:"))
             fail_msg("run %d:\n%s", run, shown);
-        char rm[1200];
-        snprintf(rm, sizeof rm, "rm -rf '%s'", paths.dumps);
-        assert_int_equal(system(rm), 0);
     }
 }
 
