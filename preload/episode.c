@@ -142,19 +142,17 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
                 " on ", place, " failed with ", c.reason, " (code ", code, ").", (char *)NULL);
 
     /* a framework's own words on stderr, when it said something meanwhile */
-    char ftype[128], fmodule[128], fmessage[512];
+    gmp_oom_words said;
     int printed_traceback = -1; /* the Python stack as printed, when none was taken */
-    int framework = cr ? 0
-                       : gmp_messages_take(ftype, fmodule, fmessage, sizeof ftype,
-                                           &printed_traceback);
+    int framework = cr ? 0 : gmp_messages_take(&said, &printed_traceback);
     if (traceback_fd <= 0)
         traceback_fd = printed_traceback;
     gmp_dump_request req = {
         .reason = cr ? reason : c.reason,
-        .exception_type = framework && ftype[0] ? ftype : cr ? signame : c.reason,
-        .exception_module = framework ? (fmodule[0] ? fmodule : NULL)
+        .exception_type = framework && said.type[0] ? said.type : cr ? signame : c.reason,
+        .exception_module = framework ? (said.module[0] ? said.module : NULL)
                                       : library_of(backend, f->api),
-        .exception_message = framework ? fmessage : message,
+        .exception_message = framework ? said.message : message,
         .backend = backend,
         .confirmed_by = confirmed_by,
         .failed = *f,

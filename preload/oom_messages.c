@@ -46,6 +46,11 @@ typedef struct exception_text {
 static int busy;                      /* atomic try-lock over everything below */
 static exception_text pending; /* for the open episode; its level is read
                                  * without the lock (stored atomically) */
+/* taken whole into an episode's bundle: a torch message runs past 128 bytes */
+_Static_assert(sizeof pending.type == sizeof ((gmp_oom_words *)0)->type &&
+                   sizeof pending.module == sizeof ((gmp_oom_words *)0)->module &&
+                   sizeof pending.message == sizeof ((gmp_oom_words *)0)->message,
+               "what a message said is copied whole");
 static char last_bundle[GMP_PATH_MAX];
 static uint64_t last_bundle_ns;
 static int last_bundle_level; /* GMP_MESSAGES_PROGRAM: the program's own */
@@ -77,16 +82,16 @@ static int traceback_fd(void)
     return fd;
 }
 
-int gmp_messages_take(char *type, char *module, char *message, size_t cap, int *python_fd)
+int gmp_messages_take(gmp_oom_words *said, int *python_fd)
 {
     *python_fd = -1;
     if (!__atomic_load_n(&pending.level, __ATOMIC_RELAXED) || !try_lock())
         return 0;
     int level = pending.level;
     if (level) {
-        gmp_strlcpy(type, pending.type, cap);
-        gmp_strlcpy(module, pending.module, cap);
-        gmp_strlcpy(message, pending.message, cap);
+        gmp_strlcpy(said->type, pending.type, sizeof said->type);
+        gmp_strlcpy(said->module, pending.module, sizeof said->module);
+        gmp_strlcpy(said->message, pending.message, sizeof said->message);
         __atomic_store_n(&pending.level, 0, __ATOMIC_RELAXED);
         if (pending_traceback && traceback_state == 2)
             *python_fd = traceback_fd();

@@ -427,13 +427,14 @@ GMP_HIDDEN void gmp_leak_check_at_exit(void);
 /* ==== what the program says: stderr, Python ======================================== */
 
 /* oom_messages.c: an OOM message seen on stderr while an episode was open, for
- * its bundle: copies it out (cap bytes each) and returns its level (0 none);
- * *python_fd: the Python traceback printed with it, in a memfd the caller
- * closes, or -1.
+ * its bundle: copies it out and returns its level (0 none); *python_fd: the
+ * Python traceback printed with it, in a memfd the caller closes, or -1.
  * note_bundle: an episode's bundle was written at path (level: what filled
  * its exception, 0 the hook's own words). */
-GMP_HIDDEN int gmp_messages_take(char *type, char *module, char *message, size_t cap,
-                                 int *python_fd);
+typedef struct gmp_oom_words {
+    char type[128], module[128], message[512]; /* "OutOfMemoryError", "torch", ... */
+} gmp_oom_words;
+GMP_HIDDEN int gmp_messages_take(gmp_oom_words *said, int *python_fd);
 /* Whether such a message, one naming its exception ("MemoryError",
  * "torch.OutOfMemoryError: ..."), is waiting for an episode's bundle. */
 GMP_HIDDEN int gmp_messages_exception_pending(void);

@@ -77,9 +77,9 @@ GMP_EXPORT const char *gmp_preload_dump_exception(gmp_recorder *rec, const char 
     if (oom && gmp_episode_adopt(req.backend, &req.backend, &req.failed, &episode_fd,
                                  &req.recovered_episodes)) {
         /* words printed meanwhile were about this failure: the report says it */
-        char t[128], m[128], msg[512];
+        gmp_oom_words said;
         int printed = -1;
-        gmp_messages_take(t, m, msg, sizeof t, &printed);
+        gmp_messages_take(&said, &printed);
         if (printed > 0)
             close(printed);
         if (req.python_traceback_fd < 0)

@@ -28,9 +28,12 @@
 static preload_paths paths;
 static char out[1 << 16], err[1 << 16];
 
+/* PyTorch's words in full: past 128 bytes, as they are */
 #define TORCH_MESSAGE                                                                     \
     "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "   \
-    "79.15 GiB of which 3.12 GiB is free."
+    "79.15 GiB of which 3.12 GiB is free. Including non-PyTorch memory, this process "    \
+    "has 76.02 GiB memory in use. Of the allocated memory 75.50 GiB is allocated by "     \
+    "PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated."
 
 /* python3 raising a torch.OutOfMemoryError, after `before` (python code). */
 static int run_python(const char *env, const char *before)
