@@ -40,17 +40,12 @@
 
 typedef struct exception_text {
     int level; /* 0 none, 1 a matching line, 2 a line naming its exception type */
-    char type[128], module[128], message[512];
+    gmp_oom_words said;
 } exception_text;
 
 static int busy;                      /* atomic try-lock over everything below */
 static exception_text pending; /* for the open episode; its level is read
                                  * without the lock (stored atomically) */
-/* taken whole into an episode's bundle: a torch message runs past 128 bytes */
-_Static_assert(sizeof pending.type == sizeof ((gmp_oom_words *)0)->type &&
-                   sizeof pending.module == sizeof ((gmp_oom_words *)0)->module &&
-                   sizeof pending.message == sizeof ((gmp_oom_words *)0)->message,
-               "what a message said is copied whole");
 static char last_bundle[GMP_PATH_MAX];
 static uint64_t last_bundle_ns;
 static int last_bundle_level; /* GMP_MESSAGES_PROGRAM: the program's own */
@@ -89,9 +84,7 @@ int gmp_messages_take(gmp_oom_words *said, int *python_fd)
         return 0;
     int level = pending.level;
     if (level) {
-        gmp_strlcpy(said->type, pending.type, sizeof said->type);
-        gmp_strlcpy(said->module, pending.module, sizeof said->module);
-        gmp_strlcpy(said->message, pending.message, sizeof said->message);
+        *said = pending.said;
         __atomic_store_n(&pending.level, 0, __ATOMIC_RELAXED);
         if (pending_traceback && traceback_state == 2)
             *python_fd = traceback_fd();
@@ -182,24 +175,26 @@ static void parse_line(const char *line, exception_text *t)
     size_t name_len = colon ? (size_t)(colon - line) : 0;
     if (!colon && id && line[id] == '\0' && !memchr(line, ':', id))
         name_len = id; /* the name alone */
-    t->type[0] = t->module[0] = t->message[0] = '\0';
-    if (name_len && line[0] != '.' && line[name_len - 1] != '.' && name_len < sizeof t->type) {
-        char name[sizeof t->type];
+    t->said.type[0] = t->said.module[0] = t->said.message[0] = '\0';
+    if (name_len && line[0] != '.' && line[name_len - 1] != '.' &&
+        name_len < sizeof t->said.type) {
+        char name[sizeof t->said.type];
         memcpy(name, line, name_len);
         name[name_len] = '\0';
         const char *dot = strrchr(name, '.');
-        gmp_strlcpy(t->type, dot ? dot + 1 : name, sizeof t->type);
-        if (dot && (size_t)(dot - name) < sizeof t->module) {
-            memcpy(t->module, name, (size_t)(dot - name));
-            t->module[dot - name] = '\0';
+        gmp_strlcpy(t->said.type, dot ? dot + 1 : name, sizeof t->said.type);
+        if (dot && (size_t)(dot - name) < sizeof t->said.module) {
+            memcpy(t->said.module, name, (size_t)(dot - name));
+            t->said.module[dot - name] = '\0';
         }
-        gmp_strlcpy(t->message, colon ? colon + 2 : name, sizeof t->message);
+        gmp_strlcpy(t->said.message, colon ? colon + 2 : name, sizeof t->said.message);
         t->level = 2;
     } else {
-        gmp_strlcpy(t->message, line, sizeof t->message);
+        gmp_strlcpy(t->said.message, line, sizeof t->said.message);
         t->level = 1;
     }
-    gmp_redact_text(t->message, strlen(t->message)); /* "cannot fetch https://u:p@h/..." */
+    /* "cannot fetch https://u:p@h/..." */
+    gmp_redact_text(t->said.message, strlen(t->said.message));
 }
 
 static gmp_backend backend_of(const char *pattern, const char *line)
@@ -225,9 +220,9 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
     gmp_strjoin(reason, sizeof reason, "message_pattern:", pattern, (char *)NULL);
     gmp_dump_request req = {
         .reason = reason,
-        .exception_type = t->type[0] ? t->type : NULL,
-        .exception_module = t->module[0] ? t->module : NULL,
-        .exception_message = t->message,
+        .exception_type = t->said.type[0] ? t->said.type : NULL,
+        .exception_module = t->said.module[0] ? t->said.module : NULL,
+        .exception_message = t->said.message,
         .backend = backend_of(pattern, line),
         .confirmed_by = "message",
         .python_traceback_fd = traceback_state == 2 ? traceback_fd() : -1,
@@ -272,17 +267,15 @@ static void on_line(const char *line)
         {"std::bad_alloc", "bad_alloc", "std"},
         {"java.lang.outofmemoryerror", "OutOfMemoryError", "java.lang"},
     };
-    for (size_t i = 0; i < sizeof named / sizeof *named && !t.type[0]; i++)
+    for (size_t i = 0; i < sizeof named / sizeof *named && !t.said.type[0]; i++)
         if (!strcmp(pattern, named[i].pattern)) {
-            gmp_strlcpy(t.type, named[i].type, sizeof t.type);
-            gmp_strlcpy(t.module, named[i].module, sizeof t.module);
+            gmp_strlcpy(t.said.type, named[i].type, sizeof t.said.type);
+            gmp_strlcpy(t.said.module, named[i].module, sizeof t.said.module);
             t.level = 2;
         }
     if (gmp_any_episode_open()) {
         if (t.level > pending.level) {
-            memcpy(pending.type, t.type, sizeof t.type);
-            memcpy(pending.module, t.module, sizeof t.module);
-            memcpy(pending.message, t.message, sizeof t.message);
+            pending.said = t.said;
             __atomic_store_n(&pending.level, t.level, __ATOMIC_RELAXED);
         }
         pending_traceback |= with_traceback;
@@ -294,9 +287,9 @@ static void on_line(const char *line)
             gmp_bundle_add_file(last_bundle, "python_traceback.txt", traceback, traceback_len,
                                 patch_buf, sizeof patch_buf);
         if (t.level > last_bundle_level &&
-            gmp_bundle_patch_exception(last_bundle, t.type[0] ? t.type : NULL,
-                                       t.module[0] ? t.module : NULL, t.message, patch_buf,
-                                       sizeof patch_buf) == 0)
+            gmp_bundle_patch_exception(last_bundle, t.said.type[0] ? t.said.type : NULL,
+                                       t.said.module[0] ? t.said.module : NULL, t.said.message,
+                                       patch_buf, sizeof patch_buf) == 0)
             last_bundle_level = t.level;
         return;
     }

@@ -91,15 +91,9 @@ static int names_a_size_after(const char *line, const char *words)
     return *at >= '0' && *at <= '9';
 }
 
-const char *gmp_classify_oom_line(const char *line)
+/* The OOM pattern a line's words name, if any. */
+static const char *oom_pattern(const char *line)
 {
-    /* TensorFlow's BFC allocator warns so when a request with a fallback
-     * did not fit, in jobs that run to the end: "Allocator (GPU_0_bfc) ran
-     * out of memory trying to allocate 2.55GiB ... The caller indicates
-     * that this is not a failure, but may mean that there could be
-     * performance gains if more memory were available." */
-    if (find_ci(line, "this is not a failure"))
-        return NULL;
     static const char *const phrases[] = {"cuda out of memory", "hip out of memory",
                                           "out of memory", "oom when allocating",
                                           "memory allocation failed",
@@ -136,6 +130,18 @@ const char *gmp_classify_oom_line(const char *line)
         }
     }
     return NULL;
+}
+
+const char *gmp_classify_oom_line(const char *line)
+{
+    const char *pattern = oom_pattern(line);
+    /* TensorFlow's BFC allocator warns so when a request with a fallback
+     * did not fit, in jobs that run to the end: "Allocator (GPU_0_bfc) ran
+     * out of memory trying to allocate 2.55GiB ... The caller indicates
+     * that this is not a failure, but may mean that there could be
+     * performance gains if more memory were available."  Looked for only
+     * in a line that matched: every other stderr line costs nothing more. */
+    return pattern && !find_ci(line, "this is not a failure") ? pattern : NULL;
 }
 
 gmp_classification gmp_classify_exception(const char *type, const char *module,
