@@ -14,6 +14,10 @@
  *   first           GMP_OOM_POLICY=first writes at the first failure
  *   message         a success that would close it comes after the program
  *                   wrote an OOM exception to stderr (oom_messages.c)
+ * Once a bundle is written, the same call of the same size failing again
+ * there within GMP_OOM_CONFIRM_MS is a retry of the request it is about
+ * (CuPy frees its pool, collects garbage and asks a third time): an event,
+ * not a second episode.  GMP_OOM_POLICY=first writes one for each.
  * Else a later success there of at least the failed size closes the episode
  * as recovered (an event, counted in the next bundle).  Each episode's state
  * moves by CAS, so exactly one thread commits it: at most one bundle per
@@ -38,6 +42,10 @@ typedef struct episode {
     uint64_t failed_size;
     gmp_failed_request failed; /* the call that opened it */
     int python_traceback_fd;   /* its thread's Python stack then, or -1 */
+    /* atomic, all three: the request of the last bundle written here */
+    uint64_t written_ns; /* monotonic; 0 none */
+    uint64_t written_size;
+    int written_api;
 } episode;
 
 static episode episodes[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
@@ -187,6 +195,11 @@ static int commit(gmp_backend backend, episode *ep, const char *confirmed_by,
 {
     int written = commit_failure(backend, &ep->failed, confirmed_by, cr,
                                  ep->python_traceback_fd);
+    if (written) {
+        __atomic_store_n(&ep->written_size, ep->failed.size, __ATOMIC_RELAXED);
+        __atomic_store_n(&ep->written_api, (int)ep->failed.api, __ATOMIC_RELAXED);
+        __atomic_store_n(&ep->written_ns, now_ns(), __ATOMIC_RELEASE);
+    }
     if (ep->python_traceback_fd > 0 && !cr) /* a dying process keeps it */
         close(ep->python_traceback_fd);
     ep->python_traceback_fd = -1;
@@ -311,6 +324,16 @@ static void ensure_watcher(void)
         __atomic_store_n(&watcher_started, 0, __ATOMIC_RELEASE);
 }
 
+/* The request whose bundle was just written, asked for again. */
+static int is_retry_of_written(episode *ep, gmp_api api, uint64_t size)
+{
+    uint64_t written = __atomic_load_n(&ep->written_ns, __ATOMIC_ACQUIRE);
+    return written && !gmp_pl.cfg->oom_policy_first &&
+           now_ns() - written < gmp_pl.confirm_ns &&
+           __atomic_load_n(&ep->written_size, __ATOMIC_RELAXED) == size &&
+           __atomic_load_n(&ep->written_api, __ATOMIC_RELAXED) == (int)api;
+}
+
 void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t size,
                          long code, uint64_t in_use)
 {
@@ -334,6 +357,8 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
             commit(backend, ep, "second_failure", NULL);
         return; /* smaller retries (a BFC allocator's) keep the episode open */
     }
+    if (state == EP_IDLE && is_retry_of_written(ep, api, size))
+        return;
     int expected = EP_IDLE;
     if (state != EP_IDLE ||
         !__atomic_compare_exchange_n(&ep->state, &expected, EP_OPENING, 0, __ATOMIC_ACQ_REL,

@@ -33,6 +33,30 @@ static struct {
     uint64_t at_ns, free_bytes, total, ours; /* atomics */
 } device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
 
+/* The same, as sampled at each device's latest failure: the bundle of that
+ * failure shows the device then, not after the program let go (PyTorch
+ * releases a whole expandable segment before it raises, and the frees'
+ * own samples come after). */
+static struct {
+    uint64_t at_ns, free_bytes, total, ours; /* atomics */
+} device_at_failure[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
+
+static void keep_failure_sample(gmp_backend backend, int device)
+{
+    if (device < 0 || device >= GMP_MAX_DEVICES)
+        return;
+    __atomic_store_n(&device_at_failure[backend][device].at_ns, 0, __ATOMIC_RELEASE);
+#define KEEP(field)                                                                         \
+    __atomic_store_n(&device_at_failure[backend][device].field,                             \
+                     __atomic_load_n(&device_memory[backend][device].field, __ATOMIC_ACQUIRE), \
+                     __ATOMIC_RELAXED)
+    KEEP(free_bytes);
+    KEEP(total);
+    KEEP(ours);
+    KEEP(at_ns);
+#undef KEEP
+}
+
 /* force: at a failure or a pressure check, whatever the last sample's age */
 static void sample_device(gmp_gpu_family *f, int device, uint64_t now, int force)
 {
@@ -136,7 +160,19 @@ static void take_others(gmp_device_state *s, const gmp_device_state *from)
         gmp_strlcpy(s->name, from->name, sizeof s->name);
 }
 
-uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call)
+/* Whether the sample kept at device d's latest failure is the one taken at
+ * `failed` (just before it was stamped). */
+static int sampled_at_failure(const gmp_failed_request *failed, gmp_backend failed_backend,
+                              int b, int d)
+{
+    if (!failed || !failed->present || (int)failed_backend != b || failed->device != d)
+        return 0;
+    uint64_t at = __atomic_load_n(&device_at_failure[b][d].at_ns, __ATOMIC_ACQUIRE);
+    return at && at <= failed->time_ns && failed->time_ns - at < DEVICE_SAMPLE_NS;
+}
+
+uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call,
+                               const gmp_failed_request *failed, gmp_backend failed_backend)
 {
     uint32_t n = 0;
     for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
@@ -155,6 +191,16 @@ uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call
                 .sampled_ns = __atomic_load_n(&device_memory[b][d].at_ns, __ATOMIC_RELAXED),
                 .source = b == GMP_BACKEND_CUDA ? "cuMemGetInfo" : "hipMemGetInfo",
             };
+            if (sampled_at_failure(failed, failed_backend, b, d)) {
+                s->free_bytes = __atomic_load_n(&device_at_failure[b][d].free_bytes,
+                                                __ATOMIC_RELAXED);
+                s->total = __atomic_load_n(&device_at_failure[b][d].total, __ATOMIC_RELAXED);
+                s->process_bytes = __atomic_load_n(&device_at_failure[b][d].ours,
+                                                   __ATOMIC_RELAXED);
+                s->sampled_ns = __atomic_load_n(&device_at_failure[b][d].at_ns,
+                                                __ATOMIC_RELAXED);
+                total = s->total;
+            }
             if (s->free_bytes <= total) {
                 s->used_bytes = total - s->free_bytes;
                 s->known = GMP_DS_USED;
@@ -182,6 +228,15 @@ void gmp_gpu_device_memory(gmp_backend backend, int device, uint64_t *free_bytes
     *free_bytes = __atomic_load_n(&device_memory[backend][device].free_bytes, __ATOMIC_RELAXED);
 }
 
+/* Whether the memory query (the current device's) speaks of the device an
+ * allocation was on: always for the current device's calls, and for those
+ * that name their device (cuMemCreate, PyTorch's expandable segments' only
+ * allocation) when it is the current one.  Host memory: never. */
+static int samples_device(gmp_gpu_family *f, int where, int device)
+{
+    return where == GMP_ON_DEVICE || (where >= 0 && current_device(f) == device);
+}
+
 void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_status status,
                         uint64_t ptr, uint64_t requested, uint64_t size)
 {
@@ -199,7 +254,7 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         /* GPU memory in use: pressure is worth watching, against the
          * device as it is now */
         int check = gmp_watchdog_due(size, now);
-        if (where == GMP_ON_DEVICE)
+        if (samples_device(f, where, device))
             sample_device(f, device, now, check);
         if (check)
             gmp_watchdog_check();
@@ -212,8 +267,9 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         }
     } else {
         /* the device as it was when the request failed, for the bundle */
-        if (where == GMP_ON_DEVICE) {
+        if (samples_device(f, where, device)) {
             sample_device(f, device, gmp_now_realtime_ns(), 1);
+            keep_failure_sample(f->backend, device);
             widen_at_failure(f->backend, device);
         }
         gmp_episode_failure(f->backend, device, api, requested, status,

@@ -97,7 +97,8 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     gmp_device_state devices[16];
     if (!with_stacks.devices) {
         with_stacks.devices = devices;
-        with_stacks.device_count = gmp_gpu_device_states(devices, 16, may_call);
+        with_stacks.device_count = gmp_gpu_device_states(
+            devices, 16, may_call, req->failed.present ? &req->failed : NULL, req->backend);
     }
     const char *p = gmp_dump(gmp_pl.rec, &with_stacks, path, cap);
     if (p && req->kind == GMP_BUNDLE_OOM)

@@ -220,6 +220,24 @@ int main(int argc, char **argv)
         printf("recovered events %d\n", count_events(GMP_EV_OOM_RECOVERED));
         return 0;
     }
+    if (!strcmp(mode, "retry-thrice")) { /* CuPy's pool: ask, free all, ask, collect, ask */
+        fill(256 * MIB, 4);
+        int first = GPU(Malloc)(&p, 512 * MIB), second = GPU(Malloc)(&p, 512 * MIB);
+        printf("rc %d %d %d\n", first, second, GPU(Malloc)(&p, 512 * MIB));
+        return 0;
+    }
+    if (!strcmp(mode, "fail-then-let-go")) { /* PyTorch's expandable segments */
+        fill(256 * MIB, 4);
+        if (GPU(Malloc)(&p, 512 * MIB) != 2)
+            return 5;
+        while (nheld)
+            GPU(Free)(held[--nheld]);
+        struct timespec ts = {0, 150 * 1000 * 1000}; /* a new sample is due */
+        nanosleep(&ts, NULL);
+        if (GPU(Malloc)(&p, MIB) != 0 || GPU(Free)(p) != 0)
+            return 6;
+        return 0;
+    }
     if (!strcmp(mode, "one-huge")) {
         if (GPU(SetDevice)(device) != 0)
             return 4;

@@ -82,6 +82,13 @@ static void expect_bundle(const char *api, unsigned long long size, int device,
     assert_int_equal(json_int(fr, "device"), device);
     assert_int_equal(json_int(fr, "code"), 2);
     assert_int_equal(json_int(fr, "bytes_in_use"), held);
+    /* the device as it was then, whichever call reached it (cuMemCreate
+     * names its device instead of using the current one) */
+    json_t *st = json_array_get(json_object_get(md, "device_state"), 0);
+    if (!st || json_int(st, "device") != device || json_int(st, "total") <= 0 ||
+        json_int(st, "free") > json_int(st, "total") - (long long)held)
+        fail_msg("want device %d's free and total as held then, got device_state %s", device,
+                 json_dumps(json_object_get(md, "device_state"), JSON_COMPACT));
     json_decref(md);
     json_t *man = only_bundle_file(paths.dumps, "manifest.json", NULL, 0);
     assert_string_equal(json_str(man, "backend"), "cuda");

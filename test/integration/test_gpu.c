@@ -335,6 +335,30 @@ static void retries(const family *f)
     assert_string_equal(json_str(md, "confirmed_by"), "second_failure");
     assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), 512 << 20);
     json_decref(md);
+
+    /* a third try of the same request, after the bundle: one OOM, one
+     * bundle, every failure an event of it (CuPy's pool, on an H100) */
+    run(NULL, f->program, "retry-thrice");
+    assert_int_equal(code(), 0);
+    assert_string_equal(out, "rc 2 2 2\n");
+    json_t *events = only_bundle_file(paths.dumps, "events.json", NULL, 0);
+    json_t *ev;
+    size_t i;
+    int ooms = 0;
+    json_array_foreach(events, i, ev) ooms += !strcmp(json_str(ev, "event_type"), "oom");
+    json_decref(events);
+    assert_int_equal(ooms, 2); /* the third came after the bundle was written */
+    assert_int_equal(count_lines(err), 1);
+
+    /* the device as it was at the failure, not after the program let go */
+    run(NULL, f->program, "fail-then-let-go");
+    assert_int_equal(code(), 0);
+    md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    json_t *st = json_array_get(json_object_get(md, "device_state"), 0);
+    if (json_int(st, "free") != 0 || json_int(st, "process_bytes") != 1 << 30)
+        fail_msg("want device 0 full, all of it ours, got %s",
+                 json_dumps(json_object_get(md, "device_state"), JSON_COMPACT));
+    json_decref(md);
 }
 
 static void test_caching_allocator_retries(void **state)
