@@ -187,6 +187,19 @@ else
     fail "GMP_TORCH_HISTORY=1: exit $rc (1 expected), bundles: $b; $(cat "$work/history.err")"
 fi
 
+# the same as `python -c` under gmp-run: its frames are "<string>"'s (PyTorch
+# files them so), and they are the program's
+GMP_TORCH_HISTORY=1 PYTHONPATH=$standin "$venv/bin/gmp-run" --dump-dir "$work/history_c" -- \
+    "$py" -c "$(cat "$work/torch_train.py")" >/dev/null 2>"$work/history_c.err"
+rc=$?
+b=$(ls -d "$work"/history_c/oom_dump_* 2>/dev/null)
+if [ $rc = 1 ] && [ "$(printf '%s\n' "$b" | grep -c .)" = 1 ] &&
+    "$venv/bin/gmp-inspect" show "$b" 2>&1 | grep -q "^PyTorch's blocks: .*3.0 GiB on cuda:0  <string>:3 in build_model"; then
+    ok "GMP_TORCH_HISTORY=1, python -c: the largest block's frame is the command's"
+else
+    fail "GMP_TORCH_HISTORY=1, python -c: exit $rc (1 expected), bundles: $b; $(cat "$work/history_c.err")"
+fi
+
 PYTHONPATH=$standin "$py" "$root/test/wheel/seed_example.py" "$work/seed" >"$work/seed.out" 2>&1
 rc=$?
 b=$(ls -d "$work"/seed/oom_dump_* 2>/dev/null)

@@ -7,8 +7,9 @@ Once the program imports torch, and only when torch sees a CUDA device, two
 things are queued for the moment the program itself initialises CUDA
 (torch.cuda._lazy_call: no context is made here, a forked data loader is
 not broken): PyTorch's memory history (_record_memory_history, at most
-GMP_TORCH_HISTORY_ENTRIES entries, default 100000) and an out-of-memory
-observer.  At a CUDA OOM the observer, which PyTorch calls before the
+GMP_TORCH_HISTORY_ENTRIES entries, default 100000; Python frames only:
+unwinding the C++ stack at every allocation is what makes PyTorch's default
+dear) and an out-of-memory observer.  At a CUDA OOM the observer, which PyTorch calls before the
 exception unwinds, takes PyTorch's snapshot and hands it to the preload
 (gmp_preload_torch_snapshot), which adds it to that OOM's bundle as
 torch_snapshot.pickle (memory_viz opens it as it is) with torch_blocks.json,
@@ -36,6 +37,16 @@ def _entries():
         return 100000
 
 
+# What a C or C++ frame of a mixed stack (stacks="all") is filed under; a
+# Python frame's file is a .py, or "<string>" for `python -c`.
+_NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hpp")
+
+
+def _is_python_frame(frame):
+    filename = str(frame.get("filename") or "")
+    return filename not in ("", "??") and not filename.endswith(_NATIVE_SUFFIXES)
+
+
 def _largest_blocks(snapshot, count=10):
     """The largest active blocks, with their Python frames, innermost first."""
     blocks = []
@@ -44,7 +55,7 @@ def _largest_blocks(snapshot, count=10):
             if b.get("state") != "active_allocated":
                 continue
             frames = [{"filename": f.get("filename"), "line": f.get("line"), "name": f.get("name")}
-                      for f in b.get("frames", []) if str(f.get("filename", "")).endswith(".py")]
+                      for f in b.get("frames", []) if _is_python_frame(f)]
             blocks.append({"device": seg.get("device"), "address": b.get("address"),
                            "size": b.get("size"), "requested_size": b.get("requested_size"),
                            "python_frames": frames[:8]})
@@ -53,7 +64,9 @@ def _largest_blocks(snapshot, count=10):
 
 
 def _observer(torch):
-    def observe(device, request, device_allocated, device_free):
+    # PyTorch's arguments: the device, the request, the device's total (or
+    # the limit set_per_process_memory_fraction made of it), what is free
+    def observe(device, request, device_total, device_free):
         try:
             import ctypes
             import json
@@ -61,7 +74,7 @@ def _observer(torch):
             snapshot = torch.cuda.memory._snapshot()
             data = pickle.dumps(snapshot)
             summary = json.dumps({"device": device, "request": request,
-                                  "device_allocated": device_allocated,
+                                  "device_total": device_total,
                                   "device_free": device_free,
                                   "largest_blocks": _largest_blocks(snapshot)},
                                  default=str).encode()
@@ -84,7 +97,7 @@ def _observer(torch):
 def _start(torch):
     def start():
         try:
-            torch.cuda.memory._record_memory_history(max_entries=_entries())
+            torch.cuda.memory._record_memory_history(max_entries=_entries(), stacks="python")
             torch._C._cuda_attach_out_of_memory_observer(_observer(torch))
         except Exception as e:
             _say("torch refused to record its memory history: %r" % (e,))

@@ -6,13 +6,15 @@ documents it: _lazy_call runs a callable at CUDA's initialisation (here
 already done), memory._record_memory_history starts the history,
 memory._snapshot returns segments with blocks and their frames, and the
 out-of-memory observers (torch._C._cuda_attach_out_of_memory_observer) are
-called with (device, request, device_allocated, device_free) before the
-OutOfMemoryError is raised."""
+called with (device, request, device_total, device_free) before the
+OutOfMemoryError is raised.  As PyTorch 2.11 on an H100 does, a block's
+frames are innermost first, and with stacks="all" (the default) C++ frames
+("??" or a .cpp, line 0) come among the Python ones."""
 import sys
 
 TOTAL = 8 << 30
 OTHER = 1 << 30
-_state = {"allocated": 0, "reserved": 0, "history": None, "blocks": []}
+_state = {"allocated": 0, "reserved": 0, "history": None, "stacks": None, "blocks": []}
 _observers = []
 
 
@@ -54,8 +56,9 @@ def _lazy_call(fn):
 
 class memory:
     @staticmethod
-    def _record_memory_history(max_entries=100000):
+    def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=100000):
         _state["history"] = max_entries
+        _state["stacks"] = stacks
 
     @staticmethod
     def _snapshot():
@@ -80,7 +83,7 @@ def allocate(nbytes):
         if _state["reserved"] + grow > TOTAL - OTHER:
             free = TOTAL - OTHER - _state["reserved"]
             for observe in list(_observers):
-                observe(0, nbytes, _state["allocated"], free)
+                observe(0, nbytes, TOTAL, free)
             raise OutOfMemoryError(
                 "CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 has a total capacity "
                 "of %.2f GiB of which %.2f GiB is free." % (nbytes / 2**30, TOTAL / 2**30,
@@ -89,9 +92,16 @@ def allocate(nbytes):
     _state["allocated"] = need
     if _state["history"]:  # the caller's Python frames, innermost first
         f, frames = sys._getframe(1), []
-        while f is not None and len(frames) < 8:
+        native = _state["stacks"] == "all"
+        if native:
+            frames += [{"name": "c10::cuda::CUDACachingAllocator::malloc",
+                        "filename": "CUDACachingAllocator.cpp", "line": 0},
+                       {"name": "at::detail::empty_generic", "filename": "??", "line": 0}]
+        while f is not None and len(frames) < 16:
             frames.append({"filename": f.f_code.co_filename, "line": f.f_lineno,
                            "name": f.f_code.co_name})
+            if native:
+                frames.append({"name": "_PyEval_EvalFrameDefault", "filename": "??", "line": 0})
             f = f.f_back
         _state["blocks"].append((nbytes, frames))
 
