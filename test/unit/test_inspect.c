@@ -362,6 +362,74 @@ static void test_list_reports_unreadable_bundles(void **state)
     assert_non_null(strstr(out, "\"error\""));
 }
 
+/* A bundle of `reason` on a 4 GiB device 0 with `free` bytes free: `allocs`
+ * 20 MiB cuMemCreates before it, the failed one (size 0: none) and the
+ * framework's message; `gmp-inspect show` of it into out. */
+static void show_of(const char *name, const char *reason, int allocs, uint64_t failed_size,
+                    uint64_t free_bytes, const char *message)
+{
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/%s", scratch, name);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    for (int i = 0; i < allocs; i++) {
+        gmp_event ev = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CUDA, .device = 0,
+                        .api = GMP_API_CU_MEM_CREATE, .address = 0x1000u + (uint64_t)i,
+                        .size = 20u << 20, .in_use = (uint64_t)(i + 1) * (20u << 20)};
+        gmp_record(rec, &ev);
+    }
+    gmp_device_state dev = {.backend = GMP_BACKEND_CUDA, .device = 0, .free_bytes = free_bytes,
+                            .total = 4ull << 30, .known = GMP_DS_USED,
+                            .used_bytes = (4ull << 30) - free_bytes, .source = "cuMemGetInfo"};
+    gmp_dump_request req = {.reason = reason, .exception_type = "OutOfMemoryError",
+                            .exception_message = message, .backend = GMP_BACKEND_CUDA,
+                            .devices = &dev, .device_count = 1,
+                            .failed = {failed_size > 0, GMP_API_CU_MEM_CREATE, failed_size, 0, 2,
+                                       (uint64_t)allocs * (20u << 20)}};
+    char bundle[4096];
+    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
+    gmp_recorder_destroy(rec);
+    assert_int_equal(run_verb("show", bundle, NULL), 0);
+}
+
+/* What a framework's message says it asked for, when no call shows it: PyTorch's
+ * expandable segments map a request 20 MiB at a time (an H100 said "Tried to
+ * allocate 79.66 GiB" of a 79.18 GiB device, and the pieces looked like a leak
+ * and the free memory after the release like fragmentation); JAX's BFC pool
+ * fails with no call failing at all. */
+static void test_the_request_the_framework_states(void **state)
+{
+    (void)state;
+    show_of("pieces", "CUDA_ERROR_OUT_OF_MEMORY", 200, 20u << 20, 3u << 30,
+            "CUDA out of memory. Tried to allocate 4.10 GiB. GPU 0 has a total capacity of "
+            "4.00 GiB of which 3.00 GiB is free. Of the allocated memory 0 bytes is allocated "
+            "by PyTorch");
+    if (!strstr(out, "1. a request larger than the device could ever give\n     evidence: asked "
+                     "for 4.1 GiB at once (its message says; the driver was asked for it 20.0 "
+                     "MiB at a time); device 0 has 4.0 GiB in all") ||
+        !strstr(out, "cuMemCreate of 20.0 MiB on device 0 returned code 2, one piece of the "
+                     "4.1 GiB its message says was asked for") ||
+        strstr(out, "2. ") || strstr(out, "leak") || strstr(out, "fragmentation"))
+        fail_msg("pieces:\n%s", out);
+
+    show_of("pool", "message_pattern:out of memory", 8, 0, 2u << 30,
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 5.54GiB with allocator "
+            "GPU_0_bfc on device 0.");
+    if (!strstr(out, "1. the framework's own memory pool ran out") ||
+        !strstr(out, "2. a request larger than the device could ever give\n     evidence: asked "
+                     "for 5.5 GiB at once (its message says); device 0 has 4.0 GiB in all"))
+        fail_msg("pool:\n%s", out);
+
+    /* the size a message rounds is the call's own, not a larger request */
+    show_of("whole", "cudaErrorMemoryAllocation", 8, 100u << 20, 50u << 20,
+            "CUDA out of memory. Tried to allocate 100.00 MiB. GPU 0 has a total capacity of "
+            "4.00 GiB of which 50.00 MiB is free. 3 allocated tensors");
+    if (strstr(out, "one piece") || strstr(out, "its message says") ||
+        !strstr(out, "a single request larger than the device's free memory"))
+        fail_msg("whole:\n%s", out);
+}
+
 static void test_help_and_usage(void **state)
 {
     (void)state;
@@ -386,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_cgroup_kills_are_not_all_this_process),
         cmocka_unit_test(test_hostile_bundles),
         cmocka_unit_test(test_list_reports_unreadable_bundles),
+        cmocka_unit_test(test_the_request_the_framework_states),
         cmocka_unit_test(test_help_and_usage),
     };
     return cmocka_run_group_tests_name("inspect", tests, setup, teardown);

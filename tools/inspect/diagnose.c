@@ -7,6 +7,7 @@
  */
 #include "inspect.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,58 @@ static int64_t rlimit_of(json_t *env, const char *name)
     json_t *lim = json_object_get(json_object_get(json_object_get(env, "process"), "rlimits"), name);
     int64_t v;
     return jint(lim, "soft", &v) == 0 ? v : -1;
+}
+
+/* A size as a framework writes it after "allocat": "79.66 GiB", "2.55GiB",
+ * "170,034,987,008 bytes"; -1 when the text there is none. */
+static int64_t size_in_words(const char *p)
+{
+    while (isalpha((unsigned char)*p)) /* the rest of "allocate", "allocating" */
+        p++;
+    for (int skipped = 0; *p && !isdigit((unsigned char)*p); p++)
+        if (++skipped > 8 || (*p != ' ' && !isalpha((unsigned char)*p)))
+            return -1; /* "allocate 79.66", "allocating 17", no further */
+    double v = 0, scale = 0;
+    for (int digits = 0; isdigit((unsigned char)*p) || *p == ',' || *p == '.'; p++) {
+        if (*p == ',')
+            continue;
+        if (*p == '.') {
+            if (scale)
+                return -1;
+            scale = 1;
+            continue;
+        }
+        if (++digits > 19)
+            return -1;
+        v = v * 10 + (*p - '0');
+        if (scale)
+            scale *= 10;
+    }
+    if (scale)
+        v /= scale;
+    while (*p == ' ')
+        p++;
+    static const struct { const char *unit; double bytes; } units[] = {
+        {"bytes", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+        {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {"B", 1}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strncmp(p, units[i].unit, strlen(units[i].unit))) {
+            v *= units[i].bytes;
+            return v >= 1 && v < (double)((int64_t)1 << 62) ? (int64_t)v : -1;
+        }
+    return -1;
+}
+
+int64_t framework_request(json_t *md)
+{
+    const char *msg = jstr(md, "exception_message");
+    for (const char *p = msg; p && (p = strstr(p, "llocat")) != NULL; p++) {
+        int64_t v = size_in_words(p);
+        if (v > 0)
+            return v;
+    }
+    return -1;
 }
 
 /* "93 µs", "1.5 s", "2.0 min" */
@@ -208,6 +261,20 @@ static int64_t device_bytes(json_t *md, int64_t device, const char *key)
     return -1;
 }
 
+/* The one device the bundle's device_state has, or -1 (none, or several). */
+static int64_t only_device(json_t *md)
+{
+    size_t i;
+    json_t *st;
+    int64_t found = -1, dev;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        if (found >= 0 || jint(st, "device", &dev) || dev < 0)
+            return -1;
+        found = dev;
+    }
+    return found;
+}
+
 /* What the host could ever give one request: the machine's memory and
  * swap, the memory cgroup's limit, RLIMIT_AS, each said with its number;
  * the smallest in *least (-1 when none is known). */
@@ -304,6 +371,22 @@ static void collect(bundle *b, causes *cs)
     jint(fr, "device", &device);
     jint(fr, "bytes_in_use", &in_use);
     char ev[600], a[32], b2[32], c[32];
+    /* a framework that maps one request in pieces (PyTorch's expandable
+     * segments: cuMemCreate of 20 MiB at a time) says the whole in its
+     * message: that is the request, and the pieces' growth is not a leak */
+    int64_t stated = framework_request(md), piece = size;
+    int gpu = strcmp(backend, "cpu") != 0, from_message = 0;
+    if (!json_is_object(fr) && stated > 0) {
+        /* no call failed (a framework's own pool): what it says it asked
+         * for, against the device it names by having one */
+        from_message = 1;
+        size = stated;
+        device = gpu ? only_device(md) : -1;
+    } else if (size >= 0 && stated > size + size / 50) {
+        size = stated;
+    } else {
+        stated = -1;
+    }
 
     if (etype && !strcmp(etype, "oom_killer"))
         add(cs, "killed by the kernel's OOM killer", evidence);
@@ -325,37 +408,50 @@ static void collect(bundle *b, causes *cs)
     /* a request no memory here could ever hold: said with the numbers */
     char ceilings[400];
     int64_t least = -1;
-    if (device < 0)
+    if (device < 0 && !(from_message && gpu))
         host_ceilings(b, ceilings, sizeof ceilings, &least);
     else if ((least = device_bytes(md, device, "total")) > 0) {
         fmt_bytes((uint64_t)least, b2, sizeof b2);
         snprintf(ceilings, sizeof ceilings, "device %lld has %s in all", (long long)device, b2);
     }
+    const char *said = from_message ? " (its message says)" : "";
+    int impossible = 1; /* no growth or free memory would have made it fit */
     if (size >= 0 && size >= (int64_t)1 << 50) {
         fmt_bytes((uint64_t)size, a, sizeof a);
-        snprintf(ev, sizeof ev, "asked for %s at once: an overflowed or uninitialised size?%s%s%s",
-                 a, least > 0 ? " (" : "", least > 0 ? ceilings : "", least > 0 ? ")" : "");
+        snprintf(ev, sizeof ev, "asked for %s at once%s: an overflowed or uninitialised size?%s%s%s",
+                 a, said, least > 0 ? " (" : "", least > 0 ? ceilings : "", least > 0 ? ")" : "");
         add(cs, "a request larger than any machine's memory", ev);
     } else if (size >= 0 && least > 0 && size > least) {
         fmt_bytes((uint64_t)size, a, sizeof a);
-        snprintf(ev, sizeof ev, "asked for %s at once; %s", a, ceilings);
+        fmt_bytes((uint64_t)(piece > 0 ? piece : 0), c, sizeof c);
+        snprintf(ev, sizeof ev, "asked for %s at once%s%s%s%s; %s", a, said,
+                 stated > 0 && !from_message ? " (its message says; the driver was asked for it "
+                                             : "",
+                 stated > 0 && !from_message ? c : "",
+                 stated > 0 && !from_message ? " at a time)" : "", ceilings);
         add(cs, device < 0 ? "a request larger than this host could ever give"
                            : "a request larger than the device could ever give",
             ev);
+    } else {
+        impossible = 0;
     }
     /* Growth that ate the free memory is the story, and the request that
      * found none its last step; a request larger than what was free before
      * the growth is the story itself. */
     int growth_first = 0, grown_known = 0;
     causes grew = {.n = 0}; /* one pass over the events, however it ranks */
-    if (fr && json_is_object(fr) && size >= 0 && device >= 0) {
+    if (fr && json_is_object(fr) && size >= 0 && device >= 0 && !impossible) {
         int64_t grown = growth(b, backend, device, &grew), free_b = device_bytes(md, device, "free");
         grown_known = 1;
+        if (stated > 0 && grown <= stated + stated / 50) { /* the request's own pieces */
+            grown = 0;
+            grew.n = 0;
+        }
         growth_first = grown > 0 && (free_b < 0 || size <= free_b + grown);
         if (growth_first)
             add(cs, grew.c[0].what, grew.c[0].evidence);
     }
-    if (size >= 0 && device >= 0)
+    if (size >= 0 && device >= 0 && !impossible && !from_message)
         device_rules(md, size, device, cs);
     /* RLIMIT_AS limits the address space, of which malloc's bytes are a
      * part: an interpreter's arenas (CPython's, V8's) are mapped directly,
@@ -364,7 +460,7 @@ static void collect(bundle *b, causes *cs)
     jint(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size", &mapped);
     int by_map = mapped > in_use;
     int64_t held = by_map ? mapped : in_use;
-    if (size >= 0 && device < 0 && as > 0 && held >= 0 && (held + size) * 10 >= as * 8) {
+    if (size >= 0 && device < 0 && !gpu && as > 0 && held >= 0 && (held + size) * 10 >= as * 8) {
         fmt_bytes((uint64_t)as, a, sizeof a);
         fmt_bytes((uint64_t)held, b2, sizeof b2);
         fmt_bytes((uint64_t)size, c, sizeof c);
@@ -374,7 +470,7 @@ static void collect(bundle *b, causes *cs)
     }
     if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))
         add(cs, "a host limit was near (the memory cgroup)", evidence);
-    if (fr && json_is_object(fr) && !growth_first) {
+    if (fr && json_is_object(fr) && !growth_first && !impossible) {
         if (!grown_known)
             growth(b, device >= 0 ? backend : "cpu", device, cs);
         else if (grew.n)

@@ -186,6 +186,9 @@ int python_site(bundle *b, char *out, size_t cap);
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */
 void diagnose(bundle *b, int colour);
+/* The request's size as the framework's message (exception_message) states
+ * it ("Tried to allocate 79.66 GiB"), or -1. */
+int64_t framework_request(json_t *md);
 
 int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);

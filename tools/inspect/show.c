@@ -42,7 +42,14 @@ static void print_failed_request(bundle *b)
         printf(" on device %lld", (long long)device);
     else
         printf(" of host memory");
-    printf(" returned code %lld\n", (long long)code);
+    printf(" returned code %lld", (long long)code);
+    int64_t stated = size >= 0 ? framework_request(md) : -1;
+    if (stated > size + size / 50) { /* mapped in pieces (expandable segments) */
+        char whole[32];
+        fmt_bytes((uint64_t)stated, whole, sizeof whole);
+        printf(", one piece of the %s its message says was asked for", whole);
+    }
+    putchar('\n');
     int64_t in_use;
     if (!jint(fr, "bytes_in_use", &in_use) && in_use >= 0) {
         char amount[32];
