@@ -460,7 +460,8 @@ static void collect(bundle *b, causes *cs)
     jint(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size", &mapped);
     int by_map = mapped > in_use;
     int64_t held = by_map ? mapped : in_use;
-    if (size >= 0 && device < 0 && !gpu && as > 0 && held >= 0 && (held + size) * 10 >= as * 8) {
+    if (size >= 0 && device < 0 && !(from_message && gpu) && as > 0 && held >= 0 &&
+        (held + size) * 10 >= as * 8) {
         fmt_bytes((uint64_t)as, a, sizeof a);
         fmt_bytes((uint64_t)held, b2, sizeof b2);
         fmt_bytes((uint64_t)size, c, sizeof c);
