@@ -337,7 +337,7 @@ static void retries(const family *f)
     json_decref(md);
 
     /* a third try of the same request, after the bundle: one OOM, one
-     * bundle, every failure an event of it (CuPy's pool, on an H100) */
+     * bundle; the third is an event after it (CuPy's pool, on an H100) */
     run(NULL, f->program, "retry-thrice");
     assert_int_equal(code(), 0);
     assert_string_equal(out, "rc 2 2 2\n");

@@ -9,12 +9,12 @@ things are queued for the moment the program itself initialises CUDA
 not broken): PyTorch's memory history (_record_memory_history, at most
 GMP_TORCH_HISTORY_ENTRIES entries, default 100000; Python frames only:
 unwinding the C++ stack at every allocation is what makes PyTorch's default
-dear) and an out-of-memory observer.  At a CUDA OOM the observer, which PyTorch calls before the
-exception unwinds, takes PyTorch's snapshot and hands it to the preload
-(gmp_preload_torch_snapshot), which adds it to that OOM's bundle as
-torch_snapshot.pickle (memory_viz opens it as it is) with torch_blocks.json,
-the largest live blocks and their Python frames, which `gmp-inspect show`
-prints.  Without torch, without a GPU, or when torch refuses, the program
+dear) and an out-of-memory observer.  At a CUDA OOM the observer, which
+PyTorch calls before the exception unwinds, takes PyTorch's snapshot and
+hands it to the preload (gmp_preload_torch_snapshot), which adds it to
+that OOM's bundle as torch_snapshot.pickle (memory_viz opens it as it is)
+with torch_blocks.json, the largest live blocks and their Python frames,
+which `gmp-inspect show` prints.  Without torch, without a GPU, or when torch refuses, the program
 runs as it would and one line on stderr says why.  The sitecustomize this
 one hides, if any, runs after it."""
 import os
