@@ -29,17 +29,16 @@ static int current_device(gmp_gpu_family *f)
  * what this process held then: a bundle written later (at exit, after the
  * program freed) must not count the difference as another process's. */
 #define DEVICE_SAMPLE_NS (100ull * 1000 * 1000)
-static struct {
+typedef struct device_sample {
     uint64_t at_ns, free_bytes, total, ours; /* atomics */
-} device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
+} device_sample;
+static device_sample device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
 
 /* The same, as sampled at each device's latest failure: the bundle of that
  * failure shows the device then, not after the program let go (PyTorch
  * releases a whole expandable segment before it raises, and the frees'
  * own samples come after). */
-static struct {
-    uint64_t at_ns, free_bytes, total, ours; /* atomics */
-} device_at_failure[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
+static device_sample device_at_failure[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
 
 static void keep_failure_sample(gmp_backend backend, int device)
 {
@@ -177,30 +176,23 @@ uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call
     uint32_t n = 0;
     for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
         for (int d = 0; d < GMP_MAX_DEVICES && n < max; d++) {
-            uint64_t total = __atomic_load_n(&device_memory[b][d].total, __ATOMIC_ACQUIRE);
-            if (!total)
+            if (!__atomic_load_n(&device_memory[b][d].total, __ATOMIC_ACQUIRE))
                 continue;
+            const device_sample *m = sampled_at_failure(failed, failed_backend, b, d)
+                                         ? &device_at_failure[b][d]
+                                         : &device_memory[b][d];
+            uint64_t total = __atomic_load_n(&m->total, __ATOMIC_ACQUIRE);
             gmp_device_state *s = &out[n++];
             *s = (gmp_device_state){
                 .backend = (gmp_backend)b,
                 .device = d,
-                .free_bytes = __atomic_load_n(&device_memory[b][d].free_bytes, __ATOMIC_RELAXED),
+                .free_bytes = __atomic_load_n(&m->free_bytes, __ATOMIC_RELAXED),
                 .total = total,
                 /* as held when free_bytes was read: one moment's view */
-                .process_bytes = __atomic_load_n(&device_memory[b][d].ours, __ATOMIC_RELAXED),
-                .sampled_ns = __atomic_load_n(&device_memory[b][d].at_ns, __ATOMIC_RELAXED),
+                .process_bytes = __atomic_load_n(&m->ours, __ATOMIC_RELAXED),
+                .sampled_ns = __atomic_load_n(&m->at_ns, __ATOMIC_RELAXED),
                 .source = b == GMP_BACKEND_CUDA ? "cuMemGetInfo" : "hipMemGetInfo",
             };
-            if (sampled_at_failure(failed, failed_backend, b, d)) {
-                s->free_bytes = __atomic_load_n(&device_at_failure[b][d].free_bytes,
-                                                __ATOMIC_RELAXED);
-                s->total = __atomic_load_n(&device_at_failure[b][d].total, __ATOMIC_RELAXED);
-                s->process_bytes = __atomic_load_n(&device_at_failure[b][d].ours,
-                                                   __ATOMIC_RELAXED);
-                s->sampled_ns = __atomic_load_n(&device_at_failure[b][d].at_ns,
-                                                __ATOMIC_RELAXED);
-                total = s->total;
-            }
             if (s->free_bytes <= total) {
                 s->used_bytes = total - s->free_bytes;
                 s->known = GMP_DS_USED;

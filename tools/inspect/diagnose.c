@@ -86,7 +86,7 @@ static int64_t size_in_words(const char *p)
     return -1;
 }
 
-int64_t framework_request(json_t *md)
+static int64_t framework_request(json_t *md)
 {
     const char *msg = jstr(md, "exception_message");
     for (const char *p = msg; p && (p = strstr(p, "llocat")) != NULL; p++) {
@@ -95,6 +95,12 @@ int64_t framework_request(json_t *md)
             return v;
     }
     return -1;
+}
+
+int64_t framework_whole_request(json_t *md, int64_t piece)
+{
+    int64_t stated = piece >= 0 ? framework_request(md) : -1;
+    return stated > piece + piece / 50 ? stated : -1; /* beyond a message's rounding */
 }
 
 /* "93 µs", "1.5 s", "2.0 min" */
@@ -374,18 +380,16 @@ static void collect(bundle *b, causes *cs)
     /* a framework that maps one request in pieces (PyTorch's expandable
      * segments: cuMemCreate of 20 MiB at a time) says the whole in its
      * message: that is the request, and the pieces' growth is not a leak */
-    int64_t stated = framework_request(md), piece = size;
+    int64_t stated, piece = size;
     int gpu = strcmp(backend, "cpu") != 0, from_message = 0;
-    if (!json_is_object(fr) && stated > 0) {
+    if (!json_is_object(fr) && (stated = framework_request(md)) > 0) {
         /* no call failed (a framework's own pool): what it says it asked
          * for, against the device it names by having one */
         from_message = 1;
         size = stated;
         device = gpu ? only_device(md) : -1;
-    } else if (size >= 0 && stated > size + size / 50) {
+    } else if ((stated = framework_whole_request(md, size)) > 0) {
         size = stated;
-    } else {
-        stated = -1;
     }
 
     if (etype && !strcmp(etype, "oom_killer"))

@@ -186,9 +186,10 @@ int python_site(bundle *b, char *out, size_t cap);
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */
 void diagnose(bundle *b, int colour);
-/* The request's size as the framework's message (exception_message) states
- * it ("Tried to allocate 79.66 GiB"), or -1. */
-int64_t framework_request(json_t *md);
+/* The request the framework's message (exception_message) states ("Tried
+ * to allocate 79.66 GiB") when the failed call of `piece` bytes was one
+ * piece of it (expandable segments map it 20 MiB at a time), else -1. */
+int64_t framework_whole_request(json_t *md, int64_t piece);
 
 int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);

@@ -43,8 +43,8 @@ static void print_failed_request(bundle *b)
     else
         printf(" of host memory");
     printf(" returned code %lld", (long long)code);
-    int64_t stated = size >= 0 ? framework_request(md) : -1;
-    if (stated > size + size / 50) { /* mapped in pieces (expandable segments) */
+    int64_t stated = framework_whole_request(md, size);
+    if (stated > 0) {
         char whole[32];
         fmt_bytes((uint64_t)stated, whole, sizeof whole);
         printf(", one piece of the %s its message says was asked for", whole);
