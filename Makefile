@@ -78,7 +78,7 @@ TEST_BIN := $(UNIT_BIN) $(INTEGRATION_BIN)
 TEST_SUPPORT := $(BUILD)/test/support.o
 
 .PHONY: all deps check test test-after-deps demo demo-after-deps bench gpu-check fuzz sanitize \
-        unit-programs test-programs install uninstall clean wheel
+        unit-programs test-programs bench-programs install uninstall clean wheel docs docs-check
 
 # Our GPU hook prototypes against the real headers, where they are installed.
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
@@ -376,6 +376,8 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS) $(BUIL
 	    --doubles $(DOUBLES) || failed=$$((failed+1)); \
 	echo "== the wheel: built, installed with pip into a fresh venv, used as a Python user would"; \
 	sh test/wheel/run.sh $(BUILD) || failed=$$((failed+1)); \
+	echo "== docs: every command README.md and docs/ show, run as shown"; \
+	$(MAKE) --no-print-directory docs-check || failed=$$((failed+1)); \
 	if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize || failed=$$((failed+1)); fi; \
 	echo "== fuzzing, $(FUZZ_SECONDS) s each"; \
 	if [ -z "$(HAVE_FUZZ)" ]; then echo "SKIP: $(FUZZ_CC) cannot build a libFuzzer harness here"; \
@@ -395,6 +397,23 @@ gpu-check: $(PRELOAD) $(RUN_TOOL) $(SHARED_LIB)
 wheel: all
 	@sh mk/wheel.sh $(BUILD)
 
+# The generated part of docs/ (mk/docs.sh): the table of GMP_* variables,
+# from the option list of recorder/config.c.
+$(BUILD)/mk/config-table: mk/config_table.c $(RECORDER_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)
+
+docs: $(BUILD)/mk/config-table
+	@sh mk/docs.sh $(BUILD)
+
+# Every command README.md, docs/ and the man pages' EXAMPLES show, run as
+# shown in a scratch directory, each exit status checked
+# (test/docs/run_doc_commands.py).  `make test` runs it after the wheel's
+# stage, whose wheel the pages' Python commands use.
+DOC_PAGES := README.md $(wildcard docs/*.md) $(wildcard docs/man/*.1)
+docs-check: all
+	@python3 test/docs/run_doc_commands.py --build $(BUILD) $(DOC_PAGES)
+
 demo:
 	@sh mk/ensure-deps.sh
 	@$(MAKE) --no-print-directory demo-after-deps
@@ -402,7 +421,7 @@ demo:
 demo-after-deps: all
 	@sh examples/demo.sh $(BUILD)
 
-# Benchmarks (bench/README.md): built with the same flags, run side by side
+# Benchmarks (docs/performance.md): built with the same flags, run side by side
 # with the peers this machine has.
 BENCH_PROGRAMS := $(BUILD)/bench/churn $(BUILD)/bench/device_pairs $(BUILD)/bench/rss \
                   $(BUILD)/bench/recorder_bench $(BUILD)/bench/libempty.so
@@ -419,7 +438,9 @@ $(BUILD)/bench/recorder_bench: bench/recorder_bench.c $(RECORDER_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB) -lpthread
 
-bench: all $(BENCH_PROGRAMS)
+bench-programs: all $(BENCH_PROGRAMS)
+
+bench: bench-programs
 	@sh bench/run.sh $(BUILD)
 
 $(SITE): python/gpumemprof/_site/sitecustomize.py

@@ -7,7 +7,7 @@
 # is the median of the rounds' own ratios (a tool's time over the bare time
 # of the same round) and their range; a peer that is not installed is
 # "absent".  Then where the time goes under the preload (perf).  Prints
-# Markdown; see bench/README.md.
+# Markdown; see docs/performance.md.
 set -u
 B=$(cd "$1" && pwd)
 ROUNDS=${GMP_BENCH_ROUNDS:-21}

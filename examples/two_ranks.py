@@ -1,5 +1,5 @@
-"""two_ranks.py -- a stand-in training job for the README's pictures, run
-as two ranks on the CUDA test double (no GPU needed; see README, "Viewers"):
+"""two_ranks.py -- a stand-in training job for the pictures of docs/user-guide.md, run
+as two ranks on the CUDA test double (no GPU needed; the commands under the pictures):
 each rank builds its weights, then every step makes its activations and
 frees them, and keeps 24 MiB in a cache that is never emptied, until its
 1 GiB device is full.  The allocations go through the CUDA runtime by

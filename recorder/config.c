@@ -8,9 +8,9 @@
  * only, at start-up, never on an emergency path.
  *
  * Each option is one line of GMP_OPTIONS: its field, name, default, range
- * or choices, and the README's words for it.  The defaults, the parser, its
- * complaints and the README's table of variables (gmp_config_doc_table,
- * which test_config holds against README.md) all come from that line.
+ * or choices, and the user guide's words for it.  The defaults, the parser, its
+ * complaints and the user guide's table of variables (gmp_config_doc_table,
+ * which test_config holds against docs/user-guide.md) all come from that line.
  */
 #include "gpumemprof.h"
 #include "jsonw.h"
@@ -26,7 +26,7 @@
 
 #define GMP_METADATA_MAX_DEPTH 32
 
-/* One line an option, in the README's order:
+/* One line an option, in the user guide's order:
  *   BOOL(field, name, default, doc)
  *   NUM(field, name, default, low, high, doc)          uint32_t or uint64_t field
  *   TEXT(field, name, default, room, may_be_empty, default_doc, doc)
@@ -48,7 +48,7 @@
          "a JSON object stored as `custom_metadata` (≤ 8 KiB, checked strictly)")                \
     TEXT(run_dir, "GMP_RUN_DIR", "", 128, 0,                                                     \
          "`$XDG_RUNTIME_DIR/gpumemprof`, else `/tmp/gpumemprof-<uid>`",                          \
-         "where live rings live; see *The event ring*")                                         \
+         "where live rings live (docs/architecture.md)")                                         \
     NUM(host_event_min_bytes, "GMP_HOST_EVENT_MIN_BYTES", 1 << 20, 0, 1ull << 50,                \
         "host allocations and frees of at least this size become events; failures always do")  \
     NUM(oom_confirm_ms, "GMP_OOM_CONFIRM_MS", 1000, 0, 3600000,                                  \
@@ -56,7 +56,7 @@
     CHOICE(oom_policy_first, "GMP_OOM_POLICY", "episode|first",                                  \
            "`first` writes a bundle at every failure, without waiting for confirmation")         \
     CHOICE(cuda_mode, "GMP_CUDA_MODE", "auto|interpose|cupti",                                   \
-           "which path records CUDA; see *The preload*")                                        \
+           "which path records CUDA (docs/architecture.md)")                                     \
     BOOL(stacks, "GMP_STACKS", 1, "`0`: no native stack per device (and large host) allocation") \
     CHOICE(on_crash, "GMP_ON_CRASH", "after-failure|always|never",                               \
            "when a fatal signal writes a bundle")                                                \
@@ -183,7 +183,7 @@ static int parse_string(const char *var, const char *s, char *dst, size_t cap,
 }
 
 /* "a, b or c" from "a|b|c", each word between quote and quote, appended
- * to out: a complaint's words and the README's are the same list. */
+ * to out: a complaint's words and the user guide's are the same list. */
 static void append_choices(const char *choices, const char *quote, char *out, size_t cap)
 {
     int count = 1;
@@ -353,7 +353,7 @@ void gmp_config_free(gmp_config *cfg)
     free(cfg);
 }
 
-/* The README's table of variables: one row an option. */
+/* The user guide's table of variables: one row an option. */
 #define ROW(name, def_doc, range, doc)                                                           \
     n += snprintf(out + (n < cap ? n : cap), n < cap ? cap - n : 0, "| `%s` | %s | %s%s |\n",   \
                   name, def_doc, doc, range);

@@ -29,7 +29,7 @@ GMP_HIDDEN gmp_dump_request gmp_exception_request(const char *reason, const char
 /* gmp_config_from_env onto a config that is all zero (static storage). */
 GMP_HIDDEN int gmp_config_from_env_onto_zero(gmp_config *cfg);
 
-/* The README's table of GMP_* variables, from the option list (markdown,
+/* The user guide's table of GMP_* variables, from the option list (markdown,
  * NUL-terminated into out); the length it needs, like snprintf. */
 GMP_HIDDEN size_t gmp_config_doc_table(char *out, size_t cap);
 

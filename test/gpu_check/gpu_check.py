@@ -606,7 +606,7 @@ def torch_history(c):
                 return c.row("16 history's cost", "a ratio", "rc %s: %s" % (rc, err[-200:]),
                              False)
         ratios.append(t[True] / t[False])
-    c.row("16 history's cost on a training step", "measured (stated in the README)",
+    c.row("16 history's cost on a training step", "measured (stated in docs/performance.md)",
           "%.3fx (%s)" % (statistics.median(ratios), " ".join("%.3f" % r for r in ratios)),
           "pass")
 
