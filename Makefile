@@ -412,6 +412,7 @@ docs: $(BUILD)/mk/config-table
 # stage, whose wheel the pages' Python commands use.
 DOC_PAGES := README.md $(wildcard docs/*.md) $(wildcard docs/man/*.1)
 docs-check: all
+	@GMP_BUILD=$(BUILD) python3 test/docs/test_run_doc_commands.py
 	@python3 test/docs/run_doc_commands.py --build $(BUILD) $(DOC_PAGES)
 
 demo:
