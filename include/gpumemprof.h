@@ -354,6 +354,20 @@ typedef enum gmp_bundle_kind {
 /* Fills frames (at most max) of stack `id`; returns how many, 0 unknown. */
 typedef uint32_t (*gmp_stack_lookup_fn)(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
 
+/* How the process that wrote a bundle ended: metadata.json's "outcome".
+ * RUNNING (zero) while it still runs; the preload rewrites it at the end. */
+typedef enum gmp_outcome_state {
+    GMP_OUTCOME_RUNNING = 0,
+    GMP_OUTCOME_EXITED, /* code: the exit status (0: it survived) */
+    GMP_OUTCOME_KILLED, /* code: the signal */
+    GMP_OUTCOME_GONE,   /* ended without exiting, by a signal nobody saw */
+} gmp_outcome_state;
+
+typedef struct gmp_outcome {
+    gmp_outcome_state state;
+    int code;
+} gmp_outcome;
+
 typedef struct gmp_dump_request {
     const char *reason;            /* classification reason */
     const char *exception_type;    /* NULL -> null */
@@ -377,6 +391,7 @@ typedef struct gmp_dump_request {
     gmp_live_foreach_fn live_foreach;
     void *live_arg;
     gmp_bundle_kind kind;
+    gmp_outcome outcome;           /* how the process ended; zero: it still runs */
 } gmp_dump_request;
 
 /* Write a bundle into the dump directory, apply retention, and return the

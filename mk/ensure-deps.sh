@@ -30,6 +30,8 @@ need g++ command -v g++                   # a test program writes through std::c
 need clang command -v clang               # the libFuzzer harnesses (test/fuzz/)
 # the conformance suite (test/conformance/): real software, bare and preloaded
 need git command -v git
+need nodejs command -v node                                       # V8's own SIGSEGV handler
+need default-jdk-headless sh -c 'command -v java && command -v javac'  # the JVM's, from a source file
 need valgrind command -v valgrind
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 if [ -n "$pyver" ]; then

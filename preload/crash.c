@@ -11,8 +11,13 @@
  *
  * With the default after-failure mode nothing is installed until the first
  * failed allocation: a healthy process keeps its signal dispositions
- * untouched.  A handler the program installs later replaces ours and works
- * as it would without us.  Each thread that failed an allocation gets an
+ * untouched.  Ours goes only where the signal's action is still the
+ * default, so it acts only on a signal that would otherwise end the
+ * process: a runtime that handles SIGSEGV itself (the JVM's implicit null
+ * checks, V8's WebAssembly bounds, Go) keeps its handler in front, sees
+ * every signal, and finds it as it left it (the JVM's -Xcheck:jni checks).
+ * A handler the program installs later replaces ours and works as it would
+ * without us.  Each thread that failed an allocation gets an
  * alternate stack (256 KiB of address space, kept for the thread's life;
  * untouched pages cost nothing), so a stack exhausted by the failure still
  * leaves room for the bundle.  A program may have set a smaller alternate
@@ -39,7 +44,7 @@
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
 #define FATAL_COUNT (sizeof fatal_signals / sizeof *fatal_signals)
 
-static struct sigaction previous[FATAL_COUNT];
+static struct sigaction previous[FATAL_COUNT]; /* SIG_DFL where ours went */
 static int armed;                      /* atomic: 0 no, 1 installing, 2 installed */
 static int crashing;                   /* atomic: the first fatal signal dumps */
 static __thread int has_alt_stack __attribute__((tls_model("initial-exec")));
@@ -105,6 +110,8 @@ static void on_fatal(int sig, siginfo_t *info, void *ucontext)
     if (!__atomic_exchange_n(&crashing, 1, __ATOMIC_ACQ_REL)) {
         GMP_IN_HOOK_SCOPE();
         gmp_in_signal++;
+        /* ours went only where the default action was: it follows */
+        gmp_outcome_end(GMP_OUTCOME_KILLED, sig);
         dump_for(sig, info);
         if (dump_written) {
             /* written up here: no reader makes a second bundle of this
@@ -154,6 +161,15 @@ static void give_thread_alt_stack(void)
         munmap(mem, ALT_STACK_SIZE);
 }
 
+/* Whether the signal still takes its default action: no handler of the
+ * program's, and not ignored. */
+static int action_is_default(int sig)
+{
+    struct sigaction current;
+    return sigaction(sig, NULL, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
+           current.sa_handler == SIG_DFL;
+}
+
 void gmp_crash_arm(void)
 {
     if (gmp_pl.cfg->on_crash == GMP_ON_CRASH_NEVER)
@@ -172,7 +188,8 @@ void gmp_crash_arm(void)
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&sa.sa_mask);
         for (size_t i = 0; i < FATAL_COUNT; i++)
-            sigaction(fatal_signals[i], &sa, &previous[i]);
+            if (action_is_default(fatal_signals[i]))
+                sigaction(fatal_signals[i], &sa, &previous[i]);
         __atomic_store_n(&armed, 2, __ATOMIC_RELEASE);
     }
     errno = saved;

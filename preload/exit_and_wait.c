@@ -3,7 +3,8 @@
  * ring left in the run directory always means a death that may be of
  * memory:
  *   _exit/_Exit   (os._exit in multiprocessing workers): commit an open
- *                 episode and remove the ring, as a normal exit does;
+ *                 episode and remove the ring, as a normal exit does, and
+ *                 say the status in the bundles written (outcome.c);
  *   wait family   only the parent learns how a child was killed: a
  *                 preloaded parent that reaps a child killed by a signal
  *                 removes its ring, or notes the signal in it when the death
@@ -102,6 +103,7 @@ typedef void (*exit_fn)(int);
     GMP_EXPORT __attribute__((noreturn)) void name(int status);                            \
     void name(int status)                                                                  \
     {                                                                                      \
+        gmp_outcome_end(GMP_OUTCOME_EXITED, status & 0xff);                                \
         before_quick_exit();                                                               \
         GMP_REAL_FN(name, exit_fn)                                                         \
         if (fn)                                                                            \

@@ -39,6 +39,7 @@ static void after_fork_in_child(void)
     if (!gmp_pl_active())
         return;
     gmp_recorder_after_fork(gmp_pl.rec);
+    gmp_outcome_after_fork();
     gmp_episode_after_fork();
     gmp_watchdog_after_fork();
     gmp_metrics_after_fork();
@@ -86,6 +87,7 @@ __attribute__((constructor)) static void on_load(void)
         gmp_log("GMP_CUDA_MODE=cupti: built without CUPTI support; recording CUDA through "
                 "the interposer");
     set_state(GMP_PL_ACTIVE);
+    gmp_outcome_watch_exit();
     if (cfg->on_crash == GMP_ON_CRASH_ALWAYS)
         gmp_crash_arm();
     gmp_metrics_start();

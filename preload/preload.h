@@ -23,6 +23,7 @@
  *   stack.c       the return addresses of a failing call; allocation stacks
  *   stack_ring.c  those stacks and their objects in the ring, for recover
  *   crash.c       fatal signals after a failed allocation
+ *   outcome.c     how the process ended, in every bundle it wrote
  *   exit_and_wait.c _exit and the wait family: what a ring left behind means
  *   watchdog.c    the slow death: pressure against the nearest memory limit
  *   oom_messages.c OOM messages on stderr, for failures no hook saw
@@ -395,6 +396,17 @@ static inline int gmp_any_episode_open(void)
  * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock).
  * Returns 1 when it wrote one. */
 GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
+
+/* outcome.c: how the process ended, in every bundle it wrote.  now gives
+ * the outcome for a bundle written at this moment; note_bundle remembers a
+ * bundle written; end says how the process ends (first call wins) and
+ * rewrites the bundles it wrote (async-signal-safe); watch_exit asks glibc
+ * for exit()'s status (on_exit). */
+GMP_HIDDEN void gmp_outcome_now(gmp_outcome *o);
+GMP_HIDDEN void gmp_outcome_note_bundle(const char *path);
+GMP_HIDDEN void gmp_outcome_end(gmp_outcome_state state, int code);
+GMP_HIDDEN void gmp_outcome_watch_exit(void);
+GMP_HIDDEN void gmp_outcome_after_fork(void);
 
 /* crash.c: fatal-signal handlers (GMP_ON_CRASH).  arm installs them once and
  * gives the calling thread an alternate stack; called at start (always) or

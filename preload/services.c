@@ -100,9 +100,13 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
         with_stacks.device_count = gmp_gpu_device_states(
             devices, 16, may_call, req->failed.present ? &req->failed : NULL, req->backend);
     }
+    if (with_stacks.outcome.state == GMP_OUTCOME_RUNNING)
+        gmp_outcome_now(&with_stacks.outcome);
     const char *p = gmp_dump(gmp_pl.rec, &with_stacks, path, cap);
-    if (p && req->kind == GMP_BUNDLE_OOM)
+    if (p && req->kind == GMP_BUNDLE_OOM) {
         __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);
+        gmp_outcome_note_bundle(p);
+    }
     return p;
 }
 

@@ -147,6 +147,8 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
                                    ? in->ring->hdr->oom_kills_at_start
                                    : UINT64_MAX);
     gmp_jw_kstr(w, "confirmed_by", req->confirmed_by);
+    gmp_jw_key(w, "outcome");
+    gmp_bundle_write_outcome(w, &req->outcome);
     gmp_jw_kstr(w, "evidence", req->evidence);
     gmp_jw_ku64(w, "recovered_episodes", req->recovered_episodes);
     gmp_jw_key(w, "bytes_in_use");

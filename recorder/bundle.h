@@ -55,6 +55,10 @@ GMP_HIDDEN void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header 
 
 /* modules.json of the calling process (modules.c); buf holds /proc reads. */
 GMP_HIDDEN void gmp_modules_write(gmp_jw *w, char *buf, size_t cap);
+/* fn on each line of the calling process's /proc/self/maps, read into buf
+ * with no allocation and no lock; a line longer than buf is skipped. */
+GMP_HIDDEN void gmp_maps_foreach(char *buf, size_t cap, void (*fn)(const char *line, void *arg),
+                                 void *arg);
 /* modules.json of a process that is gone: the objects its ring recorded
  * (those its stacks pass through), each with its end. */
 GMP_HIDDEN void gmp_modules_write_from_ring(gmp_jw *w, const gmp_ring *ring);
@@ -87,6 +91,15 @@ GMP_HIDDEN int gmp_bundle_patch_program(const char *bundle, const char *type,
 /* bundle_patch.c: add the file name (data, len bytes) to the bundle at
  * path and list it in its manifest (rewritten atomically); never replaces
  * a file the bundle has.  buf is scratch, twice the manifest's size. */
+/* metadata.json's "outcome" of the bundle at path rewritten (atomically);
+ * buf is scratch (128 KiB is plenty); no allocation: for a signal handler.
+ * 0, or -1 with the file untouched (a bundle without the key too). */
+GMP_HIDDEN int gmp_bundle_patch_outcome(const char *bundle, const gmp_outcome *outcome, char *buf,
+                                        size_t cap);
+/* The "outcome" value: {"state":"running"}, {"state":"exited","exit_status":N},
+ * {"state":"killed","signal":"SIGKILL"} or {"state":"gone"}. */
+GMP_HIDDEN void gmp_bundle_write_outcome(gmp_jw *w, const gmp_outcome *outcome);
+
 GMP_HIDDEN int gmp_bundle_add_file(const char *bundle, const char *name, const char *data,
                                    size_t len, char *buf, size_t cap);
 

@@ -1,8 +1,9 @@
 /*
  * bundle_patch.c — fills in the exception of a bundle already written
  * (and the context and custom metadata, when the program itself reports
- * the exception), and adds a file to one (the Python traceback a framework
- * printed after it).
+ * the exception), says how its process ended once it has (the outcome),
+ * and adds a file to one (the Python traceback a framework printed after
+ * it).
  *
  * A framework's own message ("torch.OutOfMemoryError: CUDA out of memory.
  * Tried to allocate ...") often reaches stderr just after the failing call
@@ -18,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +207,39 @@ int gmp_bundle_patch_exception(const char *bundle, const char *type, const char 
                                const char *message, char *buf, size_t cap)
 {
     return gmp_bundle_patch_program(bundle, type, module, message, NULL, NULL, buf, cap);
+}
+
+void gmp_bundle_write_outcome(gmp_jw *w, const gmp_outcome *o)
+{
+    gmp_jw_obj_begin(w);
+    if (o->state == GMP_OUTCOME_EXITED) {
+        gmp_jw_kstr(w, "state", "exited");
+        gmp_jw_ki64(w, "exit_status", o->code);
+    } else if (o->state == GMP_OUTCOME_KILLED) {
+        char name[24] = "SIG";
+        const char *abbrev = sigabbrev_np(o->code);
+        gmp_strlcat(name, abbrev ? abbrev : "?", sizeof name);
+        gmp_jw_kstr(w, "state", "killed");
+        gmp_jw_kstr(w, "signal", name);
+    } else if (o->state == GMP_OUTCOME_GONE) {
+        gmp_jw_kstr(w, "state", "gone");
+    } else {
+        gmp_jw_kstr(w, "state", "running");
+    }
+    gmp_jw_obj_end(w);
+}
+
+int gmp_bundle_patch_outcome(const char *bundle, const gmp_outcome *outcome, char *buf,
+                             size_t cap)
+{
+    char json[96];
+    gmp_jw w;
+    gmp_jw_init(&w, -1, json, sizeof json);
+    gmp_bundle_write_outcome(&w, outcome);
+    if (gmp_jw_finish(&w) != 0)
+        return -1;
+    field_patch p = {"outcome", json, 0, 0};
+    return patch_metadata(bundle, &p, 1, buf, cap);
 }
 
 int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, size_t len,

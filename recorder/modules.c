@@ -145,9 +145,8 @@ static void module_line(gmp_jw *w, const char *line)
     module_row(w, path, bias, build_id, 0);
 }
 
-void gmp_modules_write(gmp_jw *w, char *buf, size_t cap)
+void gmp_maps_foreach(char *buf, size_t cap, void (*fn)(const char *line, void *arg), void *arg)
 {
-    gmp_jw_arr_begin(w);
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     size_t have = 0;
     while (fd >= 0) {
@@ -158,7 +157,7 @@ void gmp_modules_write(gmp_jw *w, char *buf, size_t cap)
         char *line = buf, *nl;
         while ((nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
             *nl = '\0';
-            module_line(w, line);
+            fn(line, arg);
             line = nl + 1;
         }
         have = (size_t)(buf + have - line);
@@ -168,6 +167,17 @@ void gmp_modules_write(gmp_jw *w, char *buf, size_t cap)
     }
     if (fd >= 0)
         close(fd);
+}
+
+static void module_line_of(const char *line, void *w)
+{
+    module_line(w, line);
+}
+
+void gmp_modules_write(gmp_jw *w, char *buf, size_t cap)
+{
+    gmp_jw_arr_begin(w);
+    gmp_maps_foreach(buf, cap, module_line_of, w);
     gmp_jw_space(w, "\n");
     gmp_jw_arr_end(w);
 }

@@ -12,6 +12,10 @@
 #   valgrind    its leak checker finds nothing of ours (exit status kept)
 #   cpython     a subset of CPython's own regression tests (Debian's
 #               libpython3.X-testsuite): the same result for every test case
+#   runtimes    Node's WebAssembly bounds traps and the JVM's implicit null
+#               checks (-Xcheck:jni), each after a caught allocation failure:
+#               their own SIGSEGV handlers see every fault, stay their own,
+#               and no crash bundle is made
 #   numpy       np.empty(10**13) from PyPI, in a venv made here: the same
 #               MemoryError, and one bundle that names the failed malloc,
 #               numpy's exception and words, and a request no host could give
@@ -153,6 +157,38 @@ if command -v valgrind >/dev/null 2>&1; then
         '$build/test/programs/host_oom' quiet; echo \"status \$?\""
 else
     skip valgrind-leaks "valgrind is not installed"
+fi
+
+# ---- runtimes that handle SIGSEGV themselves -------------------------------
+# Each fails one allocation and catches it, then takes faults its own
+# handler turns into exceptions.  The failure may have its bundle, which
+# says the process survived it (triage passes); a crash bundle, a word
+# about a signal, or a changed handler (the JVM's -Xcheck:jni prints one)
+# is a failure.
+runtime_case() { # NAME CMD
+    name=$1
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
+    run "$name" bare "$2"
+    run "$name" pre "$2"
+    same "$name" ours-allowed || return
+    if grep -q -E 'SIG(SEGV|BUS)' "$work/$name.pre.err" ||
+        grep -l -s '"reason": *"SIG' "$GMP_DUMP_DIR"/*/manifest.json >/dev/null; then
+        fail "$name" "a crash was made of a fault its runtime handled: $(grep '^gpumemprof: ' "$work/$name.pre.err" | tr '\n' ' ')"
+    elif [ -d "$GMP_DUMP_DIR" ] && ! "$inspect" triage "$GMP_DUMP_DIR" >"$work/$name.triage" 2>&1; then
+        fail "$name" "triage calls the caught failure a death: $(head -1 "$work/$name.triage")"
+    else
+        pass "$name"
+    fi
+}
+if command -v node >/dev/null 2>&1; then
+    runtime_case node-wasm-traps "node '$here/wasm_oob.js'"
+else
+    skip node-wasm-traps "node is not installed"
+fi
+if command -v java >/dev/null 2>&1 && java -version >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; then
+    runtime_case jvm-null-checks "java -Xcheck:jni '$here/NullChecks.java'"
+else
+    skip jvm-null-checks "no JDK here (java with javac)"
 fi
 
 # ---- CPython's own regression tests -----------------------------------------

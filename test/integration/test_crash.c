@@ -94,6 +94,9 @@ static void test_segv_after_failed_malloc(void **state)
     assert_string_equal(json_str(fr, "api"), "malloc");
     assert_int_equal(json_int(fr, "size"), 10000000000000000ll);
     assert_int_equal(json_int(fr, "code"), 12);
+    json_t *outcome = json_object_get(md, "outcome");
+    assert_string_equal(json_str(outcome, "state"), "killed");
+    assert_string_equal(json_str(outcome, "signal"), "SIGSEGV");
 
     /* the stack's first address, against the program's load bias in
      * modules.json, is in allocate_unchecked according to addr2line */
@@ -166,14 +169,53 @@ static void test_abort_after_failed_malloc(void **state)
     json_decref(md);
 }
 
-/* The program's own SIGSEGV handler (installed before the failure) still
- * runs after the bundle is written, and decides the exit status. */
+/* The program's own SIGSEGV handler (installed before the failure) stays in
+ * front: it runs, it decides the exit status, and no crash bundle is made of
+ * a signal that did not end the process by itself; the failure is still
+ * written, when the program's _exit commits its episode. */
 static void test_program_handler_still_runs(void **state)
 {
     (void)state;
     same_death(NULL, "handler", HUGE, "program handler\nstatus 42\n");
-    json_t *md = crash_bundle("gpumemprof: SIGSEGV after failed allocation", NULL, 0);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "reason"), "ENOMEM");
+    assert_string_equal(json_str(md, "confirmed_by"), "exit");
+    json_t *outcome = json_object_get(md, "outcome"); /* the handler's _exit(42) */
+    assert_string_equal(json_str(outcome, "state"), "exited");
+    assert_int_equal(json_int(outcome, "exit_status"), 42);
     json_decref(md);
+}
+
+/* A runtime that handles SIGSEGV itself (the JVM, V8, Go): its handler
+ * sees every fault and stays its own whether it came before or after the
+ * failed allocation, and whatever GMP_ON_CRASH says; no crash bundle. */
+static void test_runtime_keeps_its_signals(void **state)
+{
+    (void)state;
+    char own[2048];
+    snprintf(own, sizeof own, "%s/test/programs/own_signals", paths.build);
+    if (own[0] != '/') {
+        char cwd[512];
+        assert_non_null(getcwd(cwd, sizeof cwd));
+        snprintf(own, sizeof own, "%s/%s/test/programs/own_signals", cwd, paths.build);
+    }
+    char saved[sizeof program];
+    memcpy(saved, program, sizeof saved);
+    memcpy(program, own, sizeof program);
+    static const char *const modes[] = {"before", "after"};
+    static const char *const envs[] = {NULL, "GMP_ON_CRASH=always"};
+    for (size_t m = 0; m < 2; m++)
+        for (size_t e = 0; e < 2; e++) {
+            same_death(envs[e], modes[m], HUGE,
+                       "malloc failed, checked\ncaught 3 faults\nhandlers intact\nstatus 0\n");
+            if (strstr(err, "SIGSEGV") || strstr(err, "SIGBUS"))
+                fail_msg("%s, %s: a crash line for a fault the program handled: %s", modes[m],
+                         envs[e] ? envs[e] : "default", err);
+            json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+            assert_string_equal(json_str(md, "reason"), "ENOMEM");
+            json_decref(md);
+        }
+    memcpy(program, saved, sizeof program);
 }
 
 /* A small alternate stack of the program's own: the bundle is written on
@@ -242,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_on_crash_never),
         cmocka_unit_test(test_abort_after_failed_malloc),
         cmocka_unit_test(test_program_handler_still_runs),
+        cmocka_unit_test(test_runtime_keeps_its_signals),
         cmocka_unit_test(test_program_alt_stack_too_small),
         cmocka_unit_test(test_crash_names_its_own_thread_failure),
     };

@@ -91,6 +91,9 @@ static void test_gmp_run_kill_9(void **state)
         fail_msg("stderr: %s", err);
     json_t *md = killed_bundle("SIGKILL", 4);
     assert_true(json_is_null(json_object_get(md, "failed_request")));
+    json_t *outcome = json_object_get(md, "outcome");
+    assert_string_equal(json_str(outcome, "state"), "killed");
+    assert_string_equal(json_str(outcome, "signal"), "SIGKILL");
     json_decref(md);
     expect_first_cause(bundle, "killed without a word (SIGKILL)");
     /* no evidence of the OOM killer: not called an out-of-memory death */

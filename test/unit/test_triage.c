@@ -210,13 +210,20 @@ static void test_exit_status_table(void **state)
                                .confirmed_by = "recovered", .backend = GMP_BACKEND_CPU};
     gmp_dump_request failed = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
                                .failed = {1, GMP_API_MALLOC, 4096, -1, 12, 0, 0, {0}}};
+    gmp_dump_request survived = failed;
+    survived.outcome = (gmp_outcome){GMP_OUTCOME_EXITED, 0};
     dump_one(quiet, &pressure);
     dump_one(quiet, &killed);
+    dump_one(quiet, &survived);
     dump_one(oom, &failed);
 
-    /* a warning and a kill nothing ties to memory: listed, not failures */
+    /* a warning, a kill nothing ties to memory and a failure the process
+     * went on from (it exited 0): listed, not failures */
     expect_everywhere(quiet, quiet, 0, "0 out-of-memory death(s), 2 memory-pressure warning(s), "
-                                       "2 killed or crashed with no sign of memory");
+                                       "2 killed or crashed with no sign of memory, 2 failure(s) "
+                                       "survived");
+    assert_int_equal(triage_paths("junit", quiet, quiet), 0);
+    assert_non_null(strstr(out, "survived a failed allocation (not an out-of-memory death)"));
     assert_int_equal(triage_paths("junit", quiet, quiet), 0);
     assert_non_null(strstr(out, "memory-pressure warning (not an out-of-memory death)"));
     assert_non_null(strstr(out, "killed, cause unknown (not an out-of-memory death)"));

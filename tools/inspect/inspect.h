@@ -154,9 +154,14 @@ typedef enum bundle_kind {
     KIND_KILLED_UNKNOWN,     /* killed or vanished; nothing ties it to memory */
     KIND_CRASH,              /* a crash written up with no allocation failed */
     KIND_PRESSURE,           /* a warning before any failure */
+    KIND_SURVIVED,           /* an allocation failed, and the process went on to exit 0 */
 } bundle_kind;
-#define KIND_COUNT (KIND_PRESSURE + 1)
+#define KIND_COUNT (KIND_SURVIVED + 1)
 bundle_kind bundle_kind_of(const bundle *b);
+/* How the bundle's process ended, in words ("exited 0: it went on after the
+ * failure", "killed by SIGSEGV", ...); NULL when the bundle does not say
+ * (written before outcomes were, or by the Python recorder alone). */
+const char *outcome_words(const bundle *b, char *out, size_t cap);
 /* The kinds that are out-of-memory deaths (triage's exit status 3). */
 int kind_is_oom(bundle_kind k);
 /* "out of memory", "memory-pressure warning", ... */

@@ -2,8 +2,9 @@
  * kind.c — what kind of bundle this is, decided once for every verb: an
  * out-of-memory death (an allocation failed, a framework said so, or the
  * kernel's OOM killer is named), a crash after an unchecked failed
- * allocation, a kill or a crash nothing ties to memory, or a memory-pressure
- * warning written before any failure.  show's headline, triage's exit status and
+ * allocation, a kill or a crash nothing ties to memory, a memory-pressure
+ * warning written before any failure, or a failure the process survived
+ * (its outcome: it went on and exited 0; no death).  show's headline, triage's exit status and
  * its formats, and metrics' OOM count all read it from here, so they can
  * never disagree.
  */
@@ -30,7 +31,41 @@ bundle_kind bundle_kind_of(const bundle *b)
                (reason && (!strcmp(reason, "killed") || !strncmp(reason, "SIG", 3)));
     if (died && !failed) /* GMP_ON_CRASH=always writes up any crash */
         return by_signal ? KIND_CRASH : KIND_KILLED_UNKNOWN;
+    json_t *outcome = json_object_get(md, "outcome");
+    const char *state = jstr(outcome, "state");
+    json_t *status = json_object_get(outcome, "exit_status");
+    if (state && !strcmp(state, "exited") && json_is_integer(status) &&
+        json_integer_value(status) == 0)
+        return KIND_SURVIVED;
     return KIND_OUT_OF_MEMORY;
+}
+
+const char *outcome_words(const bundle *b, char *out, size_t cap)
+{
+    json_t *outcome = json_object_get(b->metadata, "outcome");
+    const char *state = jstr(outcome, "state");
+    char raw[160];
+    if (!state)
+        return NULL;
+    if (!strcmp(state, "exited")) {
+        json_t *status = json_object_get(outcome, "exit_status");
+        long long code = json_is_integer(status) ? json_integer_value(status) : -1;
+        if (code == 0)
+            snprintf(raw, sizeof raw, "exited 0: it went on after the failure, so this was no death");
+        else
+            snprintf(raw, sizeof raw, "exited %lld", code);
+    } else if (!strcmp(state, "killed")) {
+        const char *sig = jstr(outcome, "signal"); /* the bundle's: made inert below */
+        snprintf(raw, sizeof raw, "killed by %.24s", sig ? sig : "a signal");
+    } else if (!strcmp(state, "gone")) {
+        snprintf(raw, sizeof raw, "ended without exiting; the signal was not seen");
+    } else if (!strcmp(state, "running")) {
+        snprintf(raw, sizeof raw, "still running when this was written; how it ended is not recorded");
+    } else {
+        return NULL;
+    }
+    clean_text(raw, out, cap);
+    return out;
 }
 
 int kind_is_oom(bundle_kind k)
@@ -53,6 +88,8 @@ const char *kind_label(bundle_kind k)
         return "crash, no allocation had failed";
     case KIND_PRESSURE:
         return "memory-pressure warning";
+    case KIND_SURVIVED:
+        return "survived a failed allocation";
     }
     return "?";
 }

@@ -326,6 +326,13 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
         print_clean(stdout, sig ? signame : "a signal", 20);
         printf("); no allocation had failed, so memory is not the known cause\n");
         return;
+    case KIND_SURVIVED:
+        printf("the process survived: an allocation of ");
+        print_clean(stdout, memory, 20);
+        printf(" memory failed (");
+        print_clean(stdout, reason ? reason : "unknown reason", 200);
+        printf("), and it went on and exited 0; no death\n");
+        return;
     case KIND_OUT_OF_MEMORY:
         break;
     }
@@ -441,6 +448,9 @@ static int show_one(const char *path, long last)
     printf("Bundle            ");
     print_clean(stdout, b.name, 300);
     print_what_happened(&b, reason, backend);
+    char outcome[200];
+    if (bundle_kind_of(&b) != KIND_SURVIVED)
+        print_field("Outcome:", outcome_words(&b, outcome, sizeof outcome));
     diagnose(&b, isatty(1) && getenv("NO_COLOR") == NULL);
     print_python_stack(&b);
     print_field("When:", jstr(b.manifest, "created_at_utc"));

@@ -194,9 +194,10 @@ static void cells_of(const group *g, cells *c)
 static void summary(const triage *t, char *out, size_t cap)
 {
     long not_memory = t->kinds[KIND_KILLED_UNKNOWN] + t->kinds[KIND_CRASH];
-    snprintf(out, cap, "%ld out-of-memory death(s), %ld memory-pressure warning(s), %ld "
-                       "killed or crashed with no sign of memory, %ld unreadable",
-             t->ooms, t->kinds[KIND_PRESSURE], not_memory, t->unreadable + t->missing);
+    snprintf(out, cap, "%ld out-of-memory death(s), %ld memory-pressure warning(s), %ld killed "
+                       "or crashed with no sign of memory, %ld failure(s) survived, %ld unreadable",
+             t->ooms, t->kinds[KIND_PRESSURE], not_memory, t->kinds[KIND_SURVIVED],
+             t->unreadable + t->missing);
 }
 
 static void print_text(const triage *t)
@@ -242,6 +243,7 @@ static void print_triage_json(const triage *t)
     json_object_set_new(root, "bundles", json_integer(t->bundles));
     json_object_set_new(root, "oom_bundles", json_integer(t->ooms));
     json_object_set_new(root, "pressure_warnings", json_integer(t->kinds[KIND_PRESSURE]));
+    json_object_set_new(root, "survived", json_integer(t->kinds[KIND_SURVIVED]));
     json_object_set_new(root, "not_memory",
                         json_integer(t->kinds[KIND_KILLED_UNKNOWN] + t->kinds[KIND_CRASH]));
     json_object_set_new(root, "unreadable", json_integer(t->unreadable));

@@ -1,0 +1,90 @@
+/*
+ * outcome.c — how the process ended, in every bundle it wrote.  A bundle is
+ * written at the failure, while the process may run on (a notebook kernel,
+ * a server, a program that catches its MemoryError): its metadata.json says
+ * "outcome": {"state": "running"}.  When the process ends in a way its own
+ * code sees, each bundle it wrote is rewritten with how: exited with its
+ * status (0: it survived the failure, and the readers say it was no death)
+ * or killed by the signal our crash handler hands on to its default action.
+ * The ends seen: exit() and a return from main (an on_exit handler, which
+ * glibc gives the status), _exit and _Exit (their hooks), a fatal signal
+ * (crash.c).  A bundle written at that moment carries the outcome from the
+ * start.  A death no code in the process sees (SIGKILL) leaves "running";
+ * gmp-run's bundle of that death says who killed it.
+ *
+ * No allocation and no lock (a try-flag, skipped when taken): the crash
+ * path runs it in a signal handler.  A forked child forgets the parent's
+ * bundles; a vfork child, which shares our memory, is told apart by its pid.
+ */
+#include "bundle.h"
+#include "preload.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#define KEPT 8 /* the newest bundles of this process whose outcome is written */
+
+static char written[KEPT][GMP_PATH_MAX];
+static unsigned written_count;         /* atomic; slot = n % KEPT */
+static int ending_state, ending_code;  /* atomic: the first end seen wins */
+static int patching;                   /* atomic try-flag over patch_buf */
+static char patch_buf[128 * 1024];
+
+static int ours(void)
+{
+    return getpid() == __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
+}
+
+void gmp_outcome_now(gmp_outcome *o)
+{
+    o->state = (gmp_outcome_state)__atomic_load_n(&ending_state, __ATOMIC_ACQUIRE);
+    o->code = __atomic_load_n(&ending_code, __ATOMIC_RELAXED);
+}
+
+void gmp_outcome_note_bundle(const char *path)
+{
+    if (!ours())
+        return;
+    unsigned n = __atomic_fetch_add(&written_count, 1, __ATOMIC_ACQ_REL);
+    gmp_strlcpy(written[n % KEPT], path, sizeof written[0]);
+}
+
+void gmp_outcome_end(gmp_outcome_state state, int code)
+{
+    if (!ours() || !gmp_pl.cfg->enabled)
+        return;
+    int expected = GMP_OUTCOME_RUNNING;
+    __atomic_store_n(&ending_code, code, __ATOMIC_RELAXED);
+    if (!__atomic_compare_exchange_n(&ending_state, &expected, (int)state, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return; /* told already: the first end is the one */
+    unsigned n = __atomic_load_n(&written_count, __ATOMIC_ACQUIRE);
+    if (n == 0 || __atomic_exchange_n(&patching, 1, __ATOMIC_ACQUIRE))
+        return;
+    int saved = errno;
+    gmp_outcome o;
+    gmp_outcome_now(&o);
+    for (unsigned i = n > KEPT ? n - KEPT : 0; i < n; i++)
+        gmp_bundle_patch_outcome(written[i % KEPT], &o, patch_buf, sizeof patch_buf);
+    __atomic_store_n(&patching, 0, __ATOMIC_RELEASE);
+    errno = saved;
+}
+
+/* exit() and a return from main: glibc hands on_exit's handlers the status. */
+static void at_exit_with(int status, void *arg)
+{
+    (void)arg;
+    gmp_outcome_end(GMP_OUTCOME_EXITED, status & 0xff);
+}
+
+void gmp_outcome_watch_exit(void)
+{
+    on_exit(at_exit_with, NULL);
+}
+
+void gmp_outcome_after_fork(void)
+{
+    __atomic_store_n(&written_count, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&ending_state, GMP_OUTCOME_RUNNING, __ATOMIC_RELAXED);
+    __atomic_store_n(&patching, 0, __ATOMIC_RELAXED);
+}

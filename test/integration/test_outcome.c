@@ -1,0 +1,146 @@
+/*
+ * test_outcome.c — a bundle says how its process ended.  It is written at
+ * the failure, while the process may go on; the preload rewrites it when the
+ * process ends: python3 that catches its MemoryError and exits 0 survived
+ * (show says so first, triage passes it), one that lets it go died with 1
+ * (triage fails), a bundle read while its process still runs says so, and a
+ * forked child's exit never speaks for its parent's bundle.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16], bundle[1024];
+
+/* python3 -c CODE under the preload (GMP_OOM_POLICY=first when asked:
+ * the bundle is written at the failure itself); returns its exit code. */
+static int python(const char *code, int at_failure)
+{
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export GMP_WATCHDOG=0 %s LD_PRELOAD=\"%s\"; python3 -c '%s'",
+             at_failure ? "GMP_OOM_POLICY=first" : "", paths.preload, code);
+    return exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+}
+
+/* The one bundle's outcome: "exited 0", "killed SIGSEGV", "running". */
+static const char *outcome_of_the_bundle(void)
+{
+    static char said[64];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    json_t *o = json_object_get(md, "outcome");
+    const char *state = json_str(o, "state");
+    if (!strcmp(state, "exited"))
+        snprintf(said, sizeof said, "exited %lld", json_int(o, "exit_status"));
+    else
+        snprintf(said, sizeof said, "%s", state);
+    json_decref(md);
+    return said;
+}
+
+/* gmp-inspect VERB DIR: its exit code, its stdout in out. */
+static int inspect(const char *verb, const char *path)
+{
+    const char *argv[] = {inspect_path(), verb, path, NULL};
+    return exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err));
+}
+
+#define CAUGHT "try:\n    bytearray(1 << 46)\nexcept MemoryError:\n    print(\"caught\")\n"
+
+static void test_caught_memory_error_survived(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    assert_int_equal(python(CAUGHT, 0), 0);
+    assert_string_equal(out, "caught\n");
+    assert_string_equal(outcome_of_the_bundle(), "exited 0");
+    expect_headline(bundle, "the process survived: an allocation of host memory failed (ENOMEM),"
+                            " and it went on and exited 0; no death");
+    assert_int_equal(inspect("triage", paths.dumps), 0);
+    if (!strstr(out, "0 out-of-memory death(s), ") || !strstr(out, ", 1 failure(s) survived") ||
+        !strstr(out, "survived a failed allocation"))
+        fail_msg("triage does not count it as survived:\n%s", out);
+}
+
+static void test_uncaught_memory_error_died(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    assert_int_equal(python("bytearray(1 << 46)", 0), 1);
+    assert_string_equal(outcome_of_the_bundle(), "exited 1");
+    expect_headline(bundle, "the process ran out of host memory (ENOMEM)");
+    assert_int_equal(inspect("show", bundle), 0);
+    if (!strstr(out, "\nOutcome:          exited 1\n"))
+        fail_msg("show does not say how it ended:\n%s", out);
+    assert_int_equal(inspect("triage", paths.dumps), 3);
+}
+
+/* Written at the failure: while the process runs on, its bundle says so;
+ * at its end (exit 3), the bundle says that. */
+static void test_written_while_running_then_rewritten(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    int code = python("import glob, json, os, sys\n" CAUGHT
+                      "d = glob.glob(os.environ[\"GMP_DUMP_DIR\"] + \"/oom_dump_*\")[0]\n"
+                      "print(json.load(open(d + \"/metadata.json\"))[\"outcome\"])\n"
+                      "sys.exit(3)\n",
+                      1);
+    assert_int_equal(code, 3);
+    assert_string_equal(out, "caught\n{'state': 'running'}\n");
+    assert_string_equal(outcome_of_the_bundle(), "exited 3");
+    assert_int_equal(inspect("show", bundle), 0);
+    assert_non_null(strstr(out, "\nOutcome:          exited 3\n"));
+}
+
+/* Children forked after the failure exit 0 (sys.exit, os._exit); then
+ * the parent is killed by SIGKILL, which no code of its own sees: the
+ * bundle, the parent's, still says its process was running, not that it
+ * exited 0. */
+static void test_forked_child_does_not_speak_for_its_parent(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    int code = python("import os, signal, sys\n" CAUGHT
+                      "pid = os.fork()\n"
+                      "if pid == 0:\n    sys.exit(0)\n"
+                      "os.waitpid(pid, 0)\n"
+                      "child = os.fork()\n"
+                      "if child == 0:\n    os._exit(0)\n"
+                      "os.waitpid(child, 0)\n"
+                      "os.kill(os.getpid(), signal.SIGKILL)\n",
+                      1);
+    assert_int_equal(code, 128 + 9);
+    assert_string_equal(outcome_of_the_bundle(), "running");
+}
+
+static int setup(void **state)
+{
+    *state = &paths;
+    preload_paths_make(&paths, "outcome");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_caught_memory_error_survived),
+        cmocka_unit_test(test_uncaught_memory_error_died),
+        cmocka_unit_test(test_written_while_running_then_rewritten),
+        cmocka_unit_test(test_forked_child_does_not_speak_for_its_parent),
+    };
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
+}
