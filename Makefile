@@ -210,6 +210,15 @@ $(DOUBLES)/libcupti.so.13: test/doubles/fake_cupti.c $(DOUBLES)/libcuda.so.1
 	$(CC) $(DOUBLE_FLAGS) -isystem $(CUDA_HOME)/include -isystem $(CUPTI_INCLUDE) \
 	    -Wl,-soname,libcupti.so.13 -o $@ $< -ldl
 
+# Stand-ins for frameworks' libraries, by the names the preload looks for
+# before it takes an OOM line on stderr for a bundle of its own.
+SPEAKERS := $(addprefix $(DOUBLES)/speakers/,libtorch_cpu.so _multiarray_umath.so \
+              libcupy_standin.so xla_extension.so libtensorflow_framework.so libjvm.so \
+              libcudart_standin.so)
+$(SPEAKERS): test/doubles/speaker.c
+	@mkdir -p $(dir $@)
+	$(CC) $(DOUBLE_FLAGS) -o $@ $<
+
 $(DOUBLES)/libmalloc_only.so: test/doubles/malloc_only.c
 	@mkdir -p $(dir $@)
 	$(CC) $(DOUBLE_FLAGS) -fvisibility=hidden -o $@ $<
@@ -324,7 +333,7 @@ TSAN_UNIT := $(BUILD)/test/test_stress $(BUILD)/test/test_gpu
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 unit-programs: all $(TEST_BIN)
-test-programs: all $(TEST_PROGRAMS) $(GPU_TESTS)
+test-programs: all $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS)
 
 # A stage whose sanitizer runtime is missing prints a line and is skipped.
 sanitize: unit-programs
@@ -364,7 +373,8 @@ check: all $(UNIT_BIN)
 	@sh mk/check-layers.sh
 	@sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN)
 
-test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(FUZZERS) $(BUILD)/bench/device_pairs
+test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZZERS) \
+                 $(BUILD)/bench/device_pairs
 	@failed=0; \
 	sh mk/check-layers.sh || failed=$$((failed+1)); \
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \

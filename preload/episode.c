@@ -25,6 +25,7 @@
  * and reports it (program_dump.c) adopts the open episode instead: its
  * report becomes the episode's one bundle.
  */
+#include "bundle.h"
 #include "preload.h"
 
 #include <string.h>
@@ -120,10 +121,14 @@ static const char *signal_name(int sig)
     }
 }
 
-/* A fatal signal that writes the bundle: which, and where it struck. */
+/* A fatal signal that writes the bundle: which, where it struck, and
+ * whether it was a fault (a bad address, an illegal instruction: si_code
+ * above 0) or sent (abort, kill: no address, and its si_addr holds the
+ * sender's pid). */
 typedef struct crash {
     int sig;
     uint64_t address;
+    int fault;
 } crash;
 
 /* Write the bundle of a failed request (an episode this thread owns, or the
@@ -144,15 +149,19 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
         gmp_strjoin(reason, sizeof reason, signame, " after failed allocation", (char *)NULL);
     }
     /* "cudaMalloc of 256.0 MiB on cuda:0 failed with cudaErrorMemoryAllocation (code 2)."
-     * "SIGSEGV at address 0x0 after malloc of 1.0 TiB on host failed with ENOMEM (code 12)." */
-    gmp_strjoin(message, sizeof message, cr ? signame : "", cr ? " at address " : "",
-                cr ? addr : "", cr ? " after " : "", gmp_api_name(f->api), " of ", size,
+     * "SIGSEGV at address 0x0 after malloc of 1.0 TiB on host failed with ENOMEM (code 12)."
+     * "SIGABRT after malloc of 32.0 TiB on host failed with ENOMEM (code 12)." */
+    int at_address = cr && cr->fault;
+    gmp_strjoin(message, sizeof message, cr ? signame : "", at_address ? " at address " : "",
+                at_address ? addr : "", cr ? " after " : "", gmp_api_name(f->api), " of ", size,
                 " on ", place, " failed with ", c.reason, " (code ", code, ").", (char *)NULL);
 
-    /* a framework's own words on stderr, when it said something meanwhile */
+    /* a framework's own words on stderr, when it said something meanwhile;
+     * for a sent signal too (abort after C++'s or Rust's last words), not
+     * for a fault, which says nothing */
     gmp_oom_words said;
     int printed_traceback = -1; /* the Python stack as printed, when none was taken */
-    int framework = cr ? 0 : gmp_messages_take(&said, &printed_traceback);
+    int framework = cr && cr->fault ? 0 : gmp_messages_take(&said, &printed_traceback);
     if (traceback_fd <= 0)
         traceback_fd = printed_traceback;
     gmp_dump_request req = {
@@ -176,14 +185,24 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
         return 0;
     if (!cr)
         gmp_messages_note_bundle(path, framework);
+    /* the death the pressure warning of this crossing warned of: one
+     * episode, one bundle, this one */
+    char warning[GMP_PATH_MAX];
+    int replaces = gmp_watchdog_take_warning(warning, sizeof warning) &&
+                   gmp_bundle_remove(warning) == 0;
+    const char *warning_name = replaces ? strrchr(warning, '/') + 1 : "";
     /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P
-     * gpumemprof: SIGSEGV after failed allocation (malloc 1.0 TiB on host, ENOMEM); bundle: P */
+     * gpumemprof: SIGSEGV after failed allocation (malloc 1.0 TiB on host, ENOMEM); bundle: P
+     * ...; bundle: P (replaces the memory-pressure warning W) */
     if (cr)
         gmp_strjoin(line, sizeof line, reason, " (", gmp_api_name(f->api), " ", size, " on ",
                     place, ", ", c.reason, "); bundle: ", path, (char *)NULL);
     else
         gmp_strjoin(line, sizeof line, "OOM on ", place, " (", gmp_api_name(f->api), " ",
                     size, ", ", c.reason, "); bundle: ", path, (char *)NULL);
+    if (replaces)
+        gmp_strjoin(line + strlen(line), sizeof line - strlen(line),
+                    " (replaces the memory-pressure warning ", warning_name, ")", (char *)NULL);
     gmp_log("%s", line);
     return 1;
 }
@@ -483,7 +502,8 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
     if (!gmp_pl_active() || gmp_pl.cfg->on_crash == GMP_ON_CRASH_NEVER ||
         (!failed && gmp_pl.cfg->on_crash != GMP_ON_CRASH_ALWAYS))
         return 0;
-    crash cr = {sig, info ? (uint64_t)(uintptr_t)info->si_addr : 0};
+    int fault = info && info->si_code > 0;
+    crash cr = {sig, fault ? (uint64_t)(uintptr_t)info->si_addr : 0, fault};
     /* an open episode is this death's cause: its bundle names the signal */
     int written = 0;
     for (int b = 0; b < GMP_BACKEND_COUNT; b++)
@@ -499,8 +519,8 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
     /* GMP_ON_CRASH=always, and no allocation ever failed */
     char addr[24], message[96], path[GMP_PATH_MAX];
     gmp_fmt_hex(cr.address, addr);
-    gmp_strjoin(message, sizeof message, signal_name(sig), " at address ", addr, ".",
-                (char *)NULL);
+    gmp_strjoin(message, sizeof message, signal_name(sig), fault ? " at address " : "",
+                fault ? addr : "", ".", (char *)NULL);
     gmp_dump_request req = {
         .reason = signal_name(sig),
         .exception_type = signal_name(sig),

@@ -12,7 +12,9 @@
  *   - to the open episode, whose bundle is not written yet;
  *   - else to the bundle written in the last 10 s (metadata.json rewritten
  *     atomically, bundle_patch.c);
- *   - else it is the only news of the OOM: a bundle of its own, with reason
+ *   - else, when this process can mean it (message_speakers.c: the
+ *     framework it names is loaded here, or a runtime's last words in their
+ *     own form), it is the only news of the OOM: a bundle of its own, with reason
  *     message_pattern:<pattern>, at most one per process (a framework that
  *     logs its OOM on every retry writes one bundle, not a directory full),
  *     whose failed request is its backend's newest failure in the 10 s
@@ -211,10 +213,23 @@ static int message_bundle_pid;
 
 /* The only news of an OOM: a bundle of its own, once per process. */
 static void write_message_bundle(const exception_text *t, const char *pattern,
-                                 const char *line)
+                                 const char *line, int ends_traceback)
 {
     int pid = __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
     if (message_bundle_pid == pid)
+        return;
+    /* An allocation that failed shortly before is what the message is about
+     * even when a later success of its size closed its episode as
+     * recovered: CPython's malloc(64) fails, the MemoryError unwinds, its
+     * traceback is printed with memory the unwinding gave back.  With no
+     * such failure, the message is the only news of an OOM, and counts only
+     * when this process can mean it (not a compiler quoting a source line,
+     * nor a log or a scheduler relaying one). */
+    gmp_failed_request recent = {0};
+    uint64_t now = gmp_now_realtime_ns();
+    gmp_episode_recent_failure(backend_of(pattern, line), now > RECENT_NS ? now - RECENT_NS : 0,
+                               &recent);
+    if (!recent.present && !gmp_message_speaker_here(pattern, line, ends_traceback))
         return;
     char reason[96], path[GMP_PATH_MAX];
     gmp_strjoin(reason, sizeof reason, "message_pattern:", pattern, (char *)NULL);
@@ -225,14 +240,9 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         .exception_message = t->said.message,
         .backend = backend_of(pattern, line),
         .confirmed_by = "message",
+        .failed = recent,
         .python_traceback_fd = traceback_state == 2 ? traceback_fd() : -1,
     };
-    /* An allocation that failed shortly before is what the message is about
-     * even when a later success of its size closed its episode as
-     * recovered: CPython's malloc(64) fails, the MemoryError unwinds, its
-     * traceback is printed with memory the unwinding gave back. */
-    uint64_t now = gmp_now_realtime_ns();
-    gmp_episode_recent_failure(req.backend, now > RECENT_NS ? now - RECENT_NS : 0, &req.failed);
     int written = gmp_pl_dump(&req, path, sizeof path) != NULL;
     if (req.python_traceback_fd > 0)
         close(req.python_traceback_fd);
@@ -295,7 +305,7 @@ static void on_line(const char *line)
     }
     if (!with_traceback)
         traceback_state = 0; /* not this message's */
-    write_message_bundle(&t, pattern, line);
+    write_message_bundle(&t, pattern, line, with_traceback);
 }
 
 /* Lines are assembled across writes: Python prints "torch", ".",

@@ -27,6 +27,7 @@
  *   exit_and_wait.c _exit and the wait family: what a ring left behind means
  *   watchdog.c    the slow death: pressure against the nearest memory limit
  *   oom_messages.c OOM messages on stderr, for failures no hook saw
+ *   message_speakers.c whether the process can mean such a message
  *   stderr.c      what the program writes to stderr: write, writev, stdio
  *   python.c      the Python stack of the thread that failed
  *   prom_textfile.c the Prometheus textfile (GMP_PROM_FILE)
@@ -428,6 +429,9 @@ GMP_HIDDEN void gmp_watchdog_start_sampler(void);
  * free is then worth a check (the usage held there a while); otherwise a
  * free, which can only lower usage, costs nothing. */
 GMP_HIDDEN int gmp_watchdog_above(void);
+/* The memory-pressure warning written in the crossing still under way, for
+ * the death's bundle to replace: 1 and its path, once; 0 when there is none. */
+GMP_HIDDEN int gmp_watchdog_take_warning(char *path, size_t cap);
 GMP_HIDDEN void gmp_watchdog_after_fork(void);
 
 /* sampler.c: one sample event per collector's device into the ring. */
@@ -453,6 +457,11 @@ GMP_HIDDEN int gmp_messages_exception_pending(void);
 /* Bytes the program just wrote to stderr (stderr.c), at most 4 KiB read. */
 GMP_HIDDEN void gmp_messages_scan(const char *buf, size_t n);
 GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
+/* message_speakers.c: whether this process can mean the OOM line it wrote
+ * (pattern: gmp_classify_oom_line's), so that it may be a bundle of its own:
+ * the framework it names is loaded here, or it is a runtime's last words in
+ * their own form; ends_traceback: it ends a traceback this process printed. */
+GMP_HIDDEN int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback);
 /* The OOM bundle written in the last 10 s and not yet claimed, for the
  * program's own report of that failure: 1 with its path (claimed now), or
  * 0.  A bundle noted with GMP_MESSAGES_PROGRAM is the program's own and

@@ -15,6 +15,9 @@
  * a program that fills a device and fails within that time gets its OOM
  * bundle alone), it writes one memory_pressure bundle (with PSI memory in
  * its evidence), and again only after a check has found usage back below.
+ * When the death it warned of follows within that crossing, the death's
+ * bundle replaces the warning's: one episode, one bundle (episode.c takes
+ * the warning's path with gmp_watchdog_take_warning).
  * GMP_WATCHDOG=0 turns it off.  No thread does this: a healthy process keeps the threads it made
  * (Python 3.12 warns at every fork of a multi-threaded process); a process
  * whose memory grows allocates, and so is checked.  A thread is started
@@ -28,6 +31,11 @@
 #include <time.h>
 
 #define SAMPLE_MS 100
+
+/* The warning's bundle of the crossing under way, for the death that may
+ * follow (warning_kept: atomic; the path is written before it is set). */
+static char warning_path[GMP_PATH_MAX];
+static int warning_kept;
 #define MAX_SAMPLES 16
 
 typedef struct limit_sample {
@@ -144,10 +152,13 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
         .confirmed_by = "watchdog",
         .evidence = evidence,
     };
-    char path[GMP_PATH_MAX];
-    if (gmp_pl_dump(&req, path, sizeof path))
-        gmp_log("memory pressure: %s bundle: %s", message, path);
+    if (gmp_pl_dump(&req, warning_path, sizeof warning_path)) {
+        gmp_log("memory pressure: %s bundle: %s", message, warning_path);
+        __atomic_store_n(&warning_kept, 1, __ATOMIC_RELEASE);
+    }
 }
+
+
 
 /* Pressure: above the threshold for SAMPLE_MS at checks with none below
  * between, once per crossing, and not while an OOM episode is open: that is
@@ -167,8 +178,10 @@ static uint64_t check_pressure(uint64_t now, uint64_t *above_since, char *buf, s
         if (!tightest || all[i].limit < tightest)
             tightest = all[i].limit;
     }
-    if (!nearest || pct(nearest) < gmp_pl.cfg->pressure_pct)
+    if (!nearest || pct(nearest) < gmp_pl.cfg->pressure_pct) {
         *above_since = 0;
+        __atomic_store_n(&warning_kept, 0, __ATOMIC_RELEASE); /* it stands on its own */
+    }
     else if (!*above_since)
         *above_since = now;
     else if (*above_since != UINT64_MAX && now > *above_since &&
@@ -244,6 +257,16 @@ static void *sampler_main(void *arg)
 
 static int sampler_started; /* atomic; reset in a forked child */
 
+int gmp_watchdog_take_warning(char *path, size_t cap)
+{
+    /* the crossing still on: no check has found usage back below since */
+    if (__atomic_load_n(&above_since, __ATOMIC_RELAXED) != UINT64_MAX ||
+        !__atomic_exchange_n(&warning_kept, 0, __ATOMIC_ACQ_REL))
+        return 0;
+    gmp_strlcpy(path, warning_path, cap);
+    return 1;
+}
+
 int gmp_watchdog_above(void)
 {
     uint64_t since = __atomic_load_n(&above_since, __ATOMIC_RELAXED);
@@ -272,4 +295,5 @@ void gmp_watchdog_after_fork(void)
     GMP_CLEAR_IN_CHILD(sampler_started);
     GMP_CLEAR_IN_CHILD(checking);
     GMP_CLEAR_IN_CHILD(above_since);
+    GMP_CLEAR_IN_CHILD(warning_kept);
 }

@@ -100,6 +100,10 @@ GMP_HIDDEN int gmp_bundle_patch_outcome(const char *bundle, const gmp_outcome *o
  * {"state":"killed","signal":"SIGKILL"} or {"state":"gone"}. */
 GMP_HIDDEN void gmp_bundle_write_outcome(gmp_jw *w, const gmp_outcome *outcome);
 
+/* Remove the bundle at path (a directory we wrote: our own files in it,
+ * never a symlink's target; retention.c's rules).  0, or -1. */
+GMP_HIDDEN int gmp_bundle_remove(const char *path);
+
 GMP_HIDDEN int gmp_bundle_add_file(const char *bundle, const char *name, const char *data,
                                    size_t len, char *buf, size_t cap);
 

@@ -185,6 +185,22 @@ static int remove_bundle(int dirfd, const char *name)
     return unlinkat(dirfd, name, AT_REMOVEDIR);
 }
 
+int gmp_bundle_remove(const char *path)
+{
+    char dir[GMP_PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path || (size_t)(slash - path) >= sizeof dir)
+        return -1;
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return -1;
+    int rc = remove_bundle(dirfd, slash + 1);
+    close(dirfd);
+    return rc;
+}
+
 /* The oldest bundle of one class (the message-only ones, or all). */
 typedef struct oldest_of {
     int have;

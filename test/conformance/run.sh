@@ -8,6 +8,8 @@
 #               bash printing the message dlerror() gave it
 #   git         a repository made, committed, packed, cloned, checked
 #   gcc         the same object files, byte for byte
+#   compilers-quoting-oom  gcc, clang, g++ and clang++ warnings that quote OOM
+#               words from the source: the same stderr, no bundle, no word
 #   allocators  python3 and sort with jemalloc, tcmalloc, mimalloc behind us
 #   valgrind    its leak checker finds nothing of ours (exit status kept)
 #   cpython     a subset of CPython's own regression tests (Debian's
@@ -135,6 +137,20 @@ if command -v gcc >/dev/null 2>&1; then
         cat jsonw.o bundle.o | md5sum && gcc -O2 -o grow '$src/examples/grow-heap.c' && echo built"
 else
     skip gcc "gcc is not installed"
+fi
+# warnings that quote OOM words from the source: stderr byte for byte, no
+# bundle, no line of ours (the compiler can mean none of them)
+quote_script=""
+for cc in gcc clang; do
+    command -v $cc >/dev/null 2>&1 && quote_script="$quote_script $cc -Wall -fsyntax-only '$here/quotes_oom.c';"
+done
+for cxx in g++ clang++; do
+    command -v $cxx >/dev/null 2>&1 && quote_script="$quote_script $cxx -Wall -fsyntax-only '$here/quotes_oom.cc';"
+done
+if [ -n "$quote_script" ]; then
+    case_of compilers-quoting-oom "$quote_script echo compiled"
+else
+    skip compilers-quoting-oom "no C or C++ compiler"
 fi
 
 # ---- allocators behind ours -------------------------------------------------

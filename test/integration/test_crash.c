@@ -218,6 +218,82 @@ static void test_runtime_keeps_its_signals(void **state)
     memcpy(program, saved, sizeof program);
 }
 
+/* C++'s uncaught std::bad_alloc: terminate's words, then abort.  The cause
+ * is the runtime's end, in its words, with no fault address (abort's
+ * siginfo holds a pid there), sited in the program's own frame. */
+static void test_uncaught_bad_alloc(void **state)
+{
+    (void)state;
+    char cxx[2048];
+    snprintf(cxx, sizeof cxx, "%s/test/programs/bad_alloc", paths.build);
+    if (cxx[0] != '/') {
+        char cwd[512];
+        assert_non_null(getcwd(cwd, sizeof cwd));
+        snprintf(cxx, sizeof cxx, "%s/%s/test/programs/bad_alloc", cwd, paths.build);
+    }
+    char saved[sizeof program], bundle[1024];
+    memcpy(saved, program, sizeof saved);
+    memcpy(program, cxx, sizeof program);
+    same_death(NULL, NULL, NULL, "start\nstatus 134\n");
+    memcpy(program, saved, sizeof program);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "reason"), "SIGABRT after failed allocation");
+    assert_string_equal(json_str(md, "exception_type"), "bad_alloc");
+    assert_string_equal(json_str(md, "exception_module"), "std");
+    assert_string_equal(json_str(md, "exception_message"),
+                        "terminate called after throwing an instance of 'std::bad_alloc'");
+    json_decref(md);
+    expect_first_cause(bundle, "the language runtime ended the program when an allocation failed");
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(argv, out, sizeof out, err, sizeof err);
+    if (strstr(out, "address") || strstr(out, "unchecked") ||
+        !strstr(out, "\nFailed at:        model::grow_table") || !strstr(out, ") (bad_alloc.cc:") ||
+        !strstr(out, "\nException:        std::bad_alloc\n"))
+        fail_msg("show:\n%s", out);
+}
+
+/* Rust's failed allocation: "memory allocation of N bytes failed", then
+ * abort.  Built here with rustc when it is installed (skipped with a line
+ * otherwise): the runtime's end in its words, sited in the program's
+ * grow_table, not in alloc::raw_vec. */
+static void test_rust_allocation_failure(void **state)
+{
+    (void)state;
+    char script[4096], rust[1200], bundle[1024];
+    snprintf(rust, sizeof rust, "%s/rustoom", paths.scratch);
+    snprintf(script, sizeof script,
+             "command -v rustc >/dev/null || exit 77; printf '%%s\\n' "
+             "'fn grow_table(bytes: usize) -> Vec<u8> {' "
+             "'    let mut table: Vec<u8> = Vec::new();' '    table.reserve_exact(bytes);' "
+             "'    table' '}' 'fn main() {' '    let t = grow_table(1usize << 44);' "
+             "'    println!(\"{}\", t.capacity());' '}' > '%s.rs' && "
+             "rustc -g -C opt-level=0 -o '%s' '%s.rs'",
+             rust, rust, rust);
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    int built = exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err));
+    if (built == 77) {
+        printf("SKIP  test_rust_allocation_failure: rustc is not installed\n");
+        return;
+    }
+    if (built != 0)
+        fail_msg("rustc: %s", err);
+    char saved[sizeof program];
+    memcpy(saved, program, sizeof saved);
+    snprintf(program, sizeof program, "%s", rust);
+    same_death(NULL, NULL, NULL, "status 134\n");
+    memcpy(program, saved, sizeof program);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "reason"), "SIGABRT after failed allocation");
+    assert_string_equal(json_str(md, "exception_message"),
+                        "memory allocation of 17592186044416 bytes failed");
+    json_decref(md);
+    expect_first_cause(bundle, "the language runtime ended the program when an allocation failed");
+    const char *show[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(show, out, sizeof out, err, sizeof err);
+    if (strstr(out, "address") || !strstr(out, "\nFailed at:        rustoom::grow_table"))
+        fail_msg("show:\n%s", out);
+}
+
 /* A small alternate stack of the program's own: the bundle is written on
  * ours, and the death is the same. */
 static void test_program_alt_stack_too_small(void **state)
@@ -285,6 +361,8 @@ int main(void)
         cmocka_unit_test(test_abort_after_failed_malloc),
         cmocka_unit_test(test_program_handler_still_runs),
         cmocka_unit_test(test_runtime_keeps_its_signals),
+        cmocka_unit_test(test_uncaught_bad_alloc),
+        cmocka_unit_test(test_rust_allocation_failure),
         cmocka_unit_test(test_program_alt_stack_too_small),
         cmocka_unit_test(test_crash_names_its_own_thread_failure),
     };

@@ -35,12 +35,25 @@ static char out[1 << 16], err[1 << 16];
     "has 76.02 GiB memory in use. Of the allocated memory 75.50 GiB is allocated by "     \
     "PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated."
 
-/* python3 raising a torch.OutOfMemoryError, after `before` (python code). */
+/* The stand-in of a framework's library (test/doubles/speaker.c) by name:
+ * preloaded into a process that prints that framework's line, so that the
+ * line comes from where the framework is loaded, as in life. */
+static const char *speaker(const char *name)
+{
+    static char path[4][1200];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof path[0], "%s/test/doubles/speakers/%s", paths.build, name);
+    return p;
+}
+
+/* python3 raising a torch.OutOfMemoryError (torch's library loaded), after
+ * `before` (python code). */
 static int run_python(const char *env, const char *before)
 {
     char script[8192];
     snprintf(script, sizeof script,
-             "export LD_PRELOAD='%s' GMP_CUDART='%s/test/doubles/libcudart.so.13' %s; "
+             "export LD_PRELOAD='%s %s' GMP_CUDART='%s/test/doubles/libcudart.so.13' %s; "
              "exec python3 -c 'import ctypes, os\n"
              "%s\n"
              "class OutOfMemoryError(RuntimeError):\n"
@@ -49,7 +62,8 @@ static int run_python(const char *env, const char *before)
              "def train_step():\n"
              "    raise OutOfMemoryError(\"" TORCH_MESSAGE "\")\n"
              "train_step()'",
-             paths.preload, paths.build, env ? env : "", before ? before : "");
+             paths.preload, speaker("libtorch_cpu.so"), paths.build, env ? env : "",
+             before ? before : "");
     return exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
 }
 
@@ -166,17 +180,20 @@ static void test_other_stderr_is_ignored(void **state)
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
-/* A program run bare, then under the preload: stdout and status the same,
+/* A program run bare, then under the preload (with the stand-in lib of the
+ * framework whose words it prints, when given): stdout and status the same,
  * stderr the same but for our lines (returned: how many there were). */
-static int run_program_both_ways(const char *program, const char *how)
+static int run_program_both_ways(const char *program, const char *how, const char *lib)
 {
     char script[4096];
     static char bare_out[sizeof out], bare_err[sizeof err];
-    snprintf(script, sizeof script, "'%s/test/programs/%s' %s", paths.build, program, how);
+    const char *with = lib ? speaker(lib) : "";
+    snprintf(script, sizeof script, "LD_PRELOAD='%s' '%s/test/programs/%s' %s", with, paths.build,
+             program, how);
     int bare = exit_code_of(run_script(&paths, script, bare_out, sizeof bare_out, bare_err,
                                        sizeof bare_err));
-    snprintf(script, sizeof script, "LD_PRELOAD='%s' '%s/test/programs/%s' %s", paths.preload,
-             paths.build, program, how);
+    snprintf(script, sizeof script, "LD_PRELOAD='%s %s' '%s/test/programs/%s' %s", paths.preload,
+             with, paths.build, program, how);
     int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
     assert_int_equal(code, bare);
     assert_string_equal(out, bare_out);
@@ -202,16 +219,16 @@ static int run_program_both_ways(const char *program, const char *how)
 static void test_messages_written_through_stdio(void **state)
 {
     (void)state;
-    static const struct { const char *program, *how, *reason; } cases[] = {
-        {"stderr_oom", "fprintf", "message_pattern:out of memory"},
-        {"stderr_oom", "fortified", "message_pattern:out of memory"},
-        {"stderr_oom", "fputs", "message_pattern:cuda out of memory"},
-        {"stderr_oom", "fwrite", "message_pattern:failed to allocate"},
-        {"stderr_oom", "perror", "message_pattern:cannot allocate memory"},
-        {"cerr_oom", "", "message_pattern:cuda out of memory"},
+    static const struct { const char *program, *how, *lib, *reason; } cases[] = {
+        {"stderr_oom", "fprintf", "libtensorflow_framework.so", "message_pattern:out of memory"},
+        {"stderr_oom", "fortified", "libtensorflow_framework.so", "message_pattern:out of memory"},
+        {"stderr_oom", "fputs", "libtorch_cpu.so", "message_pattern:cuda out of memory"},
+        {"stderr_oom", "fwrite", "xla_extension.so", "message_pattern:failed to allocate"},
+        {"stderr_oom", "perror", "libcudart_standin.so", "message_pattern:cannot allocate memory"},
+        {"cerr_oom", "", "libcudart_standin.so", "message_pattern:cuda out of memory"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        int ours = run_program_both_ways(cases[i].program, cases[i].how);
+        int ours = run_program_both_ways(cases[i].program, cases[i].how, cases[i].lib);
         if (ours != 1 || count_prefixed(paths.dumps, "oom_dump_") != 1)
             fail_msg("%s %s: %d line(s) of ours, %d bundle(s); stderr: %s", cases[i].program,
                      cases[i].how, ours, count_prefixed(paths.dumps, "oom_dump_"), err);
@@ -227,7 +244,7 @@ static void test_messages_written_through_stdio(void **state)
 static void test_rate_limit_is_not_an_oom(void **state)
 {
     (void)state;
-    assert_int_equal(run_program_both_ways("stderr_oom", "rate"), 0);
+    assert_int_equal(run_program_both_ways("stderr_oom", "rate", "libcudart_standin.so"), 0);
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
@@ -236,8 +253,8 @@ static void test_one_message_bundle_per_process(void **state)
 {
     (void)state;
     char script[4096];
-    snprintf(script, sizeof script, "LD_PRELOAD='%s' '%s/test/programs/stderr_oom' twice",
-             paths.preload, paths.build);
+    snprintf(script, sizeof script, "LD_PRELOAD='%s %s' '%s/test/programs/stderr_oom' twice",
+             paths.preload, speaker("libtorch_cpu.so"), paths.build);
     assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
                      0);
     assert_string_equal(out, "done\n");
@@ -266,8 +283,8 @@ static void test_printed_traceback_is_masked(void **state)
         "    raise OutOfMemoryError('" TORCH_MESSAGE "'); fetch('https://me:s3cret-77@h.example/x')\n"
         "train_step()\n";
     write_file(file, program, sizeof program - 1);
-    snprintf(script, sizeof script, "export LD_PRELOAD='%s'; exec python3 '%s'", paths.preload,
-             file);
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s %s'; exec python3 '%s'",
+             paths.preload, speaker("libtorch_cpu.so"), file);
     assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
                      1);
     assert_non_null(strstr(err, "s3cret-77")); /* the program's own stderr is its own */
@@ -286,41 +303,48 @@ static void test_printed_traceback_is_masked(void **state)
 static void test_frameworks_own_words(void **state)
 {
     (void)state;
-    static const struct { const char *line, *type, *module, *message, *reason; } cases[] = {
-        {"numpy._core._exceptions._ArrayMemoryError: Unable to allocate 72.8 TiB for an array "
+    static const struct { const char *lib, *line, *type, *module, *message, *reason; } cases[] = {
+        {"_multiarray_umath.so",
+         "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 72.8 TiB for an array "
          "with shape (10000000000000,) and data type float64",
          "_ArrayMemoryError", "numpy._core._exceptions",
          "Unable to allocate 72.8 TiB for an array with shape (10000000000000,) and data type "
          "float64", "message_pattern:unable to allocate"},
-        {"MemoryError", "MemoryError", NULL, "MemoryError", "message_pattern:MemoryError"},
-        {"RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not "
+        {NULL, /* the interpreter's own, ending the traceback it printed */
+         "Traceback (most recent call last):\n  File \"<string>\", line 2, in <module>\n"
+         "MemoryError", "MemoryError", NULL, "MemoryError", "message_pattern:MemoryError"},
+        {"libtorch_cpu.so",
+         "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not "
          "enough memory: you tried to allocate 80000000000000 bytes.",
          "RuntimeError", NULL,
          "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: "
          "you tried to allocate 80000000000000 bytes.",
          "message_pattern:you tried to allocate"},
-        {"cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824,000 bytes "
+        {"libcupy_standin.so",
+         "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824,000 bytes "
          "(allocated so far: 0 bytes).", "OutOfMemoryError", "cupy.cuda.memory",
          "Out of memory allocating 1,073,741,824,000 bytes (allocated so far: 0 bytes).",
          "message_pattern:out of memory"},
-        {"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
+        {"xla_extension.so",
+         "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
          "to allocate 17179869184 bytes.", "XlaRuntimeError", "jaxlib.xla_extension",
          "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
          "message_pattern:out of memory"},
-        {"tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+        {"libtensorflow_framework.so",
+         "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
          "tensor with shape[100000,100000] and type float", "ResourceExhaustedError",
          "tensorflow.python.framework.errors_impl",
          "OOM when allocating tensor with shape[100000,100000] and type float",
          "message_pattern:oom when allocating"},
-        {"terminate called after throwing an instance of 'std::bad_alloc'", "bad_alloc", "std",
+        {NULL, "terminate called after throwing an instance of 'std::bad_alloc'", "bad_alloc", "std",
          "terminate called after throwing an instance of 'std::bad_alloc'",
          "message_pattern:std::bad_alloc"},
-        {"Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
+        {"libjvm.so", "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
          "OutOfMemoryError", "java.lang", "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
          "message_pattern:java.lang.outofmemoryerror"},
-        {"fatal error: runtime: out of memory", NULL, NULL,
+        {NULL, "fatal error: runtime: out of memory", NULL, NULL,
          "fatal error: runtime: out of memory", "message_pattern:out of memory"},
-        {"memory allocation of 1099511627776 bytes failed", NULL, NULL,
+        {NULL, "memory allocation of 1099511627776 bytes failed", NULL, NULL,
          "memory allocation of 1099511627776 bytes failed", "message_pattern:memory allocation of"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -328,9 +352,9 @@ static void test_frameworks_own_words(void **state)
         scratch_remove(paths.dumps);
         setenv("GMP_TEST_LINE", cases[i].line, 1); /* written to fd 2 itself, as they do */
         snprintf(script, sizeof script,
-                 "export LD_PRELOAD='%s'; exec python3 -c 'import os\n"
+                 "export LD_PRELOAD='%s %s'; exec python3 -c 'import os\n"
                  "os.write(2, (os.environ[\"GMP_TEST_LINE\"] + \"\\n\").encode())'",
-                 paths.preload);
+                 paths.preload, cases[i].lib ? speaker(cases[i].lib) : "");
         assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err,
                                                  sizeof err)), 0);
         json_t *md = the_bundle();
@@ -348,6 +372,42 @@ static void test_frameworks_own_words(void **state)
     unsetenv("GMP_TEST_LINE");
 }
 
+/* Words nobody in the writing process can mean: a framework's line from a
+ * process without the framework (a log printed again, a test runner's
+ * report), a scheduler relaying another process's fate, a compiler quoting
+ * a source line, a runtime's words out of their own form.  Written as the
+ * lines above are, they make no bundle and no line of ours. */
+static void test_words_nobody_here_can_mean(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "2026-11-20 10:01:02 ERROR RuntimeError: CUDA out of memory. Tried to allocate 20 MiB",
+        "srun: error: node1: task 0: Out Of Memory",
+        "x.cc:12:5: warning: \"CUDA out of memory. Tried to allocate 2.00 GiB\" [-W#warnings]",
+        "   12 |     throw std::bad_alloc();",
+        "MemoryError",
+        "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 72.8 TiB for an array",
+        "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
+        "E0000 xla/stream_executor: failed to allocate 17.18G (17179869184 bytes) from device",
+        "   7 | fmt.Println(\"memory allocation of 1024 bytes failed\")",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+        char script[4096];
+        scratch_remove(paths.dumps);
+        setenv("GMP_TEST_LINE", lines[i], 1);
+        snprintf(script, sizeof script,
+                 "export LD_PRELOAD='%s'; exec python3 -c 'import os\n"
+                 "os.write(2, (os.environ[\"GMP_TEST_LINE\"] + \"\\n\").encode())'",
+                 paths.preload);
+        assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err,
+                                                 sizeof err)), 0);
+        if (count_prefixed(paths.dumps, "oom_dump_") || strstr(err, "gpumemprof: "))
+            fail_msg("a bundle of words nobody here can mean: %s\n%s", lines[i], err);
+    }
+    unsetenv("GMP_TEST_LINE");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_rate_limit_is_not_an_oom),
         cmocka_unit_test(test_one_message_bundle_per_process),
         cmocka_unit_test(test_frameworks_own_words),
+        cmocka_unit_test(test_words_nobody_here_can_mean),
         cmocka_unit_test(test_printed_traceback_is_masked),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

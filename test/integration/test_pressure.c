@@ -3,7 +3,8 @@
  * slowly to 95% of its address-space limit.  The watchdog writes one
  * memory_pressure bundle per crossing of GMP_PRESSURE_PCT (not one per
  * sample), names the limit and the usage, and writes nothing when
- * GMP_WATCHDOG=0.  The program never fails an allocation.
+ * GMP_WATCHDOG=0; the death it warned of, when it follows in the same
+ * crossing, is one bundle with it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -59,6 +60,28 @@ static void test_one_bundle_per_crossing(void **state)
         fail_msg("message: %s", msg);
     if (!strstr(json_str(md, "evidence"), "VmSize "))
         fail_msg("evidence: %s", json_str(md, "evidence"));
+    json_decref(md);
+}
+
+/* The death the warning warned of, in the same crossing: one episode,
+ * one bundle, the death's; its line says it replaces the warning. */
+static void test_the_death_it_warned_of_is_one_bundle(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    char script[4096];
+    snprintf(script, sizeof script,
+             "ulimit -v 600000; export LD_PRELOAD='%s'; exec %s/test/programs/host_oom slow-death",
+             paths.preload, paths.build);
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 1);
+    assert_string_equal(out, "died of it\n");
+    if (strncmp(err, "gpumemprof: memory pressure: VmSize ", 36) || count_lines(err) != 2 ||
+        !strstr(err, "\ngpumemprof: OOM on host (malloc ") ||
+        !strstr(err, " (replaces the memory-pressure warning oom_dump_"))
+        fail_msg("stderr: %s", err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "reason"), "ENOMEM");
     json_decref(md);
 }
 
@@ -137,6 +160,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_bundle_per_crossing),
+        cmocka_unit_test(test_the_death_it_warned_of_is_one_bundle),
         cmocka_unit_test(test_again_after_falling_below),
         cmocka_unit_test(test_watchdog_off),
         cmocka_unit_test(test_threshold_is_honoured),

@@ -424,9 +424,11 @@ static void test_credentials_are_masked(void **state)
              "'https://hunter7@github.com/o/r.git' >/dev/null; "
              "'%s/mysqlish' hold-fail 1 -uroot -phunter8 >/dev/null; "
              "%s hold-die KILL https://user:hunter9@host/ --password=hunter10; "
+             /* CUDA's words, from a process with a CUDA runtime loaded (a stand-in) */
+             "LD_PRELOAD=\"$LD_PRELOAD %s/test/doubles/speakers/libcudart_standin.so\" "
              "/usr/bin/python3 -c 'import sys; sys.stderr.write(\"RuntimeError: CUDA out of "
              "memory while fetching https://u:hunter11@h.example/w.bin\\n\")'",
-             dumps, program, paths.scratch, program, paths.scratch, program);
+             dumps, program, paths.scratch, program, paths.scratch, program, paths.build);
     run_preloaded(script);
     assert_int_equal(count_prefixed(dumps, "oom_dump_"), 3);
     assert_int_equal(count_prefixed(paths.rundir, "ring_"), 1);

@@ -32,6 +32,10 @@
  *   slow-grow N  under RLIMIT_AS: N times, grows in 8 MiB steps (10 ms
  *                apart) to 95% of the limit, holds 500 ms, shrinks below
  *                80%, holds 300 ms; never fails an allocation; exit 0
+ *   slow-death   under RLIMIT_AS: grows in 8 MiB steps (10 ms apart) to 95%
+ *                of the limit, takes and gives back 2 MiB 50 times 10 ms
+ *                apart there (the pressure warning), then asks for a tenth
+ *                of the limit at once, which fails; exit 1
  */
 #include "gpumemprof.h"
 
@@ -92,6 +96,29 @@ static int slow_grow(int rounds)
     while (n > 0)
         free(chunks[--n]);
     puts("grew and shrank");
+    return 0;
+}
+
+/* The slow death whose end comes: near the limit, then past it. */
+static int slow_death(void)
+{
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY)
+        return 2;
+    size_t step = 8u << 20;
+    while (vm_size() + step < as.rlim_cur / 100 * 95) {
+        if (!malloc(step))
+            return 3; /* too close: this mode fails only once it means to */
+        sleep_ms(10);
+    }
+    for (int i = 0; i < 50; i++) { /* steps at the top: the watchdog checks after each */
+        free(malloc(2u << 20));
+        sleep_ms(10);
+    }
+    if (!malloc(as.rlim_cur / 10)) {
+        puts("died of it");
+        return 1;
+    }
     return 0;
 }
 
@@ -379,6 +406,8 @@ int main(int argc, char **argv)
         return hold_fail(argc > 2 ? atoi(argv[2]) : 64);
     if (!strcmp(mode, "slow-grow"))
         return slow_grow(argc > 2 ? atoi(argv[2]) : 1);
+    if (!strcmp(mode, "slow-death"))
+        return slow_death();
     if (!strcmp(mode, "api"))
         return api();
     fprintf(stderr, "host_oom: unknown mode %s\n", mode);

@@ -399,9 +399,18 @@ static void collect(bundle *b, causes *cs)
             "no evidence that the OOM killer did it: no memory cgroup counted a kill and the "
             "kernel log did not name it");
     if (reason && strstr(reason, " after failed allocation")) {
-        snprintf(ev, sizeof ev, "%s: the program used the NULL (or error) the failed allocation "
-                                "returned instead of checking it", reason);
-        add(cs, "a crash caused by an unchecked failed allocation", ev);
+        /* an abort after the runtime said its last words (C++'s uncaught
+         * std::bad_alloc, Rust's failed allocation): the runtime ended the
+         * program, as it does when an allocation fails; no NULL was used */
+        const char *said = jstr(md, "exception_message"); /* ours begins "SIGABRT ..." */
+        if (starts(reason, "SIGABRT") && said && !starts(said, "SIG")) {
+            snprintf(ev, sizeof ev, "it said \"%.300s\", then aborted", said);
+            add(cs, "the language runtime ended the program when an allocation failed", ev);
+        } else {
+            snprintf(ev, sizeof ev, "%s: the program used the NULL (or error) the failed "
+                                    "allocation returned instead of checking it", reason);
+            add(cs, "a crash caused by an unchecked failed allocation", ev);
+        }
     }
     if (starts(reason, "message_pattern:") && !json_is_object(fr))
         add(cs, "the framework's own memory pool ran out (no allocation call failed)",

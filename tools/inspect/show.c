@@ -465,7 +465,9 @@ static int show_one(const char *path, long last)
         size_t ml = emod ? strlen(emod) : 0;
         if (emod && etype && !strncmp(etype, emod, ml) && etype[ml] == '.')
             emod = NULL; /* older bundles: the type already names its module */
-        snprintf(both, sizeof both, "%s%s%s", emod ? emod : "", emod && etype ? "." : "",
+        /* C++'s namespaces join with "::" (std::bad_alloc), the others' with "." */
+        const char *join = emod && (!strcmp(emod, "std") || strstr(emod, "::")) ? "::" : ".";
+        snprintf(both, sizeof both, "%s%s%s", emod ? emod : "", emod && etype ? join : "",
                  etype ? etype : "");
         print_field("Exception:", both);
     }

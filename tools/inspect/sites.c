@@ -75,6 +75,28 @@ int is_library_frame(const char *path)
     return 0;
 }
 
+/* A frame of a language runtime's allocation machinery compiled into the
+ * program itself (C++'s inlined std:: templates and operator new, Rust's
+ * alloc:: and its __rust_alloc glue): where the runtime noticed the
+ * failure, not the program's own site. */
+static int runtime_allocation_frame(int dirfd, const char *path, uint64_t offset)
+{
+    static const char *const machinery[] = {"std::", "__gnu_cxx::", "operator new", "alloc::",
+                                            "<alloc::", "__rust_", "__rdl_", "__rg_", "core::",
+                                            "<core::", "<std::", "rust_oom"};
+    char fn[256], file[PATH_MAX];
+    int lineno;
+    if (symbolise(dirfd, path, offset, fn, sizeof fn, file, sizeof file, &lineno) < 0)
+        return 0;
+    for (size_t i = 0; i < sizeof machinery / sizeof *machinery; i++)
+        if (!strncmp(fn, machinery[i], strlen(machinery[i])))
+            return 1;
+    /* Rust's v0 mangling, which the C++ demangler leaves as it is: a path
+     * through the crates alloc, std or core (crate roots "C<hash>_5alloc") */
+    return !strncmp(fn, "_R", 2) &&
+           (strstr(fn, "_5alloc") || strstr(fn, "_3std") || strstr(fn, "_4core"));
+}
+
 /* Is the file at path (absolute, symlinks resolved) anywhere inside the
  * directory open as dirfd?  Compared by device and inode, ancestor by
  * ancestor: no spelling of the path escapes it. */
@@ -126,7 +148,8 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *o
             const char *hex = json_string_value(f);
             uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
             const char *path = at ? module_of(mods, at, &bias) : NULL;
-            if (path && !is_library_frame(path)) {
+            if (path && !is_library_frame(path) &&
+                !runtime_allocation_frame(dirfd, path, at - bias)) {
                 name_frame(dirfd, path, at - bias, out, cap);
                 return SITE_PROGRAM;
             }
@@ -171,10 +194,11 @@ int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
                 *raw = hex;
             continue;
         }
-        if (!*path || !is_library_frame(in)) {
+        int library = is_library_frame(in) || runtime_allocation_frame(b->dirfd, in, at - base);
+        if (!*path || !library) {
             *path = in;
             *offset = at - base;
-            found = is_library_frame(in) ? SITE_LIBRARY : SITE_PROGRAM;
+            found = library ? SITE_LIBRARY : SITE_PROGRAM;
         }
         if (found == SITE_PROGRAM)
             break;

@@ -1,0 +1,121 @@
+/*
+ * message_speakers.c — whether this process can mean an OOM line it wrote.
+ * A line on stderr is evidence of an OOM only when its writer can mean it:
+ * compilers quote source lines ("CUDA out of memory. Tried to allocate"),
+ * log viewers and test runners print old logs, schedulers relay another
+ * process's fate ("srun: error: task 0: Out Of Memory").  So a line that
+ * would make a bundle of its own (no failing call was seen) counts only
+ *   - when the framework it names is loaded in this process: its library
+ *     is in a mapped path (libtorch/libc10 for PyTorch's words, numpy's
+ *     _multiarray_umath, XLA's, TensorFlow's, CuPy's, the JVM's libjvm,
+ *     HIP's, the CUDA driver's or runtime's), or, for words no framework
+ *     owns ("out of memory"), some GPU runtime or framework is;
+ *   - for Python's MemoryError, when it ends a traceback that this process,
+ *     a Python interpreter, printed;
+ *   - for the runtimes whose last words have a fixed form, in that form at
+ *     the start of the line: C++'s "terminate called after throwing an
+ *     instance of 'std::bad_alloc'", Rust's "memory allocation of N bytes
+ *     failed", Go's "fatal error: runtime: out of memory", Node's "FATAL
+ *     ERROR: ... JavaScript heap out of memory".
+ * /proc/self/maps is read only for a line that matched (rare), with no
+ * allocation and no lock.
+ */
+#include "bundle.h"
+#include "preload.h"
+
+#include <string.h>
+
+static int has_ci(const char *hay, const char *needle)
+{
+    return strcasestr(hay, needle) != NULL;
+}
+
+typedef struct wanted {
+    const char *const *names;
+    int found;
+} wanted;
+
+static void look(const char *line, void *arg)
+{
+    wanted *w = arg;
+    const char *path = strchr(line, '/');
+    for (size_t i = 0; path && !w->found && w->names[i]; i++)
+        if (strstr(path, w->names[i]))
+            w->found = 1;
+}
+
+/* Whether a mapped object's path holds one of names (NULL-terminated). */
+static int loaded(const char *const *names)
+{
+    static char buf[16384];
+    static int busy; /* atomic: one reader at a time; a second says no */
+    if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
+        return 0;
+    wanted w = {names, 0};
+    gmp_maps_foreach(buf, sizeof buf, look, &w);
+    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+    return w.found;
+}
+
+/* "memory allocation of 1099511627776 bytes failed", the whole line. */
+static int rust_last_words(const char *line)
+{
+    static const char head[] = "memory allocation of ", tail[] = " bytes failed";
+    if (strncmp(line, head, sizeof head - 1))
+        return 0;
+    const char *p = line + sizeof head - 1;
+    size_t digits = strspn(p, "0123456789");
+    return digits && !strcmp(p + digits, tail);
+}
+
+static int last_words(const char *line)
+{
+    return !strncmp(line, "terminate called after throwing an instance of 'std::bad_alloc'", 63) ||
+           !strncmp(line, "terminate called after throwing an instance of "
+                          "'std::bad_array_new_length'", 74) ||
+           rust_last_words(line) ||
+           !strncmp(line, "fatal error: runtime: out of memory", 35) ||
+           (strstr(line, "FATAL ERROR:") && strstr(line, "JavaScript heap out of memory"));
+}
+
+int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback)
+{
+    static const char *const torch[] = {"libtorch", "libc10", NULL};
+    static const char *const numpy[] = {"_multiarray_umath", NULL};
+    static const char *const cupy[] = {"cupy", NULL};
+    static const char *const xla[] = {"xla_extension", "jaxlib", "libxla", "libtensorflow",
+                                      "_pywrap_tensorflow", NULL};
+    static const char *const tensorflow[] = {"libtensorflow", "_pywrap_tensorflow", NULL};
+    static const char *const jvm[] = {"libjvm", NULL};
+    static const char *const python[] = {"python", NULL}; /* libpython, or the interpreter */
+    static const char *const hip[] = {"libamdhip64", NULL};
+    static const char *const cuda[] = {"libcuda.so", "libcudart", "libtorch", "libc10", NULL};
+    static const char *const any_gpu[] = {"libcuda.so", "libcudart", "libamdhip64", "libtorch",
+                                          "libc10", "xla_extension", "jaxlib", "libtensorflow",
+                                          "_pywrap_tensorflow", "cupy", NULL};
+    if (last_words(line))
+        return 1;
+    if (!strcmp(pattern, "std::bad_alloc") || !strcmp(pattern, "memory allocation of"))
+        return 0; /* those runtimes' words in another form: quoted */
+    if (!strcmp(pattern, "MemoryError") && !has_ci(line, "numpy"))
+        return ends_traceback && loaded(python);
+    if (has_ci(line, "java.lang.OutOfMemoryError"))
+        return loaded(jvm);
+    if (has_ci(line, "torch") || has_ci(line, "tried to allocate"))
+        return loaded(torch);
+    if (has_ci(line, "numpy") || !strcmp(pattern, "unable to allocate"))
+        return loaded(numpy);
+    if (has_ci(line, "cupy"))
+        return loaded(cupy);
+    if (has_ci(line, "tensorflow") || has_ci(line, "bfc_allocator") ||
+        !strcmp(pattern, "oom when allocating") || !strcmp(pattern, "ResourceExhaustedError"))
+        return loaded(tensorflow);
+    if (has_ci(line, "xla") || has_ci(line, "jax") || has_ci(line, "RESOURCE_EXHAUSTED") ||
+        !strcmp(pattern, "failed to allocate"))
+        return loaded(xla);
+    if (!strcmp(pattern, "hip out of memory") || strstr(line, "HIP") || strstr(line, "ROCm"))
+        return loaded(hip);
+    if (!strcmp(pattern, "cuda out of memory") || strstr(line, "CUDA"))
+        return loaded(cuda);
+    return loaded(any_gpu);
+}
