@@ -248,6 +248,10 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         close(req.python_traceback_fd);
     if (written) {
         message_bundle_pid = pid;
+        /* the death such words announce (Node's, C++'s abort) is often next:
+         * our handlers, where the action is still the default, say so in
+         * the bundle's outcome */
+        gmp_crash_arm();
         gmp_log("OOM message on stderr (%s); bundle: %s", pattern, path);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);
         last_bundle_ns = now;

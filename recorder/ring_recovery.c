@@ -379,22 +379,32 @@ static int recover_one(int dirfd, const char *name, void *arg)
     char cgroup_file[sizeof live->cgroup_oom_file];
     copy_bounded(cgroup_file, sizeof cgroup_file, live->cgroup_oom_file,
                  sizeof live->cgroup_oom_file);
+    /* The OOM killer is named only for its victim: the kernel log names the
+     * pid.  The cgroup's counter says only that it killed some process of
+     * the cgroup while this one ran: this one, or another whose death left
+     * this one to a person's kill -9; said so, never as fact. */
     uint64_t kills_then = live->oom_kills_at_start, kills_now = gmp_cgroup_oom_kills(cgroup_file);
+    int named = (rc->opt->evidence && !strncmp(rc->opt->evidence, "oom_killer:", 11)) ||
+                kernel_says_oom_killed(live->pid);
+    if (named) {
+        char num[24];
+        gmp_fmt_u64((uint64_t)live->pid, num);
+        gmp_strjoin(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
+                    evidence[0] ? "; " : "", "oom_killer: the kernel log says \"Killed process ",
+                    num, "\"", (char *)NULL);
+    }
     if ((sig == SIGKILL || sig == 0) && kills_then != UINT64_MAX && kills_now != UINT64_MAX &&
         kills_now > kills_then) {
         char a[24], b[24];
         gmp_fmt_u64(kills_then, a);
         gmp_fmt_u64(kills_now, b);
         gmp_strjoin(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
-                    evidence[0] ? "; " : "", "oom_killer: oom_kill in ", cgroup_file,
-                    " rose from ", a, " to ", b, " while it ran", (char *)NULL);
-    }
-    if (kernel_says_oom_killed(live->pid)) {
-        char num[24];
-        gmp_fmt_u64((uint64_t)live->pid, num);
-        gmp_strjoin(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
-                    evidence[0] ? "; " : "", "oom_killer: the kernel log says \"Killed process ",
-                    num, "\"", (char *)NULL);
+                    evidence[0] ? "; " : "",
+                    named ? "oom_killer: oom_kill in " : "cgroup_oom_kill: oom_kill in ",
+                    cgroup_file, " rose from ", a, " to ", b, " while it ran",
+                    named ? "" : "; the cgroup's OOM killer killed a process while it ran, and "
+                                 "nothing here says which",
+                    (char *)NULL);
     }
 
     char command[256], pidtext[24], message[1024];
@@ -427,8 +437,8 @@ static int recover_one(int dirfd, const char *name, void *arg)
         dump_dir[0] = '\0';
     gmp_dump_request req = {
         .reason = signame,
-        .exception_type = evidence[0] ? "oom_killer" : signame,
-        .exception_module = evidence[0] ? "kernel" : NULL,
+        .exception_type = named ? "oom_killer" : signame,
+        .exception_module = named ? "kernel" : NULL,
         .exception_message = message,
         .backend = story.failed.present ? story.failed_backend : story.gpu_backend,
         .confirmed_by = "recovered",

@@ -408,6 +408,34 @@ static void test_words_nobody_here_can_mean(void **state)
     unsetenv("GMP_TEST_LINE");
 }
 
+/* Node's heap reaches --max-old-space-size: V8 says so in its own form
+ * ("FATAL ERROR: ... JavaScript heap out of memory") and aborts.  One
+ * bundle with those words, whose outcome is the abort; the status is
+ * Node's own (134).  Skipped with a line where node is not installed. */
+static void test_node_heap_limit(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "command -v node >/dev/null || exit 77; export LD_PRELOAD='%s'; "
+             "node --max-old-space-size=32 -e 'const a = []; "
+             "while (true) a.push(new Array(1e5).fill(1))' >/dev/null 2>&1",
+             paths.preload);
+    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    if (code == 77) {
+        printf("SKIP  test_node_heap_limit: node is not installed\n");
+        return;
+    }
+    assert_int_equal(code, 128 + 6);
+    json_t *md = the_bundle();
+    if (!strstr(json_str(md, "exception_message"), "JavaScript heap out of memory"))
+        fail_msg("message: %s", json_str(md, "exception_message"));
+    json_t *outcome = json_object_get(md, "outcome");
+    assert_string_equal(json_str(outcome, "state"), "killed");
+    assert_string_equal(json_str(outcome, "signal"), "SIGABRT");
+    json_decref(md);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_one_message_bundle_per_process),
         cmocka_unit_test(test_frameworks_own_words),
         cmocka_unit_test(test_words_nobody_here_can_mean),
+        cmocka_unit_test(test_node_heap_limit),
         cmocka_unit_test(test_printed_traceback_is_masked),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

@@ -222,6 +222,49 @@ static void test_kernel_oom_killer(void **state)
         fail_msg("show says:\n%s", out);
 }
 
+/* A person's kill -9 of one process while the cgroup's OOM killer kills
+ * another: the kernel log names the other, so this one's bundle says only
+ * that the killer ran while it did, never that it was the victim. */
+static void test_oom_killer_named_only_for_its_victim(void **state)
+{
+    (void)state;
+    char cg[3000], procs[3100];
+    if (make_memory_cgroup(cg, sizeof cg, procs, sizeof procs) < 0) {
+        print_message("SKIP: cannot make a memory cgroup with a limit here\n");
+        skip();
+    }
+    char script[8192];
+    snprintf(script, sizeof script,
+             "\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c 'echo $$ > %s; exec python3 -c "
+             "\"import os, time\nkeep = bytearray(8 << 20)\n"
+             "open(\\\"%s/sleeper\\\", \\\"w\\\").write(str(os.getpid()))\ntime.sleep(60)\"' & run=$!; "
+             "for i in $(seq 100); do [ -s '%s/sleeper' ] && break; sleep 0.1; done; "
+             "timeout 60 sh -c 'echo $$ > %s; exec python3 -c \"keep = []\nwhile True:\n"
+             "    keep.append(bytearray(8 << 20))\"'; grower=$?; "
+             "kill -9 $(cat '%s/sleeper'); wait $run; echo \"grower $grower\"",
+             procs, paths.scratch, paths.scratch, procs, paths.scratch);
+    run(script);
+    rmdir(cg);
+    if (strstr(out, "grower 124")) {
+        print_message("SKIP: the kernel did not OOM-kill within 60 s here\n");
+        skip();
+    }
+    assert_non_null(strstr(out, "grower 137"));
+    assert_true(ends_with_status(0));
+    json_t *md = killed_bundle("SIGKILL", 1);
+    const char *type = json_str(md, "exception_type"), *evidence = json_str(md, "evidence");
+    if (!strcmp(type, "oom_killer") || strncmp(evidence, "cgroup_oom_kill: ", 17) ||
+        !strstr(evidence, "nothing here says which"))
+        fail_msg("the victim was another process: type %s, evidence %s", type, evidence);
+    json_decref(md);
+    const char *argv[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(argv, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "\nWhat happened:    the process was killed (SIGKILL) while its cgroup's "
+                     "OOM killer ran") ||
+        strstr(out, "killed by the kernel's OOM killer"))
+        fail_msg("show says:\n%s", out);
+}
+
 /* `show`'s top sites of the bundle of a native process killed under
  * gmp-run: the program's own line, named from the stacks and objects its
  * ring kept, never a bare stack id. */
@@ -306,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_exec_and_quick_exit_are_not_deaths),
         cmocka_unit_test(test_killed_bundle_names_sites),
         cmocka_unit_test(test_kernel_oom_killer),
+        cmocka_unit_test(test_oom_killer_named_only_for_its_victim),
         cmocka_unit_test(test_inspect_recover),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

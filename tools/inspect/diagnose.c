@@ -394,6 +394,10 @@ static void collect(bundle *b, causes *cs)
 
     if (etype && !strcmp(etype, "oom_killer"))
         add(cs, "killed by the kernel's OOM killer", evidence);
+    else if (evidence && !strncmp(evidence, "cgroup_oom_kill:", 16))
+        add(cs, "killed while its cgroup's OOM killer ran (which process it killed, nothing here "
+                "says)",
+            evidence);
     else if (reason && (!strcmp(reason, "SIGKILL") || !strcmp(reason, "killed")))
         add(cs, "killed without a word (SIGKILL)",
             "no evidence that the OOM killer did it: no memory cgroup counted a kill and the "

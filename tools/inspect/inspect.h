@@ -155,8 +155,9 @@ typedef enum bundle_kind {
     KIND_CRASH,              /* a crash written up with no allocation failed */
     KIND_PRESSURE,           /* a warning before any failure */
     KIND_SURVIVED,           /* an allocation failed, and the process went on to exit 0 */
+    KIND_CGROUP_OOM_KILL,    /* killed while its cgroup's OOM killer killed, nobody says whom */
 } bundle_kind;
-#define KIND_COUNT (KIND_SURVIVED + 1)
+#define KIND_COUNT (KIND_CGROUP_OOM_KILL + 1)
 bundle_kind bundle_kind_of(const bundle *b);
 /* How the bundle's process ended, in words ("exited 0: it went on after the
  * failure", "killed by SIGSEGV", ...); NULL when the bundle does not say

@@ -3,8 +3,9 @@
  * out-of-memory death (an allocation failed, a framework said so, or the
  * kernel's OOM killer is named), a crash after an unchecked failed
  * allocation, a kill or a crash nothing ties to memory, a memory-pressure
- * warning written before any failure, or a failure the process survived
- * (its outcome: it went on and exited 0; no death).  show's headline, triage's exit status and
+ * warning written before any failure, a failure the process survived
+ * (its outcome: it went on and exited 0; no death), or a kill while its
+ * cgroup's OOM killer killed some process (the kernel log naming none).  show's headline, triage's exit status and
  * its formats, and metrics' OOM count all read it from here, so they can
  * never disagree.
  */
@@ -23,6 +24,9 @@ bundle_kind bundle_kind_of(const bundle *b)
         return KIND_PRESSURE;
     if (etype && !strcmp(etype, "oom_killer"))
         return KIND_OOM_KILLED;
+    const char *evidence = jstr(md, "evidence");
+    if (!failed && evidence && !strncmp(evidence, "cgroup_oom_kill:", 16))
+        return KIND_CGROUP_OOM_KILL;
     if (reason && strstr(reason, " after failed allocation"))
         return KIND_CRASH_AFTER_FAILED;
     const char *confirmed = jstr(md, "confirmed_by");
@@ -70,7 +74,10 @@ const char *outcome_words(const bundle *b, char *out, size_t cap)
 
 int kind_is_oom(bundle_kind k)
 {
-    return k == KIND_OUT_OF_MEMORY || k == KIND_CRASH_AFTER_FAILED || k == KIND_OOM_KILLED;
+    /* a kill while its cgroup's OOM killer killed: the job died by the
+     * cgroup's memory, whichever process the killer chose */
+    return k == KIND_OUT_OF_MEMORY || k == KIND_CRASH_AFTER_FAILED || k == KIND_OOM_KILLED ||
+           k == KIND_CGROUP_OOM_KILL;
 }
 
 const char *kind_label(bundle_kind k)
@@ -90,6 +97,8 @@ const char *kind_label(bundle_kind k)
         return "memory-pressure warning";
     case KIND_SURVIVED:
         return "survived a failed allocation";
+    case KIND_CGROUP_OOM_KILL:
+        return "killed while its cgroup's OOM killer ran";
     }
     return "?";
 }

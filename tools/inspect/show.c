@@ -326,6 +326,12 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
         print_clean(stdout, sig ? signame : "a signal", 20);
         printf("); no allocation had failed, so memory is not the known cause\n");
         return;
+    case KIND_CGROUP_OOM_KILL:
+        printf("the process was killed (");
+        print_clean(stdout, sig ? signame : "SIGKILL", 20);
+        printf(") while its cgroup's OOM killer ran: it killed a process while this one ran, "
+               "and nothing here says which\n");
+        return;
     case KIND_SURVIVED:
         printf("the process survived: an allocation of ");
         print_clean(stdout, memory, 20);
