@@ -245,11 +245,9 @@ void gmp_jw_u64(gmp_jw *w, uint64_t v)
 {
     char num[24];
     before_value(w);
+    /* every digit, an integer whatever its size: malloc(SIZE_MAX) is a
+     * classic request (gmp-inspect reads past INT64_MAX, load.c) */
     put(w, num, gmp_fmt_u64(v, num));
-    /* Readers such as jansson refuse integers past INT64_MAX; a real keeps
-     * the file exact and readable (malloc(SIZE_MAX) is a classic request). */
-    if (v > (uint64_t)INT64_MAX)
-        put(w, ".0", 2);
 }
 
 void gmp_jw_i64(gmp_jw *w, int64_t v)

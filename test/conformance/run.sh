@@ -18,6 +18,8 @@
 #               checks (-Xcheck:jni), each after a caught allocation failure:
 #               their own SIGSEGV handlers see every fault, stay their own,
 #               and no crash bundle is made
+#   postgresql  a query past a server's RLIMIT_AS: the failed request is the
+#               size PostgreSQL's own message states, and the server survived
 #   numpy       np.empty(10**13) from PyPI, in a venv made here: the same
 #               MemoryError, and one bundle that names the failed malloc,
 #               numpy's exception and words, and a request no host could give
@@ -251,6 +253,49 @@ if [ -x "$python" ] && "$python" -c 'import test.test_os' 2>/dev/null; then
     fi
 else
     skip cpython "CPython's test package is not installed (libpython3.X-testsuite)"
+fi
+
+# ---- PostgreSQL: a query runs out, the server lives on ----------------------
+# A server under a 600 MB address-space limit whose query builds a string
+# past it: PostgreSQL reports "out of memory ... Failed on request of size
+# N", the backend goes on, and exits 0 when its client leaves.  One bundle,
+# whose failed request is the size PostgreSQL states, and which says the
+# process survived (triage passes).  As root (the server runs as the
+# postgres user), where Debian's postgresql is installed.
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1)
+if [ "$(id -u)" != 0 ] || [ -z "$pg_bin" ] || ! id postgres >/dev/null 2>&1; then
+    skip postgresql "needs root and Debian's postgresql"
+else
+    pg=$(mktemp -d /tmp/gmp-pg-XXXXXX)
+    chmod 755 "$pg" && chown postgres "$pg" && cp "$preload" "$pg/preload.so" && chmod 755 "$pg/preload.so"
+    as_pg() { su postgres -s /bin/sh -c "$1" </dev/null; }
+    if ! as_pg "'$pg_bin/initdb' -D '$pg/data' -A trust" >"$work/pg.initdb" 2>&1; then
+        fail postgresql "initdb: $(tail -1 "$work/pg.initdb")"
+    else
+        as_pg "ulimit -v 600000; GMP_DUMP_DIR='$pg/dumps' GMP_RUN_DIR='$pg/run' LD_PRELOAD='$pg/preload.so' \
+            '$pg_bin/pg_ctl' -D '$pg/data' -o \"-k '$pg' -c listen_addresses=''\" -l '$pg/log' -w start" \
+            >"$work/pg.start" 2>&1
+        as_pg "'$pg_bin/psql' -h '$pg' -c \"select length(string_agg(repeat('x', 1000000), '')) \
+            from generate_series(1, 500)\" postgres" >"$work/pg.query" 2>&1
+        as_pg "'$pg_bin/psql' -h '$pg' -Atc 'select 1' postgres" >"$work/pg.after" 2>&1
+        as_pg "'$pg_bin/pg_ctl' -D '$pg/data' -m fast -w stop" >/dev/null 2>&1
+        stated=$(sed -n 's/.*Failed on request of size \([0-9]*\).*/\1/p' "$pg/log" | head -n 1)
+        bundles=$(ls -d "$pg"/dumps/oom_dump_* 2>/dev/null)
+        failed=$(cat $bundles/metadata.json 2>/dev/null | sed -n 's/.*"failed_request":{"api":"[a-z]*","size":\([0-9]*\).*/\1/p')
+        if ! grep -q "out of memory" "$work/pg.query" || [ "$(cat "$work/pg.after")" != 1 ]; then
+            fail postgresql "the query did not run out, or the server did not live on: $(tr '\n' ' ' <"$work/pg.query")"
+        elif [ "$(echo "$bundles" | grep -c .)" != 1 ] || [ -z "$stated" ] || [ -z "$failed" ] ||
+            [ $((failed - stated)) -lt 0 ] || [ $((failed - stated)) -gt $((stated / 100)) ]; then
+            # the call asks for PostgreSQL's request and its chunk header
+            fail postgresql "$(echo "$bundles" | grep -c .) bundle(s); PostgreSQL's request $stated, the bundle's $failed"
+        elif ! "$inspect" triage "$pg/dumps" >"$work/pg.triage" 2>&1 ||
+            ! "$inspect" show $bundles | grep -q '^What happened:    the process survived'; then
+            fail postgresql "not a survived failure: $(head -1 "$work/pg.triage")"
+        else
+            pass "postgresql (a query past RLIMIT_AS: one bundle, the request PostgreSQL states, the server survived)"
+        fi
+    fi
+    rm -rf "$pg"
 fi
 
 # ---- numpy from PyPI --------------------------------------------------------

@@ -456,6 +456,48 @@ static void test_patch_program(void **state)
     scratch_remove(dir);
 }
 
+/* malloc(2^64 - 4): a size past INT64_MAX is an integer in every file,
+ * with all its digits, and gmp-inspect reads it as the size it is (show
+ * said "malloc of ?" while it was written as a real). */
+static void test_sizes_past_int64_are_integers(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], out[1 << 15], err[4096];
+    scratch_make(dir, sizeof dir, "bundle-wide");
+    gmp_recorder *rec = make_recorder(dir, 64, 5);
+    uint64_t huge = UINT64_MAX - 3;
+    gmp_event ev = {.type = GMP_EV_OOM, .backend = GMP_BACKEND_CPU, .device = -1,
+                    .api = GMP_API_MALLOC, .size = huge, .result = 12};
+    assert_int_equal(gmp_record(rec, &ev), 0);
+    gmp_dump_request req = {.reason = "ENOMEM", .exception_type = "ENOMEM",
+                            .backend = GMP_BACKEND_CPU,
+                            .failed = {.present = 1, .api = GMP_API_MALLOC, .size = huge,
+                                       .device = -1, .code = 12}};
+    assert_non_null(gmp_dump(rec, &req, path, sizeof path));
+    static const char *const files[] = {"metadata.json", "events.json"};
+    for (size_t i = 0; i < 2; i++) {
+        char file[4200], text[1 << 15];
+        snprintf(file, sizeof file, "%s/%s", path, files[i]);
+        FILE *f = fopen(file, "r");
+        assert_non_null(f);
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = '\0';
+        if (!strstr(text, "\"size\":18446744073709551612") ||
+            strstr(text, "18446744073709551612.0"))
+            fail_msg("%s does not hold the size as an integer:\n%s", files[i], text);
+    }
+    const char *validate[] = {inspect_path(), "validate", path, NULL};
+    assert_int_equal(run_capture(validate, out, sizeof out, err, sizeof err), 0);
+    const char *show[] = {inspect_path(), "show", path, NULL};
+    assert_int_equal(run_capture(show, out, sizeof out, err, sizeof err), 0);
+    if (!strstr(out, "\nFailed request:   malloc of 16.0 EiB of host memory") ||
+        !strstr(out, "asked for 16.0 EiB at once") || !strstr(out, "malloc             cpu       16.0 EiB"))
+        fail_msg("show:\n%s", out);
+    gmp_recorder_destroy(rec);
+    scratch_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_unsafe_directories),
         cmocka_unit_test(test_sigkill_never_leaves_a_bad_bundle),
         cmocka_unit_test(test_patch_program),
+        cmocka_unit_test(test_sizes_past_int64_are_integers),
     };
     return cmocka_run_group_tests_name("bundle", tests, NULL, NULL);
 }

@@ -100,7 +100,8 @@ static int64_t framework_request(json_t *md)
 int64_t framework_whole_request(json_t *md, int64_t piece)
 {
     int64_t stated = piece >= 0 ? framework_request(md) : -1;
-    return stated > piece + piece / 50 ? stated : -1; /* beyond a message's rounding */
+    /* beyond a message's rounding (written not to overflow: piece may be INT64_MAX) */
+    return stated > piece && stated - piece > piece / 50 ? stated : -1;
 }
 
 /* "93 µs", "1.5 s", "2.0 min" */
@@ -373,7 +374,9 @@ static void collect(bundle *b, causes *cs)
     const char *backend = jstr(md, "backend") ? jstr(md, "backend") : "cpu";
     json_t *fr = json_object_get(md, "failed_request");
     int64_t size = -1, device = -1, in_use = -1;
-    jint(fr, "size", &size);
+    uint64_t wide = 0; /* the size as written, up to 2^64-1, for the words */
+    if (!ju64(fr, "size", &wide)) /* past INT64_MAX: larger than anything here all the same */
+        size = wide > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)wide;
     jint(fr, "device", &device);
     jint(fr, "bytes_in_use", &in_use);
     char ev[600], a[32], b2[32], c[32];
@@ -434,7 +437,8 @@ static void collect(bundle *b, causes *cs)
     const char *said = from_message ? " (its message says)" : "";
     int impossible = 1; /* no growth or free memory would have made it fit */
     if (size >= 0 && size >= (int64_t)1 << 50) {
-        fmt_bytes((uint64_t)size, a, sizeof a);
+        fmt_bytes(size == INT64_MAX && wide > (uint64_t)INT64_MAX ? wide : (uint64_t)size, a,
+                  sizeof a);
         snprintf(ev, sizeof ev, "asked for %s at once%s: an overflowed or uninitialised size?%s%s%s",
                  a, said, least > 0 ? " (" : "", least > 0 ? ceilings : "", least > 0 ? ")" : "");
         add(cs, "a request larger than any machine's memory", ev);

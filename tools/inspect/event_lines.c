@@ -63,11 +63,12 @@ void print_event(json_t *ev, int is_failure)
         return;
     }
     char size[32] = "", in_use[32] = "";
-    int64_t v, dev = -1;
-    if (!jint(ev, "size", &v))
-        fmt_bytes((uint64_t)v, size, sizeof size);
-    if (!jint(ev, "bytes_in_use", &v))
-        fmt_bytes((uint64_t)v, in_use, sizeof in_use);
+    int64_t dev = -1;
+    uint64_t v;
+    if (!ju64(ev, "size", &v))
+        fmt_bytes(v, size, sizeof size);
+    if (!ju64(ev, "bytes_in_use", &v))
+        fmt_bytes(v, in_use, sizeof in_use);
     jint(ev, "device_id", &dev);
     const char *type = jstr(ev, "event_type");
     const char *api = jstr(ev, "api");
@@ -86,10 +87,11 @@ void print_event(json_t *ev, int is_failure)
     printf("%10s", pressure ? "" : size);
     if (in_use[0])
         printf("  in use %s", in_use);
-    if (pressure && size[0] && !jint(ev, "result", &v))
-        printf(", %lld%% of a %s limit", (long long)v, size);
-    else if (!jint(ev, "result", &v) && v)
-        printf("  result %lld", (long long)v);
+    int64_t result;
+    if (pressure && size[0] && !jint(ev, "result", &result))
+        printf(", %lld%% of a %s limit", (long long)result, size);
+    else if (!jint(ev, "result", &result) && result)
+        printf("  result %lld", (long long)result);
     const char *key;
     json_t *val;
     json_object_foreach(ev, key, val) {

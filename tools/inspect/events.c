@@ -220,6 +220,7 @@ int events_load_at(int dirfd, event_list *l, json_t *failed_request, char *err,
         snprintf(err, err_cap, "%s", why);
         return -1;
     }
+    text = json_text_widen_integers(text, &len);
     l->text = text;
     l->len = len;
     json_t *failed_time = json_object_get(failed_request, "timestamp");

@@ -89,6 +89,13 @@ const char *bundle_host(bundle *b);
 /* Field helpers that tolerate any JSON type. */
 const char *jstr(json_t *obj, const char *key);        /* NULL unless a string */
 int jint(json_t *obj, const char *key, int64_t *out);  /* 0 when an integer */
+/* 0 when a size: an integer of 0 or more, past INT64_MAX too (up to 2^64-1,
+ * read as a real by json_text_widen_integers: exact to a double's 53 bits) */
+int ju64(json_t *obj, const char *key, uint64_t *out);
+/* Our writer's integers go to 2^64-1; jansson holds int64: text with any
+ * integer past it gets ".0" after each such (a new buffer; text is freed),
+ * else text itself.  *len is updated. */
+char *json_text_widen_integers(char *text, size_t *len);
 
 void fmt_bytes(uint64_t v, char *out, size_t cap);
 

@@ -29,14 +29,14 @@ static void print_failed_request(bundle *b)
     json_t *fr = json_object_get(md, "failed_request");
     if (!json_is_object(fr))
         return;
-    int64_t size = -1, device = -1, code = 0;
-    jint(fr, "size", &size);
+    int64_t device = -1, code = 0;
+    uint64_t size;
     jint(fr, "device", &device);
     jint(fr, "code", &code);
     const char *api = jstr(fr, "api");
     char sz[32] = "?";
-    if (size >= 0)
-        fmt_bytes((uint64_t)size, sz, sizeof sz);
+    if (!ju64(fr, "size", &size))
+        fmt_bytes(size, sz, sizeof sz);
     printf("%-18s%s of %s", "Failed request:", api ? api : "an allocation", sz);
     if (device >= 0)
         printf(" on device %lld", (long long)device);
