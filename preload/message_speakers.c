@@ -44,17 +44,19 @@ static void look(const char *line, void *arg)
             w->found = 1;
 }
 
-/* Whether a mapped object's path holds one of names (NULL-terminated). */
+/* Whether a mapped object's path holds one of names (NULL-terminated).
+ * One thread at a time: the caller holds oom_messages.c's lock. */
 static int loaded(const char *const *names)
 {
     static char buf[16384];
-    static int busy; /* atomic: one reader at a time; a second says no */
-    if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
-        return 0;
     wanted w = {names, 0};
     gmp_maps_foreach(buf, sizeof buf, look, &w);
-    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
     return w.found;
+}
+
+static int starts(const char *line, const char *words)
+{
+    return !strncmp(line, words, strlen(words));
 }
 
 /* "memory allocation of 1099511627776 bytes failed", the whole line. */
@@ -70,11 +72,10 @@ static int rust_last_words(const char *line)
 
 static int last_words(const char *line)
 {
-    return !strncmp(line, "terminate called after throwing an instance of 'std::bad_alloc'", 63) ||
-           !strncmp(line, "terminate called after throwing an instance of "
-                          "'std::bad_array_new_length'", 74) ||
-           rust_last_words(line) ||
-           !strncmp(line, "fatal error: runtime: out of memory", 35) ||
+    return starts(line, "terminate called after throwing an instance of 'std::bad_alloc'") ||
+           starts(line, "terminate called after throwing an instance of "
+                        "'std::bad_array_new_length'") ||
+           rust_last_words(line) || starts(line, "fatal error: runtime: out of memory") ||
            (strstr(line, "FATAL ERROR:") && strstr(line, "JavaScript heap out of memory"));
 }
 

@@ -281,13 +281,13 @@ else
         as_pg "'$pg_bin/pg_ctl' -D '$pg/data' -m fast -w stop" >/dev/null 2>&1
         stated=$(sed -n 's/.*Failed on request of size \([0-9]*\).*/\1/p' "$pg/log" | head -n 1)
         bundles=$(ls -d "$pg"/dumps/oom_dump_* 2>/dev/null)
-        failed=$(cat $bundles/metadata.json 2>/dev/null | sed -n 's/.*"failed_request":{"api":"[a-z]*","size":\([0-9]*\).*/\1/p')
+        pg_request=$(cat $bundles/metadata.json 2>/dev/null | sed -n 's/.*"failed_request":{"api":"[a-z]*","size":\([0-9]*\).*/\1/p')
         if ! grep -q "out of memory" "$work/pg.query" || [ "$(cat "$work/pg.after")" != 1 ]; then
             fail postgresql "the query did not run out, or the server did not live on: $(tr '\n' ' ' <"$work/pg.query")"
-        elif [ "$(echo "$bundles" | grep -c .)" != 1 ] || [ -z "$stated" ] || [ -z "$failed" ] ||
-            [ $((failed - stated)) -lt 0 ] || [ $((failed - stated)) -gt $((stated / 100)) ]; then
+        elif [ "$(echo "$bundles" | grep -c .)" != 1 ] || [ -z "$stated" ] || [ -z "$pg_request" ] ||
+            [ $((pg_request - stated)) -lt 0 ] || [ $((pg_request - stated)) -gt $((stated / 100)) ]; then
             # the call asks for PostgreSQL's request and its chunk header
-            fail postgresql "$(echo "$bundles" | grep -c .) bundle(s); PostgreSQL's request $stated, the bundle's $failed"
+            fail postgresql "$(echo "$bundles" | grep -c .) bundle(s); PostgreSQL's request $stated, the bundle's $pg_request"
         elif ! "$inspect" triage "$pg/dumps" >"$work/pg.triage" 2>&1 ||
             ! "$inspect" show $bundles | grep -q '^What happened:    the process survived'; then
             fail postgresql "not a survived failure: $(head -1 "$work/pg.triage")"

@@ -5,13 +5,23 @@
  * allocation, a kill or a crash nothing ties to memory, a memory-pressure
  * warning written before any failure, a failure the process survived
  * (its outcome: it went on and exited 0; no death), or a kill while its
- * cgroup's OOM killer killed some process (the kernel log naming none).  show's headline, triage's exit status and
- * its formats, and metrics' OOM count all read it from here, so they can
- * never disagree.
+ * cgroup's OOM killer killed some process (the kernel log naming none).
+ * show's headline, triage's exit status and its formats, and metrics' OOM
+ * count all read it from here, so they can never disagree.
  */
 #include "inspect.h"
 
 #include <string.h>
+
+/* The exit status the bundle's outcome records, or -1 (it did not exit). */
+static long long exit_status(json_t *outcome)
+{
+    const char *state = jstr(outcome, "state");
+    json_t *status = json_object_get(outcome, "exit_status");
+    return state && !strcmp(state, "exited") && json_is_integer(status)
+               ? (long long)json_integer_value(status)
+               : -1;
+}
 
 bundle_kind bundle_kind_of(const bundle *b)
 {
@@ -35,11 +45,7 @@ bundle_kind bundle_kind_of(const bundle *b)
                (reason && (!strcmp(reason, "killed") || !strncmp(reason, "SIG", 3)));
     if (died && !failed) /* GMP_ON_CRASH=always writes up any crash */
         return by_signal ? KIND_CRASH : KIND_KILLED_UNKNOWN;
-    json_t *outcome = json_object_get(md, "outcome");
-    const char *state = jstr(outcome, "state");
-    json_t *status = json_object_get(outcome, "exit_status");
-    if (state && !strcmp(state, "exited") && json_is_integer(status) &&
-        json_integer_value(status) == 0)
+    if (exit_status(json_object_get(md, "outcome")) == 0)
         return KIND_SURVIVED;
     return KIND_OUT_OF_MEMORY;
 }
@@ -52,8 +58,7 @@ const char *outcome_words(const bundle *b, char *out, size_t cap)
     if (!state)
         return NULL;
     if (!strcmp(state, "exited")) {
-        json_t *status = json_object_get(outcome, "exit_status");
-        long long code = json_is_integer(status) ? json_integer_value(status) : -1;
+        long long code = exit_status(outcome);
         if (code == 0)
             snprintf(raw, sizeof raw, "exited 0: it went on after the failure, so this was no death");
         else
