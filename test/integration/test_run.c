@@ -190,14 +190,20 @@ static int make_memory_cgroup(char *dir, size_t cap, char *procs_out, size_t pro
     return -1;
 }
 
+/* The test's own memory cgroup, or the test skips with a line. */
+static void memory_cgroup_or_skip(char *dir, size_t cap, char *procs_out, size_t procs_cap)
+{
+    if (make_memory_cgroup(dir, cap, procs_out, procs_cap) < 0) {
+        print_message("SKIP: cannot make a memory cgroup with a limit here\n");
+        skip();
+    }
+}
+
 static void test_kernel_oom_killer(void **state)
 {
     (void)state;
     char cg[3000], procs[3100];
-    if (make_memory_cgroup(cg, sizeof cg, procs, sizeof procs) < 0) {
-        print_message("SKIP: cannot make a memory cgroup with a limit here\n");
-        skip();
-    }
+    memory_cgroup_or_skip(cg, sizeof cg, procs, sizeof procs);
     char script[8192];
     snprintf(script, sizeof script,
              "timeout 60 \"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c 'echo $$ > %s; "
@@ -229,10 +235,7 @@ static void test_oom_killer_named_only_for_its_victim(void **state)
 {
     (void)state;
     char cg[3000], procs[3100];
-    if (make_memory_cgroup(cg, sizeof cg, procs, sizeof procs) < 0) {
-        print_message("SKIP: cannot make a memory cgroup with a limit here\n");
-        skip();
-    }
+    memory_cgroup_or_skip(cg, sizeof cg, procs, sizeof procs);
     char script[8192];
     snprintf(script, sizeof script,
              "\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c 'echo $$ > %s; exec python3 -c "
