@@ -67,7 +67,8 @@ static int dump_written;
 
 static void dump_now(void)
 {
-    dump_written = gmp_episode_crash(dump_sig, dump_info);
+    /* the failure's bundle, else that of the last words this death fulfils */
+    dump_written = gmp_episode_crash(dump_sig, dump_info) || gmp_messages_write_last_words();
 }
 
 /* The room left below us on the alternate stack we run on; SIZE_MAX when

@@ -12,11 +12,13 @@
  *     owns ("out of memory"), some GPU runtime or framework is;
  *   - for Python's MemoryError, when it ends a traceback that this process,
  *     a Python interpreter, printed;
- *   - for the runtimes whose last words have a fixed form, in that form at
- *     the start of the line: C++'s "terminate called after throwing an
- *     instance of 'std::bad_alloc'", Rust's "memory allocation of N bytes
- *     failed", Go's "fatal error: runtime: out of memory", Node's "FATAL
- *     ERROR: ... JavaScript heap out of memory".
+ *   - for the runtimes whose last words have a fixed form (C++'s
+ *     "terminate called after throwing an instance of 'std::bad_alloc'",
+ *     Rust's "memory allocation of N bytes failed", Go's "fatal error:
+ *     runtime: out of memory", Node's "FATAL ERROR: ... JavaScript heap out
+ *     of memory"), when the death they announce follows: oom_messages.c
+ *     keeps such words until the abort (crash.c), and drops them when the
+ *     process goes on.
  * /proc/self/maps is read only for a line that matched (rare), with no
  * allocation and no lock.
  */
@@ -70,7 +72,7 @@ static int rust_last_words(const char *line)
     return digits && !strcmp(p + digits, tail);
 }
 
-static int last_words(const char *line)
+int gmp_message_last_words(const char *line)
 {
     return starts(line, "terminate called after throwing an instance of 'std::bad_alloc'") ||
            starts(line, "terminate called after throwing an instance of "
@@ -94,8 +96,6 @@ int gmp_message_speaker_here(const char *pattern, const char *line, int ends_tra
     static const char *const any_gpu[] = {"libcuda.so", "libcudart", "libamdhip64", "libtorch",
                                           "libc10", "xla_extension", "jaxlib", "libtensorflow",
                                           "_pywrap_tensorflow", "cupy", NULL};
-    if (last_words(line))
-        return 1;
     if (!strcmp(pattern, "std::bad_alloc") || !strcmp(pattern, "memory allocation of"))
         return 0; /* those runtimes' words in another form: quoted */
     if (!strcmp(pattern, "MemoryError") && !has_ci(line, "numpy"))

@@ -13,8 +13,9 @@
  *   - else to the bundle written in the last 10 s (metadata.json rewritten
  *     atomically, bundle_patch.c);
  *   - else, when this process can mean it (message_speakers.c: the
- *     framework it names is loaded here, or a runtime's last words in their
- *     own form), it is the only news of the OOM: a bundle of its own, with reason
+ *     framework it names is loaded here; a runtime's last words are kept
+ *     until the abort they announce, crash.c, and dropped if none comes),
+ *     it is the only news of the OOM: a bundle of its own, with reason
  *     message_pattern:<pattern>, at most one per process (a framework that
  *     logs its OOM on every retry writes one bundle, not a directory full),
  *     whose failed request is its backend's newest failure in the 10 s
@@ -211,7 +212,20 @@ static gmp_backend backend_of(const char *pattern, const char *line)
 /* The pid that wrote its message-only bundle (a forked child may write its own). */
 static int message_bundle_pid;
 
+/* A runtime's last words, kept until the death they announce (an abort)
+ * writes them up; a process that goes on drops them.  Atomic: a signal
+ * handler takes them. */
+static struct {
+    exception_text t;
+    char pattern[64], line[1024];
+    int pid; /* whose words (a forked child's death fulfils none) */
+} last_words;
+static int last_words_kept; /* atomic: 0 none, 1 being filled, 2 kept */
+
 /* The only news of an OOM: a bundle of its own, once per process. */
+static int write_bundle(const exception_text *t, const char *pattern, const char *line,
+                        const gmp_failed_request *recent);
+
 static void write_message_bundle(const exception_text *t, const char *pattern,
                                  const char *line, int ends_traceback)
 {
@@ -229,8 +243,40 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
     uint64_t now = gmp_now_realtime_ns();
     gmp_episode_recent_failure(backend_of(pattern, line), now > RECENT_NS ? now - RECENT_NS : 0,
                                &recent);
+    if (!recent.present && gmp_message_last_words(line)) {
+        /* evidence only if the death follows: kept for it, handlers armed */
+        int expected = 0;
+        if (__atomic_compare_exchange_n(&last_words_kept, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            last_words.t = *t;
+            gmp_strlcpy(last_words.pattern, pattern, sizeof last_words.pattern);
+            gmp_strlcpy(last_words.line, line, sizeof last_words.line);
+            last_words.pid = pid;
+            __atomic_store_n(&last_words_kept, 2, __ATOMIC_RELEASE);
+            gmp_crash_arm();
+        }
+        return;
+    }
     if (!recent.present && !gmp_message_speaker_here(pattern, line, ends_traceback))
         return;
+    write_bundle(t, pattern, line, &recent);
+}
+
+int gmp_messages_write_last_words(void)
+{
+    int pid = __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&last_words_kept, __ATOMIC_ACQUIRE) != 2 || last_words.pid != pid ||
+        message_bundle_pid == pid)
+        return 0;
+    gmp_failed_request none = {0};
+    return write_bundle(&last_words.t, last_words.pattern, last_words.line, &none);
+}
+
+/* The message's own bundle, once per process; 1 when written. */
+static int write_bundle(const exception_text *t, const char *pattern, const char *line,
+                        const gmp_failed_request *recent)
+{
+    int pid = __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
     char reason[96], path[GMP_PATH_MAX];
     gmp_strjoin(reason, sizeof reason, "message_pattern:", pattern, (char *)NULL);
     gmp_dump_request req = {
@@ -240,7 +286,7 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         .exception_message = t->said.message,
         .backend = backend_of(pattern, line),
         .confirmed_by = "message",
-        .failed = recent,
+        .failed = *recent,
         .python_traceback_fd = traceback_state == 2 ? traceback_fd() : -1,
     };
     int written = gmp_pl_dump(&req, path, sizeof path) != NULL;
@@ -248,15 +294,15 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         close(req.python_traceback_fd);
     if (written) {
         message_bundle_pid = pid;
-        /* the death such words announce (Node's, C++'s abort) is often next:
-         * our handlers, where the action is still the default, say so in
-         * the bundle's outcome */
+        /* a death may follow (a framework's abort): our handlers, where the
+         * action is still the default, then say so in the bundle's outcome */
         gmp_crash_arm();
         gmp_log("OOM message on stderr (%s); bundle: %s", pattern, path);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);
-        last_bundle_ns = now;
+        last_bundle_ns = gmp_now_realtime_ns();
         last_bundle_level = t->level;
     }
+    return written;
 }
 
 static void on_line(const char *line)

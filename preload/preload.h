@@ -462,6 +462,12 @@ GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
  * the framework it names is loaded here, or it is a runtime's last words in
  * their own form; ends_traceback: it ends a traceback this process printed. */
 GMP_HIDDEN int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback);
+/* A runtime's last words in their own form (C++'s terminate line, Rust's,
+ * Go's, Node's): evidence only when the death they announce follows. */
+GMP_HIDDEN int gmp_message_last_words(const char *line);
+/* The death that last words announced, now (an abort: crash.c): their
+ * bundle, with the outcome; 1 when one was written (async-signal-safe). */
+GMP_HIDDEN int gmp_messages_write_last_words(void);
 /* The OOM bundle written in the last 10 s and not yet claimed, for the
  * program's own report of that failure: 1 with its path (claimed now), or
  * 0.  A bundle noted with GMP_MESSAGES_PROGRAM is the program's own and

@@ -351,12 +351,16 @@ static void test_frameworks_own_words(void **state)
         char script[4096];
         scratch_remove(paths.dumps);
         setenv("GMP_TEST_LINE", cases[i].line, 1); /* written to fd 2 itself, as they do */
+        /* a runtime's last words are followed by the abort they announce */
+        int last_words = !cases[i].lib && strncmp(cases[i].line, "Traceback", 9);
         snprintf(script, sizeof script,
-                 "export LD_PRELOAD='%s %s'; exec python3 -c 'import os\n"
-                 "os.write(2, (os.environ[\"GMP_TEST_LINE\"] + \"\\n\").encode())'",
-                 paths.preload, cases[i].lib ? speaker(cases[i].lib) : "");
+                 "export LD_PRELOAD='%s %s'; python3 -c 'import os\n"
+                 "os.write(2, (os.environ[\"GMP_TEST_LINE\"] + \"\\n\").encode())\n%s'",
+                 paths.preload, cases[i].lib ? speaker(cases[i].lib) : "",
+                 last_words ? "os.abort()" : "");
         assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err,
-                                                 sizeof err)), 0);
+                                                 sizeof err)),
+                         last_words ? 128 + 6 : 0);
         json_t *md = the_bundle();
         const char *type = json_string_value(json_object_get(md, "exception_type"));
         const char *module = json_string_value(json_object_get(md, "exception_module"));
@@ -375,7 +379,8 @@ static void test_frameworks_own_words(void **state)
 /* Words nobody in the writing process can mean: a framework's line from a
  * process without the framework (a log printed again, a test runner's
  * report), a scheduler relaying another process's fate, a compiler quoting
- * a source line, a runtime's words out of their own form.  Written as the
+ * a source line, a runtime's words out of their own form, or in it with no
+ * death after them.  Written as the
  * lines above are, they make no bundle and no line of ours. */
 static void test_words_nobody_here_can_mean(void **state)
 {
@@ -391,6 +396,10 @@ static void test_words_nobody_here_can_mean(void **state)
         "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
         "E0000 xla/stream_executor: failed to allocate 17.18G (17179869184 bytes) from device",
         "   7 | fmt.Println(\"memory allocation of 1024 bytes failed\")",
+        /* last words in their form, but the process goes on: no death followed */
+        "terminate called after throwing an instance of 'std::bad_alloc'",
+        "memory allocation of 1024 bytes failed",
+        "fatal error: runtime: out of memory",
     };
     for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
         char script[4096];
