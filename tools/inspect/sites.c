@@ -79,15 +79,11 @@ int is_library_frame(const char *path)
  * program itself (C++'s inlined std:: templates and operator new, Rust's
  * alloc:: and its __rust_alloc glue): where the runtime noticed the
  * failure, not the program's own site. */
-static int runtime_allocation_frame(int dirfd, const char *path, uint64_t offset)
+static int runtime_allocation_name(const char *fn)
 {
     static const char *const machinery[] = {"std::", "__gnu_cxx::", "operator new", "alloc::",
                                             "<alloc::", "__rust_", "__rdl_", "__rg_", "core::",
                                             "<core::", "<std::", "rust_oom"};
-    char fn[256], file[PATH_MAX];
-    int lineno;
-    if (symbolise(dirfd, path, offset, fn, sizeof fn, file, sizeof file, &lineno) < 0)
-        return 0;
     for (size_t i = 0; i < sizeof machinery / sizeof *machinery; i++)
         if (!strncmp(fn, machinery[i], strlen(machinery[i])))
             return 1;
@@ -95,6 +91,14 @@ static int runtime_allocation_frame(int dirfd, const char *path, uint64_t offset
      * through the crates alloc, std or core (crate roots "C<hash>_5alloc") */
     return !strncmp(fn, "_R", 2) &&
            (strstr(fn, "_5alloc") || strstr(fn, "_3std") || strstr(fn, "_4core"));
+}
+
+static int runtime_allocation_frame(int dirfd, const char *path, uint64_t offset)
+{
+    char fn[256], file[PATH_MAX];
+    int lineno;
+    return symbolise(dirfd, path, offset, fn, sizeof fn, file, sizeof file, &lineno) == 0 &&
+           runtime_allocation_name(fn);
 }
 
 /* Is the file at path (absolute, symlinks resolved) anywhere inside the
@@ -148,10 +152,11 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *o
             const char *hex = json_string_value(f);
             uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
             const char *path = at ? module_of(mods, at, &bias) : NULL;
-            if (path && !is_library_frame(path) &&
-                !runtime_allocation_frame(dirfd, path, at - bias)) {
+            if (path && !is_library_frame(path)) {
+                /* named once: "fn (file:line)" begins with the function */
                 name_frame(dirfd, path, at - bias, out, cap);
-                return SITE_PROGRAM;
+                if (!runtime_allocation_name(out))
+                    return SITE_PROGRAM;
             }
             any |= path != NULL;
             const char *base = path ? strrchr(path, '/') : NULL;
