@@ -47,6 +47,8 @@ SKIPPED = [
     (r"^make sanitize\b", "make test runs the sanitizer builds as a stage of its own", lambda: True),
     (r"^sh test/conformance/run\.sh\b", "make test runs the conformance suite as a stage of its own",
      lambda: True),
+    (r"^make check(\s|$)", "make test runs the unit tests as a stage of its own", lambda: True),
+    (r"^make fuzz\b", "make test runs the fuzzers as a stage of its own", lambda: True),
     (r"^(\S+=\S+ )*srun\b", "Slurm's srun is not installed here", lambda: shutil.which("srun") is None),
 ]
 NEEDS_WHEEL = re.compile(r"^make wheel\b|\bpip install\b|\bpython3? -m gpumemprof\b|^(\S+=\S+ )*gpumemprof ")
@@ -285,8 +287,14 @@ def main():
             if failure:
                 failed += 1
                 print("FAIL  docs: %s" % failure)
+                lines = output.rstrip("\n").split("\n")
+                said = [l for l in lines[:-40] if re.search(r"FAIL|ERROR|error:", l)][:20]
+                if said:
+                    print("      what its page's output said of failures before its end:")
+                    for line in said:
+                        print("      | " + line)
                 print("      its page's output, last 40 lines:")
-                for line in output.rstrip("\n").split("\n")[-40:]:
+                for line in lines[-40:]:
                     print("      | " + line)
             else:
                 passed += 1
