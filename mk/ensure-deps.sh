@@ -32,6 +32,8 @@ need clang command -v clang               # the libFuzzer harnesses (test/fuzz/)
 need git command -v git
 need nodejs command -v node                                       # V8's own SIGSEGV handler
 need default-jdk-headless sh -c 'command -v java && command -v javac'  # the JVM's, from a source file
+need golang-go command -v go                                      # a runtime that exits past libc
+need rustc command -v rustc                                       # Rust's abort on a failed allocation
 need valgrind command -v valgrind
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 if [ -n "$pyver" ]; then

@@ -8,12 +8,17 @@
  * nothing.  fork: the child forgets the parent's ring and episodes and makes
  * its own on first use.  exit: commit an open episode, then remove the live
  * ring file (its mapping stays, so a late allocation in another thread or
- * destructor can never touch freed memory).
+ * destructor can never touch freed memory).  A Go program records nothing
+ * either: its runtime ends the process with its own exit_group, never
+ * through the C library, so its ring would outlive every healthy run and
+ * read as a death.
  */
 #include "gpu_family.h"
 #include "collector.h"
 #include "recorder.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/auxv.h>
@@ -51,6 +56,18 @@ static void set_state(enum gmp_preload_state state)
     gmp_host_fast_path_refresh();
 }
 
+/* The main program is Go built with cgo (the only Go the dynamic linker
+ * loads us into): the cgo runtime exports _cgo_topofstack from it.  A Go
+ * library in a C program exports it too, from its own object, and there the
+ * C library still ends the process. */
+static int main_program_is_go(void)
+{
+    void *sym = gmp_dlsym_real(RTLD_DEFAULT, "_cgo_topofstack");
+    Dl_info info;
+    struct link_map *map = NULL;
+    return sym && dladdr1(sym, &info, (void **)&map, RTLD_DL_LINKMAP) && map && !map->l_prev;
+}
+
 /* Runs once, when the dynamic linker initialises the preload. */
 __attribute__((constructor)) static void on_load(void)
 {
@@ -60,7 +77,7 @@ __attribute__((constructor)) static void on_load(void)
      * enabled or not: the hooks look their real functions up either way */
     __register_atfork(gmp_walks_fork_prepare, gmp_walks_fork_parent, after_fork_in_child,
                       __dso_handle);
-    if (getauxval(AT_SECURE)) {
+    if (getauxval(AT_SECURE) || main_program_is_go()) {
         set_state(GMP_PL_DISABLED);
         return;
     }

@@ -309,7 +309,7 @@ long long json_int(json_t *obj, const char *key)
 }
 
 /* gmp-inspect show's output for bundle (a static buffer). */
-static const char *shown(const char *bundle)
+const char *show_output(const char *bundle)
 {
     static char out[1 << 16], err[4096];
     const char *argv[] = {inspect_path(), "show", bundle, NULL};
@@ -336,14 +336,14 @@ int huge_malloc_may_succeed(void)
 void expect_headline(const char *bundle, const char *headline)
 {
     static const char label[] = "\nWhat happened:    ";
-    const char *out = shown(bundle), *line = strstr(out, label);
+    const char *out = show_output(bundle), *line = strstr(out, label);
     if (!line || strncmp(line + sizeof label - 1, headline, strlen(headline)))
         fail_msg("show's headline is not \"%s\":\n%s", headline, out);
 }
 
 void expect_first_cause(const char *bundle, const char *cause)
 {
-    const char *out = shown(bundle), *first = strstr(out, "\n  1. ");
+    const char *out = show_output(bundle), *first = strstr(out, "\n  1. ");
     if (!first || strncmp(first + 6, cause, strlen(cause)))
         fail_msg("show does not name \"%s\" first:\n%s", cause, out);
 }

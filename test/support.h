@@ -77,6 +77,9 @@ unsigned long long bundle_module_base(const char *bundle, const char *path_end);
 const char *json_str(struct json_t *obj, const char *key);
 long long json_int(struct json_t *obj, const char *key);
 
+/* `gmp-inspect show BUNDLE`'s output (a static buffer; fails the test when
+ * show fails). */
+const char *show_output(const char *bundle);
 /* `gmp-inspect show BUNDLE` must name `cause` first among the likely causes. */
 void expect_first_cause(const char *bundle, const char *cause);
 

@@ -18,6 +18,10 @@
 #               checks (-Xcheck:jni), each after a caught allocation failure:
 #               their own SIGSEGV handlers see every fault, stay their own,
 #               and no crash bundle is made
+#   go          a cgo program (so the preload is loaded): a recovered nil
+#               dereference, goroutines, then the Go runtime's own "out of
+#               memory" death, exit_group(2) past the C library: the same
+#               output and status, and no ring left to read as a death
 #   postgresql  a query past a server's RLIMIT_AS: the failed request is the
 #               size PostgreSQL's own message states, and the server survived
 #   numpy       np.empty(10**13) from PyPI, in a venv made here: the same
@@ -207,6 +211,36 @@ if command -v java >/dev/null 2>&1 && java -version >/dev/null 2>&1 && command -
     runtime_case jvm-null-checks "java -Xcheck:jni '$here/NullChecks.java'"
 else
     skip jvm-null-checks "no JDK here (java with javac)"
+fi
+
+# ---- Go: a runtime that ends the process past the C library -----------------
+# Its fatal error's stack trace holds addresses that differ from run to run,
+# so stderr is compared up to it.
+go_case() { # NAME ARGS
+    name=$1
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
+    run "$name" bare "GOTRACEBACK=none '$build/conformance-go' $2"
+    run "$name" pre "GOTRACEBACK=none '$build/conformance-go' $2"
+    for m in bare pre; do
+        sed '/^runtime stack:/,$d' "$work/$name.$m.err" >"$work/$name.$m.err.head"
+        mv "$work/$name.$m.err.head" "$work/$name.$m.err"
+    done
+    if same "$name"; then
+        pass "$name (exit $(cat "$work/$name.bare.rc"), the same output, no bundle, no ring)"
+    fi
+}
+if command -v go >/dev/null 2>&1; then
+    # the module and build caches stay in the build directory between runs
+    if ! (cd "$work/cwd" && HOME="$build" GOCACHE="$build/go-cache" GOPATH="$build/go-path" \
+        GOFLAGS=-mod=mod CGO_ENABLED=1 go build -o "$build/conformance-go" "$here/go_runtime.go") \
+        >"$work/go.build" 2>&1; then
+        fail go "go build: $(tail -2 "$work/go.build" | tr '\n' ' ')"
+    else
+        go_case go-recovered-fault ""
+        go_case go-runtime-oom oom
+    fi
+else
+    skip go "go is not installed (golang-go)"
 fi
 
 # ---- CPython's own regression tests -----------------------------------------

@@ -234,7 +234,10 @@ static void test_uncaught_bad_alloc(void **state)
     assert_string_equal(json_str(md, "exception_message"),
                         "terminate called after throwing an instance of 'std::bad_alloc'");
     json_decref(md);
-    expect_first_cause(bundle, "the language runtime ended the program when an allocation failed");
+    expect_headline(bundle, "the C++ runtime ended the program (SIGABRT): an allocation threw "
+                            "std::bad_alloc and nothing caught it");
+    expect_first_cause(bundle, "the C++ runtime ended the program: an allocation threw "
+                               "std::bad_alloc and nothing caught it");
     const char *argv[] = {inspect_path(), "show", bundle, NULL};
     run_capture(argv, out, sizeof out, err, sizeof err);
     if (strstr(out, "address") || strstr(out, "unchecked") ||
@@ -275,10 +278,13 @@ static void test_rust_allocation_failure(void **state)
     assert_string_equal(json_str(md, "exception_message"),
                         "memory allocation of 17592186044416 bytes failed");
     json_decref(md);
-    expect_first_cause(bundle, "the language runtime ended the program when an allocation failed");
+    expect_headline(bundle, "the Rust runtime ended the program (SIGABRT)");
+    expect_first_cause(bundle, "the Rust runtime ended the program: an allocation failed");
     const char *show[] = {inspect_path(), "show", bundle, NULL};
     run_capture(show, out, sizeof out, err, sizeof err);
-    if (strstr(out, "address") || !strstr(out, "\nFailed at:        rustoom::grow_table"))
+    if (strstr(out, "address") || !strstr(out, "\nFailed at:        rustoom::grow_table") ||
+        !strstr(out, "evidence: it said \"memory allocation of 17592186044416 bytes failed\", "
+                     "then aborted\n"))
         fail_msg("show:\n%s", out);
 }
 

@@ -417,17 +417,18 @@ static void test_words_nobody_here_can_mean(void **state)
     unsetenv("GMP_TEST_LINE");
 }
 
-/* Node's heap reaches --max-old-space-size: V8 says so in its own form
- * ("FATAL ERROR: ... JavaScript heap out of memory") and aborts.  One
- * bundle with those words, whose outcome is the abort; the status is
- * Node's own (134).  Skipped with a line where node is not installed. */
+/* Node's heap reaches the --max-old-space-size NODE_OPTIONS sets: V8 says
+ * so in its own form ("FATAL ERROR: ... JavaScript heap out of memory") and
+ * aborts.  One bundle with those words, whose outcome is the abort; the
+ * status is Node's own (134); show names V8's limit and where it was set.
+ * Skipped with a line where node is not installed. */
 static void test_node_heap_limit(void **state)
 {
     (void)state;
-    char script[4096];
+    char script[4096], bundle[1024];
     snprintf(script, sizeof script,
              "command -v node >/dev/null || exit 77; export LD_PRELOAD='%s'; "
-             "node --max-old-space-size=32 -e 'const a = []; "
+             "NODE_OPTIONS=--max-old-space-size=32 node -e 'const a = []; "
              "while (true) a.push(new Array(1e5).fill(1))' >/dev/null 2>&1",
              paths.preload);
     int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
@@ -436,13 +437,67 @@ static void test_node_heap_limit(void **state)
         return;
     }
     assert_int_equal(code, 128 + 6);
-    json_t *md = the_bundle();
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     if (!strstr(json_str(md, "exception_message"), "JavaScript heap out of memory"))
         fail_msg("message: %s", json_str(md, "exception_message"));
     json_t *outcome = json_object_get(md, "outcome");
     assert_string_equal(json_str(outcome, "state"), "killed");
     assert_string_equal(json_str(outcome, "signal"), "SIGABRT");
     json_decref(md);
+    expect_headline(bundle, "Node (V8) ran out of memory: its JavaScript heap reached its limit\n");
+    expect_first_cause(bundle, "Node (V8) ran out of memory: its JavaScript heap reached its limit");
+    if (!strstr(show_output(bundle), "; NODE_OPTIONS sets --max-old-space-size=32\n"))
+        fail_msg("show does not say where the limit was set:\n%s", show_output(bundle));
+}
+
+/* The JVM's heap reaches -Xmx: an uncaught java.lang.OutOfMemoryError (the
+ * filled list unreachable by then, so the JVM has the memory to say so),
+ * then the JVM's exit 1.  One bundle, which says the JVM's Java heap was full,
+ * that the command line set -Xmx16m, and that the process exited 1; the
+ * JVM's words on stderr are whole.  A second program catches the error,
+ * prints it and exits 0: its bundle says it survived.  Skipped with a line
+ * where no JDK is installed. */
+static void test_jvm_heap_space(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"", "1"}, /* uncaught */
+        {"try { fill(); } catch (OutOfMemoryError e) { System.err.println(e); }", "0"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char script[4096], bundle[1024];
+        scratch_remove(paths.dumps);
+        snprintf(script, sizeof script,
+                 "command -v javac >/dev/null || exit 77; cd '%s' && printf '%%s\\n' "
+                 "'import java.util.*;' 'public class Heap {' "
+                 "'  static void fill() {' '    List<long[]> kept = new ArrayList<>();' "
+                 "'    while (true) kept.add(new long[1 << 16]);' '  }' "
+                 "'  public static void main(String[] a) { %s' "
+                 "'    if (a.length == 0) fill(); } }' >Heap.java && "
+                 "javac Heap.java && LD_PRELOAD='%s' java -Xmx16m Heap %s",
+                 paths.scratch, cases[i][0], paths.preload, i ? "caught" : "");
+        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+        if (code == 77) {
+            printf("SKIP  test_jvm_heap_space: no JDK (javac) is installed\n");
+            return;
+        }
+        assert_int_equal(code, atoi(cases[i][1]));
+        if (!strstr(err, "java.lang.OutOfMemoryError: Java heap space\n"))
+            fail_msg("case %zu, the JVM's words: %s", i, err);
+        json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+        json_t *outcome = json_object_get(md, "outcome");
+        assert_string_equal(json_str(outcome, "state"), "exited");
+        assert_int_equal(json_int(outcome, "exit_status"), atoi(cases[i][1]));
+        json_decref(md);
+        if (i == 0) {
+            expect_headline(bundle, "the JVM ran out of memory: its Java heap was full\n");
+            expect_first_cause(bundle, "the JVM ran out of memory: its Java heap was full");
+            if (!strstr(show_output(bundle), "; the command line sets -Xmx16m\n"))
+                fail_msg("show does not say where the limit was set:\n%s", show_output(bundle));
+        } else {
+            expect_headline(bundle, "the process survived");
+        }
+    }
 }
 
 int main(void)
@@ -458,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_frameworks_own_words),
         cmocka_unit_test(test_words_nobody_here_can_mean),
         cmocka_unit_test(test_node_heap_limit),
+        cmocka_unit_test(test_jvm_heap_space),
         cmocka_unit_test(test_printed_traceback_is_masked),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

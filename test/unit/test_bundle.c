@@ -494,6 +494,12 @@ static void test_sizes_past_int64_are_integers(void **state)
     if (!strstr(out, "\nFailed request:   malloc of 16.0 EiB of host memory") ||
         !strstr(out, "asked for 16.0 EiB at once") || !strstr(out, "malloc             cpu       16.0 EiB"))
         fail_msg("show:\n%s", out);
+    /* events --json: the bundle's events as it holds them, the size whole */
+    const char *events[] = {inspect_path(), "events", path, "--json", NULL};
+    assert_int_equal(run_capture(events, out, sizeof out, err, sizeof err), 0);
+    if (strncmp(out, "[\n {\"seq\":0,", 12) || !strstr(out, "\"size\":18446744073709551612,") ||
+        strstr(out, "e+19") || strcmp(out + strlen(out) - 4, "}\n]\n"))
+        fail_msg("events --json:\n%s", out);
     gmp_recorder_destroy(rec);
     scratch_remove(dir);
 }

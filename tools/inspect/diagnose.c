@@ -366,6 +366,24 @@ static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
     }
 }
 
+/* A runtime's own words name its limit ("the JVM ran out of memory: its
+ * Java heap was full") and the flag that set it; other words, the cause as
+ * the caller puts it.  ending: what the runtime did ("ran out of memory"),
+ * then: what followed its words (", then aborted"). */
+static void runtime_cause(bundle *b, causes *cs, const char *ending, const char *then,
+                          const char *otherwise, const char *evidence)
+{
+    const runtime_words *w = runtime_words_of(b->metadata);
+    if (!w) {
+        add(cs, otherwise, evidence);
+        return;
+    }
+    char what[200], ev[600];
+    snprintf(what, sizeof what, "%s %s: %s", w->runtime, ending, w->what);
+    runtime_words_evidence(b, w, then, ev, sizeof ev);
+    add(cs, what, ev);
+}
+
 static void collect(bundle *b, causes *cs)
 {
     json_t *md = b->metadata;
@@ -412,7 +430,8 @@ static void collect(bundle *b, causes *cs)
         const char *said = jstr(md, "exception_message"); /* ours begins "SIGABRT ..." */
         if (starts(reason, "SIGABRT") && said && !starts(said, "SIG")) {
             snprintf(ev, sizeof ev, "it said \"%.300s\", then aborted", said);
-            add(cs, "the language runtime ended the program when an allocation failed", ev);
+            runtime_cause(b, cs, "ended the program", ", then aborted",
+                          "the language runtime ended the program when an allocation failed", ev);
         } else {
             snprintf(ev, sizeof ev, "%s: the program used the NULL (or error) the failed "
                                     "allocation returned instead of checking it", reason);
@@ -420,8 +439,9 @@ static void collect(bundle *b, causes *cs)
         }
     }
     if (starts(reason, "message_pattern:") && !json_is_object(fr))
-        add(cs, "the framework's own memory pool ran out (no allocation call failed)",
-            jstr(md, "exception_message"));
+        runtime_cause(b, cs, "ran out of memory", "",
+                      "the framework's own memory pool ran out (no allocation call failed)",
+                      jstr(md, "exception_message"));
     if (reason && !strcmp(reason, "memory_pressure"))
         add(cs, "memory close to a limit (a warning written before any failure)",
             jstr(md, "exception_message"));

@@ -147,8 +147,7 @@ int cmd_events(int argc, char **argv)
             continue;
         }
         fputs(i ? ",\n " : "\n ", stdout);
-        if (!ev || json_dumpf(ev, stdout, JSON_COMPACT | JSON_ENCODE_ANY | JSON_ENSURE_ASCII))
-            fputs("null", stdout); /* out of memory for this one: the array stays whole */
+        event_print_raw(&b.events, i, stdout);
     }
     if (as_json)
         fputs("\n]\n", stdout);

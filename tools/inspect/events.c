@@ -278,6 +278,75 @@ json_t *event_at(const event_list *l, size_t i)
     return ev;
 }
 
+/* The UTF-8 character at t (valid: jansson checked it) as \\u escapes, as
+ * JSON_ENSURE_ASCII writes it: no byte a terminal could take for a control
+ * (U+009B is one); returns its length in bytes. */
+static size_t put_escaped_utf8(const unsigned char *t, size_t left, FILE *out)
+{
+    size_t n = t[0] >= 0xf0 ? 4 : t[0] >= 0xe0 ? 3 : 2;
+    if (n > left)
+        n = left;
+    uint32_t cp = t[0] & (0x7f >> n);
+    for (size_t k = 1; k < n; k++)
+        cp = (cp << 6) | (t[k] & 0x3f);
+    if (cp >= 0x10000) {
+        cp -= 0x10000;
+        fprintf(out, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+    } else {
+        fprintf(out, "\\u%04x", cp);
+    }
+    return n;
+}
+
+int event_print_raw(const event_list *l, size_t i, FILE *out)
+{
+    if (i >= l->n)
+        return -1;
+    /* every event was parsed when indexed: its text is valid JSON, whose
+     * end is where its brackets close (or, a scalar, the next ',' or ']') */
+    const char *t = l->text;
+    int depth = 0, in_string = 0;
+    for (size_t p = l->at[i]; p < l->len; p++) {
+        char c = t[p];
+        if (in_string) {
+            if ((unsigned char)c >= 0x80) {
+                p += put_escaped_utf8((const unsigned char *)t + p, l->len - p, out) - 1;
+                continue;
+            }
+            if (c == '\\' && p + 1 < l->len) {
+                putc(c, out);
+                c = t[++p];
+            } else if (c == '"') {
+                in_string = 0;
+            }
+        } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            continue;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']' || c == ',') {
+            if (depth == 0)
+                break; /* past a scalar event */
+            if (c != ',')
+                depth--;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t end = json_widened_integer_end(t, l->len, p);
+            if (end) {
+                fwrite(t + p, 1, end - p, out);
+                p = end + 1; /* past its ".0" */
+                if (depth == 0)
+                    break;
+                continue;
+            }
+        }
+        putc(c, out);
+        if (depth == 0 && !in_string && (c == '}' || c == ']' || c == '"'))
+            break; /* the event's own end */
+    }
+    return ferror(out) ? -1 : 0;
+}
+
 size_t events_until_failure(const event_list *l)
 {
     return l->failure < l->n ? l->failure + 1 : l->n;

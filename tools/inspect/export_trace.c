@@ -92,14 +92,15 @@ static void export_event(trace_out *o, process_view *p, json_t *ev)
         return;
     const char *type = jstr(ev, "event_type");
     const char *api = jstr(ev, "api");
-    int64_t tid = p->pid, size = 0, in_use = 0, result = 0;
+    int64_t tid = p->pid, in_use = 0, result = 0;
+    uint64_t size = 0; /* to 2^64-1: a failed malloc(-4) */
     jint(ev, "thread_id", &tid);
-    jint(ev, "size", &size);
+    ju64(ev, "size", &size);
     jint(ev, "result", &result);
     int has_use = jint(ev, "bytes_in_use", &in_use) == 0;
     char where[48], name[160], bytes[32];
     event_where(ev, where, sizeof where);
-    fmt_bytes((uint64_t)(size > 0 ? size : 0), bytes, sizeof bytes);
+    fmt_bytes(size, bytes, sizeof bytes);
     if (!type)
         return;
     /* what a program recorded itself (the Python recorder's readings) is
@@ -110,7 +111,7 @@ static void export_event(trace_out *o, process_view *p, json_t *ev)
         emit(o, json_pack("{s:s, s:s, s:I, s:f, s:{s:I}}", "ph", "C", "name", name, "pid",
                           p->pid, "ts", t, "args", "bytes", (json_int_t)in_use));
     }
-    json_t *args = json_pack("{s:s, s:I, s:I}", "device", where, "size", (json_int_t)size,
+    json_t *args = json_pack("{s:s, s:o, s:I}", "device", where, "size", json_u64(size),
                              "bytes_in_use", (json_int_t)in_use);
     if (jstr(ev, "address"))
         json_object_set_new(args, "address", json_string(jstr(ev, "address")));

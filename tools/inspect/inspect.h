@@ -71,6 +71,11 @@ size_t events_until_failure(const event_list *l);
 /* Event i parsed (a new reference, cleaned for a terminal unless
  * inspect_raw_json); NULL past the end or without memory. */
 json_t *event_at(const event_list *l, size_t i);
+/* Event i as the file holds it, on one line: its text without the spaces
+ * between tokens, an integer past INT64_MAX as its digits (not the real
+ * jansson reads), characters past ASCII as \u escapes; -1 past the end or
+ * on a write error. */
+int event_print_raw(const event_list *l, size_t i, FILE *out);
 void events_free(event_list *l);
 /* Every event (or the first end) in turn, each released at the end of its
  * turn (leave the loop early only after json_decref(ev)). */
@@ -92,10 +97,15 @@ int jint(json_t *obj, const char *key, int64_t *out);  /* 0 when an integer */
 /* 0 when a size: an integer of 0 or more, past INT64_MAX too (up to 2^64-1,
  * read as a real by json_text_widen_integers: exact to a double's 53 bits) */
 int ju64(json_t *obj, const char *key, uint64_t *out);
+/* A size as a JSON value ju64 reads back: an integer, a real past INT64_MAX. */
+json_t *json_u64(uint64_t v);
 /* Our writer's integers go to 2^64-1; jansson holds int64: text with any
  * integer past it gets ".0" after each such (a new buffer; text is freed),
  * else text itself.  *len is updated. */
 char *json_text_widen_integers(char *text, size_t *len);
+/* Where the integer of a number token at text[i] ends when the token is one
+ * that json_text_widen_integers widened (its ".0" follows), else 0. */
+size_t json_widened_integer_end(const char *text, size_t len, size_t i);
 
 void fmt_bytes(uint64_t v, char *out, size_t cap);
 
@@ -203,6 +213,21 @@ void diagnose(bundle *b, int colour);
  * to allocate 79.66 GiB") when the failed call of `piece` bytes was one
  * piece of it (expandable segments map it 20 MiB at a time), else -1. */
 int64_t framework_whole_request(json_t *md, int64_t piece);
+
+/* runtime_words.c: a language runtime's own out-of-memory words in the
+ * bundle's message (the JVM's OutOfMemoryError kinds, V8's heap limit, Go,
+ * C++'s std::bad_alloc, Rust), or NULL.  runtime_words_evidence: the words
+ * quoted with what followed them (then: ", then aborted"), and where the
+ * flag that sets the runtime's limit was set, or that nothing set it. */
+typedef struct runtime_words {
+    const char *marker, *words; /* both in the message (words NULL: any) */
+    const char *runtime;        /* "the JVM" */
+    const char *what;           /* "its Java heap was full" */
+    const char *flag;           /* "-Xmx", or NULL */
+} runtime_words;
+const runtime_words *runtime_words_of(json_t *md);
+void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then, char *out,
+                            size_t cap);
 
 int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);

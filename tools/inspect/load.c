@@ -88,6 +88,19 @@ static size_t wide_integer_end(const char *text, size_t len, size_t i)
     return digits > 19 || (digits == 19 && memcmp(text + d, limit, 19) > 0) ? end : 0;
 }
 
+size_t json_widened_integer_end(const char *text, size_t len, size_t i)
+{
+    size_t digits = i + (text[i] == '-'), end = digits;
+    while (end < len && text[end] >= '0' && text[end] <= '9')
+        end++;
+    if (end + 2 > len || text[end] != '.' || text[end + 1] != '0' ||
+        (end + 2 < len && strchr("0123456789eE", text[end + 2])))
+        return 0;
+    const char *limit = text[i] == '-' ? "9223372036854775808" : "9223372036854775807";
+    size_t n = end - digits;
+    return n > 19 || (n == 19 && memcmp(text + digits, limit, 19) > 0) ? end : 0;
+}
+
 /* text with ".0" after each integer past int64, into out (n + 2 per such
  * number); with out NULL, only how long that would be. */
 static size_t widen(const char *text, size_t n, char *out)
@@ -171,6 +184,11 @@ const char *jstr(json_t *obj, const char *key)
 {
     json_t *v = json_object_get(obj, key);
     return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+json_t *json_u64(uint64_t v)
+{
+    return v > (uint64_t)INT64_MAX ? json_real((double)v) : json_integer((json_int_t)v);
 }
 
 int ju64(json_t *obj, const char *key, uint64_t *out)

@@ -204,11 +204,11 @@ json_t *ring_event_json(const gmp_event *e)
 {
     char addr[24];
     snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)e->address);
-    return json_pack("{s:I, s:f, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "seq",
+    return json_pack("{s:I, s:f, s:s, s:s, s:I, s:s, s:s, s:o, s:I, s:I, s:o, s:I}", "seq",
                      (json_int_t)e->seq, "timestamp", (double)e->time_ns / 1e9, "event_type",
                      gmp_event_type_name(e->type), "backend", gmp_backend_name(e->backend),
                      "device_id", (json_int_t)e->device, "api", gmp_api_name(e->api), "address",
-                     addr, "size", (json_int_t)e->size, "result", (json_int_t)e->result,
-                     "thread_id", (json_int_t)e->thread_id, "bytes_in_use", (json_int_t)e->in_use,
+                     addr, "size", json_u64(e->size), "result", (json_int_t)e->result,
+                     "thread_id", (json_int_t)e->thread_id, "bytes_in_use", json_u64(e->in_use),
                      "stack_id", (json_int_t)e->stack_id);
 }

@@ -294,6 +294,7 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
     char signame[24] = "";
     if (sig) /* "SIGSEGV after failed allocation": the signal alone */
         snprintf(signame, sizeof signame, "%.*s", (int)strcspn(sig, " "), sig);
+    const runtime_words *words = runtime_words_of(md);
     printf("\nWhat happened:    ");
     switch (bundle_kind_of(b)) {
     case KIND_PRESSURE:
@@ -315,6 +316,10 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
         }
         return;
     case KIND_CRASH_AFTER_FAILED:
+        if (words && sig && !strcmp(signame, "SIGABRT")) { /* the runtime's own abort */
+            printf("%s ended the program (SIGABRT): %s\n", words->runtime, words->what);
+            return;
+        }
         printf("the process crashed (");
         print_clean(stdout, sig ? signame : "a signal", 20);
         printf(") after an allocation of ");
@@ -349,6 +354,10 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
         printf(" after an allocation of ");
         print_clean(stdout, memory, 20);
         printf(" memory failed\n");
+        return;
+    }
+    if (words) {
+        printf("%s ran out of memory: %s\n", words->runtime, words->what);
         return;
     }
     printf("the process ran out of ");

@@ -133,8 +133,8 @@ static void print_snapshot_json(const gmp_ring *ring, const char *path, const vi
         json_object_set_new(e, "timestamp", json_real((double)ev->time_ns / 1e9));
         json_object_set_new(e, "event_type", json_string(gmp_event_type_name(ev->type)));
         json_object_set_new(e, "api", json_string(gmp_api_name(ev->api)));
-        json_object_set_new(e, "size", json_integer((json_int_t)ev->size));
-        json_object_set_new(e, "bytes_in_use", json_integer((json_int_t)ev->in_use));
+        json_object_set_new(e, "size", json_u64(ev->size));
+        json_object_set_new(e, "bytes_in_use", json_u64(ev->in_use));
         json_array_append_new(last, e);
     }
     json_object_set_new(o, "last_events", last);
