@@ -285,6 +285,17 @@ uint64_t gmp_cgroup_oom_kills(const char *file)
     return UINT64_MAX;
 }
 
+char gmp_proc_state(int pid)
+{
+    char path[48], num[24], buf[1024];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(path, sizeof path, "/proc/", num, "/stat", (char *)NULL);
+    if (gmp_read_file(path, buf, sizeof buf) <= 0)
+        return 0;
+    const char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
 uint64_t gmp_proc_start_ticks(int pid)
 {
     char path[48], num[24], buf[1024];

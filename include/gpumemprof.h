@@ -488,6 +488,22 @@ typedef void (*gmp_recover_report_fn)(const char *bundle_path, int pid, const ch
 GMP_API int gmp_rings_recover(const char *run_dir, const gmp_recover_options *opt,
                               gmp_recover_report_fn report, void *arg);
 
+/* gmp-run's job directories (RUN_DIR/gmp-run-XXXXXX), where the processes
+ * of one gmp-run's command keep their rings; gmp-run holds its own (flock)
+ * for its whole life.  gmp_job_dir_make: a new one, held, its path in out;
+ * the fd that holds it (close-on-exec), or -1 with why.
+ * gmp_job_dirs_sweep: for each job directory in run_dir that no gmp-run
+ * holds (it ended, or was killed), the bundles of its dead processes'
+ * rings (as gmp_rings_recover), then the directory removed once empty;
+ * returns the bundles written, or -1 when run_dir cannot be read.
+ * gmp_job_dir_leave: a process whose ring was the last of a job directory
+ * no gmp-run holds any more removes it (anything else: nothing). */
+GMP_API int gmp_job_dir_make(const char *run_dir, char *out, size_t cap, char *why,
+                             size_t why_cap);
+GMP_API int gmp_job_dirs_sweep(const char *run_dir, const gmp_recover_options *opt,
+                               gmp_recover_report_fn report, void *arg);
+GMP_API void gmp_job_dir_leave(const char *job_dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -125,6 +125,9 @@ GMP_START_EXIT_TEXT void gmp_pl_finish(void)
         gmp_metrics_flush(); /* the last word, with this exit's bundles counted */
     set_state(GMP_PL_EXITING);
     gmp_recorder_release_ring(gmp_pl.rec);
+    /* a process that outlived its gmp-run, whose ring was the job's last */
+    if (gmp_recorder_ring(gmp_pl.rec))
+        gmp_job_dir_leave(gmp_pl_run_dir());
 }
 
 __attribute__((destructor)) GMP_START_EXIT_TEXT static void on_exit_process(void)

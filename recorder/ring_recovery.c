@@ -267,7 +267,12 @@ static int process_gone(const gmp_ring_header *h)
     if (kill(h->pid, 0) < 0 && errno == ESRCH)
         return 1;
     uint64_t now = gmp_proc_start_ticks(h->pid);
-    return now != 0 && h->proc_start_ticks != 0 && now != h->proc_start_ticks;
+    if (now != 0 && h->proc_start_ticks != 0 && now != h->proc_start_ticks)
+        return 1; /* another process under that pid */
+    /* dead, not yet reaped: its parent died with it (a gmp-run killed with
+     * its command) and the one it went to has not waited yet */
+    char state = gmp_proc_state(h->pid);
+    return state == 'Z' || state == 'X';
 }
 
 /* What the events say: the last OOM the process saw, and its backend. */

@@ -26,7 +26,9 @@ static void usage(FILE *f)
           "Write the bundles of processes that died without writing one (killed\n"
           "by SIGKILL, say by the kernel OOM killer) from the event rings they\n"
           "left in RUN_DIR (default: $GMP_RUN_DIR, else the per-user run\n"
-          "directory), into the dump directory each process used, or DIR.  The\n"
+          "directory) and in the job directories there of every gmp-run that is\n"
+          "gone (one killed with its command), into the dump directory each\n"
+          "process used, or DIR; a job directory left empty is removed.  The\n"
           "reason is the signal when the parent that reaped it was preloaded,\n"
           "else \"killed\"; evidence names the kernel OOM killer when the\n"
           "process's cgroup counted an OOM kill or the kernel log says so.\n"
@@ -71,7 +73,9 @@ int cmd_recover(int argc, char **argv)
     gmp_recover_options opt = {
         .dump_dir = dump_dir, .max_dumps = cfg.max_dumps, .max_total_mb = cfg.max_total_mb};
     int count = 0;
-    if (gmp_rings_recover(dir, &opt, report, &count) < 0) {
+    /* and the job directories of every gmp-run that is gone (killed, say) */
+    if (gmp_rings_recover(dir, &opt, report, &count) < 0 ||
+        gmp_job_dirs_sweep(dir, &opt, report, &count) < 0) {
         fputs("gmp-inspect recover: cannot read ", stderr);
         print_clean(stderr, dir, 512);
         fputc('\n', stderr);

@@ -236,6 +236,10 @@ static void print_process(bundle *b)
             print_clean(stdout, json_is_string(a) ? json_string_value(a) : "?", 80);
         }
         putchar(')');
+    } else if (jstr(proc, "command")) { /* a ring's: the arguments joined, cut at 1 KiB */
+        printf(" (");
+        print_clean(stdout, jstr(proc, "command"), 300);
+        putchar(')');
     }
     const char *host = jstr(json_object_get(env, "system"), "hostname");
     if (host) {

@@ -5,15 +5,22 @@
  *
  * A process killed by SIGKILL (the kernel OOM killer) runs no code, so it
  * cannot write its own bundle; its event ring stays behind instead.  gmp-run
- * gives the command a private run directory (so it knows every descendant's
- * ring), becomes the subreaper of its descendants, and decides for each
- * one it reaps what its ring means (gmp_rings_reaped: kept, with the
- * signal, only for SIGKILL or a crash after a failed allocation; removed
- * for an exit, SIGPIPE, Ctrl-C, SIGTERM, a crash with no failed
- * allocation); when the command has ended it writes the bundle of every
- * process whose ring was left by such a death (gmp_rings_recover).  Its exit
- * status is the command's (128 + the signal when it was killed).  Signals
- * sent to gmp-run (Ctrl-C, a scheduler's SIGTERM) go on to the command.
+ * gives the command a job directory in the per-user run directory (so it
+ * knows every descendant's ring), holds it for its life (job_dirs.c),
+ * becomes the subreaper of its descendants, and decides for each one it
+ * reaps what its ring means (gmp_rings_reaped: kept, with the signal, only
+ * for SIGKILL or a crash after a failed allocation; removed for an exit,
+ * SIGPIPE, Ctrl-C, SIGTERM, a crash with no failed allocation); when the
+ * command has ended it writes the bundle of every process whose ring was
+ * left by such a death (gmp_rings_recover).  A gmp-run killed itself loses
+ * nothing: its job directory, no longer held, is swept by the next gmp-run
+ * (first thing) and by `gmp-inspect recover`.
+ *
+ * Its exit status is the command's (128 + the signal when it was killed).
+ * Signals sent to gmp-run (a scheduler's SIGTERM, kill) go on to the
+ * command once; those the terminal sends (Ctrl-C, Ctrl-\, a hangup) reach
+ * the command from the terminal already, as every process of the
+ * foreground group, so gmp-run does not send them again.
  * GMP_TORCH_HISTORY=1 puts gpumemprof's sitecustomize on the command's
  * PYTHONPATH (PyTorch's own memory history in a CUDA OOM's bundle).
  */
@@ -33,9 +40,18 @@
 #define PRELOAD_NAME "libgpumemprof_preload.so"
 
 static volatile pid_t child;
+static volatile sig_atomic_t tty_interrupt; /* a Ctrl-C from the terminal came */
 
-static void forward(int sig)
+/* The kernel's own signals (SI_KERNEL) are the terminal's, sent to the
+ * whole foreground group, the command in it: not sent twice. */
+static void forward(int sig, siginfo_t *info, void *context)
 {
+    (void)context;
+    if (info && info->si_code == SI_KERNEL) {
+        if (sig == SIGINT)
+            tty_interrupt = 1;
+        return;
+    }
     if (child > 0)
         kill(child, sig);
 }
@@ -115,13 +131,8 @@ static void torch_history(void)
 
 static void report(const char *bundle, int pid, const char *reason, void *arg)
 {
-    (void)arg;
-    fprintf(stderr, "gmp-run: pid %d died (%s); bundle: %s\n", pid, reason, bundle);
-}
-
-static int remove_tree_if_empty(const char *dir)
-{
-    return rmdir(dir);
+    fprintf(stderr, "gmp-run: %spid %d died (%s); bundle: %s\n", arg ? "an earlier job's " : "",
+            pid, reason, bundle);
 }
 
 int main(int argc, char **argv)
@@ -164,21 +175,30 @@ int main(int argc, char **argv)
         else
             snprintf(abs_dump, sizeof abs_dump, "%s", dump_dir);
     }
-    const char *base = getenv("XDG_RUNTIME_DIR");
-    if (!base || base[0] != '/' || access(base, W_OK) != 0)
-        base = "/tmp";
-    snprintf(run_dir, sizeof run_dir, "%s/gmp-run-XXXXXX", base);
-    if (!mkdtemp(run_dir)) {
-        fprintf(stderr, "gmp-run: cannot make a run directory in %s: %s\n", base,
-                strerror(errno));
-        return 2;
-    }
+    /* the run directory the preload uses; the rest of the configuration is
+     * the preload's to read (and to warn about, once) */
+    static gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    const char *configured = getenv("GMP_RUN_DIR");
+    if (configured && strlen(configured) < sizeof cfg.run_dir)
+        strcpy(cfg.run_dir, configured);
+    char base[PATH_MAX], why[256] = "";
+    gmp_run_dir_path(&cfg, base, sizeof base);
+    /* the jobs of a gmp-run that was killed: their bundles first */
+    gmp_recover_options earlier = {.max_dumps = cfg.max_dumps, .max_total_mb = cfg.max_total_mb};
+    gmp_job_dirs_sweep(base, &earlier, report, &earlier);
+    int held = gmp_job_dir_make(base, run_dir, sizeof run_dir, why, sizeof why);
+    if (held < 0) /* the command still runs; its rings stay where the preload puts them */
+        fprintf(stderr, "gmp-run: cannot make a job directory in %s: %s; a process killed "
+                        "without a word gets no bundle from gmp-run (gmp-inspect recover)\n",
+                base, why);
 
     /* descendants whose parent dies come to us, so their deaths are seen */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward;
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
     for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++)
@@ -187,7 +207,10 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "gmp-run: fork: %s\n", strerror(errno));
-        rmdir(run_dir);
+        if (held >= 0) {
+            rmdir(run_dir);
+            close(held);
+        }
         return 2;
     }
     if (pid == 0) {
@@ -197,7 +220,8 @@ int main(int argc, char **argv)
         char ld[2 * PATH_MAX];
         snprintf(ld, sizeof ld, "%s%s%s", preload, old && *old ? " " : "", old ? old : "");
         setenv("LD_PRELOAD", ld, 1);
-        setenv("GMP_RUN_DIR", run_dir, 1);
+        if (held >= 0)
+            setenv("GMP_RUN_DIR", run_dir, 1);
         if (dump_dir)
             setenv("GMP_DUMP_DIR", abs_dump, 1);
         torch_history();
@@ -217,7 +241,8 @@ int main(int argc, char **argv)
                 continue;
             break; /* ECHILD: nothing left */
         }
-        gmp_rings_reaped(run_dir, (int)r, st);
+        if (held >= 0)
+            gmp_rings_reaped(run_dir, (int)r, st);
         if (r == pid) {
             status = st;
             done = 1;
@@ -228,13 +253,23 @@ int main(int argc, char **argv)
         ;
     child = 0;
 
-    gmp_recover_options opt = {.dump_dir = dump_dir ? abs_dump : NULL};
-    gmp_rings_recover(run_dir, &opt, report, NULL);
-    if (remove_tree_if_empty(run_dir) < 0 && errno == ENOTEMPTY)
-        fprintf(stderr, "gmp-run: processes of the command still run; their rings stay in %s "
-                        "(gmp-inspect recover %s)\n",
-                run_dir, run_dir);
-    if (WIFSIGNALED(status))
+    if (held >= 0) {
+        gmp_recover_options opt = {.dump_dir = dump_dir ? abs_dump : NULL};
+        gmp_rings_recover(run_dir, &opt, report, NULL);
+        /* while processes of the command still run (a daemon), their rings
+         * keep the directory; the last to exit removes it, and a death
+         * among them is swept later */
+        rmdir(run_dir);
+        close(held);
+    }
+    if (WIFSIGNALED(status)) {
+        /* the command died of the terminal's Ctrl-C, as gmp-run would have:
+         * die of it too, so a shell script running us stops as it would */
+        if (WTERMSIG(status) == SIGINT && tty_interrupt) {
+            signal(SIGINT, SIG_DFL);
+            raise(SIGINT);
+        }
         return 128 + WTERMSIG(status);
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
