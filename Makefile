@@ -145,8 +145,9 @@ $(SHARED_LIB): $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libgpumemprof.so \
 	    -Wl,-Bsymbolic -o $@ $(RECORDER_OBJ)
 
-$(RUN_TOOL): $(BUILD)/tools/run/gmp_run.o $(RECORDER_LIB)
-	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $< $(RECORDER_LIB)
+RUN_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/run/*.c))
+$(RUN_TOOL): $(RUN_OBJ) $(RECORDER_LIB)
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(RUN_OBJ) $(RECORDER_LIB)
 
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
@@ -483,4 +484,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(FUZZ_LIB_OBJ:.o=.d) $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d) $(BUILD)/tools/run/gmp_run.d
+-include $(FUZZ_LIB_OBJ:.o=.d) $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d) $(RUN_OBJ:.o=.d)

@@ -212,8 +212,15 @@ int gmp_write_all(int fd, const void *buf, size_t len)
 
 int gmp_cgroup_memory_dir(char *out, size_t cap)
 {
-    char buf[2048];
-    if (gmp_read_file("/proc/self/cgroup", buf, sizeof buf) <= 0)
+    return gmp_cgroup_memory_dir_of(0, out, cap);
+}
+
+int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap)
+{
+    char buf[2048], file[48], num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(file, sizeof file, "/proc/", pid ? num : "self", "/cgroup", (char *)NULL);
+    if (gmp_read_file(file, buf, sizeof buf) <= 0)
         return -1;
     /* "0::/path" (v2) and "N:memory:/path" (v1), one a line */
     for (int version = 2; version >= 1; version--) {
@@ -249,8 +256,13 @@ int gmp_cgroup_memory_dir(char *out, size_t cap)
 
 int gmp_cgroup_oom_file(char *out, size_t cap)
 {
+    return gmp_cgroup_oom_file_of(0, out, cap);
+}
+
+int gmp_cgroup_oom_file_of(int pid, char *out, size_t cap)
+{
     char dir[4096];
-    int version = gmp_cgroup_memory_dir(dir, sizeof dir);
+    int version = gmp_cgroup_memory_dir_of(pid, dir, sizeof dir);
     if (version < 0)
         return -1;
     return gmp_strjoin(out, cap, dir, version == 2 ? "/memory.events" : "/memory.oom_control",

@@ -70,6 +70,9 @@ GMP_HIDDEN int gmp_cgroup_memory_dir(char *out, size_t cap);
 /* The file of this process's memory cgroup that counts OOM kills:
  * memory.events (cgroup v2) or memory.oom_control (v1).  0, or -1. */
 GMP_HIDDEN int gmp_cgroup_oom_file(char *out, size_t cap);
+/* The same of process pid (0: this one). */
+GMP_HIDDEN int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap);
+GMP_HIDDEN int gmp_cgroup_oom_file_of(int pid, char *out, size_t cap);
 /* Its "oom_kill N" count, or UINT64_MAX when it cannot be read or is not
  * such a file under /sys/fs/cgroup (the name may come from a ring). */
 GMP_HIDDEN uint64_t gmp_cgroup_oom_kills(const char *file);

@@ -123,6 +123,10 @@ typedef struct gmp_host_state {
 } gmp_host_state;
 
 GMP_HIDDEN void gmp_host_state_read(gmp_host_state *out);
+/* Its cgroup part from another process's memory cgroup, named by the file
+ * that counts its OOM kills (a ring's): left as it was when that cgroup
+ * cannot be read (removed with its processes). */
+GMP_HIDDEN void gmp_host_state_read_cgroup(gmp_host_state *s, const char *oom_file);
 
 /* The number on the line of text that starts with `key` (then ':' or ' '),
  * times unit ("VmRSS:  123 kB" with unit 1024); GMP_UNKNOWN without one. */

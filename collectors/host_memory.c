@@ -106,10 +106,49 @@ static void read_rlimit(int resource, uint64_t out[2])
     }
 }
 
+static void read_cgroup_at(gmp_host_state *s, const char *dir, int version, char *buf,
+                           size_t cap);
+
 static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
 {
     char dir[CGROUP_PATH_MAX];
-    int version = gmp_cgroup_memory_dir(dir, sizeof dir);
+    read_cgroup_at(s, dir, gmp_cgroup_memory_dir(dir, sizeof dir), buf, cap);
+}
+
+void gmp_host_state_read_cgroup(gmp_host_state *s, const char *oom_file)
+{
+    char dir[CGROUP_PATH_MAX], buf[2048];
+    size_t n = strlen(oom_file);
+    int version = n > 14 && !strcmp(oom_file + n - 14, "/memory.events")        ? 2
+                  : n > 19 && !strcmp(oom_file + n - 19, "/memory.oom_control") ? 1
+                                                                                 : -1;
+    if (version < 0 || n >= sizeof dir || strncmp(oom_file, "/sys/fs/cgroup/", 15) ||
+        strstr(oom_file, "/../"))
+        return;
+    memcpy(dir, oom_file, n + 1);
+    *strrchr(dir, '/') = '\0';
+    gmp_host_state probe;
+    read_cgroup_at(&probe, dir, version, buf, sizeof buf);
+    if (probe.cg_current == GMP_UNKNOWN) /* gone with its processes */
+        return;
+    /* the cgroup's part, the rest as it was */
+    s->cgroup_version = probe.cgroup_version;
+    memcpy(s->cgroup_path, probe.cgroup_path, sizeof s->cgroup_path);
+    s->cg_current = probe.cg_current;
+    s->cg_max = probe.cg_max;
+    s->cg_peak = probe.cg_peak;
+    s->cg_high = probe.cg_high;
+    s->cg_swap_current = probe.cg_swap_current;
+    s->cg_swap_max = probe.cg_swap_max;
+    s->cg_events_high = probe.cg_events_high;
+    s->cg_events_max = probe.cg_events_max;
+    s->cg_events_oom = probe.cg_events_oom;
+    s->cg_events_oom_kill = probe.cg_events_oom_kill;
+}
+
+static void read_cgroup_at(gmp_host_state *s, const char *dir, int version, char *buf,
+                           size_t cap)
+{
     s->cg_current = s->cg_max = s->cg_peak = s->cg_high = GMP_UNKNOWN;
     s->cg_swap_current = s->cg_swap_max = GMP_UNKNOWN;
     s->cg_events_high = s->cg_events_max = s->cg_events_oom = s->cg_events_oom_kill = GMP_UNKNOWN;

@@ -8,8 +8,10 @@
 #   recorder/    on base and collectors
 #   preload/     on base, collectors and recorder
 #   tools/       on base and their own folder, plus the reader interface of
-#                the recorder (ring.h, rundir.h: rings; bundle.h and
-#                collector.h: `info`, which prints what a bundle holds)
+#                the recorder (ring.h, rundir.h: rings, which gmp-run also
+#                makes and samples into for the processes of its job;
+#                bundle.h and collector.h: `info`, which prints what a
+#                bundle holds)
 #
 # One line per include that crosses a line it must not; exit 1 if any.
 set -u

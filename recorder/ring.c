@@ -59,7 +59,32 @@ static void place_regions(gmp_ring *ring, const gmp_ring_header *h)
     ring->map_len = ring_bytes(h->slot_count, h->stack_records, h->module_records);
 }
 
-static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
+/* /proc/PID/NAME ("self" for pid 0). */
+static void proc_path(char *out, size_t cap, int pid, const char *name)
+{
+    char num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(out, cap, "/proc/", pid ? num : "self", "/", name, (char *)NULL);
+}
+
+/* pid's parent, from /proc/PID/stat ("pid (comm) state ppid ..."). */
+static int parent_of(int pid)
+{
+    char path[64], buf[1024];
+    proc_path(path, sizeof path, pid, "stat");
+    if (gmp_read_file(path, buf, sizeof buf) <= 0)
+        return 0;
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+        return 0;
+    int v = 0;
+    for (p += 4; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (*p - '0');
+    return v;
+}
+
+/* The header of a ring for process pid (0: this one). */
+static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots, int pid)
 {
     memcpy(h->magic, GMP_RING_MAGIC, 8);
     h->version = GMP_RING_VERSION;
@@ -69,17 +94,21 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
     h->slot_count = slots;
     h->stack_records = GMP_RING_STACK_RECORDS;
     h->module_records = GMP_RING_MODULE_RECORDS;
-    h->pid = (int32_t)getpid();
-    h->ppid = (int32_t)getppid();
+    char path[64];
+    h->pid = (int32_t)(pid ? pid : getpid());
+    h->ppid = (int32_t)(pid ? parent_of(pid) : getppid());
     h->uid = (uint32_t)getuid();
     h->start_time_ns = gmp_now_realtime_ns();
-    h->proc_start_ticks = gmp_proc_start_ticks(0);
-    h->oom_kills_at_start = gmp_cgroup_oom_file(h->cgroup_oom_file, sizeof h->cgroup_oom_file) == 0
-                                ? gmp_cgroup_oom_kills(h->cgroup_oom_file)
-                                : UINT64_MAX;
-    ssize_t n = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
+    h->proc_start_ticks = gmp_proc_start_ticks(pid);
+    h->oom_kills_at_start =
+        gmp_cgroup_oom_file_of(pid, h->cgroup_oom_file, sizeof h->cgroup_oom_file) == 0
+            ? gmp_cgroup_oom_kills(h->cgroup_oom_file)
+            : UINT64_MAX;
+    proc_path(path, sizeof path, pid, "exe");
+    ssize_t n = readlink(path, h->exe, sizeof h->exe - 1);
     h->exe[n > 0 ? n : 0] = '\0';
-    n = gmp_read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline);
+    proc_path(path, sizeof path, pid, "cmdline");
+    n = gmp_read_file(path, h->cmdline, sizeof h->cmdline);
     if (n > 0)
         gmp_redact_args(h->cmdline, (size_t)n);
     for (ssize_t i = 0; i + 1 < n; i++)
@@ -87,10 +116,10 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots)
             h->cmdline[i] = ' ';
 }
 
-static int map_ring_file(const char *dir, size_t len, gmp_ring *ring)
+static int map_ring_file(const char *dir, size_t len, gmp_ring *ring, int of_pid)
 {
     char pid[24], now[24];
-    gmp_fmt_u64((uint64_t)getpid(), pid);
+    gmp_fmt_u64((uint64_t)(of_pid ? of_pid : getpid()), pid);
     gmp_fmt_u64(gmp_now_realtime_ns(), now);
     if (gmp_strjoin(ring->path, sizeof ring->path, dir, "/ring_", pid, "_", now, ".gmr",
                     (char *)NULL) < 0) {
@@ -121,7 +150,26 @@ static int map_ring_file(const char *dir, size_t len, gmp_ring *ring)
     return 0;
 }
 
+static int create_for(gmp_ring *ring, const char *dir, uint32_t capacity, int pid);
+
 int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacity)
+{
+    return create_for(ring, dir, capacity, 0);
+}
+
+int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t capacity, int pid)
+{
+    if (pid <= 0 || !dir || create_for(ring, dir, capacity, pid) < 0)
+        return -1;
+    if (!ring->is_file) { /* a proxy no one else can see is no proxy */
+        gmp_ring_close(ring, 0);
+        return -1;
+    }
+    ring->hdr->flags |= GMP_RING_FLAG_PROXY;
+    return 0;
+}
+
+static int create_for(gmp_ring *ring, const char *dir, uint32_t capacity, int pid)
 {
     memset(ring, 0, sizeof *ring);
     if (capacity < GMP_RING_MIN_EVENTS)
@@ -131,7 +179,7 @@ int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacity)
     uint64_t slots = next_pow2(capacity);
     size_t len = ring_bytes(slots, GMP_RING_STACK_RECORDS, GMP_RING_MODULE_RECORDS);
 
-    if (!dir || map_ring_file(dir, len, ring) < 0) {
+    if (!dir || map_ring_file(dir, len, ring, pid) < 0) {
         ring->path[0] = '\0';
         void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -140,7 +188,7 @@ int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacity)
         ring->hdr = p;
         ring->is_file = 0;
     }
-    fill_header(ring->hdr, capacity, slots);
+    fill_header(ring->hdr, capacity, slots, pid);
     place_regions(ring, ring->hdr);
     return 0;
 }
@@ -152,10 +200,22 @@ static int fail(char *why, size_t cap, const char *msg)
     return -1;
 }
 
+static int attach(gmp_ring *ring, const char *path, int writable, char *why, size_t why_cap);
+
 int gmp_ring_attach(gmp_ring *ring, const char *path, char *why, size_t why_cap)
 {
+    return attach(ring, path, 0, why, why_cap);
+}
+
+int gmp_ring_attach_writable(gmp_ring *ring, const char *path, char *why, size_t why_cap)
+{
+    return attach(ring, path, 1, why, why_cap);
+}
+
+static int attach(gmp_ring *ring, const char *path, int writable, char *why, size_t why_cap)
+{
     memset(ring, 0, sizeof *ring);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return fail(why, why_cap, gmp_strerror(errno));
     struct stat st;
@@ -189,8 +249,8 @@ int gmp_ring_attach(gmp_ring *ring, const char *path, char *why, size_t why_cap)
         close(fd);
         return fail(why, why_cap, "ring header does not match the file size");
     }
-    void *p = mmap(NULL, ring_bytes(h.slot_count, h.stack_records, h.module_records), PROT_READ,
-                   MAP_SHARED, fd, 0);
+    void *p = mmap(NULL, ring_bytes(h.slot_count, h.stack_records, h.module_records),
+                   writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED)
         return fail(why, why_cap, gmp_strerror(errno));

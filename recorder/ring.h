@@ -96,6 +96,7 @@ typedef struct gmp_ring_header {
 #define GMP_RING_FLAG_FAILED 1u       /* an allocation failed: an oom event was recorded */
 #define GMP_RING_FLAG_EXEC 2u         /* an exec is replacing the image: not a death */
 #define GMP_RING_FLAG_SELF_WRITTEN 4u /* the process wrote its crash bundle itself */
+#define GMP_RING_FLAG_PROXY 8u        /* gmp-run's, for a process with no ring of its own */
 
 typedef struct gmp_ring {
     gmp_ring_header *hdr;
@@ -114,10 +115,20 @@ typedef struct gmp_ring {
  * in dir (blocks reserved up front, so a full disk never SIGBUSes a writer);
  * dir == NULL or the file failed: an anonymous shared mapping.  0 or -1. */
 GMP_HIDDEN int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacity);
+/* A proxy: the ring file gmp-run keeps in dir for process pid of its job,
+ * which has none of its own (a static binary, a Go program, a JVM before
+ * its first large malloc): the header says pid's start time, command line
+ * and cgroup as its own ring would, flagged GMP_RING_FLAG_PROXY.  0 or -1. */
+GMP_HIDDEN int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t capacity,
+                                     int pid);
 /* Map an existing ring file read-only, checking every header field against
- * the file's size.  0, or -1 with a reason in why. */
+ * the file's size.  0, or -1 with a reason in why.  _writable: to push
+ * events into another process's ring too (its header is the file's, and
+ * may change under the caller). */
 GMP_HIDDEN int gmp_ring_attach(gmp_ring *ring, const char *path, char *why,
                                size_t why_cap);
+GMP_HIDDEN int gmp_ring_attach_writable(gmp_ring *ring, const char *path, char *why,
+                                        size_t why_cap);
 GMP_HIDDEN void gmp_ring_close(gmp_ring *ring, int remove_file);
 
 /* Append; returns the sequence number, or UINT64_MAX when dropped. */

@@ -412,6 +412,16 @@ static int recover_one(int dirfd, const char *name, void *arg)
                     (char *)NULL);
     }
 
+    /* gmp-run's proxy of a process with no ring of its own (a grandchild
+     * whose parent took no preload) whose end nobody saw: only the memory
+     * evidence makes it a death worth a bundle; an exit is likelier */
+    if ((__atomic_load_n(&live->flags, __ATOMIC_RELAXED) & GMP_RING_FLAG_PROXY) && sig <= 0 &&
+        !evidence[0]) {
+        gmp_ring_close(&ring, 0);
+        unlinkat(dirfd, name, 0);
+        return 0;
+    }
+
     char command[256], pidtext[24], message[1024];
     copy_bounded(command, sizeof command, live->cmdline, sizeof live->cmdline);
     for (char *c = command; *c; c++)
@@ -457,8 +467,9 @@ static int recover_one(int dirfd, const char *name, void *arg)
          * ended is not known */
         .outcome = {sig > 0 ? GMP_OUTCOME_KILLED : GMP_OUTCOME_GONE, sig > 0 ? sig : 0},
     };
-    gmp_host_state host; /* the machine and cgroup as the recoverer sees them */
+    gmp_host_state host; /* the machine as the recoverer sees it, the process's cgroup */
     gmp_host_state_read(&host);
+    gmp_host_state_read_cgroup(&host, cgroup_file);
     gmp_bundle_input in = {
         .host = &host,
         .dump_dir = dump_dir,

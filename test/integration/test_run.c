@@ -268,6 +268,108 @@ static void test_oom_killer_named_only_for_its_victim(void **state)
         fail_msg("show says:\n%s", out);
 }
 
+/* A runtime whose heap never asks malloc for it, killed by the OOM killer
+ * in a memory cgroup under gmp-run: gmp-run's proxy ring (or the preload's
+ * own) holds its samples, so one bundle says "killed by the kernel's OOM
+ * killer" with its command line, its cgroup and that cgroup's limit, and
+ * the RSS climbing.  NAME the case, NEED the program that must exist (or
+ * the case is skipped with a line), BUILD a shell command making it in the
+ * scratch directory ("" none), CMD what runs there. */
+static void expect_runtime_oom_killed(const char *name, const char *need, const char *build,
+                                      const char *cmd)
+{
+    char script[8192], cg[3000], procs[3100];
+    snprintf(script, sizeof script, "command -v %s >/dev/null || exit 77; cd '%s' && %s", need,
+             paths.scratch, build[0] ? build : "true");
+    run(script);
+    if (ends_with_status(77)) {
+        print_message("SKIP  %s: %s is not installed\n", name, need);
+        return;
+    }
+    if (!ends_with_status(0))
+        fail_msg("%s: building: %s %s", name, out, err);
+    if (make_memory_cgroup(cg, sizeof cg, procs, sizeof procs) < 0) {
+        print_message("SKIP  %s: cannot make a memory cgroup with a limit here\n", name);
+        return;
+    }
+    snprintf(script, sizeof script,
+             "cd '%s' && timeout 120 \"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c "
+             "'echo $$ > %s; exec %s' >/dev/null",
+             paths.scratch, procs, cmd);
+    run(script);
+    rmdir(cg);
+    if (ends_with_status(124)) {
+        print_message("SKIP  %s: the kernel did not OOM-kill within 120 s here\n", name);
+        return;
+    }
+    if (!ends_with_status(137))
+        fail_msg("%s: %s %s", name, out, err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "exception_type"), "oom_killer");
+    json_t *cgroup = json_object_get(json_object_get(md, "host_state"), "cgroup");
+    if (json_int(cgroup, "memory_max") != 96 << 20 || !strstr(json_str(cgroup, "path"), "/gmp-test-"))
+        fail_msg("%s: the bundle's cgroup is not the job's: %s, limit %lld", name,
+                 json_str(cgroup, "path"), json_int(cgroup, "memory_max"));
+    json_decref(md);
+    json_t *events = bundle_file(bundle, "events.json");
+    size_t i;
+    json_t *ev;
+    long long samples = 0, first = -1, last = 0;
+    json_array_foreach(events, i, ev) {
+        if (strcmp(json_str(ev, "event_type"), "sample"))
+            continue;
+        samples++;
+        last = json_int(ev, "bytes_in_use");
+        if (first < 0)
+            first = last;
+    }
+    json_decref(events);
+    if (samples < 2 || last <= first)
+        fail_msg("%s: no climbing curve: %lld samples, RSS %lld then %lld", name, samples, first,
+                 last);
+    const char *shown = show_output(bundle);
+    /* show's Process line names the program (its path, as it ran) */
+    const char *line = strstr(shown, "\nProcess:          pid "), *program = cmd;
+    if (!strncmp(program, "./", 2))
+        program += 2;
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(program, " "), program);
+    if (!strstr(shown, "\nWhat happened:    the process was killed by the kernel's OOM killer") ||
+        !line || !strstr(line, word) || strstr(line, word) > strchr(line + 1, '\n'))
+        fail_msg("%s: show says:\n%s", name, shown);
+    char rm[1200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", bundle);
+    assert_int_equal(system(rm), 0);
+}
+
+static void test_runtimes_oom_killed_under_gmp_run(void **state)
+{
+    (void)state;
+    expect_runtime_oom_killed(
+        "jvm", "javac",
+        "printf '%s\\n' 'import java.util.*;' 'public class Grow {' "
+        "'  public static void main(String[] a) throws Exception {' "
+        "'    List<long[]> l = new ArrayList<>();' "
+        "'    while (true) { l.add(new long[1 << 17]); Thread.sleep(5); } } }' > Grow.java && "
+        "javac Grow.java",
+        "java -Xmx2g -cp . Grow");
+    expect_runtime_oom_killed("node", "node", "",
+                              "node -e \"const a = []; setInterval(() => "
+                              "a.push(new Array(1e5).fill(a.length + 0.5)), 5)\"");
+    expect_runtime_oom_killed(
+        "go (static)", "go",
+        "printf '%s\\n' 'package main' 'import \"time\"' 'func main() {' "
+        "'  var keep [][]byte' '  for {' '    b := make([]byte, 1<<20)' "
+        "'    for i := range b { b[i] = 1 }' '    keep = append(keep, b)' "
+        "'    time.Sleep(5 * time.Millisecond)' '  }' '}' > grow.go && "
+        "HOME=\"$PWD\" GOCACHE=\"$PWD/go-cache\" GOPATH=\"$PWD/go-path\" CGO_ENABLED=0 "
+        "go build -o grow-go grow.go",
+        "./grow-go");
+    expect_runtime_oom_killed("python", "python3", "",
+                              "python3 -c \"import time\nkeep = []\nwhile True:\n"
+                              "    keep.append(bytearray(1 << 20)); time.sleep(0.005)\"");
+}
+
 /* `show`'s top sites of the bundle of a native process killed under
  * gmp-run: the program's own line, named from the stacks and objects its
  * ring kept, never a bare stack id. */
@@ -352,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_exec_and_quick_exit_are_not_deaths),
         cmocka_unit_test(test_killed_bundle_names_sites),
         cmocka_unit_test(test_kernel_oom_killer),
+        cmocka_unit_test(test_runtimes_oom_killed_under_gmp_run),
         cmocka_unit_test(test_oom_killer_named_only_for_its_victim),
         cmocka_unit_test(test_inspect_recover),
     };

@@ -7,7 +7,8 @@
  * loses nothing: `gmp-inspect recover`, or the next gmp-run, writes the
  * bundle into the dump directory the process used, and no job directory
  * is left; a process that outlives its gmp-run takes the job directory
- * with it when it exits.
+ * with it when it exits; a program built with AddressSanitizer runs under
+ * gmp-run as alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,12 +61,14 @@ static char out[1 << 16], err[1 << 16];
     "print(\"status\", os.WEXITSTATUS(st) if os.WIFEXITED(st) else \"signal %%d\" %% "     \
     "os.WTERMSIG(st))' "
 
+static int last_status; /* the shell's, of the last run */
+
 static void run(const char *script)
 {
     char full[16384];
     snprintf(full, sizeof full, "export GMP_RUN=%s/gmp-run GMP_INSPECT=%s SLEEPER_PID=%s/pid; %s",
              paths.build, inspect_path(), paths.scratch, script);
-    run_script(&paths, full, out, sizeof out, err, sizeof err);
+    last_status = run_script(&paths, full, out, sizeof out, err, sizeof err);
 }
 
 /* gmp-run and a command, as a file the terminal's sh runs. */
@@ -190,6 +193,35 @@ static void test_no_litter_after_a_daemon(void **state)
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
+/* A program built with AddressSanitizer, whose runtime refuses to start
+ * behind a preload: under gmp-run it runs as it does alone, its own
+ * report included.  Skipped with a line where gcc cannot build one. */
+static void test_asan_program_runs_as_alone(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "cd '%s' && printf '%%s\\n' '#include <stdio.h>' '#include <stdlib.h>' "
+             "'int main(int argc, char **argv) {' '    char *p = malloc(10);' "
+             "'    (void)argv;' '    p[argc > 1 ? 10 : 0] = 1;' '    puts(\"wrote\");' "
+             "'    free(p);' '    return 0;' '}' > asan.c && "
+             "gcc -g -fsanitize=address -o asan asan.c 2>/dev/null || exit 77; "
+             "for a in '' overflow; do ./asan $a; echo \"alone $?\"; "
+             "\"$GMP_RUN\" -- ./asan $a; echo \"under $?\"; done",
+             paths.scratch);
+    run(script);
+    if (WIFEXITED(last_status) && WEXITSTATUS(last_status) == 77) {
+        printf("SKIP  test_asan_program_runs_as_alone: gcc cannot build with -fsanitize=address\n");
+        return;
+    }
+    if (!strstr(out, "wrote\nalone 0\nwrote\nunder 0\n") || !strstr(out, "alone 1\nunder 1\n") ||
+        strstr(err, "does not come first"))
+        fail_msg("an ASan program alone and under gmp-run:\n%s\n%s", out, err);
+    const char *first = strstr(err, "heap-buffer-overflow");
+    if (!first || !strstr(first + 1, "heap-buffer-overflow"))
+        fail_msg("ASan's report, alone and under gmp-run:\n%s", err);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -206,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_killed_gmp_run_loses_nothing),
         cmocka_unit_test(test_next_gmp_run_writes_what_was_left),
         cmocka_unit_test(test_no_litter_after_a_daemon),
+        cmocka_unit_test(test_asan_program_runs_as_alone),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -12,7 +12,10 @@
  * for SIGKILL or a crash after a failed allocation; removed for an exit,
  * SIGPIPE, Ctrl-C, SIGTERM, a crash with no failed allocation); when the
  * command has ended it writes the bundle of every process whose ring was
- * left by such a death (gmp_rings_recover).  A gmp-run killed itself loses
+ * left by such a death (gmp_rings_recover).  Between deaths it watches the
+ * job from outside (job_watch.c): a ring for every process, a proxy where
+ * the process has none of its own, and host samples in it.  A gmp-run
+ * killed itself loses
  * nothing: its job directory, no longer held, is swept by the next gmp-run
  * (first thing) and by `gmp-inspect recover`.
  *
@@ -25,6 +28,7 @@
  * PYTHONPATH (PyTorch's own memory history in a CUDA OOM's bundle).
  */
 #include "gpumemprof.h"
+#include "job_watch.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -35,6 +39,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PRELOAD_NAME "libgpumemprof_preload.so"
@@ -204,6 +209,12 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++)
         sigaction(forwarded[k], &sa, NULL);
 
+    /* SIGCHLD held: the loop below waits for it, or for the next look at
+     * the job, whichever comes first */
+    sigset_t chld, before;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &before);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "gmp-run: fork: %s\n", strerror(errno));
@@ -216,10 +227,21 @@ int main(int argc, char **argv)
     if (pid == 0) {
         for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++)
             signal(forwarded[k], SIG_DFL);
+        sigprocmask(SIG_SETMASK, &before, NULL);
         const char *old = getenv("LD_PRELOAD");
         char ld[2 * PATH_MAX];
         snprintf(ld, sizeof ld, "%s%s%s", preload, old && *old ? " " : "", old ? old : "");
         setenv("LD_PRELOAD", ld, 1);
+        /* AddressSanitizer wants its runtime first among the libraries and
+         * refuses to start behind a preload; it runs well behind ours, so a
+         * program built with it runs under gmp-run as it does alone */
+        const char *asan = getenv("ASAN_OPTIONS");
+        if (!asan || !strstr(asan, "verify_asan_link_order")) {
+            char opts[4096];
+            snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "",
+                     asan && *asan ? ":" : "");
+            setenv("ASAN_OPTIONS", opts, 1);
+        }
         if (held >= 0)
             setenv("GMP_RUN_DIR", run_dir, 1);
         if (dump_dir)
@@ -231,23 +253,32 @@ int main(int argc, char **argv)
     }
     child = pid;
 
-    /* Reap the command, and every orphaned descendant that dies meanwhile. */
+    /* Reap the command, and every orphaned descendant that dies meanwhile;
+     * between deaths, look at the job twenty times a second (job_watch.c). */
     int status = 0, done = 0;
+    if (held >= 0)
+        job_watch_init(run_dir);
     while (!done) {
         int st;
-        pid_t r = waitpid(-1, &st, 0);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
+        pid_t r = waitpid(-1, &st, WNOHANG);
+        if (r > 0) {
+            if (held >= 0)
+                gmp_rings_reaped(run_dir, (int)r, st);
+            if (r == pid) {
+                status = st;
+                done = 1;
+            }
+            continue;
+        }
+        if (r < 0 && errno != EINTR)
             break; /* ECHILD: nothing left */
-        }
         if (held >= 0)
-            gmp_rings_reaped(run_dir, (int)r, st);
-        if (r == pid) {
-            status = st;
-            done = 1;
-        }
+            job_watch_tick();
+        struct timespec twentieth = {0, 50 * 1000 * 1000};
+        sigtimedwait(&chld, NULL, &twentieth);
     }
+    if (held >= 0)
+        job_watch_end();
     /* descendants already dead but not yet reaped */
     for (int st; waitpid(-1, &st, WNOHANG) > 0;)
         ;

@@ -1,0 +1,266 @@
+/*
+ * job_watch.c — gmp-run's eyes on its job from outside.  The preload sees
+ * what a process allocates through the C library and the GPU runtimes; a
+ * JVM's, V8's or Go's heap grows through mmap it never sees, and a static
+ * binary takes no preload at all.  So, twenty times a second, gmp-run walks
+ * its process tree (/proc/PID/task/TID/children), and for each process:
+ *
+ *   - finds its ring in the job directory, or, when it has none after one
+ *     tick (no preload, or none of its allocations was worth one yet),
+ *     makes a proxy ring for it (gmp_ring_create_proxy): its start time,
+ *     command line and cgroup, so that a SIGKILL leaves a ring to recover
+ *     whatever the runtime; the proxy goes once the process has its own;
+ *   - pushes a host `sample` event into that ring (as the preload's
+ *     GMP_SAMPLE_MS does: address = the memory left under its cgroup's
+ *     limit, size = that limit, in_use = the process's RSS) whenever the
+ *     RSS moved by 1/64 or 1 MiB, and every 10 s regardless: the curve up
+ *     to a kill, without pushing a steady process's own events out.
+ *
+ * How a process ended is decided where it is reaped (gmp_rings_reaped) and
+ * recovered (gmp_rings_recover), as for every ring.
+ */
+#include "job_watch.h"
+
+#include "ring.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_WATCHED 1024
+#define PROXY_EVENTS 2048                   /* 100 s of samples at the fastest */
+#define QUIET_SAMPLE_NS (10ull * 1000000000) /* a sample this often, moved or not */
+
+typedef struct watched {
+    int pid;
+    uint64_t start_ticks;
+    int seen_ticks;  /* ticks it was seen without a ring of its own */
+    int mapped;      /* ring is attached (its own) or made (a proxy) */
+    int is_proxy;
+    gmp_ring ring;
+    char cgroup_dir[512]; /* as last sampled; "" unknown */
+    int cgroup_version;
+    uint64_t last_rss, last_sample_ns;
+    int alive; /* seen this tick */
+} watched;
+
+static watched table[MAX_WATCHED];
+static size_t count;
+static char job_dir[4096];
+static uint64_t machine_total;
+
+void job_watch_init(const char *dir)
+{
+    gmp_strlcpy(job_dir, dir, sizeof job_dir);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    machine_total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+static uint64_t read_u64_file(const char *dir, const char *name)
+{
+    char path[700], buf[64];
+    gmp_strjoin(path, sizeof path, dir, "/", name, (char *)NULL);
+    if (gmp_read_file(path, buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
+        return 0; /* "max", or nothing */
+    return strtoull(buf, NULL, 10);
+}
+
+static uint64_t rss_of(int pid)
+{
+    char path[64], buf[128], num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(path, sizeof path, "/proc/", num, "/statm", (char *)NULL);
+    if (gmp_read_file(path, buf, sizeof buf) <= 0)
+        return 0;
+    const char *p = strchr(buf, ' ');
+    return p ? strtoull(p + 1, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+/* Its own ring's file in the job directory (not a proxy), into out. */
+static int own_ring_of(int pid, char *out, size_t cap)
+{
+    DIR *d = opendir(job_dir);
+    if (!d)
+        return -1;
+    char prefix[40], num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(prefix, sizeof prefix, "ring_", num, "_", (char *)NULL);
+    int found = -1;
+    for (struct dirent *e; found < 0 && (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)))
+            continue;
+        gmp_strjoin(out, cap, job_dir, "/", e->d_name, (char *)NULL);
+        /* its header's flags alone, not a mapping of the whole ring */
+        gmp_ring_header h;
+        int fd = open(out, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+            !memcmp(h.magic, GMP_RING_MAGIC, 8) && !(h.flags & GMP_RING_FLAG_PROXY))
+            found = 0;
+        close(fd);
+    }
+    closedir(d);
+    return found;
+}
+
+static void unmap(watched *w, int remove_proxy)
+{
+    if (w->mapped)
+        gmp_ring_close(&w->ring, remove_proxy && w->is_proxy);
+    w->mapped = 0;
+    w->is_proxy = 0;
+}
+
+/* Its own ring when it has one (a proxy it had goes); else, after a tick
+ * without one, a proxy. */
+static void ensure_ring(watched *w)
+{
+    if (w->mapped && !w->is_proxy)
+        return;
+    char path[4200];
+    if (own_ring_of(w->pid, path, sizeof path) == 0) {
+        gmp_ring own;
+        if (gmp_ring_attach_writable(&own, path, NULL, 0) == 0 &&
+            own.hdr->proc_start_ticks == w->start_ticks) {
+            unmap(w, 1);
+            w->ring = own;
+            w->mapped = 1;
+        } else if (own.hdr) {
+            gmp_ring_close(&own, 0);
+        }
+        return;
+    }
+    if (!w->mapped && ++w->seen_ticks > 1 &&
+        gmp_ring_create_proxy(&w->ring, job_dir, PROXY_EVENTS, w->pid) == 0) {
+        if (w->ring.hdr->proc_start_ticks != w->start_ticks) { /* it was gone already */
+            gmp_ring_close(&w->ring, 1);
+            return;
+        }
+        w->mapped = w->is_proxy = 1;
+    }
+}
+
+static void sample(watched *w)
+{
+    if (!w->mapped)
+        return;
+    uint64_t rss = rss_of(w->pid), now = gmp_now_realtime_ns();
+    if (!rss)
+        return; /* exiting, its memory already let go: no reading of it */
+    uint64_t moved = rss > w->last_rss ? rss - w->last_rss : w->last_rss - rss;
+    uint64_t step = w->last_rss / 64 > (1u << 20) ? w->last_rss / 64 : (1u << 20);
+    if (w->last_sample_ns && moved < step && now - w->last_sample_ns < QUIET_SAMPLE_NS)
+        return;
+    uint64_t limit = 0, used = 0;
+    /* where it is now: a job may move itself into a cgroup of its own */
+    w->cgroup_version = gmp_cgroup_memory_dir_of(w->pid, w->cgroup_dir, sizeof w->cgroup_dir);
+    if (w->cgroup_version < 0)
+        w->cgroup_dir[0] = '\0';
+    if (w->cgroup_dir[0]) {
+        limit = read_u64_file(w->cgroup_dir, w->cgroup_version == 2 ? "memory.max"
+                                                                     : "memory.limit_in_bytes");
+        used = read_u64_file(w->cgroup_dir, w->cgroup_version == 2 ? "memory.current"
+                                                                    : "memory.usage_in_bytes");
+    }
+    if (!limit || (machine_total && limit > machine_total))
+        limit = machine_total; /* no limit of its own: the machine's */
+    gmp_event ev = {.time_ns = now,
+                    .type = GMP_EV_SAMPLE,
+                    .backend = GMP_BACKEND_CPU,
+                    .device = -1,
+                    .api = GMP_API_UNKNOWN,
+                    .address = limit > used ? limit - used : 0,
+                    .size = limit,
+                    .in_use = rss,
+                    .thread_id = (uint32_t)w->pid};
+    gmp_ring_push(&w->ring, &ev);
+    w->last_rss = rss;
+    w->last_sample_ns = now;
+}
+
+static watched *find(int pid, uint64_t start_ticks)
+{
+    for (size_t i = 0; i < count; i++)
+        if (table[i].pid == pid) {
+            if (table[i].start_ticks == start_ticks)
+                return &table[i];
+            unmap(&table[i], 0); /* the pid reused: another process */
+            memset(&table[i], 0, sizeof table[i]);
+            table[i].pid = pid;
+            table[i].start_ticks = start_ticks;
+            return &table[i];
+        }
+    if (count == MAX_WATCHED)
+        return NULL;
+    watched *w = &table[count++];
+    memset(w, 0, sizeof *w);
+    w->pid = pid;
+    w->start_ticks = start_ticks;
+    return w;
+}
+
+/* Each child of pid (every thread's), then theirs. */
+static void visit_children(int pid, int depth)
+{
+    char path[96], num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(path, sizeof path, "/proc/", num, "/task", (char *)NULL);
+    DIR *tasks = opendir(path);
+    if (!tasks)
+        return;
+    for (struct dirent *t; (t = readdir(tasks)) != NULL;) {
+        if (t->d_name[0] < '0' || t->d_name[0] > '9')
+            continue;
+        char file[160], buf[4096];
+        gmp_strjoin(file, sizeof file, path, "/", t->d_name, "/children", (char *)NULL);
+        if (gmp_read_file(file, buf, sizeof buf) <= 0)
+            continue;
+        for (char *p = buf; *p;) {
+            int child = (int)strtol(p, &p, 10);
+            if (child <= 0)
+                break;
+            uint64_t ticks = gmp_proc_start_ticks(child);
+            char state = gmp_proc_state(child);
+            watched *w = ticks && state != 'Z' ? find(child, ticks) : NULL;
+            if (w) {
+                w->alive = 1;
+                ensure_ring(w);
+                sample(w);
+            }
+            if (depth < 64)
+                visit_children(child, depth + 1);
+            while (*p == ' ')
+                p++;
+        }
+    }
+    closedir(tasks);
+}
+
+void job_watch_tick(void)
+{
+    for (size_t i = 0; i < count; i++)
+        table[i].alive = 0;
+    visit_children((int)getpid(), 0);
+    /* gone since the last tick: their rings are the reaper's to judge */
+    for (size_t i = 0; i < count;) {
+        if (table[i].alive) {
+            i++;
+            continue;
+        }
+        unmap(&table[i], 0);
+        table[i] = table[--count];
+    }
+}
+
+void job_watch_end(void)
+{
+    for (size_t i = 0; i < count; i++)
+        unmap(&table[i], 0);
+    count = 0;
+}

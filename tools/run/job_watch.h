@@ -1,0 +1,18 @@
+/*
+ * job_watch.h — gmp-run's watch over its job from outside (job_watch.c):
+ * a ring for every process of the job, a proxy where it has none of its
+ * own, and host samples in it, so a kill leaves a bundle whatever the
+ * runtime.
+ */
+#ifndef GMP_JOB_WATCH_H
+#define GMP_JOB_WATCH_H
+
+/* The job directory the rings live in. */
+void job_watch_init(const char *job_dir);
+/* One look at every process under gmp-run: rings made or found, samples
+ * pushed; processes gone since the last look are let go. */
+void job_watch_tick(void);
+/* Let every ring go (the files stay: the reaper and recovery decide). */
+void job_watch_end(void);
+
+#endif
