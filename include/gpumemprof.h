@@ -475,6 +475,12 @@ typedef struct gmp_recover_options {
      * bundle goes (dump_dir, else ./oom_dumps) nor what retention removes. */
     uint32_t max_dumps;
     uint64_t max_total_mb;
+    /* A death seen first hand as an exit with exit_status after a
+     * runtime's own out-of-memory words that pid wrote past the preload
+     * (Go's, with raw system calls; gmp-run read them where the job's
+     * stderr went): then only pid's ring is written up, with those words. */
+    const char *last_words;
+    int exit_status;
 } gmp_recover_options;
 
 typedef void (*gmp_recover_report_fn)(const char *bundle_path, int pid, const char *reason,

@@ -334,6 +334,42 @@ static void copy_bounded(char *dst, size_t cap, const char *src, size_t src_cap)
     dst[n] = '\0';
 }
 
+/* The rings of one process (pid, start ticks) in a run directory, proxy
+ * or its own: a proxy stands in only where the process has no ring of its
+ * own (it made its own after gmp-run made the proxy, and died before
+ * gmp-run dropped it). */
+typedef struct twin_scan {
+    int pid;
+    uint64_t ticks;
+    int own_found;      /* a ring of its own is there */
+    int remove_proxies; /* remove each proxy of it */
+} twin_scan;
+
+static int twin_one(int dirfd, const char *name, void *arg)
+{
+    twin_scan *t = arg;
+    gmp_ring_header h;
+    if (!ring_of_pid(name, t->pid) || read_header(dirfd, name, &h, NULL) < 0 ||
+        h.proc_start_ticks != t->ticks)
+        return 0;
+    if (!(h.flags & GMP_RING_FLAG_PROXY))
+        t->own_found = 1;
+    else if (t->remove_proxies)
+        unlinkat(dirfd, name, 0);
+    return 0;
+}
+
+/* twin_one over the directory through a descriptor of its own: the caller
+ * is inside a walk of dirfd, whose position this must not move. */
+static void scan_twins(int dirfd, twin_scan *t)
+{
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    gmp_dir_foreach(fd, twin_one, t);
+    close(fd);
+}
+
 typedef struct recover_ctx {
     const char *run_dir;
     const gmp_recover_options *opt;
@@ -351,13 +387,24 @@ static int recover_one(int dirfd, const char *name, void *arg)
         !S_ISREG(st.st_mode) || read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
         return 0;
     int ours = st.st_uid == geteuid();
+    int words = rc->opt->last_words && rc->opt->pid > 0;
+    if (words && h.pid != rc->opt->pid)
+        return 0; /* a death written up from its words: that process's ring alone */
     /* no death of memory: an exec, a crash the process wrote up itself, a
      * signal its parent saw that a user or a pipeline sends */
     int noted = rc->opt->pid && rc->opt->pid == h.pid ? rc->opt->signal : h.death_signal;
     if ((h.flags & (GMP_RING_FLAG_EXEC | GMP_RING_FLAG_SELF_WRITTEN)) ||
-        (noted > 0 && !may_be_memory_death(h.flags, noted))) {
+        (!words && noted > 0 && !may_be_memory_death(h.flags, noted))) {
         unlinkat(dirfd, name, 0);
         return 0;
+    }
+    twin_scan twins = {h.pid, h.proc_start_ticks, 0, 0};
+    if (h.flags & GMP_RING_FLAG_PROXY) {
+        scan_twins(dirfd, &twins);
+        if (twins.own_found) { /* its own ring tells it */
+            unlinkat(dirfd, name, 0);
+            return 0;
+        }
     }
     char path[GMP_PATH_MAX], why[128];
     gmp_ring ring;
@@ -416,7 +463,7 @@ static int recover_one(int dirfd, const char *name, void *arg)
      * whose parent took no preload) whose end nobody saw: only the memory
      * evidence makes it a death worth a bundle; an exit is likelier */
     if ((__atomic_load_n(&live->flags, __ATOMIC_RELAXED) & GMP_RING_FLAG_PROXY) && sig <= 0 &&
-        !evidence[0]) {
+        !evidence[0] && !words) {
         gmp_ring_close(&ring, 0);
         unlinkat(dirfd, name, 0);
         return 0;
@@ -439,6 +486,13 @@ static int recover_one(int dirfd, const char *name, void *arg)
                                                           : ", cause unknown (no sign of the "
                                                             "kernel's OOM killer).",
                 evidence, (char *)NULL);
+    char words_reason[96] = "";
+    if (words) { /* the runtime's words are the message; its exit the end */
+        gmp_strlcpy(message, rc->opt->last_words, sizeof message);
+        const char *pattern = gmp_classify_oom_line(message);
+        gmp_strjoin(words_reason, sizeof words_reason, "message_pattern:",
+                    pattern ? pattern : "out of memory", (char *)NULL);
+    }
 
     char context[GMP_CONTEXT_MAX], dump_dir[GMP_PATH_MAX];
     copy_bounded(context, sizeof context, live->config.context, sizeof live->config.context);
@@ -451,12 +505,12 @@ static int recover_one(int dirfd, const char *name, void *arg)
              gmp_strlcat(dump_dir, "/oom_dumps", sizeof dump_dir) < 0)
         dump_dir[0] = '\0';
     gmp_dump_request req = {
-        .reason = signame,
-        .exception_type = named ? "oom_killer" : signame,
+        .reason = words ? words_reason : signame,
+        .exception_type = named ? "oom_killer" : words ? NULL : signame,
         .exception_module = named ? "kernel" : NULL,
         .exception_message = message,
         .backend = story.failed.present ? story.failed_backend : story.gpu_backend,
-        .confirmed_by = "recovered",
+        .confirmed_by = words ? "message" : "recovered",
         .failed = story.failed,
         .evidence = evidence[0] ? evidence : NULL,
         .stack_lookup = __atomic_load_n(&live->stacks_used, __ATOMIC_ACQUIRE)
@@ -467,6 +521,8 @@ static int recover_one(int dirfd, const char *name, void *arg)
          * ended is not known */
         .outcome = {sig > 0 ? GMP_OUTCOME_KILLED : GMP_OUTCOME_GONE, sig > 0 ? sig : 0},
     };
+    if (words)
+        req.outcome = (gmp_outcome){GMP_OUTCOME_EXITED, rc->opt->exit_status};
     gmp_host_state host; /* the machine as the recoverer sees it, the process's cgroup */
     gmp_host_state_read(&host);
     gmp_host_state_read_cgroup(&host, cgroup_file);
@@ -490,13 +546,15 @@ static int recover_one(int dirfd, const char *name, void *arg)
     if (!ok)
         return 0;
     unlinkat(dirfd, name, 0);
+    twins.remove_proxies = 1; /* written up from its own ring: no proxy stands in */
+    scan_twins(dirfd, &twins);
     static gmp_config defaults; /* the limits of a ring that holds none */
     gmp_config_defaults(&defaults);
     gmp_retention_apply(dump_dir, max_dumps ? max_dumps : defaults.max_dumps,
                         max_mb ? max_mb : defaults.max_total_mb, bname);
     rc->written++;
     if (rc->report)
-        rc->report(bundle, pid, signame, rc->arg);
+        rc->report(bundle, pid, words ? "exited after out-of-memory words" : signame, rc->arg);
     return 0;
 }
 

@@ -370,6 +370,40 @@ static void test_runtimes_oom_killed_under_gmp_run(void **state)
                               "    keep.append(bytearray(1 << 20)); time.sleep(0.005)\"");
 }
 
+/* Go writes its out-of-memory words and exits 2 with raw system calls, past
+ * the preload (which a static Go binary never loads).  Under gmp-run with
+ * its stderr a file (a Slurm output file, a CI log), gmp-run reads them
+ * back: one bundle that says the Go runtime ran out of memory, with its
+ * words, and that it exited 2.  Skipped with a line where go is missing. */
+static void test_go_last_words_under_gmp_run(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "command -v go >/dev/null || exit 77; cd '%s' && printf '%%s\n' 'package main' "
+             "'import (\"fmt\"; \"time\")' 'func main() {' "
+             "'  time.Sleep(300 * time.Millisecond)' '  b := make([]byte, 1<<46)' "
+             "'  fmt.Println(len(b))' '}' > oom.go && HOME=\"$PWD\" GOCACHE=\"$PWD/go-cache\" "
+             "GOPATH=\"$PWD/go-path\" CGO_ENABLED=0 go build -o go-oom oom.go && "
+             "\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- ./go-oom 2>go.err",
+             paths.scratch);
+    run(script);
+    if (ends_with_status(77)) {
+        print_message("SKIP  test_go_last_words_under_gmp_run: go is not installed\n");
+        return;
+    }
+    if (!ends_with_status(2))
+        fail_msg("go: %s %s", out, err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "exception_message"), "fatal error: runtime: out of memory");
+    json_t *outcome = json_object_get(md, "outcome");
+    assert_string_equal(json_str(outcome, "state"), "exited");
+    assert_int_equal(json_int(outcome, "exit_status"), 2);
+    json_decref(md);
+    expect_headline(bundle, "the Go runtime ran out of memory");
+    assert_int_equal(count_prefixed(paths.rundir, "gmp-run-"), 0);
+}
+
 /* `show`'s top sites of the bundle of a native process killed under
  * gmp-run: the program's own line, named from the stacks and objects its
  * ring kept, never a bare stack id. */
@@ -455,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_killed_bundle_names_sites),
         cmocka_unit_test(test_kernel_oom_killer),
         cmocka_unit_test(test_runtimes_oom_killed_under_gmp_run),
+        cmocka_unit_test(test_go_last_words_under_gmp_run),
         cmocka_unit_test(test_oom_killer_named_only_for_its_victim),
         cmocka_unit_test(test_inspect_recover),
     };

@@ -31,6 +31,7 @@
 #include "job_watch.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -256,14 +257,27 @@ int main(int argc, char **argv)
     /* Reap the command, and every orphaned descendant that dies meanwhile;
      * between deaths, look at the job twenty times a second (job_watch.c). */
     int status = 0, done = 0;
+    int stderr_file = -1; /* the job's stderr, read back for a Go program's last words */
+    struct stat err_st;
+    if (fstat(2, &err_st) == 0 && S_ISREG(err_st.st_mode))
+        stderr_file = open("/proc/self/fd/2", O_RDONLY | O_CLOEXEC);
     if (held >= 0)
-        job_watch_init(run_dir);
+        job_watch_init(run_dir, stderr_file);
     while (!done) {
         int st;
         pid_t r = waitpid(-1, &st, WNOHANG);
         if (r > 0) {
-            if (held >= 0)
+            char words[512];
+            if (held >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
+                job_watch_go_last_words((int)r, words, sizeof words) == 0) {
+                gmp_recover_options opt = {.dump_dir = dump_dir ? abs_dump : NULL,
+                                           .pid = (int)r,
+                                           .last_words = words,
+                                           .exit_status = 2};
+                gmp_rings_recover(run_dir, &opt, report, NULL);
+            } else if (held >= 0) {
                 gmp_rings_reaped(run_dir, (int)r, st);
+            }
             if (r == pid) {
                 status = st;
                 done = 1;
@@ -279,6 +293,8 @@ int main(int argc, char **argv)
     }
     if (held >= 0)
         job_watch_end();
+    if (stderr_file >= 0)
+        close(stderr_file);
     /* descendants already dead but not yet reaped */
     for (int st; waitpid(-1, &st, WNOHANG) > 0;)
         ;

@@ -17,7 +17,11 @@
  *     to a kill, without pushing a steady process's own events out.
  *
  * How a process ended is decided where it is reaped (gmp_rings_reaped) and
- * recovered (gmp_rings_recover), as for every ring.
+ * recovered (gmp_rings_recover), as for every ring.  One end only the
+ * job's output tells: a Go program writes its out-of-memory words and exits
+ * 2 past the C library; where the job's stderr is a regular file (a Slurm
+ * output file, a CI log), what a proxied process's life added to it is
+ * read back for them (job_watch_go_last_words).
  */
 #include "job_watch.h"
 
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,17 +51,20 @@ typedef struct watched {
     char cgroup_dir[512]; /* as last sampled; "" unknown */
     int cgroup_version;
     uint64_t last_rss, last_sample_ns;
-    int alive; /* seen this tick */
+    long long stderr_from; /* the job's stderr file's size when first seen; -1 none */
+    int alive;             /* seen this tick */
 } watched;
 
 static watched table[MAX_WATCHED];
 static size_t count;
 static char job_dir[4096];
 static uint64_t machine_total;
+static int stderr_file = -1; /* the job's stderr, when it is a regular file */
 
-void job_watch_init(const char *dir)
+void job_watch_init(const char *dir, int stderr_fd)
 {
     gmp_strlcpy(job_dir, dir, sizeof job_dir);
+    stderr_file = stderr_fd;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     machine_total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
@@ -202,6 +210,8 @@ static watched *find(int pid, uint64_t start_ticks)
     memset(w, 0, sizeof *w);
     w->pid = pid;
     w->start_ticks = start_ticks;
+    struct stat st;
+    w->stderr_from = stderr_file >= 0 && fstat(stderr_file, &st) == 0 ? (long long)st.st_size : -1;
     return w;
 }
 
@@ -227,7 +237,12 @@ static void visit_children(int pid, int depth)
                 break;
             uint64_t ticks = gmp_proc_start_ticks(child);
             char state = gmp_proc_state(child);
-            watched *w = ticks && state != 'Z' ? find(child, ticks) : NULL;
+            if (state == 'Z') { /* dead, not reaped: kept for its reaper */
+                for (size_t i = 0; i < count; i++)
+                    table[i].alive |= table[i].pid == child;
+                continue;
+            }
+            watched *w = ticks ? find(child, ticks) : NULL;
             if (w) {
                 w->alive = 1;
                 ensure_ring(w);
@@ -256,6 +271,44 @@ void job_watch_tick(void)
         unmap(&table[i], 0);
         table[i] = table[--count];
     }
+}
+
+/* Go's own last words, as its runtime writes them (raw system calls, past
+ * the preload): the "cannot allocate" line, which states the size, when it
+ * is there, else the fatal error's. */
+static const char *const go_oom_lines[] = {"runtime: out of memory: cannot allocate ",
+                                           "fatal error: runtime: out of memory"};
+
+int job_watch_go_last_words(int pid, char *out, size_t cap)
+{
+    watched *w = NULL;
+    for (size_t i = 0; i < count; i++)
+        if (table[i].pid == pid)
+            w = &table[i];
+    if (!w || !w->is_proxy || w->stderr_from < 0)
+        return -1;
+    struct stat st;
+    if (fstat(stderr_file, &st) < 0 || st.st_size <= w->stderr_from)
+        return -1;
+    static char text[64 * 1024 + 1];
+    long long from = st.st_size - w->stderr_from > (long long)sizeof text - 1
+                         ? (long long)st.st_size - (long long)sizeof text + 1
+                         : w->stderr_from;
+    ssize_t n = pread(stderr_file, text, sizeof text - 1, (off_t)from);
+    if (n <= 0)
+        return -1;
+    text[n] = '\0';
+    for (size_t k = 0; k < sizeof go_oom_lines / sizeof *go_oom_lines; k++) {
+        const char *line = NULL;
+        for (const char *p = text; (p = strstr(p, go_oom_lines[k])) != NULL; p++)
+            if (p == text || p[-1] == '\n')
+                line = p; /* the last one */
+        if (line) {
+            snprintf(out, cap, "%.*s", (int)strcspn(line, "\n"), line);
+            return 0;
+        }
+    }
+    return -1;
 }
 
 void job_watch_end(void)
