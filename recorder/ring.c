@@ -169,6 +169,33 @@ int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t capacity, in
     return 0;
 }
 
+void gmp_ring_proxy_refresh(gmp_ring *ring)
+{
+    gmp_ring_header *h = ring->hdr;
+    int pid = h->pid;
+    char path[64], text[sizeof h->cmdline], exe[sizeof h->exe], file[sizeof h->cgroup_oom_file];
+    proc_path(path, sizeof path, pid, "exe");
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    if (n <= 0)
+        return; /* gone, or going: what it was stays */
+    exe[n] = '\0';
+    proc_path(path, sizeof path, pid, "cmdline");
+    n = gmp_read_file(path, text, sizeof text);
+    if (n <= 0)
+        return;
+    gmp_redact_args(text, (size_t)n);
+    for (ssize_t i = 0; i + 1 < n; i++)
+        if (text[i] == '\0')
+            text[i] = ' ';
+    memcpy(h->exe, exe, sizeof exe);
+    memcpy(h->cmdline, text, sizeof text);
+    if (gmp_cgroup_oom_file_of(pid, file, sizeof file) == 0 &&
+        strncmp(file, h->cgroup_oom_file, sizeof file)) {
+        h->oom_kills_at_start = gmp_cgroup_oom_kills(file);
+        memcpy(h->cgroup_oom_file, file, sizeof file);
+    }
+}
+
 static int create_for(gmp_ring *ring, const char *dir, uint32_t capacity, int pid)
 {
     memset(ring, 0, sizeof *ring);

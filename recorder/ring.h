@@ -121,6 +121,10 @@ GMP_HIDDEN int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacit
  * and cgroup as its own ring would, flagged GMP_RING_FLAG_PROXY.  0 or -1. */
 GMP_HIDDEN int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t capacity,
                                      int pid);
+/* A proxy's header brought up to date with its process: an exec since
+ * (its program and command line), a move to another memory cgroup (the
+ * file that counts its OOM kills, and the count from now). */
+GMP_HIDDEN void gmp_ring_proxy_refresh(gmp_ring *ring);
 /* Map an existing ring file read-only, checking every header field against
  * the file's size.  0, or -1 with a reason in why.  _writable: to push
  * events into another process's ring too (its header is the file's, and

@@ -460,10 +460,11 @@ static int recover_one(int dirfd, const char *name, void *arg)
     }
 
     /* gmp-run's proxy of a process with no ring of its own (a grandchild
-     * whose parent took no preload) whose end nobody saw: only the memory
-     * evidence makes it a death worth a bundle; an exit is likelier */
+     * whose parent took no preload) whose end nobody saw: only the kernel
+     * naming it as the OOM killer's victim makes it a death worth a bundle;
+     * an exit is likelier, the cgroup's count alone may be another's kill */
     if ((__atomic_load_n(&live->flags, __ATOMIC_RELAXED) & GMP_RING_FLAG_PROXY) && sig <= 0 &&
-        !evidence[0] && !words) {
+        !named && !words) {
         gmp_ring_close(&ring, 0);
         unlinkat(dirfd, name, 0);
         return 0;

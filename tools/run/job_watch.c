@@ -5,9 +5,9 @@
  * binary takes no preload at all.  So, twenty times a second, gmp-run walks
  * its process tree (/proc/PID/task/TID/children), and for each process:
  *
- *   - finds its ring in the job directory, or, when it has none after one
- *     tick (no preload, or none of its allocations was worth one yet),
- *     makes a proxy ring for it (gmp_ring_create_proxy): its start time,
+ *   - finds its ring in the job directory, or, when it has none (no
+ *     preload, or none of its allocations was worth one yet), makes a
+ *     proxy ring for it (gmp_ring_create_proxy): its start time,
  *     command line and cgroup, so that a SIGKILL leaves a ring to recover
  *     whatever the runtime; the proxy goes once the process has its own;
  *   - pushes a host `sample` event into that ring (as the preload's
@@ -44,7 +44,6 @@
 typedef struct watched {
     int pid;
     uint64_t start_ticks;
-    int seen_ticks;  /* ticks it was seen without a ring of its own */
     int mapped;      /* ring is attached (its own) or made (a proxy) */
     int is_proxy;
     gmp_ring ring;
@@ -125,8 +124,7 @@ static void unmap(watched *w, int remove_proxy)
     w->is_proxy = 0;
 }
 
-/* Its own ring when it has one (a proxy it had goes); else, after a tick
- * without one, a proxy. */
+/* Its own ring when it has one (a proxy it had goes); else a proxy. */
 static void ensure_ring(watched *w)
 {
     if (w->mapped && !w->is_proxy)
@@ -144,8 +142,7 @@ static void ensure_ring(watched *w)
         }
         return;
     }
-    if (!w->mapped && ++w->seen_ticks > 1 &&
-        gmp_ring_create_proxy(&w->ring, job_dir, PROXY_EVENTS, w->pid) == 0) {
+    if (!w->mapped && gmp_ring_create_proxy(&w->ring, job_dir, PROXY_EVENTS, w->pid) == 0) {
         if (w->ring.hdr->proc_start_ticks != w->start_ticks) { /* it was gone already */
             gmp_ring_close(&w->ring, 1);
             return;
@@ -161,15 +158,17 @@ static void sample(watched *w)
     uint64_t rss = rss_of(w->pid), now = gmp_now_realtime_ns();
     if (!rss)
         return; /* exiting, its memory already let go: no reading of it */
+    /* where it is now: an exec since, a move into a cgroup of its own */
+    w->cgroup_version = gmp_cgroup_memory_dir_of(w->pid, w->cgroup_dir, sizeof w->cgroup_dir);
+    if (w->cgroup_version < 0)
+        w->cgroup_dir[0] = '\0';
+    if (w->is_proxy)
+        gmp_ring_proxy_refresh(&w->ring);
     uint64_t moved = rss > w->last_rss ? rss - w->last_rss : w->last_rss - rss;
     uint64_t step = w->last_rss / 64 > (1u << 20) ? w->last_rss / 64 : (1u << 20);
     if (w->last_sample_ns && moved < step && now - w->last_sample_ns < QUIET_SAMPLE_NS)
         return;
     uint64_t limit = 0, used = 0;
-    /* where it is now: a job may move itself into a cgroup of its own */
-    w->cgroup_version = gmp_cgroup_memory_dir_of(w->pid, w->cgroup_dir, sizeof w->cgroup_dir);
-    if (w->cgroup_version < 0)
-        w->cgroup_dir[0] = '\0';
     if (w->cgroup_dir[0]) {
         limit = read_u64_file(w->cgroup_dir, w->cgroup_version == 2 ? "memory.max"
                                                                      : "memory.limit_in_bytes");
@@ -262,13 +261,24 @@ void job_watch_tick(void)
     for (size_t i = 0; i < count; i++)
         table[i].alive = 0;
     visit_children((int)getpid(), 0);
-    /* gone since the last tick: their rings are the reaper's to judge */
+    /* gone since the last tick: their own rings are the reaper's to judge;
+     * a proxy, whose process another reaped (perhaps before the proxy was
+     * made), is kept only if its cgroup's OOM killer killed while it lived */
     for (size_t i = 0; i < count;) {
-        if (table[i].alive) {
+        watched *w = &table[i];
+        if (w->alive) {
             i++;
             continue;
         }
-        unmap(&table[i], 0);
+        int no_kill = 0;
+        if (w->mapped && w->is_proxy) {
+            char file[sizeof w->ring.hdr->cgroup_oom_file];
+            memcpy(file, w->ring.hdr->cgroup_oom_file, sizeof file);
+            file[sizeof file - 1] = '\0';
+            uint64_t then = w->ring.hdr->oom_kills_at_start, now = gmp_cgroup_oom_kills(file);
+            no_kill = then != UINT64_MAX && now == then;
+        }
+        unmap(w, no_kill);
         table[i] = table[--count];
     }
 }
