@@ -8,14 +8,16 @@
  * nothing.  fork: the child forgets the parent's ring and episodes and makes
  * its own on first use.  exit: commit an open episode, then remove the live
  * ring file (its mapping stays, so a late allocation in another thread or
- * destructor can never touch freed memory).  A Go program records nothing
- * either: its runtime ends the process with its own exit_group, never
- * through the C library, so its ring would outlive every healthy run and
- * read as a death.
+ * destructor can never touch freed memory).  A Go program keeps its ring
+ * in memory only: its runtime ends the process with its own exit_group,
+ * never through the C library, so a ring file would outlive every healthy
+ * run and read as a death (the check is made when the first ring is, so
+ * the processes that never make one pay nothing for it).
  */
 #include "gpu_family.h"
 #include "collector.h"
 #include "recorder.h"
+#include "ring.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -68,6 +70,22 @@ static int main_program_is_go(void)
     return sym && dladdr1(sym, &info, (void **)&map, RTLD_DL_LINKMAP) && map && !map->l_prev;
 }
 
+/* The first ring was just made: in a Go program its file goes at once (the
+ * mapping stays: the process's own bundles still hold its events), and
+ * gmp-run, which then finds none, keeps a proxy for it.  Not decided in a
+ * signal handler (the loader's lock): there the file stays. */
+static void ring_ready(gmp_ring *ring)
+{
+    GMP_IN_HOOK_SCOPE();
+    if (!gmp_in_signal && ring->is_file && ring->path[0] && main_program_is_go()) {
+        unlink(ring->path);
+        ring->is_file = 0;
+        ring->path[0] = '\0';
+    }
+    if (gmp_pl.cfg->stacks)
+        gmp_stack_ring_ready(ring);
+}
+
 /* Runs once, when the dynamic linker initialises the preload. */
 __attribute__((constructor)) static void on_load(void)
 {
@@ -77,7 +95,7 @@ __attribute__((constructor)) static void on_load(void)
      * enabled or not: the hooks look their real functions up either way */
     __register_atfork(gmp_walks_fork_prepare, gmp_walks_fork_parent, after_fork_in_child,
                       __dso_handle);
-    if (getauxval(AT_SECURE) || main_program_is_go()) {
+    if (getauxval(AT_SECURE)) {
         set_state(GMP_PL_DISABLED);
         return;
     }
@@ -95,8 +113,7 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.watchdog_min = cfg->watchdog_min_mb << 20;
     /* without the variable, its page of the config is not even read */
     gmp_pl.prom_file = getenv("GMP_PROM_FILE") && cfg->prom_file[0] ? cfg->prom_file : NULL;
-    if (cfg->stacks)
-        gmp_recorder_on_new_ring(gmp_pl.rec, gmp_stack_ring_ready);
+    gmp_recorder_on_new_ring(gmp_pl.rec, ring_ready);
     gmp_pl.pid = (int)getpid();
     if (gmp_cupti_prepare)
         gmp_cupti_prepare();

@@ -193,6 +193,41 @@ static void test_no_litter_after_a_daemon(void **state)
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
+/* The job's stderr a pipe, which gmp-run passes on (to read a Go
+ * program's last words in it): what reaches the reader is what reaches it
+ * without gmp-run, stdout and stderr in the order written when they share
+ * the pipe; a reader that goes away ends the writer with SIGPIPE (141) as
+ * it would; a daemon's late line still arrives. */
+/* job with its RUN where gmp-run goes: "" bare, or "$GMP_RUN --" */
+static void with_runner(char *script, size_t cap, const char *job, const char *runner)
+{
+    const char *at = strstr(job, "RUN ");
+    snprintf(script, cap, "%.*s%s%s", (int)(at - job), job, runner, at + 3);
+}
+
+static void test_output_through_a_pipe_as_without(void **state)
+{
+    (void)state;
+    static const char *const jobs[] = {
+        "{ RUN sh -c 'echo a; echo b >&2; echo c; echo d >&2; exit 5'; echo \"status $?\"; } "
+        "2>&1 | tr '\\n' ' '",
+        "{ RUN sh -c 'while :; do echo x >&2; done'; echo \"status $?\" >\"$SLEEPER_PID.st\"; } "
+        "2>&1 | head -n 2 >/dev/null; cat \"$SLEEPER_PID.st\"",
+        "RUN sh -c '(sleep 0.5; echo late >&2) & echo early >&2' 2>&1 | cat",
+    };
+    static char bare[sizeof out];
+    for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++) {
+        char script[2048];
+        with_runner(script, sizeof script, jobs[i], "");
+        run(script);
+        memcpy(bare, out, sizeof out);
+        with_runner(script, sizeof script, jobs[i], "\"$GMP_RUN\" --");
+        run(script);
+        if (strcmp(out, bare) || !bare[0])
+            fail_msg("%s\nbare:  %s\nunder: %s\n%s", jobs[i], bare, out, err);
+    }
+}
+
 /* A program built with AddressSanitizer, whose runtime refuses to start
  * behind a preload: under gmp-run it runs as it does alone, its own
  * report included.  Skipped with a line where gcc cannot build one. */
@@ -240,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_killed_gmp_run_loses_nothing),
         cmocka_unit_test(test_next_gmp_run_writes_what_was_left),
         cmocka_unit_test(test_no_litter_after_a_daemon),
+        cmocka_unit_test(test_output_through_a_pipe_as_without),
         cmocka_unit_test(test_asan_program_runs_as_alone),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

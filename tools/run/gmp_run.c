@@ -14,7 +14,8 @@
  * command has ended it writes the bundle of every process whose ring was
  * left by such a death (gmp_rings_recover).  Between deaths it watches the
  * job from outside (job_watch.c): a ring for every process, a proxy where
- * the process has none of its own, and host samples in it.  A gmp-run
+ * the process has none of its own, and host samples in it; and it reads
+ * the job's stderr (job_output.c) for a Go program's last words.  A gmp-run
  * killed itself loses
  * nothing: its job directory, no longer held, is swept by the next gmp-run
  * (first thing) and by `gmp-inspect recover`.
@@ -28,11 +29,13 @@
  * PYTHONPATH (PyTorch's own memory history in a CUDA OOM's bundle).
  */
 #include "gpumemprof.h"
+#include "job_output.h"
 #include "job_watch.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +47,24 @@
 #include <unistd.h>
 
 #define PRELOAD_NAME "libgpumemprof_preload.so"
+#define LOOK_EVERY_NS (50ll * 1000 * 1000) /* job_watch_tick: twenty looks a second */
 
 static volatile pid_t child;
+
+static void note_child(int sig)
+{
+    (void)sig; /* only to end ppoll's wait */
+}
+
+/* sig's action set to handler, the one it had in was. */
+static void signal_keep(int sig, void (*handler)(int), struct sigaction *was)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, was);
+}
 static volatile sig_atomic_t tty_interrupt; /* a Ctrl-C from the terminal came */
 
 /* The kernel's own signals (SI_KERNEL) are the terminal's, sent to the
@@ -210,12 +229,21 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++)
         sigaction(forwarded[k], &sa, NULL);
 
-    /* SIGCHLD held: the loop below waits for it, or for the next look at
-     * the job, whichever comes first */
-    sigset_t chld, before;
+    /* SIGCHLD held but for the wait below: it ends the wait for output or
+     * for the next look at the job, whichever comes first.  SIGPIPE: a
+     * reader of the job's output gone is handed back to the job. */
+    sigset_t chld, before, waiting;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, &before);
+    waiting = before;
+    sigdelset(&waiting, SIGCHLD);
+    struct sigaction wake, pipe_was;
+    memset(&wake, 0, sizeof wake);
+    wake.sa_handler = note_child;
+    sigaction(SIGCHLD, &wake, NULL);
+    signal_keep(SIGPIPE, SIG_IGN, &pipe_was);
+    job_output_prepare();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "gmp-run: fork: %s\n", strerror(errno));
@@ -228,7 +256,10 @@ int main(int argc, char **argv)
     if (pid == 0) {
         for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++)
             signal(forwarded[k], SIG_DFL);
+        sigaction(SIGPIPE, &pipe_was, NULL);
+        signal(SIGCHLD, SIG_DFL);
         sigprocmask(SIG_SETMASK, &before, NULL);
+        job_output_in_child();
         const char *old = getenv("LD_PRELOAD");
         char ld[2 * PATH_MAX];
         snprintf(ld, sizeof ld, "%s%s%s", preload, old && *old ? " " : "", old ? old : "");
@@ -257,15 +288,14 @@ int main(int argc, char **argv)
     /* Reap the command, and every orphaned descendant that dies meanwhile;
      * between deaths, look at the job twenty times a second (job_watch.c). */
     int status = 0, done = 0;
-    int stderr_file = -1; /* the job's stderr, read back for a Go program's last words */
-    struct stat err_st;
-    if (fstat(2, &err_st) == 0 && S_ISREG(err_st.st_mode))
-        stderr_file = open("/proc/self/fd/2", O_RDONLY | O_CLOEXEC);
+    long long last_look_ns = 0;
+    job_output_after_fork();
     if (held >= 0)
-        job_watch_init(run_dir, stderr_file);
+        job_watch_init(run_dir);
     while (!done) {
         int st;
         pid_t r = waitpid(-1, &st, WNOHANG);
+        job_output_pump(); /* first: a Go program's last words may be in it */
         if (r > 0) {
             char words[512];
             if (held >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
@@ -286,20 +316,28 @@ int main(int argc, char **argv)
         }
         if (r < 0 && errno != EINTR)
             break; /* ECHILD: nothing left */
-        if (held >= 0)
-            job_watch_tick();
-        struct timespec twentieth = {0, 50 * 1000 * 1000};
-        sigtimedwait(&chld, NULL, &twentieth);
+        /* a look every 50 ms, however often the job's output wakes us */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long now_ns = now.tv_sec * 1000000000ll + now.tv_nsec;
+        if (now_ns - last_look_ns >= LOOK_EVERY_NS) {
+            if (held >= 0)
+                job_watch_tick();
+            last_look_ns = now_ns;
+        }
+        long long left = last_look_ns + LOOK_EVERY_NS - now_ns;
+        struct timespec until = {0, left > 0 ? left : 0};
+        struct pollfd output = {.fd = job_output_fd(), .events = POLLIN};
+        ppoll(&output, output.fd >= 0, &until, &waiting);
     }
     if (held >= 0)
         job_watch_end();
-    if (stderr_file >= 0)
-        close(stderr_file);
     /* descendants already dead but not yet reaped */
     for (int st; waitpid(-1, &st, WNOHANG) > 0;)
         ;
     child = 0;
 
+    job_output_pump(); /* the job's last words before gmp-run's own lines */
     if (held >= 0) {
         gmp_recover_options opt = {.dump_dir = dump_dir ? abs_dump : NULL};
         gmp_rings_recover(run_dir, &opt, report, NULL);
@@ -309,6 +347,7 @@ int main(int argc, char **argv)
         rmdir(run_dir);
         close(held);
     }
+    job_output_finish(); /* after the job directory is let go: a copy may outlive us */
     if (WIFSIGNALED(status)) {
         /* the command died of the terminal's Ctrl-C, as gmp-run would have:
          * die of it too, so a shell script running us stops as it would */

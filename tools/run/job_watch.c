@@ -19,11 +19,12 @@
  * How a process ended is decided where it is reaped (gmp_rings_reaped) and
  * recovered (gmp_rings_recover), as for every ring.  One end only the
  * job's output tells: a Go program writes its out-of-memory words and exits
- * 2 past the C library; where the job's stderr is a regular file (a Slurm
- * output file, a CI log), what a proxied process's life added to it is
- * read back for them (job_watch_go_last_words).
+ * 2 past the C library; what a proxied process's life added to the job's
+ * stderr (job_output.c: a file read back, a pipe passed on) is searched
+ * for them (job_watch_go_last_words).
  */
 #include "job_watch.h"
+#include "job_output.h"
 
 #include "ring.h"
 #include "util.h"
@@ -33,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,12 +58,9 @@ static watched table[MAX_WATCHED];
 static size_t count;
 static char job_dir[4096];
 static uint64_t machine_total;
-static int stderr_file = -1; /* the job's stderr, when it is a regular file */
-
-void job_watch_init(const char *dir, int stderr_fd)
+void job_watch_init(const char *dir)
 {
     gmp_strlcpy(job_dir, dir, sizeof job_dir);
-    stderr_file = stderr_fd;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     machine_total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
@@ -127,8 +124,11 @@ static void unmap(watched *w, int remove_proxy)
 /* Its own ring when it has one (a proxy it had goes); else a proxy. */
 static void ensure_ring(watched *w)
 {
-    if (w->mapped && !w->is_proxy)
-        return;
+    if (w->mapped && !w->is_proxy) {
+        if (access(w->ring.path, F_OK) == 0)
+            return;
+        unmap(w, 0); /* its file went (a Go program keeps its ring in memory) */
+    }
     char path[4200];
     if (own_ring_of(w->pid, path, sizeof path) == 0) {
         gmp_ring own;
@@ -209,8 +209,7 @@ static watched *find(int pid, uint64_t start_ticks)
     memset(w, 0, sizeof *w);
     w->pid = pid;
     w->start_ticks = start_ticks;
-    struct stat st;
-    w->stderr_from = stderr_file >= 0 && fstat(stderr_file, &st) == 0 ? (long long)st.st_size : -1;
+    w->stderr_from = job_output_offset();
     return w;
 }
 
@@ -297,17 +296,9 @@ int job_watch_go_last_words(int pid, char *out, size_t cap)
             w = &table[i];
     if (!w || !w->is_proxy || w->stderr_from < 0)
         return -1;
-    struct stat st;
-    if (fstat(stderr_file, &st) < 0 || st.st_size <= w->stderr_from)
-        return -1;
     static char text[64 * 1024 + 1];
-    long long from = st.st_size - w->stderr_from > (long long)sizeof text - 1
-                         ? (long long)st.st_size - (long long)sizeof text + 1
-                         : w->stderr_from;
-    ssize_t n = pread(stderr_file, text, sizeof text - 1, (off_t)from);
-    if (n <= 0)
+    if (!job_output_since(w->stderr_from, text, sizeof text))
         return -1;
-    text[n] = '\0';
     for (size_t k = 0; k < sizeof go_oom_lines / sizeof *go_oom_lines; k++) {
         const char *line = NULL;
         for (const char *p = text; (p = strstr(p, go_oom_lines[k])) != NULL; p++)

@@ -9,15 +9,15 @@
 
 #include <stddef.h>
 
-/* The job directory the rings live in; stderr_fd: the job's stderr opened
- * for reading when it is a regular file, else -1. */
-void job_watch_init(const char *job_dir, int stderr_fd);
+/* The job directory the rings live in. */
+void job_watch_init(const char *job_dir);
 /* One look at every process under gmp-run: rings made or found, samples
  * pushed; processes gone since the last look are let go. */
 void job_watch_tick(void);
 /* A proxied process (no preload in it: a Go program) that exited 2: the Go
- * runtime's out-of-memory line it wrote to the job's stderr file in its
- * life, into out; 0, or -1 when there is none (or no file to read). */
+ * runtime's out-of-memory line written to the job's stderr in its life
+ * (job_output.h), into out; 0, or -1 when there is none (or nothing could
+ * be read). */
 int job_watch_go_last_words(int pid, char *out, size_t cap);
 /* Let every ring go (the files stay: the reaper and recovery decide). */
 void job_watch_end(void);
