@@ -228,6 +228,19 @@ static void test_output_through_a_pipe_as_without(void **state)
     }
 }
 
+/* gmp-run killed alone (kill -9 of its pid) while its job writes stderr to
+ * a pipe: the relay that passes the pipe on is a process of its own, so
+ * the job's later lines still arrive, as they would have without it. */
+static void test_output_outlives_a_killed_gmp_run(void **state)
+{
+    (void)state;
+    run("( \"$GMP_RUN\" -- sh -c 'sleep 1; echo after >&2' 2>&1 & echo $! >\"$SLEEPER_PID.run\"; "
+        "wait ) | cat >\"$SLEEPER_PID.out\" & sleep 0.4; kill -9 $(cat \"$SLEEPER_PID.run\"); "
+        "wait; cat \"$SLEEPER_PID.out\"");
+    if (strcmp(out, "after\n"))
+        fail_msg("the job's line after gmp-run was killed: \"%s\" %s", out, err);
+}
+
 /* A program built with AddressSanitizer, whose runtime refuses to start
  * behind a preload: under gmp-run it runs as it does alone, its own
  * report included.  Skipped with a line where gcc cannot build one. */
@@ -276,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_next_gmp_run_writes_what_was_left),
         cmocka_unit_test(test_no_litter_after_a_daemon),
         cmocka_unit_test(test_output_through_a_pipe_as_without),
+        cmocka_unit_test(test_output_outlives_a_killed_gmp_run),
         cmocka_unit_test(test_asan_program_runs_as_alone),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

@@ -15,7 +15,8 @@
  * left by such a death (gmp_rings_recover).  Between deaths it watches the
  * job from outside (job_watch.c): a ring for every process, a proxy where
  * the process has none of its own, and host samples in it; and it reads
- * the job's stderr (job_output.c) for a Go program's last words.  A gmp-run
+ * the job's stderr (job_output.c: a file read back, a pipe passed on by a
+ * relay process) for a Go program's last words.  A gmp-run
  * killed itself loses
  * nothing: its job directory, no longer held, is swept by the next gmp-run
  * (first thing) and by `gmp-inspect recover`.
@@ -229,9 +230,9 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++)
         sigaction(forwarded[k], &sa, NULL);
 
-    /* SIGCHLD held but for the wait below: it ends the wait for output or
-     * for the next look at the job, whichever comes first.  SIGPIPE: a
-     * reader of the job's output gone is handed back to the job. */
+    /* SIGCHLD held but for the wait below, which it ends before the next
+     * look at the job.  SIGPIPE ignored here: gmp-run's own lines to a
+     * reader that went away fail without ending it. */
     sigset_t chld, before, waiting;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
@@ -295,7 +296,8 @@ int main(int argc, char **argv)
     while (!done) {
         int st;
         pid_t r = waitpid(-1, &st, WNOHANG);
-        job_output_pump(); /* first: a Go program's last words may be in it */
+        if (r > 0 && r == job_output_relay_pid())
+            continue; /* the relay, done: no process of the job */
         if (r > 0) {
             char words[512];
             if (held >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
@@ -327,17 +329,16 @@ int main(int argc, char **argv)
         }
         long long left = last_look_ns + LOOK_EVERY_NS - now_ns;
         struct timespec until = {0, left > 0 ? left : 0};
-        struct pollfd output = {.fd = job_output_fd(), .events = POLLIN};
-        ppoll(&output, output.fd >= 0, &until, &waiting);
+        ppoll(NULL, 0, &until, &waiting);
     }
     if (held >= 0)
         job_watch_end();
+    job_output_finish(); /* the job's last words out before gmp-run's own lines */
     /* descendants already dead but not yet reaped */
     for (int st; waitpid(-1, &st, WNOHANG) > 0;)
         ;
     child = 0;
 
-    job_output_pump(); /* the job's last words before gmp-run's own lines */
     if (held >= 0) {
         gmp_recover_options opt = {.dump_dir = dump_dir ? abs_dump : NULL};
         gmp_rings_recover(run_dir, &opt, report, NULL);
@@ -347,7 +348,6 @@ int main(int argc, char **argv)
         rmdir(run_dir);
         close(held);
     }
-    job_output_finish(); /* after the job directory is let go: a copy may outlive us */
     if (WIFSIGNALED(status)) {
         /* the command died of the terminal's Ctrl-C, as gmp-run would have:
          * die of it too, so a shell script running us stops as it would */

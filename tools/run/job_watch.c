@@ -233,6 +233,8 @@ static void visit_children(int pid, int depth)
             int child = (int)strtol(p, &p, 10);
             if (child <= 0)
                 break;
+            if (child == job_output_relay_pid())
+                continue; /* gmp-run's own, not the job's */
             uint64_t ticks = gmp_proc_start_ticks(child);
             char state = gmp_proc_state(child);
             if (state == 'Z') { /* dead, not reaped: kept for its reaper */
