@@ -297,30 +297,21 @@ uint64_t gmp_cgroup_oom_kills(const char *file)
     return UINT64_MAX;
 }
 
-char gmp_proc_state(int pid)
+/* Field `field` (3: state, 4: ppid, 22: starttime) of /proc/PID/stat (pid
+ * 0: this process), into buf; NULL when it cannot be read.  Fields count
+ * from after the command's name, which may hold spaces and parentheses. */
+static const char *proc_stat_field(int pid, int field, char *buf, size_t cap)
 {
-    char path[48], num[24], buf[1024];
-    gmp_fmt_u64((uint64_t)pid, num);
-    gmp_strjoin(path, sizeof path, "/proc/", num, "/stat", (char *)NULL);
-    if (gmp_read_file(path, buf, sizeof buf) <= 0)
-        return 0;
-    const char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-    return p && p[1] == ' ' ? p[2] : 0;
-}
-
-uint64_t gmp_proc_start_ticks(int pid)
-{
-    char path[48], num[24], buf[1024];
+    char path[48], num[24];
     gmp_fmt_u64((uint64_t)pid, num);
     gmp_strjoin(path, sizeof path, "/proc/", pid ? num : "self", "/stat", (char *)NULL);
-    if (gmp_read_file(path, buf, sizeof buf) <= 0)
-        return 0;
-    /* "pid (comm) state ppid ...": comm may hold spaces and parentheses */
+    if (gmp_read_file(path, buf, cap) <= 0)
+        return NULL;
     const char *p = strrchr(buf, ')');
     if (!p)
-        return 0;
+        return NULL;
     p++;
-    for (int field = 3; field < 22; field++) { /* skip state (3) ... cstime (21) */
+    for (int f = 3; f < field; f++) {
         while (*p == ' ')
             p++;
         while (*p && *p != ' ')
@@ -328,10 +319,34 @@ uint64_t gmp_proc_start_ticks(int pid)
     }
     while (*p == ' ')
         p++;
+    return *p ? p : NULL;
+}
+
+static uint64_t proc_stat_number(int pid, int field)
+{
+    char buf[1024];
+    const char *p = proc_stat_field(pid, field, buf, sizeof buf);
     uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9'; p++)
+    for (; p && *p >= '0' && *p <= '9'; p++)
         v = v * 10 + (uint64_t)(*p - '0');
     return v;
+}
+
+char gmp_proc_state(int pid)
+{
+    char buf[1024];
+    const char *p = proc_stat_field(pid, 3, buf, sizeof buf);
+    return p ? *p : 0;
+}
+
+int gmp_proc_parent(int pid)
+{
+    return (int)proc_stat_number(pid, 4);
+}
+
+uint64_t gmp_proc_start_ticks(int pid)
+{
+    return proc_stat_number(pid, 22);
 }
 
 /* Never a FIFO or a device: one of those named where a file was expected

@@ -67,20 +67,28 @@ static void proc_path(char *out, size_t cap, int pid, const char *name)
     gmp_strjoin(out, cap, "/proc/", pid ? num : "self", "/", name, (char *)NULL);
 }
 
-/* pid's parent, from /proc/PID/stat ("pid (comm) state ppid ..."). */
-static int parent_of(int pid)
+/* pid's program and its arguments joined by spaces, secrets masked, into
+ * the header's sizes; 0, or -1 when either cannot be read (both left as
+ * they were). */
+static int read_command(int pid, char exe[1024], char cmdline[1024])
 {
-    char path[64], buf[1024];
-    proc_path(path, sizeof path, pid, "stat");
-    if (gmp_read_file(path, buf, sizeof buf) <= 0)
-        return 0;
-    const char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
-        return 0;
-    int v = 0;
-    for (p += 4; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (*p - '0');
-    return v;
+    char path[64], e[1024], text[1024];
+    proc_path(path, sizeof path, pid, "exe");
+    ssize_t n = readlink(path, e, sizeof e - 1);
+    if (n <= 0)
+        return -1;
+    e[n] = '\0';
+    proc_path(path, sizeof path, pid, "cmdline");
+    n = gmp_read_file(path, text, sizeof text);
+    if (n <= 0)
+        return -1;
+    gmp_redact_args(text, (size_t)n);
+    for (ssize_t i = 0; i + 1 < n; i++)
+        if (text[i] == '\0')
+            text[i] = ' ';
+    memcpy(exe, e, sizeof e);
+    memcpy(cmdline, text, sizeof text);
+    return 0;
 }
 
 /* The header of a ring for process pid (0: this one). */
@@ -94,9 +102,8 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots, i
     h->slot_count = slots;
     h->stack_records = GMP_RING_STACK_RECORDS;
     h->module_records = GMP_RING_MODULE_RECORDS;
-    char path[64];
     h->pid = (int32_t)(pid ? pid : getpid());
-    h->ppid = (int32_t)(pid ? parent_of(pid) : getppid());
+    h->ppid = (int32_t)(pid ? gmp_proc_parent(pid) : getppid());
     h->uid = (uint32_t)getuid();
     h->start_time_ns = gmp_now_realtime_ns();
     h->proc_start_ticks = gmp_proc_start_ticks(pid);
@@ -104,16 +111,7 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots, i
         gmp_cgroup_oom_file_of(pid, h->cgroup_oom_file, sizeof h->cgroup_oom_file) == 0
             ? gmp_cgroup_oom_kills(h->cgroup_oom_file)
             : UINT64_MAX;
-    proc_path(path, sizeof path, pid, "exe");
-    ssize_t n = readlink(path, h->exe, sizeof h->exe - 1);
-    h->exe[n > 0 ? n : 0] = '\0';
-    proc_path(path, sizeof path, pid, "cmdline");
-    n = gmp_read_file(path, h->cmdline, sizeof h->cmdline);
-    if (n > 0)
-        gmp_redact_args(h->cmdline, (size_t)n);
-    for (ssize_t i = 0; i + 1 < n; i++)
-        if (h->cmdline[i] == '\0')
-            h->cmdline[i] = ' ';
+    read_command(pid, h->exe, h->cmdline); /* a gone process's: empty */
 }
 
 static int map_ring_file(const char *dir, size_t len, gmp_ring *ring, int of_pid)
@@ -173,22 +171,9 @@ void gmp_ring_proxy_refresh(gmp_ring *ring)
 {
     gmp_ring_header *h = ring->hdr;
     int pid = h->pid;
-    char path[64], text[sizeof h->cmdline], exe[sizeof h->exe], file[sizeof h->cgroup_oom_file];
-    proc_path(path, sizeof path, pid, "exe");
-    ssize_t n = readlink(path, exe, sizeof exe - 1);
-    if (n <= 0)
+    char file[sizeof h->cgroup_oom_file];
+    if (read_command(pid, h->exe, h->cmdline) < 0)
         return; /* gone, or going: what it was stays */
-    exe[n] = '\0';
-    proc_path(path, sizeof path, pid, "cmdline");
-    n = gmp_read_file(path, text, sizeof text);
-    if (n <= 0)
-        return;
-    gmp_redact_args(text, (size_t)n);
-    for (ssize_t i = 0; i + 1 < n; i++)
-        if (text[i] == '\0')
-            text[i] = ' ';
-    memcpy(h->exe, exe, sizeof exe);
-    memcpy(h->cmdline, text, sizeof text);
     if (gmp_cgroup_oom_file_of(pid, file, sizeof file) == 0 &&
         strncmp(file, h->cgroup_oom_file, sizeof file)) {
         h->oom_kills_at_start = gmp_cgroup_oom_kills(file);

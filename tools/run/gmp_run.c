@@ -16,10 +16,9 @@
  * job from outside (job_watch.c): a ring for every process, a proxy where
  * the process has none of its own, and host samples in it; and it reads
  * the job's stderr (job_output.c: a file read back, a pipe passed on by a
- * relay process) for a Go program's last words.  A gmp-run
- * killed itself loses
- * nothing: its job directory, no longer held, is swept by the next gmp-run
- * (first thing) and by `gmp-inspect recover`.
+ * relay process) for a Go program's last words.  A gmp-run killed itself
+ * loses nothing: its job directory, no longer held, is swept by the next
+ * gmp-run (first thing) and by `gmp-inspect recover`.
  *
  * Its exit status is the command's (128 + the signal when it was killed).
  * Signals sent to gmp-run (a scheduler's SIGTERM, kill) go on to the
@@ -34,7 +33,6 @@
 #include "job_watch.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -66,6 +64,7 @@ static void signal_keep(int sig, void (*handler)(int), struct sigaction *was)
     sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, was);
 }
+
 static volatile sig_atomic_t tty_interrupt; /* a Ctrl-C from the terminal came */
 
 /* The kernel's own signals (SI_KERNEL) are the terminal's, sent to the

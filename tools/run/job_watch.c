@@ -130,17 +130,16 @@ static void ensure_ring(watched *w)
         unmap(w, 0); /* its file went (a Go program keeps its ring in memory) */
     }
     char path[4200];
-    if (own_ring_of(w->pid, path, sizeof path) == 0) {
-        gmp_ring own;
-        if (gmp_ring_attach_writable(&own, path, NULL, 0) == 0 &&
-            own.hdr->proc_start_ticks == w->start_ticks) {
+    gmp_ring own;
+    if (own_ring_of(w->pid, path, sizeof path) == 0 &&
+        gmp_ring_attach_writable(&own, path, NULL, 0) == 0) {
+        if (own.hdr->proc_start_ticks == w->start_ticks) {
             unmap(w, 1);
             w->ring = own;
             w->mapped = 1;
-        } else if (own.hdr) {
-            gmp_ring_close(&own, 0);
+            return;
         }
-        return;
+        gmp_ring_close(&own, 0); /* an earlier process's, under the same pid */
     }
     if (!w->mapped && gmp_ring_create_proxy(&w->ring, job_dir, PROXY_EVENTS, w->pid) == 0) {
         if (w->ring.hdr->proc_start_ticks != w->start_ticks) { /* it was gone already */
