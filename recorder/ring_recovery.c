@@ -127,6 +127,8 @@ typedef struct reaped_child {
     int pid, sig; /* sig 0: it exited */
     char newest[256];
     uint64_t newest_ns;
+    uint64_t ticks; /* the newest's process */
+    int keep, kept; /* the signal noted in its rings / it was */
 } reaped_child;
 
 /* The child's ring: of its pid, not yet noted by a parent, the newest (an
@@ -144,6 +146,30 @@ static int find_child_ring(int dirfd, const char *name, void *arg)
     return 0;
 }
 
+/* Each ring of the reaped process: the signal noted (a death that may be
+ * of memory), or the ring removed. */
+static int decide_child_ring(int dirfd, const char *name, void *arg)
+{
+    reaped_child *c = arg;
+    gmp_ring_header h;
+    int fd;
+    if (!ring_of_pid(name, c->pid) || read_header(dirfd, name, &h, &fd) < 0)
+        return 0;
+    int ours = h.pid == c->pid && h.proc_start_ticks == c->ticks &&
+               __atomic_load_n(&h.death_signal, __ATOMIC_RELAXED) == 0;
+    int kept = 0;
+    if (ours && c->keep) {
+        int32_t sig = c->sig;
+        kept = pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal)) ==
+               (ssize_t)sizeof sig;
+        c->kept |= kept;
+    }
+    close(fd);
+    if (ours && !kept)
+        unlinkat(dirfd, name, 0);
+    return 0;
+}
+
 int gmp_rings_reaped(const char *run_dir, int pid, int status)
 {
     if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status)))
@@ -154,16 +180,14 @@ int gmp_rings_reaped(const char *run_dir, int pid, int status)
     reaped_child c = {.pid = pid, .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0};
     gmp_dir_foreach(dirfd, find_child_ring, &c);
     gmp_ring_header h;
-    int fd, kept = 0;
-    if (c.newest[0] && read_header(dirfd, c.newest, &h, &fd) == 0) {
-        if (c.sig && may_be_memory_death(h.flags, c.sig)) {
-            int32_t sig = c.sig;
-            kept = pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal)) ==
-                   (ssize_t)sizeof sig;
-        }
-        close(fd);
-        if (!kept)
-            unlinkat(dirfd, c.newest, 0);
+    int kept = 0;
+    if (c.newest[0] && read_header(dirfd, c.newest, &h, NULL) == 0) {
+        /* the same for each ring of that process: its own, and gmp-run's
+         * proxy of it made before it had its own */
+        c.ticks = h.proc_start_ticks;
+        c.keep = c.sig && may_be_memory_death(h.flags, c.sig);
+        gmp_dir_foreach(dirfd, decide_child_ring, &c);
+        kept = c.kept;
     }
     close(dirfd);
     return kept;
@@ -301,9 +325,13 @@ static int read_story(const gmp_event *ev, void *arg)
 }
 
 /* "Out of memory: Killed process 1234 (python3) ..." in the kernel log, when
- * this user may read it. */
-static int kernel_says_oom_killed(int pid)
+ * this user may read it, logged after the process started (start_ticks,
+ * its /proc starttime; 0 unknown): an earlier process under the same pid
+ * is not this one. */
+static int kernel_says_oom_killed(int pid, uint64_t start_ticks)
 {
+    long hz = sysconf(_SC_CLK_TCK);
+    uint64_t started_us = hz > 0 ? start_ticks * (1000000 / (uint64_t)hz) : 0;
     int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -318,7 +346,13 @@ static int kernel_says_oom_killed(int pid)
         if (n <= 0)
             break;
         rec[n] = '\0';
-        found = strstr(rec, needle) != NULL;
+        /* "priority,sequence,microseconds since boot,flags;message" */
+        const char *at = strchr(rec, ',');
+        at = at ? strchr(at + 1, ',') : NULL;
+        uint64_t us = 0;
+        for (at = at ? at + 1 : NULL; at && *at >= '0' && *at <= '9'; at++)
+            us = us * 10 + (uint64_t)(*at - '0');
+        found = strstr(rec, needle) != NULL && us >= started_us;
     }
     close(fd);
     return found;
@@ -437,7 +471,7 @@ static int recover_one(int dirfd, const char *name, void *arg)
      * this one to a person's kill -9; said so, never as fact. */
     uint64_t kills_then = live->oom_kills_at_start, kills_now = gmp_cgroup_oom_kills(cgroup_file);
     int named = (rc->opt->evidence && !strncmp(rc->opt->evidence, "oom_killer:", 11)) ||
-                kernel_says_oom_killed(live->pid);
+                kernel_says_oom_killed(live->pid, live->proc_start_ticks);
     if (named) {
         char num[24];
         gmp_fmt_u64((uint64_t)live->pid, num);

@@ -293,13 +293,13 @@ static void expect_runtime_oom_killed(const char *name, const char *need, const 
         return;
     }
     snprintf(script, sizeof script,
-             "cd '%s' && timeout 120 \"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c "
+             "cd '%s' && timeout 50 \"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c "
              "'echo $$ > %s; exec %s' >/dev/null",
              paths.scratch, procs, cmd);
     run(script);
     rmdir(cg);
     if (ends_with_status(124)) {
-        print_message("SKIP  %s: the kernel did not OOM-kill within 120 s here\n", name);
+        print_message("SKIP  %s: the kernel did not OOM-kill within 50 s here\n", name);
         return;
     }
     if (!ends_with_status(137))
