@@ -349,6 +349,23 @@ uint64_t gmp_proc_start_ticks(int pid)
     return proc_stat_number(pid, 22);
 }
 
+uint64_t gmp_proc_start_and_state(int pid, char *state)
+{
+    char buf[1024];
+    const char *p = proc_stat_field(pid, 3, buf, sizeof buf);
+    *state = p ? *p : 0;
+    for (int f = 3; p && *p && f < 22; f++) { /* on to starttime, field 22 */
+        while (*p && *p != ' ')
+            p++;
+        while (*p == ' ')
+            p++;
+    }
+    uint64_t v = 0;
+    for (; p && *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
 /* Never a FIFO or a device: one of those named where a file was expected
  * would block the reader for ever or read without end. */
 static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_flags)

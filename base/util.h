@@ -93,6 +93,9 @@ GMP_HIDDEN int gmp_dir_foreach(int dirfd, gmp_dir_entry_fn fn, void *arg);
 /* The start time of process pid (0: this one) in clock ticks since boot,
  * field 22 of /proc/PID/stat; 0 when it cannot be read (no such process). */
 GMP_HIDDEN uint64_t gmp_proc_start_ticks(int pid);
+/* Both from one read of /proc/PID/stat: the start time, and the state
+ * letter in *state (0 when it cannot be read). */
+GMP_HIDDEN uint64_t gmp_proc_start_and_state(int pid, char *state);
 /* Its state letter in /proc/PID/stat ('R', 'S', 'Z' a zombie), 0 if none;
  * its parent's pid, 0 if unknown (pid 0: this process, for both). */
 GMP_HIDDEN char gmp_proc_state(int pid);

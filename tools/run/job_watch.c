@@ -26,6 +26,7 @@
 #include "job_watch.h"
 #include "job_output.h"
 
+#include "collector.h"
 #include "ring.h"
 #include "util.h"
 
@@ -63,15 +64,6 @@ void job_watch_init(const char *dir)
     gmp_strlcpy(job_dir, dir, sizeof job_dir);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     machine_total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-}
-
-static uint64_t read_u64_file(const char *dir, const char *name)
-{
-    char path[700], buf[64];
-    gmp_strjoin(path, sizeof path, dir, "/", name, (char *)NULL);
-    if (gmp_read_file(path, buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
-        return 0; /* "max", or nothing */
-    return strtoull(buf, NULL, 10);
 }
 
 static uint64_t rss_of(int pid)
@@ -169,12 +161,16 @@ static void sample(watched *w)
         return;
     uint64_t limit = 0, used = 0;
     if (w->cgroup_dir[0]) {
-        limit = read_u64_file(w->cgroup_dir, w->cgroup_version == 2 ? "memory.max"
-                                                                     : "memory.limit_in_bytes");
-        used = read_u64_file(w->cgroup_dir, w->cgroup_version == 2 ? "memory.current"
-                                                                    : "memory.usage_in_bytes");
+        char buf[64];
+        limit = gmp_file_value(w->cgroup_dir, w->cgroup_version == 2 ? "memory.max"
+                                                                      : "memory.limit_in_bytes",
+                               buf, sizeof buf);
+        used = gmp_file_value(w->cgroup_dir, w->cgroup_version == 2 ? "memory.current"
+                                                                     : "memory.usage_in_bytes",
+                              buf, sizeof buf);
+        used = used == GMP_UNKNOWN ? 0 : used;
     }
-    if (!limit || (machine_total && limit > machine_total))
+    if (!limit || limit == GMP_UNKNOWN || (machine_total && limit > machine_total))
         limit = machine_total; /* no limit of its own: the machine's */
     gmp_event ev = {.time_ns = now,
                     .type = GMP_EV_SAMPLE,
@@ -234,8 +230,8 @@ static void visit_children(int pid, int depth)
                 break;
             if (child == job_output_relay_pid())
                 continue; /* gmp-run's own, not the job's */
-            uint64_t ticks = gmp_proc_start_ticks(child);
-            char state = gmp_proc_state(child);
+            char state;
+            uint64_t ticks = gmp_proc_start_and_state(child, &state);
             if (state == 'Z') { /* dead, not reaped: kept for its reaper */
                 for (size_t i = 0; i < count; i++)
                     table[i].alive |= table[i].pid == child;
