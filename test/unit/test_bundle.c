@@ -500,6 +500,39 @@ static void test_sizes_past_int64_are_integers(void **state)
     if (strncmp(out, "[\n {\"seq\":0,", 12) || !strstr(out, "\"size\":18446744073709551612,") ||
         strstr(out, "e+19") || strcmp(out + strlen(out) - 4, "}\n]\n"))
         fail_msg("events --json:\n%s", out);
+    /* and every other output: the trace's args and triage's JSON carry the
+     * integer, the torch snapshot's pickle the same number */
+    char trace[4300];
+    snprintf(trace, sizeof trace, "%s/trace.json", dir);
+    const char *to_trace[] = {inspect_path(), "export", path, "--format", "trace-json", "-o",
+                              trace, NULL};
+    assert_int_equal(run_capture(to_trace, out, sizeof out, err, sizeof err), 0);
+    FILE *f = fopen(trace, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    if (!strstr(out, "\"size\":18446744073709551612,") || strstr(out, "e19") ||
+        strstr(out, "gmp-u64"))
+        fail_msg("trace-json:\n%s", out);
+    const char *triage[] = {inspect_path(), "triage", path, "--format", "json", NULL};
+    assert_int_equal(exit_code_of(run_capture(triage, out, sizeof out, err, sizeof err)), 3);
+    if (!strstr(out, "\"largest_request\": 18446744073709551612,"))
+        fail_msg("triage --format json:\n%s", out);
+    char pickle[4300];
+    snprintf(pickle, sizeof pickle, "%s/snap.pickle", dir);
+    const char *to_torch[] = {inspect_path(), "export", path, "--format", "torch-snapshot",
+                              "-o", pickle, NULL};
+    assert_int_equal(run_capture(to_torch, out, sizeof out, err, sizeof err), 0);
+    f = fopen(pickle, "rb");
+    assert_non_null(f);
+    n = fread(out, 1, sizeof out, f);
+    fclose(f);
+    /* LONG1 of 8 bytes: 0xfffffffffffffffc needs a ninth, the sign's */
+    static const unsigned char exact[] = {0x8a, 9,    0xfc, 0xff, 0xff, 0xff,
+                                          0xff, 0xff, 0xff, 0xff, 0};
+    if (!memmem(out, n, exact, sizeof exact))
+        fail_msg("the torch snapshot does not hold 2^64-4 as its size");
     gmp_recorder_destroy(rec);
     scratch_remove(dir);
 }

@@ -110,7 +110,7 @@ static char *cleaned(const char *s, size_t n)
 
 void json_clean_strings(json_t *v)
 {
-    if (json_is_string(v)) {
+    if (json_is_string(v) && !json_is_wide_size(v, NULL)) { /* the reader's own mark stays */
         char *c = cleaned(json_string_value(v), json_string_length(v));
         if (c)
             json_string_set(v, c);
@@ -140,7 +140,7 @@ void json_clean_strings(json_t *v)
 
 int print_json(json_t *doc)
 {
-    int bad = !doc || json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0 ||
+    int bad = !doc || json_dumpf_exact(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0 ||
               putchar('\n') == EOF;
     json_decref(doc);
     return bad ? -1 : 0;

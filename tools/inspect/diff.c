@@ -14,7 +14,7 @@
 
 typedef struct facts {
     char reason[200], api[64], site[320];
-    int64_t size;
+    char size[32]; /* the failed request's, or "-" */
     int npeaks;
     char where[MAX_PEAKS][48];
     int64_t peak[MAX_PEAKS];
@@ -27,8 +27,11 @@ static void read_facts(bundle *b, facts *f)
     json_t *md = b->metadata, *fr = json_object_get(md, "failed_request");
     snprintf(f->reason, sizeof f->reason, "%s", (s = jstr(md, "reason")) ? s : "?");
     snprintf(f->api, sizeof f->api, "%s", (s = jstr(fr, "api")) ? s : "-");
-    f->size = -1;
-    jint(fr, "size", &f->size);
+    uint64_t size;
+    if (ju64(fr, "size", &size))
+        snprintf(f->size, sizeof f->size, "-");
+    else
+        fmt_bytes(size, f->size, sizeof f->size);
     size_t i;
     json_t *ev;
     event_foreach(&b->events, i, ev) {
@@ -140,10 +143,8 @@ int cmd_diff(int argc, char **argv)
     int n = 0;
     n += line_if_differs("reason", fa.reason, fb.reason);
     n += line_if_differs("failed API", fa.api, fb.api);
+    n += line_if_differs("request", fa.size, fb.size);
     char sa[32], sb[32];
-    bytes_or_dash(fa.size, sa, sizeof sa);
-    bytes_or_dash(fb.size, sb, sizeof sb);
-    n += line_if_differs("request", sa, sb);
     for (int i = 0; i < fa.npeaks; i++) {
         int64_t other = -1;
         for (int k = 0; k < fb.npeaks; k++)

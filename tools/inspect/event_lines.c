@@ -97,7 +97,7 @@ void print_event(json_t *ev, int is_failure)
     json_object_foreach(ev, key, val) {
         if (is_known(key))
             continue;
-        char *txt = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
+        char *txt = json_text_exact(val, JSON_ENCODE_ANY | JSON_COMPACT);
         printf("  ");
         print_clean(stdout, key, 40);
         putchar('=');

@@ -25,7 +25,8 @@ typedef struct cursor {
     size_t len, pos;
     event_list *list;
     const char *failed_api; /* the failed request, to find its event */
-    int64_t failed_size;
+    uint64_t failed_size; /* with has_failed_size */
+    int has_failed_size;
     json_t *failed_time; /* its event's timestamp (newer bundles): that event alone */
     size_t last_oom;
     char *err;
@@ -131,13 +132,13 @@ static void note_event(cursor *c, json_t *ev, size_t i)
     if (!type || strcmp(type, "oom"))
         return;
     c->last_oom = i;
-    int64_t size;
+    uint64_t size;
     if (!c->failed_api || !api || strcmp(api, c->failed_api))
         return;
     if (c->failed_time) {
         if (json_equal(json_object_get(ev, "timestamp"), c->failed_time))
             l->failure = i;
-    } else if (!jint(ev, "size", &size) && size == c->failed_size) {
+    } else if (c->has_failed_size && !ju64(ev, "size", &size) && size == c->failed_size) {
         l->failure = i;
     }
 }
@@ -228,12 +229,11 @@ int events_load_at(int dirfd, event_list *l, json_t *failed_request, char *err,
                 .len = len,
                 .list = l,
                 .failed_api = jstr(failed_request, "api"),
-                .failed_size = -1,
                 .failed_time = json_is_number(failed_time) ? failed_time : NULL,
                 .last_oom = SIZE_MAX,
                 .err = why,
                 .err_cap = sizeof why};
-    jint(failed_request, "size", &c.failed_size);
+    c.has_failed_size = ju64(failed_request, "size", &c.failed_size) == 0;
     int found = 0, rc = 0;
     skip_space(&c);
     if (c.pos < len && text[c.pos] == '[') {
@@ -322,6 +322,14 @@ int event_print_raw(const event_list *l, size_t i, FILE *out)
         } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
             continue;
         } else if (c == '"') {
+            size_t digits, end = json_wide_size_end(t, l->len, p, &digits);
+            if (end) { /* a size past int64, as it was written */
+                fwrite(t + digits, 1, end - 1 - digits, out);
+                p = end - 1;
+                if (depth == 0)
+                    break;
+                continue;
+            }
             in_string = 1;
         } else if (c == '{' || c == '[') {
             depth++;

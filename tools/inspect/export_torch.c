@@ -34,8 +34,8 @@
 /* What the replay knows of one address of one slot: live now, or seen
  * and gone (never removed, so the table needs no tombstones). */
 typedef struct held {
-    uint64_t addr;
-    int64_t size, stack;
+    uint64_t addr, size;
+    int64_t stack;
     int slot;   /* within its process */
     int state;  /* 0 empty, 1 live, 2 seen and gone */
     int mapped; /* a cuMemMap range: its segment is mapped, not allocated */
@@ -45,8 +45,8 @@ typedef struct held {
 typedef struct end_segment {
     const torch_source *src;
     int slot, mapped;
-    uint64_t addr;
-    int64_t size, stack;
+    uint64_t addr, size;
+    int64_t stack;
 } end_segment;
 
 typedef struct torch_ctx {
@@ -175,7 +175,7 @@ static int64_t device_free(torch_ctx *c, json_t *ev)
 
 /* One trace entry: the event's time; size and frames (a stack id, or the
  * failure's) as the replay decided. */
-static void entry(torch_ctx *c, const char *action, json_t *ev, uint64_t addr, int64_t size,
+static void entry(torch_ctx *c, const char *action, json_t *ev, uint64_t addr, uint64_t size,
                   int64_t stack, int is_failure)
 {
     double t = 0;
@@ -188,7 +188,7 @@ static void entry(torch_ctx *c, const char *action, json_t *ev, uint64_t addr, i
     pickle_key(&c->p, "addr");
     pickle_uint(&c->p, addr);
     pickle_key(&c->p, "size");
-    pickle_int(&c->p, size > 0 ? size : 0);
+    pickle_uint(&c->p, size);
     pickle_key(&c->p, "stream");
     pickle_int(&c->p, 0);
     pickle_key(&c->p, "time_us");
@@ -247,7 +247,7 @@ static held *held_find(torch_ctx *c, int slot, uint64_t addr, int add)
     return &c->table[k];
 }
 
-static void end_add(torch_ctx *c, int slot, int mapped, uint64_t addr, int64_t size,
+static void end_add(torch_ctx *c, int slot, int mapped, uint64_t addr, uint64_t size,
                     int64_t stack)
 {
     if (c->nends == c->ends_cap) {
@@ -270,8 +270,9 @@ static void device_entry(torch_ctx *c, int slot, json_t *ev, int is_failure)
     const char *hex = jstr(ev, "address");
     if (!type)
         return;
-    int64_t size = 0, stack = 0;
-    jint(ev, "size", &size);
+    int64_t stack = 0;
+    uint64_t size = 0;
+    ju64(ev, "size", &size);
     jint(ev, "stack_id", &stack);
     if (!strcmp(type, "oom")) {
         entry(c, "oom", ev, hex ? strtoull(hex, NULL, 16) : 0, size, stack, is_failure);
@@ -351,8 +352,9 @@ static void ends_before_the_trace(torch_ctx *c)
     json_t *a;
     json_array_foreach(json_object_get(held_doc, "allocations"), i, a) {
         const char *hex = jstr(a, "address"); /* a cuMemCreate handle has none */
-        int64_t size = 0, stack = 0;
-        jint(a, "size", &size);
+        int64_t stack = 0;
+        uint64_t size = 0;
+        ju64(a, "size", &size);
         jint(a, "stack_id", &stack);
         int slot = slot_of(c->src, a, "device");
         if (!hex || slot < 0 || slot >= c->src->ngpu + c->src->has_host)
@@ -377,7 +379,7 @@ static void segment(torch_ctx *c, const end_segment *e)
                                         "requested_size"};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         pickle_key(p, sizes[k]);
-        pickle_int(p, e->size);
+        pickle_uint(p, e->size);
     }
     pickle_key(p, "stream");
     pickle_int(p, 0);
@@ -397,9 +399,9 @@ static void segment(torch_ctx *c, const end_segment *e)
     pickle_key(p, "address");
     pickle_uint(p, e->addr);
     pickle_key(p, "size");
-    pickle_int(p, e->size);
+    pickle_uint(p, e->size);
     pickle_key(p, "requested_size");
-    pickle_int(p, e->size);
+    pickle_uint(p, e->size);
     pickle_key(p, "state");
     pickle_str(p, "active_allocated");
     pickle_key(p, "frames");

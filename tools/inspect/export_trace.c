@@ -39,7 +39,7 @@ static void emit(trace_out *o, json_t *ev)
     if (!ev)
         return;
     fputs(o->count++ ? ",\n" : "\n", o->f);
-    json_dumpf(ev, o->f, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_dumpf_exact(ev, o->f, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref(ev);
 }
 

@@ -94,18 +94,29 @@ const char *bundle_host(bundle *b);
 /* Field helpers that tolerate any JSON type. */
 const char *jstr(json_t *obj, const char *key);        /* NULL unless a string */
 int jint(json_t *obj, const char *key, int64_t *out);  /* 0 when an integer */
-/* 0 when a size: an integer of 0 or more, past INT64_MAX too (up to 2^64-1,
- * read as a real by json_text_widen_integers: exact to a double's 53 bits) */
+/* wide_sizes.c: sizes to 2^64-1, past jansson's int64.  Reading, an integer
+ * in (2^63-1, 2^64-1] becomes a marked string (json_is_wide_size) and one
+ * past that a real; ju64 reads all three, and json_text_exact writes the
+ * marked strings back as the integers they were. */
+/* 0 when a size: an integer of 0 or more, marked or not, or a real. */
 int ju64(json_t *obj, const char *key, uint64_t *out);
-/* A size as a JSON value ju64 reads back: an integer, a real past INT64_MAX. */
+/* A size as a JSON value ju64 and json_text_exact read back exactly. */
 json_t *json_u64(uint64_t v);
-/* Our writer's integers go to 2^64-1; jansson holds int64: text with any
- * integer past it gets ".0" after each such (a new buffer; text is freed),
- * else text itself.  *len is updated. */
+/* 1 when v is a size past INT64_MAX as the reader marks it; *out (if not
+ * NULL) its value. */
+int json_is_wide_size(json_t *v, uint64_t *out);
+/* text with each integer past int64 marked or widened (a new buffer; text
+ * is freed), else text itself.  *len is updated. */
 char *json_text_widen_integers(char *text, size_t *len);
 /* Where the integer of a number token at text[i] ends when the token is one
  * that json_text_widen_integers widened (its ".0" follows), else 0. */
 size_t json_widened_integer_end(const char *text, size_t len, size_t i);
+/* Where a marked string token at text[i] ends (past its closing quote), its
+ * digits from *digits_at; 0 when there is none. */
+size_t json_wide_size_end(const char *text, size_t len, size_t i, size_t *digits_at);
+/* json_dumps, each marked size as its integer (free it); json_dumpf so. */
+char *json_text_exact(json_t *v, size_t flags);
+int json_dumpf_exact(json_t *v, FILE *f, size_t flags);
 
 void fmt_bytes(uint64_t v, char *out, size_t cap);
 

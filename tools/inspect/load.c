@@ -73,83 +73,6 @@ char *read_file_at(int dirfd, const char *name, size_t max_bytes, size_t *len_ou
     return buf;
 }
 
-/* Where a number token that starts at text[i] ends, when it is an integer
- * past what jansson holds (int64: 2^63-1, or -2^63); 0 otherwise. */
-static size_t wide_integer_end(const char *text, size_t len, size_t i)
-{
-    int negative = text[i] == '-';
-    size_t d = i + negative, end = d;
-    while (end < len && text[end] >= '0' && text[end] <= '9')
-        end++;
-    size_t digits = end - d;
-    if (!digits || (end < len && (text[end] == '.' || text[end] == 'e' || text[end] == 'E')))
-        return 0;
-    const char *limit = negative ? "9223372036854775808" : "9223372036854775807";
-    return digits > 19 || (digits == 19 && memcmp(text + d, limit, 19) > 0) ? end : 0;
-}
-
-size_t json_widened_integer_end(const char *text, size_t len, size_t i)
-{
-    size_t digits = i + (text[i] == '-'), end = digits;
-    while (end < len && text[end] >= '0' && text[end] <= '9')
-        end++;
-    if (end + 2 > len || text[end] != '.' || text[end + 1] != '0' ||
-        (end + 2 < len && strchr("0123456789eE", text[end + 2])))
-        return 0;
-    const char *limit = text[i] == '-' ? "9223372036854775808" : "9223372036854775807";
-    size_t n = end - digits;
-    return n > 19 || (n == 19 && memcmp(text + digits, limit, 19) > 0) ? end : 0;
-}
-
-/* text with ".0" after each integer past int64, into out (n + 2 per such
- * number); with out NULL, only how long that would be. */
-static size_t widen(const char *text, size_t n, char *out)
-{
-    size_t o = 0;
-    int in_string = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = text[i];
-        size_t end = 0;
-        if (in_string) {
-            if (c == '\\' && i + 1 < n)
-                end = i + 2; /* the escaped character with it */
-            else if (c == '"')
-                in_string = 0;
-        } else if (c == '"') {
-            in_string = 1;
-        } else if ((c == '-' || (c >= '0' && c <= '9')) &&
-                   (i == 0 || strchr(" \t\r\n:,[", text[i - 1]))) {
-            end = wide_integer_end(text, n, i);
-        }
-        size_t take = end ? end - i : 1;
-        if (out)
-            memcpy(out + o, text + i, take);
-        o += take;
-        if (end && !in_string) {
-            if (out)
-                memcpy(out + o, ".0", 2);
-            o += 2;
-        }
-        i += take - 1;
-    }
-    return o;
-}
-
-char *json_text_widen_integers(char *text, size_t *len)
-{
-    size_t wide_len = widen(text, *len, NULL);
-    if (wide_len == *len)
-        return text;
-    char *wide = malloc(wide_len + 1);
-    if (!wide)
-        return text; /* jansson then says "too big integer" */
-    widen(text, *len, wide);
-    wide[wide_len] = '\0';
-    free(text);
-    *len = wide_len;
-    return wide;
-}
-
 json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
                      size_t err_cap)
 {
@@ -184,26 +107,6 @@ const char *jstr(json_t *obj, const char *key)
 {
     json_t *v = json_object_get(obj, key);
     return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-json_t *json_u64(uint64_t v)
-{
-    return v > (uint64_t)INT64_MAX ? json_real((double)v) : json_integer((json_int_t)v);
-}
-
-int ju64(json_t *obj, const char *key, uint64_t *out)
-{
-    json_t *v = json_object_get(obj, key);
-    if (json_is_integer(v) && json_integer_value(v) >= 0) {
-        *out = (uint64_t)json_integer_value(v);
-        return 0;
-    }
-    if (json_is_real(v) && json_real_value(v) >= 0) { /* past INT64_MAX, as load.c reads it */
-        double d = json_real_value(v);
-        *out = d >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)d;
-        return 0;
-    }
-    return -1;
 }
 
 int jint(json_t *obj, const char *key, int64_t *out)

@@ -71,9 +71,13 @@ static void xml_text(FILE *f, const char *s)
 static int num(json_t *o, const char *key, double *out)
 {
     json_t *v = json_object_get(o, key);
-    if (!json_is_number(v))
+    uint64_t wide;
+    if (json_is_wide_size(v, &wide))
+        *out = (double)wide;
+    else if (json_is_number(v))
+        *out = json_number_value(v);
+    else
         return -1;
-    *out = json_number_value(v);
     return isfinite(*out) ? 0 : -1;
 }
 

@@ -200,7 +200,9 @@ static void print_custom(json_t *md)
     json_t *val;
     int first = 1;
     json_object_foreach(cm, key, val) {
-        char *txt = json_is_string(val) ? NULL : json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
+        char *txt = json_is_string(val) && !json_is_wide_size(val, NULL)
+                        ? NULL
+                        : json_text_exact(val, JSON_ENCODE_ANY | JSON_COMPACT);
         printf("%s", first ? "" : ", ");
         print_clean(stdout, key, 60);
         putchar('=');

@@ -33,7 +33,8 @@ typedef struct group {
     char backend[32], api[64], reason[200], site[320];
     long count;
     char first[40], last[40];
-    int64_t largest;
+    uint64_t largest; /* with has_largest */
+    int has_largest;
     name_set ranks, hosts;
     char example[4096];
 } group;
@@ -136,7 +137,6 @@ static void add_bundle(const char *path, void *arg)
         snprintf(g->reason, sizeof g->reason, "%s", reason);
         snprintf(g->site, sizeof g->site, "%s", site);
         snprintf(g->example, sizeof g->example, "%s", path);
-        g->largest = -1;
     }
     g->count++;
     const char *when = jstr(b.manifest, "created_at_utc");
@@ -144,9 +144,11 @@ static void add_bundle(const char *path, void *arg)
         snprintf(g->first, sizeof g->first, "%s", when);
     if (when && strcmp(when, g->last) > 0)
         snprintf(g->last, sizeof g->last, "%s", when);
-    int64_t size;
-    if (!jint(fr, "size", &size) && size > g->largest)
+    uint64_t size;
+    if (!ju64(fr, "size", &size) && (!g->has_largest || size > g->largest)) {
         g->largest = size;
+        g->has_largest = 1;
+    }
     add_name(&g->ranks, bundle_rank(&b));
     add_name(&g->hosts, bundle_host(&b));
     bundle_close(&b);
@@ -184,8 +186,8 @@ typedef struct cells {
 static void cells_of(const group *g, cells *c)
 {
     snprintf(c->big, sizeof c->big, "-");
-    if (g->largest >= 0)
-        fmt_bytes((uint64_t)g->largest, c->big, sizeof c->big);
+    if (g->has_largest)
+        fmt_bytes(g->largest, c->big, sizeof c->big);
     join(&g->ranks, c->ranks, sizeof c->ranks);
     join(&g->hosts, c->hosts, sizeof c->hosts);
 }
@@ -262,7 +264,7 @@ static void print_triage_json(const triage *t)
         json_object_set_new(o, "first_seen", json_string(g->first));
         json_object_set_new(o, "last_seen", json_string(g->last));
         json_object_set_new(o, "largest_request",
-                            g->largest >= 0 ? json_integer(g->largest) : json_null());
+                            g->has_largest ? json_u64(g->largest) : json_null());
         json_object_set_new(o, "ranks", names_json(&g->ranks));
         json_object_set_new(o, "hosts", names_json(&g->hosts));
         json_object_set_new(o, "example", json_string(g->example));

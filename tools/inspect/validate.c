@@ -54,7 +54,7 @@ static int kind_ok(json_t *v, enum kind k)
     switch (k) {
     case K_STRING: return json_is_string(v);
     case K_STRING_OR_NULL: return json_is_string(v) || json_is_null(v);
-    case K_INT: return json_is_integer(v) && json_integer_value(v) >= 0;
+    case K_INT: return (json_is_integer(v) && json_integer_value(v) >= 0) || json_is_wide_size(v, NULL);
     case K_OBJECT: return json_is_object(v);
     case K_OBJECT_OR_NULL: return json_is_object(v) || json_is_null(v);
     default: return json_is_array(v);
