@@ -292,6 +292,10 @@ typedef struct gmp_failed_request {
     /* the time of its "oom" event (CLOCK_REALTIME), which names that event
      * among retries of the same size; 0: not known */
     uint64_t time_ns;
+    /* the process's address space when it failed (VmSize), which RLIMIT_AS
+     * limits; read then, not when the bundle is written, after the program
+     * let go of memory; 0: not known */
+    uint64_t vm_size;
 } gmp_failed_request;
 
 /* A device's memory as the process saw it (its own context's view), and

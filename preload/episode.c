@@ -343,6 +343,20 @@ static void ensure_watcher(void)
         __atomic_store_n(&watcher_started, 0, __ATOMIC_RELEASE);
 }
 
+/* VmSize from /proc/self/statm (its first field, in pages), or 0: what
+ * RLIMIT_AS counts, at the failure itself.  A read, no allocation. */
+static uint64_t address_space_now(void)
+{
+    char buf[96];
+    if (gmp_read_file("/proc/self/statm", buf, sizeof buf) <= 0)
+        return 0;
+    uint64_t pages = 0;
+    for (const char *p = buf; *p >= '0' && *p <= '9' && pages < (UINT64_MAX >> 16); p++)
+        pages = pages * 10 + (uint64_t)(*p - '0');
+    long page = sysconf(_SC_PAGESIZE);
+    return pages * (uint64_t)(page > 0 ? page : 4096);
+}
+
 /* The request whose bundle was just written, asked for again. */
 static int is_retry_of_written(episode *ep, gmp_api api, uint64_t size)
 {
@@ -362,7 +376,10 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
                     0, size, (int32_t)code, in_use);
     if (!c.is_oom)
         return;
-    gmp_failed_request f = {1, api, size, device, code, in_use, 0, {0}, now};
+    gmp_failed_request f = {.present = 1, .api = api, .size = size, .device = device,
+                            .code = code, .in_use = in_use, .time_ns = now};
+    if (backend == GMP_BACKEND_CPU)
+        f.vm_size = address_space_now();
     f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);
     gmp_pl_probe_python(); /* now, not in the signal handler a crash may bring */
     note_recent(backend, &f);

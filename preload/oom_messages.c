@@ -26,6 +26,9 @@
  * its own, and the printed one becomes its python_traceback.txt (given to
  * the open episode, added to the bundle just written, or to the message's
  * own bundle).
+ * A line right after one that was taken, with PostgreSQL's "DETAIL:" in it
+ * ("Failed on request of size 100663296 in memory context ..."), joins that
+ * one's message: the program's own account of its failed request.
  * Lines are handled by one thread at a time (a busy flag: a concurrent line
  * is skipped, never waited for).
  */
@@ -305,10 +308,40 @@ static int write_bundle(const exception_text *t, const char *pattern, const char
     return written;
 }
 
+/* The message just taken, and where it went: a DETAIL line that follows
+ * joins it there. */
+static exception_text taken;
+static enum { TAKEN_NONE, TAKEN_PENDING, TAKEN_BUNDLE } taken_to;
+
+static int joined_detail(const char *line)
+{
+    int to = taken_to;
+    taken_to = TAKEN_NONE;
+    const char *detail = to ? strstr(line, "DETAIL:  ") : NULL;
+    if (!detail)
+        return 0;
+    size_t n = strlen(taken.said.message);
+    if (n + 2 < sizeof taken.said.message) {
+        taken.said.message[n] = ' ';
+        gmp_strlcpy(taken.said.message + n + 1, detail, sizeof taken.said.message - n - 1);
+        gmp_redact_text(taken.said.message, strlen(taken.said.message));
+    }
+    if (to == TAKEN_PENDING && pending.level) {
+        pending.said = taken.said;
+    } else if (to == TAKEN_BUNDLE && last_bundle[0]) {
+        gmp_bundle_patch_exception(last_bundle, taken.said.type[0] ? taken.said.type : NULL,
+                                   taken.said.module[0] ? taken.said.module : NULL,
+                                   taken.said.message, patch_buf, sizeof patch_buf);
+    }
+    return 1;
+}
+
 static void on_line(const char *line)
 {
     if (!strncmp(line, "gpumemprof: ", 12))
         return; /* our own */
+    if (joined_detail(line))
+        return;
     traceback_line(line);
     if (traceback_state == 1)
         return; /* a frame or source line ("raise OutOfMemoryError(...)"): the
@@ -337,6 +370,8 @@ static void on_line(const char *line)
         if (t.level > pending.level) {
             pending.said = t.said;
             __atomic_store_n(&pending.level, t.level, __ATOMIC_RELAXED);
+            taken = t;
+            taken_to = TAKEN_PENDING;
         }
         pending_traceback |= with_traceback;
         return;
@@ -349,8 +384,11 @@ static void on_line(const char *line)
         if (t.level > last_bundle_level &&
             gmp_bundle_patch_exception(last_bundle, t.said.type[0] ? t.said.type : NULL,
                                        t.said.module[0] ? t.said.module : NULL, t.said.message,
-                                       patch_buf, sizeof patch_buf) == 0)
+                                       patch_buf, sizeof patch_buf) == 0) {
             last_bundle_level = t.level;
+            taken = t;
+            taken_to = TAKEN_BUNDLE;
+        }
         return;
     }
     if (!with_traceback)

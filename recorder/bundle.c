@@ -128,6 +128,8 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
             gmp_jw_key(w, "timestamp");
             gmp_jw_seconds(w, req->failed.time_ns);
         }
+        if (req->failed.vm_size)
+            gmp_jw_ku64(w, "vm_size", req->failed.vm_size);
         gmp_jw_key(w, "stack");
         gmp_jw_arr_begin(w);
         for (uint32_t i = 0; i < req->failed.stack_depth && i < GMP_STACK_MAX; i++)

@@ -96,6 +96,16 @@ GMP_HIDDEN int gmp_bundle_patch_program(const char *bundle, const char *type,
  * 0, or -1 with the file untouched (a bundle without the key too). */
 GMP_HIDDEN int gmp_bundle_patch_outcome(const char *bundle, const gmp_outcome *outcome, char *buf,
                                         size_t cap);
+/* The bundles in dump_dir of process pid (started at start_ns, realtime)
+ * that still say "running", rewritten with how it ended: a death it never
+ * saw (SIGKILL), written up afterwards in the bundle named death_bundle,
+ * which their outcome names (the failure they tell was not the death).
+ * With outcome NULL, only looked for: *newest_ns (if not NULL) the newest
+ * one's time (its directory's mtime).  Ours only (the euid's);
+ * allocates.  The number rewritten (or found), or -1. */
+GMP_HIDDEN int gmp_bundle_patch_ended(const char *dump_dir, int pid, uint64_t start_ns,
+                                      const gmp_outcome *outcome, const char *death_bundle,
+                                      uint64_t *newest_ns);
 /* The "outcome" value: {"state":"running"}, {"state":"exited","exit_status":N},
  * {"state":"killed","signal":"SIGKILL"} or {"state":"gone"}. */
 GMP_HIDDEN void gmp_bundle_write_outcome(gmp_jw *w, const gmp_outcome *outcome);

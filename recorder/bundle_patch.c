@@ -3,7 +3,9 @@
  * (and the context and custom metadata, when the program itself reports
  * the exception), says how its process ended once it has (the outcome),
  * and adds a file to one (the Python traceback a framework printed after
- * it).
+ * it).  A process killed by a signal it never sees (SIGKILL) cannot say
+ * how it ended: whoever writes its death up afterwards (gmp-run, recover)
+ * says it in the bundles it wrote while it ran (gmp_bundle_patch_ended).
  *
  * A framework's own message ("torch.OutOfMemoryError: CUDA out of memory.
  * Tried to allocate ...") often reaches stderr just after the failing call
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TMP_NAME ".metadata.json.tmp"
@@ -209,7 +212,9 @@ int gmp_bundle_patch_exception(const char *bundle, const char *type, const char 
     return gmp_bundle_patch_program(bundle, type, module, message, NULL, NULL, buf, cap);
 }
 
-void gmp_bundle_write_outcome(gmp_jw *w, const gmp_outcome *o)
+/* death_bundle: the name of the bundle that tells the death, when another
+ * does (a kill written up afterwards) */
+static void write_outcome(gmp_jw *w, const gmp_outcome *o, const char *death_bundle)
 {
     gmp_jw_obj_begin(w);
     if (o->state == GMP_OUTCOME_EXITED) {
@@ -226,20 +231,33 @@ void gmp_bundle_write_outcome(gmp_jw *w, const gmp_outcome *o)
     } else {
         gmp_jw_kstr(w, "state", "running");
     }
+    if (death_bundle)
+        gmp_jw_kstr(w, "death_bundle", death_bundle);
     gmp_jw_obj_end(w);
+}
+
+void gmp_bundle_write_outcome(gmp_jw *w, const gmp_outcome *o)
+{
+    write_outcome(w, o, NULL);
+}
+
+static int patch_outcome(const char *bundle, const gmp_outcome *outcome,
+                         const char *death_bundle, char *buf, size_t cap)
+{
+    char json[512];
+    gmp_jw w;
+    gmp_jw_init(&w, -1, json, sizeof json);
+    write_outcome(&w, outcome, death_bundle);
+    if (gmp_jw_finish(&w) != 0)
+        return -1;
+    field_patch p = {"outcome", json, 0, 0};
+    return patch_metadata(bundle, &p, 1, buf, cap);
 }
 
 int gmp_bundle_patch_outcome(const char *bundle, const gmp_outcome *outcome, char *buf,
                              size_t cap)
 {
-    char json[96];
-    gmp_jw w;
-    gmp_jw_init(&w, -1, json, sizeof json);
-    gmp_bundle_write_outcome(&w, outcome);
-    if (gmp_jw_finish(&w) != 0)
-        return -1;
-    field_patch p = {"outcome", json, 0, 0};
-    return patch_metadata(bundle, &p, 1, buf, cap);
+    return patch_outcome(bundle, outcome, NULL, buf, cap);
 }
 
 int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, size_t len,
@@ -307,4 +325,72 @@ int gmp_bundle_attach(const char *bundle, const char *name, const char *data, si
     free(buf);
     errno = saved;
     return rc;
+}
+
+typedef struct ended_scan {
+    const char *dump_dir;
+    char tag[32];     /* "_<pid>_", as the name holds the pid */
+    time_t since;     /* the process's start, in seconds */
+    const gmp_outcome *outcome;
+    const char *death_bundle;
+    char *buf;
+    size_t cap;
+    int patched;         /* or, with no outcome, found */
+    uint64_t newest_ns;  /* the newest found's directory's mtime */
+} ended_scan;
+
+static int patch_if_running(int dirfd, const char *name, void *arg)
+{
+    ended_scan *e = arg;
+    /* "oom_dump_<stamp>_<pid>_...": the pid right after the stamp */
+    const char *stamp_end = !strncmp(name, "oom_dump_", 9) ? strchr(name + 9, '_') : NULL;
+    struct stat st;
+    if (!stamp_end || strncmp(stamp_end, e->tag, strlen(e->tag)) ||
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || st.st_mtime < e->since)
+        return 0;
+    int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = bfd < 0 ? -1 : openat(bfd, "metadata.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, e->buf, e->cap - 1);
+    if (fd >= 0)
+        close(fd);
+    if (bfd >= 0)
+        close(bfd);
+    if (n <= 0)
+        return 0;
+    e->buf[n] = '\0';
+    char path[GMP_PATH_MAX];
+    if (!strstr(e->buf, "\"outcome\":{\"state\":\"running\"}"))
+        return 0;
+    if (!e->outcome) {
+        uint64_t at = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+        e->newest_ns = at > e->newest_ns ? at : e->newest_ns;
+        e->patched++;
+    } else if (gmp_strjoin(path, sizeof path, e->dump_dir, "/", name, (char *)NULL) == 0 &&
+               patch_outcome(path, e->outcome, e->death_bundle, e->buf, e->cap) == 0) {
+        e->patched++;
+    }
+    return 0;
+}
+
+int gmp_bundle_patch_ended(const char *dump_dir, int pid, uint64_t start_ns,
+                           const gmp_outcome *outcome, const char *death_bundle,
+                           uint64_t *newest_ns)
+{
+    ended_scan e = {.dump_dir = dump_dir, .since = (time_t)(start_ns / 1000000000u),
+                    .outcome = outcome, .death_bundle = death_bundle, .cap = 128 * 1024};
+    char num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(e.tag, sizeof e.tag, "_", num, "_", (char *)NULL);
+    int dirfd = pid > 0 ? open(dump_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (dirfd < 0)
+        return -1;
+    e.buf = malloc(e.cap);
+    if (e.buf)
+        gmp_dir_foreach(dirfd, patch_if_running, &e);
+    free(e.buf);
+    close(dirfd);
+    if (newest_ns)
+        *newest_ns = e.newest_ns;
+    return e.buf ? e.patched : -1;
 }

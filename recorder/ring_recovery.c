@@ -313,8 +313,13 @@ static int read_story(const gmp_event *ev, void *arg)
     if (ev->backend != GMP_BACKEND_CPU && ev->backend < GMP_BACKEND_COUNT)
         s->gpu_backend = (gmp_backend)ev->backend;
     if (ev->type == GMP_EV_OOM) {
-        s->failed = (gmp_failed_request){1, (gmp_api)ev->api, ev->size, ev->device,
-                                         ev->result, ev->in_use, 0, {0}, ev->time_ns};
+        s->failed = (gmp_failed_request){.present = 1,
+                                         .api = (gmp_api)ev->api,
+                                         .size = ev->size,
+                                         .device = ev->device,
+                                         .code = ev->result,
+                                         .in_use = ev->in_use,
+                                         .time_ns = ev->time_ns};
         s->failed_stack_id = ev->stack_id;
         s->failed_backend = ev->backend < GMP_BACKEND_COUNT ? (gmp_backend)ev->backend
                                                             : GMP_BACKEND_CPU;
@@ -504,6 +509,24 @@ static int recover_one(int dirfd, const char *name, void *arg)
         return 0;
     }
 
+    char dump_dir[GMP_PATH_MAX];
+    if (rc->opt->dump_dir)
+        gmp_strlcpy(dump_dir, rc->opt->dump_dir, sizeof dump_dir);
+    else if (ours)
+        copy_bounded(dump_dir, sizeof dump_dir, live->config.dump_dir,
+                     sizeof live->config.dump_dir);
+    else if (!getcwd(dump_dir, sizeof dump_dir) ||
+             gmp_strlcat(dump_dir, "/oom_dumps", sizeof dump_dir) < 0)
+        dump_dir[0] = '\0';
+    /* A failure the process wrote up itself while it ran, and went on
+     * from: that bundle tells it, and this one only the death. */
+    uint64_t told_ns = 0;
+    if (story.failed.present && dump_dir[0] == '/' &&
+        gmp_bundle_patch_ended(dump_dir, live->pid, live->start_time_ns, NULL, NULL,
+                               &told_ns) > 0 &&
+        story.failed.time_ns <= told_ns)
+        story.failed.present = 0;
+
     char command[256], pidtext[24], message[1024];
     copy_bounded(command, sizeof command, live->cmdline, sizeof live->cmdline);
     for (char *c = command; *c; c++)
@@ -529,16 +552,8 @@ static int recover_one(int dirfd, const char *name, void *arg)
                     pattern ? pattern : "out of memory", (char *)NULL);
     }
 
-    char context[GMP_CONTEXT_MAX], dump_dir[GMP_PATH_MAX];
+    char context[GMP_CONTEXT_MAX];
     copy_bounded(context, sizeof context, live->config.context, sizeof live->config.context);
-    if (rc->opt->dump_dir)
-        gmp_strlcpy(dump_dir, rc->opt->dump_dir, sizeof dump_dir);
-    else if (ours)
-        copy_bounded(dump_dir, sizeof dump_dir, live->config.dump_dir,
-                     sizeof live->config.dump_dir);
-    else if (!getcwd(dump_dir, sizeof dump_dir) ||
-             gmp_strlcat(dump_dir, "/oom_dumps", sizeof dump_dir) < 0)
-        dump_dir[0] = '\0';
     gmp_dump_request req = {
         .reason = words ? words_reason : signame,
         .exception_type = named ? "oom_killer" : words ? NULL : signame,
@@ -577,9 +592,12 @@ static int recover_one(int dirfd, const char *name, void *arg)
     uint32_t max_dumps = ours ? live->config.max_dumps : rc->opt->max_dumps;
     uint64_t max_mb = ours ? live->config.max_total_mb : rc->opt->max_total_mb;
     int pid = live->pid;
+    uint64_t started = live->start_time_ns;
     gmp_ring_close(&ring, 0);
     if (!ok)
         return 0;
+    /* a failure it survived was written up while it ran: now it has ended */
+    gmp_bundle_patch_ended(dump_dir, pid, started, &req.outcome, bname, NULL);
     unlinkat(dirfd, name, 0);
     twins.remove_proxies = 1; /* written up from its own ring: no proxy stands in */
     scan_twins(dirfd, &twins);

@@ -4,7 +4,10 @@
  * process ends: python3 that catches its MemoryError and exits 0 survived
  * (show says so first, triage passes it), one that lets it go died with 1
  * (triage fails), a bundle read while its process still runs says so, and a
- * forked child's exit never speaks for its parent's bundle.
+ * forked child's exit never speaks for its parent's bundle.  A process
+ * killed by SIGKILL after a failure it went on from: whoever writes up the
+ * kill (gmp-run) says it in the failure's bundle too, and the kill's own
+ * bundle does not tell the failure again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,6 +130,42 @@ static void test_forked_child_does_not_speak_for_its_parent(void **state)
     assert_string_equal(outcome_of_the_bundle(), "running");
 }
 
+/* Under gmp-run, the same: a caught failure, then a kill -9 of its own.
+ * Two bundles, neither an out-of-memory death: the failure's says the
+ * process survived it and was killed later, naming the kill's bundle; the
+ * kill's is a SIGKILL with nothing tying it to memory.  triage passes. */
+static void test_killed_later_said_in_the_failure_bundle(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export GMP_WATCHDOG=0 GMP_OOM_POLICY=first LD_PRELOAD=\"%s\"; "
+             "\"%s/gmp-run\" -- python3 -c 'import os, signal\n" CAUGHT
+             "os.kill(os.getpid(), signal.SIGKILL)\n'",
+             paths.preload, paths.build);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     128 + 9);
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 2);
+    assert_int_equal(inspect("triage", paths.dumps), 0);
+    if (!strstr(out, "0 out-of-memory death(s), ") ||
+        !strstr(out, "1 killed or crashed with no sign of memory, 1 failure(s) survived"))
+        fail_msg("triage:\n%s", out);
+    /* the failure's bundle, the one with the Python line, names the other */
+    char *failure = strstr(out, "survived a failed allocation");
+    char *example = failure ? strstr(failure, "e.g. ") : NULL;
+    assert_non_null(example);
+    char path[1024];
+    snprintf(path, sizeof path, "%.*s", (int)strcspn(example + 5, "\n"), example + 5);
+    assert_int_equal(inspect("show", path), 0);
+    const char *headline = "\nWhat happened:    the process survived: an allocation of host "
+                           "memory failed (ENOMEM), and it went on; killed by SIGKILL later; "
+                           "its death is written up in oom_dump_";
+    if (!strstr(out, headline))
+        fail_msg("the failure's bundle does not say it was killed later:\n%s", out);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -141,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_uncaught_memory_error_died),
         cmocka_unit_test(test_written_while_running_then_rewritten),
         cmocka_unit_test(test_forked_child_does_not_speak_for_its_parent),
+        cmocka_unit_test(test_killed_later_said_in_the_failure_bundle),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

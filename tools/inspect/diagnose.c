@@ -495,19 +495,24 @@ static void collect(bundle *b, causes *cs)
     if (size >= 0 && device >= 0 && !impossible && !from_message)
         device_rules(md, size, device, cs);
     /* RLIMIT_AS limits the address space, of which malloc's bytes are a
-     * part: an interpreter's arenas (CPython's, V8's) are mapped directly,
-     * and the process's VmSize when the bundle was written counts them */
+     * part: an interpreter's arenas (CPython's, V8's), shared memory and
+     * libraries are mapped directly.  VmSize at the failure counts them
+     * (the preload reads it then); else VmSize when the bundle was written,
+     * which may be after the program let go of memory. */
     int64_t as = rlimit_of(b->environment, "as"), mapped = -1;
-    jint(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size", &mapped);
+    int at_failure = fr && !jint(fr, "vm_size", &mapped) && mapped > 0;
+    if (!at_failure)
+        jint(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size", &mapped);
     int by_map = mapped > in_use;
     int64_t held = by_map ? mapped : in_use;
     if (size >= 0 && device < 0 && !(from_message && gpu) && as > 0 && held >= 0 &&
-        (held + size) * 10 >= as * 8) {
+        held <= BYTES_MAX && size <= BYTES_MAX && (held + size) * 10 >= as * 8) {
         fmt_bytes((uint64_t)as, a, sizeof a);
         fmt_bytes((uint64_t)held, b2, sizeof b2);
         fmt_bytes((uint64_t)size, c, sizeof c);
-        snprintf(ev, sizeof ev, "RLIMIT_AS is %s; %s %s and %s more was asked for", a, b2,
-                 by_map ? "was mapped (VmSize)" : "was in use", c);
+        snprintf(ev, sizeof ev, "RLIMIT_AS is %s; %s (%d%% of it) %s%s, and %s more was asked for",
+                 a, b2, (int)(held * 100 / as), by_map ? "was mapped (VmSize)" : "was in use",
+                 at_failure ? " when it failed" : "", c);
         add(cs, "a host limit was reached (the address-space limit)", ev);
     }
     if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))

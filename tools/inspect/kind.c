@@ -45,7 +45,9 @@ bundle_kind bundle_kind_of(const bundle *b)
                (reason && (!strcmp(reason, "killed") || !strncmp(reason, "SIG", 3)));
     if (died && !failed) /* GMP_ON_CRASH=always writes up any crash */
         return by_signal ? KIND_CRASH : KIND_KILLED_UNKNOWN;
-    if (exit_status(json_object_get(md, "outcome")) == 0)
+    /* it went on: exited 0, or died later of what another bundle tells */
+    json_t *outcome = json_object_get(md, "outcome");
+    if (exit_status(outcome) == 0 || jstr(outcome, "death_bundle"))
         return KIND_SURVIVED;
     return KIND_OUT_OF_MEMORY;
 }
@@ -54,7 +56,7 @@ const char *outcome_words(const bundle *b, char *out, size_t cap)
 {
     json_t *outcome = json_object_get(b->metadata, "outcome");
     const char *state = jstr(outcome, "state");
-    char raw[160];
+    char raw[240];
     if (!state)
         return NULL;
     if (!strcmp(state, "exited")) {
@@ -64,8 +66,13 @@ const char *outcome_words(const bundle *b, char *out, size_t cap)
         else
             snprintf(raw, sizeof raw, "exited %lld", code);
     } else if (!strcmp(state, "killed")) {
-        const char *sig = jstr(outcome, "signal"); /* the bundle's: made inert below */
-        snprintf(raw, sizeof raw, "killed by %.24s", sig ? sig : "a signal");
+        const char *sig = jstr(outcome, "signal"), *death = jstr(outcome, "death_bundle");
+        /* the bundle's strings: made inert below */
+        if (death)
+            snprintf(raw, sizeof raw, "killed by %.24s later; its death is written up in %.100s",
+                     sig ? sig : "a signal", death);
+        else
+            snprintf(raw, sizeof raw, "killed by %.24s", sig ? sig : "a signal");
     } else if (!strcmp(state, "gone")) {
         snprintf(raw, sizeof raw, "ended without exiting; the signal was not seen");
     } else if (!strcmp(state, "running")) {

@@ -343,13 +343,18 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
         printf(") while its cgroup's OOM killer ran: it killed a process while this one ran, "
                "and nothing here says which\n");
         return;
-    case KIND_SURVIVED:
+    case KIND_SURVIVED: {
+        char later[200];
         printf("the process survived: an allocation of ");
         print_clean(stdout, memory, 20);
         printf(" memory failed (");
         print_clean(stdout, reason ? reason : "unknown reason", 200);
-        printf("), and it went on and exited 0; no death\n");
+        if (jstr(json_object_get(md, "outcome"), "death_bundle"))
+            printf("), and it went on; %s\n", outcome_words(b, later, sizeof later));
+        else
+            printf("), and it went on and exited 0; no death\n");
         return;
+    }
     case KIND_OUT_OF_MEMORY:
         break;
     }
