@@ -358,6 +358,18 @@ typedef enum gmp_bundle_kind {
 /* Fills frames (at most max) of stack `id`; returns how many, 0 unknown. */
 typedef uint32_t (*gmp_stack_lookup_fn)(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
 
+/* A stack's frame that is a Python frame, not a return address: the tag
+ * and the frame's id, which a gmp_python_frame_lookup_fn names (innermost
+ * first, after the native frames). */
+#define GMP_PYTHON_FRAME_TAG (1ull << 63)
+typedef struct gmp_python_frame {
+    char file[256];     /* co_filename, UTF-8 */
+    char function[128]; /* the qualified name where the code has one */
+    uint32_t line;      /* 0: not known */
+} gmp_python_frame;
+/* 0 with *out filled, or -1 (an id not known). */
+typedef int (*gmp_python_frame_lookup_fn)(uint32_t id, gmp_python_frame *out, void *arg);
+
 /* How the process that wrote a bundle ended: metadata.json's "outcome".
  * RUNNING (zero) while it still runs; the preload rewrites it at the end. */
 typedef enum gmp_outcome_state {
@@ -396,7 +408,18 @@ typedef struct gmp_dump_request {
     void *live_arg;
     gmp_bundle_kind kind;
     gmp_outcome outcome;           /* how the process ended; zero: it still runs */
+    /* the Python frames those stacks hold (GMP_PYTHON_FRAME_TAG); NULL: none */
+    gmp_python_frame_lookup_fn python_frame_lookup;
+    void *python_frame_lookup_arg;
+    /* > 0: allocations.json as it was at the failure (a memfd that
+     * gmp_bundle_live_snapshot wrote), used instead of live_foreach now,
+     * after the program may have let go; live_snapshot_stacks: the stack
+     * ids it names, a bitmap of GMP_BUNDLE_STACK_IDS bits */
+    int live_snapshot_fd;
+    const uint64_t *live_snapshot_stacks;
 } gmp_dump_request;
+
+#define GMP_BUNDLE_STACK_IDS 4096 /* stacks.json holds ids up to this */
 
 /* Write a bundle into the dump directory, apply retention, and return the
  * bundle's path in path_out.  Returns path_out, or NULL when disabled or on

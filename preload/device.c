@@ -1,9 +1,12 @@
 /*
- * device.c — live device allocations: address -> size, device, API.
+ * device.c — live device allocations: address -> size, device, API; and
+ * the live host blocks large enough for an event (GMP_HOST_EVENT_MIN_BYTES),
+ * under backend cpu, which only the bundle's allocations.json reads: what
+ * held the memory, host and device, with the stacks that made it.
  *
  * A lock-free open-addressing table (linear probing, tombstones) in an
- * anonymous mapping made on the first device allocation, so processes that
- * never touch a GPU pay nothing.  It gives bytes in use per device at any
+ * anonymous mapping made on the first device or large host allocation, so
+ * processes that make neither pay nothing.  It gives bytes in use per device at any
  * moment (per-device atomic counters), and the size of what cudaFree and
  * friends release.  When the table is full an allocation is still counted,
  * only its later free cannot be matched (said once on stderr).  cuMemCreate
@@ -120,11 +123,21 @@ static void count_in(gmp_backend backend, int device, uint64_t size)
         ;
 }
 
+static void record_live(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
+                        gmp_api api, uint64_t now_ns, uint32_t stack_id);
+
 void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
                     gmp_api api, uint64_t now_ns, uint32_t stack_id)
 {
     count_in(backend, device, size);
     gmp_count_device_call(cell_of(backend, gmp_device_index(device)), 0, 1);
+    record_live(backend, device, ptr, size, api, now_ns, stack_id);
+}
+
+/* An entry for ptr, its time since the first entry's. */
+static void record_live(gmp_backend backend, int device, uint64_t ptr, uint64_t size,
+                        gmp_api api, uint64_t now_ns, uint32_t stack_id)
+{
     live_entry *t = get_table();
     if (!t || !ptr)
         return;
@@ -140,9 +153,9 @@ void gmp_device_add(gmp_backend backend, int device, uint64_t ptr, uint64_t size
            now_ns > base ? (uint32_t)((now_ns - base) / 1000000) : 0, stack_id);
 }
 
-int gmp_device_take(gmp_backend backend, gmp_api api, uint64_t ptr, gmp_live_taken *out)
+/* ptr's entry of backend and space removed, into *out.  0, or -1. */
+static int take(gmp_backend backend, uint8_t space, uint64_t ptr, gmp_live_taken *out)
 {
-    uint8_t space = space_of(api);
     live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
     if (!t || !ptr)
         return -1;
@@ -167,12 +180,38 @@ int gmp_device_take(gmp_backend backend, gmp_api api, uint64_t ptr, gmp_live_tak
         if (!__atomic_compare_exchange_n(&t[i].key, &cur, TOMBSTONE, 0, __ATOMIC_ACQ_REL,
                                          __ATOMIC_RELAXED))
             return -1; /* a racing free of the same pointer took it */
-        __atomic_fetch_sub(&in_use[backend][gmp_device_index(out->device)], out->size,
-                           __ATOMIC_RELAXED);
-        gmp_count_device_call(cell_of(backend, gmp_device_index(out->device)), 1, 1);
         return 0;
     }
     return -1;
+}
+
+int gmp_device_take(gmp_backend backend, gmp_api api, uint64_t ptr, gmp_live_taken *out)
+{
+    if (take(backend, space_of(api), ptr, out) < 0)
+        return -1;
+    __atomic_fetch_sub(&in_use[backend][gmp_device_index(out->device)], out->size,
+                       __ATOMIC_RELAXED);
+    gmp_count_device_call(cell_of(backend, gmp_device_index(out->device)), 1, 1);
+    return 0;
+}
+
+void gmp_host_live_add(uint64_t ptr, uint64_t size, gmp_api api, uint64_t now_ns,
+                       uint32_t stack_id)
+{
+    record_live(GMP_BACKEND_CPU, -1, ptr, size, api, now_ns, stack_id);
+}
+
+int gmp_host_live_take(uint64_t ptr, gmp_live_taken *out)
+{
+    return take(GMP_BACKEND_CPU, SPACE_POINTER, ptr, out);
+}
+
+void gmp_host_live_put_back(const gmp_live_taken *taken)
+{
+    live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (t)
+        insert(t, GMP_BACKEND_CPU, -1, taken->ptr, taken->size, taken->api, taken->time_ms,
+               taken->stack_id);
 }
 
 void gmp_device_put_back(const gmp_live_taken *taken)

@@ -401,6 +401,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
                                      __ATOMIC_RELAXED))
         return; /* being opened or committed by another thread right now */
     ep->failed = f;
+    gmp_pl_snapshot_failure(now); /* what was held then, not at the bundle's writing */
     __atomic_fetch_add(&opened, 1, __ATOMIC_RELAXED);
     ep->python_traceback_fd = gmp_python_traceback_fd();
     __atomic_store_n(&ep->failed_size, size, __ATOMIC_RELAXED);

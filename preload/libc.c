@@ -236,8 +236,11 @@ static COLD void alloc_event(gmp_api api, void *p, size_t size)
     GMP_IN_HOOK_SCOPE();
     uint64_t in_use = gmp_host_in_use();
     if (size >= gmp_pl.host_event_min) {
-        gmp_pl_event_at(0, gmp_stack_id_here(), GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api,
-                        (uintptr_t)p, size, 0, in_use);
+        uint64_t now = gmp_now_realtime_ns();
+        uint32_t stack_id = gmp_stack_id_here();
+        gmp_host_live_add((uintptr_t)p, size, api, now, stack_id);
+        gmp_pl_event_at(now, stack_id, GMP_EV_ALLOC, GMP_BACKEND_CPU, -1, api, (uintptr_t)p,
+                        size, 0, in_use);
         if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
             gmp_watchdog_note_use(size);
         gmp_metrics_note_host(in_use);
@@ -285,8 +288,12 @@ static inline void before_free(gmp_api api, void *p)
 {
     size_t got = bytes_of(p, 1);
     gmp_host_account_free(got);
-    if (GMP_UNLIKELY(got >= gmp_pl.host_event_min) && RECORDING())
-        free_event(api, p, got);
+    if (GMP_UNLIKELY(got >= gmp_pl.host_event_min)) {
+        gmp_live_taken gone;
+        gmp_host_live_take((uintptr_t)p, &gone);
+        if (RECORDING())
+            free_event(api, p, got);
+    }
 }
 
 /* Common tail of every allocating hook: result p for `size` bytes.  errno
@@ -403,27 +410,37 @@ GMP_EXPORT void *calloc(size_t n, size_t size)
     return finish_alloc(GMP_API_CALLOC, p, total);
 }
 
-/* The bytes of realloc's old block, its size entry taken now: once the
- * real call has freed it, another thread may get the same address. */
-static inline size_t realloc_old_bytes(int accounting, void *old)
+/* The bytes of realloc's old block, its size entry and live entry taken
+ * now (*live says whether there was one): once the real call has freed it,
+ * another thread may get the same address. */
+static inline size_t realloc_old_bytes(int accounting, void *old, gmp_live_taken *held,
+                                       int *live)
 {
-    return accounting && old ? bytes_of(old, 1) : 0;
+    size_t n = accounting && old ? bytes_of(old, 1) : 0;
+    *live = n >= gmp_pl.host_event_min && gmp_host_live_take((uintptr_t)old, held) == 0;
+    return n;
 }
 
 /* Tail of realloc and reallocarray: the old block's bytes leave the
  * counters when it moved, grew or was freed (size 0); when the call failed
  * the old block lives on, with its size entry back. */
 static void *finish_realloc(gmp_api api, int accounting, void *old, size_t old_size, void *p,
-                            size_t size, int err)
+                            size_t size, int err, const gmp_live_taken *held)
 {
     if (accounting) {
-        if (p || !size)
+        if (p || !size) {
             gmp_host_account_free(old_size);
+            /* the old block is gone (moved, or grown where it was) */
+            if (old_size >= gmp_pl.host_event_min && RECORDING())
+                free_event(api, old, old_size);
+        }
         if (p)
             after_alloc(api, p, size);
         else if (size) {
             if (real.sizes_from != SIZE_GLIBC_CHUNK && old_size)
                 foreign_bytes_added(old, old_size); /* kept again, by the same rule */
+            if (held)
+                gmp_host_live_put_back(held);
             after_failure(api, size, err);
         }
     }
@@ -448,10 +465,12 @@ GMP_EXPORT void *realloc(void *old, size_t size)
         return realloc_from_pool(old, size);
     if (GMP_UNLIKELY(!have_real()))
         return pool_alloc(size, 16);
-    int accounting = ACCOUNTING();
-    size_t old_size = realloc_old_bytes(accounting, old);
+    int accounting = ACCOUNTING(), live;
+    gmp_live_taken held;
+    size_t old_size = realloc_old_bytes(accounting, old, &held, &live);
     void *p = real.realloc(old, size);
-    return finish_realloc(GMP_API_REALLOC, accounting, old, old_size, p, size, errno);
+    return finish_realloc(GMP_API_REALLOC, accounting, old, old_size, p, size, errno,
+                          live ? &held : NULL);
 }
 
 GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
@@ -466,11 +485,12 @@ GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
     }
     if (GMP_UNLIKELY((old && in_pool(old)) || !have_real() || !real.reallocarray))
         return realloc(old, n * size);
-    int accounting = ACCOUNTING();
-    size_t old_size = realloc_old_bytes(accounting, old);
+    int accounting = ACCOUNTING(), live;
+    gmp_live_taken held;
+    size_t old_size = realloc_old_bytes(accounting, old, &held, &live);
     void *p = real.reallocarray(old, n, size);
     return finish_realloc(GMP_API_REALLOCARRAY, accounting, old, old_size, p, n * size,
-                          errno);
+                          errno, live ? &held : NULL);
 }
 
 GMP_EXPORT int posix_memalign(void **out, size_t align, size_t size)

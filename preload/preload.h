@@ -129,6 +129,9 @@ GMP_HIDDEN void gmp_pl_probe_python(void);
 
 /* services.c: gmp_dump into the preload's recorder, counting the bundles. */
 GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);
+/* The live allocations now, kept for the bundle of the failure at
+ * failure_ns (its time_ns): called as a failure opens its episode. */
+GMP_HIDDEN void gmp_pl_snapshot_failure(uint64_t failure_ns);
 GMP_HIDDEN uint64_t gmp_pl_bundles_written(void);
 
 /* One event into the preload's recorder at time now_ns (the caller read the
@@ -311,6 +314,13 @@ typedef struct gmp_live_taken {
     gmp_backend backend;
     gmp_api api; /* the allocating one */
 } gmp_live_taken;
+/* A live host block of at least GMP_HOST_EVENT_MIN_BYTES (an entry of
+ * backend cpu, counted nowhere); taken (0, or -1: not there) before the
+ * real call frees or moves it, put back when that call failed. */
+GMP_HIDDEN void gmp_host_live_add(uint64_t ptr, uint64_t size, gmp_api api, uint64_t now_ns,
+                                  uint32_t stack_id);
+GMP_HIDDEN int gmp_host_live_take(uint64_t ptr, gmp_live_taken *out);
+GMP_HIDDEN void gmp_host_live_put_back(const gmp_live_taken *taken);
 /* Takes ptr out (a handle, for cuMemRelease: the freeing api says which),
  * its bytes out of the counters, into *out.  0 when it was known, -1 if
  * not.  A GPU hook takes before the real free: once that returns, another
@@ -348,6 +358,7 @@ GMP_HIDDEN void gmp_stack_foreach_known(void (*fn)(uint32_t id, const uint64_t *
  * calls gmp_stack_ring_ready with each new ring). */
 struct gmp_ring;
 GMP_HIDDEN void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth);
+GMP_HIDDEN void gmp_python_frame_ring_note(uint32_t id, const gmp_python_frame *frame);
 GMP_HIDDEN void gmp_stack_ring_ready(struct gmp_ring *ring);
 /* Does a loaded segment of the object hold `at`?  The extent of all its
  * segments in *lo, *hi either way. */
@@ -480,6 +491,15 @@ GMP_HIDDEN int gmp_messages_recent(char *path, size_t cap);
 /* python.c: in a CPython thread holding the GIL, its Python stack in a
  * memfd (the caller closes it); else -1. */
 GMP_HIDDEN int gmp_python_traceback_fd(void);
+/* python_frames.c: this thread's Python frames (CPython 3.9-3.13),
+ * innermost first, as GMP_PYTHON_FRAME_TAG | id, at most max; 0 when it
+ * runs none.  gmp_python_frame_lookup names an id (a
+ * gmp_python_frame_lookup_fn for bundles). */
+GMP_HIDDEN uint32_t gmp_python_frames(uint64_t *out, uint32_t max);
+GMP_HIDDEN int gmp_python_frame_lookup(uint32_t id, gmp_python_frame *out, void *arg);
+GMP_HIDDEN void gmp_python_frames_foreach_known(void (*fn)(uint32_t id, const gmp_python_frame *f,
+                                                           void *arg),
+                                                void *arg);
 
 /* ==== outputs and other ways in ==================================================== */
 

@@ -2,7 +2,9 @@
  * stack.c — native stacks: the return addresses of a failing call, for its
  * bundle; and (GMP_STACKS, on by default) the stacks of device allocations
  * and large host allocations, deduplicated in a table whose 1-based index is
- * the events' stack_id, written to the bundle's stacks.json.
+ * the events' stack_id, written to the bundle's stacks.json.  In a Python
+ * thread such a stack ends with its Python frames (python_frames.c), so one
+ * id names the line that asked and the library that allocated.
  *
  * Captured by unwind.c (rules learned per return address, libgcc's
  * unwinder for the first stack through each), never in a signal handler
@@ -94,8 +96,14 @@ uint32_t gmp_stack_id_here(void)
     stack_entry *t = get_table();
     if (!t)
         return 0;
-    uint64_t frames[GMP_ALLOC_STACK_DEPTH];
-    uint32_t depth = gmp_stack_capture(frames, GMP_ALLOC_STACK_DEPTH);
+    /* a Python thread's own lines first, then as many native frames as
+     * room is left (at least NATIVE_MIN: the library that allocated) */
+    enum { NATIVE_MIN = 5 };
+    uint64_t frames[GMP_ALLOC_STACK_DEPTH], python[GMP_ALLOC_STACK_DEPTH - NATIVE_MIN];
+    uint32_t in_python = gmp_python_frames(python, GMP_ALLOC_STACK_DEPTH - NATIVE_MIN);
+    uint32_t depth = gmp_stack_capture(frames, GMP_ALLOC_STACK_DEPTH - in_python);
+    memcpy(frames + depth, python, in_python * sizeof *python);
+    depth += in_python;
     if (!depth)
         return 0;
     uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a over the addresses */

@@ -2,10 +2,10 @@
  * stack_ring.c — allocation stacks that outlive the process.  A bundle the
  * process writes itself reads its stack table and /proc/self/maps; a
  * process killed without a word (SIGKILL, the kernel's OOM killer) leaves
- * only its ring.  So each new stack of the table (stack.c), and the loaded
- * object each of its frames lies in, is also copied into the ring's site
- * records, and `gmp-inspect recover` names sites from them as the process
- * would have.
+ * only its ring.  So each new stack of the table (stack.c), the loaded
+ * object each of its frames lies in, and each Python frame named
+ * (python_frames.c) are also copied into the ring's site records, and
+ * `gmp-inspect recover` names sites from them as the process would have.
  *
  * Objects are found with dl_iterate_phdr, only when a new stack has a frame
  * outside every object already known: a few times per process, in a call
@@ -130,7 +130,8 @@ void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth)
     {
         GMP_IN_HOOK_SCOPE();
         for (uint32_t i = 0; t && i < depth; i++)
-            note_object(t, frames[i]);
+            if (!(frames[i] & GMP_PYTHON_FRAME_TAG))
+                note_object(t, frames[i]);
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     gmp_ring *ring = gmp_recorder_ring(gmp_pl.rec);
@@ -138,9 +139,22 @@ void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth)
         gmp_ring_add_stack(ring, id, frames, depth);
 }
 
+void gmp_python_frame_ring_note(uint32_t id, const gmp_python_frame *frame)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    gmp_ring *ring = gmp_recorder_ring(gmp_pl.rec);
+    if (ring)
+        gmp_ring_add_python(ring, id, frame);
+}
+
 static void copy_stack(uint32_t id, const uint64_t *frames, uint32_t depth, void *ring)
 {
     gmp_ring_add_stack(ring, id, frames, depth);
+}
+
+static void copy_python(uint32_t id, const gmp_python_frame *frame, void *ring)
+{
+    gmp_ring_add_python(ring, id, frame);
 }
 
 void gmp_stack_ring_ready(gmp_ring *ring)
@@ -150,5 +164,6 @@ void gmp_stack_ring_ready(gmp_ring *ring)
     for (uint32_t i = 0, n = t ? known_modules() : 0; i < n; i++)
         if (__atomic_load_n(&t[i].ready, __ATOMIC_ACQUIRE))
             gmp_ring_add_module(ring, &t[i]);
+    gmp_python_frames_foreach_known(copy_python, ring);
     gmp_stack_foreach_known(copy_stack, ring);
 }

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #define MAX_USAGE_KEYS 32
-#define MAX_STACK_IDS 4096 /* stacks.json holds ids up to this */
+#define MAX_STACK_IDS GMP_BUNDLE_STACK_IDS
 #define NAME_ATTEMPTS 16
 
 typedef struct usage_key {
@@ -186,11 +186,28 @@ static void fill_environment(gmp_jw *w, bundle_ctx *ctx)
 
 static void fill_live(gmp_jw *w, bundle_ctx *ctx)
 {
-    gmp_bundle_fill_live(w, ctx->in->req, ctx->in->time_ns, ctx->stacks_seen, MAX_STACK_IDS);
+    const gmp_dump_request *req = ctx->in->req;
+    if (req->live_snapshot_fd <= 0 || !req->live_snapshot_stacks) {
+        gmp_bundle_fill_live(w, req, ctx->in->time_ns, ctx->stacks_seen, MAX_STACK_IDS);
+        return;
+    }
+    /* as it was at the failure: the snapshot's text, its stacks named */
+    for (off_t at = 0;;) {
+        ssize_t n = pread(req->live_snapshot_fd, ctx->scratch, sizeof ctx->scratch, at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        gmp_jw_raw(w, ctx->scratch, (size_t)n);
+        at += n;
+    }
+    for (size_t i = 0; i < MAX_STACK_IDS / 64; i++)
+        ctx->stacks_seen[i] |= req->live_snapshot_stacks[i];
 }
 
 /* stacks.json: the frames of every stack an event or a live allocation
- * names, innermost first. */
+ * names, innermost first: "frames" the return addresses, "python" the
+ * Python frames of a Python thread (file, line, function). */
 static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
 {
     const gmp_dump_request *req = ctx->in->req;
@@ -207,9 +224,31 @@ static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
         gmp_jw_ku64(w, "id", id);
         gmp_jw_key(w, "frames");
         gmp_jw_arr_begin(w);
-        for (uint32_t i = 0; i < n; i++)
-            gmp_jw_hex(w, frames[i]);
+        uint32_t python = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (frames[i] & GMP_PYTHON_FRAME_TAG)
+                python++;
+            else
+                gmp_jw_hex(w, frames[i]);
+        }
         gmp_jw_arr_end(w);
+        if (python && req->python_frame_lookup) {
+            gmp_jw_key(w, "python");
+            gmp_jw_arr_begin(w);
+            for (uint32_t i = 0; i < n; i++) {
+                gmp_python_frame f;
+                if (!(frames[i] & GMP_PYTHON_FRAME_TAG) ||
+                    req->python_frame_lookup((uint32_t)(frames[i] & 0xffffffffu), &f,
+                                             req->python_frame_lookup_arg) != 0)
+                    continue;
+                gmp_jw_obj_begin(w);
+                gmp_jw_kstr(w, "file", f.file);
+                gmp_jw_ku64(w, "line", f.line);
+                gmp_jw_kstr(w, "function", f.function);
+                gmp_jw_obj_end(w);
+            }
+            gmp_jw_arr_end(w);
+        }
         gmp_jw_obj_end(w);
     }
     gmp_jw_space(w, "\n");

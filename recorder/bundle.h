@@ -67,6 +67,10 @@ GMP_HIDDEN void gmp_modules_write_from_ring(gmp_jw *w, const gmp_ring *ring);
  * largest first; marks the stack ids it names in stacks_seen. */
 GMP_HIDDEN void gmp_bundle_fill_live(gmp_jw *w, const gmp_dump_request *req, uint64_t now_ns,
                                      uint64_t *stacks_seen, uint32_t max_stack_id);
+/* The same, now, into a memfd for a bundle written later (its fd, or -1);
+ * stacks_seen (GMP_BUNDLE_STACK_IDS bits) the ids it names.  No heap. */
+GMP_HIDDEN int gmp_bundle_live_snapshot(const gmp_dump_request *req, uint64_t now_ns,
+                                        uint64_t *stacks_seen);
 
 /* metadata.json's device_state and host_state (bundle_state.c); a bundle
  * written for a dead process (self 0) has no process part. */

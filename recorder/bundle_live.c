@@ -3,6 +3,9 @@
  * allocations alive when the bundle is written, largest first, with totals
  * per device, per API and per allocating stack.  "What held the memory."
  *
+ * gmp_bundle_live_snapshot writes the same at a failure, into a memfd, for
+ * a bundle written later (at the process's exit, after it let go).
+ *
  * Two passes over the live table, no allocation: the first totals
  * everything and keeps the largest LIST_MAX in a bounded min-heap (a static
  * array claimed by one writer at a time; a second, concurrent writer lists
@@ -11,6 +14,8 @@
 #include "bundle.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define LIST_MAX 10000    /* allocations listed one by one */
 #define LIST_FALLBACK 64  /* when another bundle holds the big list */
@@ -211,4 +216,22 @@ void gmp_bundle_fill_live(gmp_jw *w, const gmp_dump_request *req, uint64_t now_n
     gmp_jw_obj_end(w);
     if (own_big)
         __atomic_store_n(&big_list_taken, 0, __ATOMIC_RELEASE);
+}
+
+int gmp_bundle_live_snapshot(const gmp_dump_request *req, uint64_t now_ns,
+                             uint64_t *stacks_seen)
+{
+    int fd = memfd_create("gmp-live-at-failure", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[4096];
+    gmp_jw w;
+    gmp_jw_init(&w, fd, buf, sizeof buf);
+    memset(stacks_seen, 0, GMP_BUNDLE_STACK_IDS / 8);
+    gmp_bundle_fill_live(&w, req, now_ns, stacks_seen, GMP_BUNDLE_STACK_IDS);
+    if (gmp_jw_finish(&w) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }

@@ -25,6 +25,7 @@ _Static_assert(sizeof(gmp_ring_slot) == 64, "ring slots are one cache line");
 _Static_assert(sizeof(gmp_event) == 64, "events have no padding");
 _Static_assert(sizeof(gmp_ring_header) <= GMP_RING_HEADER_SIZE,
                "ring header fits its reserved space");
+_Static_assert(sizeof(gmp_ring_python_record) % 8 == 0, "records keep 8-byte alignment");
 _Static_assert(sizeof(gmp_ring_stack_record) % 8 == 0 && sizeof(gmp_ring_module_record) % 8 == 0,
                "site records keep the regions after them aligned");
 
@@ -36,11 +37,13 @@ static uint64_t next_pow2(uint64_t v)
     return p;
 }
 
-static size_t ring_bytes(uint64_t slot_count, uint64_t stack_records, uint64_t module_records)
+static size_t ring_bytes(uint64_t slot_count, uint64_t stack_records, uint64_t module_records,
+                         uint64_t python_records)
 {
     return GMP_RING_HEADER_SIZE + (size_t)slot_count * sizeof(gmp_ring_slot) +
            (size_t)stack_records * sizeof(gmp_ring_stack_record) +
-           (size_t)module_records * sizeof(gmp_ring_module_record);
+           (size_t)module_records * sizeof(gmp_ring_module_record) +
+           (size_t)python_records * sizeof(gmp_ring_python_record);
 }
 
 /* The regions after the header, as the header (checked) lays them out. */
@@ -52,11 +55,15 @@ static void place_regions(gmp_ring *ring, const gmp_ring_header *h)
     ring->stacks = (gmp_ring_stack_record *)at;
     at += (size_t)h->stack_records * sizeof(gmp_ring_stack_record);
     ring->modules = (gmp_ring_module_record *)at;
+    at += (size_t)h->module_records * sizeof(gmp_ring_module_record);
+    ring->python = (gmp_ring_python_record *)at;
     ring->mask = h->slot_count - 1;
     ring->capacity = h->capacity;
     ring->stack_records = h->stack_records;
     ring->module_records = h->module_records;
-    ring->map_len = ring_bytes(h->slot_count, h->stack_records, h->module_records);
+    ring->python_records = h->python_records;
+    ring->map_len =
+        ring_bytes(h->slot_count, h->stack_records, h->module_records, h->python_records);
 }
 
 /* /proc/PID/NAME ("self" for pid 0). */
@@ -102,6 +109,7 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots, i
     h->slot_count = slots;
     h->stack_records = GMP_RING_STACK_RECORDS;
     h->module_records = GMP_RING_MODULE_RECORDS;
+    h->python_records = GMP_RING_PYTHON_RECORDS;
     h->pid = (int32_t)(pid ? pid : getpid());
     h->ppid = (int32_t)(pid ? gmp_proc_parent(pid) : getppid());
     h->uid = (uint32_t)getuid();
@@ -189,7 +197,8 @@ static int create_for(gmp_ring *ring, const char *dir, uint32_t capacity, int pi
     if (capacity > GMP_RING_MAX_EVENTS)
         capacity = GMP_RING_MAX_EVENTS;
     uint64_t slots = next_pow2(capacity);
-    size_t len = ring_bytes(slots, GMP_RING_STACK_RECORDS, GMP_RING_MODULE_RECORDS);
+    size_t len = ring_bytes(slots, GMP_RING_STACK_RECORDS, GMP_RING_MODULE_RECORDS,
+                            GMP_RING_PYTHON_RECORDS);
 
     if (!dir || map_ring_file(dir, len, ring, pid) < 0) {
         ring->path[0] = '\0';
@@ -256,12 +265,14 @@ static int attach(gmp_ring *ring, const char *path, int writable, char *why, siz
     if (h.slot_count == 0 || (h.slot_count & (h.slot_count - 1)) ||
         h.slot_count > GMP_RING_MAX_EVENTS || h.capacity == 0 ||
         h.capacity > h.slot_count || h.stack_records > GMP_RING_STACK_RECORDS ||
-        h.module_records > GMP_RING_MODULE_RECORDS ||
-        (uint64_t)st.st_size < ring_bytes(h.slot_count, h.stack_records, h.module_records)) {
+        h.module_records > GMP_RING_MODULE_RECORDS || h.python_records > GMP_RING_PYTHON_RECORDS ||
+        (uint64_t)st.st_size <
+            ring_bytes(h.slot_count, h.stack_records, h.module_records, h.python_records)) {
         close(fd);
         return fail(why, why_cap, "ring header does not match the file size");
     }
-    void *p = mmap(NULL, ring_bytes(h.slot_count, h.stack_records, h.module_records),
+    void *p = mmap(NULL,
+                   ring_bytes(h.slot_count, h.stack_records, h.module_records, h.python_records),
                    writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED)

@@ -19,13 +19,14 @@
 #include <stdint.h>
 
 #define GMP_RING_MAGIC "GMPRING"
-#define GMP_RING_VERSION 3u
+#define GMP_RING_VERSION 4u
 #define GMP_RING_HEADER_SIZE 16384u
 #define GMP_RING_MIN_EVENTS 16u
 #define GMP_RING_MAX_EVENTS (1u << 24)
 #define GMP_RING_STACK_DEPTH 16     /* frames kept of an allocation stack */
 #define GMP_RING_STACK_RECORDS 512  /* distinct stacks a ring made here names */
 #define GMP_RING_MODULE_RECORDS 128 /* distinct objects those stacks pass through */
+#define GMP_RING_PYTHON_RECORDS 256 /* distinct Python frames those stacks hold */
 
 /* Stamp of a slot: 0 never written; (seq+1)<<1 holds seq whole;
  * ((seq+1)<<1)|1 a writer of seq is inside. */
@@ -52,6 +53,15 @@ typedef struct gmp_ring_stack_record {
     uint32_t depth;
     uint64_t frames[GMP_RING_STACK_DEPTH]; /* innermost first */
 } gmp_ring_stack_record;
+
+/* A Python frame that stacks name (GMP_PYTHON_FRAME_TAG | id): published
+ * by its id, written last.  A file name too long keeps its end. */
+typedef struct gmp_ring_python_record {
+    uint32_t id; /* atomic: 0 until the rest is whole */
+    uint32_t line;
+    char file[200];
+    char function[88];
+} gmp_ring_python_record;
 
 /* A loaded object, as modules.json lists one: its path, load bias and GNU
  * build-id, and the extent of its segments (an address outside every
@@ -87,6 +97,9 @@ typedef struct gmp_ring_header {
     uint32_t module_records;
     uint64_t stacks_used;    /* atomic: stack records claimed */
     uint64_t modules_used;   /* atomic: module records claimed */
+    uint32_t python_records; /* the Python frames' region, in records */
+    uint32_t reserved;
+    uint64_t python_used;    /* atomic: Python frame records claimed */
     /* on a line of their own: every writer touches these */
     _Alignas(64) uint64_t head;    /* next sequence number */
     _Alignas(64) uint64_t dropped; /* events lost to a busy slot */
@@ -103,7 +116,8 @@ typedef struct gmp_ring {
     gmp_ring_slot *slots;
     gmp_ring_stack_record *stacks;   /* stack_records of them */
     gmp_ring_module_record *modules; /* module_records of them */
-    uint32_t stack_records, module_records; /* checked against the file's size */
+    gmp_ring_python_record *python;  /* python_records of them */
+    uint32_t stack_records, module_records, python_records; /* checked against the file's size */
     uint64_t mask;
     uint32_t capacity;
     size_t map_len;
@@ -155,6 +169,10 @@ GMP_HIDDEN size_t gmp_ring_snapshot(const gmp_ring *ring, gmp_event *out,
 GMP_HIDDEN int gmp_ring_add_stack(gmp_ring *ring, uint32_t id, const uint64_t *frames,
                                   uint32_t depth);
 GMP_HIDDEN int gmp_ring_add_module(gmp_ring *ring, const gmp_ring_module_record *module);
+GMP_HIDDEN int gmp_ring_add_python(gmp_ring *ring, uint32_t id, const gmp_python_frame *frame);
+/* A gmp_python_frame_lookup_fn over a ring's Python frame records (arg:
+ * the gmp_ring); the strings NUL-terminated copies. */
+GMP_HIDDEN int gmp_ring_python_lookup(uint32_t id, gmp_python_frame *out, void *ring);
 /* A gmp_stack_lookup_fn over a ring's stack records (arg: the gmp_ring),
  * for a bundle written from the ring of a process that is gone. */
 GMP_HIDDEN uint32_t gmp_ring_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max,

@@ -567,6 +567,8 @@ static int recover_one(int dirfd, const char *name, void *arg)
                             ? gmp_ring_stack_lookup
                             : NULL,
         .stack_lookup_arg = &ring,
+        .python_frame_lookup = gmp_ring_python_lookup,
+        .python_frame_lookup_arg = &ring,
         /* a signal seen by its parent; unseen: it did not exit, and how it
          * ended is not known */
         .outcome = {sig > 0 ? GMP_OUTCOME_KILLED : GMP_OUTCOME_GONE, sig > 0 ? sig : 0},

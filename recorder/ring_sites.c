@@ -1,6 +1,7 @@
 /*
  * ring_sites.c — the ring's site records: the allocation stacks its events
- * name and the objects those stacks pass through.  The process keeps its
+ * name, the objects those stacks pass through and the Python frames they
+ * hold.  The process keeps its
  * own tables of both (the preload's); each entry is copied here too, so
  * that when the process is killed without a word (SIGKILL, the kernel's
  * OOM killer) the bundle recovered from its ring names sites as the
@@ -92,4 +93,47 @@ void gmp_ring_foreach_module(const gmp_ring *ring,
         if (copy.path[0] && copy.end > copy.start && copy.base <= copy.start)
             fn(&copy, arg);
     }
+}
+
+int gmp_ring_add_python(gmp_ring *ring, uint32_t id, const gmp_python_frame *frame)
+{
+    if (!ring || !ring->hdr || id == 0)
+        return -1;
+    uint64_t i = __atomic_fetch_add(&ring->hdr->python_used, 1, __ATOMIC_RELAXED);
+    if (i >= ring->python_records)
+        return -1;
+    gmp_ring_python_record *r = &ring->python[i];
+    r->line = frame->line;
+    size_t n = strlen(frame->file);
+    if (n < sizeof r->file) { /* else its end, which names the module */
+        memcpy(r->file, frame->file, n + 1);
+    } else {
+        memcpy(r->file, "...", 3);
+        memcpy(r->file + 3, frame->file + n - (sizeof r->file - 4), sizeof r->file - 4);
+        r->file[sizeof r->file - 1] = '\0';
+    }
+    gmp_strlcpy(r->function, frame->function, sizeof r->function);
+    __atomic_store_n(&r->id, id, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int gmp_ring_python_lookup(uint32_t id, gmp_python_frame *out, void *arg)
+{
+    const gmp_ring *ring = arg;
+    if (!ring || !ring->hdr || id == 0)
+        return -1;
+    uint64_t n = used(&ring->hdr->python_used, ring->python_records);
+    for (uint64_t i = 0; i < n; i++) {
+        const gmp_ring_python_record *r = &ring->python[i];
+        if (__atomic_load_n(&r->id, __ATOMIC_ACQUIRE) != id)
+            continue;
+        memset(out, 0, sizeof *out);
+        memcpy(out->file, r->file, sizeof r->file);
+        out->file[sizeof r->file - 1] = '\0';
+        memcpy(out->function, r->function, sizeof r->function);
+        out->function[sizeof r->function - 1] = '\0';
+        out->line = r->line;
+        return 0;
+    }
+    return -1;
 }

@@ -143,6 +143,10 @@ int print_json(json_t *doc);
  * "fill (gpu_oom.c:70)" or "module+0x1983"; SITE_PROGRAM when it found
  * one, SITE_LIBRARY when every frame is a library's (named so). */
 void print_top_sites(bundle *b);
+/* The first answer: "Held by: 500.0 MiB in 125 allocation(s) made at
+ * x.py:2 in extract_features (called from x.py:8)", the site that held the
+ * most at the failure (allocations.json); nothing when none is known. */
+void print_held_by(bundle *b);
 /* torch_blocks.json's largest live blocks, when the bundle has it. */
 void print_torch_blocks(bundle *b);
 /* allocations.json or leaks.json in dirfd: totals, then the top sites;
@@ -216,6 +220,10 @@ void print_python_stack(bundle *b);
  * the program's own (SITE_PROGRAM), else the innermost of a library's
  * (SITE_LIBRARY); SITE_UNKNOWN when the bundle has no Python stack. */
 int python_site(bundle *b, char *out, size_t cap);
+/* The same of a stack's "python" frames (stacks.json: file, line,
+ * function), and the next frame of the program's own outward: "x.py:10 in
+ * extract_features (called from x.py:17)". */
+int python_frames_site(json_t *frames, char *out, size_t cap);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */

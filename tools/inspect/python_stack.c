@@ -94,26 +94,64 @@ static int is_library_file(const char *file)
            strstr(file, "/lib/python3") || !strncmp(file, "<frozen ", 8);
 }
 
+/* The site of a stack's frames (innermost first): its innermost frame of
+ * the program's own, "x.py:10 in extract_features"; with_caller, the next
+ * one of the program's own outward too, when there is one: " (called from
+ * x.py:17)". */
+static int pick_site(const python_stack *st, int with_caller, char *out, size_t cap)
+{
+    size_t k = 0;
+    while (k < st->n && is_library_file(st->frames[k].file))
+        k++;
+    int found = SITE_PROGRAM;
+    if (k == st->n) {
+        /* Every frame is the standard library's or a package's (python -m
+         * of an installed tool): the innermost one that is not runpy's or
+         * importlib's frozen glue, which every such stack ends in. */
+        found = SITE_LIBRARY;
+        for (k = 0; k + 1 < st->n && !strncmp(st->frames[k].file, "<frozen ", 8); k++)
+            ;
+    }
+    const char *file = st->frames[k].file, *slash = strrchr(file, '/');
+    int n = snprintf(out, cap, "%s:%ld%s%s", slash ? slash + 1 : file, st->frames[k].line,
+                     st->frames[k].fn ? " in " : "", st->frames[k].fn ? st->frames[k].fn : "");
+    size_t caller = k + 1;
+    while (with_caller && caller < st->n && is_library_file(st->frames[caller].file))
+        caller++;
+    if (with_caller && found == SITE_PROGRAM && caller < st->n && n > 0 && (size_t)n < cap) {
+        file = st->frames[caller].file;
+        slash = strrchr(file, '/');
+        snprintf(out + n, cap - (size_t)n, " (called from %s:%ld)", slash ? slash + 1 : file,
+                 st->frames[caller].line);
+    }
+    return found;
+}
+
 int python_site(bundle *b, char *out, size_t cap)
 {
     python_stack st;
     if (python_stack_read(b, &st) < 0)
         return SITE_UNKNOWN;
-    size_t k = 0;
-    while (k < st.n && is_library_file(st.frames[k].file))
-        k++;
-    int found = SITE_PROGRAM;
-    if (k == st.n) {
-        /* Every frame is the standard library's or a package's (python -m
-         * of an installed tool): the innermost one that is not runpy's or
-         * importlib's frozen glue, which every such stack ends in. */
-        found = SITE_LIBRARY;
-        for (k = 0; k + 1 < st.n && !strncmp(st.frames[k].file, "<frozen ", 8); k++)
-            ;
-    }
-    const char *file = st.frames[k].file, *slash = strrchr(file, '/');
-    snprintf(out, cap, "%s:%ld%s%s", slash ? slash + 1 : file, st.frames[k].line,
-             st.frames[k].fn ? " in " : "", st.frames[k].fn ? st.frames[k].fn : "");
+    int found = pick_site(&st, 0, out, cap);
     free(st.text);
     return found;
+}
+
+int python_frames_site(json_t *frames, char *out, size_t cap)
+{
+    python_stack st = {.n = 0};
+    size_t i;
+    json_t *f;
+    json_array_foreach(frames, i, f) {
+        const char *file = jstr(f, "file");
+        int64_t line = 0;
+        jint(f, "line", &line);
+        if (!file || st.n == PYTHON_FRAMES_READ)
+            continue;
+        st.frames[st.n].file = file;
+        st.frames[st.n].fn = jstr(f, "function");
+        st.frames[st.n].line = (long)line;
+        st.n++;
+    }
+    return st.n ? pick_site(&st, 1, out, cap) : SITE_UNKNOWN;
 }

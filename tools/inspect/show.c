@@ -474,6 +474,7 @@ static int show_one(const char *path, long last)
     printf("Bundle            ");
     print_clean(stdout, b.name, 300);
     print_what_happened(&b, reason, backend);
+    print_held_by(&b);
     char outcome[200];
     if (bundle_kind_of(&b) != KIND_SURVIVED)
         print_field("Outcome:", outcome_words(&b, outcome, sizeof outcome));

@@ -131,8 +131,11 @@ int name_site(bundle *b, int64_t stack, char *out, size_t cap)
     return found;
 }
 
-/* The innermost frame of the program's own; else, when every frame is a
- * library's, the innermost outside the C library and us, said so. */
+/* The innermost frame of the program's own, with the function of the next
+ * one of its own outward ("keep (held.c:22), called from keep_batches": a
+ * helper that wraps malloc is not the answer alone, and two calls from
+ * one function are one site); else, when every frame is a library's, the
+ * innermost outside the C library and us, said so. */
 static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
                     size_t cap)
 {
@@ -143,20 +146,35 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *o
         int64_t sid;
         if (jint(s, "id", &sid) || sid != id)
             continue;
+        /* a Python thread's stack: its own line, not the library's C */
+        int python = python_frames_site(json_object_get(s, "python"), out, cap);
+        if (python == SITE_PROGRAM)
+            return SITE_PROGRAM;
         size_t k;
         json_t *f;
         const char *fallback = NULL;
         uint64_t fallback_offset = 0;
-        int any = 0;
+        int any = 0, found = 0;
         json_array_foreach(json_object_get(s, "frames"), k, f) {
             const char *hex = json_string_value(f);
             uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
             const char *path = at ? module_of(mods, at, &bias) : NULL;
+            if (path && !is_library_frame(path) && found) {
+                char caller[300];
+                name_frame(dirfd, path, at - bias, caller, sizeof caller);
+                char *where = strstr(caller, " (");
+                if (where && where != caller) /* "fn (file:line)": the function */
+                    *where = '\0';
+                size_t n = strlen(out);
+                if (n + 16 < cap)
+                    snprintf(out + n, cap - n, ", called from %s", caller);
+                return SITE_PROGRAM;
+            }
             if (path && !is_library_frame(path)) {
                 /* named once: "fn (file:line)" begins with the function */
                 name_frame(dirfd, path, at - bias, out, cap);
-                if (!runtime_allocation_name(out))
-                    return SITE_PROGRAM;
+                found = !runtime_allocation_name(out);
+                continue;
             }
             any |= path != NULL;
             const char *base = path ? strrchr(path, '/') : NULL;
@@ -167,6 +185,8 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *o
                 fallback_offset = at - bias;
             }
         }
+        if (found)
+            return SITE_PROGRAM; /* called from nothing of the program's */
         if (!fallback) {
             snprintf(out, cap, "%s (stack id %lld)",
                      any ? "only C-library frames" : "no frame this bundle can name",
@@ -266,14 +286,21 @@ static void live_remove(uint64_t at, size_t *n)
 /* Sites (largest first) named and printed under heading, MAX_SITES of
  * them.  merge: stacks that name the same site (it was called from two
  * places) are one line. */
-static void print_sites(int dirfd, const site *sites, size_t ns, const char *heading,
-                        int merge)
+typedef struct named_site {
+    char where[512];
+    uint64_t count, bytes;
+} named_site;
+
+/* Sites (largest first) named: at most cap of them, largest first again
+ * after merging (merge: stacks that name the same site, as it was called
+ * from two places, are one). */
+static size_t name_sites(int dirfd, const site *sites, size_t ns, int merge, named_site *named,
+                         size_t cap)
 {
     json_t *stacks = load_json_at(dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
     json_t *mods = load_json_at(dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    struct { char where[512]; uint64_t count, bytes; } named[16];
     size_t nn = 0;
-    for (size_t i = 0; i < ns && nn < 16 && (merge || nn < MAX_SITES); i++) {
+    for (size_t i = 0; i < ns && nn < cap && (merge || nn < MAX_SITES); i++) {
         char where[512];
         describe(dirfd, stacks, mods, sites[i].stack, where, sizeof where);
         size_t k = 0;
@@ -287,25 +314,86 @@ static void print_sites(int dirfd, const site *sites, size_t ns, const char *hea
         named[k].count += sites[i].count;
         named[k].bytes += sites[i].bytes;
     }
-    printf("%s\n", heading);
-    for (size_t k = 0; k < nn && k < MAX_SITES; k++) {
-        size_t best = k; /* largest first again, after merging */
+    for (size_t k = 0; k < nn; k++) {
+        size_t best = k;
         for (size_t m = k + 1; m < nn; m++)
             if (named[m].bytes > named[best].bytes)
                 best = m;
         if (best != k) {
-            __typeof__(named[0]) tmp = named[k];
+            named_site tmp = named[k];
             named[k] = named[best];
             named[best] = tmp;
         }
+    }
+    json_decref(stacks);
+    json_decref(mods);
+    return nn;
+}
+
+/* Sites named and printed under heading, MAX_SITES of them. */
+static void print_sites(int dirfd, const site *sites, size_t ns, const char *heading,
+                        int merge)
+{
+    named_site named[16];
+    size_t nn = name_sites(dirfd, sites, ns, merge, named, 16);
+    printf("%s\n", heading);
+    for (size_t k = 0; k < nn && k < MAX_SITES; k++) {
         char amount[32];
         fmt_bytes(named[k].bytes, amount, sizeof amount);
         printf("  %10s in %llu allocation(s)  ", amount, (unsigned long long)named[k].count);
         print_clean(stdout, named[k].where, 400);
         putchar('\n');
     }
-    json_decref(stacks);
-    json_decref(mods);
+}
+
+/* allocations.json's top stacks (at most cap); 0 when it has none. */
+static size_t top_stacks_of(json_t *held, site *sites, size_t cap)
+{
+    size_t ns = 0, i;
+    json_t *t;
+    json_array_foreach(json_object_get(held, "top_stacks"), i, t) {
+        int64_t id = 0, n = 0, sb = 0;
+        if (ns == cap || jint(t, "stack_id", &id) || jint(t, "count", &n) || jint(t, "bytes", &sb))
+            break;
+        sites[ns++] = (site){id, (uint64_t)sb, (uint64_t)n};
+    }
+    return ns;
+}
+
+static size_t replayed_sites(bundle *b, site *sites, size_t cap);
+
+void print_held_by(bundle *b)
+{
+    json_t *held = load_json_at(b->dirfd, "allocations.json", SMALL_FILE_MAX, NULL, 0);
+    int64_t count = 0, bytes = 0;
+    site sites[64];
+    size_t ns = 0;
+    if (json_is_object(held)) {
+        ns = top_stacks_of(held, sites, 16);
+        if (jint(held, "live_count", &count) || jint(held, "live_bytes", &bytes))
+            ns = 0;
+    } else { /* recovered: the events' allocations, none freed before the end */
+        ns = replayed_sites(b, sites, 64);
+        for (size_t i = 0; i < ns; i++) {
+            count += (int64_t)sites[i].count;
+            bytes += (int64_t)sites[i].bytes;
+        }
+    }
+    json_decref(held);
+    named_site named[16];
+    size_t nn = ns ? name_sites(b->dirfd, sites, ns, 1, named, 16) : 0;
+    if (!nn || !named[0].bytes)
+        return;
+    char amount[32], all[32];
+    fmt_bytes(named[0].bytes, amount, sizeof amount);
+    printf("%-18s%s in %llu allocation(s) made at ", "Held by:", amount,
+           (unsigned long long)named[0].count);
+    print_clean(stdout, named[0].where, 400);
+    if (bytes > 0 && named[0].bytes < (uint64_t)bytes) {
+        fmt_bytes((uint64_t)bytes, all, sizeof all);
+        printf(", of %s held in all (%lld allocation(s))", all, (long long)count);
+    }
+    putchar('\n');
 }
 
 /* A live-allocations file (allocations.json, a leak report's leaks.json):
@@ -336,33 +424,24 @@ int print_live_file(int dirfd, const char *file, const char *label, const char *
             print_clean(stdout, jstr(d, "backend") ? jstr(d, "backend") : "?", 16);
             printf(":%lld %s", (long long)dev, amount);
         } else {
-            printf("pinned host %s", amount);
+            const char *backend = jstr(d, "backend");
+            printf("%s %s", backend && !strcmp(backend, "cpu") ? "host" : "pinned host", amount);
         }
     }
     printf("%s\n", json_array_size(json_object_get(held, "by_device")) ? ")" : "");
-    json_t *top = json_object_get(held, "top_stacks");
-    if (json_array_size(top)) {
-        site sites[16];
-        size_t ns = 0;
-        json_t *t;
-        json_array_foreach(top, i, t) {
-            int64_t id = 0, n = 0, sb = 0;
-            if (ns == 16 || jint(t, "stack_id", &id) || jint(t, "count", &n) ||
-                jint(t, "bytes", &sb))
-                break;
-            sites[ns++] = (site){id, (uint64_t)sb, (uint64_t)n};
-        }
+    site sites[16];
+    size_t ns = top_stacks_of(held, sites, 16);
+    if (ns)
         print_sites(dirfd, sites, ns, sites_heading, 1);
-    }
     json_decref(held);
     return 1;
 }
 
-void print_top_sites(bundle *b)
+/* The events' allocations not freed before the failure, by stack, largest
+ * first (at most cap): what a bundle without allocations.json (one
+ * recovered from a ring) knows of what was held. */
+static size_t replayed_sites(bundle *b, site *sites, size_t cap)
 {
-    if (print_live_file(b->dirfd, "allocations.json", "Held:", "live GPU allocation(s)",
-                        "Top allocation sites by live bytes (allocations alive at the failure):"))
-        return;
     size_t n = 0, i;
     json_t *ev;
     memset(table, 0, sizeof table);
@@ -379,7 +458,6 @@ void print_top_sites(bundle *b)
         else if (!strcmp(type, "free"))
             live_remove(at, &n);
     }
-    site sites[64];
     size_t ns = 0;
     for (size_t k = 0; k < LIVE_SLOTS && n; k++) {
         const live *l = &table[k];
@@ -388,16 +466,26 @@ void print_top_sites(bundle *b)
         size_t s = 0;
         while (s < ns && sites[s].stack != l->stack)
             s++;
-        if (s == ns && ns < 64)
+        if (s == ns && ns < cap)
             sites[ns++] = (site){l->stack, 0, 0};
         if (s < ns) {
             sites[s].bytes += l->size;
             sites[s].count++;
         }
     }
+    qsort(sites, ns, sizeof *sites, by_bytes);
+    return ns;
+}
+
+void print_top_sites(bundle *b)
+{
+    if (print_live_file(b->dirfd, "allocations.json", "Held:", "live allocation(s)",
+                        "Top allocation sites by live bytes (allocations alive at the failure):"))
+        return;
+    site sites[64];
+    size_t ns = replayed_sites(b, sites, 64);
     if (!ns)
         return;
-    qsort(sites, ns, sizeof *sites, by_bytes);
     print_sites(b->dirfd, sites, ns,
                 "Top allocation sites by live bytes (the events' allocations not freed "
                 "before the failure):", 0);

@@ -1,0 +1,56 @@
+/*
+ * python_layouts.c — prints preload/python_frames.c's FOR_EACH_PYTHON_LAYOUT
+ * line for the CPython whose headers it is built against, from the
+ * structures themselves (internal headers included), so a new version's
+ * line is measured, not guessed:
+ *
+ *   inc=$(python3.14 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+ *   cc -I"$inc" -I"$inc/internal" -o layouts mk/python_layouts.c && ./layouts
+ *
+ * Not built by make: the lines it printed for 3.9-3.13 are in the table.
+ */
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <stddef.h>
+#include <stdio.h>
+#if PY_VERSION_HEX >= 0x030b0000
+#include "internal/pycore_frame.h"
+#else
+#include "frameobject.h"
+#endif
+
+int main(void)
+{
+    int minor = PY_MINOR_VERSION;
+#if PY_VERSION_HEX < 0x030b0000
+    /* frame objects: f_lasti in bytes (3.9) or code units (3.10) */
+    printf("X(%d, 1, %zu, -1, -1, %zu, %zu, %zu, %d, -1, -1, -1, -1, -1, ", minor,
+           offsetof(PyThreadState, frame), offsetof(PyFrameObject, f_code),
+           offsetof(PyFrameObject, f_back), offsetof(PyFrameObject, f_lasti),
+           PY_VERSION_HEX >= 0x030a0000 ? 2 : 1);
+    printf("%zu, %zu, ", offsetof(PyCodeObject, co_filename), offsetof(PyCodeObject, co_name));
+#else
+#if PY_VERSION_HEX < 0x030d0000
+    printf("X(%d, 2, -1, %zu, %zu, %zu, %zu, %zu, 0, %zu, %d, ", minor,
+           offsetof(PyThreadState, cframe), offsetof(_PyCFrame, current_frame),
+           offsetof(_PyInterpreterFrame, f_code), offsetof(_PyInterpreterFrame, previous),
+           offsetof(_PyInterpreterFrame, prev_instr), offsetof(_PyInterpreterFrame, owner),
+           FRAME_OWNED_BY_GENERATOR);
+#else
+    printf("X(%d, 2, %zu, -1, -1, %zu, %zu, %zu, 0, %zu, %d, ", minor,
+           offsetof(PyThreadState, current_frame), offsetof(_PyInterpreterFrame, f_executable),
+           offsetof(_PyInterpreterFrame, previous), offsetof(_PyInterpreterFrame, instr_ptr),
+           offsetof(_PyInterpreterFrame, owner), FRAME_OWNED_BY_GENERATOR);
+#endif
+#if PY_VERSION_HEX >= 0x030c0000
+    printf("%d, ", FRAME_OWNED_BY_CSTACK);
+#else
+    printf("-1, ");
+#endif
+    printf("%zu, %zu, %zu, %zu, ", offsetof(PyCodeObject, co_code_adaptive),
+           offsetof(PyCodeObject, _co_firsttraceable), offsetof(PyCodeObject, co_filename),
+           offsetof(PyCodeObject, co_qualname));
+#endif
+    printf("%zu, %zu)\n", sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject));
+    return 0;
+}

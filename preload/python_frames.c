@@ -1,0 +1,293 @@
+/*
+ * python_frames.c — the Python lines of an allocation.  A large host or a
+ * device allocation made from Python (numpy's arrays, torch's tensors) is
+ * named by the C code of the library that made it; the user wants the line
+ * of their own that asked.  So the stack of such an allocation (stack.c)
+ * also holds the calling thread's Python frames, innermost first, each as
+ * GMP_PYTHON_FRAME_TAG | id of the table below.
+ *
+ * The frames are read from the interpreter's own structures, as its
+ * faulthandler reads them: no Python API call, no reference taken, no
+ * allocation, no GIL (a thread's frame chain is changed only by that
+ * thread, which is here, inside an allocation).  Where a structure lies
+ * differs by CPython version: one line of FOR_EACH_PYTHON_LAYOUT per
+ * version (3.9 to 3.13), each printed by mk/python_layouts.c built against
+ * that version's own headers; another version is left alone.  Every code
+ * object is checked to be one (its type is PyCode_Type) before it is
+ * read, and a walk stops at anything else.
+ *
+ * The table interns (code object, instruction offset) pairs and names each
+ * the first time it is seen, while its code object is alive: file, line
+ * (PyCode_Addr2Line: no allocation) and function (the qualified name where
+ * the code object has one).  A code object freed and another made at its
+ * address is told apart by its file and name objects too.  Lock-free, like
+ * stack.c's table: a slot is claimed by CAS on its key's hash and published
+ * by a ready flag.
+ */
+#include "preload.h"
+
+#include <string.h>
+
+/* How one CPython version keeps its frames.  walk: 1 frame objects (3.9,
+ * 3.10: PyThreadState.frame, PyFrameObject.f_back, an int f_lasti), 2
+ * interpreter frames (3.11-3.13: _PyInterpreterFrame.previous and an
+ * instruction pointer into the code object).  Offsets in bytes; -1: none.
+ *   ts_frame     the thread state's innermost frame (3.9, 3.10, 3.13)
+ *   ts_cframe    or its _PyCFrame (3.11, 3.12), then that one's frame
+ *   f_code, f_back, f_instr (f_lasti, or prev_instr / instr_ptr)
+ *   lasti_scale  f_lasti to bytes: 1 (3.9), 2 (3.10: code units)
+ *   f_owner, owner_gen, owner_cstack: frames not (yet) of Python code
+ *   co_code, co_first   where instructions start, _co_firsttraceable
+ *   co_file, co_name    co_filename; co_qualname, else co_name
+ *   str_ascii, str_compact  sizeof PyASCIIObject, PyCompactUnicodeObject */
+#define FOR_EACH_PYTHON_LAYOUT(X)                                                                 \
+    /* minor walk ts_frame ts_cframe cf_frame f_code f_back f_instr lasti_scale f_owner          \
+     * owner_gen owner_cstack co_code co_first co_file co_name str_ascii str_compact */          \
+    X(9, 1, 24, -1, -1, 32, 24, 104, 1, -1, -1, -1, -1, -1, 104, 112, 48, 72)                     \
+    X(10, 1, 24, -1, -1, 32, 24, 96, 2, -1, -1, -1, -1, -1, 104, 112, 48, 72)                     \
+    X(11, 2, -1, 56, 8, 32, 48, 56, 0, 69, 1, -1, 184, 168, 112, 128, 48, 72)                     \
+    X(12, 2, -1, 56, 0, 0, 8, 56, 0, 70, 1, 3, 192, 176, 112, 128, 40, 56)                        \
+    X(13, 2, 72, -1, -1, 0, 8, 56, 0, 70, 1, 3, 200, 184, 112, 128, 40, 56)
+
+typedef struct py_layout {
+    int minor, walk, ts_frame, ts_cframe, cf_frame, f_code, f_back, f_instr, lasti_scale,
+        f_owner, owner_gen, owner_cstack, co_code, co_first, co_file, co_name, str_ascii,
+        str_compact;
+} py_layout;
+
+#define AS_LAYOUT(...) {__VA_ARGS__},
+static const py_layout layouts[] = {FOR_EACH_PYTHON_LAYOUT(AS_LAYOUT)};
+#undef AS_LAYOUT
+
+#define MAX_WALK 256 /* frames walked at most: a deeper chain is cut */
+
+static struct {
+    int state; /* atomic: 0 unknown, 1 a known CPython, 2 not */
+    const py_layout *layout;
+    const void *code_type;
+    int (*is_initialized)(void);
+    void *(*this_thread)(void);
+    int (*addr2line)(void *code, int offset);
+} py;
+
+static int have_python(void)
+{
+    int state = __atomic_load_n(&py.state, __ATOMIC_ACQUIRE);
+    if (GMP_LIKELY(state))
+        return state == 1;
+    const char *(*version)(void);
+    *(void **)&version = gmp_global_symbol("Py_GetVersion");
+    *(void **)&py.is_initialized = gmp_global_symbol("Py_IsInitialized");
+    *(void **)&py.this_thread = gmp_global_symbol("PyGILState_GetThisThreadState");
+    *(void **)&py.addr2line = gmp_global_symbol("PyCode_Addr2Line");
+    py.code_type = gmp_global_symbol("PyCode_Type");
+    state = 2;
+    const char *v = version ? version() : NULL; /* "3.11.2 (main, ...": a static buffer */
+    if (v && v[0] == '3' && v[1] == '.' && py.is_initialized && py.this_thread &&
+        py.addr2line && py.code_type) {
+        int minor = 0;
+        for (const char *p = v + 2; *p >= '0' && *p <= '9' && minor < 1000; p++)
+            minor = minor * 10 + (*p - '0');
+        for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++)
+            if (layouts[i].minor == minor) {
+                py.layout = &layouts[i];
+                state = 1;
+            }
+    }
+    __atomic_store_n(&py.state, state, __ATOMIC_RELEASE);
+    return state == 1;
+}
+
+static const void *ptr_at(const void *base, int offset)
+{
+    const void *p;
+    memcpy(&p, (const char *)base + offset, sizeof p);
+    return p;
+}
+
+static int is_code(const void *code)
+{
+    return code && !((uintptr_t)code & 7) && ptr_at(code, 8) == py.code_type; /* ob_type */
+}
+
+/* ---- the table of frames ----------------------------------------------- */
+
+#define TABLE_SLOTS 8192 /* distinct (code, offset) pairs named; more get none */
+#define MAX_PROBES 32
+
+typedef struct frame_entry {
+    uint64_t hash; /* atomic: 0 free, else claimed */
+    const void *code, *file_obj, *name_obj;
+    uint32_t offset;
+    uint32_t ready; /* atomic: the rest is whole */
+    gmp_python_frame named;
+} frame_entry;
+
+static frame_entry *table; /* atomic pointer */
+static int table_state;    /* atomic: gmp_lazy_table's */
+
+/* A str object's text as UTF-8 (compact strings: all that code objects
+ * hold); "?" for anything else. */
+static void str_text(const void *s, char *out, size_t cap)
+{
+    const py_layout *l = py.layout;
+    gmp_strlcpy(out, "?", cap);
+    if (!s || ((uintptr_t)s & 7))
+        return;
+    int64_t length;
+    uint32_t state;
+    memcpy(&length, (const char *)s + 16, sizeof length);
+    memcpy(&state, (const char *)s + 32, sizeof state);
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || length < 0 || (kind != 1 && kind != 2 && kind != 4))
+        return;
+    const unsigned char *data = (const unsigned char *)s + (ascii ? l->str_ascii : l->str_compact);
+    size_t o = 0;
+    for (int64_t i = 0; i < length; i++) {
+        uint32_t c = kind == 1   ? data[i]
+                     : kind == 2 ? ((const uint16_t *)(const void *)data)[i]
+                                 : ((const uint32_t *)(const void *)data)[i];
+        char enc[4];
+        size_t n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        if (n == 1) {
+            enc[0] = (char)c;
+        } else {
+            for (size_t k = n - 1; k > 0; k--, c >>= 6)
+                enc[k] = (char)(0x80 | (c & 0x3f));
+            enc[0] = (char)((n == 2 ? 0xc0 : n == 3 ? 0xe0 : 0xf0) | c);
+        }
+        if (o + n + 1 > cap)
+            break; /* cut at a whole character */
+        memcpy(out + o, enc, n);
+        o += n;
+    }
+    out[o] = '\0';
+}
+
+static frame_entry *get_table(void)
+{
+    return gmp_lazy_table((void **)&table, &table_state, sizeof(frame_entry) * TABLE_SLOTS);
+}
+
+/* The id of (code, offset), named now if new; 0 when the table is full. */
+static uint32_t frame_id(frame_entry *t, const void *code, uint32_t offset)
+{
+    const py_layout *l = py.layout;
+    const void *file_obj = ptr_at(code, l->co_file), *name_obj = ptr_at(code, l->co_name);
+    uint64_t hash = 0xcbf29ce484222325ull;
+    uint64_t key[4] = {(uintptr_t)code, offset, (uintptr_t)file_obj, (uintptr_t)name_obj};
+    for (int i = 0; i < 4; i++)
+        hash = (hash ^ key[i]) * 0x100000001b3ull;
+    hash |= 1;
+    for (uint32_t probe = 0, i = (uint32_t)(hash >> 20) & (TABLE_SLOTS - 1); probe < MAX_PROBES;
+         probe++, i = (i + 1) & (TABLE_SLOTS - 1)) {
+        frame_entry *e = &t[i];
+        uint64_t cur = __atomic_load_n(&e->hash, __ATOMIC_ACQUIRE);
+        if (cur == hash)
+            return i + 1;
+        if (cur != 0)
+            continue;
+        if (!__atomic_compare_exchange_n(&e->hash, &cur, hash, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) {
+            if (cur == hash)
+                return i + 1;
+            continue;
+        }
+        e->code = code;
+        e->file_obj = file_obj;
+        e->name_obj = name_obj;
+        e->offset = offset;
+        str_text(file_obj, e->named.file, sizeof e->named.file);
+        str_text(name_obj, e->named.function, sizeof e->named.function);
+        int line = py.addr2line((void *)code, (int)offset);
+        e->named.line = line > 0 ? (uint32_t)line : 0;
+        __atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
+        gmp_python_frame_ring_note(i + 1, &e->named);
+        return i + 1;
+    }
+    return 0;
+}
+
+/* ---- the walk ----------------------------------------------------------- */
+
+/* The innermost frame of the thread state, or NULL. */
+static const void *innermost(const py_layout *l, const void *ts)
+{
+    if (l->ts_frame >= 0)
+        return ptr_at(ts, l->ts_frame);
+    const void *cframe = ptr_at(ts, l->ts_cframe);
+    return cframe && !((uintptr_t)cframe & 7) ? ptr_at(cframe, l->cf_frame) : NULL;
+}
+
+/* A frame's code object and offset in bytes; 0 when the frame is not (yet)
+ * running Python code: a C shim, or one whose first instruction has not
+ * been reached. */
+static int frame_place(const py_layout *l, const void *f, const void **code, uint32_t *offset)
+{
+    *code = ptr_at(f, l->f_code);
+    if (!is_code(*code))
+        return 0;
+    if (l->walk == 1) {
+        int lasti;
+        memcpy(&lasti, (const char *)f + l->f_instr, sizeof lasti);
+        *offset = lasti > 0 ? (uint32_t)lasti * (uint32_t)l->lasti_scale : 0;
+        return 1;
+    }
+    unsigned char owner = *((const unsigned char *)f + l->f_owner);
+    if (l->owner_cstack >= 0 && owner == l->owner_cstack)
+        return 0;
+    const char *start = (const char *)*code + l->co_code;
+    const char *instr = ptr_at(f, l->f_instr);
+    int first;
+    memcpy(&first, (const char *)*code + l->co_first, sizeof first);
+    if (owner != l->owner_gen && instr < start + 2 * (int64_t)first)
+        return 0; /* incomplete: its prologue still runs */
+    if (instr < start || instr - start > (1 << 30))
+        return 0;
+    *offset = (uint32_t)(instr - start);
+    return 1;
+}
+
+uint32_t gmp_python_frames(uint64_t *out, uint32_t max)
+{
+    if (!max || !have_python() || !py.is_initialized())
+        return 0;
+    const py_layout *l = py.layout;
+    const void *ts = py.this_thread();
+    frame_entry *t = ts && !((uintptr_t)ts & 7) ? get_table() : NULL;
+    if (!t)
+        return 0;
+    uint32_t n = 0;
+    const void *f = innermost(l, ts);
+    for (int walked = 0; f && !((uintptr_t)f & 7) && n < max && walked < MAX_WALK; walked++) {
+        const void *code;
+        uint32_t offset;
+        if (frame_place(l, f, &code, &offset)) {
+            uint32_t id = frame_id(t, code, offset);
+            if (id)
+                out[n++] = GMP_PYTHON_FRAME_TAG | id;
+        }
+        f = ptr_at(f, l->f_back);
+    }
+    return n;
+}
+
+int gmp_python_frame_lookup(uint32_t id, gmp_python_frame *out, void *arg)
+{
+    (void)arg;
+    frame_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (!t || id == 0 || id > TABLE_SLOTS || !__atomic_load_n(&t[id - 1].ready, __ATOMIC_ACQUIRE))
+        return -1;
+    *out = t[id - 1].named;
+    return 0;
+}
+
+void gmp_python_frames_foreach_known(void (*fn)(uint32_t id, const gmp_python_frame *f,
+                                                void *arg),
+                                     void *arg)
+{
+    frame_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; t && i < TABLE_SLOTS; i++)
+        if (__atomic_load_n(&t[i].ready, __ATOMIC_ACQUIRE))
+            fn(i + 1, &t[i].named, arg);
+}

@@ -1,0 +1,210 @@
+/*
+ * test_held.c — a bundle says which line held the memory, the first
+ * question a user asks.  Python that keeps every batch's 4 MiB buffer until
+ * a large request fails under RLIMIT_AS: show's "Held by:" names the line
+ * that made them and the line that called it, with the bytes the program
+ * itself says it kept (within 5%), read at the failure; its limit verdict
+ * adds up (in use + asked > limit).  A C program that holds memory through
+ * three call paths of one malloc wrapper: the wrapper and each caller,
+ * bytes exact.  A Python run killed by SIGKILL under gmp-run: the same
+ * line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <glob.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static preload_paths paths;
+static char out[1 << 16], err[1 << 16];
+
+/* The Python loop: extract_features (line 4) makes each batch, main (line
+ * 10) keeps it; the join (line 12) asks for more than the limit leaves.
+ * It prints what it kept when the MemoryError comes, then lets it go.
+ * (A format string: its percent sign doubled.) */
+#define BATCHES                                                                            \
+    "import sys\n"                                                                         \
+    "\n"                                                                                   \
+    "def extract_features(step):\n"                                                        \
+    "    return bytearray(4 << 20)\n"                                                      \
+    "\n"                                                                                   \
+    "def main():\n"                                                                        \
+    "    feats = []\n"                                                                     \
+    "    try:\n"                                                                           \
+    "        for step in range(1000):\n"                                                   \
+    "            feats.append(extract_features(step))\n"                                   \
+    "            if step %% 25 == 24:\n"                                                    \
+    "                b\"\".join(feats)\n"                                                  \
+    "    except MemoryError:\n"                                                            \
+    "        print(\"kept\", sum(len(f) for f in feats))\n"                                \
+    "        raise\n"                                                                      \
+    "\n"                                                                                   \
+    "main()\n"
+
+/* "Held by: N.N MiB in K allocation(s) made at SITE": the MiB, the count
+ * and the site (up to a ", of" that follows it). */
+static void held_by(const char *shown, double *mib, unsigned *count, char *site, size_t cap)
+{
+    const char *line = strstr(shown, "\nHeld by:          ");
+    char text[600] = "";
+    if (!line || sscanf(line, "\nHeld by: %lf MiB in %u allocation(s) made at %599[^\n]", mib,
+                        count, text) != 3)
+        fail_msg("show says nothing held the memory:\n%s", shown);
+    char *of = strstr(text, ", of ");
+    if (of)
+        *of = '\0';
+    snprintf(site, cap, "%s", text);
+}
+
+/* python (a path) runs BATCHES under a 1 GiB address-space limit. */
+static void batches_under(const char *python)
+{
+    char script[4096];
+    snprintf(script, sizeof script,
+             "cat > '%s/x.py' <<'EOF'\n" BATCHES "EOF\n"
+             "ulimit -v 1048576; LD_PRELOAD=\"%s\" GMP_WATCHDOG=0 exec %s '%s/x.py'",
+             paths.scratch, paths.preload, python, paths.scratch);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     1);
+    unsigned long long kept = 0;
+    if (sscanf(out, "kept %llu", &kept) != 1 || kept < (100ull << 20))
+        fail_msg("%s kept too little to tell: %s%s", python, out, err);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *shown = show_output(bundle);
+    double mib = 0;
+    unsigned count = 0;
+    char site[600];
+    held_by(shown, &mib, &count, site, sizeof site);
+    if (strcmp(site, "x.py:4 in extract_features (called from x.py:10)"))
+        fail_msg("%s: held by \"%s\", not x.py:4 (called from x.py:10):\n%s", python, site, shown);
+    double truth = (double)kept / (1 << 20);
+    if (mib < truth * 0.95 || mib > truth * 1.05 || count != kept / (4u << 20))
+        fail_msg("%s: held %.1f MiB in %u, the program kept %.1f MiB:\n%s", python, mib, count,
+                 truth, shown);
+    /* the limit, as the failing call found the address space */
+    if (!strstr(shown, "1. a host limit was reached (the address-space limit)\n"
+                       "     evidence: RLIMIT_AS is 1.0 GiB; ") ||
+        !strstr(shown, "was mapped (VmSize) when it failed, and "))
+        fail_msg("%s: the limit is not the first cause, as the failing call saw it:\n%s",
+                 python, shown);
+}
+
+static void test_python_line_held_the_batches(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    batches_under("python3");
+}
+
+/* The same under each CPython pyenv has, 3.9 to 3.13: each lays out its
+ * frames its own way. */
+static void test_every_cpython_layout(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    const char *home = getenv("HOME");
+    char pattern[512];
+    snprintf(pattern, sizeof pattern, "%s/.pyenv/versions/3.1[0-3]*/bin/python3",
+             home ? home : "/root");
+    glob_t g;
+    int found = glob(pattern, 0, NULL, &g) == 0;
+    snprintf(pattern, sizeof pattern, "%s/.pyenv/versions/3.9*/bin/python3",
+             home ? home : "/root");
+    found |= glob(pattern, found ? GLOB_APPEND : 0, NULL, &g) == 0;
+    if (!found) {
+        printf("SKIP no pyenv CPython here: only the system python3 was tried\n");
+        return;
+    }
+    for (size_t i = 0; i < g.gl_pathc; i++)
+        batches_under(g.gl_pathv[i]);
+    printf("tried %zu CPython version(s) from pyenv\n", g.gl_pathc);
+    globfree(&g);
+}
+
+/* One malloc wrapper, three callers: each caller is its own site. */
+static void test_native_call_paths(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script, "LD_PRELOAD=\"%s\" exec %s/test/programs/held_paths",
+             paths.preload, paths.build);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     1);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *shown = show_output(bundle);
+    double mib = 0;
+    unsigned count = 0;
+    char site[600];
+    held_by(shown, &mib, &count, site, sizeof site);
+    if (mib != 96.0 || count != 12 || !strstr(site, "keep (held_paths.c:") ||
+        !strstr(site, "), called from keep_batches"))
+        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);
+    static const char *const lines[] = {
+        "\nHeld:             19 live allocation(s), 116.0 MiB (host 116.0 MiB)\n",
+        "    96.0 MiB in 12 allocation(s)  keep (held_paths.c:",
+        "    12.0 MiB in 3 allocation(s)  keep (held_paths.c:",
+        "     8.0 MiB in 4 allocation(s)  keep (held_paths.c:",
+        "), called from keep_cache\n",
+        "), called from keep_scratch\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+        if (!strstr(shown, lines[i]))
+            fail_msg("show does not say \"%s\":\n%s", lines[i], shown);
+}
+
+/* Killed by SIGKILL under gmp-run, nothing written by the process: the
+ * bundle recovered from its ring names the same Python line. */
+static void test_killed_names_the_line_from_its_ring(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "LD_PRELOAD=\"%s\" exec %s/gmp-run -- python3 -c '"
+             "import os, signal\n"
+             "def extract_features(step):\n"
+             "    return bytearray(4 << 20)\n"
+             "feats = [extract_features(step) for step in range(50)]\n"
+             "os.kill(os.getpid(), signal.SIGKILL)\n'",
+             paths.preload, paths.build);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     128 + 9);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *shown = show_output(bundle);
+    double mib = 0;
+    unsigned count = 0;
+    char site[600];
+    held_by(shown, &mib, &count, site, sizeof site);
+    if (count != 50 || mib < 199 || mib > 201 ||
+        strcmp(site, "<string>:3 in extract_features (called from <string>:4)"))
+        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);
+}
+
+static int setup(void **state)
+{
+    *state = &paths;
+    preload_paths_make(&paths, "held");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_python_line_held_the_batches),
+        cmocka_unit_test(test_every_cpython_layout),
+        cmocka_unit_test(test_native_call_paths),
+        cmocka_unit_test(test_killed_names_the_line_from_its_ring),
+    };
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
+}
