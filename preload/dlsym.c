@@ -7,7 +7,11 @@
  * cuGetProcAddress (itself found by dlsym).  So dlsym is where the driver is
  * reached.  The lookup is always done by the real dlsym (found with dlvsym);
  * only the exact names cuda_driver.c routes get our wrapper instead of the
- * driver's function, whatever handle the caller passed.
+ * driver's function, whatever handle the caller passed.  The allocation
+ * functions libc.c hooks are routed too, when looked up through a
+ * library's own handle (ctypes.CDLL("libc.so.6").malloc): such a lookup
+ * starts past the preload.  Never for RTLD_NEXT (an allocator that wraps
+ * the next malloc wants that one) or RTLD_DEFAULT (which finds ours).
  *
  * RTLD_NEXT depends on who calls: glibc reads the return address.  So the
  * entry is a few instructions of assembly that ask C whether the name is
@@ -68,16 +72,22 @@ static void *lookup_next(const void *caller, const char *name)
 /* Called by the entry with the caller's arguments: the real dlsym when the
  * lookup is not ours to route (the entry jumps to it), else NULL. */
 GMP_HIDDEN __attribute__((used)) void *gmp_dlsym_forward_to(void *handle, const char *name);
+/* An allocation function looked up through a library's own handle? */
+static int libc_lookup(void *handle, const char *name)
+{
+    return handle != RTLD_NEXT && handle != RTLD_DEFAULT && strchr("mfcrpav", name[0]) &&
+           gmp_libc_routed_name(name);
+}
+
 void *gmp_dlsym_forward_to(void *handle, const char *name)
 {
-    (void)handle;
     dlsym_fn fn = find_real_dlsym();
     if (!fn)
         return NULL; /* no real dlsym: gmp_dlsym_route says "not found" */
-    if (!name || name[0] != 'c' || name[1] != 'u' || gmp_cuda_routed_name(name) < 0 ||
-        __atomic_load_n(&gmp_pl.state, __ATOMIC_ACQUIRE) == GMP_PL_DISABLED)
+    if (!name || __atomic_load_n(&gmp_pl.state, __ATOMIC_ACQUIRE) == GMP_PL_DISABLED)
         return (void *)fn;
-    return NULL;
+    int cuda = name[0] == 'c' && name[1] == 'u' && gmp_cuda_routed_name(name) >= 0;
+    return cuda || libc_lookup(handle, name) ? NULL : (void *)fn;
 }
 
 /* A routed name: look it up as the caller asked, then swap in our wrapper. */
@@ -89,8 +99,9 @@ void *gmp_dlsym_route(void *handle, const char *name, const void *caller)
         return NULL;
     GMP_IN_HOOK_SCOPE();
     void *p = handle == RTLD_NEXT ? lookup_next(caller, name) : gmp_dlsym_real(handle, name);
-    void *routed = p ? gmp_cuda_route_by_name(name, p) : NULL;
-    return routed;
+    if (libc_lookup(handle, name))
+        return gmp_libc_route(name, p);
+    return p ? gmp_cuda_route_by_name(name, p) : NULL;
 }
 
 #if defined(__x86_64__)

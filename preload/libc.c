@@ -154,6 +154,25 @@ static int have_real(void)
     return __atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) != NULL;
 }
 
+/* ---- lookups past us --------------------------------------------------- */
+
+/* Every allocation function a hook here stands for.  A lookup through a
+ * library's own handle (ctypes.CDLL("libc.so.6").malloc, cffi, JNA) finds
+ * the allocator's function past the preload; dlsym.c asks gmp_libc_route
+ * for the hook instead, when what was found is the very function the hook
+ * forwards to (an allocator loaded after us, or a library's own malloc,
+ * is left as found). */
+#define FOR_EACH_LIBC_HOOK(X)                                                                     \
+    X(malloc) X(free) X(calloc) X(realloc) X(reallocarray) X(posix_memalign) X(aligned_alloc)    \
+    X(memalign) X(valloc) X(pvalloc) X(malloc_usable_size)
+
+int gmp_libc_routed_name(const char *name)
+{
+#define IS(fn) !strcmp(name, #fn) ||
+    return FOR_EACH_LIBC_HOOK(IS) 0;
+#undef IS
+}
+
 /* ---- bookkeeping ------------------------------------------------------ */
 
 /* A block's bytes from glibc's chunk header: the size word before the
@@ -552,4 +571,16 @@ GMP_EXPORT size_t malloc_usable_size(void *p)
     if (GMP_UNLIKELY(!have_real()) || !real.malloc_usable_size)
         return 0;
     return real.malloc_usable_size(p);
+}
+
+void *gmp_libc_route(const char *name, void *found)
+{
+    if (!found || !have_real())
+        return found;
+#define ROUTE(fn)                                                                                 \
+    if (!strcmp(name, #fn))                                                                       \
+        return found == (void *)real.fn ? (void *)fn : found;
+    FOR_EACH_LIBC_HOOK(ROUTE)
+#undef ROUTE
+    return found;
 }

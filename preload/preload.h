@@ -299,6 +299,12 @@ GMP_HIDDEN int gmp_sizes_put(const void *p, uint64_t size);
 GMP_HIDDEN int gmp_sizes_get(const void *p, uint64_t *size);
 GMP_HIDDEN int gmp_sizes_take(const void *p, uint64_t *size);
 
+/* libc.c: the allocation functions dlsym.c routes: whether name is one,
+ * and the hook for `found` (what the real lookup gave) when found is the
+ * function the hook forwards to, else found. */
+GMP_HIDDEN int gmp_libc_routed_name(const char *name);
+GMP_HIDDEN void *gmp_libc_route(const char *name, void *found);
+
 /* device.c */
 GMP_HIDDEN void gmp_device_add(gmp_backend backend, int device, uint64_t ptr,
                                uint64_t size, gmp_api api, uint64_t now_ns, uint32_t stack_id);

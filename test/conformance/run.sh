@@ -29,6 +29,9 @@
 #   numpy       np.empty(10**13) from PyPI, in a venv made here: the same
 #               MemoryError, and one bundle that names the failed malloc,
 #               numpy's exception and words, and a request no host could give
+#   numpy-held-by  a loop keeping each batch's 4 MiB array until a concatenate
+#               fails under RLIMIT_AS: "Held by:" names the line that made
+#               them and its caller, the bytes within 5% of what it kept
 # Prints one line per case and "N passed, N failed"; exits 1 when any failed.
 set -u
 build=$(cd "$1" && pwd)
@@ -386,6 +389,45 @@ np.empty(10**13)'"
         else
             pass "numpy (np.empty(10**13): one bundle, the failed malloc, numpy's exception and message, a request larger than this host could ever give)"
         fi
+    fi
+    # A training loop that keeps every batch's 4 MiB feature array and
+    # concatenates them every 25 steps, under a 1 GiB RLIMIT_AS: what held
+    # the memory is the line that made the arrays, called from the line
+    # that kept them, with the bytes the program says it kept (within 5%).
+    # (A concatenate that came close to the limit and did not fail may leave
+    # a pressure warning first: the death's bundle is the newest.)
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
+    cat >"$work/features.py" <<'EOF'
+import numpy as np
+
+def extract_features(step):
+    return np.full(1 << 19, float(step))
+
+def main():
+    feats = []
+    try:
+        for step in range(1000):
+            feats.append(extract_features(step))
+            if step % 25 == 24:
+                np.concatenate(feats)
+    except MemoryError:
+        print("kept", sum(f.nbytes for f in feats))
+        raise
+
+main()
+EOF
+    (ulimit -v 1048576; LD_PRELOAD="$preload" "$venv/bin/python" "$work/features.py") \
+        >"$work/features.out" 2>"$work/features.err"
+    kept=$(sed -n 's/^kept \([0-9]*\)$/\1/p' "$work/features.out")
+    death=$(ls -d "$GMP_DUMP_DIR"/oom_dump_* 2>/dev/null | tail -n 1)
+    held=$("$inspect" show "$death" 2>&1 | sed -n 's/^Held by: *//p')
+    held_mib=$(printf '%s' "$held" | sed -n 's/^\([0-9.]*\) MiB in .*/\1/p')
+    if [ -z "$kept" ] || [ -z "$held_mib" ] ||
+        ! printf '%s' "$held" | grep -q ' made at features.py:4 in extract_features (called from features.py:10)' ||
+        ! awk -v h="$held_mib" -v k="$kept" 'BEGIN { t = k / 1048576; exit !(h >= t * 0.95 && h <= t * 1.05) }'; then
+        fail numpy-held-by "kept $kept bytes; show says: Held by: $held; $(tail -1 "$work/features.err")"
+    else
+        pass "numpy-held-by (Held by: $held; the program kept $((kept / 1048576)) MiB)"
     fi
 else
     skip numpy "cannot make a venv with numpy from PyPI here: $(tail -1 "$work/pip.log" 2>/dev/null)"

@@ -330,6 +330,45 @@ static void test_crash_names_its_own_thread_failure(void **state)
     assert_int_equal(crash_bundles, 1);
 }
 
+/* ctypes.CDLL("libc.so.6").malloc: a lookup through libc's own handle,
+ * which starts past the preload.  It gets the hook all the same: the
+ * failed 8.9 PiB request, then the write through its NULL, is one bundle,
+ * "crashed (SIGSEGV) after an allocation of host memory failed" — not a
+ * death with no line.  Its free through the same handle is the hook's too
+ * (the block's bytes leave the count it entered). */
+static void test_malloc_through_a_library_handle(void **state)
+{
+    (void)state;
+    char script[4096], bundle[1024];
+    snprintf(script, sizeof script,
+             "LD_PRELOAD=\"%s\" python3 -c '"
+             "import ctypes\n"
+             "libc = ctypes.CDLL(\"libc.so.6\")\n"
+             "libc.malloc.restype = ctypes.c_void_p\n"
+             "kept = libc.malloc(ctypes.c_size_t(64 << 20))\n"
+             "libc.free(ctypes.c_void_p(kept))\n"
+             "p = libc.malloc(ctypes.c_size_t(" HUGE "))\n"
+             "print(\"got\", p, flush=True)\n"
+             "ctypes.memmove(p or 0, b\"x\" * 8, 8)\n' 2>/dev/null; echo status $?",
+             paths.preload);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "got None\nstatus 139\n");
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "reason"), "SIGSEGV after failed allocation");
+    json_t *fr = json_object_get(md, "failed_request");
+    assert_string_equal(json_str(fr, "api"), "malloc");
+    assert_int_equal(json_int(fr, "size"), 10000000000000000ll);
+    json_decref(md);
+    expect_headline(bundle, "the process crashed (SIGSEGV) after an allocation of host memory "
+                            "failed");
+    /* the 64 MiB block: an alloc and a free, both seen */
+    const char *argv[] = {inspect_path(), "events", bundle, NULL};
+    run_capture(argv, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "alloc         malloc             cpu       64.0 MiB") ||
+        !strstr(out, "free          free               cpu       64.0 MiB"))
+        fail_msg("events:\n%s", out);
+}
+
 /* Each test's program is naive_malloc unless it says otherwise, whatever
  * a test before it (which may have failed half-way) left. */
 static int naive_program(void **state)
@@ -358,6 +397,7 @@ int main(void)
         cmocka_unit_test_setup(test_abort_after_failed_malloc, naive_program),
         cmocka_unit_test_setup(test_program_handler_still_runs, naive_program),
         cmocka_unit_test_setup(test_runtime_keeps_its_signals, naive_program),
+        cmocka_unit_test_setup(test_malloc_through_a_library_handle, naive_program),
         cmocka_unit_test_setup(test_uncaught_bad_alloc, naive_program),
         cmocka_unit_test_setup(test_rust_allocation_failure, naive_program),
         cmocka_unit_test_setup(test_program_alt_stack_too_small, naive_program),

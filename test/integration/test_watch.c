@@ -1,6 +1,7 @@
 /*
  * test_watch.c — the live tools: `gmp-inspect watch --once --json` on a
- * running python3 under the preload reports its live bytes, `watch` in a
+ * running python3 under the preload reports its live bytes (found by its
+ * pid under gmp-run too, whose job directory holds its ring), `watch` in a
  * tmux terminal refreshes its screen, and `gmp-inspect prune` applies the
  * retention rules by hand.
  */
@@ -60,6 +61,39 @@ static void test_watch_once_json(void **state)
     if (bytes < 5ll * (8 << 20) || bytes > 5ll * (8 << 20) + (64 << 20))
         fail_msg("live bytes %lld, want the 40 MiB it holds", bytes);
     assert_int_equal(json_array_size(json_object_get(o, "last_events")), 5);
+    json_decref(o);
+}
+
+/* Under gmp-run, the ring lives in the job's own directory (and the
+ * job's GMP_RUN_DIR names that one): watch finds the process by its pid
+ * all the same. */
+static void test_watch_finds_a_process_under_gmp_run(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export HELD='%s/held'; rm -f \"$HELD\"; "
+             "%s/gmp-run -- python3 -c 'import os, time\n"
+             "keep = [bytearray(8 << 20) for _ in range(5)]\n"
+             "f = open(os.environ[\"HELD\"] + \".tmp\", \"w\")\n"
+             "f.write(str(os.getpid())); f.close()\n"
+             "os.rename(f.name, os.environ[\"HELD\"])\n"
+             "time.sleep(3)' & "
+             "i=0; while [ ! -e \"$HELD\" ] && [ $i -lt 300 ]; do sleep 0.1; "
+             "i=$((i + 1)); done; child=$(cat \"$HELD\"); "
+             "echo \"pid $child\"; %s watch \"$child\" --once --json; kill $child; wait",
+             paths.scratch, paths.build, inspect_path());
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    int pid = 0;
+    assert_int_equal(sscanf(out, "pid %d", &pid), 1);
+    json_error_t je;
+    json_t *o = json_loads(strchr(out, '\n') + 1, 0, &je);
+    if (!o)
+        fail_msg("not JSON: %s%s", out, err);
+    assert_int_equal(json_int(o, "pid"), pid);
+    json_t *host = json_array_get(json_object_get(o, "bytes_in_use"), 0);
+    if (json_int(host, "bytes") < 5ll * (8 << 20))
+        fail_msg("live bytes %lld, want the 40 MiB it holds", json_int(host, "bytes"));
     json_decref(o);
 }
 
@@ -149,6 +183,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_once_json),
         cmocka_unit_test(test_watch_once_is_plain_text),
+        cmocka_unit_test(test_watch_finds_a_process_under_gmp_run),
         cmocka_unit_test(test_watch_refreshes_in_a_terminal),
         cmocka_unit_test(test_prune),
     };

@@ -232,7 +232,11 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
     fmt_bytes((uint64_t)grew_by, grew, sizeof grew);
     fmt_duration(t1 - t0, took, sizeof took);
     snprintf(what, sizeof what, "steady growth, like a leak or a cache that never lets go");
-    if (few_frees)
+    if (few_frees && !frees)
+        snprintf(evidence, sizeof evidence,
+                 "+%s over %s in %lld allocations and no frees before the failure", grew, took,
+                 (long long)allocs);
+    else if (few_frees)
         snprintf(evidence, sizeof evidence,
                  "+%s over %s in %lld allocations and only %lld frees before the failure", grew,
                  took, (long long)allocs, (long long)frees);

@@ -88,7 +88,11 @@ void print_event(json_t *ev, int is_failure)
     if (in_use[0])
         printf("  in use %s", in_use);
     int64_t result;
-    if (pressure && size[0] && !jint(ev, "result", &result))
+    uint64_t limit = 0, used = 0;
+    if (pressure && !ju64(ev, "size", &limit) && limit && !ju64(ev, "bytes_in_use", &used)) {
+        double pct = (double)used * 100.0 / (double)limit; /* the event's own percent is whole */
+        printf(pct < 10 ? ", %.1f%% of a %s limit" : ", %.0f%% of a %s limit", pct, size);
+    } else if (pressure && size[0] && !jint(ev, "result", &result))
         printf(", %lld%% of a %s limit", (long long)result, size);
     else if (!jint(ev, "result", &result) && result)
         printf("  result %lld", (long long)result);
@@ -97,7 +101,8 @@ void print_event(json_t *ev, int is_failure)
     json_object_foreach(ev, key, val) {
         if (is_known(key))
             continue;
-        char *txt = json_text_exact(val, JSON_ENCODE_ANY | JSON_COMPACT);
+        /* 15 digits: 0.1 as 0.1, not jansson's 0.10000000000000001 */
+        char *txt = json_text_exact(val, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
         printf("  ");
         print_clean(stdout, key, 40);
         putchar('=');

@@ -1,8 +1,9 @@
 /*
  * ring_source.c — a live process's event ring as the reading verbs name
  * it: a ring file (a path, or a name ending .gmr), or a PID, whose newest
- * ring in the run directory is taken (one another user made first is
- * refused).  `watch` follows it; `export` copies its events once.  A ring
+ * ring in the run directory, or in one of the job directories gmp-run
+ * keeps there (gmp-run-XXXXXX, ours), is taken (a run directory another
+ * user made first is refused).  `watch` follows it; `export` copies its events once.  A ring
  * truncated under a reader turns its next read into SIGBUS: the copy is
  * taken under a guard that ends it with a message instead.  For export, the
  * ring's stack and module records come too, so a live process's
@@ -15,6 +16,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -33,14 +35,60 @@ int is_ring_target(const char *target)
     return n && strspn(target, "0123456789") == n;
 }
 
-/* ring_<pid>_<ns>.gmr in the run directory: the newest of that pid. */
+typedef struct ring_search {
+    char prefix[48];        /* "ring_<pid>_" */
+    unsigned long long best; /* the newest found's <ns> */
+    int found;
+    char *out;
+    size_t cap;
+} ring_search;
+
+/* The newest ring of the pid in dir (open as fd, which this closes); with
+ * descend, in the job directories gmp-run keeps there too. */
+static void search_dir(ring_search *s, int fd, const char *dir, int descend)
+{
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        if (descend && !strncmp(e->d_name, "gmp-run-", 8) &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
+            char sub[4096];
+            if (snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name) < (int)sizeof sub)
+                search_dir(s, openat(dirfd(d), e->d_name,
+                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+                           sub, 0);
+            continue;
+        }
+        if (strncmp(e->d_name, s->prefix, strlen(s->prefix)) || n < 5 ||
+            strcmp(e->d_name + n - 4, ".gmr"))
+            continue;
+        unsigned long long ns = strtoull(e->d_name + strlen(s->prefix), NULL, 10);
+        if (s->found < 0 || ns > s->best) {
+            s->best = ns;
+            s->found = snprintf(s->out, s->cap, "%s/%s", dir, e->d_name) < (int)s->cap ? 0 : -1;
+        }
+    }
+    closedir(d);
+}
+
+/* ring_<pid>_<ns>.gmr in the run directory or a job directory of
+ * gmp-run's in it: the newest of that pid. */
 static int find_ring(const char *verb, int pid, char *out, size_t cap)
 {
     static gmp_config cfg;
-    char dir[4096], prefix[48];
+    char dir[4096];
     gmp_config_from_env(&cfg);
     gmp_run_dir_path(&cfg, dir, sizeof dir);
-    snprintf(prefix, sizeof prefix, "ring_%d_", pid);
+    ring_search s = {.found = -1, .out = out, .cap = cap};
+    snprintf(s.prefix, sizeof s.prefix, "ring_%d_", pid);
     /* a run directory another user made first holds rings of their choosing */
     char why[128];
     int fd = gmp_run_dir_open(dir, why, sizeof why);
@@ -50,28 +98,8 @@ static int find_ring(const char *verb, int pid, char *out, size_t cap)
         fprintf(stderr, ": %s\n", why);
         return -2;
     }
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    struct dirent *e;
-    unsigned long long best = 0;
-    int found = -1;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, prefix, strlen(prefix)) || n < 5 ||
-            strcmp(e->d_name + n - 4, ".gmr"))
-            continue;
-        unsigned long long ns = strtoull(e->d_name + strlen(prefix), NULL, 10);
-        if (found < 0 || ns > best) {
-            best = ns;
-            found = snprintf(out, cap, "%s/%s", dir, e->d_name) < (int)cap ? 0 : -1;
-        }
-    }
-    closedir(d);
-    return found;
+    search_dir(&s, fd, dir, 1);
+    return s.found;
 }
 
 int ring_path_of(const char *verb, const char *target, char *path, size_t cap)

@@ -202,7 +202,8 @@ static void print_custom(json_t *md)
     json_object_foreach(cm, key, val) {
         char *txt = json_is_string(val) && !json_is_wide_size(val, NULL)
                         ? NULL
-                        : json_text_exact(val, JSON_ENCODE_ANY | JSON_COMPACT);
+                        : json_text_exact(val, JSON_ENCODE_ANY | JSON_COMPACT |
+                                                       JSON_REAL_PRECISION(15));
         printf("%s", first ? "" : ", ");
         print_clean(stdout, key, 60);
         putchar('=');
@@ -211,6 +212,32 @@ static void print_custom(json_t *md)
         first = 0;
     }
     putchar('\n');
+}
+
+/* How the bundle knew the failure was final, in words, the bundle's own
+ * word after them for a script's grep. */
+static void print_confirmed_by(const char *how)
+{
+    static const struct { const char *how, *words; } said[] = {
+        {"second_failure", "a second failure as large, with no success between"},
+        {"exit", "the process exited with the failure unresolved"},
+        {"timeout", "no success within GMP_OOM_CONFIRM_MS"},
+        {"first", "written at the first failure (GMP_OOM_POLICY=first)"},
+        {"message", "the program's own out-of-memory words"},
+        {"signal", "a fatal signal after the failure"},
+        {"recovered", "written from its ring after it died"},
+        {"exception", "the program reported the exception it caught"},
+        {"framework", "the framework reported its own out-of-memory"},
+        {"watchdog", "the pressure watchdog"},
+    };
+    if (!how)
+        return;
+    for (size_t i = 0; i < sizeof said / sizeof *said; i++)
+        if (!strcmp(how, said[i].how)) {
+            printf("%-18s%s (%s)\n", "Confirmed by:", said[i].words, how);
+            return;
+        }
+    print_field("Confirmed by:", how);
 }
 
 /* The process, from environment.json when readable. */
@@ -484,7 +511,7 @@ static int show_one(const char *path, long last)
     print_process(&b);
     print_environment(&b);
     print_failed_request(&b);
-    print_field("Confirmed by:", jstr(md, "confirmed_by"));
+    print_confirmed_by(jstr(md, "confirmed_by"));
     const char *etype = jstr(md, "exception_type");
     const char *emod = jstr(md, "exception_module");
     if (etype || emod) {

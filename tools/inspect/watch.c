@@ -211,9 +211,10 @@ static void usage(FILE *f)
 {
     fputs("usage: gmp-inspect watch PID|RINGFILE [--once] [--json] [--interval S]\n"
           "A live view of a process running under the preload, from its event ring\n"
-          "(found in $GMP_RUN_DIR, else the per-user run directory): bytes in use per\n"
-          "device and host, what was allocated and freed in the last 10 s, the last\n"
-          "events.  Refreshes every S seconds (default 1) until the process ends.\n"
+          "(found in $GMP_RUN_DIR, else the per-user run directory, or in a gmp-run\n"
+          "job's directory there): bytes in use per device and host, what was\n"
+          "allocated and freed in the last 10 s, the last events.  Refreshes every\n"
+          "S seconds (default 1) until the process ends.\n"
           "--once prints one snapshot; --json prints it as JSON.  Read-only.\n"
           "Exit status: 0, 1 when the ring cannot be found or read, 2 usage error.\n",
           f);
