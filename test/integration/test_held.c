@@ -4,7 +4,8 @@
  * a large request fails under RLIMIT_AS: show's "Held by:" names the line
  * that made them and the line that called it, with the bytes the program
  * itself says it kept (within 5%), read at the failure; its limit verdict
- * adds up (in use + asked > limit).  A C program that holds memory through
+ * adds up (in use + asked > limit); the torch-snapshot export carries the
+ * same Python frames for PyTorch's memory_viz.  A C program that holds memory through
  * three call paths of one malloc wrapper: the wrapper and each caller,
  * bytes exact.  A Python run killed by SIGKILL under gmp-run: the same
  * line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them.
@@ -104,6 +105,23 @@ static void test_python_line_held_the_batches(void **state)
     (void)state;
     skip_under_preload_sanitizer("`ulimit -v`");
     batches_under("python3");
+    char bundle[1024], pickle[1200];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    snprintf(pickle, sizeof pickle, "%s/snapshot.pickle", paths.scratch);
+    const char *argv[] = {inspect_path(), "export", bundle, "--format", "torch-snapshot", "-o",
+                          pickle, NULL};
+    assert_int_equal(exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)), 0);
+    char script[2400];
+    snprintf(script, sizeof script,
+             "python3 -c 'import pickle, sys\n"
+             "d = pickle.load(open(sys.argv[1], \"rb\"))\n"
+             "fs = [(f[\"filename\"].rsplit(\"/\", 1)[-1], f[\"line\"], f[\"name\"])\n"
+             "      for t in d[\"device_traces\"] for e in t if e[\"action\"] == \"alloc\"\n"
+             "      for f in e[\"frames\"] if f[\"filename\"].endswith(\".py\")]\n"
+             "print(fs[:2])' '%s'",
+             pickle);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "[('x.py', 4, 'extract_features'), ('x.py', 10, 'main')]\n");
 }
 
 /* The same under each CPython pyenv has, 3.9 to 3.13: each lays out its

@@ -104,8 +104,9 @@ static int address_frame(torch_ctx *c, const char *hex, int unnamed_too)
     return 1;
 }
 
-/* The native frames of stack `id`, innermost first (no list around them). */
-static void native_frames(torch_ctx *c, int64_t id)
+/* The frames of stack `id`, innermost first (no list around them): its
+ * native ones, then the Python ones of a Python thread's allocation. */
+static void stack_frames(torch_ctx *c, int64_t id)
 {
     size_t i;
     json_t *s;
@@ -117,6 +118,12 @@ static void native_frames(torch_ctx *c, int64_t id)
         json_t *f;
         json_array_foreach(json_object_get(s, "frames"), k, f)
             address_frame(c, json_string_value(f), 1);
+        json_array_foreach(json_object_get(s, "python"), k, f) {
+            int64_t line = 0;
+            jint(f, "line", &line);
+            const char *file = jstr(f, "file"), *fn = jstr(f, "function");
+            frame(c, file ? file : "??", (long)line, fn ? fn : "?");
+        }
         return;
     }
 }
@@ -131,7 +138,7 @@ static void frames_of(torch_ctx *c, int64_t id)
         }
     pickle_list(&c->p);
     if (id > 0)
-        native_frames(c, id);
+        stack_frames(c, id);
     pickle_list_end(&c->p);
     if (c->nmemo < MAX_MEMO) {
         c->memo[c->nmemo].src = c->src;

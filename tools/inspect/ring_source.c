@@ -131,27 +131,58 @@ static void on_bus(int sig)
     raise(sig);
 }
 
+/* A Python frame record's fields, as stacks.json holds them; NULL when
+ * the copy has no published record of that id. */
+static json_t *python_frame_json(const gmp_ring_python_record *py, size_t np, uint32_t id)
+{
+    for (size_t i = 0; i < np; i++) {
+        if (py[i].id != id)
+            continue;
+        char file[sizeof py[i].file], function[sizeof py[i].function];
+        memcpy(file, py[i].file, sizeof file);
+        file[sizeof file - 1] = '\0';
+        memcpy(function, py[i].function, sizeof function);
+        function[sizeof function - 1] = '\0';
+        return json_pack("{s:s, s:I, s:s}", "file", file, "line", (json_int_t)py[i].line,
+                         "function", function);
+    }
+    return NULL;
+}
+
 /* The site records copied out of the mapping, as the bundle files hold
- * them: each whole stack record (its id written last) and each module
- * record marked ready; nothing in them is trusted but their bounds. */
+ * them: each whole stack record (its id written last), its Python frames
+ * apart from its return addresses, and each module record marked ready;
+ * nothing in them is trusted but their bounds. */
 static void sites_as_json(const gmp_ring_stack_record *st, size_t ns,
-                          const gmp_ring_module_record *md, size_t nm, ring_copy_t *out)
+                          const gmp_ring_module_record *md, size_t nm,
+                          const gmp_ring_python_record *py, size_t np, ring_copy_t *out)
 {
     out->stacks = json_array();
     out->mods = json_array();
     char hex[24];
     for (size_t i = 0; i < ns && out->stacks; i++) {
         uint32_t depth = st[i].depth < GMP_RING_STACK_DEPTH ? st[i].depth : GMP_RING_STACK_DEPTH;
-        json_t *frames = json_array();
-        for (uint32_t k = 0; k < depth && frames; k++) {
-            snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)st[i].frames[k]);
+        json_t *frames = json_array(), *python = json_array();
+        for (uint32_t k = 0; k < depth && frames && python; k++) {
+            uint64_t f = st[i].frames[k];
+            if (f & GMP_PYTHON_FRAME_TAG) {
+                json_t *named = python_frame_json(py, np, (uint32_t)(f & 0xffffffffu));
+                if (named)
+                    json_array_append_new(python, named);
+                continue;
+            }
+            snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)f);
             json_array_append_new(frames, json_string(hex));
         }
-        if (st[i].id && frames)
-            json_array_append_new(out->stacks, json_pack("{s:I, s:o}", "id",
-                                                         (json_int_t)st[i].id, "frames", frames));
-        else
-            json_decref(frames);
+        json_t *s = st[i].id && frames ? json_pack("{s:I, s:O}", "id", (json_int_t)st[i].id,
+                                                   "frames", frames)
+                                       : NULL;
+        if (s && json_array_size(python))
+            json_object_set(s, "python", python);
+        if (s)
+            json_array_append_new(out->stacks, s);
+        json_decref(frames);
+        json_decref(python);
     }
     for (size_t i = 0; i < nm && out->mods; i++) {
         if (md[i].ready != 1)
@@ -180,14 +211,17 @@ int ring_copy(const char *verb, const char *path, int with_sites, ring_copy_t *o
     }
     size_t cap = ring.capacity ? ring.capacity : 1;
     size_t ns = with_sites ? ring.stack_records : 0, nm = with_sites ? ring.module_records : 0;
+    size_t np = with_sites ? ring.python_records : 0;
     /* every buffer before the guard: nothing is allocated inside it */
     gmp_event *events = malloc(cap * sizeof *events);
     gmp_ring_stack_record *st = malloc((ns ? ns : 1) * sizeof *st);
     gmp_ring_module_record *md = malloc((nm ? nm : 1) * sizeof *md);
-    if (!events || !st || !md) {
+    gmp_ring_python_record *py = malloc((np ? np : 1) * sizeof *py);
+    if (!events || !st || !md || !py) {
         free(events);
         free(st);
         free(md);
+        free(py);
         gmp_ring_close(&ring, 0);
         fprintf(stderr, "gmp-inspect %s: out of memory\n", verb);
         return -1;
@@ -199,6 +233,7 @@ int ring_copy(const char *verb, const char *path, int with_sites, ring_copy_t *o
         free(events);
         free(st);
         free(md);
+        free(py);
         fprintf(stderr, "gmp-inspect %s: ", verb);
         print_clean(stderr, path, 512);
         fputs(": the ring file shrank under us (truncated)\n", stderr);
@@ -211,20 +246,25 @@ int ring_copy(const char *verb, const char *path, int with_sites, ring_copy_t *o
     memcpy(out->cmdline, ring.hdr->cmdline, len < sizeof out->cmdline ? len : sizeof out->cmdline - 1);
     uint64_t used_st = __atomic_load_n(&ring.hdr->stacks_used, __ATOMIC_ACQUIRE);
     uint64_t used_md = __atomic_load_n(&ring.hdr->modules_used, __ATOMIC_ACQUIRE);
+    uint64_t used_py = __atomic_load_n(&ring.hdr->python_used, __ATOMIC_ACQUIRE);
     ns = used_st < ns ? (size_t)used_st : ns;
     nm = used_md < nm ? (size_t)used_md : nm;
+    np = used_py < np ? (size_t)used_py : np;
     if (ns)
         memcpy(st, ring.stacks, ns * sizeof *st);
     if (nm)
         memcpy(md, ring.modules, nm * sizeof *md);
+    if (np)
+        memcpy(py, ring.python, np * sizeof *py);
     copying = 0;
     signal(SIGBUS, old);
     out->events = events;
     gmp_ring_close(&ring, 0);
     if (with_sites)
-        sites_as_json(st, ns, md, nm, out);
+        sites_as_json(st, ns, md, nm, py, np, out);
     free(st);
     free(md);
+    free(py);
     return 0;
 }
 
