@@ -417,6 +417,9 @@ typedef struct gmp_dump_request {
      * ids it names, a bitmap of GMP_BUNDLE_STACK_IDS bits */
     int live_snapshot_fd;
     const uint64_t *live_snapshot_stacks;
+    /* the host as it was at the failure (metadata.json's host_state); NULL:
+     * read when the bundle is written */
+    const struct gmp_host_state *host;
 } gmp_dump_request;
 
 #define GMP_BUNDLE_STACK_IDS 4096 /* stacks.json holds ids up to this */

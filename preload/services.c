@@ -81,15 +81,17 @@ const char *gmp_pl_run_dir(void)
     return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2 ? run_dir : "";
 }
 
-/* allocations.json as it was at the newest failure, for that failure's
- * bundle: written later (at exit, on a second failure), it would list
- * what was left after the program let go. */
+/* allocations.json and the host (RSS, the cgroup's usage, the machine) as
+ * they were at the newest failure, for that failure's bundle: written
+ * later (at exit, on a second failure), it would tell what was left after
+ * the program let go. */
 static struct {
     int busy; /* atomic try-flag over the rest */
     int fd;
     off_t size;
     uint64_t time_ns; /* the failure's */
     uint64_t stacks[GMP_BUNDLE_STACK_IDS / 64];
+    gmp_host_state host;
 } at_failure = {.fd = -1};
 
 void gmp_pl_snapshot_failure(uint64_t failure_ns)
@@ -99,6 +101,7 @@ void gmp_pl_snapshot_failure(uint64_t failure_ns)
     if (at_failure.fd >= 0)
         close(at_failure.fd);
     gmp_dump_request req = {.live_foreach = gmp_device_foreach_live};
+    gmp_host_state_read(&at_failure.host);
     at_failure.fd = gmp_bundle_live_snapshot(&req, failure_ns, at_failure.stacks);
     struct stat st;
     if (at_failure.fd >= 0 && fstat(at_failure.fd, &st) == 0) {
@@ -142,6 +145,7 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     if (snapshot >= 0) {
         with_stacks.live_snapshot_fd = snapshot;
         with_stacks.live_snapshot_stacks = at_failure.stacks;
+        with_stacks.host = &at_failure.host;
     }
     /* versions, names and NVML's view: not in a signal handler, nor for
      * host memory (the loader and NVML may allocate: malloc is what failed) */

@@ -260,7 +260,10 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
             gmp_log("dump metadata is not a JSON object; using the configured one");
     }
     gmp_host_state host; /* /proc and /sys read into the struct: no allocation */
-    gmp_host_state_read(&host);
+    if (req->host)
+        host = *req->host; /* as the failure found it */
+    else
+        gmp_host_state_read(&host);
     gmp_bundle_input in = {
         .dump_dir = rec->cfg.dump_dir,
         .ring = made_ring(rec),

@@ -3,8 +3,8 @@
  * question a user asks.  Python that keeps every batch's 4 MiB buffer until
  * a large request fails under RLIMIT_AS: show's "Held by:" names the line
  * that made them and the line that called it, with the bytes the program
- * itself says it kept (within 5%), read at the failure; its limit verdict
- * adds up (in use + asked > limit); the torch-snapshot export carries the
+ * itself says it kept (within 5%), read at the failure, as is the RSS the
+ * bundle reports; its limit verdict adds up (in use + asked > limit); the torch-snapshot export carries the
  * same Python frames for PyTorch's memory_viz.  A C program that holds memory through
  * three call paths of one malloc wrapper: the wrapper and each caller,
  * bytes exact.  A Python run killed by SIGKILL under gmp-run: the same
@@ -80,7 +80,15 @@ static void batches_under(const char *python)
     if (sscanf(out, "kept %llu", &kept) != 1 || kept < (100ull << 20))
         fail_msg("%s kept too little to tell: %s%s", python, out, err);
     char bundle[1024];
-    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    /* the host as the failure found it: the batches still resident, not
+     * what was left when the bundle was written at exit */
+    long long rss = json_int(json_object_get(json_object_get(md, "host_state"), "process"),
+                             "vm_rss");
+    json_decref(md);
+    if (rss < (long long)(kept / 10 * 9))
+        fail_msg("%s: RSS %lld in the bundle, below the %llu bytes held at the failure", python,
+                 rss, kept);
     const char *shown = show_output(bundle);
     double mib = 0;
     unsigned count = 0;
