@@ -83,13 +83,15 @@ static void insert(live_entry *t, gmp_backend backend, int device, uint64_t ptr,
         if (!__atomic_compare_exchange_n(&t[i].key, &cur, ptr, 0, __ATOMIC_ACQ_REL,
                                          __ATOMIC_RELAXED))
             continue;
-        t[i].size = size;
-        t[i].time_ms = time_ms;
-        t[i].stack_id = stack_id;
-        t[i].device = (int16_t)device;
-        t[i].backend = (uint8_t)backend;
-        t[i].api = (uint16_t)api;
-        t[i].space = space_of(api);
+        /* atomic, each: a bundle's walk (gmp_device_foreach_live) may read
+         * the slot while it is refilled, and checks it after */
+        __atomic_store_n(&t[i].size, size, __ATOMIC_RELAXED);
+        __atomic_store_n(&t[i].time_ms, time_ms, __ATOMIC_RELAXED);
+        __atomic_store_n(&t[i].stack_id, stack_id, __ATOMIC_RELAXED);
+        __atomic_store_n(&t[i].device, (int16_t)device, __ATOMIC_RELAXED);
+        __atomic_store_n(&t[i].backend, (uint8_t)backend, __ATOMIC_RELAXED);
+        __atomic_store_n(&t[i].api, (uint16_t)api, __ATOMIC_RELAXED);
+        __atomic_store_n(&t[i].space, space_of(api), __ATOMIC_RELAXED);
         __atomic_store_n(&t[i].ready, 1, __ATOMIC_RELEASE);
         return;
     }
@@ -246,21 +248,27 @@ void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg)
     live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
     if (!t)
         return;
-    /* racing adds and frees may be seen or not: each entry is whole (ready) */
+    /* racing adds and frees may be seen or not: an entry is taken when it
+     * was whole (ready) before its fields were read and still is after,
+     * under the same key (a slot freed and refilled meanwhile is skipped) */
     for (uint32_t i = 0; i < TABLE_SIZE; i++) {
         uint64_t key = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
         if (key == 0 || key == TOMBSTONE || !__atomic_load_n(&t[i].ready, __ATOMIC_ACQUIRE))
             continue;
         gmp_live_allocation a = {
             .address = key,
-            .size = t[i].size,
+            .size = __atomic_load_n(&t[i].size, __ATOMIC_RELAXED),
             .time_ns = __atomic_load_n(&time_base_ns, __ATOMIC_RELAXED) +
-                       (uint64_t)t[i].time_ms * 1000000,
-            .stack_id = t[i].stack_id,
-            .device = t[i].device,
-            .backend = t[i].backend,
-            .api = t[i].api,
+                       (uint64_t)__atomic_load_n(&t[i].time_ms, __ATOMIC_RELAXED) * 1000000,
+            .stack_id = __atomic_load_n(&t[i].stack_id, __ATOMIC_RELAXED),
+            .device = __atomic_load_n(&t[i].device, __ATOMIC_RELAXED),
+            .backend = __atomic_load_n(&t[i].backend, __ATOMIC_RELAXED),
+            .api = __atomic_load_n(&t[i].api, __ATOMIC_RELAXED),
         };
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (!__atomic_load_n(&t[i].ready, __ATOMIC_RELAXED) ||
+            __atomic_load_n(&t[i].key, __ATOMIC_RELAXED) != key)
+            continue;
         visit(&a, ctx);
     }
 }

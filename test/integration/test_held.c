@@ -4,11 +4,13 @@
  * a large request fails under RLIMIT_AS: show's "Held by:" names the line
  * that made them and the line that called it, with the bytes the program
  * itself says it kept (within 5%), read at the failure, as is the RSS the
- * bundle reports; its limit verdict adds up (in use + asked > limit); the torch-snapshot export carries the
- * same Python frames for PyTorch's memory_viz.  A C program that holds memory through
- * three call paths of one malloc wrapper: the wrapper and each caller,
- * bytes exact.  A Python run killed by SIGKILL under gmp-run: the same
- * line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them.
+ * bundle reports; its limit verdict adds up (in use + asked > limit), and
+ * the plot draws the request on the address space the call found, so the
+ * box crosses the RLIMIT_AS line; the torch-snapshot export carries the
+ * same Python frames for memory_viz.  A C program that holds memory
+ * through three call paths of one malloc wrapper: the wrapper and each
+ * caller, bytes exact.  A Python run killed by SIGKILL under gmp-run: the
+ * same line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -119,6 +121,36 @@ static void test_python_line_held_the_batches(void **state)
     const char *argv[] = {inspect_path(), "export", bundle, "--format", "torch-snapshot", "-o",
                           pickle, NULL};
     assert_int_equal(exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)), 0);
+    /* the plot: the request's box reaches above the RLIMIT_AS line */
+    char svg[1200];
+    snprintf(svg, sizeof svg, "%s/plot.svg", paths.scratch);
+    const char *plot[] = {inspect_path(), "plot", bundle, "-o", svg, NULL};
+    assert_int_equal(exit_code_of(run_capture(plot, out, sizeof out, err, sizeof err)), 0);
+    FILE *f = fopen(svg, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    /* the limit's line: its dashes, then its label */
+    const char *dashes = strstr(out, "\" stroke=\"#ff7f0e\" stroke-width=\"2\" "
+                                     "stroke-dasharray=\"8,3\"/>\n<text");
+    const char *limit_line = dashes;
+    while (limit_line && limit_line > out && strncmp(limit_line, "<line ", 6))
+        limit_line--;
+    const char *box = strstr(out, "fill=\"#d62728\" fill-opacity"); /* the request's */
+    while (box && box > out && strncmp(box, "<rect ", 6))
+        box--;
+    double limit_y = -1, box_y = -1, box_h = 0;
+    if (!dashes || !strstr(dashes, ">RLIMIT_AS 1.0 GiB</text>") || !box ||
+        sscanf(limit_line, "<line x1=\"%*d\" y1=\"%lf\"", &limit_y) != 1 ||
+        sscanf(strstr(box, " y=\""), " y=\"%lf\" width=\"16\" height=\"%lf\"", &box_y,
+               &box_h) != 2 ||
+        !strstr(out, "failed request (box, on VmSize)"))
+        fail_msg("the plot has no RLIMIT_AS line or request box on VmSize:\n%.3000s", out);
+    if (!(box_y < limit_y && box_y + box_h > limit_y))
+        fail_msg("the request box (y %.1f to %.1f) does not cross the limit (y %.1f)", box_y,
+                 box_y + box_h, limit_y);
+    /* (run_script empties the dump directory: last) */
     char script[2400];
     snprintf(script, sizeof script,
              "python3 -c 'import pickle, sys\n"

@@ -226,6 +226,19 @@ static void test_kernel_oom_killer(void **state)
     run_capture(argv, out, sizeof out, err, sizeof err);
     if (!strstr(out, "\nWhat happened:    the process was killed by the kernel's OOM killer"))
         fail_msg("show says:\n%s", out);
+    /* the plot draws what the limit counts: the cgroup's usage, from the
+     * samples gmp-run took, up to the limit's line */
+    char svg[1200];
+    snprintf(svg, sizeof svg, "%s/killed.svg", paths.scratch);
+    const char *plot[] = {inspect_path(), "plot", bundle, "-o", svg, NULL};
+    assert_int_equal(exit_code_of(run_capture(plot, out, sizeof out, err, sizeof err)), 0);
+    FILE *f = fopen(svg, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    if (!strstr(out, ">memory cgroup usage</text>") || !strstr(out, ">cgroup limit "))
+        fail_msg("the plot does not draw the cgroup's usage against its limit:\n%.2000s", out);
 }
 
 /* A person's kill -9 of one process while the cgroup's OOM killer kills

@@ -430,6 +430,44 @@ static void test_the_request_the_framework_states(void **state)
         fail_msg("whole:\n%s", out);
 }
 
+/* The Python API alone (no preload) writes a MemoryError with no failed
+ * call: its address space at 96% of RLIMIT_AS is the same verdict the
+ * preload's bundle gives, "a host limit was reached", not "nothing in this
+ * bundle points at one". */
+static void test_limit_without_a_failed_call(void **state)
+{
+    (void)state;
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/no-call", scratch);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_dump_request req = {.reason = "MemoryError", .exception_type = "MemoryError",
+                            .exception_message = "", .backend = GMP_BACKEND_CPU};
+    char bundle[4096];
+    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
+    gmp_recorder_destroy(rec);
+    json_t *env = bundle_file(bundle, "environment.json"), *md = bundle_file(bundle, "metadata.json");
+    json_object_set_new(json_object_get(json_object_get(env, "process"), "rlimits"), "as",
+                        json_pack("{s:I, s:I}", "soft", (json_int_t)1 << 30, "hard",
+                                  (json_int_t)1 << 30));
+    json_object_set_new(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size",
+                        json_integer((json_int_t)((1ll << 30) / 100 * 96)));
+    char *text = json_dumps(env, 0);
+    put(bundle, "environment.json", text, strlen(text));
+    free(text);
+    text = json_dumps(md, 0);
+    put(bundle, "metadata.json", text, strlen(text));
+    free(text);
+    json_decref(env);
+    json_decref(md);
+    assert_int_equal(run_verb("show", bundle, NULL), 0);
+    if (!strstr(out, "  1. a host limit was reached (the address-space limit)\n     evidence: "
+                     "RLIMIT_AS is 1.0 GiB; 983.0 MiB (96% of it) was mapped (VmSize) when the "
+                     "bundle was written; the failed request's size is not known\n"))
+        fail_msg("show:\n%s", out);
+}
+
 static void test_help_and_usage(void **state)
 {
     (void)state;
@@ -455,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_hostile_bundles),
         cmocka_unit_test(test_list_reports_unreadable_bundles),
         cmocka_unit_test(test_the_request_the_framework_states),
+        cmocka_unit_test(test_limit_without_a_failed_call),
         cmocka_unit_test(test_help_and_usage),
     };
     return cmocka_run_group_tests_name("inspect", tests, setup, teardown);

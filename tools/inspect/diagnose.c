@@ -515,8 +515,20 @@ static void collect(bundle *b, causes *cs)
         fmt_bytes((uint64_t)held, b2, sizeof b2);
         fmt_bytes((uint64_t)size, c, sizeof c);
         snprintf(ev, sizeof ev, "RLIMIT_AS is %s; %s (%d%% of it) %s%s, and %s more was asked for",
-                 a, b2, (int)(held * 100 / as), by_map ? "was mapped (VmSize)" : "was in use",
+                 a, b2, (int)((held * 100 + as / 2) / as), by_map ? "was mapped (VmSize)" : "was in use",
                  at_failure ? " when it failed" : "", c);
+        add(cs, "a host limit was reached (the address-space limit)", ev);
+    } else if (size < 0 && !gpu && as > 0 && held > 0 && held <= BYTES_MAX &&
+               held * 10 >= as * 9) {
+        /* no failed call seen (the Python API alone): the address space
+         * near its limit is the same verdict the preload's bundle gives */
+        fmt_bytes((uint64_t)as, a, sizeof a);
+        fmt_bytes((uint64_t)held, b2, sizeof b2);
+        snprintf(ev, sizeof ev,
+                 "RLIMIT_AS is %s; %s (%d%% of it) was mapped (VmSize) %s; the failed "
+                 "request's size is not known",
+                 a, b2, (int)((held * 100 + as / 2) / as),
+                 at_failure ? "when it failed" : "when the bundle was written");
         add(cs, "a host limit was reached (the address-space limit)", ev);
     }
     if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))

@@ -1,9 +1,13 @@
 /*
  * plot.c — `gmp-inspect plot BUNDLE -o FILE.svg|FILE.html`: memory in use
  * over time, one line per device and one for the host, from the bundle's
- * events; allocations and frees as ticks under the axis; the memory-pressure
- * moments; each OOM marked, with the request drawn on top of what was in
- * use; the limits it ran against (RLIMIT_AS, the memory cgroup's, each
+ * events; beside them the quantity each limit is about, where samples say
+ * it (a device's used bytes, all processes', against its total; the memory
+ * cgroup's usage against its limit); allocations and frees as ticks under
+ * the axis; the memory-pressure moments; each OOM marked, with the request
+ * drawn on top of what was in use — on the address space the failing call
+ * found (VmSize) when RLIMIT_AS is the limit, so the box crosses the line
+ * it hit; the limits it ran against (RLIMIT_AS, the memory cgroup's, each
  * device's total) as labelled lines; round ticks and a legend for all of
  * it.  One self-contained file: an SVG, or an HTML page holding the same
  * SVG, no script, no network.
@@ -26,7 +30,8 @@ static const char *const colours[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b"
                                       "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
 
 typedef struct series {
-    char name[48];
+    char name[64];
+    char label[96]; /* the legend's words */
     double *t, *y;
     size_t n, cap;
 } series;
@@ -47,6 +52,8 @@ typedef struct plot {
     int has_alloc, has_free, has_oom, has_pressure;
     double first_request; /* the chart's scale when nothing was ever in use */
     const event_list *events;
+    json_t *metadata;
+    double vm_size; /* the address space when the host's request failed; 0 unknown */
 } plot;
 
 static void xml_text(FILE *f, const char *s)
@@ -81,7 +88,8 @@ static int num(json_t *o, const char *key, double *out)
     return isfinite(*out) ? 0 : -1;
 }
 
-static series *series_of(plot *p, const char *name)
+/* The series of name (made with label when new). */
+static series *series_of(plot *p, const char *name, const char *label)
 {
     for (int i = 0; i < p->ns; i++)
         if (!strcmp(p->s[i].name, name))
@@ -91,7 +99,37 @@ static series *series_of(plot *p, const char *name)
     series *s = &p->s[p->ns++];
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->label, sizeof s->label, "%s", label);
     return s;
+}
+
+/* A sample event as the limit's own quantity: a device's used bytes (all
+ * processes: its total less its free), the memory cgroup's usage (its
+ * limit less what was left under it, when the sample's limit is the
+ * cgroup's).  0 with the series' name and label, or -1. */
+static int sample_series(const plot *p, json_t *ev, double *used, char *name, char *label)
+{
+    double total, y;
+    const char *left = jstr(ev, "address");
+    if (num(ev, "size", &total) || total <= 0 || !left)
+        return -1;
+    double free_b = (double)strtoull(left, NULL, 16);
+    if (free_b > total)
+        return -1;
+    *used = total - free_b;
+    char where[48];
+    event_where(ev, where, 48);
+    if (strcmp(where, "host")) {
+        snprintf(name, 64, "%.40s, all processes", where);
+        snprintf(label, 96, "%.40s used, all processes", where);
+        return 0;
+    }
+    json_t *cg = json_object_get(json_object_get(p->metadata, "host_state"), "cgroup");
+    if (num(cg, "memory_max", &y) || y != total)
+        return -1; /* the machine's: not a limit this chart draws */
+    snprintf(name, 64, "host cgroup");
+    snprintf(label, 96, "memory cgroup usage");
+    return 0;
 }
 
 static void add_point(series *s, double t, double y)
@@ -126,18 +164,38 @@ static void collect(plot *p)
     p->t1 = -INFINITY;
     size_t i;
     json_t *ev;
+    json_t *fr = json_object_get(p->metadata, "failed_request");
+    double failed_vm = 0;
+    num(fr, "vm_size", &failed_vm);
     event_foreach(p->events, i, ev) {
         double t, y, size = 0;
         const char *type = jstr(ev, "event_type");
+        char name[64], label[96];
+        if (type && !strcmp(type, "sample") && !num(ev, "timestamp", &t) &&
+            !sample_series(p, ev, &y, name, label)) {
+            series *s = series_of(p, name, label);
+            if (s)
+                add_point(s, t, y);
+            p->t0 = fmin(p->t0, t);
+            p->t1 = fmax(p->t1, t);
+            p->ymax = fmax(p->ymax, y);
+            continue;
+        }
         if (!is_memory_event(type) || num(ev, "timestamp", &t) < 0 ||
             num(ev, "bytes_in_use", &y) < 0)
             continue;
         num(ev, "size", &size);
-        char name[48];
         event_where(ev, name, sizeof name);
-        series *s = series_of(p, name);
+        snprintf(label, sizeof label, "%s in use", name);
+        series *s = series_of(p, name, label);
         if (s)
             add_point(s, t, y);
+        /* the host's failed request: drawn on the address space it found */
+        if (!strcmp(type, "oom") && failed_vm > 0 && !strcmp(name, "host") &&
+            json_equal(json_object_get(ev, "timestamp"), json_object_get(fr, "timestamp"))) {
+            p->vm_size = failed_vm;
+            y = failed_vm;
+        }
         p->t0 = fmin(p->t0, t);
         p->t1 = fmax(p->t1, t);
         /* a request far beyond what was in use would flatten every line:
@@ -306,17 +364,16 @@ static int legend_row(FILE *f, int row, const char *colour, const char *dashes, 
 static void legend(FILE *f, const plot *p)
 {
     int row = 0;
-    for (int i = 0; i < p->ns; i++) {
-        char text[64];
-        snprintf(text, sizeof text, "%s in use", p->s[i].name);
-        row = legend_row(f, row, colours[i % 8], "none", 3, text);
-    }
+    for (int i = 0; i < p->ns; i++)
+        row = legend_row(f, row, colours[i % 8], "none", 3, p->s[i].label);
     if (p->has_alloc)
         row = legend_row(f, row, "#2ca02c", "none", 2, "allocation (tick)");
     if (p->has_free)
         row = legend_row(f, row, "#999999", "none", 2, "free (tick)");
     if (p->has_oom)
-        row = legend_row(f, row, "#d62728", "6,4", 2, "failed request (box: size)");
+        row = legend_row(f, row, "#d62728", "6,4", 2,
+                         p->vm_size > 0 ? "failed request (box, on VmSize)"
+                                        : "failed request (box: size)");
     if (p->has_pressure)
         row = legend_row(f, row, "#9467bd", "2,2", 2, "memory-pressure warning");
     for (int k = 0; k < p->nlim; k++) {
@@ -372,6 +429,10 @@ static void marks(FILE *f, plot *p, json_t *metadata)
                     x, T, x, H - B, x, T - 4);
         } else if (!strcmp(type, "oom") && num(ev, "bytes_in_use", &y) == 0) {
             p->has_oom = 1;
+            json_t *fr = json_object_get(metadata, "failed_request");
+            if (p->vm_size > 0 &&
+                json_equal(json_object_get(ev, "timestamp"), json_object_get(fr, "timestamp")))
+                y = p->vm_size; /* RLIMIT_AS counts the address space, not malloc's bytes */
             char req[32], label[200];
             fmt_bytes((uint64_t)size, req, sizeof req);
             double top = py(p, y + size), bottom = py(p, y);
@@ -477,6 +538,7 @@ int cmd_plot(int argc, char **argv)
     plot p;
     memset(&p, 0, sizeof p);
     p.events = &b.events;
+    p.metadata = b.metadata;
     collect(&p);
     limits(&p, &b);
     FILE *f = fopen(outp, "w");
