@@ -339,6 +339,9 @@ static void test_crash_names_its_own_thread_failure(void **state)
 static void test_malloc_through_a_library_handle(void **state)
 {
     (void)state;
+    /* there the sanitizer's malloc is the allocator our hook forwards to:
+     * glibc's, found through libc's handle, is another, left as found */
+    skip_under_preload_sanitizer("the sanitizer's own malloc");
     char script[4096], bundle[1024];
     snprintf(script, sizeof script,
              "LD_PRELOAD=\"%s\" python3 -c '"
