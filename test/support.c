@@ -319,6 +319,28 @@ const char *show_output(const char *bundle)
     return out;
 }
 
+void expect_all_said(const char *shown, const char *const *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strstr(shown, want[i]))
+            fail_msg("show does not say \"%s\":\n%s", want[i], shown);
+}
+
+const char *plot_output(const char *bundle, const char *svg)
+{
+    static char text[1 << 17], err[4096];
+    const char *argv[] = {inspect_path(), "plot", bundle, "-o", svg, NULL};
+    int status = run_capture(argv, text, sizeof text, err, sizeof err);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("gmp-inspect plot %s failed: %s", bundle, err);
+    FILE *f = fopen(svg, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = '\0';
+    return text;
+}
+
 int huge_malloc_may_succeed(void)
 {
     int mode = 0;

@@ -80,6 +80,12 @@ long long json_int(struct json_t *obj, const char *key);
 /* `gmp-inspect show BUNDLE`'s output (a static buffer; fails the test when
  * show fails). */
 const char *show_output(const char *bundle);
+/* Every one of the n strings in want is in shown (else the test fails,
+ * naming the first missing). */
+void expect_all_said(const char *shown, const char *const *want, size_t n);
+/* `gmp-inspect plot BUNDLE -o SVG`, then SVG's text (a static buffer;
+ * fails the test when plot fails). */
+const char *plot_output(const char *bundle, const char *svg);
 /* `gmp-inspect show BUNDLE` must name `cause` first among the likely causes. */
 void expect_first_cause(const char *bundle, const char *cause);
 

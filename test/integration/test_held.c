@@ -68,6 +68,19 @@ static void held_by(const char *shown, double *mib, unsigned *count, char *site,
     snprintf(site, cap, "%s", text);
 }
 
+/* script's one bundle (it exits want_exit), and what its show says held
+ * the memory; show's text returned. */
+static const char *held_after(const char *script, int want_exit, char *bundle, size_t bcap,
+                              double *mib, unsigned *count, char *site, size_t cap)
+{
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     want_exit);
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, bcap));
+    const char *shown = show_output(bundle);
+    held_by(shown, mib, count, site, cap);
+    return shown;
+}
+
 /* python (a path) runs BATCHES under a 1 GiB address-space limit. */
 static void batches_under(const char *python)
 {
@@ -124,29 +137,23 @@ static void test_python_line_held_the_batches(void **state)
     /* the plot: the request's box reaches above the RLIMIT_AS line */
     char svg[1200];
     snprintf(svg, sizeof svg, "%s/plot.svg", paths.scratch);
-    const char *plot[] = {inspect_path(), "plot", bundle, "-o", svg, NULL};
-    assert_int_equal(exit_code_of(run_capture(plot, out, sizeof out, err, sizeof err)), 0);
-    FILE *f = fopen(svg, "r");
-    assert_non_null(f);
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    fclose(f);
-    out[n] = '\0';
+    const char *drawn = plot_output(bundle, svg);
     /* the limit's line: its dashes, then its label */
-    const char *dashes = strstr(out, "\" stroke=\"#ff7f0e\" stroke-width=\"2\" "
+    const char *dashes = strstr(drawn, "\" stroke=\"#ff7f0e\" stroke-width=\"2\" "
                                      "stroke-dasharray=\"8,3\"/>\n<text");
     const char *limit_line = dashes;
-    while (limit_line && limit_line > out && strncmp(limit_line, "<line ", 6))
+    while (limit_line && limit_line > drawn && strncmp(limit_line, "<line ", 6))
         limit_line--;
-    const char *box = strstr(out, "fill=\"#d62728\" fill-opacity"); /* the request's */
-    while (box && box > out && strncmp(box, "<rect ", 6))
+    const char *box = strstr(drawn, "fill=\"#d62728\" fill-opacity"); /* the request's */
+    while (box && box > drawn && strncmp(box, "<rect ", 6))
         box--;
     double limit_y = -1, box_y = -1, box_h = 0;
     if (!dashes || !strstr(dashes, ">RLIMIT_AS 1.0 GiB</text>") || !box ||
         sscanf(limit_line, "<line x1=\"%*d\" y1=\"%lf\"", &limit_y) != 1 ||
         sscanf(strstr(box, " y=\""), " y=\"%lf\" width=\"16\" height=\"%lf\"", &box_y,
                &box_h) != 2 ||
-        !strstr(out, "failed request (box, on VmSize)"))
-        fail_msg("the plot has no RLIMIT_AS line or request box on VmSize:\n%.3000s", out);
+        !strstr(drawn, "failed request (box, on VmSize)"))
+        fail_msg("the plot has no RLIMIT_AS line or request box on VmSize:\n%.3000s", drawn);
     if (!(box_y < limit_y && box_y + box_h > limit_y))
         fail_msg("the request box (y %.1f to %.1f) does not cross the limit (y %.1f)", box_y,
                  box_y + box_h, limit_y);
@@ -196,15 +203,11 @@ static void test_native_call_paths(void **state)
     char script[4096];
     snprintf(script, sizeof script, "LD_PRELOAD=\"%s\" exec %s/test/programs/held_paths",
              paths.preload, paths.build);
-    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
-                     1);
-    char bundle[1024];
-    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
-    const char *shown = show_output(bundle);
+    char bundle[1024], site[600];
     double mib = 0;
     unsigned count = 0;
-    char site[600];
-    held_by(shown, &mib, &count, site, sizeof site);
+    const char *shown =
+        held_after(script, 1, bundle, sizeof bundle, &mib, &count, site, sizeof site);
     if (mib != 96.0 || count != 12 || !strstr(site, "keep (held_paths.c:") ||
         !strstr(site, "), called from keep_batches"))
         fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);
@@ -216,9 +219,7 @@ static void test_native_call_paths(void **state)
         "), called from keep_cache\n",
         "), called from keep_scratch\n",
     };
-    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
-        if (!strstr(shown, lines[i]))
-            fail_msg("show does not say \"%s\":\n%s", lines[i], shown);
+    expect_all_said(shown, lines, sizeof lines / sizeof *lines);
 }
 
 /* Killed by SIGKILL under gmp-run, nothing written by the process: the
@@ -235,15 +236,11 @@ static void test_killed_names_the_line_from_its_ring(void **state)
              "feats = [extract_features(step) for step in range(50)]\n"
              "os.kill(os.getpid(), signal.SIGKILL)\n'",
              paths.preload, paths.build);
-    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
-                     128 + 9);
-    char bundle[1024];
-    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
-    const char *shown = show_output(bundle);
+    char bundle[1024], site[600];
     double mib = 0;
     unsigned count = 0;
-    char site[600];
-    held_by(shown, &mib, &count, site, sizeof site);
+    const char *shown =
+        held_after(script, 128 + 9, bundle, sizeof bundle, &mib, &count, site, sizeof site);
     if (count != 50 || mib < 199 || mib > 201 ||
         strcmp(site, "<string>:3 in extract_features (called from <string>:4)"))
         fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);

@@ -229,9 +229,7 @@ static void test_python_growth_story(void **state)
         "  <- the failed request\n  ... ",
         "In use at exit:",
     };
-    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
-        if (!strstr(shown, want[i]))
-            fail_msg("show does not say \"%s\":\n%s", want[i], shown);
+    expect_all_said(shown, want, sizeof want / sizeof *want);
 }
 
 /* 80 TiB from malloc on a machine with far less memory and swap: said in

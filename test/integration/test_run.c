@@ -230,15 +230,9 @@ static void test_kernel_oom_killer(void **state)
      * samples gmp-run took, up to the limit's line */
     char svg[1200];
     snprintf(svg, sizeof svg, "%s/killed.svg", paths.scratch);
-    const char *plot[] = {inspect_path(), "plot", bundle, "-o", svg, NULL};
-    assert_int_equal(exit_code_of(run_capture(plot, out, sizeof out, err, sizeof err)), 0);
-    FILE *f = fopen(svg, "r");
-    assert_non_null(f);
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    fclose(f);
-    out[n] = '\0';
-    if (!strstr(out, ">memory cgroup usage</text>") || !strstr(out, ">cgroup limit "))
-        fail_msg("the plot does not draw the cgroup's usage against its limit:\n%.2000s", out);
+    const char *drawn = plot_output(bundle, svg);
+    if (!strstr(drawn, ">memory cgroup usage</text>") || !strstr(drawn, ">cgroup limit "))
+        fail_msg("the plot does not draw the cgroup's usage against its limit:\n%.2000s", drawn);
 }
 
 /* A person's kill -9 of one process while the cgroup's OOM killer kills
