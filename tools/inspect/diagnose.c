@@ -45,6 +45,13 @@ static int64_t rlimit_of(json_t *env, const char *name)
     return jint(lim, "soft", &v) == 0 ? v : -1;
 }
 
+/* held as a whole percent of limit, rounded; under the limit never 100. */
+static int share_of(int64_t held, int64_t limit)
+{
+    int64_t pct = (held * 100 + limit / 2) / limit;
+    return (int)(held < limit && pct >= 100 ? 99 : pct);
+}
+
 /* A size as a framework writes it after "allocat": "79.66 GiB", "2.55GiB",
  * "170,034,987,008 bytes"; -1 when the text there is none. */
 static int64_t size_in_words(const char *p)
@@ -515,7 +522,7 @@ static void collect(bundle *b, causes *cs)
         fmt_bytes((uint64_t)held, b2, sizeof b2);
         fmt_bytes((uint64_t)size, c, sizeof c);
         snprintf(ev, sizeof ev, "RLIMIT_AS is %s; %s (%d%% of it) %s%s, and %s more was asked for",
-                 a, b2, (int)((held * 100 + as / 2) / as), by_map ? "was mapped (VmSize)" : "was in use",
+                 a, b2, share_of(held, as), by_map ? "was mapped (VmSize)" : "was in use",
                  at_failure ? " when it failed" : "", c);
         add(cs, "a host limit was reached (the address-space limit)", ev);
     } else if (size < 0 && !gpu && as > 0 && held > 0 && held <= BYTES_MAX &&
@@ -527,7 +534,7 @@ static void collect(bundle *b, causes *cs)
         snprintf(ev, sizeof ev,
                  "RLIMIT_AS is %s; %s (%d%% of it) was mapped (VmSize) %s; the failed "
                  "request's size is not known",
-                 a, b2, (int)((held * 100 + as / 2) / as),
+                 a, b2, share_of(held, as),
                  at_failure ? "when it failed" : "when the bundle was written");
         add(cs, "a host limit was reached (the address-space limit)", ev);
     }
