@@ -242,9 +242,10 @@ uint64_t gmp_device_in_use(gmp_backend backend, int device)
     return __atomic_load_n(&in_use[backend][gmp_device_index(device)], __ATOMIC_RELAXED);
 }
 
-void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg)
+/* Every live entry; gpu_only: those of a GPU API (pinned host memory
+ * included), not the host heap's. */
+static void foreach_live(gmp_live_visit_fn visit, void *ctx, int gpu_only)
 {
-    (void)arg;
     live_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
     if (!t)
         return;
@@ -267,10 +268,23 @@ void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg)
         };
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (!__atomic_load_n(&t[i].ready, __ATOMIC_RELAXED) ||
-            __atomic_load_n(&t[i].key, __ATOMIC_RELAXED) != key)
+            __atomic_load_n(&t[i].key, __ATOMIC_RELAXED) != key ||
+            (gpu_only && a.backend == GMP_BACKEND_CPU))
             continue;
         visit(&a, ctx);
     }
+}
+
+void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg)
+{
+    (void)arg;
+    foreach_live(visit, ctx, 0);
+}
+
+void gmp_gpu_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg)
+{
+    (void)arg;
+    foreach_live(visit, ctx, 1);
 }
 
 uint64_t gmp_device_allocations_ever(void)

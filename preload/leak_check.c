@@ -30,7 +30,7 @@ void gmp_leak_check_at_exit(void)
     if (!made)
         return;
     leak_tally t = {0};
-    gmp_device_foreach_live(count_leak, &t, NULL);
+    gmp_gpu_foreach_live(count_leak, &t, NULL); /* host heap blocks are no GPU leak */
     char count[24], bytes[32];
     if (!t.count) {
         gmp_fmt_u64(made, count);
@@ -53,6 +53,7 @@ void gmp_leak_check_at_exit(void)
         .backend = backend,
         .confirmed_by = "exit",
         .kind = GMP_BUNDLE_LEAKS,
+        .live_foreach = gmp_gpu_foreach_live,
     };
     if (gmp_pl_dump(&req, path, sizeof path))
         gmp_log("leak check: %s GPU allocations never freed (%s); report: %s", count, bytes,

@@ -308,7 +308,9 @@ GMP_HIDDEN void *gmp_libc_route(const char *name, void *found);
 /* device.c */
 GMP_HIDDEN void gmp_device_add(gmp_backend backend, int device, uint64_t ptr,
                                uint64_t size, gmp_api api, uint64_t now_ns, uint32_t stack_id);
-/* Every live allocation (a gmp_live_foreach_fn for bundles; arg unused). */
+/* Every live allocation (a gmp_live_foreach_fn for bundles; arg unused);
+ * gmp_gpu_foreach_live: those a GPU API made (the leak check's). */
+GMP_HIDDEN void gmp_gpu_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg);
 GMP_HIDDEN void gmp_device_foreach_live(gmp_live_visit_fn visit, void *ctx, void *arg);
 /* GPU allocations made since start (all backends, pinned host included). */
 GMP_HIDDEN uint64_t gmp_device_allocations_ever(void);

@@ -7,6 +7,7 @@
  *   leak      allocate_weights() of 16, 32 and 48 MiB, frees the 32; prints
  *             "left ADDRESS SIZE" for the two it leaves; exits 0
  *   clean     allocates and frees three; exits 0
+ *   (both keep an 8 MiB host buffer to the end: host memory, no GPU leak)
  *   slow-oom  64 MiB every 20 ms until one fails; exits 3
  *   wait      cudaMalloc of 64, 256 and 128 MiB ("alloc ADDRESS SIZE" each),
  *             then "ready PID", and waits to be killed
@@ -72,8 +73,10 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "leak") || !strcmp(mode, "clean")) {
         void *a = allocate_weights(16 * MIB, 0), *b = allocate_weights(32 * MIB, 0),
              *c = allocate_weights(48 * MIB, 0);
-        if (!a || !b || !c)
+        char *staging = malloc(8 * MIB);
+        if (!a || !b || !c || !staging)
             return 5;
+        memset(staging, 1, 8 * MIB);
         cudaFree(b);
         if (!strcmp(mode, "clean")) {
             cudaFree(a);
