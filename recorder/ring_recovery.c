@@ -14,7 +14,8 @@
  *     (gmp_rings_reaped);
  *   - rings nobody recovers do not pile up: a process that makes its ring
  *     reaps rings of processes long gone, and the oldest beyond a count and
- *     a size (gmp_rings_reap).
+ *     a size, and a day-old ring of another layout version (an older
+ *     preload's, which nothing here reads) (gmp_rings_reap).
  *
  * A ring is "of a dead process" when its pid is gone, or is now another
  * process (a different start time in /proc/PID/stat).
@@ -221,6 +222,22 @@ static int oldest_dead(const reap_scan *r)
     return oldest;
 }
 
+/* A ring of ours whose layout is another version's (a preload of before
+ * an upgrade): nothing here reads it, and only its age says it is done. */
+static int other_version(int dirfd, const char *name)
+{
+    char head[12];
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int other = pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+                !memcmp(head, GMP_RING_MAGIC, 8);
+    uint32_t version;
+    memcpy(&version, head + 8, sizeof version);
+    close(fd);
+    return other && version != GMP_RING_VERSION;
+}
+
 static int reap_one(int dirfd, const char *name, void *arg)
 {
     reap_scan *r = arg;
@@ -228,8 +245,14 @@ static int reap_one(int dirfd, const char *name, void *arg)
     struct stat st;
     if (!is_ring_name(name) || strlen(name) >= sizeof r->dead[0].name ||
         fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-        !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-        read_header(dirfd, name, &h, NULL) < 0 || !process_gone(&h))
+        !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+        return 0;
+    if (read_header(dirfd, name, &h, NULL) < 0) {
+        if (r->now - st.st_mtime > (time_t)r->lim->max_age_s && other_version(dirfd, name))
+            r->removed += unlinkat(dirfd, name, 0) == 0;
+        return 0;
+    }
+    if (!process_gone(&h))
         return 0;
     uint32_t flags = __atomic_load_n(&h.flags, __ATOMIC_RELAXED);
     if ((flags & GMP_RING_FLAG_EXEC) || r->now - st.st_mtime > (time_t)r->lim->max_age_s) {

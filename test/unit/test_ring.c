@@ -19,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define WRITERS 8
@@ -258,6 +261,33 @@ static void test_attach_refuses_damaged_files(void **state)
     scratch_remove(dir);
 }
 
+/* A ring an older preload left (another layout version): nothing reads it,
+ * so the reaper takes it once it is older than max_age_s, and leaves a
+ * fresh one (its process may still run) and anything not a ring's. */
+static void test_reap_takes_old_layouts(void **state)
+{
+    (void)state;
+    char dir[256], old[512], fresh[512], other[512];
+    scratch_make(dir, sizeof dir, "ringold");
+    char head[GMP_RING_HEADER_SIZE] = "GMPRING";
+    uint32_t version = GMP_RING_VERSION - 1;
+    memcpy(head + 8, &version, sizeof version);
+    snprintf(old, sizeof old, "%s/ring_%d_1.gmr", dir, 999999);
+    snprintf(fresh, sizeof fresh, "%s/ring_%d_2.gmr", dir, 999998);
+    snprintf(other, sizeof other, "%s/ring_%d_3.gmr", dir, 999997);
+    write_file(old, head, sizeof head);
+    write_file(fresh, head, sizeof head);
+    write_file(other, "not a ring at all, only its name", 32);
+    struct timespec two_days_ago[2] = {{time(NULL) - 2 * 86400, 0}, {time(NULL) - 2 * 86400, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, old, two_days_ago, 0), 0);
+    assert_int_equal(utimensat(AT_FDCWD, other, two_days_ago, 0), 0);
+    assert_int_equal(gmp_rings_reap(dir, NULL), 1);
+    assert_int_equal(access(old, F_OK), -1);
+    assert_int_equal(access(fresh, F_OK), 0);
+    assert_int_equal(access(other, F_OK), 0);
+    scratch_remove(dir);
+}
+
 static void count_module(const gmp_ring_module_record *m, void *arg)
 {
     gmp_ring_module_record *last = arg;
@@ -328,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_read_after_sigkill),
         cmocka_unit_test(test_attach_refuses_damaged_files),
         cmocka_unit_test(test_site_records),
+        cmocka_unit_test(test_reap_takes_old_layouts),
     };
     return cmocka_run_group_tests_name("ring", tests, NULL, NULL);
 }
