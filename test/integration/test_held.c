@@ -11,6 +11,9 @@
  * through three call paths of one malloc wrapper: the wrapper and each
  * caller, bytes exact.  A Python run killed by SIGKILL under gmp-run: the
  * same line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them.
+ * And a stand-in of PyTorch's CPU allocator (an installed `torch` whose
+ * tensors come from posix_memalign, 64-byte aligned, and whose failure
+ * raises PyTorch's own words): the user's line, not the package's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -246,6 +249,69 @@ static void test_killed_names_the_line_from_its_ring(void **state)
         fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);
 }
 
+/* An installed package (site-packages/torch) standing in for PyTorch's
+ * CPU allocator: torch.empty(n) is posix_memalign(64, 4n) as c10 asks, and
+ * a failure raises what PyTorch raises. */
+#define TORCH_STANDIN                                                                      \
+    "import ctypes\n"                                                                      \
+    "_libc = ctypes.CDLL(None)\n"                                                          \
+    "class Tensor:\n"                                                                      \
+    "    def __init__(self, p, nbytes):\n"                                                 \
+    "        self.p, self.nbytes = p, nbytes\n"                                            \
+    "    def __del__(self):\n"                                                             \
+    "        _libc.free(self.p)\n"                                                         \
+    "def empty(n):\n"                                                                      \
+    "    p = ctypes.c_void_p()\n"                                                          \
+    "    if _libc.posix_memalign(ctypes.byref(p), 64, ctypes.c_size_t(4 * n)):\n"          \
+    "        raise RuntimeError(\"[enforce fail at alloc_cpu.cpp:117] . DefaultCPUAllocator:"  \
+    " can't allocate memory: you tried to allocate %%d bytes. Error code 12 (Cannot"       \
+    " allocate memory)\" %% (4 * n))\n"                                                     \
+    "    ctypes.memset(p, 0, 4 * n)\n"                                                     \
+    "    return Tensor(p, 4 * n)\n"
+
+static void test_torch_cpu_standin(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    char script[8192];
+    snprintf(script, sizeof script,
+             "mkdir -p '%s/site-packages/torch'; "
+             "cat > '%s/site-packages/torch/__init__.py' <<'EOF'\n" TORCH_STANDIN "EOF\n"
+             "cat > '%s/t.py' <<'EOF'\n"
+             "import torch\n"
+             "\n"
+             "def activations(step):\n"
+             "    return torch.empty(1 << 20)\n"
+             "\n"
+             "kept = []\n"
+             "try:\n"
+             "    while True:\n"
+             "        kept.append(activations(len(kept)))\n"
+             "except RuntimeError:\n"
+             "    print(\"kept\", sum(t.nbytes for t in kept))\n"
+             "    raise\n"
+             "EOF\n"
+             "ulimit -v 1048576; PYTHONPATH='%s/site-packages' LD_PRELOAD=\"%s\" GMP_WATCHDOG=0 "
+             "exec python3 '%s/t.py'",
+             paths.scratch, paths.scratch, paths.scratch, paths.scratch, paths.preload,
+             paths.scratch);
+    char bundle[1024], site[600];
+    double mib = 0;
+    unsigned count = 0;
+    const char *shown =
+        held_after(script, 1, bundle, sizeof bundle, &mib, &count, site, sizeof site);
+    unsigned long long kept = 0;
+    if (sscanf(out, "kept %llu", &kept) != 1 || kept < (100ull << 20))
+        fail_msg("the stand-in kept too little to tell: %s", out);
+    double truth = (double)kept / (1 << 20);
+    if (strcmp(site, "t.py:4 in activations (called from t.py:9)") || mib < truth * 0.95 ||
+        mib > truth * 1.05)
+        fail_msg("held by %.1f MiB at \"%s\"; the program kept %.1f MiB:\n%s", mib, site, truth,
+                 shown);
+    if (!strstr(shown, "DefaultCPUAllocator: can't allocate memory"))
+        fail_msg("PyTorch's words are not the bundle's:\n%s", shown);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -260,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_every_cpython_layout),
         cmocka_unit_test(test_native_call_paths),
         cmocka_unit_test(test_killed_names_the_line_from_its_ring),
+        cmocka_unit_test(test_torch_cpu_standin),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
