@@ -13,7 +13,9 @@
  * same line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them.
  * And a stand-in of PyTorch's CPU allocator (an installed `torch` whose
  * tensors come from posix_memalign, 64-byte aligned, and whose failure
- * raises PyTorch's own words): the user's line, not the package's.
+ * raises PyTorch's own words): the user's line, not the package's.  And
+ * device memory alike: Python calling cudaMalloc (the CUDA double, 1 GiB)
+ * until it fails is held by its own line.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,15 +58,19 @@ static char out[1 << 16], err[1 << 16];
     "\n"                                                                                   \
     "main()\n"
 
-/* "Held by: N.N MiB in K allocation(s) made at SITE": the MiB, the count
- * and the site (up to a ", of" that follows it). */
+/* "Held by: N.N MiB in K allocation(s) made at SITE": the MiB (from MiB
+ * or GiB), the count and the site (up to a ", of" that follows it). */
 static void held_by(const char *shown, double *mib, unsigned *count, char *site, size_t cap)
 {
     const char *line = strstr(shown, "\nHeld by:          ");
-    char text[600] = "";
-    if (!line || sscanf(line, "\nHeld by: %lf MiB in %u allocation(s) made at %599[^\n]", mib,
-                        count, text) != 3)
+    char text[600] = "", unit[4] = "";
+    if (!line ||
+        sscanf(line, "\nHeld by: %lf %3s in %u allocation(s) made at %599[^\n]", mib, unit,
+               count, text) != 4 ||
+        (strcmp(unit, "MiB") && strcmp(unit, "GiB")))
         fail_msg("show says nothing held the memory:\n%s", shown);
+    if (!strcmp(unit, "GiB"))
+        *mib *= 1024;
     char *of = strstr(text, ", of ");
     if (of)
         *of = '\0';
@@ -312,6 +318,34 @@ static void test_torch_cpu_standin(void **state)
         fail_msg("PyTorch's words are not the bundle's:\n%s", shown);
 }
 
+static void test_device_memory_held_by_a_python_line(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export LD_LIBRARY_PATH='%s/test/doubles' LD_PRELOAD=\"%s\"; exec python3 -c '"
+             "import ctypes\n"
+             "cudart = ctypes.CDLL(\"libcudart.so.13\")\n"
+             "def load_weights(step):\n"
+             "    p = ctypes.c_void_p()\n"
+             "    if cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(64 << 20)):\n"
+             "        raise RuntimeError(\"CUDA out of memory\")\n"
+             "    return p\n"
+             "kept = []\n"
+             "while True:\n"
+             "    kept.append(load_weights(len(kept)))\n'",
+             paths.build, paths.preload);
+    char bundle[1024], site[600];
+    double mib = 0;
+    unsigned count = 0;
+    const char *shown =
+        held_after(script, 1, bundle, sizeof bundle, &mib, &count, site, sizeof site);
+    if (count != 16 || mib != 1024.0 ||
+        strcmp(site, "<string>:5 in load_weights (called from <string>:10)") ||
+        !strstr(shown, "\nHeld:             16 live allocation(s), 1.0 GiB (cuda:0 1.0 GiB)\n"))
+        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -327,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_native_call_paths),
         cmocka_unit_test(test_killed_names_the_line_from_its_ring),
         cmocka_unit_test(test_torch_cpu_standin),
+        cmocka_unit_test(test_device_memory_held_by_a_python_line),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
