@@ -283,9 +283,6 @@ static void live_remove(uint64_t at, size_t *n)
         }
 }
 
-/* Sites (largest first) named and printed under heading, MAX_SITES of
- * them.  merge: stacks that name the same site (it was called from two
- * places) are one line. */
 typedef struct named_site {
     char where[512];
     uint64_t count, bytes;
