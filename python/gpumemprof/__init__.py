@@ -9,12 +9,15 @@ change:
 
 This package carries the preload, the tools and the recorder library of the
 C toolkit (see _native), and the Python API on that recorder: MemoryTracker
-(tracker.py), the OOM flight recorder (oom_flight_recorder.py) and the
-collectors' readings (collectors.py)."""
+(tracker.py), the OOM flight recorder (oom_flight_recorder.py), the
+collectors' readings (collectors.py), the seed's get_system_info
+(system_info.py) and its exception classes (errors.py)."""
 from ._native import native_path, preload_path, recorder_library_path
+from .errors import ConfigurationError, ProfilerError, VisualizationError
 from .oom_flight_recorder import (OOMExceptionClassification, OOMFlightRecorder,
                                   OOMFlightRecorderConfig, classify_oom_exception)
 from .tracker import MemoryTracker
+from .system_info import get_system_info
 from .utils import format_memory
 
 try:
@@ -24,4 +27,5 @@ except ImportError:  # a source checkout: the wheel build writes _version.py
 
 __all__ = ["__version__", "native_path", "preload_path", "recorder_library_path",
            "MemoryTracker", "OOMFlightRecorder", "OOMFlightRecorderConfig",
-           "OOMExceptionClassification", "classify_oom_exception", "format_memory"]
+           "OOMExceptionClassification", "classify_oom_exception", "format_memory",
+           "get_system_info", "ProfilerError", "ConfigurationError", "VisualizationError"]

@@ -232,6 +232,27 @@ fi
 # the seed's verbs; the GPU collectors read the doubles (two GPUs, another
 # process holding 100 MiB of each)
 doubles="LD_LIBRARY_PATH=$build/test/doubles GMP_FAKE_OTHER_BYTES=104857600"
+
+# get_system_info: the backend from the collectors with no torch (the
+# doubles' two NVIDIA GPUs and a ROCm one: cuda first), from torch where it
+# is importable (the stand-in's CUDA 12.4), cpu with neither; the seed's
+# exception classes
+systeminfo='import json, sys
+from gpumemprof import get_system_info, ProfilerError, ConfigurationError, VisualizationError
+i = get_system_info()
+want = sys.argv[1:]
+keys = {"detected_backend", "rocm_available", "rocm_version", "mps_built", "mps_available",
+        "cuda_available", "cuda_version", "python_version", "torch_version"}
+assert keys <= set(i), i
+assert [i["detected_backend"], str(i["cuda_version"]), str(i["cuda_device_count"])] == want, (want, i)
+assert issubclass(ConfigurationError, ProfilerError) and issubclass(VisualizationError, ProfilerError)'
+if "$py" -c "$systeminfo" cpu None 0 >"$work/si.out" 2>&1 &&
+    env $doubles "$py" -c "$systeminfo" cuda None 2 >>"$work/si.out" 2>&1 &&
+    PYTHONPATH=$standin "$py" -c "$systeminfo" cuda 12.4 1 >>"$work/si.out" 2>&1; then
+    ok "get_system_info: cpu alone, cuda from the collectors' doubles, cuda 12.4 from torch; the seed's exceptions"
+else
+    fail "get_system_info: $(cat "$work/si.out")"
+fi
 if "$venv/bin/gpumemprof" info >"$work/info.out" 2>&1 && grep -q "^  host  available" "$work/info.out"
 then ok "gpumemprof info: the collectors"; else fail "gpumemprof info: $(cat "$work/info.out")"; fi
 env $doubles "$venv/bin/gpumemprof" monitor --duration 0.35 --interval 0.1 --output "$work/m.csv" \
