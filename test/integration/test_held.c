@@ -77,17 +77,23 @@ static void held_by(const char *shown, double *mib, unsigned *count, char *site,
     snprintf(site, cap, "%s", text);
 }
 
+/* What a bundle's show says held the memory. */
+typedef struct held_answer {
+    char bundle[1024], site[600];
+    double mib;
+    unsigned count;
+    const char *shown;
+} held_answer;
+
 /* script's one bundle (it exits want_exit), and what its show says held
- * the memory; show's text returned. */
-static const char *held_after(const char *script, int want_exit, char *bundle, size_t bcap,
-                              double *mib, unsigned *count, char *site, size_t cap)
+ * the memory. */
+static void held_after(const char *script, int want_exit, held_answer *h)
 {
     assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
                      want_exit);
-    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, bcap));
-    const char *shown = show_output(bundle);
-    held_by(shown, mib, count, site, cap);
-    return shown;
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", h->bundle, sizeof h->bundle));
+    h->shown = show_output(h->bundle);
+    held_by(h->shown, &h->mib, &h->count, h->site, sizeof h->site);
 }
 
 /* python (a path) runs BATCHES under a 1 GiB address-space limit. */
@@ -98,38 +104,33 @@ static void batches_under(const char *python)
              "cat > '%s/x.py' <<'EOF'\n" BATCHES "EOF\n"
              "ulimit -v 1048576; LD_PRELOAD=\"%s\" GMP_WATCHDOG=0 exec %s '%s/x.py'",
              paths.scratch, paths.preload, python, paths.scratch);
-    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
-                     1);
+    held_answer h;
+    held_after(script, 1, &h);
     unsigned long long kept = 0;
     if (sscanf(out, "kept %llu", &kept) != 1 || kept < (100ull << 20))
         fail_msg("%s kept too little to tell: %s%s", python, out, err);
-    char bundle[1024];
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     /* the host as the failure found it: the batches still resident, not
      * what was left when the bundle was written at exit */
+    json_t *md = bundle_file(h.bundle, "metadata.json");
     long long rss = json_int(json_object_get(json_object_get(md, "host_state"), "process"),
                              "vm_rss");
     json_decref(md);
     if (rss < (long long)(kept / 10 * 9))
         fail_msg("%s: RSS %lld in the bundle, below the %llu bytes held at the failure", python,
                  rss, kept);
-    const char *shown = show_output(bundle);
-    double mib = 0;
-    unsigned count = 0;
-    char site[600];
-    held_by(shown, &mib, &count, site, sizeof site);
-    if (strcmp(site, "x.py:4 in extract_features (called from x.py:10)"))
-        fail_msg("%s: held by \"%s\", not x.py:4 (called from x.py:10):\n%s", python, site, shown);
+    if (strcmp(h.site, "x.py:4 in extract_features (called from x.py:10)"))
+        fail_msg("%s: held by \"%s\", not x.py:4 (called from x.py:10):\n%s", python, h.site,
+                 h.shown);
     double truth = (double)kept / (1 << 20);
-    if (mib < truth * 0.95 || mib > truth * 1.05 || count != kept / (4u << 20))
-        fail_msg("%s: held %.1f MiB in %u, the program kept %.1f MiB:\n%s", python, mib, count,
-                 truth, shown);
+    if (h.mib < truth * 0.95 || h.mib > truth * 1.05 || h.count != kept / (4u << 20))
+        fail_msg("%s: held %.1f MiB in %u, the program kept %.1f MiB:\n%s", python, h.mib,
+                 h.count, truth, h.shown);
     /* the limit, as the failing call found the address space */
-    if (!strstr(shown, "1. a host limit was reached (the address-space limit)\n"
-                       "     evidence: RLIMIT_AS is 1.0 GiB; ") ||
-        !strstr(shown, "was mapped (VmSize) when it failed, and "))
+    if (!strstr(h.shown, "1. a host limit was reached (the address-space limit)\n"
+                         "     evidence: RLIMIT_AS is 1.0 GiB; ") ||
+        !strstr(h.shown, "was mapped (VmSize) when it failed, and "))
         fail_msg("%s: the limit is not the first cause, as the failing call saw it:\n%s",
-                 python, shown);
+                 python, h.shown);
 }
 
 static void test_python_line_held_the_batches(void **state)
@@ -212,14 +213,11 @@ static void test_native_call_paths(void **state)
     char script[4096];
     snprintf(script, sizeof script, "LD_PRELOAD=\"%s\" exec %s/test/programs/held_paths",
              paths.preload, paths.build);
-    char bundle[1024], site[600];
-    double mib = 0;
-    unsigned count = 0;
-    const char *shown =
-        held_after(script, 1, bundle, sizeof bundle, &mib, &count, site, sizeof site);
-    if (mib != 96.0 || count != 12 || !strstr(site, "keep (held_paths.c:") ||
-        !strstr(site, "), called from keep_batches"))
-        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);
+    held_answer h;
+    held_after(script, 1, &h);
+    if (h.mib != 96.0 || h.count != 12 || !strstr(h.site, "keep (held_paths.c:") ||
+        !strstr(h.site, "), called from keep_batches"))
+        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", h.mib, h.count, h.site, h.shown);
     static const char *const lines[] = {
         "\nHeld:             19 live allocation(s), 116.0 MiB (host 116.0 MiB)\n",
         "    96.0 MiB in 12 allocation(s)  keep (held_paths.c:",
@@ -228,7 +226,7 @@ static void test_native_call_paths(void **state)
         "), called from keep_cache\n",
         "), called from keep_scratch\n",
     };
-    expect_all_said(shown, lines, sizeof lines / sizeof *lines);
+    expect_all_said(h.shown, lines, sizeof lines / sizeof *lines);
 }
 
 /* Killed by SIGKILL under gmp-run, nothing written by the process: the
@@ -245,14 +243,11 @@ static void test_killed_names_the_line_from_its_ring(void **state)
              "feats = [extract_features(step) for step in range(50)]\n"
              "os.kill(os.getpid(), signal.SIGKILL)\n'",
              paths.preload, paths.build);
-    char bundle[1024], site[600];
-    double mib = 0;
-    unsigned count = 0;
-    const char *shown =
-        held_after(script, 128 + 9, bundle, sizeof bundle, &mib, &count, site, sizeof site);
-    if (count != 50 || mib < 199 || mib > 201 ||
-        strcmp(site, "<string>:3 in extract_features (called from <string>:4)"))
-        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);
+    held_answer h;
+    held_after(script, 128 + 9, &h);
+    if (h.count != 50 || h.mib < 199 || h.mib > 201 ||
+        strcmp(h.site, "<string>:3 in extract_features (called from <string>:4)"))
+        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", h.mib, h.count, h.site, h.shown);
 }
 
 /* An installed package (site-packages/torch) standing in for PyTorch's
@@ -301,21 +296,18 @@ static void test_torch_cpu_standin(void **state)
              "exec python3 '%s/t.py'",
              paths.scratch, paths.scratch, paths.scratch, paths.scratch, paths.preload,
              paths.scratch);
-    char bundle[1024], site[600];
-    double mib = 0;
-    unsigned count = 0;
-    const char *shown =
-        held_after(script, 1, bundle, sizeof bundle, &mib, &count, site, sizeof site);
+    held_answer h;
+    held_after(script, 1, &h);
     unsigned long long kept = 0;
     if (sscanf(out, "kept %llu", &kept) != 1 || kept < (100ull << 20))
         fail_msg("the stand-in kept too little to tell: %s", out);
     double truth = (double)kept / (1 << 20);
-    if (strcmp(site, "t.py:4 in activations (called from t.py:9)") || mib < truth * 0.95 ||
-        mib > truth * 1.05)
-        fail_msg("held by %.1f MiB at \"%s\"; the program kept %.1f MiB:\n%s", mib, site, truth,
-                 shown);
-    if (!strstr(shown, "DefaultCPUAllocator: can't allocate memory"))
-        fail_msg("PyTorch's words are not the bundle's:\n%s", shown);
+    if (strcmp(h.site, "t.py:4 in activations (called from t.py:9)") || h.mib < truth * 0.95 ||
+        h.mib > truth * 1.05)
+        fail_msg("held by %.1f MiB at \"%s\"; the program kept %.1f MiB:\n%s", h.mib, h.site, truth,
+                 h.shown);
+    if (!strstr(h.shown, "DefaultCPUAllocator: can't allocate memory"))
+        fail_msg("PyTorch's words are not the bundle's:\n%s", h.shown);
 }
 
 static void test_device_memory_held_by_a_python_line(void **state)
@@ -335,15 +327,12 @@ static void test_device_memory_held_by_a_python_line(void **state)
              "while True:\n"
              "    kept.append(load_weights(len(kept)))\n'",
              paths.build, paths.preload);
-    char bundle[1024], site[600];
-    double mib = 0;
-    unsigned count = 0;
-    const char *shown =
-        held_after(script, 1, bundle, sizeof bundle, &mib, &count, site, sizeof site);
-    if (count != 16 || mib != 1024.0 ||
-        strcmp(site, "<string>:5 in load_weights (called from <string>:10)") ||
-        !strstr(shown, "\nHeld:             16 live allocation(s), 1.0 GiB (cuda:0 1.0 GiB)\n"))
-        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", mib, count, site, shown);
+    held_answer h;
+    held_after(script, 1, &h);
+    if (h.count != 16 || h.mib != 1024.0 ||
+        strcmp(h.site, "<string>:5 in load_weights (called from <string>:10)") ||
+        !strstr(h.shown, "\nHeld:             16 live allocation(s), 1.0 GiB (cuda:0 1.0 GiB)\n"))
+        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", h.mib, h.count, h.site, h.shown);
 }
 
 static int setup(void **state)
