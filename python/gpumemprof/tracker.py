@@ -35,6 +35,7 @@ from collections import deque
 from typing import Any, Callable, Dict, List, Optional
 
 from . import collectors
+from .errors import ConfigurationError
 from .oom_flight_recorder import OOMFlightRecorder, OOMFlightRecorderConfig, classify_oom_exception
 from .utils import format_memory
 
@@ -116,13 +117,19 @@ def _resolve(device):
     if device is None:
         return _TorchDevice(torch, torch.cuda.current_device()) if has_gpu else _Host()
     if text.split(":")[0] in ("cuda", "rocm", "hip"):
+        if torch is None:
+            raise ConfigurationError(
+                "gpumemprof: MemoryTracker(device=%r): torch is not installed here, and a "
+                "device is tracked through it (device='gpus' reads every GPU the collectors "
+                "see; device='cpu' tracks the host)" % (device,))
         if not has_gpu:
-            raise RuntimeError("gpumemprof: MemoryTracker(device=%r): torch sees no CUDA or "
-                               "ROCm device here (device='cpu' tracks the host)" % (device,))
+            raise ConfigurationError("gpumemprof: MemoryTracker(device=%r): torch sees no CUDA "
+                                     "or ROCm device here (device='cpu' tracks the host)"
+                                     % (device,))
         index = text.split(":", 1)[1] if ":" in text else ""
         return _TorchDevice(torch, int(index) if index else torch.cuda.current_device())
-    raise ValueError("gpumemprof: MemoryTracker(device=%r): not a device this tracker reads "
-                     "('cuda:N', 'cpu', 'all', 'gpus' or None)" % (device,))
+    raise ConfigurationError("gpumemprof: MemoryTracker(device=%r): not a device this tracker "
+                             "reads ('cuda:N', 'cpu', 'all', 'gpus' or None)" % (device,))
 
 
 def _percent(r):

@@ -51,6 +51,13 @@ check("no torch importable here", "torch" not in sys.modules and
 d1 = os.path.join(work, "host")
 tracker = MemoryTracker(sampling_interval=0.02, oom_dump_dir=d1)
 check("device None without torch tracks the host", tracker.device == "host", tracker.device)
+try:
+    MemoryTracker(device="cuda:0")
+    check("cuda:0 without torch is refused", False, "no error")
+except Exception as e:
+    from gpumemprof import ConfigurationError
+    check("cuda:0 without torch: a ConfigurationError that says torch is not installed",
+          isinstance(e, ConfigurationError) and "torch is not installed" in str(e), repr(e))
 tracker.start_tracking()
 time.sleep(0.2)
 
