@@ -27,14 +27,6 @@
 
 #define GMP_UNKNOWN UINT64_MAX
 
-typedef struct gmp_collector_caps {
-    gmp_backend backend;
-    int supports_device_total;
-    int supports_device_free;
-    int supports_process_usage; /* this process's and others' bytes */
-    const char *sampling_source;  /* "cuMemGetInfo", "nvml", ... */
-} gmp_collector_caps;
-
 typedef struct gmp_collector {
     const char *name;
     /* 1 when it can sample now; else 0 and why in `why` (static text) */
@@ -123,6 +115,8 @@ typedef struct gmp_host_state {
 } gmp_host_state;
 
 GMP_HIDDEN void gmp_host_state_read(gmp_host_state *out);
+/* The host entry against the nearest limit (GMP_SAMPLE_PROCESS_LIMIT). */
+GMP_HIDDEN int gmp_host_sample_process_limit(gmp_device_state *out);
 /* Its cgroup part from another process's memory cgroup, named by the file
  * that counts its OOM kills (a ring's): left as it was when that cgroup
  * cannot be read (removed with its processes). */

@@ -80,12 +80,22 @@ int gmp_collector_sample(int i, unsigned flags, gmp_device_state *out, size_t ca
             int first = c == &gmp_collector_host ? -1 : 0;
             int n = c == &gmp_collector_host ? 1 : c->device_count();
             count = 0;
+            int process_limit = c == &gmp_collector_host && (flags & GMP_SAMPLE_PROCESS_LIMIT);
             for (int d = first; d < first + n && (size_t)count < cap; d++)
-                if (c->sample(d, &out[count]) == 0)
+                if ((process_limit ? gmp_host_sample_process_limit(&out[count])
+                                   : c->sample(d, &out[count])) == 0)
                     count++;
         }
     }
     if (why_not)
         *why_not = count < 0 ? why : NULL;
     return count;
+}
+
+int gmp_collector_capabilities(int i, gmp_collector_caps *out)
+{
+    if (i < 0 || i >= gmp_collector_count() || !out)
+        return -1;
+    gmp_collectors[i]->capabilities(out);
+    return 0;
 }

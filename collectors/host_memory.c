@@ -231,8 +231,16 @@ static int host_device_count(void)
     return 1;
 }
 
-/* The nearest limit: the cgroup's when it has one below the machine's. */
-static int host_sample(int device, gmp_device_state *out)
+/* used of total as a share, for comparing limits (0 when either is unknown). */
+static double share(uint64_t used, uint64_t total)
+{
+    return used == GMP_UNKNOWN || total == GMP_UNKNOWN || !total ? 0.0 : (double)used / total;
+}
+
+/* The host entry: against the cgroup's limit when it has one below the
+ * machine's; with process_limit, against RLIMIT_AS instead when the address
+ * space is nearer its limit than the cgroup or machine is to theirs. */
+static int host_sample_with(int device, gmp_device_state *out, int process_limit)
 {
     gmp_host_state s;
     if (device != -1)
@@ -257,14 +265,34 @@ static int host_sample(int device, gmp_device_state *out)
         out->used_bytes = s.mem_total > avail ? s.mem_total - avail : 0;
         out->source = "meminfo";
     }
+    int address_space = process_limit && s.rlimit_as[0] != GMP_UNKNOWN &&
+                        share(s.vm_size, s.rlimit_as[0]) > share(out->used_bytes, out->total);
+    if (address_space) {
+        out->total = s.rlimit_as[0];
+        out->used_bytes = s.vm_size;
+        out->source = "RLIMIT_AS";
+    }
     out->free_bytes = out->total > out->used_bytes ? out->total - out->used_bytes : 0;
     out->known = GMP_DS_USED;
     if (s.vm_rss != GMP_UNKNOWN) {
         out->driver_process_bytes = s.vm_rss;
-        out->other_processes_bytes = out->used_bytes > s.vm_rss ? out->used_bytes - s.vm_rss : 0;
-        out->known |= GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS;
+        out->known |= GMP_DS_DRIVER_PROCESS;
+        if (!address_space) { /* others' share of an address space means nothing */
+            out->other_processes_bytes = out->used_bytes > s.vm_rss ? out->used_bytes - s.vm_rss : 0;
+            out->known |= GMP_DS_OTHERS;
+        }
     }
     return 0;
+}
+
+static int host_sample(int device, gmp_device_state *out)
+{
+    return host_sample_with(device, out, 0);
+}
+
+int gmp_host_sample_process_limit(gmp_device_state *out)
+{
+    return host_sample_with(-1, out, 1);
 }
 
 static void host_capabilities(gmp_collector_caps *out)

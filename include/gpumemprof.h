@@ -276,6 +276,28 @@ typedef gmp_recorder *(*gmp_preload_recorder_fn)(void);
  * torch_blocks.json.  0, or -1. */
 #define GMP_PRELOAD_TORCH_SNAPSHOT_SYMBOL "gmp_preload_torch_snapshot"
 
+/* A program that measures a stretch of itself (the Python profiler) reads
+ * the preload's counters of its host allocations:
+ *   int  GMP_PRELOAD_PEAK_WATCH_BEGIN_SYMBOL(void): a watch (>= 0) whose
+ *        peak starts at the bytes in use now; -1 when none is free or the
+ *        preload does not record;
+ *   int  GMP_PRELOAD_HOST_COUNTS_SYMBOL(int watch, gmp_host_reading *out):
+ *        0, or -1 when the preload does not record (watch -1: no peak);
+ *   void GMP_PRELOAD_PEAK_WATCH_END_SYMBOL(int watch).
+ * A watch's peak is the most bytes in use seen since it began, at each
+ * allocation of GMP_HOST_EVENT_MIN_BYTES or more and at each read (the
+ * common path of small blocks reads no shared counter); watches are
+ * independent, so measurements may nest and run in several threads. */
+typedef struct gmp_host_reading {
+    uint64_t in_use;      /* bytes in the process's host blocks now */
+    uint64_t allocations; /* calls that took host bytes, so far */
+    uint64_t frees;       /* calls that gave them back, so far */
+    uint64_t peak;        /* the watch's peak (0 without one) */
+} gmp_host_reading;
+#define GMP_PRELOAD_PEAK_WATCH_BEGIN_SYMBOL "gmp_preload_peak_watch_begin"
+#define GMP_PRELOAD_HOST_COUNTS_SYMBOL "gmp_preload_host_counts"
+#define GMP_PRELOAD_PEAK_WATCH_END_SYMBOL "gmp_preload_peak_watch_end"
+
 #define GMP_STACK_MAX 32
 
 typedef struct gmp_failed_request {
@@ -329,10 +351,25 @@ typedef struct gmp_device_state {
  * GMP_SAMPLE_MAY_LOAD, for a tool, lets them load what they need, from then
  * on, in this copy of the library. */
 #define GMP_SAMPLE_MAY_LOAD 0x1u
+/* GMP_SAMPLE_PROCESS_LIMIT: the host entry is this process against the
+ * nearest limit it runs under: RLIMIT_AS (its address space, VmSize, is
+ * then used_bytes), its memory cgroup, or the machine, whichever it is
+ * nearest to running out of; source says which ("RLIMIT_AS", "cgroup",
+ * "meminfo").  Without it: the cgroup's when one binds, else the machine's. */
+#define GMP_SAMPLE_PROCESS_LIMIT 0x2u
 GMP_API int gmp_collector_count(void);
 GMP_API const char *gmp_collector_name(int i);
 GMP_API int gmp_collector_sample(int i, unsigned flags, gmp_device_state *out, size_t cap,
                                  const char **why_not);
+/* What collector i can tell, whether or not it can sample here. */
+typedef struct gmp_collector_caps {
+    gmp_backend backend;
+    int supports_device_total;
+    int supports_device_free;
+    int supports_process_usage; /* this process's and others' bytes */
+    const char *sampling_source;  /* "cuMemGetInfo", "nvml", ... */
+} gmp_collector_caps;
+GMP_API int gmp_collector_capabilities(int i, gmp_collector_caps *out); /* 0, or -1 */
 
 /* One live device allocation (or cuMemCreate handle), for allocations.json
  * and the leak report. */

@@ -263,6 +263,7 @@ static COLD void alloc_event(gmp_api api, void *p, size_t size)
         if (GMP_UNLIKELY(in_use >= gmp_pl.watchdog_min))
             gmp_watchdog_note_use(size);
         gmp_metrics_note_host(in_use);
+        gmp_peak_watch_note(in_use);
     }
     if (gmp_any_episode_open()) {
         gmp_episode_success(GMP_BACKEND_CPU, -1, size, in_use);

@@ -31,6 +31,7 @@
  *   stderr.c      what the program writes to stderr: write, writev, stdio
  *   python.c      the Python stack of the thread that failed
  *   prom_textfile.c the Prometheus textfile (GMP_PROM_FILE)
+ *   peak_watch.c  host counters and peaks for a program measuring itself
  */
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
@@ -518,6 +519,11 @@ GMP_HIDDEN void gmp_metrics_after_fork(void);
 GMP_HIDDEN void gmp_metrics_write(void);
 GMP_HIDDEN void gmp_metrics_flush(void); /* at exit: waits for a write in progress */
 GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
+/* peak_watch.c: bytes in use seen at a large allocation, for open watches */
+GMP_HIDDEN void gmp_peak_watch_note(uint64_t in_use);
+GMP_EXPORT int gmp_preload_peak_watch_begin(void);
+GMP_EXPORT int gmp_preload_host_counts(int watch, gmp_host_reading *out);
+GMP_EXPORT void gmp_preload_peak_watch_end(int watch);
 
 /* cupti.c, where built (weak: absent without cupti.h): GMP_CUDA_MODE=cupti
  * sets CUDA_INJECTION64_PATH to this library when the user did not. */

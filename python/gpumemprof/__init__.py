@@ -10,13 +10,18 @@ change:
 This package carries the preload, the tools and the recorder library of the
 C toolkit (see _native), and the Python API on that recorder: MemoryTracker
 (tracker.py), the OOM flight recorder (oom_flight_recorder.py), the
-collectors' readings (collectors.py), the seed's get_system_info
-(system_info.py) and its exception classes (errors.py)."""
+profiler (profiler.py), the collectors' readings (collectors.py) and the
+seed's collector contract on them (device_collectors.py), the seed's
+get_system_info (system_info.py) and its exception classes (errors.py)."""
 from ._native import native_path, preload_path, recorder_library_path
 from .errors import ConfigurationError, ProfilerError, VisualizationError
 from .oom_flight_recorder import (OOMExceptionClassification, OOMFlightRecorder,
                                   OOMFlightRecorderConfig, classify_oom_exception)
 from .tracker import MemoryTracker
+from .profiler import (GPUMemoryProfiler, MemorySnapshot, ProfileResult, profile_context,
+                       profile_function)
+from .device_collectors import (DeviceMemoryCollector, DeviceMemorySample,
+                                build_device_memory_collector)
 from .system_info import get_system_info
 from .utils import format_memory
 
@@ -28,4 +33,7 @@ except ImportError:  # a source checkout: the wheel build writes _version.py
 __all__ = ["__version__", "native_path", "preload_path", "recorder_library_path",
            "MemoryTracker", "OOMFlightRecorder", "OOMFlightRecorderConfig",
            "OOMExceptionClassification", "classify_oom_exception", "format_memory",
-           "get_system_info", "ProfilerError", "ConfigurationError", "VisualizationError"]
+           "get_system_info", "ProfilerError", "ConfigurationError", "VisualizationError",
+           "GPUMemoryProfiler", "MemorySnapshot", "ProfileResult", "profile_function",
+           "profile_context", "DeviceMemoryCollector", "DeviceMemorySample",
+           "build_device_memory_collector"]

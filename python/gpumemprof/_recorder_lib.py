@@ -55,7 +55,24 @@ class DeviceState(ctypes.Structure):
 
 
 DS_USED, DS_DRIVER_PROCESS, DS_OTHERS = 0x1, 0x2, 0x4
-SAMPLE_MAY_LOAD = 0x1
+SAMPLE_MAY_LOAD, SAMPLE_PROCESS_LIMIT = 0x1, 0x2
+
+
+class CollectorCaps(ctypes.Structure):
+    """gmp_collector_caps: what a collector can tell."""
+    _fields_ = [
+        ("backend", ctypes.c_int),
+        ("supports_device_total", ctypes.c_int),
+        ("supports_device_free", ctypes.c_int),
+        ("supports_process_usage", ctypes.c_int),
+        ("sampling_source", ctypes.c_char_p),
+    ]
+
+
+class HostReading(ctypes.Structure):
+    """gmp_host_reading: the preload's counters of the process's host blocks."""
+    _fields_ = [("in_use", ctypes.c_uint64), ("allocations", ctypes.c_uint64),
+                ("frees", ctypes.c_uint64), ("peak", ctypes.c_uint64)]
 
 
 class Classification(ctypes.Structure):
@@ -82,6 +99,8 @@ def _declare(lib):
         ("gmp_collector_sample", ctypes.c_int, [ctypes.c_int, ctypes.c_uint,
                                                 ctypes.POINTER(DeviceState), ctypes.c_size_t,
                                                 ctypes.POINTER(ctypes.c_char_p)]),
+        ("gmp_collector_capabilities", ctypes.c_int, [ctypes.c_int,
+                                                      ctypes.POINTER(CollectorCaps)]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
@@ -113,6 +132,50 @@ def preload_recorder():
             pass
         _loaded["preload"] = found
     return _loaded["preload"]
+
+
+class PreloadHostCounters:
+    """The preload's host counters (gmp_preload_host_counts) and its peak
+    watches, for a program measuring a stretch of itself."""
+
+    def __init__(self, process):
+        self._begin = process.gmp_preload_peak_watch_begin
+        self._begin.restype, self._begin.argtypes = ctypes.c_int, []
+        self._read = process.gmp_preload_host_counts
+        self._read.restype = ctypes.c_int
+        self._read.argtypes = [ctypes.c_int, ctypes.POINTER(HostReading)]
+        self._end = process.gmp_preload_peak_watch_end
+        self._end.restype, self._end.argtypes = None, [ctypes.c_int]
+
+    def begin_watch(self):
+        """A peak watch (its number), or -1 when none is free."""
+        return self._begin()
+
+    def read(self, watch=-1):
+        """(in_use, allocations, frees, peak) now, or None when the preload
+        does not record; peak is the watch's (0 without one)."""
+        out = HostReading()
+        if self._read(watch, ctypes.byref(out)) != 0:
+            return None
+        return out.in_use, out.allocations, out.frees, out.peak
+
+    def end_watch(self, watch):
+        if watch >= 0:
+            self._end(watch)
+
+
+def preload_host_counters():
+    """PreloadHostCounters of the preload this process runs under, or None
+    (no preload, one that does not record, or one older than this package)."""
+    if "host_counters" not in _loaded:
+        found = None
+        if preload_recorder() is not None:
+            try:
+                found = PreloadHostCounters(ctypes.CDLL(None))
+            except (AttributeError, OSError):
+                pass
+        _loaded["host_counters"] = found
+    return _loaded["host_counters"]
 
 
 def dump_function(lib):

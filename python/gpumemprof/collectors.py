@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from . import _recorder_lib as clib
 
-__all__ = ["read_all", "read_one", "availability", "FIELDS"]
+__all__ = ["read_all", "read_one", "availability", "capabilities", "names", "FIELDS"]
 
 # the columns of a reading, in the order monitor's CSV writes them
 FIELDS = ("timestamp", "collector", "backend", "device_id", "name", "used_bytes", "free_bytes",
@@ -62,9 +62,10 @@ def _row(lib, collector: str, d: "clib.DeviceState", now: float) -> Dict[str, An
     }
 
 
-def _each(lib, may_load, only=None):
+def _each(lib, may_load, only=None, process_limit=False):
     """(name, rows or None, why not) for every collector (or collector only)."""
-    flags = clib.SAMPLE_MAY_LOAD if may_load else 0
+    flags = (clib.SAMPLE_MAY_LOAD if may_load else 0) | (
+        clib.SAMPLE_PROCESS_LIMIT if process_limit else 0)
     buf = (clib.DeviceState * _MAX_DEVICES)()
     for i in range(lib.gmp_collector_count()) if only is None else (only,):
         name = lib.gmp_collector_name(i).decode()
@@ -88,14 +89,45 @@ def read_all(may_load: bool = False) -> List[Dict[str, Any]]:
     return [row for _, rows, _ in _each(lib, may_load) if rows for row in rows]
 
 
-def read_one(collector: str, may_load: bool = False) -> Optional[List[Dict[str, Any]]]:
-    """The devices of one collector ("host", "nvml", ...); None when it
-    cannot sample here."""
-    lib = _lib(may_load)
+def _index(lib, collector):
     for i in range(lib.gmp_collector_count()):
         if lib.gmp_collector_name(i).decode() == collector:
-            return next(_each(lib, may_load, only=i))[1]
+            return i
     return None
+
+
+def read_one(collector: str, may_load: bool = False,
+             process_limit: bool = False) -> Optional[List[Dict[str, Any]]]:
+    """The devices of one collector ("host", "nvml", ...); None when it
+    cannot sample here.  process_limit: the host against the nearest limit
+    this process runs under (RLIMIT_AS, its cgroup, the machine)."""
+    lib = _lib(may_load)
+    i = _index(lib, collector)
+    return None if i is None else next(_each(lib, may_load, only=i,
+                                             process_limit=process_limit))[1]
+
+
+def names() -> List[str]:
+    """The collectors, in the order the C toolkit lists them."""
+    lib = clib.library()
+    return [lib.gmp_collector_name(i).decode() for i in range(lib.gmp_collector_count())]
+
+
+def capabilities(collector: str) -> Optional[Dict[str, Any]]:
+    """What a collector can tell (whether or not it can sample here):
+    backend, supports_device_total, supports_device_free,
+    supports_process_usage, sampling_source; None for no such collector."""
+    lib = clib.library()
+    i = _index(lib, collector)
+    caps = clib.CollectorCaps()
+    if i is None or lib.gmp_collector_capabilities(i, clib.ctypes.byref(caps)) != 0:
+        return None
+    backend = lib.gmp_backend_name(caps.backend)
+    return {"backend": backend.decode() if backend else "unknown",
+            "supports_device_total": bool(caps.supports_device_total),
+            "supports_device_free": bool(caps.supports_device_free),
+            "supports_process_usage": bool(caps.supports_process_usage),
+            "sampling_source": (caps.sampling_source or b"").decode() or None}
 
 
 def availability(may_load: bool = False) -> List[Dict[str, Optional[str]]]:

@@ -14,8 +14,11 @@ last buffer_size of them).  What it reads:
                        the device's free and total (torch.cuda.mem_get_info)
                        once the program has initialised CUDA: the tracker
                        never makes a context itself
-  the host             this process's resident bytes, and the host's used
-                       and total (the memory cgroup's limit when one binds)
+  the host             this process's resident bytes, and the nearest limit
+                       it runs under and what counts against it: RLIMIT_AS
+                       (its address space), its memory cgroup (the group's
+                       usage), else the machine's memory, whichever it is
+                       nearest to running out of
   "all", "gpus"        every device every collector sees on the machine (or
                        every GPU), loading the GPU libraries to ask
                        (`gpumemprof track`)
@@ -35,19 +38,11 @@ from collections import deque
 from typing import Any, Callable, Dict, List, Optional
 
 from . import collectors
-from .errors import ConfigurationError
+from ._devices import resolve, torch_backend
 from .oom_flight_recorder import OOMFlightRecorder, OOMFlightRecorderConfig, classify_oom_exception
 from .utils import format_memory
 
 __all__ = ["MemoryTracker"]
-
-
-def _import_torch():
-    try:
-        import torch  # noqa: F401 -- only when the program can have it
-    except Exception:  # not installed, or broken: the host is still tracked
-        return None
-    return torch
 
 
 class _TorchDevice:
@@ -55,7 +50,7 @@ class _TorchDevice:
 
     def __init__(self, torch, index):
         self.torch, self.index = torch, index
-        self.backend = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+        self.backend = torch_backend(torch)
         self.label = "%s:%d" % (self.backend, index)
 
     def read(self):
@@ -76,14 +71,15 @@ def _from_collector(row):
     return {"backend": row["backend"], "device_id": row["device_id"],
             "memory_allocated": row["process_bytes"], "memory_reserved": None,
             "device_used": row["used_bytes"], "device_free": row["free_bytes"],
-            "device_total": row["total_bytes"]}
+            "device_total": row["total_bytes"], "limit": row["source"]}
 
 
 class _Host:
     label = "host"
 
     def read(self):
-        return [_from_collector(row) for row in collectors.read_one("host") or []]
+        return [_from_collector(row) for row in
+                collectors.read_one("host", process_limit=True) or []]
 
 
 class _Machine:
@@ -107,29 +103,18 @@ class _Machine:
 
 
 def _resolve(device):
-    text = "cuda:%d" % device if isinstance(device, int) else str(device).lower()
-    if text in ("cpu", "host"):
+    found, index = resolve(device, "MemoryTracker", extra=("all", "gpus"))
+    if found == "host":
         return _Host()
-    if text in ("all", "gpus"):
-        return _Machine(text)
-    torch = _import_torch()
-    has_gpu = torch is not None and torch.cuda.is_available()
-    if device is None:
-        return _TorchDevice(torch, torch.cuda.current_device()) if has_gpu else _Host()
-    if text.split(":")[0] in ("cuda", "rocm", "hip"):
-        if torch is None:
-            raise ConfigurationError(
-                "gpumemprof: MemoryTracker(device=%r): torch is not installed here, and a "
-                "device is tracked through it (device='gpus' reads every GPU the collectors "
-                "see; device='cpu' tracks the host)" % (device,))
-        if not has_gpu:
-            raise ConfigurationError("gpumemprof: MemoryTracker(device=%r): torch sees no CUDA "
-                                     "or ROCm device here (device='cpu' tracks the host)"
-                                     % (device,))
-        index = text.split(":", 1)[1] if ":" in text else ""
-        return _TorchDevice(torch, int(index) if index else torch.cuda.current_device())
-    raise ConfigurationError("gpumemprof: MemoryTracker(device=%r): not a device this tracker "
-                             "reads ('cuda:N', 'cpu', 'all', 'gpus' or None)" % (device,))
+    if found in ("all", "gpus"):
+        return _Machine(found)
+    return _TorchDevice(found, index)
+
+
+# what a host reading's total is, in the words of a warning
+_LIMIT_WORDS = {"RLIMIT_AS": "its address space against RLIMIT_AS",
+                "cgroup": "its memory cgroup's use against the cgroup's limit",
+                "meminfo": "the machine's use against its memory"}
 
 
 def _percent(r):
@@ -259,7 +244,8 @@ class MemoryTracker:
         if level <= before:  # once per crossing upward; falling back re-arms it
             return
         kind = "critical" if level == 2 else "warning"
-        where = "host memory" if r["device_id"] < 0 else "%s:%d" % (r["backend"], r["device_id"])
+        where = ("host memory (%s)" % _LIMIT_WORDS.get(r.get("limit"), r.get("limit"))
+                 if r["device_id"] < 0 else "%s:%d" % (r["backend"], r["device_id"]))
         threshold = self.thresholds["memory_%s_percent" % kind]
         message = "%s at %.1f%% of %s (%s threshold %g%%)" % (
             where, pct, format_memory(r.get("device_total")), kind, threshold)

@@ -6,7 +6,8 @@
 # `--preload-path`, each on a real Python process that runs out of memory,
 # with the bundle it leaves checked by the installed gmp-inspect; and the
 # Python recorder API (api_check.py), alone and under the preload;
-# MemoryTracker (tracker_check.py); the seed's example (seed_example.py);
+# MemoryTracker (tracker_check.py); the profiler and device collectors
+# (profiler_check.py); the seed's example (seed_example.py);
 # the info/monitor/track/analyze verbs on the collectors' doubles.  The
 # installed gmp-inspect must take jansson and libdw from the wheel's own
 # copies, not the machine's -dev packages.  Skipped, with a line, where the
@@ -253,6 +254,20 @@ if "$py" -c "$systeminfo" cpu None 0 >"$work/si.out" 2>&1 &&
 else
     fail "get_system_info: $(cat "$work/si.out")"
 fi
+# the seed's profiler and collector contract (profiler_check.py): the host
+# from the preload's counters, exact to the block, and without it from the
+# resident memory; cuda:0 through the stand-in torch; the collectors alone
+# and with the GPU doubles
+GMP_DUMP_DIR=$work/profiler_dumps LD_PRELOAD=$preload "$py" "$root/test/wheel/profiler_check.py" preload ||
+    failed=1
+"$py" "$root/test/wheel/profiler_check.py" rss 2>"$work/rss.err" || failed=1
+grep -q "runs without the preload here" "$work/rss.err" &&
+    ok "the profiler without the preload says once that its host numbers are the resident memory" ||
+    fail "the profiler without the preload said: $(cat "$work/rss.err")"
+PYTHONPATH=$standin "$py" "$root/test/wheel/profiler_check.py" torch || failed=1
+"$py" "$root/test/wheel/profiler_check.py" collectors || failed=1
+env $doubles "$py" "$root/test/wheel/profiler_check.py" doubles || failed=1
+
 if "$venv/bin/gpumemprof" info >"$work/info.out" 2>&1 && grep -q "^  host  available" "$work/info.out"
 then ok "gpumemprof info: the collectors"; else fail "gpumemprof info: $(cat "$work/info.out")"; fi
 env $doubles "$venv/bin/gpumemprof" monitor --duration 0.35 --interval 0.1 --output "$work/m.csv" \

@@ -126,6 +126,22 @@ if len(found) == 1:
           ok and rc == 0 and json.loads(tri).get("pressure_warnings") == 1, out + tri)
     pressure = [e for e in load(found[0], "events.json") if e["event_type"] == "pressure"]
     check("the crossing is a pressure event in the bundle", len(pressure) == 1, pressure)
+# the limit the process runs under (this test's ulimit -v) is what the
+# percentage is of: 1.2 GiB mapped of a 1.9 GiB RLIMIT_AS is past 50%
+limited = MemoryTracker(device="cpu", oom_dump_dir=os.path.join(work, "limited"))
+limited.set_threshold("memory_warning_percent", 50)
+limited.set_threshold("memory_critical_percent", 99)
+first = limited.sample()[0]
+block = bytearray(1200 << 20)
+second = limited.sample()[0]
+warned = limited.get_events("warning")
+check("under RLIMIT_AS the host reading is the address space against that limit",
+      first.get("limit") == "RLIMIT_AS" and first["device_total"] == 2000000 * 1024 and
+      first["usage_percent"] < 50, first)
+check("1.2 GiB more mapped crosses 50% of it: one warning that names RLIMIT_AS",
+      second["usage_percent"] > 60 and len(warned) == 1 and "RLIMIT_AS" in warned[0]["context"],
+      (second, warned))
+del block
 disabled = MemoryTracker(device="cpu", enable_oom_flight_recorder=False,
                          oom_dump_dir=os.path.join(work, "never"))
 check("a tracker without the flight recorder writes nothing",

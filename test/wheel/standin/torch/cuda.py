@@ -14,7 +14,8 @@ import sys
 
 TOTAL = 8 << 30
 OTHER = 1 << 30
-_state = {"allocated": 0, "reserved": 0, "history": None, "stacks": None, "blocks": []}
+_state = {"allocated": 0, "reserved": 0, "history": None, "stacks": None, "blocks": [],
+          "peak_allocated": 0, "peak_reserved": 0}
 _observers = []
 
 
@@ -44,6 +45,33 @@ def memory_allocated(device=None):
 
 def memory_reserved(device=None):
     return _state["reserved"]
+
+
+def max_memory_allocated(device=None):
+    return _state["peak_allocated"]
+
+
+def max_memory_reserved(device=None):
+    return _state["peak_reserved"]
+
+
+def reset_peak_memory_stats(device=None):
+    _state["peak_allocated"], _state["peak_reserved"] = _state["allocated"], _state["reserved"]
+
+
+def memory_stats(device=None):
+    """The keys the profiler reads, as the caching allocator names them
+    (inactive split bytes: reserved blocks split and not in use)."""
+    return {"allocated_bytes.all.current": _state["allocated"],
+            "allocated_bytes.all.peak": _state["peak_allocated"],
+            "reserved_bytes.all.current": _state["reserved"],
+            "reserved_bytes.all.peak": _state["peak_reserved"],
+            "active_bytes.all.current": _state["allocated"],
+            "inactive_split_bytes.all.current": _state["reserved"] - _state["allocated"]}
+
+
+def synchronize(device=None):
+    pass
 
 
 def mem_get_info(device=None):
@@ -90,6 +118,8 @@ def allocate(nbytes):
                                                           free / 2**30))
         _state["reserved"] += grow
     _state["allocated"] = need
+    _state["peak_allocated"] = max(_state["peak_allocated"], need)
+    _state["peak_reserved"] = max(_state["peak_reserved"], _state["reserved"])
     if _state["history"]:  # the caller's Python frames, innermost first
         f, frames = sys._getframe(1), []
         native = _state["stacks"] == "all"
