@@ -87,6 +87,10 @@ GMP_HIDDEN void gmp_gpu_probe(void);
  * no GPU library called), for a host OOM, where the rest may not run. */
 GMP_HIDDEN void gmp_torch_probe(void);
 GMP_HIDDEN void gmp_python_probe(const char *(*py_get_version)(void));
+/* The same for a program that calls the recorder itself (the Python
+ * package without the preload): Py_GetVersion looked up with dlsym, so
+ * only in a normal context. */
+GMP_HIDDEN void gmp_python_probe_lookup(void);
 GMP_HIDDEN const gmp_gpu_probe_result *gmp_gpu_probe_get(void);
 /* The name of a device from the probe, or NULL. */
 GMP_HIDDEN const char *gmp_gpu_probe_device_name(gmp_backend backend, int device);

@@ -91,6 +91,13 @@ void gmp_python_probe(const char *(*py_version)(void))
     }
 }
 
+void gmp_python_probe_lookup(void)
+{
+    if (probe.python_version[0])
+        return;
+    gmp_python_probe((const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion"));
+}
+
 void gmp_torch_probe(void)
 {
     if (probe.torch_version[0] || __atomic_exchange_n(&probing, 1, __ATOMIC_ACQUIRE))

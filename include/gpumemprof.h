@@ -242,6 +242,8 @@ GMP_API size_t gmp_snapshot(gmp_recorder *rec, gmp_event *out, size_t max);
 
 /* Path of the live ring file ("" when none yet, or anonymous). */
 GMP_API const char *gmp_recorder_ring_path(const gmp_recorder *rec);
+/* The directory its bundles go to (absolute). */
+GMP_API const char *gmp_recorder_dump_dir(const gmp_recorder *rec);
 
 /* Context and custom metadata of the bundles written from now on (the
  * metadata must be a JSON object).  0, or -1 when refused. */

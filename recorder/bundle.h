@@ -45,9 +45,13 @@ GMP_HIDDEN void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t cap
                                             const char *backend,
                                             const gmp_gpu_probe_result *software);
 
-/* environment.json's "gpu" (driver versions, devices), python_version and
- * torch_version, from the collectors' probe (NULL: all null). */
+/* environment.json's "gpu" (driver versions, devices), from the
+ * collectors' probe (NULL: all null). */
 GMP_HIDDEN void gmp_bundle_fill_software(gmp_jw *w, const gmp_gpu_probe_result *p);
+/* environment.json's "system": the machine, and python_version,
+ * torch_version, cuda_available, cuda_version from the probe (NULL: null). */
+GMP_HIDDEN void gmp_bundle_fill_system(gmp_jw *w, const char *backend,
+                                       const gmp_gpu_probe_result *p);
 
 /* environment.json of a dead process, from what its ring header kept. */
 GMP_HIDDEN void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h,

@@ -132,8 +132,28 @@ static void write_first_line(gmp_jw *w, const char *key, const char *path,
     gmp_jw_strn(w, buf, strcspn(buf, "\n"));
 }
 
-/* The machine: the same for the process and for whoever writes its bundle. */
-static void write_system(gmp_jw *w, const char *backend)
+/* "12040" -> "12.4" (CUDA), HIP's 50221153 -> "5.2.21153"; NULL for 0 */
+static const char *version_text(int v, int hip, char *out, size_t cap)
+{
+    if (v <= 0)
+        return NULL;
+    char a[24], b[24], c[24];
+    if (hip) {
+        gmp_fmt_u64((uint64_t)v / 10000000, a);
+        gmp_fmt_u64((uint64_t)v / 100000 % 100, b);
+        gmp_fmt_u64((uint64_t)v % 100000, c);
+        gmp_strjoin(out, cap, a, ".", b, ".", c, (char *)NULL);
+    } else {
+        gmp_fmt_u64((uint64_t)v / 1000, a);
+        gmp_fmt_u64((uint64_t)v % 1000 / 10, b);
+        gmp_strjoin(out, cap, a, ".", b, (char *)NULL);
+    }
+    return out;
+}
+
+/* The machine, and the software the seed lists beside it (CPython, torch,
+ * CUDA as the process's own libraries saw it; null where it loaded none). */
+void gmp_bundle_fill_system(gmp_jw *w, const char *backend, const gmp_gpu_probe_result *p)
 {
     struct utsname u;
     int have_uts = uname(&u) == 0;
@@ -148,6 +168,20 @@ static void write_system(gmp_jw *w, const char *backend)
     gmp_jw_ku64(w, "page_size", (uint64_t)sysconf(_SC_PAGESIZE));
     gmp_jw_ku64(w, "cpu_count", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
     gmp_jw_kstr(w, "gpumemprof_version", GMP_VERSION_STRING);
+    gmp_jw_kstr(w, "python_version", p && p->python_version[0] ? p->python_version : NULL);
+    gmp_jw_kstr(w, "torch_version", p && p->torch_version[0] ? p->torch_version : NULL);
+    int cuda_devices = 0;
+    int n = p ? __atomic_load_n(&p->device_count, __ATOMIC_ACQUIRE) : 0;
+    for (int i = 0; i < n; i++)
+        cuda_devices += p->devices[i].backend == GMP_BACKEND_CUDA;
+    gmp_jw_key(w, "cuda_available");
+    gmp_jw_bool(w, cuda_devices > 0);
+    char v[80];
+    gmp_jw_kstr(w, "cuda_version",
+                !p ? NULL
+                   : version_text(p->cuda_runtime_version ? p->cuda_runtime_version
+                                                          : p->cuda_driver_version,
+                                  0, v, sizeof v));
     gmp_jw_obj_end(w);
 }
 
@@ -197,29 +231,13 @@ static void write_rank(gmp_jw *w)
     gmp_jw_obj_end(w);
 }
 
-/* "12040" -> "12.4" (CUDA), HIP's 50221153 -> "5.2.21153" */
 static void version_key(gmp_jw *w, const char *key, int v, int hip)
 {
-    gmp_jw_key(w, key);
-    if (v <= 0) {
-        gmp_jw_null(w);
-        return;
-    }
-    char a[24], b[24], c[24], out[80];
-    if (hip) {
-        gmp_fmt_u64((uint64_t)v / 10000000, a);
-        gmp_fmt_u64((uint64_t)v / 100000 % 100, b);
-        gmp_fmt_u64((uint64_t)v % 100000, c);
-        gmp_strjoin(out, sizeof out, a, ".", b, ".", c, (char *)NULL);
-    } else {
-        gmp_fmt_u64((uint64_t)v / 1000, a);
-        gmp_fmt_u64((uint64_t)v % 1000 / 10, b);
-        gmp_strjoin(out, sizeof out, a, ".", b, (char *)NULL);
-    }
-    gmp_jw_str(w, out);
+    char out[80];
+    gmp_jw_kstr(w, key, version_text(v, hip, out, sizeof out));
 }
 
-/* The GPU libraries and the frameworks the process had loaded. */
+/* The GPU libraries the process had loaded. */
 void gmp_bundle_fill_software(gmp_jw *w, const gmp_gpu_probe_result *p)
 {
     static const gmp_gpu_probe_result none;
@@ -245,8 +263,6 @@ void gmp_bundle_fill_software(gmp_jw *w, const gmp_gpu_probe_result *p)
     }
     gmp_jw_arr_end(w);
     gmp_jw_obj_end(w);
-    gmp_jw_kstr(w, "python_version", p->python_version[0] ? p->python_version : NULL);
-    gmp_jw_kstr(w, "torch_version", p->torch_version[0] ? p->torch_version : NULL);
 }
 
 void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const char *backend)
@@ -255,7 +271,7 @@ void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const c
     gmp_jw_ki64(w, "pid", h ? h->pid : 0);
     gmp_jw_key(w, "cwd");
     gmp_jw_null(w);
-    write_system(w, backend);
+    gmp_bundle_fill_system(w, backend, NULL);
     gmp_jw_key(w, "process");
     gmp_jw_obj_begin(w);
     if (h) {
@@ -283,7 +299,7 @@ void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
     else
         gmp_jw_null(w);
 
-    write_system(w, backend);
+    gmp_bundle_fill_system(w, backend, software);
 
     gmp_jw_key(w, "process");
     gmp_jw_obj_begin(w);

@@ -211,6 +211,11 @@ const char *gmp_recorder_ring_path(const gmp_recorder *rec)
     return ring ? ring->path : "";
 }
 
+const char *gmp_recorder_dump_dir(const gmp_recorder *rec)
+{
+    return rec ? rec->cfg.dump_dir : "";
+}
+
 gmp_dump_request gmp_exception_request(const char *reason, const char *exception_type,
                                        const char *exception_module,
                                        const char *exception_message, const char *context,
@@ -243,6 +248,14 @@ const char *gmp_dump_exception(gmp_recorder *rec, const char *reason,
     gmp_dump_request req =
         gmp_exception_request(reason, exception_type, exception_module, exception_message,
                               context, backend, metadata_json, traceback_fd);
+    /* a program reporting its own exception runs in a normal context: what
+     * its libraries say of themselves can be asked (the preload asks at its
+     * own times; without it nobody else does) */
+    gmp_python_probe_lookup();
+    if (req.backend == GMP_BACKEND_CUDA || req.backend == GMP_BACKEND_ROCM)
+        gmp_gpu_probe();
+    else
+        gmp_torch_probe();
     return gmp_dump(rec, &req, path_out, path_cap);
 }
 

@@ -34,11 +34,26 @@ USAGE = """usage: python -m gpumemprof --preload-path | --site-path | --version
 """
 
 
+RUN_USAGE = """usage: python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py|-m MODULE|-c CODE [ARG...]
+
+Runs this Python (%s) under gmp-run: the preload in every process of the
+job, and a bundle for each that runs out of memory, the kernel's OOM
+killer's included.  What follows is what would follow `python` on a
+command line (its own options, such as -u or -X, included).
+
+  --dump-dir DIR   where the bundles go (default ./oom_dumps)
+""" % sys.executable
+
+
 def run(args):
     gmp_run_args = []
+    if args and args[0] in ("-h", "--help"):
+        sys.stdout.write(RUN_USAGE)
+        return 0
+    separated = False
     while args and args[0] in ("--dump-dir", "--"):
         if args[0] == "--":
-            args = args[1:]
+            args, separated = args[1:], True
             break
         if len(args) < 2:
             sys.stderr.write("gpumemprof run: --dump-dir needs a directory\n" + USAGE)
@@ -46,7 +61,11 @@ def run(args):
         gmp_run_args += args[:2]
         args = args[2:]
     if not args:
-        sys.stderr.write("gpumemprof run: nothing to run\n" + USAGE)
+        sys.stderr.write("gpumemprof run: nothing to run\n" + RUN_USAGE)
+        return 2
+    if args[0].startswith("--") and not separated:
+        # Python's long options are --help and --version: ours say what run is
+        sys.stderr.write("gpumemprof run: unknown option %s\n%s" % (args[0], RUN_USAGE))
         return 2
     return exec_program("gmp-run", gmp_run_args + ["--", sys.executable] + list(args))
 

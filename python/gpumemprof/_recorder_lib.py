@@ -88,6 +88,7 @@ def _declare(lib):
         ("gmp_recorder_create", p, [p]),
         ("gmp_recorder_destroy", None, [p]),
         ("gmp_recorder_after_fork", None, [p]),
+        ("gmp_recorder_dump_dir", c, [p]),
         ("gmp_record", ctypes.c_int, [p, ctypes.POINTER(Event)]),
         ("gmp_dump_exception", c, [p, c, c, c, c, c, c, c, ctypes.c_int, c, ctypes.c_size_t]),
         ("gmp_classify_exception", Classification, [c, c, c]),

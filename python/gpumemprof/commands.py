@@ -1,6 +1,7 @@
 """The seed's command verbs on the toolkit, for `gpumemprof VERB`:
 
-    info      [--json]                         gmp-inspect info: what the collectors see
+    info      [--json]                         gmp-inspect info: what the collectors see,
+                                               and this Python's view (get_system_info)
     monitor   [--duration S] [--interval S] [--output FILE] [--format text|csv|json]
               every collector's reading of every device, every interval
     track     [--duration S] [--interval S] [--output FILE] [--format csv|json]
@@ -100,15 +101,22 @@ def _until(duration, interval, tick):
             signal.signal(s, h)
 
 
+def _parse_number(text, what):
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not %s" % (text, what))
+
+
 def _positive(text):
-    value = float(text)
+    value = _parse_number(text, "a number of seconds")
     if not value > 0:
         raise argparse.ArgumentTypeError("must be a positive number")
     return value
 
 
 def _percent(text):
-    value = float(text)
+    value = _parse_number(text, "a percentage")
     if not 0 < value <= 100:
         raise argparse.ArgumentTypeError("must be a percentage in (0, 100]")
     return value
@@ -338,8 +346,35 @@ def analyze(args):
     return 1 if status else 0
 
 
+# what this Python adds to gmp-inspect's view (a C program's, no Python)
+_PYTHON_VIEW = ("python_version", "torch_version", "cuda_available", "cuda_version",
+                "detected_backend", "rocm_available", "rocm_version", "mps_built", "mps_available")
+
+
 def info(args):
-    return exec_program("gmp-inspect", ["info"] + list(args))
+    from .system_info import get_system_info
+    p = argparse.ArgumentParser(prog="gpumemprof info",
+                                description="What the collectors see here (gmp-inspect info), "
+                                            "and this Python's view: its version, torch's, and "
+                                            "the backend it would use.")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    a = p.parse_args(args)
+    r = subprocess.run([native_path("gmp-inspect"), "info"] + (["--json"] if a.json else []),
+                       stdout=subprocess.PIPE, universal_newlines=True)
+    if r.returncode:
+        sys.stdout.write(r.stdout)
+        return r.returncode
+    mine = get_system_info()
+    if a.json:
+        doc = json.loads(r.stdout)
+        doc.setdefault("system", {}).update({k: mine.get(k) for k in _PYTHON_VIEW})
+        print(json.dumps(doc, indent=2))
+        return 0
+    sys.stdout.write(r.stdout)
+    print("Python:  %s (%s); torch %s; backend %s" % (
+        mine["python_version"], sys.executable,
+        mine["torch_version"] or "not importable here", mine["detected_backend"]))
+    return 0
 
 
 VERBS = {"info": info, "monitor": monitor, "track": track, "analyze": analyze}

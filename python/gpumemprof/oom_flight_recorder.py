@@ -38,19 +38,40 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from . import _recorder_lib as clib
+from .errors import ConfigurationError
 
 __all__ = ["OOMFlightRecorderConfig", "OOMExceptionClassification", "OOMFlightRecorder",
            "classify_oom_exception"]
 
 
+# each number's range: the C recorder's (GMP_BUFFER_SIZE, GMP_MAX_DUMPS, GMP_MAX_TOTAL_MB)
+_RANGES = {"buffer_size": (1, 1 << 24), "max_dumps": (1, 1000000), "max_total_mb": (1, 1 << 40)}
+
+
 @dataclass
 class OOMFlightRecorderConfig:
-    """Runtime configuration of the recorder (the seed's fields and defaults)."""
+    """Runtime configuration of the recorder (the seed's fields and defaults).
+    A value out of range is a ConfigurationError (a ValueError) naming the
+    field, when the config is made and again when a recorder takes it."""
     enabled: bool = True
     dump_dir: str = "oom_dumps"
     buffer_size: int = 10000
     max_dumps: int = 5
     max_total_mb: int = 256
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        for name, (low, high) in _RANGES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigurationError(
+                    "gpumemprof: OOMFlightRecorderConfig(%s=%r): a whole number from %d to %d"
+                    % (name, value, low, high))
+        if not isinstance(self.dump_dir, (str, os.PathLike)) or not os.fspath(self.dump_dir):
+            raise ConfigurationError("gpumemprof: OOMFlightRecorderConfig(dump_dir=%r): a "
+                                     "directory's path" % (self.dump_dir,))
 
 
 @dataclass(frozen=True)
@@ -171,6 +192,7 @@ class OOMFlightRecorder:
 
     def __init__(self, config: Optional[OOMFlightRecorderConfig] = None):
         self.config = config or OOMFlightRecorderConfig()
+        self.config.validate()
         self._events = collections.deque(maxlen=max(1, int(self.config.buffer_size)))
         self._lock = threading.Lock()
         self._rec = None
@@ -181,6 +203,7 @@ class OOMFlightRecorder:
         self.uses_preload = under is not None
         if under:
             self._rec = under[1]
+            self._say_where(lib)
         else:
             self._rec = self._create(lib)
             if self._rec:  # the ring file goes with the recorder, or at exit
@@ -193,6 +216,24 @@ class OOMFlightRecorder:
 
     uses_preload = False
 
+    @property
+    def dump_dir(self) -> Optional[str]:
+        """Where this recorder's bundles go (under the preload, its directory)."""
+        if not self._rec:
+            return None
+        return clib.library().gmp_recorder_dump_dir(self._rec).decode("utf-8", "surrogateescape")
+
+    def _say_where(self, lib):
+        """Under the preload one OOM is one bundle, in the directory the run
+        was given (GMP_DUMP_DIR: gmp-run --dump-dir, or yours): a dump_dir
+        that differs is said once, not dropped silently."""
+        asked = os.path.realpath(os.fspath(self.config.dump_dir))
+        actual = self.dump_dir
+        if actual and os.path.realpath(actual) != asked:
+            print("gpumemprof: under the preload, bundles go to %s (the run's GMP_DUMP_DIR), "
+                  "not to dump_dir=%r" % (actual, os.fspath(self.config.dump_dir)),
+                  file=sys.stderr)
+
     def _create(self, lib):
         cfg = lib.gmp_config_new()
         if not cfg:
@@ -200,13 +241,13 @@ class OOMFlightRecorder:
         try:
             c = self.config
             # the C ring keeps at least 16 events; the deque keeps exactly buffer_size
-            for name, value in (("GMP_DUMP_DIR", os.path.abspath(c.dump_dir)),
+            for name, value in (("GMP_DUMP_DIR", os.path.abspath(os.fspath(c.dump_dir))),
                                 ("GMP_BUFFER_SIZE", min(max(int(c.buffer_size), 16), 1 << 24)),
                                 ("GMP_MAX_DUMPS", int(c.max_dumps)),
                                 ("GMP_MAX_TOTAL_MB", int(c.max_total_mb))):
                 if lib.gmp_config_set(cfg, name.encode(), str(value).encode()) != 0:
-                    raise ValueError("gpumemprof: %s=%r is refused (see the line above)"
-                                     % (name, value))
+                    raise ConfigurationError("gpumemprof: %s=%r is refused (see the line above)"
+                                             % (name, value))
             return lib.gmp_recorder_create(cfg)
         finally:
             lib.gmp_config_free(cfg)

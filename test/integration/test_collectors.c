@@ -330,7 +330,11 @@ static void test_rank_and_versions(void **state)
     assert_int_equal(json_int(rank, "rank"), 3);
     assert_int_equal(json_int(rank, "local_rank"), 1);
     assert_int_equal(json_int(rank, "world_size"), 8);
-    assert_string_equal(json_str(e, "torch_version"), "9.8.7+fake");
+    json_t *sys = json_object_get(e, "system");
+    assert_string_equal(json_str(sys, "torch_version"), "9.8.7+fake");
+    /* the seed's fields: CUDA as the process's runtime saw it */
+    assert_true(json_is_true(json_object_get(sys, "cuda_available")));
+    assert_string_equal(json_str(sys, "cuda_version"), "13.1");
     json_t *gpu = json_object_get(e, "gpu");
     assert_string_equal(json_str(gpu, "cuda_driver_version"), "13.0");
     assert_string_equal(json_str(gpu, "cuda_runtime_version"), "13.1");
@@ -361,7 +365,8 @@ static void test_torch_version_in_a_host_oom(void **state)
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
     json_t *e = bundle_file(bundle, "environment.json");
-    assert_string_equal(json_str(e, "torch_version"), "2.3.0+cpu");
+    assert_string_equal(json_str(json_object_get(e, "system"), "torch_version"), "2.3.0+cpu");
+    assert_true(json_is_false(json_object_get(json_object_get(e, "system"), "cuda_available")));
     json_decref(e);
 }
 
@@ -377,7 +382,7 @@ static void test_python_version(void **state)
     json_t *e = only_bundle_file(paths.dumps, "environment.json", NULL, 0);
     char want[64];
     snprintf(want, sizeof want, "%.*s", (int)strcspn(out, "\n"), out);
-    assert_string_equal(json_str(e, "python_version"), want);
+    assert_string_equal(json_str(json_object_get(e, "system"), "python_version"), want);
     json_decref(e);
 }
 

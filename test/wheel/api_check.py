@@ -62,8 +62,31 @@ for exc, want_oom, want_reason in cases:
     check("classify_oom_exception(%s(%r)) is_oom=%s" % (type(exc).__name__, str(exc)[:30], want_oom),
           ok, got)
 
+from gpumemprof import ConfigurationError  # noqa: E402
+for bad in ({"max_dumps": -1}, {"buffer_size": 0}, {"max_total_mb": "big"}, {"dump_dir": ""}):
+    field = next(iter(bad))
+    try:
+        OOMFlightRecorderConfig(**bad)
+        check("OOMFlightRecorderConfig(%s) is refused" % bad, False, "accepted")
+    except ConfigurationError as e:
+        check("OOMFlightRecorderConfig(%s): a ConfigurationError naming %s" % (bad, field),
+              isinstance(e, ValueError) and ("%s=" % field) in str(e) and "GMP_" not in str(e), e)
+
+import io  # noqa: E402
 dump_dir = os.path.join(work, "api_dumps")
-rec = OOMFlightRecorder(OOMFlightRecorderConfig(dump_dir=dump_dir, buffer_size=3, max_dumps=2))
+said, sys.stderr = sys.stderr, io.StringIO()
+try:
+    rec = OOMFlightRecorder(OOMFlightRecorderConfig(dump_dir=dump_dir, buffer_size=3,
+                                                    max_dumps=2))
+finally:
+    said, sys.stderr = sys.stderr.getvalue(), said
+if under_preload:
+    run_dir = os.path.abspath(os.environ["GMP_DUMP_DIR"])
+    check("under the preload: dump_dir is the run's, and a line says the program's is not used",
+          rec.dump_dir == run_dir and run_dir in said and repr(dump_dir) in said, (rec.dump_dir, said))
+else:
+    check("without the preload: dump_dir is the config's, nothing said",
+          rec.dump_dir == dump_dir and said == "", (rec.dump_dir, said))
 check("under the preload: uses_preload is %s" % under_preload, rec.uses_preload == under_preload,
       rec.uses_preload)
 t0 = time.time()
@@ -111,6 +134,13 @@ if path:
     in_use = [e.get("bytes_in_use") for e in evs if e.get("api") == "user"]
     check("events.json holds the recorded events' readings, in order, not a forked child's",
           in_use[-3:] == [(i + 1) << 30 for i in range(1, 4)] and 12345 not in in_use, in_use)
+    with open(os.path.join(path, "environment.json")) as f:
+        system = json.load(f).get("system", {})
+    import platform
+    check("environment.json's system: this Python's version, and the seed's torch and CUDA keys",
+          system.get("python_version") == platform.python_version() and
+          {"torch_version", "cuda_available", "cuda_version"} <= set(system) and
+          system.get("cuda_available") is False, system)
     tb = os.path.join(path, "python_traceback.txt")
     check("python_traceback.txt holds the exception's traceback",
           os.path.exists(tb) and "OutOfMemoryError" in open(tb).read())

@@ -268,8 +268,13 @@ PYTHONPATH=$standin "$py" "$root/test/wheel/profiler_check.py" torch || failed=1
 "$py" "$root/test/wheel/profiler_check.py" collectors || failed=1
 env $doubles "$py" "$root/test/wheel/profiler_check.py" doubles || failed=1
 
-if "$venv/bin/gpumemprof" info >"$work/info.out" 2>&1 && grep -q "^  host  available" "$work/info.out"
-then ok "gpumemprof info: the collectors"; else fail "gpumemprof info: $(cat "$work/info.out")"; fi
+if "$venv/bin/gpumemprof" info >"$work/info.out" 2>&1 && grep -q "^  host  available" "$work/info.out" &&
+    grep -q "^Python:  $("$py" -c 'import platform; print(platform.python_version())') .*backend cpu$" "$work/info.out" &&
+    "$venv/bin/gpumemprof" info --json | "$py" -c 'import json, platform, sys
+s = json.load(sys.stdin)["system"]
+sys.exit(s["python_version"] != platform.python_version() or s["detected_backend"] != "cpu" or s["cuda_available"] is not False)'
+then ok "gpumemprof info: the collectors, and this Python's version (text and --json system)"
+else fail "gpumemprof info: $(cat "$work/info.out")"; fi
 env $doubles "$venv/bin/gpumemprof" monitor --duration 0.35 --interval 0.1 --output "$work/m.csv" \
     2>"$work/monitor.err" &&
     env $doubles "$venv/bin/gpumemprof" monitor --duration 0.15 --interval 0.1 --format json \
@@ -317,6 +322,23 @@ rc=$?
 [ $rc = 1 ] && grep -q "holds no readings" "$work/junk.err" &&
     ok "gpumemprof analyze of a file that is no reading: exit 1 and a line" ||
     fail "gpumemprof analyze of junk: exit $rc, $(cat "$work/junk.err")"
+
+# our own help and errors, in our words, never CPython's or argparse's internals
+"$py" -m gpumemprof run --help >"$work/runhelp.out" 2>&1
+rc=$?
+"$py" -m gpumemprof run --bogus x.py >/dev/null 2>"$work/runbad.err"
+rc2=$?
+"$venv/bin/gpumemprof" monitor --interval abc >/dev/null 2>"$work/interval.err"
+rc3=$?
+if [ $rc = 0 ] && grep -q "^usage: python -m gpumemprof run" "$work/runhelp.out" &&
+    grep -q "under gmp-run" "$work/runhelp.out" && [ $rc2 = 2 ] &&
+    grep -q "^gpumemprof run: unknown option --bogus" "$work/runbad.err" && [ $rc3 = 2 ] &&
+    grep -q "'abc' is not a number of seconds" "$work/interval.err" &&
+    ! grep -q "_positive" "$work/interval.err"; then
+    ok "run --help and run --bogus are ours; monitor --interval abc says what is wrong"
+else
+    fail "help and errors: run --help exit $rc, --bogus exit $rc2, --interval abc exit $rc3: $(cat "$work/runhelp.out" "$work/runbad.err" "$work/interval.err" | head -20)"
+fi
 
 "$py" -m gpumemprof frobnicate >/dev/null 2>"$work/bad.err"
 rc=$?

@@ -173,6 +173,13 @@ static int print_info_json(collector_view *views, int nviews, const gmp_host_sta
     }
     gmp_jw_arr_end(&w);
     gmp_bundle_fill_host_state(&w, host, 1, UINT64_MAX);
+    int cuda = 0, rocm = 0;
+    for (int i = 0; i < p->device_count; i++) {
+        cuda += p->devices[i].backend == GMP_BACKEND_CUDA;
+        rocm += p->devices[i].backend == GMP_BACKEND_ROCM;
+    }
+    /* this program's view: it is no Python (`gpumemprof info` adds that) */
+    gmp_bundle_fill_system(&w, cuda ? "cuda" : rocm ? "rocm" : "cpu", p);
     gmp_bundle_fill_software(&w, p); /* "gpu": driver versions and devices */
     gmp_jw_obj_end(&w);
     json_t *doc = gmp_jw_finish(&w) == 0 ? json_loadb(buf, w.len, 0, NULL) : NULL;
