@@ -342,6 +342,32 @@ typedef struct gmp_device_state {
     const char *source;          /* "cuMemGetInfo", "cuMemGetInfo+nvml", ...; NULL unknown */
 } gmp_device_state;
 
+/* ---- growth that is never given back (recorder/growth.c) ----------------- */
+
+/* gmp_growth_judge reads a series of what is held over time (t[i] seconds,
+ * held[i] bytes, t ascending; a value holds until the next) in its last
+ * window_s seconds (<= 0: all of it), cut into four quarters of time: when
+ * the lowest held in each quarter rises in every one, by 1 MiB or more and
+ * by 2% of what is held at the end, memory grew and was never given back
+ * (a leak, or a cache that never lets go).  limit (bytes; <= 0 unknown) is
+ * what the severity is a share of: high from 10% of it, medium from 2%
+ * (without one: of what is held at the end, from 50% and 10%).  0, or -1
+ * for a bad series (out is then all zero). */
+enum { GMP_GROWTH_NONE, GMP_GROWTH_LOW, GMP_GROWTH_MEDIUM, GMP_GROWTH_HIGH };
+typedef struct gmp_growth {
+    int detected;
+    int severity;          /* GMP_GROWTH_* */
+    unsigned rises;        /* quarters whose lowest rose over the one before (0-3) */
+    size_t points;         /* of the series inside the window (8 needed) */
+    double window_s;       /* the window's span */
+    double floor_first, floor_last; /* the lowest held in the first and last quarter */
+    double end;            /* held at the end */
+    double increase;       /* floor_last - floor_first */
+} gmp_growth;
+GMP_API int gmp_growth_judge(const double *t, const double *held, size_t n, double window_s,
+                             double limit, gmp_growth *out);
+GMP_API const char *gmp_growth_severity_name(int severity); /* "none" ... "high" */
+
 /* ---- the collectors, for bindings and tools ------------------------------ */
 
 /* The memory collectors (cuda, nvml, rocm, host, in that order): how many,

@@ -62,7 +62,7 @@ static const py_layout layouts[] = {FOR_EACH_PYTHON_LAYOUT(AS_LAYOUT)};
 #define MAX_WALK 256 /* frames walked at most: a deeper chain is cut */
 
 static struct {
-    int state; /* atomic: 0 unknown, 1 a known CPython, 2 not */
+    int state; /* atomic: 0 unknown, 1 a known CPython, 2 not, 3 being found out */
     const py_layout *layout;
     const void *code_type;
     int (*is_initialized)(void);
@@ -74,6 +74,10 @@ static int have_python(void)
 {
     int state = __atomic_load_n(&py.state, __ATOMIC_ACQUIRE);
     if (GMP_LIKELY(state))
+        return state == 1;
+    /* one thread finds out; another meanwhile takes no Python frames */
+    if (!__atomic_compare_exchange_n(&py.state, &state, 3, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_ACQUIRE))
         return state == 1;
     const char *(*version)(void);
     *(void **)&version = gmp_global_symbol("Py_GetVersion");

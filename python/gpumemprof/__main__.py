@@ -28,7 +28,7 @@ USAGE = """usage: python -m gpumemprof --preload-path | --site-path | --version
        python -m gpumemprof monitor [--duration S] [--interval S] [--output FILE] [--format text|csv|json]
        python -m gpumemprof track [--duration S] [--interval S] [--output FILE] [--format csv|json]
                                   [--warning-threshold PCT] [--critical-threshold PCT] [--dump-dir DIR]
-                                  [--devices all|gpus|host]
+                                  [--devices all|gpus|host] [--watchdog]
        python -m gpumemprof analyze BUNDLE|DIR|FILE [--format txt|json] [--output FILE]
                                     [--visualization] [--plot-dir DIR]
 """

@@ -5,20 +5,26 @@ decided once for all of them: "cpu"/"host" is the host; "cuda", "cuda:N",
 GPU when torch is importable and sees one, else the host.  A GPU asked for
 where torch is missing or sees none is a ConfigurationError that says
 which, and what to ask for instead."""
+import importlib
 import sys
 
 from .errors import ConfigurationError
 
 
-def import_torch():
-    """torch, or None: not installed, or broken (the host is still read)."""
-    if "torch" in sys.modules:
-        return sys.modules["torch"]
+def import_framework(name):
+    """The framework module name (torch, tensorflow), or None: not
+    installed, or broken (the host is still read).  Imported where it is
+    installed, never installed."""
+    if name in sys.modules:
+        return sys.modules[name]
     try:
-        import torch  # noqa: F401 -- only where the program can have it
+        return importlib.import_module(name)
     except Exception:
         return None
-    return torch
+
+
+def import_torch():
+    return import_framework("torch")
 
 
 def _text(device):

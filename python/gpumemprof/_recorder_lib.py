@@ -69,6 +69,15 @@ class CollectorCaps(ctypes.Structure):
     ]
 
 
+class Growth(ctypes.Structure):
+    """gmp_growth: gmp_growth_judge's verdict on a series."""
+    _fields_ = [("detected", ctypes.c_int), ("severity", ctypes.c_int),
+                ("rises", ctypes.c_uint), ("points", ctypes.c_size_t),
+                ("window_s", ctypes.c_double), ("floor_first", ctypes.c_double),
+                ("floor_last", ctypes.c_double), ("end", ctypes.c_double),
+                ("increase", ctypes.c_double)]
+
+
 class HostReading(ctypes.Structure):
     """gmp_host_reading: the preload's counters of the process's host blocks."""
     _fields_ = [("in_use", ctypes.c_uint64), ("allocations", ctypes.c_uint64),
@@ -102,6 +111,11 @@ def _declare(lib):
                                                 ctypes.POINTER(ctypes.c_char_p)]),
         ("gmp_collector_capabilities", ctypes.c_int, [ctypes.c_int,
                                                       ctypes.POINTER(CollectorCaps)]),
+        ("gmp_growth_judge", ctypes.c_int, [ctypes.POINTER(ctypes.c_double),
+                                            ctypes.POINTER(ctypes.c_double), ctypes.c_size_t,
+                                            ctypes.c_double, ctypes.c_double,
+                                            ctypes.POINTER(Growth)]),
+        ("gmp_growth_severity_name", c, [ctypes.c_int]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes

@@ -6,7 +6,7 @@
               every collector's reading of every device, every interval
     track     [--duration S] [--interval S] [--output FILE] [--format csv|json]
               [--warning-threshold PCT] [--critical-threshold PCT] [--dump-dir DIR]
-              [--devices all|gpus|host]
+              [--devices all|gpus|host] [--watchdog]
               the same devices through a MemoryTracker: warnings and critical
               crossings on stderr and as events, a memory-pressure bundle in
               DIR at critical, the events in FILE at the end
@@ -25,13 +25,15 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from . import collectors
-from ._native import exec_program, native_path
+from ._native import native_path
 from .utils import format_memory
 
 FORMATS_BY_EXTENSION = {".json": "json", ".csv": "csv"}
+_MB = float(1 << 20)
 
 
 def _where(row):
@@ -167,11 +169,16 @@ def track(args):
     p.add_argument("--dump-dir", default="oom_dumps", help="where bundles go (default oom_dumps)")
     p.add_argument("--devices", choices=("all", "gpus", "host"), default="all",
                    help="every device and the host (default), only the GPUs, only the host")
+    p.add_argument("--watchdog", action="store_true",
+                   help="at each crossing, clean up what this process can give back "
+                        "(gc.collect, torch's cached blocks); memory another process holds "
+                        "is its own: run a MemoryTracker(enable_watchdog=True) inside it")
     a = p.parse_args(args)
     if a.warning_threshold > a.critical_threshold:
         p.error("--warning-threshold is above --critical-threshold")
     tracker = MemoryTracker(device=a.devices, sampling_interval=a.interval,
-                            oom_dump_dir=a.dump_dir, dump_on_critical=True)
+                            oom_dump_dir=a.dump_dir, dump_on_critical=True,
+                            enable_watchdog=a.watchdog)
     tracker.set_threshold("memory_warning_percent", a.warning_threshold)
     tracker.set_threshold("memory_critical_percent", a.critical_threshold)
     bundles = []
@@ -261,6 +268,58 @@ def _summarise_readings(rows):
     return list(devices.values())
 
 
+def readings_series(path):
+    """[(device, timestamps, bytes, total bytes or None)] from a file
+    monitor or track wrote (CSV or JSON), or tfmemprof's results (a JSON
+    object: memory_usage in MB, timestamps)."""
+    with open(path) as f:
+        head = f.read(1)
+    if head == "{":
+        with open(path) as f:
+            data = json.load(f)
+        usage, stamps = data.get("memory_usage"), data.get("timestamps")
+        if not isinstance(usage, list) or not isinstance(stamps, list) or len(usage) != len(stamps):
+            raise ValueError("no memory_usage and timestamps of one length")
+        total = data.get("total_memory")
+        return [(str(data.get("device") or "device"), [float(t) for t in stamps],
+                 [float(m) * _MB for m in usage], float(total) * _MB if total else None)]
+    out = {}
+    for r in _load_readings(path):
+        if not isinstance(r, dict) or r.get("event_type", "sample") != "sample":
+            continue
+        try:
+            t = float(r["timestamp"])
+            used = float(r.get("used_bytes") or r.get("device_used") or "nan")
+            device = int(float(r["device_id"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if used != used:
+            continue
+        key = ("host" if device < 0 else "%s:%d" % (r.get("backend"), device),
+               r.get("collector") or "")
+        s = out.setdefault(key, ([], [], None))
+        s[0].append(t)
+        s[1].append(used)
+        total = r.get("total_bytes") or r.get("device_total")
+        if total not in (None, ""):
+            out[key] = (s[0], s[1], float(total))
+    return [(("%s %s" % (c, d)).strip(), ts, vs, total) for (d, c), (ts, vs, total) in out.items()]
+
+
+def plot_readings(series, svg, title):
+    """series [(name, timestamps, bytes, total or None)] drawn into svg by
+    gmp-inspect plot (a readings file: the one drawing code of the
+    toolkit); (exit status, what it said)."""
+    rows = [{"timestamp": t, "series": name, "used_bytes": v,
+             "total_bytes": total} for name, ts, vs, total in series for t, v in zip(ts, vs)]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"title": title, "readings": rows}, f)
+    try:
+        return _inspect("plot", f.name, "-o", svg)
+    finally:
+        os.unlink(f.name)
+
+
 def _plot(bundles, plot_dir):
     """Each bundle's memory over time as plot_dir/<bundle>.svg; 0 or 1."""
     os.makedirs(plot_dir, exist_ok=True)
@@ -320,9 +379,22 @@ def analyze(args):
         if not summary:
             print("gpumemprof analyze: %s holds no readings" % a.path, file=sys.stderr)
             return 1
+        from .leaks import detect_leaks
+        series = {name: (ts, vs, total) for name, ts, vs, total in readings_series(a.path)
+                  if ts}
+        for d in summary:  # the leak rule gmp-inspect leaks applies, on each device's line
+            ts, vs, total = series.get(d["device"], ([], [], None))
+            d["leak_detection"] = detect_leaks(ts, vs, limit=total, what=d["device"])
         if a.visualization or a.plot_dir:
-            print("gpumemprof analyze: drawings are of bundles; %s is a file of readings"
-                  % a.path, file=sys.stderr)
+            os.makedirs(a.plot_dir or "plots", exist_ok=True)
+            svg = os.path.join(a.plot_dir or "plots",
+                               os.path.splitext(os.path.basename(a.path))[0] + ".svg")
+            rc, said = plot_readings([(n,) + v for n, v in series.items()], svg,
+                                     "memory over time: " + os.path.basename(a.path))
+            if rc:
+                sys.stderr.write(said)
+                return 1
+            print("gpumemprof analyze: drew %s" % svg, file=sys.stderr)
         if a.format == "json":
             text = json.dumps({"devices": summary}, indent=2) + "\n"
         else:
@@ -334,6 +406,11 @@ def analyze(args):
                     usage = "peak %s (%.1f%%), last %.1f%%" % (
                         format_memory(d["peak_used_bytes"]), d["peak_used_percent"],
                         d["last_used_percent"])
+                leak = d["leak_detection"]
+                if leak["detected"]:
+                    usage += "; grew and never came back down: +%.1f MB over %.1f s (%s)" % (
+                        leak["memory_increase_mb"], leak["time_window_seconds"],
+                        leak["severity"])
                 text += "%-16s %-24s %4d readings over %.1f s; %s\n" % (
                     d["device"], d["name"][:24], d["readings"], span, usage)
     if a.output:

@@ -40,7 +40,7 @@ import threading
 import time
 import traceback
 from collections import defaultdict, deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _recorder_lib, collectors
@@ -255,9 +255,11 @@ class GPUMemoryProfiler:
     the peak, per call, and aggregated per name (get_summary)."""
 
     def __init__(self, device=None, track_tensors: bool = True, track_cpu_memory: bool = True,
-                 collect_stack_traces: bool = False):
-        found, index = resolve(device, "GPUMemoryProfiler")
-        self._counters = _HostCounters() if found == "host" else _TorchCounters(found, index)
+                 collect_stack_traces: bool = False, _counters=None):
+        if _counters is None:  # tfmemprof brings TensorFlow's
+            found, index = resolve(device, "GPUMemoryProfiler")
+            _counters = _HostCounters() if found == "host" else _TorchCounters(found, index)
+        self._counters = _counters
         self.device = self._counters.label
         self.device_id = self._counters.index
         self.source = self._counters.source

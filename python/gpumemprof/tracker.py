@@ -28,7 +28,9 @@ one, else the host.  Usage is a device's used bytes against its total (all
 processes: that is what runs out), else what torch reserved.  Crossing the
 warning or critical threshold (percent; set_threshold) records a warning or
 critical event, once per crossing, and calls the alert callbacks; with
-dump_on_critical the critical one also writes a memory-pressure bundle.
+dump_on_critical the critical one also writes a memory-pressure bundle;
+with enable_watchdog each crossing also gives back what the process can
+without changing its results (gc.collect, torch.cuda.empty_cache).
 handle_exception and capture_oom write an OOM bundle for an exception the
 C classifier calls an OOM and for nothing else."""
 import sys
@@ -133,7 +135,7 @@ class MemoryTracker:
                  enable_alerts: bool = True, enable_oom_flight_recorder: bool = True,
                  oom_dump_dir: str = "oom_dumps", oom_buffer_size: Optional[int] = None,
                  oom_max_dumps: int = 5, oom_max_total_mb: int = 256,
-                 dump_on_critical: bool = False):
+                 dump_on_critical: bool = False, enable_watchdog: bool = False):
         if not sampling_interval or sampling_interval <= 0:
             raise ValueError("gpumemprof: sampling_interval must be a positive number of seconds")
         self._source = _resolve(device)
@@ -141,6 +143,7 @@ class MemoryTracker:
         self.sampling_interval = float(sampling_interval)
         self.enable_alerts = enable_alerts
         self.dump_on_critical = dump_on_critical
+        self.enable_watchdog = enable_watchdog
         self.thresholds = {"memory_warning_percent": 80.0, "memory_critical_percent": 95.0}
         self.events = deque(maxlen=max(1, int(max_events)))
         self.last_oom_dump_path = None
@@ -259,11 +262,43 @@ class MemoryTracker:
             self.last_pressure_dump_path = self._recorder._write(
                 "memory_pressure", "memory_pressure", None, message, None, "tracker",
                 r["backend"], {"tracker_stats": self.get_statistics(), "reading": r})
+        if self.enable_watchdog:
+            self._clean_up(r)
         for callback in list(self._callbacks):
             try:
                 callback(event)
             except Exception as exc:
                 print("gpumemprof: an alert callback failed: %r" % exc, file=sys.stderr)
+
+    def _clean_up(self, r):
+        """The watchdog, at a warning or critical crossing: what this process
+        can give back without changing what it computes, given back: Python's
+        unreachable cycles (gc.collect) and, for a device read through torch,
+        the caching allocator's unused blocks (torch.cuda.empty_cache).  One
+        "cleanup" mark event says what it freed."""
+        import gc
+        before = self._source.read()
+        collected = gc.collect()
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(self._source, _TorchDevice):
+            try:
+                torch.cuda.empty_cache()
+            except Exception as exc:  # cleanup must never fail the program
+                print("gpumemprof: watchdog: empty_cache failed: %r" % exc, file=sys.stderr)
+        after = self._source.read()
+        freed = {}
+        for b, a in zip(before, after):
+            for key in ("memory_reserved", "memory_allocated"):
+                if b.get(key) is not None and a.get(key) is not None:
+                    freed[key] = freed.get(key, 0) + max(0, b[key] - a[key])
+        message = "watchdog: %d unreachable objects collected%s" % (
+            collected, "".join(", %s of %s given back" % (format_memory(v), k.split("_")[1])
+                               for k, v in freed.items() if v))
+        self._add({"event_type": "mark", "context": message, "backend": r["backend"],
+                   "device_id": r["device_id"]})
+        with self._lock:
+            self.stats["cleanups"] = self.stats.get("cleanups", 0) + 1
+        print("gpumemprof: %s" % message, file=sys.stderr)
 
     def _add(self, event):
         event.setdefault("timestamp", time.time())

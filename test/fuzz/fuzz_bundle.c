@@ -3,7 +3,7 @@
  * input is a bundle, its files separated by lines "--8<-- NAME" (NAME one
  * of the files a bundle or a leak report may hold), written into a scratch
  * bundle directory; then validate, show, events --json, triage (text, json,
- * junit, markdown), diff and export (trace-json, torch-snapshot) read it as
+ * junit, markdown), diff, leaks and export (trace-json, torch-snapshot) read it as
  * they would a hostile bundle from another machine.  Each must return (0, 1
  * or 3) without a crash, a leak, or a hang.  The input is also a string to
  * show (clean_text: no control character may come out) and a text to mask
@@ -91,6 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_triage, fuzz_dir, "--format", "markdown");
     run(cmd_triage, fuzz_dir, NULL, NULL);
     run(cmd_diff, bundle_dir, bundle_dir, NULL);
+    run(cmd_leaks, bundle_dir, "--json", NULL);
+    run(cmd_leaks, bundle_dir, "--window", "5");
     FILE *trace = fopen("/dev/null", "w");
     char *export_paths[] = {(char *)fuzz_dir}, *one[] = {(char *)bundle_dir};
     if (trace && (export_trace(export_paths, 1, trace) > 1 ||

@@ -314,7 +314,9 @@ fi
     "$venv/bin/gpumemprof" analyze "$work/m.csv" 2>&1 | grep -q "^nvml cuda:1 .* peak 100.0 MiB (9.8%)" &&
     "$venv/bin/gpumemprof" analyze "$work/track" --plot-dir "$work/plots" >/dev/null 2>&1 &&
     [ "$(ls "$work"/plots/oom_dump_*.svg | wc -l)" = 3 ] && grep -q "<svg" "$work"/plots/oom_dump_*_rocm_3.svg &&
-    ok "gpumemprof analyze: a directory (triage, the newest shown), a bundle, JSON, a monitor file, --plot-dir" ||
+    "$venv/bin/gpumemprof" analyze "$work/m.csv" --plot-dir "$work/mplots" >/dev/null 2>&1 &&
+    grep -q ">nvml cuda:1 in use<" "$work/mplots/m.svg" && grep -q "time since the first reading" "$work/mplots/m.svg" &&
+    ok "gpumemprof analyze: a directory (triage, the newest shown), a bundle, JSON, a monitor file (drawn too), --plot-dir" ||
     fail "gpumemprof analyze: $(cat "$work/a.txt")"
 printf 'not,a\nreading,file\n' >"$work/junk.csv"
 "$venv/bin/gpumemprof" analyze "$work/junk.csv" >/dev/null 2>"$work/junk.err"
@@ -322,6 +324,104 @@ rc=$?
 [ $rc = 1 ] && grep -q "holds no readings" "$work/junk.err" &&
     ok "gpumemprof analyze of a file that is no reading: exit 1 and a line" ||
     fail "gpumemprof analyze of junk: exit $rc, $(cat "$work/junk.err")"
+
+# the leak rule on a series (the one gmp-inspect leaks applies): a staircase
+# that never comes back down is growth, a sawtooth is not
+"$py" - <<'PY' || fail "gpumemprof.leaks.detect_leaks"
+from gpumemprof.leaks import detect_leaks
+t = [float(i) for i in range(60)]
+stairs = [(1 << 30) + i * (4 << 20) for i in range(60)]
+saw = [(1 << 30) + (i % 6) * (50 << 20) for i in range(60)]
+grew, back = detect_leaks(t, stairs, limit=2 << 30), detect_leaks(t, saw)
+keys = {"detected", "severity", "memory_increase_mb", "time_window_seconds", "suggestions"}
+assert keys <= set(grew) and grew["detected"] and grew["severity"] == "medium", grew
+assert 170 < grew["memory_increase_mb"] < 190 and len(grew["suggestions"]) == 2, grew
+assert not back["detected"] and back["severity"] == "none" and back["memory_increase_mb"] == 0, back
+assert not detect_leaks(t[:5], stairs[:5])["detected"]
+print("ok    wheel: detect_leaks: the seed's result; a staircase is growth, a sawtooth is not")
+PY
+
+# tfmemprof without TensorFlow: the command and its devices (the doubles'
+# two GPUs), an alert once per crossing, the seed's results, analyze of them
+# (leaks, recommendations, the drawing, the report); the profiler says
+# TensorFlow is missing
+tf_work=$work/tf
+mkdir -p "$tf_work"
+"$venv/bin/tfmemprof" info >"$tf_work/info.out" 2>&1 &&
+    grep -q "^TensorFlow Version: not installed here$" "$tf_work/info.out" &&
+    "$venv/bin/tfmemprof" --help 2>&1 | grep -q "analyze" &&
+    "$py" -c 'import tfmemprof, sys
+try:
+    tfmemprof.TFMemoryProfiler()
+except tfmemprof.ConfigurationError as e:
+    sys.exit("TensorFlow is not installed here" not in str(e))
+sys.exit(1)' && ok "tfmemprof info and --help without TensorFlow; TFMemoryProfiler says it is missing" ||
+    fail "tfmemprof without TensorFlow: $(cat "$tf_work/info.out")"
+env $doubles "$venv/bin/tfmemprof" monitor --duration 0.45 --interval 0.1 --threshold 50 \
+    --output "$tf_work/r.json" >"$tf_work/monitor.out" 2>"$tf_work/monitor.err"
+rc=$?
+env $doubles "$venv/bin/tfmemprof" track --duration 0.2 --interval 0.1 >/dev/null 2>"$tf_work/track.err"
+rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 2 ] && grep -q "the following arguments are required: --output" "$tf_work/track.err" &&
+    [ "$(grep -c "tfmemprof: alert: /GPU:0 at 100.0 MB, above the threshold of 50 MB" "$tf_work/monitor.err")" = 1 ] &&
+    "$py" - "$tf_work/r.json" <<'PY'; then
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert {"peak_memory", "average_memory", "duration", "memory_usage", "timestamps", "alerts"} <= set(r), r
+assert r["device"] == "/GPU:0" and r["peak_memory"] == 100.0 and len(r["alerts"]) == 1, r
+assert 4 <= len(r["memory_usage"]) == len(r["timestamps"]) <= 6 and r["total_memory"] == 1024.0, r
+PY
+    ok "tfmemprof monitor: /GPU:0 each interval, one alert per crossing, the seed's results; track needs --output"
+else
+    fail "tfmemprof monitor: exit $rc, track exit $rc2: $(cat "$tf_work/monitor.out" "$tf_work/monitor.err" "$tf_work/track.err")"
+fi
+"$py" - "$tf_work/leak.json" <<'PY'
+import json, sys
+t = [1000.0 + i for i in range(40)]
+json.dump({"device": "/GPU:0", "memory_usage": [2000.0 + 25 * i for i in range(40)],
+           "timestamps": t, "total_memory": 4096.0, "peak_memory": 2975.0,
+           "average_memory": 2487.5, "duration": 39.0, "alerts": []}, open(sys.argv[1], "w"))
+PY
+(cd "$tf_work" && "$venv/bin/tfmemprof" analyze --input leak.json --detect-leaks --optimize \
+    --visualize --report report.txt >analyze.out 2>&1)
+rc=$?
+if [ $rc = 0 ] && grep -q "Memory leak analysis: growth that stayed, severity high" "$tf_work/analyze.out" &&
+    grep -q "grew and never came back down" "$tf_work/analyze.out" &&
+    grep -q "<polyline" "$tf_work/memory_timeline.svg" && grep -q ">/GPU:0 total 4.0 GiB<" "$tf_work/memory_timeline.svg" &&
+    grep -q "^Timeline drawn: $tf_work/memory_timeline.svg" "$tf_work/analyze.out" &&
+    grep -q '"leak_detection"' "$tf_work/report.txt" &&
+    (cd "$tf_work" && "$venv/bin/tfmemprof" analyze --input r.json --detect-leaks) | grep -q "no growth that stayed"; then
+    ok "tfmemprof analyze: the leak rule, recommendations, the drawing, the report"
+else
+    fail "tfmemprof analyze: exit $rc: $(cat "$tf_work/analyze.out")"
+fi
+
+# tfmemprof on real TensorFlow (tensorflow-cpu from PyPI, in a venv kept
+# under BUILD), under the preload
+tfvenv=$build/tf-venv
+if [ ! -x "$tfvenv/bin/python" ] || ! "$tfvenv/bin/python" -c "import tensorflow" >/dev/null 2>&1; then
+    rm -rf "$tfvenv"
+    /usr/bin/python3 -m venv "$tfvenv" >"$work/tfvenv.log" 2>&1 &&
+        timeout 900 "$tfvenv/bin/pip" install -q --disable-pip-version-check tensorflow-cpu \
+            >>"$work/tfvenv.log" 2>&1 || { rm -rf "$tfvenv"; }
+fi
+if [ ! -x "$tfvenv/bin/python" ]; then
+    echo "SKIP  wheel: tfmemprof on TensorFlow: tensorflow-cpu cannot be had from PyPI here: $(tail -1 "$work/tfvenv.log")"
+elif ! "$tfvenv/bin/pip" install -q --disable-pip-version-check --no-index --no-deps --force-reinstall "$whl" >"$work/tfwheel.log" 2>&1; then
+    fail "the wheel does not install beside TensorFlow: $(cat "$work/tfwheel.log")"
+else
+    GMP_DUMP_DIR=$work/tf_dumps LD_PRELOAD=$("$tfvenv/bin/python" -m gpumemprof --preload-path) \
+        "$tfvenv/bin/python" "$root/test/wheel/tf_check.py" "$work/tf_dumps" 2>"$work/tf.err" ||
+        { grep -v "^I0000\|^WARNING: All log" "$work/tf.err"; failed=1; }
+fi
+
+# track --watchdog: the cleanup runs at each crossing, and says what it did
+env $doubles "$venv/bin/gpumemprof" track --duration 0.25 --interval 0.1 --warning-threshold 5 \
+    --critical-threshold 99 --devices gpus --watchdog --dump-dir "$work/wd" >/dev/null 2>"$work/wd.err"
+rc=$?
+[ $rc = 0 ] && grep -q "^gpumemprof: watchdog: [0-9]* unreachable objects collected" "$work/wd.err" &&
+    ok "gpumemprof track --watchdog: a cleanup at each crossing, said" ||
+    fail "track --watchdog: exit $rc: $(cat "$work/wd.err")"
 
 # our own help and errors, in our words, never CPython's or argparse's internals
 "$py" -m gpumemprof run --help >"$work/runhelp.out" 2>&1

@@ -181,6 +181,18 @@ if len(found) == 1:
     check("torch's allocated bytes reach the bundle's events (cuda:0)",
           any(e["backend"] == "cuda" and e["device_id"] == 0 and e["bytes_in_use"] == 300 << 20
               for e in samples), samples)
+# the watchdog: at a crossing, the cached blocks no tensor uses go back
+torch.cuda.release(torch.cuda.memory_allocated())
+torch.cuda.allocate(300 << 20)
+torch.cuda.release(300 << 20)  # 300 MiB still reserved by the cache
+watched = MemoryTracker(device="cuda:0", sampling_interval=10, enable_watchdog=True,
+                        oom_dump_dir=os.path.join(work, "watchdog"))
+watched.set_threshold("memory_warning_percent", 1)
+watched.sample()
+marks = [e["context"] for e in watched.get_events("mark") if "watchdog" in e.get("context", "")]
+check("enable_watchdog: a crossing gives torch's cached blocks back, and says so",
+      len(marks) == 1 and "300.0 MiB of reserved given back" in marks[0] and
+      torch.cuda.memory_reserved() == 0, (marks, torch.cuda.memory_reserved()))
 try:
     MemoryTracker(device="mps")
     check("an unknown device is refused", False, "no error")

@@ -256,6 +256,7 @@ int cmd_recover(int argc, char **argv);
 int cmd_triage(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_leaks(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_prune(int argc, char **argv);

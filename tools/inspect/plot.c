@@ -13,50 +13,17 @@
  * SVG, no script, no network.
  */
 #include "inspect.h"
+#include "plot.h"
 
 #include <math.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define W 960
-#define H 480
-#define L 90  /* plot area: left, right, top, bottom margins */
-#define R 220
-#define T 50
-#define B 70
-#define MAX_SERIES 16
 
 static const char *const colours[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
                                       "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
 
-typedef struct series {
-    char name[64];
-    char label[96]; /* the legend's words */
-    double *t, *y;
-    size_t n, cap;
-} series;
-
-/* A limit the memory ran against: drawn as a labelled line. */
-#define MAX_LIMITS 8
-typedef struct limit {
-    char label[64];
-    double bytes;
-} limit;
-
-typedef struct plot {
-    series s[MAX_SERIES];
-    int ns;
-    double t0, t1, ymax, ystep; /* the y axis: round ticks ystep apart up to ymax */
-    limit lim[MAX_LIMITS];
-    int nlim;
-    int has_alloc, has_free, has_oom, has_pressure;
-    double first_request; /* the chart's scale when nothing was ever in use */
-    const event_list *events;
-    json_t *metadata;
-    double vm_size; /* the address space when the host's request failed; 0 unknown */
-} plot;
-
-static void xml_text(FILE *f, const char *s)
+void plot_xml_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -89,7 +56,7 @@ static int num(json_t *o, const char *key, double *out)
 }
 
 /* The series of name (made with label when new). */
-static series *series_of(plot *p, const char *name, const char *label)
+series *plot_series(plot *p, const char *name, const char *label)
 {
     for (int i = 0; i < p->ns; i++)
         if (!strcmp(p->s[i].name, name))
@@ -132,7 +99,7 @@ static int sample_series(const plot *p, json_t *ev, double *used, char *name, ch
     return 0;
 }
 
-static void add_point(series *s, double t, double y)
+void plot_point(series *s, double t, double y)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
@@ -173,9 +140,9 @@ static void collect(plot *p)
         char name[64], label[96];
         if (type && !strcmp(type, "sample") && !num(ev, "timestamp", &t) &&
             !sample_series(p, ev, &y, name, label)) {
-            series *s = series_of(p, name, label);
+            series *s = plot_series(p, name, label);
             if (s)
-                add_point(s, t, y);
+                plot_point(s, t, y);
             p->t0 = fmin(p->t0, t);
             p->t1 = fmax(p->t1, t);
             p->ymax = fmax(p->ymax, y);
@@ -187,9 +154,9 @@ static void collect(plot *p)
         num(ev, "size", &size);
         event_where(ev, name, sizeof name);
         snprintf(label, sizeof label, "%s in use", name);
-        series *s = series_of(p, name, label);
+        series *s = plot_series(p, name, label);
         if (s)
-            add_point(s, t, y);
+            plot_point(s, t, y);
         /* the host's failed request: drawn on the address space it found */
         if (!strcmp(type, "oom") && failed_vm > 0 && !strcmp(name, "host") &&
             json_equal(json_object_get(ev, "timestamp"), json_object_get(fr, "timestamp"))) {
@@ -227,7 +194,7 @@ static double nice_step(double top, double base, int n)
     return unit * base;
 }
 
-static void add_limit(plot *p, const char *what, double bytes)
+void plot_limit(plot *p, const char *what, double bytes)
 {
     if (p->nlim == MAX_LIMITS || !(bytes > 0))
         return;
@@ -249,9 +216,9 @@ static void limits(plot *p, bundle *b)
     json_t *hs = json_object_get(b->metadata, "host_state");
     double v;
     if (host && !num(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft", &v))
-        add_limit(p, "RLIMIT_AS", v);
+        plot_limit(p, "RLIMIT_AS", v);
     if (host && !num(json_object_get(hs, "cgroup"), "memory_max", &v))
-        add_limit(p, "cgroup limit", v);
+        plot_limit(p, "cgroup limit", v);
     size_t i;
     json_t *st;
     json_array_foreach(json_object_get(b->metadata, "device_state"), i, st) {
@@ -261,8 +228,13 @@ static void limits(plot *p, bundle *b)
         char what[48];
         snprintf(what, sizeof what, "%.16s:%.0f total", backend ? backend : "device", dev);
         if (!num(st, "total", &total))
-            add_limit(p, what, total);
+            plot_limit(p, what, total);
     }
+    plot_axis(p);
+}
+
+void plot_axis(plot *p)
+{
     if (!(p->ymax > 0)) /* nothing in use: the request sets the scale */
         p->ymax = p->first_request;
     double top = p->ymax > 0 ? p->ymax : 1;
@@ -328,7 +300,7 @@ static void axes(FILE *f, const plot *p)
                    "%.3g %s</text>\n",
                 px(p, p->t0 + t), H - B + 32, t * scale, unit);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">time since the "
-               "first event</text>\n", L + (W - L - R) / 2, H - 12);
+               "first %s</text>\n", L + (W - L - R) / 2, H - 12, p->readings ? "reading" : "event");
 }
 
 static void lines(FILE *f, const plot *p)
@@ -355,7 +327,7 @@ static int legend_row(FILE *f, int row, const char *colour, const char *dashes, 
                "stroke-width=\"%d\" stroke-dasharray=\"%s\"/>\n",
             x, y, x + 14, y, colour, width, dashes);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">", W - R + 34, y + 4);
-    xml_text(f, text);
+    plot_xml_text(f, text);
     fputs("</text>\n", f);
     return row + 1;
 }
@@ -395,7 +367,7 @@ static void limit_lines(FILE *f, const plot *p)
                    "stroke-width=\"2\" stroke-dasharray=\"8,3\"/>\n<text x=\"%d\" y=\"%.1f\" "
                    "font-size=\"11\" fill=\"#ff7f0e\">",
                 L, y, W - R, y, L + 4, y - 4);
-        xml_text(f, p->lim[k].label);
+        plot_xml_text(f, p->lim[k].label);
         fputs("</text>\n", f);
     }
 }
@@ -452,7 +424,7 @@ static void marks(FILE *f, plot *p, json_t *metadata)
             fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"#d62728\" "
                        "text-anchor=\"%s\">", left ? x - 10 : x + 10, T + 14,
                     left ? "end" : "start");
-            xml_text(f, label);
+            plot_xml_text(f, label);
             fputs("</text>\n", f);
         }
     }
@@ -478,37 +450,45 @@ static void marks(FILE *f, plot *p, json_t *metadata)
     }
 }
 
-static void write_svg(FILE *f, plot *p, bundle *b)
+void plot_svg(FILE *f, plot *p, const char *title, bundle *b)
 {
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n", W, H, W, H);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\"/>\n", W, H);
     fputs("<text x=\"20\" y=\"28\" font-size=\"16\">", f);
-    xml_text(f, b->name);
-    fputs(": ", f);
-    xml_text(f, jstr(b->metadata, "reason") ? jstr(b->metadata, "reason") : "?");
+    plot_xml_text(f, title);
     fputs("</text>\n", f);
     if (!p->ns) {
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"14\">no memory events to plot</text>\n",
-                W / 2 - 80, H / 2);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"14\">no memory %s to plot</text>\n",
+                W / 2 - 80, H / 2, p->readings ? "readings" : "events");
     } else {
         axes(f, p);
         limit_lines(f, p);
         lines(f, p);
-        marks(f, p, b->metadata);
+        if (b)
+            marks(f, p, b->metadata);
         legend(f, p);
     }
     fputs("</svg>\n", f);
 }
 
+void plot_free(plot *p)
+{
+    for (int i = 0; i < p->ns; i++) {
+        free(p->s[i].t);
+        free(p->s[i].y);
+    }
+}
+
 static void usage(FILE *f)
 {
-    fputs("usage: gmp-inspect plot BUNDLE -o FILE.svg|FILE.html\n"
+    fputs("usage: gmp-inspect plot BUNDLE|READINGS.json -o FILE.svg|FILE.html\n"
           "Memory in use over time (one line per device, one for the host), the\n"
           "allocations and frees under the axis, each OOM marked with its request\n"
           "drawn on top of what was in use.  One self-contained file: SVG, or HTML\n"
-          "with the SVG inside (no script, no network).\n"
-          "Exit status: 0, 1 when the bundle cannot be read or FILE written, 2 usage.\n",
+          "with the SVG inside (no script, no network).  READINGS.json: what\n"
+          "`gpumemprof monitor --format json` wrote, one line per device read.\n"
+          "Exit status: 0, 1 when the input cannot be read or FILE written, 2 usage.\n",
           f);
 }
 
@@ -529,6 +509,9 @@ int cmd_plot(int argc, char **argv)
     int html = olen > 5 && !strcmp(outp + olen - 5, ".html");
     if (!outp || (!html && !(olen > 4 && !strcmp(outp + olen - 4, ".svg"))))
         return VERB_EXIT(verb_misuse(&a, "-o wants a file ending .svg or .html"));
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        return plot_readings(path, outp, html);
     char err[600];
     bundle b;
     if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {
@@ -549,23 +532,23 @@ int cmd_plot(int argc, char **argv)
     }
     if (html) {
         fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
-        xml_text(f, b.name);
+        plot_xml_text(f, b.name);
         fputs("</title>\n<style>body{font-family:sans-serif;margin:24px;background:#fff}"
               "</style></head>\n<body>\n<h1>", f);
-        xml_text(f, b.name);
+        plot_xml_text(f, b.name);
         fputs("</h1>\n<p>", f);
-        xml_text(f, jstr(b.metadata, "exception_message") ? jstr(b.metadata, "exception_message")
+        plot_xml_text(f, jstr(b.metadata, "exception_message") ? jstr(b.metadata, "exception_message")
                                                            : "");
         fputs("</p>\n", f);
     }
-    write_svg(f, &p, &b);
+    char title[600];
+    snprintf(title, sizeof title, "%.300s: %.250s", b.name,
+             jstr(b.metadata, "reason") ? jstr(b.metadata, "reason") : "?");
+    plot_svg(f, &p, title, &b);
     if (html)
         fputs("</body></html>\n", f);
     int bad = fclose(f) != 0;
-    for (int i = 0; i < p.ns; i++) {
-        free(p.s[i].t);
-        free(p.s[i].y);
-    }
+    plot_free(&p);
     bundle_close(&b);
     if (bad) {
         fprintf(stderr, "gmp-inspect plot: cannot write %s\n", outp);
