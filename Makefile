@@ -85,7 +85,13 @@ DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)
                $(if $(wildcard $(CUDA_HOME)/include/cuda.h),$(BUILD)/check/cuda_driver_decls.ok) \
                $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/check/hip_decls.ok)
 
-all: $(RECORDER_LIB) $(SHARED_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(SITE) $(EXAMPLES) $(DECL_CHECKS)
+# The Slurm plugin (slurm/spank_gmp.c: srun --gmp), where Slurm's spank.h
+# is installed (Debian: libslurm-dev); it links only libc.
+SPANK_H ?= /usr/include/slurm/spank.h
+SPANK_PLUGIN := $(if $(wildcard $(SPANK_H)),$(BUILD)/spank_gmp.so)
+
+all: $(RECORDER_LIB) $(SHARED_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(SITE) $(EXAMPLES) $(DECL_CHECKS) \
+     $(SPANK_PLUGIN)
 
 $(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_table.h preload/gpu_types.h
 	@mkdir -p $(dir $@)
@@ -140,6 +146,11 @@ $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isystem $
 
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
+
+$(BUILD)/spank_gmp.so: slurm/spank_gmp.c
+	@mkdir -p $(@D)
+	$(CC) $(CODE_CFLAGS) -fvisibility=default $(LDFLAGS) -shared -Wl,--no-undefined \
+	    -Wl,--unresolved-symbols=ignore-in-object-files -o $@ $<
 
 $(SHARED_LIB): $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libgpumemprof.so \
@@ -385,6 +396,8 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZ
 	python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check || failed=$$((failed+1)); \
 	python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check-doubles \
 	    --doubles $(DOUBLES) || failed=$$((failed+1)); \
+	echo "== Slurm: srun --gmp and sbatch --gmp in a single-node Slurm stood up for the test"; \
+	sh test/slurm/run.sh $(BUILD) || failed=$$((failed+1)); \
 	echo "== the wheel: built, installed with pip into a fresh venv, used as a Python user would"; \
 	sh test/wheel/run.sh $(BUILD) || failed=$$((failed+1)); \
 	echo "== docs: every command README.md and docs/ show, run as shown"; \
@@ -471,6 +484,11 @@ install: all
 	install -m 0755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemprof.so
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0644 docs/man/gmp-inspect.1 docs/man/gmp-run.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+ifneq ($(SPANK_PLUGIN),)
+	install -d $(DESTDIR)$(PREFIX)/lib/gpumemprof
+	install -m 0755 $(SPANK_PLUGIN) $(DESTDIR)$(PREFIX)/lib/gpumemprof/spank_gmp.so
+	@echo "Slurm: add to plugstack.conf:  optional $(PREFIX)/lib/gpumemprof/spank_gmp.so"
+endif
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/gmp-inspect $(DESTDIR)$(PREFIX)/bin/gmp-run \
@@ -478,7 +496,9 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/include/gpumemprof.h \
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a $(DESTDIR)$(PREFIX)/lib/libgpumemprof.so \
 	      $(DESTDIR)$(PREFIX)/share/man/man1/gmp-inspect.1 $(DESTDIR)$(PREFIX)/share/man/man1/gmp-run.1 \
-	      $(DESTDIR)$(PREFIX)/share/gpumemprof/site/sitecustomize.py
+	      $(DESTDIR)$(PREFIX)/share/gpumemprof/site/sitecustomize.py \
+	      $(DESTDIR)$(PREFIX)/lib/gpumemprof/spank_gmp.so
+	-rmdir $(DESTDIR)$(PREFIX)/lib/gpumemprof 2>/dev/null
 	-rmdir $(DESTDIR)$(PREFIX)/share/gpumemprof/site $(DESTDIR)$(PREFIX)/share/gpumemprof 2>/dev/null
 
 clean:

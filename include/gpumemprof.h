@@ -344,9 +344,10 @@ typedef struct gmp_device_state {
 
 /* ---- growth that is never given back (recorder/growth.c) ----------------- */
 
-/* gmp_growth_judge reads a series of what is held over time (t[i] seconds,
- * held[i] bytes, t ascending; a value holds until the next) in its last
- * window_s seconds (<= 0: all of it), cut into four quarters of time: when
+/* gmp_growth_judge reads a series of what is held over time (held[i] bytes
+ * at t[i], t ascending: seconds, or any clock, such as an event's place
+ * among a bundle's events; a value holds until the next) in its last
+ * window_s of that clock (<= 0: all of it), cut into four quarters: when
  * the lowest held in each quarter rises in every one, by 1 MiB or more and
  * by 2% of what is held at the end, memory grew and was never given back
  * (a leak, or a cache that never lets go).  limit (bytes; <= 0 unknown) is
@@ -359,7 +360,7 @@ typedef struct gmp_growth {
     int severity;          /* GMP_GROWTH_* */
     unsigned rises;        /* quarters whose lowest rose over the one before (0-3) */
     size_t points;         /* of the series inside the window (8 needed) */
-    double window_s;       /* the window's span */
+    double window_s;       /* the window's span, on the series' clock */
     double floor_first, floor_last; /* the lowest held in the first and last quarter */
     double end;            /* held at the end */
     double increase;       /* floor_last - floor_first */

@@ -5,15 +5,22 @@
 # hook prototypes against, the real library for a no-GPU smoke test), and
 # the tools the tests check output with, clang with its sanitizer
 # runtimes for the fuzzers, and what the conformance suite runs (git,
-# valgrind, CPython's own tests, a venv for numpy from PyPI).  Missing ones are installed with
+# valgrind, CPython's own tests, a venv for numpy from PyPI), and Slurm
+# with munge and its plugin header for the SPANK plugin.  Missing ones are installed with
 # apt-get when we are root or have password-less sudo; otherwise one line
 # names the packages.
 set -u
 missing=""
+optional=""
 need() { # need PACKAGE CHECK...
     pkg=$1
     shift
     "$@" >/dev/null 2>&1 || missing="$missing $pkg"
+}
+want() { # want PACKAGE CHECK...: a stage skips, with a line, without it
+    pkg=$1
+    shift
+    "$@" >/dev/null 2>&1 || optional="$optional $pkg"
 }
 need pkg-config command -v pkg-config
 need libjansson-dev pkg-config --exists jansson
@@ -35,24 +42,38 @@ need default-jdk-headless sh -c 'command -v java && command -v javac'  # the JVM
 need golang-go command -v go                                      # a runtime that exits past libc
 need rustc command -v rustc                                       # Rust's abort on a failed allocation
 need valgrind command -v valgrind
+# the Slurm plugin (slurm/): built against spank.h, tested in a single-node
+# Slurm; where these cannot be installed, that stage skips with a line
+want libslurm-dev test -f /usr/include/slurm/spank.h
+want slurm-wlm sh -c 'command -v srun && test -x /usr/sbin/slurmctld && test -x /usr/sbin/slurmd'
+want munge test -x /usr/sbin/munged
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 if [ -n "$pyver" ]; then
     need "libpython$pyver-testsuite" /usr/bin/python3 -c 'import test.test_os'  # the stdlib ships regrtest alone
     need "python$pyver-venv" /usr/bin/python3 -c 'import ensurepip'
 fi
 need libclang-rt-dev sh -c 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a'
-[ -z "$missing" ] && exit 0
+[ -z "$missing" ] && [ -z "$optional" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then
     sudo=""
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     sudo="sudo -n"
 else
+    [ -n "$optional" ] && echo "gpumemprof: not installed:$optional (the Slurm stage skips)" >&2
+    [ -z "$missing" ] && exit 0
     echo "gpumemprof: missing Debian packages:$missing (install them with apt-get)" >&2
     exit 1
 fi
-echo "gpumemprof: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
+if [ -n "$optional" ]; then
+    echo "gpumemprof: installing$optional" >&2
+    $sudo apt-get install -y -q $optional >/dev/null 2>&1 ||
+        { $sudo apt-get update -q >/dev/null 2>&1 && $sudo apt-get install -y -q $optional >/dev/null 2>&1; } ||
+        echo "gpumemprof: apt-get could not install$optional (the Slurm stage skips)" >&2
+fi
+[ -z "$missing" ] && exit 0
+echo "gpumemprof: installing$missing" >&2
 if ! $sudo apt-get install -y -q $missing >/dev/null 2>&1; then
     $sudo apt-get update -q >/dev/null 2>&1
     $sudo apt-get install -y -q $missing >/dev/null || {

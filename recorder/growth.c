@@ -7,9 +7,13 @@
  *
  * A series is what is held over time (a site's live bytes, a device's
  * used bytes), a step function: each value holds until the next.  Its
- * window (the last window_s seconds, or all of it) is cut into four
- * quarters of time, and each quarter's floor is the lowest it held there
- * (a quarter with no point holds what came before).  What stays after the
+ * clock is the caller's: seconds for readings taken at a steady interval;
+ * a bundle's callers use each event's place among the bundle's events, so
+ * that quarters are of activity (a first CUDA call's pause is no flat
+ * stretch) and a site that stops allocating holds flat over the events
+ * that follow.  The window (its last window_s of that clock, or all of
+ * it) is cut into four quarters, and each quarter's floor is the lowest
+ * it held there (a quarter with no point holds what came before).  What stays after the
  * frees then climbs in every quarter — three rises — for a leak or a cache
  * that never lets go; a load at the start (weights, a pool) rises once and
  * stays flat, and a loop that frees what it takes comes back to its floor.

@@ -30,8 +30,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -352,6 +354,31 @@ static int read_story(const gmp_event *ev, void *arg)
     return 0;
 }
 
+/* The kernel log: /dev/kmsg as this user may open it, else one a
+ * privileged parent opened for us (GMP_KMSG_FD: Slurm's plugin, as root,
+ * before it runs recover as the job's user, where dmesg_restrict keeps the
+ * user out); -1 when neither.  A descriptor handed over is read from the
+ * first record, and only when it is the kernel log (char device 1:11). */
+static int kernel_log(void)
+{
+    int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0)
+        return fd;
+    const char *given = getenv("GMP_KMSG_FD");
+    char *end;
+    long n = given && *given ? strtol(given, &end, 10) : -1;
+    struct stat st;
+    if (n < 3 || n > 1 << 20 || *end || fstat((int)n, &st) != 0 || !S_ISCHR(st.st_mode) ||
+        major(st.st_rdev) != 1 || minor(st.st_rdev) != 11)
+        return -1;
+    fd = fcntl((int)n, F_DUPFD_CLOEXEC, 3);
+    if (fd >= 0 && lseek(fd, 0, SEEK_SET) < 0) { /* each read from the first record */
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* "Out of memory: Killed process 1234 (python3) ..." in the kernel log, when
  * this user may read it, logged after the process started (start_ticks,
  * its /proc starttime; 0 unknown): an earlier process under the same pid
@@ -360,7 +387,7 @@ static int kernel_says_oom_killed(int pid, uint64_t start_ticks)
 {
     long hz = sysconf(_SC_CLK_TCK);
     uint64_t started_us = hz > 0 ? start_ticks * (1000000 / (uint64_t)hz) : 0;
-    int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = kernel_log();
     if (fd < 0)
         return 0;
     char rec[2048], needle[48], num[24];

@@ -531,6 +531,53 @@ def tracker_with_torch(c):
         not problems)
 
 
+PROFILER = r"""
+import json, torch
+from gpumemprof import GPUMemoryProfiler, build_device_memory_collector
+torch.zeros(1, device="cuda")  # CUDA initialised by the program, as a training script does
+p = GPUMemoryProfiler()
+kept = []
+r1 = p.profile_function(lambda: kept.append(torch.empty(1 << 30, dtype=torch.uint8, device="cuda")))
+def spike():
+    t = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    del t
+r2 = p.profile_function(spike)
+c = build_device_memory_collector()
+s = c.sample()
+print(json.dumps({"device": p.device, "source": p.source, "kept": r1.memory_allocated,
+                  "tensors": r1.tensors_created, "spike_rise": r2.peak_memory_usage() -
+                  r2.memory_before.allocated_memory, "spike_kept": r2.memory_allocated,
+                  "collector": c.name(), "total": s.total_bytes,
+                  "torch_total": torch.cuda.mem_get_info(0)[1],
+                  "allocated": s.allocated_bytes,
+                  "torch_allocated": torch.cuda.memory_allocated(0)}))
+"""
+
+
+def profiler_with_torch(c):
+    """gpumemprof.GPUMemoryProfiler and the device collectors on the real
+    torch: a kept 1 GiB tensor is 1 GiB allocated and one tensor; a 2 GiB
+    one freed inside the call is a 2 GiB peak (torch's peak statistics);
+    the collector's sample is torch's (the wheel's tests use a stand-in)."""
+    label = "17 GPUMemoryProfiler on PyTorch"
+    want = "kept 1 GiB, 1 tensor; spike peak +2 GiB, 0 kept; collector = torch"
+    rc, out, err, _ = c.python("17_profiler", PROFILER, {"PYTHONPATH": python_package(c)},
+                               preload=False)
+    try:
+        seen = json.loads(out.splitlines()[-1])
+    except (IndexError, ValueError):
+        return c.row(label, want, "no result (rc %s): %s" % (rc, err[-300:]), False)
+    problems = [k for k, ok in (
+        ("device", seen["device"] == "cuda:0" and seen["source"] == "torch"),
+        ("kept", seen["kept"] == GIB and seen["tensors"] == 1),
+        ("spike", seen["spike_rise"] == 2 * GIB and seen["spike_kept"] == 0),
+        ("collector", seen["collector"] == "cuda" and seen["total"] == seen["torch_total"] and
+         seen["allocated"] == seen["torch_allocated"])) if not ok]
+    c.row(label, want, "kept %s in %s tensor(s); spike +%s; collector %s" % (
+        seen["kept"], seen["tensors"], seen["spike_rise"], seen["collector"]) +
+        (" [wrong: %s]" % ", ".join(problems) if problems else ""), not problems)
+
+
 MEMORY_VIZ = r"""
 import json, pickle, sys
 from torch.cuda import _memory_viz as viz
@@ -665,6 +712,8 @@ def cases(c, only):
         memory_viz(c, os.environ.get("GMP_CHECK_SNAPSHOT"))
     if want(16, True):
         torch_history(c)
+    if want(17, True):
+        profiler_with_torch(c)
 
 
 # ---- the machine ------------------------------------------------------------

@@ -318,6 +318,13 @@ fi
     grep -q ">nvml cuda:1 in use<" "$work/mplots/m.svg" && grep -q "time since the first reading" "$work/mplots/m.svg" &&
     ok "gpumemprof analyze: a directory (triage, the newest shown), a bundle, JSON, a monitor file (drawn too), --plot-dir" ||
     fail "gpumemprof analyze: $(cat "$work/a.txt")"
+# a hostile file of readings (times of +-1e308, a count of 1e300) draws, and ends
+printf '[{"timestamp":1e308,"used_bytes":1},{"timestamp":-1e308,"used_bytes":5},{"timestamp":100,"used_bytes":1e300},{"timestamp":101,"used_bytes":7}]' >"$work/evil.json"
+timeout 20 "$venv/bin/gmp-inspect" plot "$work/evil.json" -o "$work/evil.svg" >/dev/null 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "</svg>" "$work/evil.svg" &&
+    ok "gmp-inspect plot of readings with absurd times and counts: drawn, in time" ||
+    fail "gmp-inspect plot of hostile readings: exit $rc"
 printf 'not,a\nreading,file\n' >"$work/junk.csv"
 "$venv/bin/gpumemprof" analyze "$work/junk.csv" >/dev/null 2>"$work/junk.err"
 rc=$?

@@ -5,6 +5,7 @@
  * a rule whose data is absent (device free memory comes from the
  * collectors) says nothing rather than guess.
  */
+#include "gpumemprof.h"
 #include "inspect.h"
 
 #include <ctype.h>
@@ -130,6 +131,7 @@ typedef struct window_alloc {
     uint64_t addr;
     int64_t stack, size;
     int freed, quarter;
+    double at; /* its place among the events */
 } window_alloc;
 
 /* One that counts for the site of what stayed: not freed, with a stack,
@@ -145,21 +147,20 @@ static int stayed_in_window(const window_alloc *a, int few_frees)
 /* Growth on the failed request's device up to the failure.  Two shapes:
  * allocations with few frees (the in-use count climbs), and a loop that
  * frees most of what it makes each step but keeps some (a cache, a list of
- * losses): what stays after the frees, the lowest in-use of each quarter
- * of the window, climbs in every quarter.  Either way the growth must be
- * half of what was in use at the failure.  The site is the one that made
- * (nearly) all the bytes still held at the failure of the allocations made
- * after the first quarter (before it: what the growth started from). */
+ * losses): what stays after the frees climbs in every quarter of the
+ * window — the rule `gmp-inspect leaks` and the Python package apply
+ * (gmp_growth_judge).  Either way the growth must be half of what was in
+ * use at the failure.  The site is the one that made (nearly) all the
+ * bytes still held at the failure of the allocations made after the first
+ * quarter (before it: what the growth started from). */
 static int64_t growth(bundle *b, const char *backend, int64_t device,
                       causes *cs)
 {
-    size_t i, n = 0, cap = 0, total = events_until_failure(&b->events);
+    size_t i, n = 0, cap = 0, np = 0, pcap = 0, total = events_until_failure(&b->events);
     json_t *ev;
-    int64_t first = -1, last = -1, allocs = 0, frees = 0, floors[4];
-    double t0 = 0, t1 = 0;
+    int64_t first = -1, last = -1, allocs = 0, frees = 0;
+    double t0 = 0, t1 = 0, *pt = NULL, *pv = NULL; /* t0, t1: seconds, for the words */
     window_alloc *made = NULL;
-    for (int q = 0; q < 4; q++)
-        floors[q] = INT64_MAX;
     event_foreach_until(&b->events, total, i, ev) {
         const char *type = jstr(ev, "event_type"), *evb = jstr(ev, "backend");
         const char *hex = jstr(ev, "address");
@@ -171,15 +172,25 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
             continue;
         if (strcmp(type, "alloc") && strcmp(type, "free"))
             continue;
+        double t = json_number_value(ts);
         if (first < 0) {
             first = use;
-            t0 = json_number_value(ts);
+            t0 = t;
         }
         last = use;
-        t1 = json_number_value(ts);
-        int q = (int)(i * 4 / (total ? total : 1));
-        if (use < floors[q])
-            floors[q] = use;
+        t1 = t;
+        if (np == pcap) { /* the in-use series, for the rule */
+            double *gt = realloc(pt, (pcap = pcap ? 2 * pcap : 256) * sizeof *pt);
+            pt = gt ? gt : pt;
+            double *gv = gt ? realloc(pv, pcap * sizeof *pv) : NULL;
+            if (!gv) {
+                json_decref(ev);
+                break;
+            }
+            pv = gv;
+        }
+        pt[np] = (double)i; /* the clock of activity: the event's place */
+        pv[np++] = (double)use;
         uint64_t addr = hex ? strtoull(hex, NULL, 16) : 0;
         if (!strcmp(type, "free")) {
             frees++;
@@ -199,19 +210,25 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
             }
             made = grown;
         }
-        made[n] = (window_alloc){addr, 0, 0, 0, q};
+        made[n] = (window_alloc){addr, 0, 0, 0, 0, (double)i};
         jint(ev, "stack_id", &made[n].stack);
         jint(ev, "size", &made[n].size);
         if (made[n].size < 0 || made[n].size > BYTES_MAX)
             made[n].size = 0; /* a hostile count weighs nothing */
         n++;
     }
-    int climbs = allocs >= 8;
-    for (int q = 1; q < 4; q++)
-        climbs = climbs && floors[q] != INT64_MAX && floors[q - 1] != INT64_MAX &&
-                 floors[q] > floors[q - 1];
+    gmp_growth g;
+    gmp_growth_judge(pt, pv, np, 0, 0, &g);
+    double x0 = np ? pt[0] : 0, x1 = np ? pt[np - 1] : 0;
+    for (size_t k = 0; k < n; k++) { /* the quarters the rule cut */
+        int q = x1 > x0 ? (int)((made[k].at - x0) / (x1 - x0) * 4) : 0;
+        made[k].quarter = q < 0 ? 0 : q > 3 ? 3 : q;
+    }
+    free(pt);
+    free(pv);
+    int climbs = allocs >= 8 && g.detected;
     int few_frees = allocs >= 4 && frees * 2 < allocs && last > first;
-    int64_t grew_by = few_frees ? last - first : climbs ? floors[3] - floors[0] : 0;
+    int64_t grew_by = few_frees ? last - first : climbs ? (int64_t)g.increase : 0;
     if (grew_by <= 0 || grew_by < last - grew_by) { /* half of it, at least */
         free(made);
         return 0;

@@ -41,11 +41,17 @@ typedef struct block {
     double size;
 } block;
 
+/* The series' clock is the events' order, not their time: quarters of
+ * activity, so that a pause (a first CUDA call, a checkpoint) is no flat
+ * stretch, while a site that stops allocating is flat over the events
+ * that follow.  stamp[k] is event k's time, for the window in seconds. */
 typedef struct leak_scan {
     track tr[MAX_TRACKS];
     int ntr;
     block *blocks;
     uint64_t allocs, frees;
+    double *stamp;
+    size_t nstamp, stamp_cap;
     double window_s;
 } leak_scan;
 
@@ -128,7 +134,19 @@ static void scan(leak_scan *s, bundle *b)
         json_t *ts = json_object_get(ev, "timestamp");
         if (!type || !json_is_number(ts) || (strcmp(type, "alloc") && strcmp(type, "free")))
             continue;
-        double t = json_number_value(ts), in_use = number(ev, "bytes_in_use");
+        double in_use = number(ev, "bytes_in_use");
+        if (s->nstamp == s->stamp_cap) {
+            size_t cap = s->stamp_cap ? 2 * s->stamp_cap : 1024;
+            double *grown = realloc(s->stamp, cap * sizeof *grown);
+            if (!grown) {
+                json_decref(ev);
+                break;
+            }
+            s->stamp = grown;
+            s->stamp_cap = cap;
+        }
+        s->stamp[s->nstamp] = json_number_value(ts);
+        double t = (double)s->nstamp++;
         uint64_t address = hex ? strtoull(hex, NULL, 16) : 0;
         char where[48];
         event_where(ev, where, sizeof where);
@@ -330,7 +348,7 @@ static json_t *result_json(leak_scan *s, found_site *sites, int nsites, json_t *
         json_array_append_new(jdevices, json_pack(
             "{s:s, s:b, s:s, s:f, s:f, s:i}", "device", d->device, "detected", d->g.detected,
             "severity", gmp_growth_severity_name(d->g.severity), "memory_increase_mb",
-            d->g.detected ? d->g.increase / MIB : 0.0, "time_window_seconds", d->g.window_s,
+            d->g.detected ? d->g.increase / MIB : 0.0, "time_window_seconds", s->window_s,
             "rises", (int)d->g.rises));
     }
     int detected = nsites > 0 || device_increase > 0;
@@ -392,12 +410,15 @@ int cmd_leaks(int argc, char **argv)
     }
     s->blocks = blocks;
     scan(s, &b);
+    /* the window: from the first event of its last seconds, in events */
+    size_t from = 0, last = s->nstamp ? s->nstamp - 1 : 0;
+    while (window > 0 && from < last && s->stamp[from] < s->stamp[last] - window)
+        from++;
+    s->window_s = s->nstamp ? s->stamp[last] - s->stamp[from] : 0;
     for (int i = 0; i < s->ntr; i++) {
         track *k = &s->tr[i];
-        gmp_growth_judge(k->t, k->v, k->n, window, k->is_device ? limit_of(&b, k->device) : 0,
-                         &k->g);
-        if (k->g.window_s > s->window_s)
-            s->window_s = k->g.window_s;
+        gmp_growth_judge(k->t, k->v, k->n, from ? (double)(last - from) : 0,
+                         k->is_device ? limit_of(&b, k->device) : 0, &k->g);
     }
     found_site sites[32];
     int nsites = named_sites(s, &b, sites, 32);
@@ -418,6 +439,7 @@ int cmd_leaks(int argc, char **argv)
         free(s->tr[i].v);
     }
     free(blocks);
+    free(s->stamp);
     free(s);
     bundle_close(&b);
     return rc == EXIT_OK && detected ? EXIT_GROWTH_FOUND : rc;

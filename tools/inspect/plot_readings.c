@@ -7,8 +7,9 @@
  * device_id, used_bytes, total_bytes), or an object {"title", "readings"}
  * whose readings name their line ("series"), as `gpumemprof analyze` and
  * `tfmemprof analyze --visualize` hand theirs over: the toolkit draws in
- * one place.  A reading that is not one (no time, no bytes, a count past
- * 2^60) is left out; a file past 64 MiB is refused.
+ * one place.  A reading that is not one (no time, a time before 1970 or
+ * past the year 5000, no bytes, a count past 2^60) is left out, so that
+ * the axes stay finite; a file past 64 MiB is refused.
  */
 #include "plot.h"
 
@@ -19,6 +20,7 @@
 
 #define READINGS_MAX ((off_t)64 << 20)
 #define BYTES_MAX 1152921504606846976.0 /* 2^60 */
+#define TIME_MAX 1e11 /* seconds since 1970: the year 5138; past it a hostile file's */
 
 static int num(json_t *o, const char *key, double *out)
 {
@@ -84,8 +86,9 @@ static void collect(plot *p, json_t *readings)
     json_t *r;
     json_array_foreach(readings, i, r) {
         double t, used, total;
-        if (num(r, "timestamp", &t) || (num(r, "used_bytes", &used) && num(r, "device_used", &used)) ||
-            used < 0 || used > BYTES_MAX)
+        if (num(r, "timestamp", &t) || t < 0 || t > TIME_MAX ||
+            (num(r, "used_bytes", &used) && num(r, "device_used", &used)) || used < 0 ||
+            used > BYTES_MAX)
             continue;
         char name[80], label[96];
         line_of(r, name, sizeof name);

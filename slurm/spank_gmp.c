@@ -1,0 +1,243 @@
+/*
+ * spank_gmp.c — the Slurm way in: a SPANK plugin that gives `srun` and
+ * `sbatch` a --gmp[=DUMP_DIR] option.  A step asked for has the preload
+ * in every one of its tasks (set in each task's environment just before
+ * exec: never in srun, slurmstepd or the batch script's shell, whose
+ * sruns ask for their own steps through the option Slurm forwards), and
+ * the bundles go to DUMP_DIR (default: ./oom_dumps of each task).
+ *
+ * A task the kernel kills leaves a ring and no bundle.  When slurmstepd
+ * reaps a task killed by SIGKILL, the plugin runs `gmp-inspect recover`
+ * at once, while the task's cgroup (whose oom_kill count is the evidence)
+ * still exists, as the job's user with a clean environment: it never
+ * writes as root into a user's directories.  A kill with no OOM in the
+ * cgroup (scancel, `kill -9`, a time limit) is written up as a kill, not
+ * an OOM.  Jobs that do not ask are not touched.
+ *
+ * plugstack.conf:   optional /usr/local/lib/gpumemprof/spank_gmp.so
+ * with, when the preload and gmp-inspect are not where `make install`
+ * puts them beside it:  preload=/path/libgpumemprof_preload.so
+ * inspect=/path/gmp-inspect.  Links only libc; loaded by srun, sbatch and
+ * slurmstepd, it speaks only through Slurm's log.
+ */
+#include <slurm/spank.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+SPANK_PLUGIN(gpumemprof, 1);
+
+#define RECOVER_WAIT_S 60 /* a recovery that takes longer is given up */
+#ifndef SLURM_BATCH_SCRIPT
+#define SLURM_BATCH_SCRIPT 0xfffffffbu /* slurm/slurm.h's step id of a batch script */
+#endif
+
+static int asked;                  /* --gmp was given */
+static char dump_dir[PATH_MAX];    /* its DUMP_DIR, or "" */
+static char preload[PATH_MAX];     /* the preload for the tasks */
+static char inspect[PATH_MAX];     /* gmp-inspect, for recover */
+
+static int gmp_option(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    asked = 1;
+    if (optarg && *optarg) {
+        if (strlen(optarg) >= sizeof dump_dir || strchr(optarg, '\n')) {
+            slurm_error("gpumemprof: --gmp=%.64s...: not a directory name", optarg);
+            return -1;
+        }
+        snprintf(dump_dir, sizeof dump_dir, "%s", optarg);
+    }
+    return 0;
+}
+
+#define GMP_OPTION                                                                        \
+    {"gmp", "[dump_dir]",                                                                 \
+     "Record memory with gpumemprof in every task of the step; a task that runs out of "  \
+     "memory, the kernel's OOM kill included, leaves a bundle in DUMP_DIR (default "      \
+     "./oom_dumps)",                                                                      \
+     2, 0, gmp_option}
+
+/* srun's and slurmstepd's table; sbatch and salloc take only options a
+ * plugin registers in slurm_spank_init (Slurm skips the table there). */
+struct spank_option spank_options[] = {GMP_OPTION, SPANK_OPTIONS_TABLE_END};
+static struct spank_option allocator_option = GMP_OPTION;
+
+/* path: dir of this plugin + rel, when that file exists. */
+static int beside(const char *rel, char *out, size_t cap)
+{
+    Dl_info info;
+    if (!dladdr((void *)gmp_option, &info) || !info.dli_fname || info.dli_fname[0] != '/')
+        return -1;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int n = snprintf(out, cap, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, rel);
+    return n > 0 && (size_t)n < cap && access(out, F_OK) == 0 ? 0 : -1;
+}
+
+/* The plugin's arguments (preload=, inspect=), else the files beside it
+ * (a build directory) or where `make install` puts them from it. */
+static void find_files(int ac, char **av)
+{
+    for (int i = 0; i < ac; i++) {
+        if (!strncmp(av[i], "preload=", 8))
+            snprintf(preload, sizeof preload, "%s", av[i] + 8);
+        else if (!strncmp(av[i], "inspect=", 8))
+            snprintf(inspect, sizeof inspect, "%s", av[i] + 8);
+        else
+            slurm_error("gpumemprof: plugin argument %s is not preload= or inspect=", av[i]);
+    }
+    if (!preload[0] && beside("libgpumemprof_preload.so", preload, sizeof preload) &&
+        beside("../libgpumemprof_preload.so", preload, sizeof preload))
+        preload[0] = '\0';
+    if (!inspect[0] && beside("gmp-inspect", inspect, sizeof inspect) &&
+        beside("../../bin/gmp-inspect", inspect, sizeof inspect))
+        inspect[0] = '\0';
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    find_files(ac, av);
+    if (spank_context() == S_CTX_ALLOCATOR)
+        spank_option_register(sp, &allocator_option);
+    return 0;
+}
+
+static int is_batch_step(spank_t sp)
+{
+    uint32_t step = 0;
+    return spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS &&
+           step == SLURM_BATCH_SCRIPT;
+}
+
+/* In the task, as its user, just before exec: the preload first in its
+ * LD_PRELOAD (after what was there: an ASan runtime must stay first). */
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!asked || is_batch_step(sp))
+        return 0;
+    if (!preload[0] || access(preload, R_OK) != 0) {
+        slurm_error("gpumemprof: --gmp: the preload %s cannot be read; the task runs "
+                    "without it (set preload= in plugstack.conf)", preload[0] ? preload : "");
+        return 0;
+    }
+    char have[PATH_MAX * 2] = "", value[PATH_MAX * 3];
+    if (spank_getenv(sp, "LD_PRELOAD", have, sizeof have) != ESPANK_SUCCESS)
+        have[0] = '\0';
+    if (strstr(have, preload))
+        snprintf(value, sizeof value, "%s", have);
+    else
+        snprintf(value, sizeof value, "%s%s%s", have, have[0] ? ":" : "", preload);
+    spank_setenv(sp, "LD_PRELOAD", value, 1);
+    if (dump_dir[0])
+        spank_setenv(sp, "GMP_DUMP_DIR", dump_dir, 1);
+    return 0;
+}
+
+/* The child: become the job's user, with a clean environment, and run
+ * gmp-inspect recover on the user's run directory. */
+static void recover_child(uid_t uid, gid_t gid, const char *run_dir)
+{
+    struct passwd *pw = getpwuid(uid);
+    /* the kernel log, opened as root for recover to read as the user
+     * (dmesg_restrict): whether the OOM killer named this task */
+    int kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+    if (kmsg >= 0 && kmsg < 3) { /* past stdin, stdout and stderr, made /dev/null below */
+        int high = fcntl(kmsg, F_DUPFD, 3);
+        close(kmsg);
+        kmsg = high;
+    }
+    char kmsg_env[32] = "";
+    if (kmsg >= 0)
+        snprintf(kmsg_env, sizeof kmsg_env, "GMP_KMSG_FD=%d", kmsg);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1); /* its words go nowhere: the bundle is the answer */
+        dup2(null, 2);
+    }
+    if ((pw ? initgroups(pw->pw_name, gid) : setgroups(0, NULL)) != 0 || setgid(gid) != 0 ||
+        setuid(uid) != 0 || (uid != 0 && setuid(0) == 0))
+        _exit(126);
+    char home[PATH_MAX + 8], user[300], dir[PATH_MAX + 16];
+    snprintf(home, sizeof home, "HOME=%s", pw && pw->pw_dir ? pw->pw_dir : "/");
+    snprintf(user, sizeof user, "USER=%s", pw && pw->pw_name ? pw->pw_name : "");
+    snprintf(dir, sizeof dir, "GMP_RUN_DIR=%s", run_dir);
+    char *env[8] = {"PATH=/usr/bin:/bin", "LANG=C", home, user};
+    int n = 4;
+    if (kmsg_env[0])
+        env[n++] = kmsg_env;
+    if (run_dir[0])
+        env[n++] = dir;
+    char *argv[] = {"gmp-inspect", "recover", NULL};
+    if (chdir(pw && pw->pw_dir ? pw->pw_dir : "/") != 0 && chdir("/") != 0)
+        _exit(126);
+    execve(inspect, argv, env);
+    _exit(127);
+}
+
+/* In slurmstepd, as root, when a task was reaped: a task killed by
+ * SIGKILL left its ring; write its bundle now, while its cgroup says
+ * whether the kernel's OOM killer did it. */
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    int status = 0;
+    uid_t uid;
+    gid_t gid;
+    if (!asked || is_batch_step(sp) ||
+        spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
+        !WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL ||
+        spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        return 0;
+    if (!inspect[0]) {
+        slurm_error("gpumemprof: a task was killed, and gmp-inspect was not found to write "
+                    "its bundle (set inspect= in plugstack.conf)");
+        return 0;
+    }
+    char run_dir[PATH_MAX] = "";
+    if (spank_getenv(sp, "GMP_RUN_DIR", run_dir, sizeof run_dir) != ESPANK_SUCCESS)
+        run_dir[0] = '\0';
+    pid_t child = fork();
+    if (child == 0)
+        recover_child(uid, gid, run_dir);
+    if (child < 0) {
+        slurm_error("gpumemprof: cannot fork to recover a killed task: %s", strerror(errno));
+        return 0;
+    }
+    int rc = -1;
+    for (int waited = 0; waited < RECOVER_WAIT_S * 20; waited++) {
+        if (waitpid(child, &rc, WNOHANG) == child)
+            break;
+        rc = -1;
+        struct timespec tick = {0, 50 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    if (rc == -1) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        slurm_error("gpumemprof: recovering a killed task took over %d s; given up",
+                    RECOVER_WAIT_S);
+    } else if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+        slurm_error("gpumemprof: gmp-inspect recover for a killed task failed (status %d)",
+                    rc);
+    }
+    return 0;
+}

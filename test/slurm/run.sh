@@ -1,0 +1,233 @@
+#!/bin/sh
+# test/slurm/run.sh BUILD — the SPANK plugin (BUILD/spank_gmp.so) in a real
+# single-node Slurm, stood up here: munged on a private socket, slurmctld
+# and slurmd in the foreground, with their own ports, state and spool under
+# a scratch directory and cgroup memory enforcement, stopped by their pids
+# at the end.  Then what a user types: `srun --gmp --mem=100M` of a Python
+# that grows until the cgroup's OOM killer ends it (one bundle, for the
+# Python task, "killed by the kernel's OOM killer" with the cgroup's count,
+# none for srun), the same as a second user (the bundle is that user's),
+# two tasks (one bundle each), `#SBATCH --gmp` (the task's bundle, not the
+# batch shell's), a `kill -9` (written up as a kill, not an OOM), a step
+# that asks nothing (no preload) and `srun --gmp true` (nothing left: no
+# bundle, no ring).  Skipped, with a line, where Slurm, root or a memory
+# cgroup is missing.
+set -u
+build=$(cd "$1" && pwd)
+plugin=$build/spank_gmp.so
+failed=0
+ok() { echo "ok    slurm: $1"; }
+fail() {
+    echo "FAIL  slurm: $1"
+    failed=1
+}
+skip() {
+    echo "SKIP  slurm: $1"
+    exit 0
+}
+[ "$(id -u)" = 0 ] || skip "not root: slurmd runs tasks as their users"
+for p in srun sbatch sinfo scontrol slurmctld slurmd munged; do
+    command -v "$p" >/dev/null 2>&1 || [ -x "/usr/sbin/$p" ] || skip "$p is not installed (slurm-wlm, munge)"
+done
+[ -f "$plugin" ] || skip "$plugin was not built (libslurm-dev's slurm/spank.h is missing)"
+if [ -d /sys/fs/cgroup/memory ]; then
+    cgroup_plugin=cgroup/v1
+elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    cgroup_plugin=cgroup/v2
+else
+    skip "no memory cgroup controller to enforce --mem"
+fi
+python=/usr/bin/python3 # the second user cannot reach a pyenv under /root
+
+work=$(mktemp -d /tmp/gmp-slurm-XXXXXX)
+chmod 0755 "$work"
+pids=""
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    for p in $pids; do
+        i=0
+        while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+        kill -9 "$p" 2>/dev/null
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# munged on a socket of our own, with the machine's key or one made here
+mkdir -p "$work/munge"
+key=/etc/munge/munge.key
+if [ ! -r "$key" ]; then
+    key=$work/munge/munge.key
+    dd if=/dev/urandom of="$key" bs=1024 count=1 2>/dev/null
+fi
+cp "$key" "$work/munge/key"
+chown -R munge:munge "$work/munge" && chmod 0700 "$work/munge" && chmod 0400 "$work/munge/key"
+chmod 0755 "$work/munge"
+socket=$work/munge/munge.socket
+runuser -u munge -- /usr/sbin/munged -F --socket="$socket" --key-file="$work/munge/key" \
+    --pid-file="$work/munge/munged.pid" --log-file="$work/munge/munged.log" \
+    --seed-file="$work/munge/seed" >"$work/munged.out" 2>&1 &
+pids="$!"
+
+host=$(hostname -s)
+port=$((20000 + $$ % 20000))
+mkdir -p "$work/state" "$work/spool" "$work/log"
+cat >"$work/slurm.conf" <<EOF
+ClusterName=gmptest
+SlurmctldHost=$host
+AuthType=auth/munge
+AuthInfo=socket=$socket
+CredType=cred/munge
+SlurmUser=root
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/log/slurmctld.log
+SlurmdLogFile=$work/log/slurmd.log
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+PlugStackConfig=$work/plugstack.conf
+ReturnToService=2
+MpiDefault=none
+KillWait=2
+NodeName=$host CPUs=$(nproc) RealMemory=2000 State=UNKNOWN
+PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+printf 'CgroupPlugin=%s\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n' "$cgroup_plugin" \
+    >"$work/cgroup.conf"
+echo "optional $plugin" >"$work/plugstack.conf"
+export SLURM_CONF=$work/slurm.conf
+i=0
+until munge -n --socket="$socket" 2>/dev/null | unmunge --socket="$socket" >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -lt 50 ] || { cat "$work/munged.out"; fail "munged did not start"; exit 1; }
+    sleep 0.1
+done
+slurmctld -D -f "$SLURM_CONF" >"$work/slurmctld.out" 2>&1 &
+pids="$! $pids"
+slurmd -D -f "$SLURM_CONF" >"$work/slurmd.out" 2>&1 &
+pids="$! $pids"
+i=0
+until [ "$(sinfo -h -o %T 2>/dev/null)" = idle ]; do
+    i=$((i + 1))
+    if [ $i -ge 300 ]; then
+        tail -5 "$work/log/slurmctld.log" "$work/log/slurmd.log" "$work/slurmd.out"
+        fail "the single-node Slurm did not come up"
+        exit 1
+    fi
+    sleep 0.1
+done
+ok "a single-node Slurm ($cgroup_plugin memory enforcement) up in $((i / 10)) s"
+
+grow='import time
+kept = []
+while True:
+    kept.append(bytearray(4 << 20))
+    time.sleep(0.005)'
+printf '%s\n' "$grow" >"$work/grow.py"
+chmod 0644 "$work/grow.py"
+inspect=$build/gmp-inspect
+
+# DIR's bundles: exactly WANT, each killed by the OOM killer with the
+# cgroup's count as evidence, each a Python task's
+oom_bundles() { # NAME DIR WANT
+    n=$(ls -d "$2"/oom_dump_* 2>/dev/null | wc -l)
+    if [ "$n" != "$3" ]; then
+        fail "$1: $n bundle(s), $3 expected: $(ls "$2" 2>&1)"
+        return 1
+    fi
+    for b in "$2"/oom_dump_*; do
+        "$inspect" show "$b" >"$work/show.out" 2>&1
+        if ! grep -q "^What happened:    the process was killed by the kernel's OOM killer" "$work/show.out" ||
+            ! grep -q "oom_kill in /sys/fs/cgroup/.*rose from 0 to 1" "$work/show.out" ||
+            ! grep -q "^Process: .*python3 [^ ]*grow.py" "$work/show.out"; then
+            fail "$1: $(basename "$b") is not the Python task's OOM kill: $(head -12 "$work/show.out")"
+            return 1
+        fi
+    done
+    return 0
+}
+
+cd "$work" || exit 1
+srun --gmp="$work/d1" --mem=100M "$python" grow.py >"$work/a.out" 2>&1
+rc=$?
+[ $rc != 0 ] && oom_bundles "srun --gmp --mem=100M" "$work/d1" 1 && [ ! -e "$work/oom_dumps" ] &&
+    ok "srun --gmp --mem=100M of a growing Python: one bundle, the task's OOM kill with the cgroup's count; none for srun" ||
+    { [ -e "$work/oom_dumps" ] && fail "srun wrote bundles of its own: $(ls "$work/oom_dumps")"; }
+
+# a second user: the bundle is written as that user, in that user's directory
+id gmpslurm >/dev/null 2>&1 || useradd -M -s /bin/sh gmpslurm >/dev/null 2>&1
+if id gmpslurm >/dev/null 2>&1; then
+    mkdir -p "$work/u" && chown gmpslurm "$work/u"
+    (cd "$work/u" && runuser -u gmpslurm -- env SLURM_CONF="$SLURM_CONF" \
+        srun --gmp --mem=100M "$python" "$work/grow.py" >/dev/null 2>&1)
+    owner=$(stat -c %U "$work"/u/oom_dumps/oom_dump_* 2>/dev/null)
+    oom_bundles "a second user" "$work/u/oom_dumps" 1 && [ "$owner" = gmpslurm ] &&
+        ok "as a second user: its task's bundle, in its directory, owned by it (never written as root)" ||
+        fail "as a second user: the bundle's owner is '$owner'"
+else
+    echo "SKIP  slurm: no second user could be made (useradd)"
+fi
+
+srun --gmp="$work/d2" -n2 --mem=200M "$python" grow.py >/dev/null 2>&1
+oom_bundles "srun --gmp -n2" "$work/d2" 2 && ok "srun --gmp -n2: one bundle per task"
+
+cat >"$work/job.sh" <<EOF
+#!/bin/sh
+#SBATCH --gmp=$work/d3
+#SBATCH --mem=100M
+srun "$python" "$work/grow.py"
+exit 0
+EOF
+sbatch --wait -o "$work/job.out" "$work/job.sh" >"$work/sbatch.out" 2>&1
+oom_bundles "#SBATCH --gmp" "$work/d3" 1 &&
+    ok "#SBATCH --gmp: the step's task has its bundle; the batch shell and srun none" ||
+    echo "      sbatch: $(cat "$work/sbatch.out"); the job: $(cat "$work/job.out")"
+
+# a kill -9 that is no OOM: written up as a kill
+srun --gmp="$work/d4" --mem=500M "$python" -c 'import time
+x = bytearray(20 << 20)
+time.sleep(60)' >/dev/null 2>&1 &
+srun_pid=$!
+i=0
+until task=$(pgrep -f "^$python -c import time" | head -1) && [ -n "$task" ]; do
+    i=$((i + 1))
+    [ $i -lt 100 ] || break
+    sleep 0.1
+done
+sleep 0.5
+[ -n "${task:-}" ] && kill -9 "$task"
+wait "$srun_pid" 2>/dev/null
+"$inspect" triage "$work/d4" --format json >"$work/tri.json" 2>/dev/null
+rc=$?
+if [ $rc = 0 ] && "$python" -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+sys.exit(t["bundles"] != 1 or t["oom_bundles"] != 0)' "$work/tri.json"; then
+    ok "a kill -9 of a task: its bundle says killed, and triage passes it (no OOM)"
+else
+    fail "a kill -9 of a task: triage exit $rc: $(cat "$work/tri.json")"
+fi
+
+# a step that does not ask is not touched; one that asks and ends cleanly leaves nothing
+seen=$(srun sh -c 'echo "[$LD_PRELOAD]"' 2>&1)
+[ "$seen" = "[]" ] && ok "a step without --gmp: no preload in its task" ||
+    fail "a step without --gmp saw LD_PRELOAD $seen"
+rings_before=$(find /tmp/gpumemprof-0 -type f 2>/dev/null | wc -l)
+mkdir -p "$work/clean" && cd "$work/clean" || exit 1
+seen=$(srun --gmp sh -c 'echo "$LD_PRELOAD"' 2>&1)
+srun --gmp true >/dev/null 2>&1
+rings_after=$(find /tmp/gpumemprof-0 -type f 2>/dev/null | wc -l)
+case "$seen" in
+*libgpumemprof_preload.so*)
+    [ ! -e "$work/clean/oom_dumps" ] && [ "$rings_after" -le "$rings_before" ] &&
+        ok "srun --gmp: the preload in the task; srun --gmp true leaves no bundle and no ring" ||
+        fail "srun --gmp true left: $(ls "$work/clean") rings $rings_before -> $rings_after" ;;
+*) fail "srun --gmp: the task's LD_PRELOAD is '$seen'" ;;
+esac
+cd "$work" || exit 1
+exit $failed
