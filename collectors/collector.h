@@ -106,6 +106,9 @@ typedef struct gmp_host_state {
     /* the memory cgroup; cgroup_version 0 when none */
     int cgroup_version;
     char cgroup_path[256];
+    /* cg_current and cg_max are of the cgroup whose limit binds
+     * (gmp_cgroup_binding_limit): that ancestor's path, else "" */
+    char cg_limit_path[256];
     uint64_t cg_current, cg_max, cg_peak, cg_high; /* GMP_UNKNOWN: none / "max" */
     uint64_t cg_swap_current, cg_swap_max;
     uint64_t cg_events_high, cg_events_max, cg_events_oom, cg_events_oom_kill;
@@ -119,6 +122,15 @@ typedef struct gmp_host_state {
 } gmp_host_state;
 
 GMP_HIDDEN void gmp_host_state_read(gmp_host_state *out);
+/* The limit that binds a cgroup (dir, cgroup version 1 or 2): on entry
+ * *used and *limit are its own (GMP_UNKNOWN: none); an ancestor whose limit
+ * leaves less room (its limit less its usage, which counts ours) replaces
+ * them, and its path goes to path_out ("" when none does).  Slurm limits a
+ * job's and a step's cgroups, not a task's.  At most 16 levels, never the
+ * hierarchy's root; plain reads into buf, no allocation. */
+GMP_HIDDEN void gmp_cgroup_binding_limit(const char *dir, int version, uint64_t *used,
+                                         uint64_t *limit, char *path_out, size_t path_cap,
+                                         char *buf, size_t cap);
 /* The host entry against the nearest limit (GMP_SAMPLE_PROCESS_LIMIT). */
 GMP_HIDDEN int gmp_host_sample_process_limit(gmp_device_state *out);
 /* Its cgroup part from another process's memory cgroup, named by the file

@@ -115,6 +115,44 @@ static void read_cgroup(gmp_host_state *s, char *buf, size_t cap)
     read_cgroup_at(s, dir, gmp_cgroup_memory_dir(dir, sizeof dir), buf, cap);
 }
 
+void gmp_cgroup_binding_limit(const char *dir, int version, uint64_t *used, uint64_t *limit,
+                              char *path_out, size_t path_cap, char *buf, size_t cap)
+{
+    const char *root = version == 2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+    const char *max_file = version == 2 ? "memory.max" : "memory.limit_in_bytes";
+    const char *use_file = version == 2 ? "memory.current" : "memory.usage_in_bytes";
+    size_t root_len = strlen(root);
+    uint64_t room = *limit != GMP_UNKNOWN && *used != GMP_UNKNOWN
+                        ? (*limit > *used ? *limit - *used : 0)
+                        : GMP_UNKNOWN;
+    char up[CGROUP_PATH_MAX];
+    gmp_strlcpy(up, dir, sizeof up);
+    if (path_out && path_cap)
+        path_out[0] = '\0';
+    if (strncmp(up, root, root_len) || up[root_len] != '/')
+        return;
+    for (int depth = 0; depth < 16; depth++) {
+        char *slash = strrchr(up, '/');
+        if (!slash || (size_t)(slash - up) <= root_len)
+            return;
+        *slash = '\0';
+        uint64_t max = gmp_file_value(up, max_file, buf, cap);
+        uint64_t in_use = gmp_file_value(up, use_file, buf, cap);
+        if (version == 1 && max != GMP_UNKNOWN && max >= (1ull << 62))
+            max = GMP_UNKNOWN;
+        if (max == GMP_UNKNOWN || in_use == GMP_UNKNOWN)
+            continue;
+        uint64_t left = max > in_use ? max - in_use : 0;
+        if (room == GMP_UNKNOWN || left < room) {
+            room = left;
+            *limit = max;
+            *used = in_use;
+            if (path_out && path_cap)
+                gmp_strlcpy(path_out, up, path_cap);
+        }
+    }
+}
+
 void gmp_host_state_read_cgroup(gmp_host_state *s, const char *oom_file)
 {
     char dir[CGROUP_PATH_MAX], buf[2048];
@@ -134,6 +172,7 @@ void gmp_host_state_read_cgroup(gmp_host_state *s, const char *oom_file)
     /* the cgroup's part, the rest as it was */
     s->cgroup_version = probe.cgroup_version;
     memcpy(s->cgroup_path, probe.cgroup_path, sizeof s->cgroup_path);
+    memcpy(s->cg_limit_path, probe.cg_limit_path, sizeof s->cg_limit_path);
     s->cg_current = probe.cg_current;
     s->cg_max = probe.cg_max;
     s->cg_peak = probe.cg_peak;
@@ -150,6 +189,7 @@ static void read_cgroup_at(gmp_host_state *s, const char *dir, int version, char
                            size_t cap)
 {
     s->cg_current = s->cg_max = s->cg_peak = s->cg_high = GMP_UNKNOWN;
+    s->cg_limit_path[0] = '\0';
     s->cg_swap_current = s->cg_swap_max = GMP_UNKNOWN;
     s->cg_events_high = s->cg_events_max = s->cg_events_oom = s->cg_events_oom_kill = GMP_UNKNOWN;
     if (version < 0) {
@@ -184,6 +224,8 @@ static void read_cgroup_at(gmp_host_state *s, const char *dir, int version, char
             gmp_read_file(path, buf, cap) > 0)
             s->cg_events_oom_kill = gmp_text_value(buf, "oom_kill", 1);
     }
+    gmp_cgroup_binding_limit(dir, version, &s->cg_current, &s->cg_max, s->cg_limit_path,
+                             sizeof s->cg_limit_path, buf, cap);
     read_psi(s, dir, buf, cap);
 }
 

@@ -6,7 +6,9 @@
  * end it, when 100 ms have passed since the last check or (10 ms at least)
  * when it has allocated 2% of the tightest limit since:
  *   RLIMIT_AS        against VmSize
- *   its cgroup       memory.current/memory.max (v2), usage/limit_in_bytes (v1)
+ *   its cgroup       memory.current/memory.max (v2), usage/limit_in_bytes (v1),
+ *                    or an ancestor's where that leaves less room (a Slurm
+ *                    job's or step's)
  *   the machine      MemTotal - MemAvailable against MemTotal
  *   each GPU         used against total, as the program's own thread saw them
  *                    after its last allocation (gpu_family.c: it has the context)
@@ -78,13 +80,17 @@ static int sample(limit_sample *out, char *buf, size_t cap)
     const char *dir = cgroup_dir;
     int version = cgroup_version;
     if (version > 0) {
-        uint64_t limit = known_or_0(gmp_file_value(
-            dir, version == 2 ? "memory.max" : "memory.limit_in_bytes", buf, cap));
-        uint64_t used = known_or_0(gmp_file_value(
-            dir, version == 2 ? "memory.current" : "memory.usage_in_bytes", buf, cap));
-        if (limit && limit < (1ull << 62)) /* v1 says "unlimited" with a huge number */
-            out[n++] = make_sample("cgroup memory limit", "cgroup usage", used, limit,
-                                   GMP_BACKEND_CPU, -1);
+        uint64_t limit = gmp_file_value(
+            dir, version == 2 ? "memory.max" : "memory.limit_in_bytes", buf, cap);
+        uint64_t used = gmp_file_value(
+            dir, version == 2 ? "memory.current" : "memory.usage_in_bytes", buf, cap);
+        if (limit != GMP_UNKNOWN && limit >= (1ull << 62)) /* v1's "unlimited" */
+            limit = GMP_UNKNOWN;
+        /* the job's or step's, where those bind (Slurm sets none on a task's) */
+        gmp_cgroup_binding_limit(dir, version, &used, &limit, NULL, 0, buf, cap);
+        if (known_or_0(limit))
+            out[n++] = make_sample("cgroup memory limit", "cgroup usage", known_or_0(used),
+                                   limit, GMP_BACKEND_CPU, -1);
     }
     if (gmp_read_file("/proc/meminfo", buf, cap) > 0) {
         uint64_t total = known_or_0(gmp_text_value(buf, "MemTotal", 1024));

@@ -353,6 +353,8 @@ static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
     gmp_jw_ku64(w, "created_at_ns", in->time_ns);
     gmp_jw_ki64(w, "pid", subject_pid(in));
     gmp_jw_kstr(w, "kind", in->req->kind == GMP_BUNDLE_LEAKS ? "leak_report" : "oom_dump");
+    gmp_job_place here;
+    const gmp_job_place *place = &here;
     if (in->pid == 0) { /* a recovered bundle's process was another's */
         struct utsname u;
         gmp_jw_kstr(w, "host", uname(&u) == 0 ? u.nodename : NULL);
@@ -362,7 +364,15 @@ static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
             gmp_jw_i64(w, rank);
         else
             gmp_jw_null(w);
+        gmp_job_place_here(&here);
+    } else {
+        place = in->ring ? &in->ring->hdr->place : NULL;
     }
+    /* a Slurm job's bundles name it, for triage to group them across nodes */
+    char job[64];
+    gmp_bundle_job_name(place, job, sizeof job);
+    if (job[0])
+        gmp_jw_kstr(w, "slurm_job", job);
     gmp_jw_kstr(w, "generator", "gpumemprof " GMP_VERSION_STRING);
     gmp_jw_obj_end(w);
 }
@@ -416,6 +426,13 @@ static void make_name(char *out, size_t cap, int tmp, const gmp_bundle_input *in
                              ? (tmp ? GMP_LEAK_REPORT_TMP_PREFIX : GMP_LEAK_REPORT_PREFIX)
                              : (tmp ? GMP_BUNDLE_TMP_PREFIX : GMP_BUNDLE_PREFIX);
     long r = in->pid == 0 ? gmp_bundle_rank() : -1;
+    if (in->pid != 0 && in->ring) { /* a dead Slurm task's rank, from its ring */
+        const char *t = in->ring->hdr->place.task;
+        size_t n = strnlen(t, sizeof in->ring->hdr->place.task);
+        r = n && n < 8 ? 0 : -1;
+        for (size_t k = 0; k < n && r >= 0; k++)
+            r = t[k] >= '0' && t[k] <= '9' ? r * 10 + (t[k] - '0') : -1;
+    }
     if (r >= 0) {
         rank[0] = '_';
         rank[1] = 'r';

@@ -86,6 +86,10 @@ GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, const gmp_host_state *s, i
 /* The process's rank from RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
  * PMI_RANK; -1 when none is set. */
 GMP_HIDDEN long gmp_bundle_rank(void);
+/* environment.json's process.slurm (null outside Slurm), and the job's
+ * name in a manifest: "JOB.STEP" ("" outside Slurm). */
+GMP_HIDDEN void gmp_bundle_fill_place(gmp_jw *w, const gmp_job_place *p);
+GMP_HIDDEN void gmp_bundle_job_name(const gmp_job_place *p, char *out, size_t cap);
 
 
 /* bundle_patch.c: as gmp_bundle_patch_exception, and also context and

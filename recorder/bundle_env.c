@@ -197,6 +197,70 @@ static long env_number(const char *name)
     return *v ? -1 : n;
 }
 
+static void place_value(char *out, size_t cap, const char *var)
+{
+    const char *v = getenv(var);
+    out[0] = '\0';
+    if (v && strlen(v) < cap) /* a value that does not fit is no id */
+        gmp_strlcpy(out, v, cap);
+}
+
+void gmp_job_place_here(gmp_job_place *out)
+{
+    memset(out, 0, sizeof *out);
+    place_value(out->job, sizeof out->job, "SLURM_JOB_ID");
+    if (!out->job[0])
+        return;
+    place_value(out->step, sizeof out->step, "SLURM_STEP_ID");
+    place_value(out->task, sizeof out->task, "SLURM_PROCID");
+    place_value(out->local, sizeof out->local, "SLURM_LOCALID");
+    place_value(out->node, sizeof out->node, "SLURMD_NODENAME");
+}
+
+/* A field of a place that may come from another process's file: bounded. */
+static void place_key(gmp_jw *w, const char *key, const char *v, size_t cap)
+{
+    size_t n = strnlen(v, cap);
+    gmp_jw_key(w, key);
+    if (n)
+        gmp_jw_strn(w, v, n);
+    else
+        gmp_jw_null(w);
+}
+
+void gmp_bundle_fill_place(gmp_jw *w, const gmp_job_place *p)
+{
+    gmp_jw_key(w, "slurm");
+    if (!p || !p->job[0]) {
+        gmp_jw_null(w);
+        return;
+    }
+    gmp_jw_obj_begin(w);
+    place_key(w, "job_id", p->job, sizeof p->job);
+    place_key(w, "step_id", p->step, sizeof p->step);
+    place_key(w, "task_id", p->task, sizeof p->task);
+    place_key(w, "local_id", p->local, sizeof p->local);
+    place_key(w, "node", p->node, sizeof p->node);
+    gmp_jw_obj_end(w);
+}
+
+void gmp_bundle_job_name(const gmp_job_place *p, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (!p || !p->job[0])
+        return;
+    size_t j = strnlen(p->job, sizeof p->job), s = strnlen(p->step, sizeof p->step);
+    if (j + s + 2 > cap)
+        return;
+    memcpy(out, p->job, j);
+    out[j] = '\0';
+    if (s) {
+        out[j] = '.';
+        memcpy(out + j + 1, p->step, s);
+        out[j + 1 + s] = '\0';
+    }
+}
+
 long gmp_bundle_rank(void)
 {
     static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
@@ -282,6 +346,7 @@ void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const c
         gmp_jw_strn(w, h->exe, strnlen(h->exe, sizeof h->exe));
         gmp_jw_key(w, "command");
         gmp_jw_strn(w, h->cmdline, strnlen(h->cmdline, sizeof h->cmdline));
+        gmp_bundle_fill_place(w, &h->place);
     }
     gmp_jw_ki64(w, "recovered_by_pid", getpid());
     gmp_jw_obj_end(w);
@@ -324,6 +389,9 @@ void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
     write_rlimit(w, "core", RLIMIT_CORE);
     gmp_jw_obj_end(w);
     write_rank(w);
+    gmp_job_place here;
+    gmp_job_place_here(&here);
+    gmp_bundle_fill_place(w, &here);
     gmp_jw_obj_end(w);
 
     gmp_bundle_fill_software(w, software);

@@ -166,6 +166,8 @@ void gmp_bundle_fill_host_state(gmp_jw *w, const gmp_host_state *s, int self,
         gmp_jw_obj_begin(w);
         gmp_jw_ki64(w, "version", s->cgroup_version);
         gmp_jw_kstr(w, "path", s->cgroup_path);
+        if (s->cg_limit_path[0]) /* memory_current and memory_max are that one's */
+            gmp_jw_kstr(w, "limit_path", s->cg_limit_path);
         host_fields(w, s, FIELDS(cgroup_fields));
         host_object(w, "events", s, FIELDS(cgroup_event_fields));
         /* events->oom_kill counts since the cgroup was made: this is how

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define GMP_RING_MAGIC "GMPRING"
-#define GMP_RING_VERSION 4u
+#define GMP_RING_VERSION 5u
 #define GMP_RING_HEADER_SIZE 16384u
 #define GMP_RING_MIN_EVENTS 16u
 #define GMP_RING_MAX_EVENTS (1u << 24)
@@ -74,6 +74,19 @@ typedef struct gmp_ring_module_record {
     char path[400];
 } gmp_ring_module_record;
 
+/* Where the process sits in a Slurm job, from its environment when its
+ * ring was made ("" each: not in one), so that a bundle written after it
+ * died still names its job, step, task and node. */
+typedef struct gmp_job_place {
+    char job[24];   /* SLURM_JOB_ID */
+    char step[24];  /* SLURM_STEP_ID */
+    char task[16];  /* SLURM_PROCID: the task's rank in its step */
+    char local[16]; /* SLURM_LOCALID */
+    char node[64];  /* SLURMD_NODENAME */
+} gmp_job_place;
+/* This process's place (getenv only: fine on the dump path). */
+GMP_HIDDEN void gmp_job_place_here(gmp_job_place *out);
+
 typedef struct gmp_ring_header {
     char magic[8];
     uint32_t version;
@@ -100,6 +113,7 @@ typedef struct gmp_ring_header {
     uint32_t python_records; /* the Python frames' region, in records */
     uint32_t reserved;
     uint64_t python_used;    /* atomic: Python frame records claimed */
+    gmp_job_place place;     /* its Slurm job, step, task and node */
     /* on a line of their own: every writer touches these */
     _Alignas(64) uint64_t head;    /* next sequence number */
     _Alignas(64) uint64_t dropped; /* events lost to a busy slot */

@@ -159,6 +159,11 @@ rc=$?
 [ $rc != 0 ] && oom_bundles "srun --gmp --mem=100M" "$work/d1" 1 && [ ! -e "$work/oom_dumps" ] &&
     ok "srun --gmp --mem=100M of a growing Python: one bundle, the task's OOM kill with the cgroup's count; none for srun" ||
     { [ -e "$work/oom_dumps" ] && fail "srun wrote bundles of its own: $(ls "$work/oom_dumps")"; }
+# the limit is the job's or step's (Slurm sets none on the task's cgroup)
+"$inspect" show "$work"/d1/oom_dump_* >"$work/show1.out" 2>&1
+grep -q "^Host: .*cgroup .* of 100.0 MiB limit (set on /sys/fs/cgroup/.*/job_[0-9]*" "$work/show1.out" &&
+    ok "the limit that bound the task is the job's or step's cgroup's, named" ||
+    fail "the bundle does not name the job's limit: $(grep '^Host:' "$work/show1.out")"
 
 # a second user: the bundle is written as that user, in that user's directory
 id gmpslurm >/dev/null 2>&1 || useradd -M -s /bin/sh gmpslurm >/dev/null 2>&1
@@ -176,6 +181,20 @@ fi
 
 srun --gmp="$work/d2" -n2 --mem=200M "$python" grow.py >/dev/null 2>&1
 oom_bundles "srun --gmp -n2" "$work/d2" 2 && ok "srun --gmp -n2: one bundle per task"
+# each names its job, step, task and node (from its ring: it was killed),
+# and triage groups the job's bundles with it
+tasks=$(for b in "$work"/d2/oom_dump_*; do "$inspect" show "$b" | sed -n 's/^Slurm: *job \([0-9]*\), step 0, task \([01]\) on node .*/\1 \2/p'; done | sort)
+job=$(printf '%s\n' "$tasks" | head -1 | cut -d' ' -f1)
+"$inspect" triage "$work/d2" --format json >"$work/tri2.json" 2>/dev/null
+if [ -n "$job" ] && [ "$(printf '%s\n' "$tasks" | tr '\n' ' ')" = "$job 0 $job 1 " ] &&
+    ls "$work"/d2 | grep -q "_r0_" && ls "$work"/d2 | grep -q "_r1_" &&
+    "$python" -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+sys.exit(t["groups"][0]["slurm_jobs"] != [sys.argv[2] + ".0"])' "$work/tri2.json" "$job"; then
+    ok "each bundle names its Slurm job, step, task (its rank in the name) and node; triage groups them by job"
+else
+    fail "Slurm ids: tasks '$tasks', bundles $(ls "$work/d2"), triage $(cat "$work/tri2.json")"
+fi
 
 cat >"$work/job.sh" <<EOF
 #!/bin/sh
@@ -188,6 +207,35 @@ sbatch --wait -o "$work/job.out" "$work/job.sh" >"$work/sbatch.out" 2>&1
 oom_bundles "#SBATCH --gmp" "$work/d3" 1 &&
     ok "#SBATCH --gmp: the step's task has its bundle; the batch shell and srun none" ||
     echo "      sbatch: $(cat "$work/sbatch.out"); the job: $(cat "$work/job.out")"
+
+# the preload in the user's own shell (srun inherits it, and passes it on
+# to the task): srun relays the task's fate ("task 0: Out Of Memory"), which
+# is no OOM of srun's own
+(LD_PRELOAD=$build/libgpumemprof_preload.so GMP_DUMP_DIR=$work/d6 srun --gmp="$work/d6" --mem=100M \
+    "$python" grow.py >/dev/null 2>&1)
+n=$(ls -d "$work"/d6/oom_dump_* 2>/dev/null | wc -l)
+srun_said=$(for b in "$work"/d6/oom_dump_*; do "$inspect" show "$b" 2>&1 | grep "^Process:"; done | grep -c "srun")
+[ "$n" = 1 ] && [ "$srun_said" = 0 ] && oom_bundles "LD_PRELOAD then srun --gmp" "$work/d6" 1 &&
+    ok "the preload in the user's shell too: srun writes no bundle of its own; the task's is the one" ||
+    fail "LD_PRELOAD before srun: $n bundle(s), $srun_said of srun: $(ls "$work/d6")"
+
+# slow pressure under the step's limit (the task's cgroup has none of its
+# own): the watchdog's warning, and no death
+srun --gmp="$work/d5" --mem=600M "$python" -c 'import time
+kept = []
+for step in range(70):
+    kept.append(bytearray(8 << 20))
+    time.sleep(0.02)
+time.sleep(1.5)' >/dev/null 2>&1
+rc=$?
+"$inspect" triage "$work/d5" --format json >"$work/tri5.json" 2>/dev/null
+if [ $rc = 0 ] && "$python" -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+sys.exit(t["pressure_warnings"] != 1 or t["oom_bundles"] != 0)' "$work/tri5.json"; then
+    ok "a task nearing the step's limit: one memory-pressure warning, no death"
+else
+    fail "pressure under the step's limit: exit $rc, $(cat "$work/tri5.json")"
+fi
 
 # a kill -9 that is no OOM: written up as a kill
 srun --gmp="$work/d4" --mem=500M "$python" -c 'import time

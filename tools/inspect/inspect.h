@@ -90,6 +90,9 @@ void for_each_bundle(char *path, void (*fn)(const char *bundle, void *arg), void
  * host of a bundle opened with its environment; NULL when unknown. */
 const char *bundle_rank(bundle *b);
 const char *bundle_host(bundle *b);
+/* A Slurm task's "JOB.STEP" (the manifest's, else environment.json's) in
+ * out, or NULL outside Slurm. */
+const char *bundle_job(bundle *b, char *out, size_t cap);
 
 /* Field helpers that tolerate any JSON type. */
 const char *jstr(json_t *obj, const char *key);        /* NULL unless a string */

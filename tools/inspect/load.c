@@ -230,6 +230,20 @@ const char *bundle_rank(bundle *b)
     return r;
 }
 
+const char *bundle_job(bundle *b, char *out, size_t cap)
+{
+    const char *named = jstr(b->manifest, "slurm_job");
+    json_t *slurm = json_object_get(json_object_get(b->environment, "process"), "slurm");
+    const char *job = jstr(slurm, "job_id"), *step = jstr(slurm, "step_id");
+    if (named)
+        snprintf(out, cap, "%.60s", named);
+    else if (job)
+        snprintf(out, cap, "%.30s%s%.20s", job, step ? "." : "", step ? step : "");
+    else
+        return NULL;
+    return out;
+}
+
 const char *bundle_host(bundle *b)
 {
     const char *h = jstr(b->manifest, "host");

@@ -171,6 +171,12 @@ static void print_host(json_t *md)
         if (max >= 0) {
             fmt_bytes((uint64_t)max, b, sizeof b);
             printf(" of %s limit", b);
+            const char *up = jstr(cg, "limit_path");
+            if (up) { /* an ancestor's: a Slurm job's or step's */
+                printf(" (set on ");
+                print_clean(stdout, up, 200);
+                putchar(')');
+            }
         } else {
             printf(" (no limit)");
         }
@@ -276,6 +282,18 @@ static void print_process(bundle *b)
         print_clean(stdout, host, 80);
     }
     putchar('\n');
+    json_t *slurm = json_object_get(proc, "slurm");
+    if (jstr(slurm, "job_id")) { /* which task of which job, to find its log */
+        const char *const parts[][2] = {{"job ", "job_id"}, {", step ", "step_id"},
+                                        {", task ", "task_id"}, {" on node ", "node"}};
+        printf("%-18s", "Slurm:");
+        for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+            if (jstr(slurm, parts[k][1])) {
+                fputs(parts[k][0], stdout);
+                print_clean(stdout, jstr(slurm, parts[k][1]), 64);
+            }
+        putchar('\n');
+    }
 }
 
 /* The variables that shape memory, from environment.json. */

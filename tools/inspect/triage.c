@@ -35,7 +35,7 @@ typedef struct group {
     char first[40], last[40];
     uint64_t largest; /* with has_largest */
     int has_largest;
-    name_set ranks, hosts;
+    name_set ranks, hosts, jobs; /* jobs: Slurm's "JOB.STEP" */
     char example[4096];
 } group;
 
@@ -151,6 +151,8 @@ static void add_bundle(const char *path, void *arg)
     }
     add_name(&g->ranks, bundle_rank(&b));
     add_name(&g->hosts, bundle_host(&b));
+    char job[64];
+    add_name(&g->jobs, bundle_job(&b, job, sizeof job));
     bundle_close(&b);
 }
 
@@ -180,7 +182,7 @@ static void join(const name_set *s, char *out, size_t cap)
 
 /* A group's cells as people read them: largest request, ranks, hosts. */
 typedef struct cells {
-    char big[32], ranks[1024], hosts[1024];
+    char big[32], ranks[1024], hosts[1024], jobs[1024];
 } cells;
 
 static void cells_of(const group *g, cells *c)
@@ -190,6 +192,7 @@ static void cells_of(const group *g, cells *c)
         fmt_bytes(g->largest, c->big, sizeof c->big);
     join(&g->ranks, c->ranks, sizeof c->ranks);
     join(&g->hosts, c->hosts, sizeof c->hosts);
+    join(&g->jobs, c->jobs, sizeof c->jobs);
 }
 
 /* "2 out-of-memory death(s), 1 memory-pressure warning(s), ..." */
@@ -215,7 +218,8 @@ static void print_text(const triage *t)
         const char *row[] = {g->backend, "  ", g->api, "  ", g->reason, "  at ", g->site,
                              "\n    first ", g->first, "  last ", g->last,
                              "  largest request ", c.big, "\n    ranks ", c.ranks,
-                             "  hosts ", c.hosts, "\n    e.g. ", g->example};
+                             "  hosts ", c.hosts, "  Slurm jobs ", c.jobs,
+                             "\n    e.g. ", g->example};
         printf("\n#%zu  %ld bundle(s), %s  ", i + 1, g->count, kind_label(g->kind));
         for (size_t k = 0; k < sizeof row / sizeof *row; k++)
             if (k % 2)
@@ -267,6 +271,7 @@ static void print_triage_json(const triage *t)
                             g->has_largest ? json_u64(g->largest) : json_null());
         json_object_set_new(o, "ranks", names_json(&g->ranks));
         json_object_set_new(o, "hosts", names_json(&g->hosts));
+        json_object_set_new(o, "slurm_jobs", names_json(&g->jobs));
         json_object_set_new(o, "example", json_string(g->example));
         json_array_append_new(groups, o);
     }
@@ -317,15 +322,15 @@ static void print_markdown(const triage *t)
         return;
     }
     puts("| # | bundles | kind | backend | API | reason | site | largest request | ranks | "
-         "hosts | first seen | last seen |");
-    puts("| ---: | ---: | --- | --- | --- | --- | --- | ---: | --- | --- | --- | --- |");
+         "hosts | Slurm jobs | first seen | last seen |");
+    puts("| ---: | ---: | --- | --- | --- | --- | --- | ---: | --- | --- | --- | --- | --- |");
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
         cells c;
         cells_of(g, &c);
         printf("| %zu | %ld | %s | ", i + 1, g->count, kind_label(g->kind));
         const char *row[] = {g->backend, g->api, g->reason, g->site, c.big, c.ranks, c.hosts,
-                             g->first, g->last};
+                             c.jobs, g->first, g->last};
         for (size_t k = 0; k < sizeof row / sizeof *row; k++) {
             put_escaped(row[k], 0);
             fputs(" | ", stdout);
@@ -377,7 +382,8 @@ static void print_junit(const triage *t)
             fputs("\">", stdout);
         }
         const char *text[] = {g->backend, " ", g->api, ", largest request ", c.big,
-                              "; ranks ", c.ranks, "; hosts ", c.hosts, "; first ",
+                              "; ranks ", c.ranks, "; hosts ", c.hosts, "; Slurm jobs ",
+                              c.jobs, "; first ",
                               g->first, ", last ", g->last, "; e.g. ", g->example};
         for (size_t k = 0; k < sizeof text / sizeof *text; k++)
             if (k % 2)
