@@ -7,12 +7,14 @@
  * the bundles go to DUMP_DIR (default: ./oom_dumps of each task).
  *
  * A task the kernel kills leaves a ring and no bundle.  When slurmstepd
- * reaps a task killed by SIGKILL, the plugin runs `gmp-inspect recover`
+ * reaps a task a signal ended, the plugin runs `gmp-inspect recover`
  * at once, while the task's cgroup (whose oom_kill count is the evidence)
  * still exists, as the job's user with a clean environment: it never
  * writes as root into a user's directories.  A kill with no OOM in the
  * cgroup (scancel, `kill -9`, a time limit) is written up as a kill, not
- * an OOM.  Jobs that do not ask are not touched.
+ * an OOM.  When srun's step is over, one line in the job's output says how
+ * many of its tasks ran out of memory and where the first one's bundle is.
+ * Jobs that do not ask are not touched.
  *
  * plugstack.conf:   optional /usr/local/lib/gpumemprof/spank_gmp.so
  * with, when the preload and gmp-inspect are not where `make install`
@@ -22,6 +24,7 @@
  */
 #include <slurm/spank.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -149,6 +152,128 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
+/* ---- the step's summary, in srun ------------------------------------------ */
+
+/* The string value of "key" in JSON text our recorder wrote ("" none). */
+static void json_value(const char *text, const char *key, char *out, size_t cap)
+{
+    char pattern[64];
+    out[0] = '\0';
+    snprintf(pattern, sizeof pattern, "\"%s\":\"", key);
+    const char *at = strstr(text, pattern);
+    if (!at)
+        return;
+    size_t n = 0;
+    for (at += strlen(pattern); *at && *at != '"' && n + 1 < cap; at++) {
+        if (*at == '\\' && at[1])
+            at++;
+        out[n++] = (unsigned char)*at < 0x20 ? '?' : *at;
+    }
+    out[n] = '\0';
+}
+
+static int read_small(const char *dir, const char *bundle, const char *file, char *buf,
+                      size_t cap)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s/%s", dir, bundle, file) >= (int)sizeof path)
+        return -1;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
+typedef struct step_tally {
+    int memory, pressure, other;
+    char first[256], first_words[200];
+} step_tally;
+
+/* One bundle of the step, counted: a death of memory, a pressure warning,
+ * or a kill or crash with no sign of memory. */
+static void tally(step_tally *t, const char *dir, const char *name)
+{
+    char text[16384], reason[128], type[128], module[128];
+    if (read_small(dir, name, "metadata.json", text, sizeof text) < 0)
+        return;
+    json_value(text, "reason", reason, sizeof reason);
+    json_value(text, "exception_type", type, sizeof type);
+    json_value(text, "exception_module", module, sizeof module);
+    if (!strcmp(reason, "memory_pressure")) {
+        t->pressure++;
+        return;
+    }
+    int oom_killed = !strcmp(module, "kernel") && !strcmp(type, "oom_killer");
+    if (!strcmp(reason, "killed") && !oom_killed) {
+        t->other++;
+        return;
+    }
+    t->memory++;
+    if (!t->first[0] || strcmp(name, t->first) < 0) { /* names begin with their time */
+        snprintf(t->first, sizeof t->first, "%s", name);
+        snprintf(t->first_words, sizeof t->first_words, "%s",
+                 oom_killed ? "killed by the kernel's OOM killer" : reason);
+    }
+}
+
+static char step_name[48]; /* srun's "JOB.STEP", once the step has its ids */
+
+/* srun, once the step has its ids (at exit they are no longer asked for). */
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    uint32_t job = 0, step = 0;
+    if (asked && spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS &&
+        spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS)
+        snprintf(step_name, sizeof step_name, "%u.%u", job, step);
+    return 0;
+}
+
+/* srun, when its step is over: one line in the job's output (srun's
+ * stderr) when the step's tasks left bundles, which Slurm's own
+ * "Detected 1 oom-kill event(s)" line does not point to. */
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    (void)ac;
+    (void)av;
+    if (!asked || spank_context() != S_CTX_LOCAL || !step_name[0])
+        return 0;
+    const char *dir = dump_dir[0] ? dump_dir : "oom_dumps";
+    const char *want = step_name;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    step_tally t = {0};
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char text[8192], of[48];
+        if (strncmp(e->d_name, "oom_dump_", 9) ||
+            read_small(dir, e->d_name, "manifest.json", text, sizeof text) < 0)
+            continue;
+        json_value(text, "slurm_job", of, sizeof of);
+        if (!strcmp(of, want))
+            tally(&t, dir, e->d_name);
+    }
+    closedir(d);
+    if (t.memory)
+        fprintf(stderr, "gpumemprof: step %s: %d task(s) ran out of memory; the first: %s "
+                        "(%s/%s); `gmp-inspect triage %s` for all%s\n",
+                want, t.memory, t.first_words, dir, t.first, dir,
+                t.pressure ? ", memory-pressure warnings included" : "");
+    else if (t.pressure || t.other)
+        fprintf(stderr, "gpumemprof: step %s: no task ran out of memory; %d memory-pressure "
+                        "warning(s), %d kill(s) or crash(es) with no sign of memory, in %s\n",
+                want, t.pressure, t.other, dir);
+    return 0;
+}
+
 /* The child: become the job's user, with a clean environment, and run
  * gmp-inspect recover on the user's run directory. */
 static void recover_child(uid_t uid, gid_t gid, const char *run_dir)
@@ -191,9 +316,10 @@ static void recover_child(uid_t uid, gid_t gid, const char *run_dir)
     _exit(127);
 }
 
-/* In slurmstepd, as root, when a task was reaped: a task killed by
- * SIGKILL left its ring; write its bundle now, while its cgroup says
- * whether the kernel's OOM killer did it. */
+/* In slurmstepd, as root, when a task was reaped: a task a signal ended
+ * (SIGKILL from the OOM killer, scancel's SIGTERM) left its ring; write
+ * its bundle now, while its cgroup says whether the kernel's OOM killer
+ * did it, so that no ring stays behind. */
 int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -203,7 +329,7 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
     gid_t gid;
     if (!asked || is_batch_step(sp) ||
         spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
-        !WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL ||
+        !WIFSIGNALED(status) ||
         spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
         return 0;

@@ -8,7 +8,7 @@
 # Python task, "killed by the kernel's OOM killer" with the cgroup's count,
 # none for srun), the same as a second user (the bundle is that user's),
 # two tasks (one bundle each), `#SBATCH --gmp` (the task's bundle, not the
-# batch shell's), a `kill -9` (written up as a kill, not an OOM), a step
+# batch shell's), a `kill -9` and a `scancel` (a kill, not an OOM), a step
 # that asks nothing (no preload) and `srun --gmp true` (nothing left: no
 # bundle, no ring).  Skipped, with a line, where Slurm, root or a memory
 # cgroup is missing.
@@ -26,7 +26,7 @@ skip() {
     exit 0
 }
 [ "$(id -u)" = 0 ] || skip "not root: slurmd runs tasks as their users"
-for p in srun sbatch sinfo scontrol slurmctld slurmd munged; do
+for p in srun sbatch sinfo squeue scancel slurmctld slurmd munged; do
     command -v "$p" >/dev/null 2>&1 || [ -x "/usr/sbin/$p" ] || skip "$p is not installed (slurm-wlm, munge)"
 done
 [ -f "$plugin" ] || skip "$plugin was not built (libslurm-dev's slurm/spank.h is missing)"
@@ -159,6 +159,10 @@ rc=$?
 [ $rc != 0 ] && oom_bundles "srun --gmp --mem=100M" "$work/d1" 1 && [ ! -e "$work/oom_dumps" ] &&
     ok "srun --gmp --mem=100M of a growing Python: one bundle, the task's OOM kill with the cgroup's count; none for srun" ||
     { [ -e "$work/oom_dumps" ] && fail "srun wrote bundles of its own: $(ls "$work/oom_dumps")"; }
+# one line in the job's output: how many tasks, what, where
+grep -q "^gpumemprof: step [0-9]*\.0: 1 task(s) ran out of memory; the first: killed by the kernel's OOM killer ($work/d1/oom_dump_" "$work/a.out" &&
+    ok "srun's step summary in the job's output: 1 task ran out of memory, killed by the OOM killer, its bundle" ||
+    fail "no step summary in srun's output: $(cat "$work/a.out")"
 # the limit is the job's or step's (Slurm sets none on the task's cgroup)
 "$inspect" show "$work"/d1/oom_dump_* >"$work/show1.out" 2>&1
 grep -q "^Host: .*cgroup .* of 100.0 MiB limit (set on /sys/fs/cgroup/.*/job_[0-9]*" "$work/show1.out" &&
@@ -204,8 +208,8 @@ srun "$python" "$work/grow.py"
 exit 0
 EOF
 sbatch --wait -o "$work/job.out" "$work/job.sh" >"$work/sbatch.out" 2>&1
-oom_bundles "#SBATCH --gmp" "$work/d3" 1 &&
-    ok "#SBATCH --gmp: the step's task has its bundle; the batch shell and srun none" ||
+oom_bundles "#SBATCH --gmp" "$work/d3" 1 && grep -q "^gpumemprof: step [0-9]*\.0: 1 task(s) ran out of memory" "$work/job.out" &&
+    ok "#SBATCH --gmp: the step's task has its bundle (the batch shell and srun none), and the job's output says so" ||
     echo "      sbatch: $(cat "$work/sbatch.out"); the job: $(cat "$work/job.out")"
 
 # the preload in the user's own shell (srun inherits it, and passes it on
@@ -261,6 +265,35 @@ else
     fail "a kill -9 of a task: triage exit $rc: $(cat "$work/tri.json")"
 fi
 
+# scancel of a running job: no OOM either
+srun --gmp="$work/d7" --mem=500M "$python" -c 'import time
+x = bytearray(20 << 20)
+time.sleep(60)' >/dev/null 2>&1 &
+srun_pid=$!
+i=0
+until jobid=$(squeue -h -o %i 2>/dev/null | head -1) && [ -n "$jobid" ] &&
+    pgrep -f "^$python -c import time" >/dev/null; do
+    i=$((i + 1))
+    [ $i -lt 100 ] || break
+    sleep 0.1
+done
+sleep 0.5
+rings_before=$(find /tmp/gpumemprof-0 -name 'ring_*' 2>/dev/null | wc -l)
+[ -n "${jobid:-}" ] && scancel "$jobid"
+wait "$srun_pid" 2>/dev/null
+sleep 1 # the step's end: slurmstepd reaps and recovers
+rings_after=$(find /tmp/gpumemprof-0 -name 'ring_*' 2>/dev/null | wc -l)
+"$inspect" triage "$work/d7" --format json >"$work/tri7.json" 2>/dev/null
+rc=$?
+if [ -n "${jobid:-}" ] && [ $rc = 0 ] && [ "$rings_after" -lt "$rings_before" ] &&
+    "$python" -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+sys.exit(t["oom_bundles"] != 0 or t["not_memory"] != 1)' "$work/tri7.json"; then
+    ok "scancel of a running job: its bundle says killed with no sign of memory (not an OOM), no ring left"
+else
+    fail "scancel: job '${jobid:-}', rings $rings_before -> $rings_after, triage exit $rc: $(cat "$work/tri7.json")"
+fi
+
 # a step that does not ask is not touched; one that asks and ends cleanly leaves nothing
 seen=$(srun sh -c 'echo "[$LD_PRELOAD]"' 2>&1)
 [ "$seen" = "[]" ] && ok "a step without --gmp: no preload in its task" ||
@@ -268,13 +301,13 @@ seen=$(srun sh -c 'echo "[$LD_PRELOAD]"' 2>&1)
 rings_before=$(find /tmp/gpumemprof-0 -type f 2>/dev/null | wc -l)
 mkdir -p "$work/clean" && cd "$work/clean" || exit 1
 seen=$(srun --gmp sh -c 'echo "$LD_PRELOAD"' 2>&1)
-srun --gmp true >/dev/null 2>&1
+said=$(srun --gmp true 2>&1 | grep "^gpumemprof")
 rings_after=$(find /tmp/gpumemprof-0 -type f 2>/dev/null | wc -l)
 case "$seen" in
 *libgpumemprof_preload.so*)
-    [ ! -e "$work/clean/oom_dumps" ] && [ "$rings_after" -le "$rings_before" ] &&
-        ok "srun --gmp: the preload in the task; srun --gmp true leaves no bundle and no ring" ||
-        fail "srun --gmp true left: $(ls "$work/clean") rings $rings_before -> $rings_after" ;;
+    [ ! -e "$work/clean/oom_dumps" ] && [ "$rings_after" -le "$rings_before" ] && [ -z "$said" ] &&
+        ok "srun --gmp: the preload in the task; srun --gmp true leaves no bundle, no ring, no line" ||
+        fail "srun --gmp true left: $(ls "$work/clean") rings $rings_before -> $rings_after, said '$said'" ;;
 *) fail "srun --gmp: the task's LD_PRELOAD is '$seen'" ;;
 esac
 cd "$work" || exit 1
