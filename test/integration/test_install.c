@@ -46,6 +46,23 @@ static void test_install(void **state)
         if (access(path, R_OK) != 0)
             fail_msg("not installed: %s", path);
     }
+    /* the Slurm plugin, where it was built: installed where it finds the
+     * preload and gmp-inspect from itself, and the plugstack.conf line said */
+    char plugin[1024];
+    snprintf(plugin, sizeof plugin, "%s/spank_gmp.so", build && *build ? build : "build");
+    if (access(plugin, R_OK) == 0) {
+        static const char *const beside[] = {"lib/gpumemprof/spank_gmp.so",
+                                             "lib/gpumemprof/../libgpumemprof_preload.so",
+                                             "lib/gpumemprof/../../bin/gmp-inspect"};
+        for (size_t i = 0; i < sizeof beside / sizeof *beside; i++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/root/opt/gmp/%s", scratch, beside[i]);
+            if (access(path, R_OK) != 0)
+                fail_msg("the Slurm plugin's %s is not there: %s", beside[i], path);
+        }
+        if (!strstr(out, "optional /opt/gmp/lib/gpumemprof/spank_gmp.so\n"))
+            fail_msg("make install does not say the plugstack.conf line: %s", out);
+    }
     /* the man pages render, with no warning from groff */
     if (sh("command -v groff") == 0) {
         snprintf(cmd, sizeof cmd,
