@@ -20,7 +20,8 @@
  * with, when the preload and gmp-inspect are not where `make install`
  * puts them beside it:  preload=/path/libgpumemprof_preload.so
  * inspect=/path/gmp-inspect.  Links only libc; loaded by srun, sbatch and
- * slurmstepd, it speaks only through Slurm's log.
+ * slurmstepd, it speaks through Slurm's log, and in srun only the one
+ * summary line on srun's stderr.
  */
 #include <slurm/spank.h>
 
@@ -126,8 +127,8 @@ static int is_batch_step(spank_t sp)
            step == SLURM_BATCH_SCRIPT;
 }
 
-/* In the task, as its user, just before exec: the preload first in its
- * LD_PRELOAD (after what was there: an ASan runtime must stay first). */
+/* In the task, as its user, just before exec: the preload in its
+ * LD_PRELOAD, after what was there (an ASan runtime must stay first). */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
