@@ -3,8 +3,9 @@
  * input is a bundle, its files separated by lines "--8<-- NAME" (NAME one
  * of the files a bundle or a leak report may hold), written into a scratch
  * bundle directory; then validate, show, events --json, triage (text, json,
- * junit, markdown), diff, leaks and export (trace-json, torch-snapshot) read it as
- * they would a hostile bundle from another machine.  Each must return (0, 1
+ * junit, markdown), diff, leaks, plot, metrics and export (trace-json,
+ * torch-snapshot) read it as they would a hostile bundle from another
+ * machine.  Each must return (0, 1
  * or 3) without a crash, a leak, or a hang.  The input is also a string to
  * show (clean_text: no control character may come out) and a text to mask
  * credentials in.
@@ -22,7 +23,7 @@ static const char *const names[] = {
 };
 #define NAMES (sizeof names / sizeof *names)
 
-static char bundle_dir[512], leak_report[512];
+static char bundle_dir[512], leak_report[512], plot_svg[512];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,6 +36,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(bundle_dir, sizeof bundle_dir, "%s/oom_dump_20260303T120000Z_42_cuda_1", fuzz_dir);
     snprintf(leak_report, sizeof leak_report, "%s/leak_report_20260303T120000Z_42_cuda_1",
              fuzz_dir);
+    snprintf(plot_svg, sizeof plot_svg, "%s.svg", fuzz_dir); /* beside: emptied with it never */
     return 0;
 }
 
@@ -93,6 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_diff, bundle_dir, bundle_dir, NULL);
     run(cmd_leaks, bundle_dir, "--json", NULL);
     run(cmd_leaks, bundle_dir, "--window", "5");
+    run(cmd_plot, bundle_dir, "-o", plot_svg);
+    run(cmd_metrics, fuzz_dir, NULL, NULL);
     FILE *trace = fopen("/dev/null", "w");
     char *export_paths[] = {(char *)fuzz_dir}, *one[] = {(char *)bundle_dir};
     if (trace && (export_trace(export_paths, 1, trace) > 1 ||

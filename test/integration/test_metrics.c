@@ -27,10 +27,15 @@ static char out[1 << 16], err[1 << 16];
 static int have_promtool = -1;
 
 /* The text format, strictly: HELP and TYPE comments, then samples
- * name{label="value",...} number, names and labels well-formed. */
+ * name{label="value",...} number, names and labels well-formed, and no
+ * series (name and labels) twice. */
 static void check_format(const char *text)
 {
     char copy[1 << 16];
+    static char seen[1 << 16];
+    size_t seen_len = 0;
+    seen[0] = '\n';
+    seen[1] = '\0';
     snprintf(copy, sizeof copy, "%s", text);
     int samples = 0;
     for (char *save = NULL, *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -62,6 +67,15 @@ static void check_format(const char *text)
                 fail_msg("bad label list: %s", l);
         }
         p++;
+        char series[1200], needle[1210];
+        snprintf(series, sizeof series, "%.*s", (int)(p - l), l);
+        snprintf(needle, sizeof needle, "\n%s\n", series);
+        if (strstr(seen, needle))
+            fail_msg("series twice: %s\n%s", series, text);
+        if (seen_len + strlen(series) + 3 < sizeof seen) {
+            snprintf(seen + seen_len + 1, sizeof seen - seen_len - 1, "%s\n", series);
+            seen_len += strlen(series) + 1;
+        }
         if (*p++ != ' ' || !isdigit((unsigned char)*p))
             fail_msg("bad value: %s", l);
         while (isdigit((unsigned char)*p))
@@ -214,6 +228,25 @@ static void test_metrics_from_bundles(void **state)
     assert_non_null(strstr(text, "backend=\"cuda\",device=\"1\"} 4\n")); /* allocations */
     assert_int_equal(value_of(text, "gpumemprof_oom_episodes_total{"), 1);
     assert_int_equal(value_of(text, "gpumemprof_bundles_written_total{"), 1);
+    /* a backend named past 15 bytes and a host past 127: still one series
+     * per name and label set (the lookup once compared the whole name with
+     * the kept, cut one, and wrote a series per event) */
+    snprintf(script, sizeof script,
+             "python3 -c 'import glob, json, os, sys\n"
+             "b = glob.glob(sys.argv[1] + \"/oom_dump_*\")[0]\n"
+             "for name, edit in ((\"manifest.json\", lambda d: d.update(host=\"h\" * 200)),\n"
+             "                   (\"events.json\", lambda d: [e.update(backend=\"cuda_with_a_long_name\")\n"
+             "                                            for e in (d if isinstance(d, list) else d[\"events\"])])):\n"
+             "    d = json.load(open(os.path.join(b, name)))\n"
+             "    edit(d)\n"
+             "    json.dump(d, open(os.path.join(b, name), \"w\"))' '%s'",
+             paths.dumps);
+    const char *edit[] = {"/bin/sh", "-c", script, NULL};
+    assert_int_equal(exit_code_of(run_capture(edit, out, sizeof out, err, sizeof err)), 0);
+    assert_int_equal(exit_code_of(run_capture(argv, text, sizeof text, err, sizeof err)), 0);
+    check_format(text);
+    write_file(file, text, strlen(text));
+    promtool(file);
 }
 
 static int setup(void **state)

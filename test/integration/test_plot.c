@@ -156,6 +156,35 @@ static void test_no_events_still_plots(void **state)
     assert_string_equal(out, "0\n");
 }
 
+/* Events with times of +-1e308 and a count of 1e300 (a hostile bundle):
+ * validate refuses them, and plot draws what is left, in time (the axes
+ * once stretched to infinity and never finished). */
+static void test_absurd_values_end(void **state)
+{
+    (void)state;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "b='%s/absurd/oom_dump_20260303T120000Z_12345_cuda_1' && rm -rf '%s/absurd' && "
+             "mkdir -p '%s/absurd' && cp -r '%s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' "
+             "\"$b\" && python3 -c 'import json, sys\n"
+             "ev = [{\"event_type\": \"alloc\", \"timestamp\": t, \"bytes_in_use\": u, "
+             "\"backend\": \"cpu\", \"device_id\": -1, \"size\": 1}\n"
+             "      for t, u in ((1e308, 1), (-1e308, 5), (100.0, 1e300), (101.0, 7), (102.0, 9))]\n"
+             "json.dump(ev, open(sys.argv[1] + \"/events.json\", \"w\"))\n"
+             "for f, k in ((\"manifest.json\", \"event_count\"), (\"metadata.json\", "
+             "\"captured_event_count\")):\n"
+             "    d = json.load(open(sys.argv[1] + \"/\" + f)); d[k] = 5\n"
+             "    json.dump(d, open(sys.argv[1] + \"/\" + f, \"w\"))' \"$b\" && "
+             "timeout 20 %s plot \"$b\" -o '%s/absurd.svg' && grep -c '<polyline' '%s/absurd.svg'; "
+             "%s validate \"$b\" >/dev/null 2>&1; echo validate=$?; %s validate \"$b\" 2>&1 | "
+             "grep -c 'timestamp is not a time since 1970'",
+             paths.scratch, paths.scratch, paths.scratch,
+             getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES") : "test/fixtures",
+             inspect_path(), paths.scratch, paths.scratch, inspect_path(), inspect_path());
+    sh(cmd);
+    assert_string_equal(out, "1\nvalidate=1\n1\n");
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -171,6 +200,7 @@ int main(void)
         cmocka_unit_test(test_html_renders),
         cmocka_unit_test(test_host_limit_and_pressure),
         cmocka_unit_test(test_no_events_still_plots),
+        cmocka_unit_test(test_absurd_values_end),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -190,6 +190,9 @@ static void test_fifo_named_by_a_ring_does_not_hang(void **state)
 #define WORKFLOW "\n::error file=x::injected\n::add-mask::secret"
 #define XML "\"/></testcase><testcase classname=\"gpumemprof.oom\" name=\"planted\">"
 #define MARKDOWN "[click](http://evil.example) ![img](http://evil.example/x.png) | `x`"
+/* Trojan Source: a right-to-left override, a line separator, an isolate,
+ * a zero-width space and a BOM, which reorder or hide what a reader sees */
+#define BIDI "\xe2\x80\xae" "evil" "\xe2\x80\xa8" "\xe2\x81\xa6" "\xe2\x80\x8b" "\xef\xbb\xbf"
 
 static void set_string(const char *file, const char *key, const char *value)
 {
@@ -216,8 +219,8 @@ static void make_hostile_bundle(char *bundle, size_t cap)
     assert_int_equal(system(script), 0);
     snprintf(file, sizeof file, "%s/metadata.json", bundle);
     set_string(file, "reason", ESCAPES MARKDOWN XML);
-    set_string(file, "exception_message", "boom" WORKFLOW ESCAPES);
-    set_string(file, "context", ESCAPES WORKFLOW);
+    set_string(file, "exception_message", "boom" WORKFLOW ESCAPES BIDI);
+    set_string(file, "context", ESCAPES WORKFLOW BIDI);
     snprintf(file, sizeof file, "%s/manifest.json", bundle);
     set_string(file, "reason", ESCAPES MARKDOWN XML WORKFLOW);
     snprintf(file, sizeof file, "%s/events.json", bundle);
@@ -228,16 +231,29 @@ static void make_hostile_bundle(char *bundle, size_t cap)
                                                          : json_object_get(events, "events"),
                                    0);
     assert_non_null(first);
-    json_object_set_new(first, "api", json_string("cudaMalloc" ESCAPES WORKFLOW));
+    json_object_set_new(first, "api", json_string("cudaMalloc" ESCAPES WORKFLOW BIDI));
     assert_int_equal(json_dump_file(events, file, JSON_INDENT(1)), 0);
     json_decref(events);
 }
 
-/* No control character but the line ends, and no line of a workflow command. */
+/* A bidi control, line or paragraph separator, zero-width character or
+ * BOM at p (UTF-8). */
+static int invisible_at(const unsigned char *p)
+{
+    return (p[0] == 0xe2 && p[1] == 0x80 && ((p[2] >= 0x8b && p[2] <= 0x8f) ||
+                                             (p[2] >= 0xa8 && p[2] <= 0xae))) ||
+           (p[0] == 0xe2 && p[1] == 0x81 && ((p[2] >= 0xa0 && p[2] <= 0xa4) ||
+                                             (p[2] >= 0xa6 && p[2] <= 0xa9))) ||
+           (p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf) || (p[0] == 0xd8 && p[1] == 0x9c);
+}
+
+/* No control character but the line ends, no invisible format character,
+ * and no line of a workflow command. */
 static void expect_inert(const char *verb, const char *text)
 {
     for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-        if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
+        if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0) ||
+            invisible_at(p))
             fail_msg("%s printed byte 0x%02x at %ld:\n%s", verb, *p,
                      (long)((const char *)p - text), text);
     if (!strncmp(text, "::", 2) || strstr(text, "\n::"))
@@ -272,6 +288,8 @@ static void test_bundle_strings_are_inert(void **state)
         expect_inert(what, out);
         if (!strstr(opts, "json") && !strstr(out, "\\x1b"))
             fail_msg("%s shows no escape visibly:\n%s", what, out);
+        if (!strcmp(verbs[i][0], "show") && !strstr(out, "\\u202eevil\\u2028\\u2066\\u200b\\ufeff"))
+            fail_msg("show does not make the format characters visible:\n%s", out);
     }
     /* the Markdown table: the reason is one code span in one cell */
     snprintf(script, sizeof script, "%s triage '%s/hostile' --format markdown", inspector,

@@ -4,8 +4,10 @@
  * retitle or clear the reader's terminal, a newline would start a line of
  * its own ("::error ..." is a command to GitHub Actions).  Text output shows
  * every control character visibly instead: C0 and DEL as \n, \t, \r or
- * \xNN, the C1 controls (U+0080-U+009F) as \uNNNN, and bytes that are not
- * UTF-8 as \xNN.  The bundle's documents are cleaned once, as they are
+ * \xNN, the C1 controls (U+0080-U+009F) and the invisible format
+ * characters that reorder or hide text (the bidi embeddings, overrides and
+ * isolates, LRM/RLM/ALM, zero-width characters, U+2028 and U+2029, the
+ * BOM: "Trojan Source") as \uNNNN, and bytes that are not UTF-8 as \xNN.  The bundle's documents are cleaned once, as they are
  * loaded, unless a verb prints JSON: print_json is the one encoder of a
  * verb's JSON, and it escapes by JSON's rules, in ASCII.
  */
@@ -27,6 +29,19 @@ static size_t utf8_length(const unsigned char *s, size_t n)
         if ((s[i] & 0xc0) != 0x80)
             return 0;
     return len;
+}
+
+unsigned invisible_format_char(const unsigned char *c, size_t len)
+{
+    unsigned cp = len == 2 ? (unsigned)(c[0] & 0x1f) << 6 | (c[1] & 0x3f)
+                  : len == 3 ? (unsigned)(c[0] & 0x0f) << 12 | (unsigned)(c[1] & 0x3f) << 6 |
+                                   (c[2] & 0x3f)
+                             : 0;
+    return cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+                   (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) ||
+                   cp == 0xfeff
+               ? cp
+               : 0;
 }
 
 size_t clean_text_n(const char *s, size_t n, char *out, size_t cap)
@@ -52,6 +67,12 @@ size_t clean_text_n(const char *s, size_t n, char *out, size_t cap)
             memcpy(esc, "\\u00", 4);
             esc[4] = hex[c[1] >> 4];
             esc[5] = hex[c[1] & 15];
+            elen = 6;
+        } else if (len > 1 && invisible_format_char(c, len)) {
+            unsigned cp = invisible_format_char(c, len);
+            memcpy(esc, "\\u", 2);
+            for (int k = 0; k < 4; k++)
+                esc[2 + k] = hex[(cp >> (12 - 4 * k)) & 15];
             elen = 6;
         } else if (!len) {
             esc[0] = '\\';
@@ -97,7 +118,8 @@ static char *cleaned(const char *s, size_t n)
     int dirty = 0;
     for (size_t i = 0; i < n && !dirty; i++) {
         unsigned char c = (unsigned char)s[i];
-        dirty = c < 0x20 || c == 0x7f || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] < 0xa0);
+        dirty = c < 0x20 || c == 0x7f || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] < 0xa0) ||
+                c == 0xd8 || c == 0xe2 || c == 0xef; /* leads of the format characters */
     }
     if (!dirty)
         return NULL;

@@ -139,6 +139,10 @@ extern int inspect_raw_json;
  * two-space indent, ASCII only, then a newline; releases doc.  0, or -1
  * (doc NULL, or stdout failed). */
 int print_json(json_t *doc);
+/* The code point of the UTF-8 character c (len bytes) when it is an
+ * invisible format character clean_text escapes (bidi controls,
+ * zero-width characters, U+2028/U+2029, the BOM), else 0. */
+unsigned invisible_format_char(const unsigned char *c, size_t len);
 
 /* sites.c: the top allocation sites by live bytes, symbolised (libdw);
  * name_site: one stack's site, its innermost frame of the program's own

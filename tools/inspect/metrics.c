@@ -40,8 +40,10 @@ static device_stat *dev_of(proc *p, const char *backend, int64_t device)
         snprintf(d, sizeof d, "pinned");
     else
         snprintf(d, sizeof d, "%lld", (long long)device);
+    char b[16]; /* as it is kept: the lookup compares what is kept */
+    snprintf(b, sizeof b, "%.15s", backend);
     for (int i = 0; i < p->ndev; i++)
-        if (!strcmp(p->dev[i].backend, backend) && !strcmp(p->dev[i].device, d))
+        if (!strcmp(p->dev[i].backend, b) && !strcmp(p->dev[i].device, d))
             return &p->dev[i];
     if (p->ndev == MAX_DEVICES_SEEN)
         return NULL;
@@ -52,8 +54,11 @@ static device_stat *dev_of(proc *p, const char *backend, int64_t device)
     return s;
 }
 
-static proc *proc_of(procs *ps, int64_t pid, const char *host, const char *rank)
+static proc *proc_of(procs *ps, int64_t pid, const char *long_host, const char *long_rank)
 {
+    char host[sizeof ps->p->host], rank[sizeof ps->p->rank]; /* as they are kept */
+    snprintf(host, sizeof host, "%s", long_host);
+    snprintf(rank, sizeof rank, "%s", long_rank);
     for (size_t i = 0; i < ps->n; i++)
         if (ps->p[i].pid == pid && !strcmp(ps->p[i].host, host) && !strcmp(ps->p[i].rank, rank))
             return &ps->p[i];

@@ -23,9 +23,11 @@
 static const char *const colours[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
                                       "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
 
-void plot_xml_text(FILE *f, const char *s)
+void plot_xml_text(FILE *f, const char *raw)
 {
-    for (; *s; s++) {
+    char shown[4096]; /* controls and invisible format characters made visible first */
+    clean_text_n(raw, strnlen(raw, (sizeof shown - 1) / 6), shown, sizeof shown);
+    for (const char *s = shown; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '<')
             fputs("&lt;", f);
@@ -124,6 +126,12 @@ static int is_memory_event(const char *type)
                     !strcmp(type, "unmap"));
 }
 
+/* A time the axes can hold: since 1970 and before the year 5000. */
+static int plottable_time(double t)
+{
+    return t >= 0 && t <= PLOT_TIME_MAX;
+}
+
 /* Time range, series, and the top of the y axis. */
 static void collect(plot *p)
 {
@@ -138,7 +146,7 @@ static void collect(plot *p)
         double t, y, size = 0;
         const char *type = jstr(ev, "event_type");
         char name[64], label[96];
-        if (type && !strcmp(type, "sample") && !num(ev, "timestamp", &t) &&
+        if (type && !strcmp(type, "sample") && !num(ev, "timestamp", &t) && plottable_time(t) &&
             !sample_series(p, ev, &y, name, label)) {
             series *s = plot_series(p, name, label);
             if (s)
@@ -148,9 +156,9 @@ static void collect(plot *p)
             p->ymax = fmax(p->ymax, y);
             continue;
         }
-        if (!is_memory_event(type) || num(ev, "timestamp", &t) < 0 ||
-            num(ev, "bytes_in_use", &y) < 0)
-            continue;
+        if (!is_memory_event(type) || num(ev, "timestamp", &t) < 0 || !plottable_time(t) ||
+            num(ev, "bytes_in_use", &y) < 0 || y < 0 || y > PLOT_BYTES_MAX)
+            continue; /* absurd values would stretch the axes past drawing */
         num(ev, "size", &size);
         event_where(ev, name, sizeof name);
         snprintf(label, sizeof label, "%s in use", name);

@@ -17,6 +17,9 @@
 #define T 50
 #define B 70
 #define MAX_SERIES 16
+/* past these a time or a count is a hostile file's: the axes stay finite */
+#define PLOT_TIME_MAX 1e11                   /* seconds since 1970 */
+#define PLOT_BYTES_MAX 1152921504606846976.0 /* 2^60 */
 
 typedef struct series {
     char name[64];

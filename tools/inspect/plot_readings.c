@@ -19,8 +19,6 @@
 #include <sys/stat.h>
 
 #define READINGS_MAX ((off_t)64 << 20)
-#define BYTES_MAX 1152921504606846976.0 /* 2^60 */
-#define TIME_MAX 1e11 /* seconds since 1970: the year 5138; past it a hostile file's */
 
 static int num(json_t *o, const char *key, double *out)
 {
@@ -86,9 +84,9 @@ static void collect(plot *p, json_t *readings)
     json_t *r;
     json_array_foreach(readings, i, r) {
         double t, used, total;
-        if (num(r, "timestamp", &t) || t < 0 || t > TIME_MAX ||
+        if (num(r, "timestamp", &t) || t < 0 || t > PLOT_TIME_MAX ||
             (num(r, "used_bytes", &used) && num(r, "device_used", &used)) || used < 0 ||
-            used > BYTES_MAX)
+            used > PLOT_BYTES_MAX)
             continue;
         char name[80], label[96];
         line_of(r, name, sizeof name);
@@ -98,7 +96,7 @@ static void collect(plot *p, json_t *readings)
             continue;
         plot_point(s, t, used);
         if ((!num(r, "total_bytes", &total) || !num(r, "device_total", &total)) && total > 0 &&
-            total <= BYTES_MAX)
+            total <= PLOT_BYTES_MAX)
             totals[s - p->s] = fmax(totals[s - p->s], total);
         p->t0 = fmin(p->t0, t);
         p->t1 = fmax(p->t1, t);

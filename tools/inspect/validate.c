@@ -97,6 +97,30 @@ static const field allocations_fields[] = {
     {"live_count", K_INT}, {"live_bytes", K_INT}, {"by_device", K_ARRAY},
     {"by_api", K_ARRAY}, {"allocations", K_ARRAY},
 };
+/* An event's time and bytes as a reader can use them: a time since 1970
+ * and before the year 5000 (a value past it would stretch a drawing's axis
+ * forever), a count not negative; the first event that is not so. */
+static void check_event_values(report *r, const event_list *events)
+{
+    size_t i;
+    json_t *ev;
+    event_foreach(events, i, ev) {
+        json_t *t = json_object_get(ev, "timestamp"), *use = json_object_get(ev, "bytes_in_use");
+        double secs = json_is_number(t) ? json_number_value(t) : 0;
+        const char *bad = t && (!json_is_number(t) || !(secs >= 0 && secs <= 1e11))
+                              ? "timestamp is not a time since 1970 before the year 5000"
+                          : use && !json_is_wide_size(use, NULL) &&
+                                  !(json_is_integer(use) && json_integer_value(use) >= 0)
+                              ? "bytes_in_use is not a count of bytes"
+                              : NULL;
+        if (bad) {
+            problem(r, "events.json: event %zu's %s", i, bad);
+            json_decref(ev);
+            return;
+        }
+    }
+}
+
 static const char *const required_files[] = {"manifest.json", "events.json",
                                              "metadata.json", "environment.json"};
 
@@ -215,6 +239,7 @@ static int validate_one(const char *path)
                     (long long)captured, n);
         if (events.first_non_object != SIZE_MAX)
             problem(&r, "events.json: event %zu is not an object", events.first_non_object);
+        check_event_values(&r, &events);
         events_free(&events);
     }
     size_t i;
