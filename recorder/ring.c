@@ -238,7 +238,8 @@ int gmp_ring_attach_writable(gmp_ring *ring, const char *path, char *why, size_t
 static int attach(gmp_ring *ring, const char *path, int writable, char *why, size_t why_cap)
 {
     memset(ring, 0, sizeof *ring);
-    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named as a ring is refused below, not waited on */
+    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return fail(why, why_cap, gmp_strerror(errno));
     struct stat st;

@@ -180,6 +180,14 @@ static void test_fifo_named_by_a_ring_does_not_hang(void **state)
         if (!strstr(out, "bundle: ") || !strstr(out, "status 0\n"))
             fail_msg("%s: out: %s\nstderr: %s", names[i], out, err);
     }
+    /* a FIFO named as a ring itself: watch and export refuse it at once */
+    snprintf(script, sizeof script,
+             "timeout 20 %s watch '%s' --once; echo \"watch $?\"; "
+             "timeout 20 %s export '%s' --format trace-json -o '%s/fifo.json'; echo \"export $?\"",
+             inspector, names[0], inspector, names[0], paths.scratch);
+    run_bare(script);
+    if (strcmp(out, "watch 1\nexport 1\n") || !strstr(err, "not a regular file"))
+        fail_msg("a FIFO as a ring: out: %s\nstderr: %s", out, err);
 }
 
 /* Strings a hostile bundle carries: an escape sequence that retitles and
@@ -583,12 +591,45 @@ static void test_list_follows_no_symlink(void **state)
              "cd '%s' && rm -rf listed elsewhere && mkdir listed && "
              "cp -r '%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' elsewhere && "
              "ln -s ../elsewhere listed/oom_dump_20260303T120000Z_12345_cuda_1 && "
-             "%s list listed; echo \"status $?\"",
-             paths.scratch, fixtures, inspector);
+             "%s list listed; echo \"status $?\"; %s triage listed; echo \"triage $?\"",
+             paths.scratch, fixtures, inspector, inspector);
     free(fixtures);
     run_bare(script);
     if (!strstr(out, "is a symbolic link (not followed)") || strstr(out, "OutOfMemoryError") ||
         !strstr(out, "status 1\n"))
+        fail_msg("out: %s\nstderr: %s", out, err);
+    /* triage counts it unreadable and fails, as list does, not a silent pass */
+    if (!strstr(out, "0 signature(s) in 1 bundle(s)") || !strstr(out, "1 unreadable") ||
+        !strstr(out, "is a symbolic link (refused)") || !strstr(out, "triage 1\n"))
+        fail_msg("triage of a symlinked bundle: %s\nstderr: %s", out, err);
+}
+
+/* plot -o and export -o: a symlink at the name is replaced, not followed
+ * (its target stays as it was), a FIFO there is replaced, not opened (no
+ * hang), and the file is 0600 whatever the umask: it carries the process
+ * names, host and module paths of a 0600 bundle. */
+static void test_outputs_follow_no_symlink(void **state)
+{
+    (void)state;
+    char script[8192];
+    char *fixtures = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
+                                                          : "test/fixtures",
+                              NULL);
+    assert_non_null(fixtures);
+    snprintf(script, sizeof script,
+             "cd '%s' && rm -rf outs && mkdir outs && cd outs && umask 022 && "
+             "b='%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' && "
+             "echo precious > target && ln -s target link.svg && ln -s target link.json && "
+             "mkfifo fifo.svg && "
+             "timeout 20 %s plot \"$b\" -o link.svg && "
+             "timeout 20 %s export \"$b\" --format trace-json -o link.json && "
+             "timeout 20 %s plot \"$b\" -o fifo.svg && "
+             "cat target && stat -c '%%F %%a' link.svg link.json fifo.svg && "
+             "ls -A | grep -c gmp-inspect",
+             paths.scratch, fixtures, inspector, inspector, inspector);
+    free(fixtures);
+    run_bare(script);
+    if (strcmp(out, "precious\nregular file 600\nregular file 600\nregular file 600\n0\n"))
         fail_msg("out: %s\nstderr: %s", out, err);
 }
 
@@ -695,6 +736,7 @@ int main(void)
         cmocka_unit_test_setup(test_watch_survives_a_shrinking_ring, empty_dirs),
         cmocka_unit_test(test_large_events_in_bounded_memory),
         cmocka_unit_test(test_list_follows_no_symlink),
+        cmocka_unit_test(test_outputs_follow_no_symlink),
         cmocka_unit_test(test_two_users),
     };
     return cmocka_run_group_tests_name("trust", tests, setup, preload_paths_teardown);

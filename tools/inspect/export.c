@@ -144,14 +144,15 @@ int cmd_export(int argc, char **argv)
     if (!outp)
         return VERB_EXIT(verb_misuse(&a, "-o FILE is needed (- for stdout)"));
     int to_stdout = !strcmp(outp, "-");
-    FILE *f = to_stdout ? stdout : fopen(outp, "w");
+    out_file o;
+    FILE *f = to_stdout ? stdout : out_open(&o, outp);
     if (!f) {
         fprintf(stderr, "gmp-inspect export: cannot write %s\n", outp);
         return EXIT_INVALID;
     }
     int rc = torch ? export_torch(argv + optind, argc - optind, f, to_stdout ? stderr : stdout)
                    : export_trace(argv + optind, argc - optind, f);
-    if ((to_stdout ? fflush(f) : fclose(f)) != 0) {
+    if ((to_stdout ? fflush(f) : out_commit(&o)) != 0) {
         fprintf(stderr, "gmp-inspect export: cannot write %s\n", outp);
         rc = EXIT_INVALID;
     }

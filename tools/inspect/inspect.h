@@ -139,6 +139,16 @@ extern int inspect_raw_json;
  * two-space indent, ASCII only, then a newline; releases doc.  0, or -1
  * (doc NULL, or stdout failed). */
 int print_json(json_t *doc);
+/* output.c: -o FILE written to a 0600 temporary file beside it and renamed
+ * over it when whole (no symlink followed, no FIFO opened): out_open gives
+ * the stream (NULL, errno set, when it cannot be made); out_commit closes
+ * and renames it, 0 or -1 (nothing left behind). */
+typedef struct out_file {
+    FILE *f;
+    char tmp[4096], path[4096];
+} out_file;
+FILE *out_open(out_file *o, const char *path);
+int out_commit(out_file *o);
 /* The code point of the UTF-8 character c (len bytes) when it is an
  * invisible format character clean_text escapes (bidi controls,
  * zero-width characters, U+2028/U+2029, the BOM), else 0. */

@@ -142,10 +142,16 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
     const char *slash = strrchr(b->path, '/');
     snprintf(b->name, sizeof b->name, "%s", slash ? slash + 1 : b->path);
 
-    b->dirfd = open(b->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* a symlink named as a bundle is refused, as list refuses it: a
+     * directory of bundles must not send a reader elsewhere */
+    b->dirfd = open(b->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (b->dirfd < 0) {
+        int was = errno;
+        struct stat st;
+        int link = lstat(b->path, &st) == 0 && S_ISLNK(st.st_mode);
         set_err(err, err_cap, path,
-                errno == ENOTDIR ? "is not a bundle directory" : strerror(errno));
+                link ? "is a symbolic link (refused)"
+                     : was == ENOTDIR ? "is not a bundle directory" : strerror(was));
         return -1;
     }
     char why[512];
@@ -205,7 +211,10 @@ static void walk(const char *path, int depth, void (*fn)(const char *, void *), 
         if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
             continue;
         struct stat st;
-        if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) /* never follow a symlink */
+        /* never follow a symlink; one named as a bundle goes to the reader,
+         * which refuses it and counts it unreadable (not a silent pass) */
+        if (lstat(child, &st) == 0 &&
+            (S_ISDIR(st.st_mode) || (S_ISLNK(st.st_mode) && is_bundle_name(e->d_name))))
             walk(child, depth + 1, fn, arg);
     }
     closedir(d);

@@ -532,7 +532,8 @@ int cmd_plot(int argc, char **argv)
     p.metadata = b.metadata;
     collect(&p);
     limits(&p, &b);
-    FILE *f = fopen(outp, "w");
+    out_file o;
+    FILE *f = out_open(&o, outp);
     if (!f) {
         fprintf(stderr, "gmp-inspect plot: cannot write %s\n", outp);
         bundle_close(&b);
@@ -555,7 +556,7 @@ int cmd_plot(int argc, char **argv)
     plot_svg(f, &p, title, &b);
     if (html)
         fputs("</body></html>\n", f);
-    int bad = fclose(f) != 0;
+    int bad = out_commit(&o) != 0;
     plot_free(&p);
     bundle_close(&b);
     if (bad) {

@@ -149,7 +149,8 @@ int plot_readings(const char *path, const char *outp, int html)
     p.readings = 1;
     collect(&p, readings);
     plot_axis(&p);
-    FILE *f = fopen(outp, "w");
+    out_file o;
+    FILE *f = out_open(&o, outp);
     if (!f) {
         fprintf(stderr, "gmp-inspect plot: cannot write %s\n", outp);
         plot_free(&p);
@@ -165,7 +166,7 @@ int plot_readings(const char *path, const char *outp, int html)
     plot_svg(f, &p, title, NULL);
     if (html)
         fputs("</body></html>\n", f);
-    int bad = fclose(f) != 0;
+    int bad = out_commit(&o) != 0;
     plot_free(&p);
     json_decref(doc);
     if (bad) {
