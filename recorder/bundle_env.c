@@ -66,15 +66,15 @@ static void write_environ(gmp_jw *w)
         memcpy(key, *e, len);
         key[len] = '\0';
         gmp_jw_key(w, key);
-        char value[4096]; /* a URL's credentials masked in a copy (at most this much) */
+        /* credentials masked in a copy (at most this much: a longer value is
+         * cut, never written unchecked) */
+        char value[4096];
         if (gmp_env_name_is_secret(*e, len)) {
             gmp_jw_str(w, "[REDACTED]");
-        } else if (strstr(eq + 1, "://")) {
+        } else {
             gmp_strlcpy(value, eq + 1, sizeof value);
             gmp_redact_text(value, strlen(value));
             gmp_jw_str(w, value);
-        } else {
-            gmp_jw_str(w, eq + 1);
         }
     }
     gmp_jw_obj_end(w);

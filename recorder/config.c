@@ -15,6 +15,7 @@
 #include "gpumemprof.h"
 #include "jsonw.h"
 #include "recorder.h"
+#include "redact.h"
 #include "util.h"
 
 #include <errno.h>
@@ -291,6 +292,15 @@ static int parse_environment(gmp_config *cfg)
     GMP_OPTIONS(PARSE_BOOL, PARSE_NUM, PARSE_TEXT, PARSE_CHOICE, PARSE_JSON)
     if (complaint_count)
         gmp_log("%s", complaints);
+    /* the credentials environment.json masks in these variables are masked
+     * wherever their values go (metadata.json's context and custom_metadata) */
+    gmp_redact_text(cfg->context, strlen(cfg->context));
+    gmp_redact_text(cfg->metadata_json, strlen(cfg->metadata_json));
+    if (cfg->metadata_json[0] && /* "" is read as {} */
+        gmp_json_check_object(cfg->metadata_json, strlen(cfg->metadata_json), 32) != 0) {
+        gmp_log("GMP_METADATA: masking a credential in it left no JSON object; using {}");
+        memcpy(cfg->metadata_json, "{}", 3);
+    }
     return bad;
 }
 
