@@ -606,35 +606,6 @@ static void test_list_follows_no_symlink(void **state)
         fail_msg("triage of a symlinked bundle: %s\nstderr: %s", out, err);
 }
 
-/* plot -o and export -o: a symlink at the name is replaced, not followed
- * (its target stays as it was), a FIFO there is replaced, not opened (no
- * hang), and the file is 0600 whatever the umask: it carries the process
- * names, host and module paths of a 0600 bundle. */
-static void test_outputs_follow_no_symlink(void **state)
-{
-    (void)state;
-    char script[8192];
-    char *fixtures = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
-                                                          : "test/fixtures",
-                              NULL);
-    assert_non_null(fixtures);
-    snprintf(script, sizeof script,
-             "cd '%s' && rm -rf outs && mkdir outs && cd outs && umask 022 && "
-             "b='%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' && "
-             "echo precious > target && ln -s target link.svg && ln -s target link.json && "
-             "mkfifo fifo.svg && "
-             "timeout 20 %s plot \"$b\" -o link.svg && "
-             "timeout 20 %s export \"$b\" --format trace-json -o link.json && "
-             "timeout 20 %s plot \"$b\" -o fifo.svg && "
-             "cat target && stat -c '%%F %%a' link.svg link.json fifo.svg && "
-             "ls -A | grep -c gmp-inspect",
-             paths.scratch, fixtures, inspector, inspector, inspector);
-    free(fixtures);
-    run_bare(script);
-    if (strcmp(out, "precious\nregular file 600\nregular file 600\nregular file 600\n0\n"))
-        fail_msg("out: %s\nstderr: %s", out, err);
-}
-
 /* The uid of a throwaway account, made when missing; -1 when impossible. */
 static int throwaway_user(const char *name)
 {
@@ -645,6 +616,48 @@ static int throwaway_user(const char *name)
              name, name);
     struct passwd *pw = system(script) == 0 ? getpwnam(name) : NULL;
     return pw ? (int)pw->pw_uid : -1;
+}
+
+/* plot -o and export -o: a symlink another user planted at the name is
+ * refused (its target stays as it was), a FIFO nobody reads is refused at
+ * once (no hang), a file there is replaced by a whole new one, 0600
+ * whatever the umask (it carries the process names, host and module paths
+ * of a 0600 bundle); /dev/null stays the device it is, and /dev/stdout
+ * (root's symlink to a pipe) is written through. */
+static void test_outputs_follow_no_symlink(void **state)
+{
+    (void)state;
+    int other = throwaway_user("gmp-planter");
+    char script[8192];
+    char *fixtures = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
+                                                          : "test/fixtures",
+                              NULL);
+    assert_non_null(fixtures);
+    snprintf(script, sizeof script,
+             "cd '%s' && rm -rf outs && mkdir outs && cd outs && umask 022 && "
+             "b='%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' && "
+             "echo precious > target && ln -s target link.svg && %s "
+             "echo old > plain.json && chmod 0644 plain.json && mkfifo fifo.svg && "
+             "timeout 20 %s plot \"$b\" -o link.svg; echo \"link $?\"; "
+             "timeout 20 %s plot \"$b\" -o fifo.svg; echo \"fifo $?\"; "
+             "timeout 20 %s export \"$b\" --format trace-json -o plain.json; echo \"plain $?\"; "
+             "timeout 20 %s plot \"$b\" -o new.svg; echo \"new $?\"; "
+             "timeout 20 %s export \"$b\" --format trace-json -o /dev/null; echo \"null $?\"; "
+             "timeout 20 %s export \"$b\" --format trace-json -o /dev/stdout | grep -c traceEvents; "
+             "cat target; stat -c '%%F %%a' plain.json new.svg; stat -c '%%F' /dev/null fifo.svg; "
+             "ls -A | grep -c gmp-inspect",
+             paths.scratch, fixtures,
+             other >= 0 ? "chown -h gmp-planter link.svg &&" : "", inspector, inspector,
+             inspector, inspector, inspector, inspector);
+    free(fixtures);
+    run_bare(script);
+    char want[512];
+    snprintf(want, sizeof want,
+             "link %d\nfifo 1\nplain 0\nnew 0\nnull 0\n1\nprecious\nregular file 600\n"
+             "regular file 600\ncharacter special file\nfifo\n0\n",
+             other >= 0 ? 1 : 0);
+    if (strcmp(out, want))
+        fail_msg("out: %s\nwant: %s\nstderr: %s", out, want, err);
 }
 
 /* The attack as it was seen, with two ordinary accounts: with

@@ -139,12 +139,14 @@ extern int inspect_raw_json;
  * two-space indent, ASCII only, then a newline; releases doc.  0, or -1
  * (doc NULL, or stdout failed). */
 int print_json(json_t *doc);
-/* output.c: -o FILE written to a 0600 temporary file beside it and renamed
- * over it when whole (no symlink followed, no FIFO opened): out_open gives
- * the stream (NULL, errno set, when it cannot be made); out_commit closes
- * and renames it, 0 or -1 (nothing left behind). */
+/* output.c: -o FILE, a new or regular file written to a 0600 temporary
+ * file beside it and renamed over it when whole; a device written where it
+ * is; a symlink followed only when the caller or root owns it; a FIFO
+ * only when a reader has it open.  out_open gives the stream (NULL, errno set, when it cannot be
+ * had); out_commit closes and renames it, 0 or -1 (nothing left behind). */
 typedef struct out_file {
     FILE *f;
+    int direct; /* written where it is: nothing to rename */
     char tmp[4096], path[4096];
 } out_file;
 FILE *out_open(out_file *o, const char *path);
