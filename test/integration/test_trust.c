@@ -536,6 +536,42 @@ static void test_watch_survives_a_shrinking_ring(void **state)
         fail_msg("out: %s\nstderr: %s", out, err);
 }
 
+/* Files dense with values ("[{},{},...]": jansson once took 80 times
+ * their size, 5 GB for an 80 MB bundle): each is refused as too dense to
+ * read, said by validate, and no verb's resident memory passes 256 MB. */
+static void test_dense_files_in_bounded_memory(void **state)
+{
+    (void)state;
+    char script[8192];
+    char *fixtures = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
+                                                          : "test/fixtures",
+                              NULL);
+    assert_non_null(fixtures);
+    snprintf(script, sizeof script,
+             "cd '%s' && rm -rf dense && mkdir dense && "
+             "cp -r '%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' "
+             "dense/oom_dump_20260303T120000Z_12345_cuda_1 && "
+             "/usr/bin/python3 -c 'import json, resource, subprocess, sys\n"
+             "b = \"dense/oom_dump_20260303T120000Z_12345_cuda_1\"\n"
+             "dense = \"[\" + \",\".join([\"{}\"] * 5000000) + \"]\"\n"
+             "for name in (\"stacks.json\", \"allocations.json\", \"modules.json\"):\n"
+             "    open(b + \"/\" + name, \"w\").write(dense)\n"
+             "m = json.load(open(b + \"/manifest.json\"))\n"
+             "m[\"files\"] += [\"stacks.json\", \"allocations.json\", \"modules.json\"]\n"
+             "json.dump(m, open(b + \"/manifest.json\", \"w\"))\n"
+             "said = subprocess.run([sys.argv[1], \"validate\", b], capture_output=True, text=True)\n"
+             "print(said.returncode, \"holds too many values for its size\" in said.stdout + said.stderr)\n"
+             "for verb in ([\"show\", b], [\"triage\", \"dense\"], [\"diff\", b, b], [\"metrics\", \"dense\"],\n"
+             "             [\"export\", b, \"--format\", \"torch-snapshot\", \"-o\", \"dense.pickle\"]):\n"
+             "    subprocess.run([sys.argv[1]] + verb, capture_output=True)\n"
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 256 * 1024)' '%s'",
+             paths.scratch, fixtures, inspector);
+    free(fixtures);
+    run_bare(script);
+    if (strcmp(out, "1 True\nTrue\n"))
+        fail_msg("out: %s\nstderr: %s", out, err);
+}
+
 /* 40 MB of valid events: show reads them within 200 MB of address space
  * (jansson's document of them alone took 360 MB), and under 40 MB, where
  * the file cannot even be held, says "too large", not "invalid JSON". */
@@ -750,6 +786,7 @@ int main(void)
         cmocka_unit_test_setup(test_libdw_reads_nothing_inside_a_bundle, empty_dirs),
         cmocka_unit_test_setup(test_watch_survives_a_shrinking_ring, empty_dirs),
         cmocka_unit_test(test_large_events_in_bounded_memory),
+        cmocka_unit_test(test_dense_files_in_bounded_memory),
         cmocka_unit_test(test_list_follows_no_symlink),
         cmocka_unit_test(test_outputs_follow_no_symlink),
         cmocka_unit_test(test_two_users),

@@ -22,6 +22,10 @@ enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
  * keeps a hostile file's cost bounded.  events.json grows with the run; it
  * is indexed instead (events.c) and costs about its own size. */
 #define SMALL_FILE_MAX (16u << 20)
+/* The most a file's parse may cost (load_json_at refuses a denser file, or
+ * one that would take more than ten times its size): the five files a
+ * bundle's readers parse whole stay within 256 MB together. */
+#define JSON_COST_MAX ((size_t)48 << 20)
 #define EVENTS_FILE_MAX (512u << 20)
 
 /* events.c: events.json as read, and where each event starts in it. */

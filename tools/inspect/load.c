@@ -73,6 +73,31 @@ char *read_file_at(int dirfd, const char *name, size_t max_bytes, size_t *len_ou
     return buf;
 }
 
+/* What parsing text would cost in memory, about: jansson keeps every value
+ * as a node of its own (an object's with a hash table), so a file of
+ * "[{},{},...]" costs some 80 times its size.  Counted from the structure
+ * alone (strings skipped), before a byte is parsed. */
+static size_t json_text_cost(const char *s, size_t n)
+{
+    size_t objects = 0, arrays = 0, values = 1;
+    int in_string = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+            continue;
+        }
+        in_string = c == '"';
+        objects += c == '{';
+        arrays += c == '[';
+        values += c == ',';
+    }
+    return objects * 200 + arrays * 80 + values * 64;
+}
+
 json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
                      size_t err_cap)
 {
@@ -81,6 +106,18 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
     if (!buf)
         return NULL;
     buf = json_text_widen_integers(buf, &len);
+    size_t cost = json_text_cost(buf, len);
+    if (cost > JSON_COST_MAX || cost > 10 * len + (1u << 20)) {
+        char why[200], size[32], need[32];
+        fmt_bytes(len, size, sizeof size);
+        fmt_bytes(cost, need, sizeof need);
+        snprintf(why, sizeof why,
+                 "holds too many values for its size to read (%s would take some %s)", size,
+                 need);
+        set_err(err, err_cap, name, why);
+        free(buf);
+        return NULL;
+    }
     json_error_t jerr;
     errno = 0;
     json_t *root = json_loadb(buf, len, JSON_ALLOW_NUL, &jerr);
