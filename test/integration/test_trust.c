@@ -536,6 +536,16 @@ static void test_watch_survives_a_shrinking_ring(void **state)
         fail_msg("out: %s\nstderr: %s", out, err);
 }
 
+/* The test fixtures' directory, absolute (free it). */
+static char *fixtures_dir(void)
+{
+    char *dir = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
+                                                     : "test/fixtures",
+                         NULL);
+    assert_non_null(dir);
+    return dir;
+}
+
 /* Files dense with values ("[{},{},...]": jansson once took 80 times
  * their size, 5 GB for an 80 MB bundle): each is refused as too dense to
  * read, said by validate, and no verb's resident memory passes 256 MB. */
@@ -543,10 +553,7 @@ static void test_dense_files_in_bounded_memory(void **state)
 {
     (void)state;
     char script[8192];
-    char *fixtures = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
-                                                          : "test/fixtures",
-                              NULL);
-    assert_non_null(fixtures);
+    char *fixtures = fixtures_dir();
     snprintf(script, sizeof script,
              "cd '%s' && rm -rf dense && mkdir dense && "
              "cp -r '%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' "
@@ -621,10 +628,7 @@ static void test_list_follows_no_symlink(void **state)
 {
     (void)state;
     char script[4096];
-    char *fixtures = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
-                                                          : "test/fixtures",
-                              NULL);
-    assert_non_null(fixtures);
+    char *fixtures = fixtures_dir();
     snprintf(script, sizeof script,
              "cd '%s' && rm -rf listed elsewhere && mkdir listed && "
              "cp -r '%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' elsewhere && "
@@ -665,10 +669,7 @@ static void test_outputs_follow_no_symlink(void **state)
     (void)state;
     int other = throwaway_user("gmp-planter");
     char script[8192];
-    char *fixtures = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
-                                                          : "test/fixtures",
-                              NULL);
-    assert_non_null(fixtures);
+    char *fixtures = fixtures_dir();
     snprintf(script, sizeof script,
              "cd '%s' && rm -rf outs && mkdir outs && cd outs && umask 022 && "
              "b='%.1000s/python_seed/oom_dump_20260303T120000Z_12345_cuda_1' && "

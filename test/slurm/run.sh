@@ -241,18 +241,26 @@ else
     fail "pressure under the step's limit: exit $rc, $(cat "$work/tri5.json")"
 fi
 
-# a kill -9 that is no OOM: written up as a kill
-srun --gmp="$work/d4" --mem=500M "$python" -c 'import time
+# a task holding 20 MiB for a minute, its dump directory DIR: srun_pid,
+# and task (its pid) and jobid once it runs ("" when it never did)
+holder() { # DIR
+    srun --gmp="$1" --mem=500M "$python" -c 'import time
 x = bytearray(20 << 20)
 time.sleep(60)' >/dev/null 2>&1 &
-srun_pid=$!
-i=0
-until task=$(pgrep -f "^$python -c import time" | head -1) && [ -n "$task" ]; do
-    i=$((i + 1))
-    [ $i -lt 100 ] || break
-    sleep 0.1
-done
-sleep 0.5
+    srun_pid=$!
+    task="" jobid=""
+    i=0
+    until task=$(pgrep -f "^$python -c import time" | head -1) && [ -n "$task" ] &&
+        jobid=$(squeue -h -o %i 2>/dev/null | head -1) && [ -n "$jobid" ]; do
+        i=$((i + 1))
+        [ $i -lt 100 ] || break
+        sleep 0.1
+    done
+    sleep 0.5
+}
+
+# a kill -9 that is no OOM: written up as a kill
+holder "$work/d4"
 [ -n "${task:-}" ] && kill -9 "$task"
 wait "$srun_pid" 2>/dev/null
 "$inspect" triage "$work/d4" --format json >"$work/tri.json" 2>/dev/null
@@ -266,18 +274,7 @@ else
 fi
 
 # scancel of a running job: no OOM either
-srun --gmp="$work/d7" --mem=500M "$python" -c 'import time
-x = bytearray(20 << 20)
-time.sleep(60)' >/dev/null 2>&1 &
-srun_pid=$!
-i=0
-until jobid=$(squeue -h -o %i 2>/dev/null | head -1) && [ -n "$jobid" ] &&
-    pgrep -f "^$python -c import time" >/dev/null; do
-    i=$((i + 1))
-    [ $i -lt 100 ] || break
-    sleep 0.1
-done
-sleep 0.5
+holder "$work/d7"
 rings_before=$(find /tmp/gpumemprof-0 -name 'ring_*' 2>/dev/null | wc -l)
 [ -n "${jobid:-}" ] && scancel "$jobid"
 wait "$srun_pid" 2>/dev/null

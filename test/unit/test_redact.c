@@ -19,18 +19,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* text masked: each of secrets gone, each of kept still there */
+/* each of secrets gone from masked, each of kept still there */
+static void expect_masked(const char *masked, const char *const *secrets,
+                          const char *const *kept)
+{
+    for (; secrets && *secrets; secrets++)
+        if (strstr(masked, *secrets))
+            fail_msg("'%s' survived in: %s", *secrets, masked);
+    for (; kept && *kept; kept++)
+        if (!strstr(masked, *kept))
+            fail_msg("'%s' was masked in: %s", *kept, masked);
+}
+
 static void expect_text(const char *text, const char *const *secrets, const char *const *kept)
 {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", text);
     gmp_redact_text(buf, strlen(buf));
-    for (; secrets && *secrets; secrets++)
-        if (strstr(buf, *secrets))
-            fail_msg("'%s' survived in: %s", *secrets, buf);
-    for (; kept && *kept; kept++)
-        if (!strstr(buf, *kept))
-            fail_msg("'%s' was masked in: %s", *kept, buf);
+    expect_masked(buf, secrets, kept);
 }
 
 static void test_free_text(void **state)
@@ -77,12 +83,7 @@ static void expect_args(const char *const *argv, const char *const *secrets,
     for (size_t i = 0; i + 1 < n; i++)
         if (!buf[i])
             buf[i] = ' ';
-    for (; secrets && *secrets; secrets++)
-        if (strstr(buf, *secrets))
-            fail_msg("'%s' survived in: %s", *secrets, buf);
-    for (; kept && *kept; kept++)
-        if (!strstr(buf, *kept))
-            fail_msg("'%s' was masked in: %s", *kept, buf);
+    expect_masked(buf, secrets, kept);
 }
 
 static void test_command_lines(void **state)
