@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from collections import defaultdict, deque
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional
@@ -193,6 +194,10 @@ class _TorchCounters:
 _said_no_preload = []
 
 
+def _end_own_watch(preload, own):
+    preload.end_watch(own[0])
+
+
 class _HostCounters:
     """The host: the preload's counters where it records, else the
     resident memory."""
@@ -209,7 +214,18 @@ class _HostCounters:
             print("gpumemprof: the profiler runs without the preload here, so its host numbers "
                   "are this process's resident memory, not its allocations (run the program "
                   "under `python -m gpumemprof run` or gmp-run for those)", file=sys.stderr)
-        self.watch = self.begin()  # the profiler's own: max_memory_allocated
+        self._own = [self.begin()]  # the profiler's own watch: max_memory_allocated
+        if self.preload is not None:  # given back with the profiler: the preload has 32
+            weakref.finalize(self, _end_own_watch, self.preload, self._own)
+
+    @property
+    def watch(self):
+        return self._own[0]
+
+    def restart(self):
+        """The profiler's own peak starts again (clear_results)."""
+        self.end(self._own[0])
+        self._own[0] = self.begin()
 
     def begin(self):
         return self.preload.begin_watch() if self.preload is not None else -1
@@ -440,8 +456,7 @@ class GPUMemoryProfiler:
             self.function_stats.clear()
         self.snapshots.clear()
         if isinstance(self._counters, _HostCounters):
-            self._counters.end(self._counters.watch)
-            self._counters.watch = self._counters.begin()
+            self._counters.restart()
         else:
             self._counters.begin()
         self._baseline = self._snapshot("new_baseline")
