@@ -48,7 +48,8 @@
     JSON(metadata_json, "GMP_METADATA",                                                          \
          "a JSON object stored as `custom_metadata` (≤ 8 KiB, checked strictly)")                \
     TEXT(run_dir, "GMP_RUN_DIR", "", 128, 0,                                                     \
-         "`$XDG_RUNTIME_DIR/gpumemprof`, else `/tmp/gpumemprof-<uid>`",                          \
+         "`$XDG_RUNTIME_DIR/gpumemprof`, else `/tmp/gpumemprof-<uid>` (`$HOME/.gpumemprof-run` "  \
+         "when another user made that first)",                                                   \
          "where live rings live (docs/architecture.md)")                                         \
     NUM(host_event_min_bytes, "GMP_HOST_EVENT_MIN_BYTES", 1 << 20, 0, 1ull << 50,                \
         "host allocations and frees of at least this size become events; failures always do")  \

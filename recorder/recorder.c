@@ -100,6 +100,9 @@ static void make_ring(gmp_recorder *rec)
     char dir[GMP_PATH_MAX], why[128];
     gmp_run_dir_resolve(rec->cfg.run_dir, dir, sizeof dir);
     const char *use = dir;
+    if (gmp_run_dir_taken(rec->cfg.run_dir) && strncmp(dir, "/tmp/gpumemprof-", 16))
+        gmp_log("/tmp/gpumemprof-%u belongs to another user; rings go to %s", (unsigned)getuid(),
+                dir);
     if (gmp_run_dir_ensure(dir, why, sizeof why) < 0) {
         gmp_log("run directory %s unusable (%s); recording in memory only, "
                 "so a killed process leaves no ring", dir, why);

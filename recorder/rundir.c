@@ -27,6 +27,29 @@ void gmp_run_dir_resolve(const char *configured, char *out, size_t cap)
     gmp_fmt_u64((uint64_t)getuid(), uid);
     gmp_strlcpy(out, "/tmp/gpumemprof-", cap);
     gmp_strlcat(out, uid, cap);
+    /* another user may make /tmp/gpumemprof-<uid> first: then the user's own
+     * place under $HOME, which nobody else can take (every process of the
+     * user, and recover, come to the same answer) */
+    struct stat st;
+    const char *home = getenv("HOME");
+    if (lstat(out, &st) == 0 && (!S_ISDIR(st.st_mode) || st.st_uid != getuid()) && home &&
+        home[0] == '/' && home[1] && stat(home, &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == getuid()) {
+        gmp_strlcpy(out, home, cap);
+        gmp_strlcat(out, "/.gpumemprof-run", cap);
+    }
+}
+
+int gmp_run_dir_taken(const char *configured)
+{
+    if ((configured && *configured) || getenv("XDG_RUNTIME_DIR"))
+        return 0;
+    char uid[24], dflt[64];
+    gmp_fmt_u64((uint64_t)getuid(), uid);
+    gmp_strlcpy(dflt, "/tmp/gpumemprof-", sizeof dflt);
+    gmp_strlcat(dflt, uid, sizeof dflt);
+    struct stat st;
+    return lstat(dflt, &st) == 0 && (!S_ISDIR(st.st_mode) || st.st_uid != getuid());
 }
 
 /* A directory opened the safe way (no symlink at its end, none of another

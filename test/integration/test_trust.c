@@ -702,7 +702,9 @@ static void test_outputs_follow_no_symlink(void **state)
  * directory first and plants a ring in it that names the victim's dump
  * directory with max_dumps=1.  The victim's recover refuses the directory
  * (one line, exit 1) and the victim's bundles stay; the victim's preloaded
- * program refuses it too and runs on. */
+ * program refuses it too and runs on.  A victim with a home of its own
+ * keeps its rings there instead (one line says where), and a killed
+ * process's ring is recovered from it. */
 static void test_two_users(void **state)
 {
     (void)state;
@@ -739,12 +741,25 @@ static void test_two_users(void **state)
              "LD_PRELOAD='%s' %s hold-fail 1 >/dev/null; echo \"program $?\"; done; "
              "%s %s recover; echo \"recover $?\"; "
              "echo \"bundles $(ls /tmp/gmp-trust-victim-dumps | grep -c ^oom_dump_)\"; "
-             "rm -rf \"$run\" /tmp/gmp-trust-victim-dumps",
+             /* with a home of its own, the victim's rings go there instead: a
+              * killed process's ring is recovered from it, nothing is lost */
+             "h=/tmp/gmp-trust-victim-home; rm -rf \"$h\"; mkdir -m 0700 \"$h\" && chown %d \"$h\"; "
+             "%s env HOME=\"$h\" GMP_DUMP_DIR=/tmp/gmp-trust-victim-dumps LD_PRELOAD='%s' "
+             "%s hold-die KILL 2>\"$h.err\"; "
+             "echo \"home rings $(ls \"$h/.gpumemprof-run\" | grep -c ^ring_)\"; "
+             "%s env HOME=\"$h\" %s recover >/dev/null; echo \"home recover $?\"; "
+             "echo \"bundles $(ls /tmp/gmp-trust-victim-dumps | grep -c ^oom_dump_)\"; "
+             "echo \"home rings $(ls \"$h/.gpumemprof-run\" | grep -c ^ring_)\"; "
+             "grep -c \"belongs to another user; rings go to $h/.gpumemprof-run\" \"$h.err\"; "
+             "rm -rf \"$run\" /tmp/gmp-trust-victim-dumps \"$h\" \"$h.err\"",
              victim, victim, as_attacker, as_attacker, paths.preload, program, as_victim,
-             paths.preload, program, as_victim, inspector);
+             paths.preload, program, as_victim, inspector, victim, as_victim, paths.preload,
+             program, as_victim, inspector);
     run_bare(script);
-    /* the victim's programs run on (recording in memory) and write their bundles */
-    if (strcmp(out, "planted 1\nprogram 0\nprogram 0\nprogram 0\nrecover 1\nbundles 3\n") ||
+    /* the victim's programs run on (recording in memory) and write their
+     * bundles; with a home, their rings go there, said in one line */
+    if (strcmp(out, "planted 1\nprogram 0\nprogram 0\nprogram 0\nrecover 1\nbundles 3\n"
+                    "home rings 1\nhome recover 0\nbundles 4\nhome rings 0\n1\n") ||
         !strstr(err, "unusable (it belongs to another user)") ||
         !strstr(err, "gmp-inspect recover: refusing /tmp/gpumemprof-") ||
         !strstr(err, "belongs to another user"))
