@@ -9,6 +9,7 @@
  * temporary name is refused rather than followed.
  */
 #include "bundle.h"
+#include "dumpdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -496,14 +497,10 @@ static int write_contents(int dirfd, const char *tmp, const char *name,
 int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap,
                      char *name_out, size_t name_cap)
 {
-    char why[96];
-    int dirfd = gmp_dir_open_safely(in->dump_dir, 1, 0700, why, sizeof why);
-    if (dirfd < 0) {
-        gmp_log("%s dump directory %s: %s; no bundle written",
-                errno == ELOOP || errno == EPERM ? "refusing the" : "cannot create", in->dump_dir,
-                why);
+    char dir[GMP_PATH_MAX];
+    int dirfd = gmp_dump_dir_open(in->dump_dir, dir, sizeof dir);
+    if (dirfd < 0)
         return -1;
-    }
     /* The name is inside the manifest, so a name taken meanwhile (another
      * container whose pid is also 1, say) means writing it all again. */
     char name[160], tmp[176];
@@ -533,10 +530,10 @@ int gmp_bundle_write(const gmp_bundle_input *in, char *path_out, size_t path_cap
     int saved = errno;
     close(dirfd);
     if (rc < 0) {
-        gmp_log("cannot write a bundle in %s: %s", in->dump_dir, gmp_strerror(saved));
+        gmp_log("cannot write a bundle in %s: %s", dir, gmp_strerror(saved));
         return -1;
     }
-    if (gmp_strjoin(path_out, path_cap, in->dump_dir, "/", name, (char *)NULL) < 0)
+    if (gmp_strjoin(path_out, path_cap, dir, "/", name, (char *)NULL) < 0)
         path_out[0] = '\0';
     if (name_out)
         gmp_strlcpy(name_out, name, name_cap);

@@ -34,8 +34,9 @@ typedef struct gmp_bundle_input {
     const gmp_gpu_probe_result *software;
 } gmp_bundle_input;
 
-/* Writes the bundle; returns 0 with its path in path_out (and its name in
- * name_out when given), or -1 after one stderr line. */
+/* Writes the bundle in in->dump_dir or its fallback (dumpdir.h); returns 0
+ * with its path in path_out (and its name in name_out when given), or -1
+ * after one stderr line. */
 GMP_HIDDEN int gmp_bundle_write(const gmp_bundle_input *in, char *path_out,
                                 size_t path_cap, char *name_out, size_t name_cap);
 

@@ -38,7 +38,8 @@
 #define GMP_OPTIONS(BOOL, NUM, TEXT, CHOICE, JSON)                                               \
     BOOL(enabled, "GMP_ENABLED", 1, "`0`/`false`/`no`/`off` records and writes nothing")         \
     TEXT(dump_dir, "GMP_DUMP_DIR", "./oom_dumps", 128, 0, "`./oom_dumps`",                        \
-         "where bundles go (made absolute at start, created on the first bundle)")               \
+         "where bundles go (made absolute at start, created on the first bundle; when it "       \
+         "cannot be had, `$HOME/oom_dumps`, said in one line)")                                  \
     NUM(buffer_size, "GMP_BUFFER_SIZE", 10000, 16, 1u << 24, "events kept in the ring")          \
     NUM(max_dumps, "GMP_MAX_DUMPS", 5, 1, 1000000, "bundles kept in the dump directory")         \
     NUM(max_total_mb, "GMP_MAX_TOTAL_MB", 256, 1, 1ull << 40,                                    \

@@ -293,9 +293,14 @@ const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
     char name[256];
     if (gmp_bundle_write(&in, path_out, path_cap, name, sizeof name) < 0)
         return NULL;
-    if (req->kind == GMP_BUNDLE_OOM) /* leak reports are not oom_dump_ bundles */
-        gmp_retention_apply(rec->cfg.dump_dir, rec->cfg.max_dumps, rec->cfg.max_total_mb,
-                            name);
+    /* retention where it was written: the dump directory or its fallback */
+    char dir[GMP_PATH_MAX];
+    size_t dir_len = strlen(path_out) - strlen(name) - 1;
+    if (req->kind == GMP_BUNDLE_OOM && dir_len < sizeof dir) { /* leak reports are not oom_dump_ */
+        memcpy(dir, path_out, dir_len);
+        dir[dir_len] = '\0';
+        gmp_retention_apply(dir, rec->cfg.max_dumps, rec->cfg.max_total_mb, name);
+    }
     return path_out;
 }
 

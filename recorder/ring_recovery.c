@@ -21,6 +21,7 @@
  * process (a different start time in /proc/PID/stat).
  */
 #include "bundle.h"
+#include "dumpdir.h"
 #include "gpumemprof.h"
 #include "ring.h"
 #include "rundir.h"
@@ -567,6 +568,17 @@ static int recover_one(int dirfd, const char *name, void *arg)
                      sizeof live->config.dump_dir);
     else if (!getcwd(dump_dir, sizeof dump_dir) ||
              gmp_strlcat(dump_dir, "/oom_dumps", sizeof dump_dir) < 0)
+        dump_dir[0] = '\0';
+    /* the directory the bundle will be written in, now: the earlier
+     * bundles it looks for are there too (the fallback's, when the
+     * configured one is another user's); "" when none can be had */
+    char configured[GMP_PATH_MAX];
+    gmp_strlcpy(configured, dump_dir, sizeof configured);
+    int dump_fd = dump_dir[0] == '/' ? gmp_dump_dir_open(configured, dump_dir, sizeof dump_dir)
+                                     : -1;
+    if (dump_fd >= 0)
+        close(dump_fd);
+    else
         dump_dir[0] = '\0';
     /* A failure the process wrote up itself while it ran, and went on
      * from: that bundle tells it, and this one only the death. */

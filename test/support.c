@@ -107,8 +107,10 @@ int run_script(const preload_paths *p, const char *script, char *out, size_t out
 {
     static char cmd[16384];
     scratch_remove(p->dumps);
-    snprintf(cmd, sizeof cmd, "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s'; %s", p->dumps,
-             p->rundir, script);
+    /* HOME too: where bundles go when the dump directory cannot be had
+     * (absent unless a test makes it, so none go to the real one) */
+    snprintf(cmd, sizeof cmd, "export GMP_DUMP_DIR='%s' GMP_RUN_DIR='%s' HOME='%s/home'; %s",
+             p->dumps, p->rundir, p->scratch, script);
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     int status = run_capture(argv, out, out_cap, err, err_cap);
     if (WIFSIGNALED(status))

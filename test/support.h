@@ -38,7 +38,8 @@ void skip_under_preload_sanitizer(const char *why);
  * removes the scratch directory. */
 int preload_paths_teardown(void **state);
 
-/* sh -c SCRIPT with GMP_DUMP_DIR and GMP_RUN_DIR of p exported, its dump
+/* sh -c SCRIPT with GMP_DUMP_DIR and GMP_RUN_DIR of p exported (and HOME,
+ * at scratch/home: absent unless the test makes it), its dump
  * directory emptied first, output captured as by run_capture.  Fails the
  * test when the shell is killed by a signal.  Returns the wait status. */
 int run_script(const preload_paths *p, const char *script, char *out, size_t out_cap,

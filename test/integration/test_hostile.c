@@ -4,6 +4,9 @@
  * preload, we say at most one line on stderr, no partial bundle is ever
  * visible, and nothing outside the dump directory is touched:
  *   - a dump directory that cannot be made (under a regular file);
+ *   - the same, and a dump directory that is a symlink or another user's,
+ *     with a home of the user's own: the bundle goes to $HOME/oom_dumps,
+ *     one more line says so (a program that dies and is recovered too);
  *   - a full file system (a small tmpfs, where this test may mount one);
  *   - a symlink planted at the dump directory, and at the temporary names
  *     the next bundles would take;
@@ -45,8 +48,8 @@ static void baseline(const char *program)
 }
 
 /* setup (shell) then PROGRAM under the preload: same output and status,
- * at most one stderr line. */
-static void same_under_preload(const char *setup_sh, const char *program)
+ * at most max_lines stderr lines. */
+static void same_under_preload_said(const char *setup_sh, const char *program, int max_lines)
 {
     char script[8192];
     snprintf(script, sizeof script, "%s export LD_PRELOAD='%s'; exec %s", setup_sh,
@@ -54,8 +57,13 @@ static void same_under_preload(const char *setup_sh, const char *program)
     int status = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
     assert_string_equal(out, base_out);
     assert_int_equal(status, base_status);
-    if (count_lines(err) > 1)
-        fail_msg("more than one line on stderr:\n%s", err);
+    if (count_lines(err) > max_lines)
+        fail_msg("more than %d line(s) on stderr:\n%s", max_lines, err);
+}
+
+static void same_under_preload(const char *setup_sh, const char *program)
+{
+    same_under_preload_said(setup_sh, program, 1);
 }
 
 static int entries(const char *dir)
@@ -121,6 +129,56 @@ static void test_symlink_at_dump_directory(void **state)
     same_under_preload(setup_sh, oom_program);
     if (!strstr(err, "symbolic link") || count_lines(err) != 1)
         fail_msg("stderr: %s", err);
+    assert_int_equal(entries(victim), 0);
+}
+
+/* The dump directory cannot be had, the user has a home: the bundle goes to
+ * $HOME/oom_dumps, kept there under the retention rules, and a line says
+ * so; nothing is written where the refused path points. */
+static void test_dump_directory_falls_back_home(void **state)
+{
+    (void)state;
+    char home_dumps[700], victim[600], setup_sh[4096], want[1200];
+    snprintf(home_dumps, sizeof home_dumps, "%s/home/oom_dumps", paths.scratch);
+    snprintf(victim, sizeof victim, "%s/victim3", paths.scratch);
+    mkdir(victim, 0700);
+    const char *configured[] = {"plainfile/dumps", "link3", "theirs"};
+    for (size_t i = 0; i < 3; i++) {
+        if (i == 2 && geteuid() != 0) {
+            print_message("SKIP: a dump directory of another owner needs root to make\n");
+            break;
+        }
+        snprintf(setup_sh, sizeof setup_sh,
+                 "cd '%s' && echo x > plainfile && rm -rf home link3 theirs && mkdir -m 0700 home && "
+                 "ln -s '%s' link3 && mkdir -m 0700 theirs && chown 65534 theirs && "
+                 "export GMP_DUMP_DIR=\"$PWD/%s\" GMP_MAX_DUMPS=1;",
+                 paths.scratch, victim, configured[i]);
+        for (int run = 0; run < 2; run++) /* the second's retention: one bundle left */
+            same_under_preload_said(setup_sh, oom_program, 2);
+        snprintf(want, sizeof want, "; bundles go to %s instead", home_dumps);
+        if (count_lines(err) != 2 || !strstr(err, want) || !strstr(err, configured[i]) ||
+            count_prefixed(home_dumps, "oom_dump_") != 1)
+            fail_msg("GMP_DUMP_DIR=%s: %d bundle(s) in %s; stderr: %s", configured[i],
+                     count_prefixed(home_dumps, "oom_dump_"), home_dumps, err);
+        assert_int_equal(entries(victim), 0);
+    }
+    /* a process that failed, went on, and was killed: recover writes the
+     * death in the same fallback and says in the failure's bundle there
+     * that the process ended, naming the death's */
+    char script[8192];
+    snprintf(script, sizeof script,
+             "cd '%s' && rm -rf home && mkdir -m 0700 home && "
+             "export GMP_DUMP_DIR=\"$PWD/link3\" GMP_OOM_POLICY=first; "
+             "LD_PRELOAD='%s' %s/test/programs/host_oom fail-sleep >/dev/null 2>&1 & p=$!; "
+             "for i in $(seq 100); do ls '%s' 2>/dev/null | grep -q ^oom_dump_ && break; "
+             "sleep 0.05; done; kill -9 $p; wait $p; "
+             "%s recover >/dev/null; echo \"recover $?\"; "
+             "echo \"ended $(cat '%s'/*/metadata.json | grep -c '\"death_bundle\":')\"",
+             paths.scratch, paths.preload, paths.build, home_dumps, inspect_path(), home_dumps);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    if (strcmp(out, "recover 0\nended 1\n") || count_prefixed(home_dumps, "oom_dump_") != 2)
+        fail_msg("recovered: %s; %d bundle(s); stderr: %s", out,
+                 count_prefixed(home_dumps, "oom_dump_"), err);
     assert_int_equal(entries(victim), 0);
 }
 
@@ -266,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_full_file_system),
         cmocka_unit_test(test_symlink_at_dump_directory),
         cmocka_unit_test(test_symlink_at_temporary_names),
+        cmocka_unit_test(test_dump_directory_falls_back_home),
         cmocka_unit_test(test_sixteen_file_descriptors),
         cmocka_unit_test(test_garbage_in_every_variable),
         cmocka_unit_test(test_setuid_program_records_nothing),

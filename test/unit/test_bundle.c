@@ -297,17 +297,39 @@ static void test_unsafe_directories(void **state)
     gmp_event out[16];
     assert_int_equal(gmp_snapshot(rec, out, 16), 10);
 
-    /* a symlink planted at the dump directory: refused, target untouched */
+    /* a symlink planted at the dump directory: refused, target untouched;
+     * with no home of ours, no bundle */
     snprintf(target, sizeof target, "%s/elsewhere", dir);
     assert_int_equal(mkdir(target, 0700), 0);
     snprintf(link, sizeof link, "%s/dumps", dir);
     assert_int_equal(symlink(target, link), 0);
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL, fallback[512];
+    snprintf(fallback, sizeof fallback, "%s/home", dir);
+    setenv("HOME", fallback, 1); /* not made yet */
     stderr_capture_begin();
     assert_null(gmp_dump(rec, &cuda_oom, path, sizeof path));
     stderr_capture_end(err, sizeof err);
     assert_int_equal(count_lines(err), 1);
-    assert_non_null(strstr(err, "symbolic link"));
+    assert_non_null(strstr(err, "symbolic link (refused); no bundle written"));
+    /* with one: the bundle is there, retention too, and one line says so */
+    assert_int_equal(mkdir(fallback, 0700), 0);
+    strcat(fallback, "/oom_dumps");
+    for (int i = 0; i < 7; i++) { /* max_dumps 5 */
+        stderr_capture_begin();
+        assert_non_null(gmp_dump(rec, &cuda_oom, path, sizeof path));
+        stderr_capture_end(err, sizeof err);
+        assert_int_equal(count_lines(err), 1);
+        assert_non_null(strstr(err, "; bundles go to "));
+        assert_non_null(strstr(err, fallback));
+        assert_memory_equal(path, fallback, strlen(fallback));
+    }
+    assert_int_equal(count_prefixed(fallback, "oom_dump_"), 5);
     assert_int_equal(count_prefixed(target, ""), 0);
+    if (home)
+        setenv("HOME", home, 1);
+    else
+        unsetenv("HOME");
+    free(home);
     gmp_recorder_destroy(rec);
     scratch_remove(dir);
 }
