@@ -23,7 +23,7 @@ static const char *const names[] = {
 };
 #define NAMES (sizeof names / sizeof *names)
 
-static char bundle_dir[512], leak_report[512], plot_svg[512];
+static char bundle_dir[512], leak_report[512], plot_svg[512], plot_html[512];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,6 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(leak_report, sizeof leak_report, "%s/leak_report_20260303T120000Z_42_cuda_1",
              fuzz_dir);
     snprintf(plot_svg, sizeof plot_svg, "%s.svg", fuzz_dir); /* beside: emptied with it never */
+    snprintf(plot_html, sizeof plot_html, "%s.html", fuzz_dir);
     return 0;
 }
 
@@ -96,7 +97,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_leaks, bundle_dir, "--json", NULL);
     run(cmd_leaks, bundle_dir, "--window", "5");
     run(cmd_plot, bundle_dir, "-o", plot_svg);
+    run(cmd_plot, bundle_dir, "-o", plot_html);
     run(cmd_metrics, fuzz_dir, NULL, NULL);
+    run(cmd_list, fuzz_dir, NULL, NULL);
     FILE *trace = fopen("/dev/null", "w");
     char *export_paths[] = {(char *)fuzz_dir}, *one[] = {(char *)bundle_dir};
     if (trace && (export_trace(export_paths, 1, trace) > 1 ||
@@ -107,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fclose(trace);
     unpack(leak_report, data, size);
     run(cmd_show, leak_report, NULL, NULL);
+    run(cmd_prune, fuzz_dir, "--max-dumps", "1"); /* last: it may remove the bundle */
 
     static char text[4096], shown[6 * sizeof text + 1];
     size_t n = size < sizeof text ? size : sizeof text;
