@@ -125,6 +125,43 @@ static void test_signals_reach_the_command_once(void **state)
         fail_msg("signals sent to gmp-run:\n%s\n%s", out, err);
 }
 
+/* A signal sent to the whole process group (`kill -- -PGID`; timeout(1)
+ * signals its child, then its group) reaches the command from the sender:
+ * gmp-run does not pass it on again.  One that a command which left the
+ * group (setsid) did not get from the sender, gmp-run passes on. */
+static void test_group_signals_reach_the_command_once(void **state)
+{
+    (void)state;
+    char file[600], script[4096], counter[2048];
+    snprintf(counter, sizeof counter, COUNTER, "2");
+    snprintf(file, sizeof file, "%s/group.sh", paths.scratch);
+    for (int own_session = 0; own_session < 2; own_session++) {
+        /* a shell leading its group, which it signals (surviving it) */
+        snprintf(script, sizeof script,
+                 "for s in TERM HUP QUIT USR1 USR2 INT; do trap '' $s; done\n"
+                 "\"$GMP_RUN\" -- %s%s & p=$!\n"
+                 "sleep 1\n"
+                 "for s in TERM HUP QUIT USR1 USR2 INT; do /bin/kill -s $s -- -$$; sleep 0.05; done\n"
+                 "wait $p; echo \"status $?\"\n",
+                 own_session ? "setsid " : "", counter);
+        write_file(file, script, strlen(script));
+        snprintf(script, sizeof script, "setsid sh '%s'", file);
+        run(script);
+        if (!strstr(out, "got [('SIGHUP', 1), ('SIGINT', 1), ('SIGQUIT', 1), ('SIGTERM', 1), "
+                         "('SIGUSR1', 1), ('SIGUSR2', 1)]\n") ||
+            !strstr(out, "status 3\n"))
+            fail_msg("signals sent to the group%s:\n%s\n%s",
+                     own_session ? ", the command in a session of its own" : "", out, err);
+    }
+    /* timeout's way: its child, then its group */
+    snprintf(counter, sizeof counter, COUNTER, "3");
+    snprintf(script, sizeof script, "timeout -s TERM 1 \"$GMP_RUN\" -- %s; echo \"status $?\"",
+             counter);
+    run(script);
+    if (!strstr(out, "got [('SIGTERM', 1)]\n") || !strstr(out, "status 124\n"))
+        fail_msg("timeout -s TERM:\n%s\n%s", out, err);
+}
+
 /* python3 holding 32 MiB, asleep, its pid in $SLEEPER_PID:
  * what timeout -s KILL kills with gmp-run; then the shell waits until the
  * kernel has ended it (the kill is asynchronous) */
@@ -285,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_ctrl_c_is_one_sigint),
         cmocka_unit_test(test_ctrl_c_death_is_passed_on),
         cmocka_unit_test(test_signals_reach_the_command_once),
+        cmocka_unit_test(test_group_signals_reach_the_command_once),
         cmocka_unit_test(test_killed_gmp_run_loses_nothing),
         cmocka_unit_test(test_next_gmp_run_writes_what_was_left),
         cmocka_unit_test(test_no_litter_after_a_daemon),

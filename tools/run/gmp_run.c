@@ -29,6 +29,7 @@
  * PYTHONPATH (PyTorch's own memory history in a CUDA OOM's bundle).
  */
 #include "gpumemprof.h"
+#include "group_signal.h"
 #include "job_output.h"
 #include "job_watch.h"
 
@@ -68,7 +69,8 @@ static void signal_keep(int sig, void (*handler)(int), struct sigaction *was)
 static volatile sig_atomic_t tty_interrupt; /* a Ctrl-C from the terminal came */
 
 /* The kernel's own signals (SI_KERNEL) are the terminal's, sent to the
- * whole foreground group, the command in it: not sent twice. */
+ * whole foreground group, the command in it: not sent twice.  A process's
+ * (SI_USER) may have been sent to the group too: group_signal.c judges. */
 static void forward(int sig, siginfo_t *info, void *context)
 {
     (void)context;
@@ -77,6 +79,8 @@ static void forward(int sig, siginfo_t *info, void *context)
             tty_interrupt = 1;
         return;
     }
+    if (info && info->si_code == SI_USER && group_signal_note(sig, info->si_pid) == 0)
+        return;
     if (child > 0)
         kill(child, sig);
 }
@@ -243,6 +247,7 @@ int main(int argc, char **argv)
     wake.sa_handler = note_child;
     sigaction(SIGCHLD, &wake, NULL);
     signal_keep(SIGPIPE, SIG_IGN, &pipe_was);
+    group_signal_start(forwarded, sizeof forwarded / sizeof *forwarded);
     job_output_prepare();
     pid_t pid = fork();
     if (pid < 0) {
@@ -297,6 +302,10 @@ int main(int argc, char **argv)
         pid_t r = waitpid(-1, &st, WNOHANG);
         if (r > 0 && r == job_output_relay_pid())
             continue; /* the relay, done: no process of the job */
+        if (r > 0 && r == group_signal_canary_pid()) {
+            group_signal_canary_gone();
+            continue;
+        }
         if (r > 0) {
             char words[512];
             if (held >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
@@ -327,9 +336,18 @@ int main(int argc, char **argv)
             last_look_ns = now_ns;
         }
         long long left = last_look_ns + LOOK_EVERY_NS - now_ns;
+        long long due = group_signal_settle(pid, now_ns); /* a signal to pass on */
+        if (due >= 0 && due < left)
+            left = due;
         struct timespec until = {0, left > 0 ? left : 0};
-        ppoll(NULL, 0, &until, &waiting);
+        int fds[2];
+        struct pollfd watch[2];
+        size_t n_watch = group_signal_fds(fds);
+        for (size_t k = 0; k < n_watch; k++)
+            watch[k] = (struct pollfd){.fd = fds[k], .events = POLLIN};
+        ppoll(watch, n_watch, &until, &waiting);
     }
+    group_signal_stop();
     if (held >= 0)
         job_watch_end();
     job_output_finish(); /* the job's last words out before gmp-run's own lines */

@@ -24,6 +24,7 @@
  * for them (job_watch_go_last_words).
  */
 #include "job_watch.h"
+#include "group_signal.h"
 #include "job_output.h"
 
 #include "collector.h"
@@ -228,7 +229,7 @@ static void visit_children(int pid, int depth)
             int child = (int)strtol(p, &p, 10);
             if (child <= 0)
                 break;
-            if (child == job_output_relay_pid())
+            if (child == job_output_relay_pid() || child == group_signal_canary_pid())
                 continue; /* gmp-run's own, not the job's */
             char state;
             uint64_t ticks = gmp_proc_start_and_state(child, &state);
