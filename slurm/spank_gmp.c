@@ -193,6 +193,7 @@ static int read_small(const char *dir, const char *bundle, const char *file, cha
 typedef struct step_tally {
     int memory, pressure, other;
     char first[256], first_words[200];
+    const char *first_dir;
 } step_tally;
 
 /* One bundle of the step, counted: a death of memory, a pressure warning,
@@ -219,7 +220,31 @@ static void tally(step_tally *t, const char *dir, const char *name)
         snprintf(t->first, sizeof t->first, "%s", name);
         snprintf(t->first_words, sizeof t->first_words, "%s",
                  oom_killed ? "killed by the kernel's OOM killer" : reason);
+        t->first_dir = dir;
     }
+}
+
+/* The bundles in dir of step want, counted into t: how many. */
+static int tally_dir(step_tally *t, const char *dir, const char *want)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char text[8192], of[48];
+        if (strncmp(e->d_name, "oom_dump_", 9) ||
+            read_small(dir, e->d_name, "manifest.json", text, sizeof text) < 0)
+            continue;
+        json_value(text, "slurm_job", of, sizeof of);
+        if (!strcmp(of, want)) {
+            tally(t, dir, e->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
 }
 
 static char step_name[48]; /* srun's "JOB.STEP", once the step has its ids */
@@ -247,31 +272,28 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     if (!asked || spank_context() != S_CTX_LOCAL || !step_name[0])
         return 0;
     const char *dir = dump_dir[0] ? dump_dir : "oom_dumps";
-    const char *want = step_name;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
+    /* and where a task's bundle goes when that directory cannot be had */
+    char fallback[PATH_MAX] = "", a[PATH_MAX], b[PATH_MAX];
+    const char *home = getenv("HOME");
+    if (home && home[0] == '/')
+        snprintf(fallback, sizeof fallback, "%s/oom_dumps", home);
+    if (fallback[0] && realpath(dir, a) && realpath(fallback, b) && !strcmp(a, b))
+        fallback[0] = '\0';
     step_tally t = {0};
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char text[8192], of[48];
-        if (strncmp(e->d_name, "oom_dump_", 9) ||
-            read_small(dir, e->d_name, "manifest.json", text, sizeof text) < 0)
-            continue;
-        json_value(text, "slurm_job", of, sizeof of);
-        if (!strcmp(of, want))
-            tally(&t, dir, e->d_name);
-    }
-    closedir(d);
+    int in_dir = tally_dir(&t, dir, step_name);
+    int in_fallback = fallback[0] ? tally_dir(&t, fallback, step_name) : 0;
+    char dirs[2 * PATH_MAX + 2];
+    snprintf(dirs, sizeof dirs, "%s%s%s", in_dir || !in_fallback ? dir : "",
+             in_dir && in_fallback ? " " : "", in_fallback ? fallback : "");
     if (t.memory)
         fprintf(stderr, "gpumemprof: step %s: %d task(s) ran out of memory; the first: %s "
                         "(%s/%s); `gmp-inspect triage %s` for all%s\n",
-                want, t.memory, t.first_words, dir, t.first, dir,
+                step_name, t.memory, t.first_words, t.first_dir, t.first, dirs,
                 t.pressure ? ", memory-pressure warnings included" : "");
     else if (t.pressure || t.other)
         fprintf(stderr, "gpumemprof: step %s: no task ran out of memory; %d memory-pressure "
                         "warning(s), %d kill(s) or crash(es) with no sign of memory, in %s\n",
-                want, t.pressure, t.other, dir);
+                step_name, t.pressure, t.other, dirs);
     return 0;
 }
 

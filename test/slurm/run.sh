@@ -163,6 +163,14 @@ rc=$?
 grep -q "^gpumemprof: step [0-9]*\.0: 1 task(s) ran out of memory; the first: killed by the kernel's OOM killer ($work/d1/oom_dump_" "$work/a.out" &&
     ok "srun's step summary in the job's output: 1 task ran out of memory, killed by the OOM killer, its bundle" ||
     fail "no step summary in srun's output: $(cat "$work/a.out")"
+# a dump directory that cannot be had (a symlink): the task's bundle goes to
+# $HOME/oom_dumps, and the step's summary counts it there
+mkdir -p "$work/h" "$work/elsewhere" && chmod 0700 "$work/h" && ln -sfn "$work/elsewhere" "$work/link"
+HOME="$work/h" srun --gmp="$work/link" "$python" -c 'bytearray(1 << 50)' >"$work/f.out" 2>&1
+grep -q "^gpumemprof: step [0-9]*\.0: 1 task(s) ran out of memory; the first: .* ($work/h/oom_dumps/oom_dump_.*triage $work/h/oom_dumps\` for all" "$work/f.out" &&
+    grep -q "; bundles go to $work/h/oom_dumps instead" "$work/f.out" && [ -z "$(ls "$work/elsewhere")" ] &&
+    ok "a dump directory that cannot be had: the bundle in \$HOME/oom_dumps, said by the task and counted by the step's summary" ||
+    fail "the fallback dump directory under srun: $(cat "$work/f.out"; ls "$work/elsewhere")"
 # the limit is the job's or step's (Slurm sets none on the task's cgroup)
 "$inspect" show "$work"/d1/oom_dump_* >"$work/show1.out" 2>&1
 grep -q "^Host: .*cgroup .* of 100.0 MiB limit (set on /sys/fs/cgroup/.*/job_[0-9]*" "$work/show1.out" &&
