@@ -167,6 +167,8 @@ long long group_signal_settle(pid_t command, long long now_ns)
         if (now_ns - seen[i].at_ns < 2 * WAIT_NS)
             seen[kept++] = seen[i];
     n_seen = kept;
+    if (!n_waiting)
+        return -1;
     int in_our_group = command > 0 && getpgid(command) == getpgrp();
     long long next = -1;
     kept = 0;
