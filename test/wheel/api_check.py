@@ -18,13 +18,11 @@ from gpumemprof.oom_flight_recorder import (OOMExceptionClassification, OOMFligh
 
 inspect_bin, work = sys.argv[1], sys.argv[2]
 under_preload = os.environ.get("GMP_API_CHECK_UNDER_PRELOAD") == "1"
-failed = []
 
 
-def check(name, ok, detail=""):
-    print(("ok    " if ok else "FAIL  ") + "wheel api: " + name + ("" if ok else ": " + str(detail)))
-    if not ok:
-        failed.append(name)
+from checks import Checks  # noqa: E402
+
+check = Checks("wheel api")
 
 
 def bundle_files(path):
@@ -156,4 +154,4 @@ if not under_preload:
     check("disabled: dump returns None, writes nothing, keeps no events",
           off.dump(reason="manual") is None and not os.path.exists(off_dir) and
           off.snapshot_events() == [])
-sys.exit(1 if failed else 0)
+check.exit()

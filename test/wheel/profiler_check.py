@@ -17,15 +17,12 @@ import sys
 import threading
 
 mode = sys.argv[1]
-failed = []
 MiB = 1 << 20
 
 
-def check(name, ok, detail=""):
-    print(("ok    " if ok else "FAIL  ") + "wheel profiler (%s): %s" % (mode, name) +
-          ("" if ok else ": " + str(detail)))
-    if not ok:
-        failed.append(name)
+from checks import Checks  # noqa: E402
+
+check = Checks("wheel profiler (%s)" % mode)
 
 
 from gpumemprof import (ConfigurationError, GPUMemoryProfiler, MemorySnapshot,  # noqa: E402
@@ -222,18 +219,12 @@ def collectors_only(gpus):
               sample.device_id == -1 and sample.total_bytes > 0 and
               sample.source in ("meminfo", "cgroup", "RLIMIT_AS") and keys <= set(caps),
               (sample, caps))
-        try:
-            build_device_memory_collector("cuda:0")
-            check("cuda:0 with no torch and no GPU is refused", False)
-        except ConfigurationError as e:
-            check("cuda:0 with no torch and no GPU: a ConfigurationError that says why",
-                  "torch is not installed" in str(e), e)
-        try:
-            GPUMemoryProfiler(device="cuda:0")
-            check("GPUMemoryProfiler('cuda:0') with no torch is refused", False)
-        except ConfigurationError as e:
-            check("GPUMemoryProfiler('cuda:0') with no torch: a ConfigurationError",
-                  "torch is not installed" in str(e), e)
+        check.refused("cuda:0 with no torch and no GPU: a ConfigurationError that says why",
+                      lambda: build_device_memory_collector("cuda:0"), ConfigurationError,
+                      "torch is not installed")
+        check.refused("GPUMemoryProfiler('cuda:0') with no torch: a ConfigurationError",
+                      lambda: GPUMemoryProfiler(device="cuda:0"), ConfigurationError,
+                      "torch is not installed")
 
 
 if mode == "preload":
@@ -244,4 +235,4 @@ elif mode == "torch":
     torch_profile()
 elif mode in ("collectors", "doubles"):
     collectors_only(mode == "doubles")
-sys.exit(1 if failed else 0)
+check.exit()

@@ -20,14 +20,11 @@ from tfmemprof import (TensorFlowProfiler, TFMemoryProfiler, get_system_info,  #
                        profile_context, profile_function)
 
 dumps = sys.argv[1]
-failed = []
 
 
-def check(name, ok, detail=""):
-    print(("ok    " if ok else "FAIL  ") + "wheel tfmemprof: " + name +
-          ("" if ok else ": " + str(detail)))
-    if not ok:
-        failed.append(name)
+from checks import Checks  # noqa: E402
+
+check = Checks("wheel tfmemprof")
 
 
 profiler = TensorFlowProfiler()
@@ -99,12 +96,9 @@ check("get_system_info: TensorFlow's version, no GPU, the CPU backend",
       info["tensorflow_version"] == tf.__version__ and info["gpu"]["available"] is False and
       info["backend"]["runtime_backend"] == "cpu" and info["backend"]["is_cuda_build"] is False,
       info)
-try:
-    TFMemoryProfiler(device="/GPU:0")
-    check("/GPU:0 where TensorFlow sees none is refused", False)
-except ConfigurationError as e:
-    check("/GPU:0 where TensorFlow sees none: a ConfigurationError that says so",
-          "TensorFlow sees 0 GPU(s)" in str(e), e)
+check.refused("/GPU:0 where TensorFlow sees none: a ConfigurationError that says so",
+              lambda: TFMemoryProfiler(device="/GPU:0"), ConfigurationError,
+              "TensorFlow sees 0 GPU(s)")
 
 # TensorFlow's own out-of-memory error, caught: its one bundle
 tracker = MemoryTracker(device="cpu", oom_dump_dir=dumps)
@@ -119,4 +113,4 @@ except tf.errors.ResourceExhaustedError:
           len(found) == 1 and meta.get("reason") == "tensorflow.ResourceExhaustedError" and
           meta.get("context") == "embedding_table" and
           "OOM when allocating tensor" in meta.get("exception_message", ""), (found, meta))
-sys.exit(1 if failed else 0)
+check.exit()

@@ -13,14 +13,11 @@ import sys
 import time
 
 inspect_bin, work, standin = sys.argv[1], sys.argv[2], sys.argv[3]
-failed = []
 
 
-def check(name, ok, detail=""):
-    print(("ok    " if ok else "FAIL  ") + "wheel tracker: " + name +
-          ("" if ok else ": " + str(detail)))
-    if not ok:
-        failed.append(name)
+from checks import Checks  # noqa: E402
+
+check = Checks("wheel tracker")
 
 
 def bundles(d):
@@ -198,4 +195,4 @@ try:
     check("an unknown device is refused", False, "no error")
 except ValueError as e:
     check("an unknown device is refused with a line naming it", "mps" in str(e), e)
-sys.exit(1 if failed else 0)
+check.exit()
