@@ -153,6 +153,17 @@ oom_bundles() { # NAME DIR WANT
     return 0
 }
 
+# triage's JSON of DIR (in $work/triage.json, its exit status in
+# triage_rc): true when the Python expression EXPR holds of it, as t (and
+# ARG as arg)
+triage_holds() { # DIR EXPR [ARG]
+    "$inspect" triage "$1" --format json >"$work/triage.json" 2>/dev/null
+    triage_rc=$?
+    "$python" -c 'import json, sys
+t, arg = json.load(open(sys.argv[1])), sys.argv[3]
+sys.exit(not eval(sys.argv[2]))' "$work/triage.json" "$2" "${3:-}" 2>/dev/null
+}
+
 cd "$work" || exit 1
 srun --gmp="$work/d1" --mem=100M "$python" grow.py >"$work/a.out" 2>&1
 rc=$?
@@ -197,15 +208,12 @@ oom_bundles "srun --gmp -n2" "$work/d2" 2 && ok "srun --gmp -n2: one bundle per 
 # and triage groups the job's bundles with it
 tasks=$(for b in "$work"/d2/oom_dump_*; do "$inspect" show "$b" | sed -n 's/^Slurm: *job \([0-9]*\), step 0, task \([01]\) on node .*/\1 \2/p'; done | sort)
 job=$(printf '%s\n' "$tasks" | head -1 | cut -d' ' -f1)
-"$inspect" triage "$work/d2" --format json >"$work/tri2.json" 2>/dev/null
-if [ -n "$job" ] && [ "$(printf '%s\n' "$tasks" | tr '\n' ' ')" = "$job 0 $job 1 " ] &&
-    ls "$work"/d2 | grep -q "_r0_" && ls "$work"/d2 | grep -q "_r1_" &&
-    "$python" -c 'import json, sys
-t = json.load(open(sys.argv[1]))
-sys.exit(t["groups"][0]["slurm_jobs"] != [sys.argv[2] + ".0"])' "$work/tri2.json" "$job"; then
+if triage_holds "$work/d2" 't["groups"][0]["slurm_jobs"] == [arg + ".0"]' "$job" &&
+    [ -n "$job" ] && [ "$(printf '%s\n' "$tasks" | tr '\n' ' ')" = "$job 0 $job 1 " ] &&
+    ls "$work"/d2 | grep -q "_r0_" && ls "$work"/d2 | grep -q "_r1_"; then
     ok "each bundle names its Slurm job, step, task (its rank in the name) and node; triage groups them by job"
 else
-    fail "Slurm ids: tasks '$tasks', bundles $(ls "$work/d2"), triage $(cat "$work/tri2.json")"
+    fail "Slurm ids: tasks '$tasks', bundles $(ls "$work/d2"), triage $(cat "$work/triage.json")"
 fi
 
 cat >"$work/job.sh" <<EOF
@@ -240,13 +248,10 @@ for step in range(70):
     time.sleep(0.02)
 time.sleep(1.5)' >/dev/null 2>&1
 rc=$?
-"$inspect" triage "$work/d5" --format json >"$work/tri5.json" 2>/dev/null
-if [ $rc = 0 ] && "$python" -c 'import json, sys
-t = json.load(open(sys.argv[1]))
-sys.exit(t["pressure_warnings"] != 1 or t["oom_bundles"] != 0)' "$work/tri5.json"; then
+if triage_holds "$work/d5" 't["pressure_warnings"] == 1 and t["oom_bundles"] == 0' && [ $rc = 0 ]; then
     ok "a task nearing the step's limit: one memory-pressure warning, no death"
 else
-    fail "pressure under the step's limit: exit $rc, $(cat "$work/tri5.json")"
+    fail "pressure under the step's limit: exit $rc, $(cat "$work/triage.json")"
 fi
 
 # a task holding 20 MiB for a minute, its dump directory DIR: srun_pid,
@@ -271,14 +276,10 @@ time.sleep(60)' >/dev/null 2>&1 &
 holder "$work/d4"
 [ -n "${task:-}" ] && kill -9 "$task"
 wait "$srun_pid" 2>/dev/null
-"$inspect" triage "$work/d4" --format json >"$work/tri.json" 2>/dev/null
-rc=$?
-if [ $rc = 0 ] && "$python" -c 'import json, sys
-t = json.load(open(sys.argv[1]))
-sys.exit(t["bundles"] != 1 or t["oom_bundles"] != 0)' "$work/tri.json"; then
+if triage_holds "$work/d4" 't["bundles"] == 1 and t["oom_bundles"] == 0' && [ $triage_rc = 0 ]; then
     ok "a kill -9 of a task: its bundle says killed, and triage passes it (no OOM)"
 else
-    fail "a kill -9 of a task: triage exit $rc: $(cat "$work/tri.json")"
+    fail "a kill -9 of a task: triage exit $triage_rc: $(cat "$work/triage.json")"
 fi
 
 # scancel of a running job: no OOM either
@@ -288,15 +289,11 @@ rings_before=$(find /tmp/gpumemprof-0 -name 'ring_*' 2>/dev/null | wc -l)
 wait "$srun_pid" 2>/dev/null
 sleep 1 # the step's end: slurmstepd reaps and recovers
 rings_after=$(find /tmp/gpumemprof-0 -name 'ring_*' 2>/dev/null | wc -l)
-"$inspect" triage "$work/d7" --format json >"$work/tri7.json" 2>/dev/null
-rc=$?
-if [ -n "${jobid:-}" ] && [ $rc = 0 ] && [ "$rings_after" -lt "$rings_before" ] &&
-    "$python" -c 'import json, sys
-t = json.load(open(sys.argv[1]))
-sys.exit(t["oom_bundles"] != 0 or t["not_memory"] != 1)' "$work/tri7.json"; then
+if triage_holds "$work/d7" 't["oom_bundles"] == 0 and t["not_memory"] == 1' &&
+    [ -n "${jobid:-}" ] && [ $triage_rc = 0 ] && [ "$rings_after" -lt "$rings_before" ]; then
     ok "scancel of a running job: its bundle says killed with no sign of memory (not an OOM), no ring left"
 else
-    fail "scancel: job '${jobid:-}', rings $rings_before -> $rings_after, triage exit $rc: $(cat "$work/tri7.json")"
+    fail "scancel: job '${jobid:-}', rings $rings_before -> $rings_after, triage exit $triage_rc: $(cat "$work/triage.json")"
 fi
 
 # a step that does not ask is not touched; one that asks and ends cleanly leaves nothing
