@@ -25,12 +25,14 @@
 #define KEPT 8 /* the newest bundles of this process whose outcome is written */
 
 static char written[KEPT][GMP_PATH_MAX];
-static unsigned written_count;         /* atomic; slot = n % KEPT */
-static int ending_state, ending_code;  /* atomic: the first end seen wins */
-static int patching;                   /* atomic try-flag over patch_buf */
+/* every process sets these as it starts and ends: on the loader's page */
+static unsigned written_count GMP_STARTUP_DATA; /* atomic; slot = n % KEPT */
+static int ending_state GMP_STARTUP_DATA;       /* atomic: the first end seen wins */
+static int ending_code GMP_STARTUP_DATA;
+static int patching GMP_STARTUP_DATA; /* atomic try-flag over patch_buf */
 static char patch_buf[128 * 1024];
 
-static int ours(void)
+GMP_START_EXIT_TEXT static int ours(void)
 {
     return getpid() == __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
 }
@@ -49,7 +51,7 @@ void gmp_outcome_note_bundle(const char *path)
     gmp_strlcpy(written[n % KEPT], path, sizeof written[0]);
 }
 
-void gmp_outcome_end(gmp_outcome_state state, int code)
+GMP_START_EXIT_TEXT void gmp_outcome_end(gmp_outcome_state state, int code)
 {
     if (!ours() || !gmp_pl.cfg->enabled)
         return;
@@ -71,13 +73,13 @@ void gmp_outcome_end(gmp_outcome_state state, int code)
 }
 
 /* exit() and a return from main: glibc hands on_exit's handlers the status. */
-static void at_exit_with(int status, void *arg)
+GMP_START_EXIT_TEXT static void at_exit_with(int status, void *arg)
 {
     (void)arg;
     gmp_outcome_end(GMP_OUTCOME_EXITED, status & 0xff);
 }
 
-void gmp_outcome_watch_exit(void)
+GMP_START_EXIT_TEXT void gmp_outcome_watch_exit(void)
 {
     on_exit(at_exit_with, NULL);
 }

@@ -67,11 +67,6 @@ typedef struct gmp_preload {
 
 GMP_HIDDEN extern gmp_preload gmp_pl;
 
-/* For the few variables every process reads or writes (most processes only
- * start and exit): in .data, on a page the loader has written already, so
- * they cost no page fault of their own. */
-#define GMP_STARTUP_DATA __attribute__((section(".data.gmp_startup")))
-
 /* A forked child's reset of one variable: stored only when there is
  * something to clear, so a child that execs at once (a shell's) copies no
  * page of ours. */

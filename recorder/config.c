@@ -109,7 +109,17 @@ void gmp_config_defaults(gmp_config *cfg)
  * program with garbage in all its GMP_ variables gets one line, not
  * twenty).  At most 64 bytes of each value are shown. */
 static char complaints[1024];
-static int complaint_count;
+/* read by every process gmp-run starts (it sets GMP_RUN_DIR): its page is
+ * the loader's, and complaints' is touched only when there is one */
+static int complaint_count GMP_STARTUP_DATA;
+
+GMP_START_EXIT_TEXT static void forget_complaints(void)
+{
+    if (complaint_count) {
+        complaints[0] = '\0';
+        complaint_count = 0;
+    }
+}
 
 static void complain(const char *var, const char *value, const char *what,
                      const char *used)
@@ -174,8 +184,8 @@ static int parse_bool(const char *var, const char *s, int *out)
     return -1;
 }
 
-static int parse_string(const char *var, const char *s, char *dst, size_t cap,
-                        int allow_empty)
+GMP_START_EXIT_TEXT static int parse_string(const char *var, const char *s, char *dst,
+                                            size_t cap, int allow_empty)
 {
     if ((!allow_empty && !*s) || strlen(s) >= cap) {
         complain(var, s, *s ? "is too long" : "is empty", *dst ? dst : "\"\"");
@@ -285,10 +295,11 @@ GMP_START_EXIT_TEXT int gmp_config_from_env_onto_zero(gmp_config *cfg)
     if ((v = getenv(name)))                                                                      \
         bad += parse_json(name, v, cfg->field, sizeof cfg->field) < 0;
 
-static int parse_environment(gmp_config *cfg)
+/* Under gmp-run every process has GMP_RUN_DIR: what it parses then is on
+ * the start-up text, and the fields of what is not set are not read. */
+GMP_START_EXIT_TEXT static int parse_environment(gmp_config *cfg)
 {
-    complaints[0] = '\0';
-    complaint_count = 0;
+    forget_complaints();
     int bad = 0;
     const char *v;
     GMP_OPTIONS(PARSE_BOOL, PARSE_NUM, PARSE_TEXT, PARSE_CHOICE, PARSE_JSON)
@@ -296,7 +307,10 @@ static int parse_environment(gmp_config *cfg)
         gmp_log("%s", complaints);
     /* the credentials environment.json masks in these variables are masked
      * wherever their values go (metadata.json's context and custom_metadata) */
-    gmp_redact_text(cfg->context, strlen(cfg->context));
+    if (getenv("GMP_CONTEXT"))
+        gmp_redact_text(cfg->context, strlen(cfg->context));
+    if (!getenv("GMP_METADATA"))
+        return bad;
     gmp_redact_text(cfg->metadata_json, strlen(cfg->metadata_json));
     if (cfg->metadata_json[0] && /* "" is read as {} */
         gmp_json_check_object(cfg->metadata_json, strlen(cfg->metadata_json), 32) != 0) {
@@ -344,8 +358,7 @@ int gmp_config_set(gmp_config *cfg, const char *variable, const char *value)
 {
     if (!cfg || !variable || !value)
         return -1;
-    complaints[0] = '\0';
-    complaint_count = 0;
+    forget_complaints();
     int rc = set_one(cfg, variable, value);
     if (complaint_count)
         gmp_log("%s", complaints);

@@ -29,9 +29,10 @@ enum { RING_NONE, RING_CREATING, RING_READY, RING_FAILED };
 struct gmp_recorder {
     int ring_state;        /* atomic, RING_* */
     uint64_t early_drops;  /* events dropped while the ring was being made */
+    /* set as every process starts: on the page the config's first fields share */
+    void (*on_new_ring)(gmp_ring *ring); /* atomic */
     gmp_config cfg;        /* dump_dir made absolute; metadata_json "" = "{}" */
     gmp_ring ring;
-    void (*on_new_ring)(gmp_ring *ring); /* atomic */
 };
 
 /* Bundles must land where the process was started, even after chdir; and a
@@ -143,7 +144,7 @@ static void make_ring(gmp_recorder *rec)
         fn(&rec->ring);
 }
 
-void gmp_recorder_on_new_ring(gmp_recorder *rec, void (*fn)(gmp_ring *ring))
+GMP_START_EXIT_TEXT void gmp_recorder_on_new_ring(gmp_recorder *rec, void (*fn)(gmp_ring *ring))
 {
     if (rec)
         __atomic_store_n(&rec->on_new_ring, fn, __ATOMIC_SEQ_CST);
@@ -158,7 +159,7 @@ static inline gmp_ring *made_ring(const gmp_recorder *rec)
                : NULL;
 }
 
-gmp_ring *gmp_recorder_ring(gmp_recorder *rec)
+GMP_START_EXIT_TEXT gmp_ring *gmp_recorder_ring(gmp_recorder *rec)
 {
     return made_ring(rec);
 }

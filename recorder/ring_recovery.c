@@ -23,6 +23,7 @@
 #include "bundle.h"
 #include "dumpdir.h"
 #include "gpumemprof.h"
+#include "kernel_log.h"
 #include "ring.h"
 #include "rundir.h"
 #include "util.h"
@@ -34,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -355,65 +355,6 @@ static int read_story(const gmp_event *ev, void *arg)
     return 0;
 }
 
-/* The kernel log: /dev/kmsg as this user may open it, else one a
- * privileged parent opened for us (GMP_KMSG_FD: Slurm's plugin, as root,
- * before it runs recover as the job's user, where dmesg_restrict keeps the
- * user out); -1 when neither.  A descriptor handed over is read from the
- * first record, and only when it is the kernel log (char device 1:11). */
-static int kernel_log(void)
-{
-    int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd >= 0)
-        return fd;
-    const char *given = getenv("GMP_KMSG_FD");
-    char *end;
-    long n = given && *given ? strtol(given, &end, 10) : -1;
-    struct stat st;
-    if (n < 3 || n > 1 << 20 || *end || fstat((int)n, &st) != 0 || !S_ISCHR(st.st_mode) ||
-        major(st.st_rdev) != 1 || minor(st.st_rdev) != 11)
-        return -1;
-    fd = fcntl((int)n, F_DUPFD_CLOEXEC, 3);
-    if (fd >= 0 && lseek(fd, 0, SEEK_SET) < 0) { /* each read from the first record */
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* "Out of memory: Killed process 1234 (python3) ..." in the kernel log, when
- * this user may read it, logged after the process started (start_ticks,
- * its /proc starttime; 0 unknown): an earlier process under the same pid
- * is not this one. */
-static int kernel_says_oom_killed(int pid, uint64_t start_ticks)
-{
-    long hz = sysconf(_SC_CLK_TCK);
-    uint64_t started_us = hz > 0 ? start_ticks * (1000000 / (uint64_t)hz) : 0;
-    int fd = kernel_log();
-    if (fd < 0)
-        return 0;
-    char rec[2048], needle[48], num[24];
-    gmp_fmt_u64((uint64_t)pid, num);
-    gmp_strjoin(needle, sizeof needle, "Killed process ", num, " ", (char *)NULL);
-    int found = 0;
-    for (int i = 0; i < 100000 && !found; i++) {
-        ssize_t n = read(fd, rec, sizeof rec - 1);
-        if (n < 0 && errno == EPIPE)
-            continue; /* records overwritten while we read */
-        if (n <= 0)
-            break;
-        rec[n] = '\0';
-        /* "priority,sequence,microseconds since boot,flags;message" */
-        const char *at = strchr(rec, ',');
-        at = at ? strchr(at + 1, ',') : NULL;
-        uint64_t us = 0;
-        for (at = at ? at + 1 : NULL; at && *at >= '0' && *at <= '9'; at++)
-            us = us * 10 + (uint64_t)(*at - '0');
-        found = strstr(rec, needle) != NULL && us >= started_us;
-    }
-    close(fd);
-    return found;
-}
-
 /* A string from another process's file: at most src_cap bytes, maybe no NUL. */
 static void copy_bounded(char *dst, size_t cap, const char *src, size_t src_cap)
 {
@@ -527,7 +468,7 @@ static int recover_one(int dirfd, const char *name, void *arg)
      * this one to a person's kill -9; said so, never as fact. */
     uint64_t kills_then = live->oom_kills_at_start, kills_now = gmp_cgroup_oom_kills(cgroup_file);
     int named = (rc->opt->evidence && !strncmp(rc->opt->evidence, "oom_killer:", 11)) ||
-                kernel_says_oom_killed(live->pid, live->proc_start_ticks);
+                gmp_kernel_log_names_victim(live->pid, live->proc_start_ticks);
     if (named) {
         char num[24];
         gmp_fmt_u64((uint64_t)live->pid, num);

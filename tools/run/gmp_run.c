@@ -32,6 +32,7 @@
 #include "group_signal.h"
 #include "job_output.h"
 #include "job_watch.h"
+#include "kernel_log.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -249,6 +250,8 @@ int main(int argc, char **argv)
     signal_keep(SIGPIPE, SIG_IGN, &pipe_was);
     group_signal_start(forwarded, sizeof forwarded / sizeof *forwarded);
     job_output_prepare();
+    /* the job's deaths are looked for in the kernel log from here on */
+    gmp_kernel_log_follow();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "gmp-run: fork: %s\n", strerror(errno));
