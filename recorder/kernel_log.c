@@ -34,6 +34,7 @@ static struct {
     int busy;            /* atomic: its one reader now */
     int open;            /* fd is the log, read up to where it was last */
     int fd;
+    pid_t pid;           /* whose: a forked child shares fd's place, so reads its own */
     uint64_t from_ticks; /* 0: read from its first record; else from this clock tick on */
     unsigned seen;       /* victims noted; the newest in kept[(seen - 1) % VICTIMS_KEPT] */
     victim kept[VICTIMS_KEPT];
@@ -167,8 +168,14 @@ int gmp_kernel_log_names_victim(int pid, uint64_t start_ticks)
     question q = {pid, hz > 0 ? start_ticks * (1000000 / (uint64_t)hz) : 0, 0};
     if (__atomic_exchange_n(&log_cache.busy, 1, __ATOMIC_ACQUIRE))
         return read_whole_log(&q); /* another thread reads the cache's */
-    if (!log_cache.open && (log_cache.fd = open_log()) >= 0)
+    if (log_cache.open && log_cache.pid != getpid()) {
+        __atomic_store_n(&log_cache.busy, 0, __ATOMIC_RELEASE);
+        return read_whole_log(&q);
+    }
+    if (!log_cache.open && (log_cache.fd = open_log()) >= 0) {
         log_cache.open = 1;
+        log_cache.pid = getpid();
+    }
     int said = -1;
     if (log_cache.open) {
         if (read_records(log_cache.fd, keep_victim, NULL))
@@ -185,12 +192,14 @@ void gmp_kernel_log_follow(void)
     if (__atomic_exchange_n(&log_cache.busy, 1, __ATOMIC_ACQUIRE))
         return;
     if (log_cache.open) {
-        read_records(log_cache.fd, keep_victim, NULL); /* read from the first: stays whole */
+        if (log_cache.pid == getpid()) /* read from the first: stays whole */
+            read_records(log_cache.fd, keep_victim, NULL);
     } else if ((log_cache.fd = open_log()) >= 0) {
         uint64_t now = clock_ticks_now();
         if (now && lseek(log_cache.fd, 0, SEEK_END) >= 0) {
             log_cache.from_ticks = now;
             log_cache.open = 1;
+            log_cache.pid = getpid();
         } else {
             close(log_cache.fd);
         }
