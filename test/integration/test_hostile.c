@@ -173,13 +173,20 @@ static void test_dump_directory_falls_back_home(void **state)
              "for i in $(seq 100); do ls '%s' 2>/dev/null | grep -q ^oom_dump_ && break; "
              "sleep 0.05; done; kill -9 $p; wait $p; "
              "%s recover >/dev/null; echo \"recover $?\"; "
-             "echo \"ended $(cat '%s'/*/metadata.json | grep -c '\"death_bundle\":')\"",
-             paths.scratch, paths.preload, paths.build, home_dumps, inspect_path(), home_dumps);
+             "echo \"ended $(cat '%s'/*/metadata.json | grep -c '\"death_bundle\":')\"; "
+             "%s list >/dev/null; echo \"list $?\"",
+             paths.scratch, paths.preload, paths.build, home_dumps, inspect_path(), home_dumps,
+             inspect_path());
     run_script(&paths, script, out, sizeof out, err, sizeof err);
-    if (strcmp(out, "recover 0\nended 1\n") || count_prefixed(home_dumps, "oom_dump_") != 2)
+    if (strcmp(out, "recover 0\nended 1\nlist 0\n") ||
+        count_prefixed(home_dumps, "oom_dump_") != 2)
         fail_msg("recovered: %s; %d bundle(s); stderr: %s", out,
                  count_prefixed(home_dumps, "oom_dump_"), err);
     assert_int_equal(entries(victim), 0);
+    /* the default listing (of the refused directory: none there) counts them */
+    snprintf(want, sizeof want, "gmp-inspect list: 2 more bundle(s) in %s, where", home_dumps);
+    if (!strstr(err, want))
+        fail_msg("list without DIR does not count the fallback's bundles: %s", err);
 }
 
 /* Symlinks at the temporary names of the next bundles (this second and the

@@ -221,9 +221,12 @@ static void test_next_gmp_run_writes_what_was_left(void **state)
 static void test_no_litter_after_a_daemon(void **state)
 {
     (void)state;
+    /* the daemon outlives gmp-run by seconds; then its end is waited for
+     * (up to 30 s: a loaded machine starts python3 slowly), not guessed */
     run("\"$GMP_RUN\" -- sh -c 'python3 -c \"import time; x = bytearray(8 << 20); "
-        "time.sleep(1.5)\" & sleep 0.7'; ls \"$GMP_RUN_DIR\" | grep -c '^gmp-run-'; sleep 2; "
-        "echo \"status $?\"");
+        "time.sleep(3)\" & sleep 0.7'; ls \"$GMP_RUN_DIR\" | grep -c '^gmp-run-'; "
+        "for i in $(seq 300); do [ \"$(ls \"$GMP_RUN_DIR\" | grep -c '^gmp-run-')\" = 0 ] && break; "
+        "sleep 0.1; done; echo \"status $?\"");
     if (strncmp(out, "1\n", 2))
         fail_msg("no job directory while the daemon ran: %s %s", out, err);
     assert_int_equal(left_in_run_dir(), 0);

@@ -2,6 +2,8 @@
  * list.c — `gmp-inspect list [DIR] [--json]`: one line per bundle in a dump
  * directory, oldest first (time, pid, backend, reason, events, name).  A
  * bundle that cannot be read is listed with why, and makes the exit status 1.
+ * Without DIR, bundles waiting in $HOME/oom_dumps (where a process writes
+ * them when its dump directory cannot be had) are counted on stderr.
  */
 #include "inspect.h"
 
@@ -61,11 +63,39 @@ static void fill_row(row *r, const char *dir, const char *name)
     bundle_close(&b);
 }
 
+/* The bundles in $HOME/oom_dumps, when that is not dir: a process whose
+ * dump directory was another user's, or a symlink, wrote there and said so
+ * once, on a stderr nobody may have kept. */
+static void mention_home_fallback(const char *dir)
+{
+    const char *home = getenv("HOME");
+    char fallback[4096];
+    struct stat f, d;
+    if (!home || home[0] != '/' ||
+        snprintf(fallback, sizeof fallback, "%s/oom_dumps", home) >= (int)sizeof fallback ||
+        stat(fallback, &f) != 0 || !S_ISDIR(f.st_mode) ||
+        (stat(dir, &d) == 0 && d.st_dev == f.st_dev && d.st_ino == f.st_ino))
+        return;
+    DIR *h = opendir(fallback);
+    if (!h)
+        return;
+    size_t waiting = 0;
+    for (struct dirent *de; (de = readdir(h));)
+        waiting += strncmp(de->d_name, "oom_dump_", 9) == 0;
+    closedir(h);
+    if (waiting)
+        fprintf(stderr,
+                "gmp-inspect list: %zu more bundle(s) in %s, where a process writes them when "
+                "its dump directory cannot be had (gmp-inspect list %s)\n",
+                waiting, fallback, fallback);
+}
+
 static void usage(FILE *f)
 {
     fputs("usage: gmp-inspect list [DIR] [--json]\n"
           "One line per bundle in DIR (default: $GMP_DUMP_DIR, else ./oom_dumps),\n"
-          "oldest first: time, pid, backend, reason, event count, name.\n"
+          "oldest first: time, pid, backend, reason, event count, name.  Without\n"
+          "DIR, the bundles in $HOME/oom_dumps (the fallback) are counted on stderr.\n"
           "Exit status: 0, 1 when a bundle could not be read, 2 usage error.\n",
           f);
 }
@@ -90,8 +120,12 @@ int cmd_list(int argc, char **argv)
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "gmp-inspect list: cannot open %s: %m\n", dir);
+        if (!n_operands)
+            mention_home_fallback(dir);
         return EXIT_INVALID;
     }
+    if (!n_operands)
+        mention_home_fallback(dir);
     row *rows = NULL;
     size_t n = 0, cap = 0;
     struct dirent *de;
