@@ -298,8 +298,11 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 }
 
 /* The child: become the job's user, with a clean environment, and run
- * gmp-inspect recover on the user's run directory. */
-static void recover_child(uid_t uid, gid_t gid, const char *run_dir)
+ * gmp-inspect recover on the user's run directory.  HOME is the task's
+ * (task_home, "" for none), else the password file's: a dump directory
+ * that cannot be had gives way to $HOME/oom_dumps, where the task's own
+ * bundles went. */
+static void recover_child(uid_t uid, gid_t gid, const char *run_dir, const char *task_home)
 {
     struct passwd *pw = getpwuid(uid);
     /* the kernel log, opened as root for recover to read as the user
@@ -323,7 +326,8 @@ static void recover_child(uid_t uid, gid_t gid, const char *run_dir)
         setuid(uid) != 0 || (uid != 0 && setuid(0) == 0))
         _exit(126);
     char home[PATH_MAX + 8], user[300], dir[PATH_MAX + 16];
-    snprintf(home, sizeof home, "HOME=%s", pw && pw->pw_dir ? pw->pw_dir : "/");
+    snprintf(home, sizeof home, "HOME=%s",
+             task_home[0] ? task_home : pw && pw->pw_dir ? pw->pw_dir : "/");
     snprintf(user, sizeof user, "USER=%s", pw && pw->pw_name ? pw->pw_name : "");
     snprintf(dir, sizeof dir, "GMP_RUN_DIR=%s", run_dir);
     char *env[8] = {"PATH=/usr/bin:/bin", "LANG=C", home, user};
@@ -361,12 +365,15 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
                     "its bundle (set inspect= in plugstack.conf)");
         return 0;
     }
-    char run_dir[PATH_MAX] = "";
+    char run_dir[PATH_MAX] = "", task_home[PATH_MAX] = "";
     if (spank_getenv(sp, "GMP_RUN_DIR", run_dir, sizeof run_dir) != ESPANK_SUCCESS)
         run_dir[0] = '\0';
+    if (spank_getenv(sp, "HOME", task_home, sizeof task_home) != ESPANK_SUCCESS ||
+        task_home[0] != '/')
+        task_home[0] = '\0';
     pid_t child = fork();
     if (child == 0)
-        recover_child(uid, gid, run_dir);
+        recover_child(uid, gid, run_dir, task_home);
     if (child < 0) {
         slurm_error("gpumemprof: cannot fork to recover a killed task: %s", strerror(errno));
         return 0;

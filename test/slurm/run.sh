@@ -182,6 +182,14 @@ grep -q "^gpumemprof: step [0-9]*\.0: 1 task(s) ran out of memory; the first: .*
     grep -q "; bundles go to $work/h/oom_dumps instead" "$work/f.out" && [ -z "$(ls "$work/elsewhere")" ] &&
     ok "a dump directory that cannot be had: the bundle in \$HOME/oom_dumps, said by the task and counted by the step's summary" ||
     fail "the fallback dump directory under srun: $(cat "$work/f.out"; ls "$work/elsewhere")"
+# the same for a task the OOM killer ended: recover, as the user, writes it
+# in the task's $HOME/oom_dumps (not the password file's home)
+mkdir -p "$work/h2" && chmod 0700 "$work/h2"
+HOME="$work/h2" srun --gmp="$work/link" --mem=100M "$python" grow.py >/dev/null 2>&1
+oom_bundles "a killed task whose dump directory cannot be had" "$work/h2/oom_dumps" 1 &&
+    [ -z "$(ls "$work/elsewhere")" ] &&
+    ok "a killed task whose dump directory cannot be had: its bundle in the task's \$HOME/oom_dumps" ||
+    fail "a killed task's fallback: $(ls "$work/h2" "$work/elsewhere" 2>&1)"
 # the limit is the job's or step's (Slurm sets none on the task's cgroup)
 "$inspect" show "$work"/d1/oom_dump_* >"$work/show1.out" 2>&1
 grep -q "^Host: .*cgroup .* of 100.0 MiB limit (set on /sys/fs/cgroup/.*/job_[0-9]*" "$work/show1.out" &&
