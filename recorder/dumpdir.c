@@ -17,20 +17,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* $HOME/oom_dumps when HOME is an absolute directory of the caller's own
- * and that is not the directory just refused. */
-static int home_dump_dir(const char *refused, char *out, size_t cap)
+int gmp_dump_dir_fallback(char *out, size_t cap)
 {
     const char *home = getenv("HOME");
     struct stat st;
     if (!home || home[0] != '/' || !home[1] || stat(home, &st) != 0 || !S_ISDIR(st.st_mode) ||
         st.st_uid != geteuid())
         return -1;
-    if (gmp_strjoin(out, cap, home, home[strlen(home) - 1] == '/' ? "" : "/", "oom_dumps",
-                    (char *)NULL) < 0 ||
-        strcmp(out, refused) == 0)
-        return -1;
-    return 0;
+    return gmp_strjoin(out, cap, home, home[strlen(home) - 1] == '/' ? "" : "/", "oom_dumps",
+                       (char *)NULL) < 0
+               ? -1
+               : 0;
+}
+
+/* The fallback, when it is not the directory just refused. */
+static int home_dump_dir(const char *refused, char *out, size_t cap)
+{
+    return gmp_dump_dir_fallback(out, cap) < 0 || strcmp(out, refused) == 0 ? -1 : 0;
 }
 
 int gmp_dump_dir_open(const char *configured, char *used, size_t used_cap)

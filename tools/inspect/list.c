@@ -5,6 +5,7 @@
  * Without DIR, bundles waiting in $HOME/oom_dumps (where a process writes
  * them when its dump directory cannot be had) are counted on stderr.
  */
+#include "dumpdir.h"
 #include "inspect.h"
 
 #include <dirent.h>
@@ -68,12 +69,10 @@ static void fill_row(row *r, const char *dir, const char *name)
  * once, on a stderr nobody may have kept. */
 static void mention_home_fallback(const char *dir)
 {
-    const char *home = getenv("HOME");
     char fallback[4096];
     struct stat f, d;
-    if (!home || home[0] != '/' ||
-        snprintf(fallback, sizeof fallback, "%s/oom_dumps", home) >= (int)sizeof fallback ||
-        stat(fallback, &f) != 0 || !S_ISDIR(f.st_mode) ||
+    if (gmp_dump_dir_fallback(fallback, sizeof fallback) < 0 || stat(fallback, &f) != 0 ||
+        !S_ISDIR(f.st_mode) ||
         (stat(dir, &d) == 0 && d.st_dev == f.st_dev && d.st_ino == f.st_ino))
         return;
     DIR *h = opendir(fallback);
