@@ -190,9 +190,6 @@ marks = [e["context"] for e in watched.get_events("mark") if "watchdog" in e.get
 check("enable_watchdog: a crossing gives torch's cached blocks back, and says so",
       len(marks) == 1 and "300.0 MiB of reserved given back" in marks[0] and
       torch.cuda.memory_reserved() == 0, (marks, torch.cuda.memory_reserved()))
-try:
-    MemoryTracker(device="mps")
-    check("an unknown device is refused", False, "no error")
-except ValueError as e:
-    check("an unknown device is refused with a line naming it", "mps" in str(e), e)
+check.refused("an unknown device is refused with a line naming it",
+              lambda: MemoryTracker(device="mps"), ValueError, "mps")
 check.exit()
