@@ -207,8 +207,11 @@ static void test_kernel_oom_killer(void **state)
     char script[8192];
     snprintf(script, sizeof script,
              "timeout 60 \"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c 'echo $$ > %s; "
-             "exec python3 -c \"keep = []\nwhile True:\n    keep.append(bytearray(8 << 20))\"'",
+             "exec python3 -c \"import time\nkeep = []\nwhile True:\n"
+             "    keep.append(bytearray(8 << 20)); time.sleep(0.02)\"'",
              procs);
+    /* growing 8 MiB each 20 ms: gmp-run's looks (20 a second) sample the
+     * climb in the cgroup, however fast python3 starts */
     run(script);
     rmdir(cg);
     if (ends_with_status(124)) { /* swap the cgroup cannot limit, say */
