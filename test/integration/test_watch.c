@@ -124,9 +124,14 @@ static void test_watch_refreshes_in_a_terminal(void **state)
              "export P='%s'; " HOLDER
              "T=\"tmux -L gmp-watch-$$\"; "
              "$T new-session -d -x 120 -y 40 \"GMP_RUN_DIR='$GMP_RUN_DIR' %s watch $!\"; "
-             "sleep 1.5; $T capture-pane -p; echo '----'; sleep 1.5; $T capture-pane -p; "
+             /* a whole screen ends with its last events; a loaded machine
+              * may need more than one look to see it */
+             "whole() { i=0; while [ $i -lt 40 ]; do s=$($T capture-pane -p); "
+             "case $s in *'last events:'*'  in use '*) break;; esac; sleep 0.25; "
+             "i=$((i + 1)); done; printf '%%s\\n' \"$s\"; }; "
+             "sleep 1.5; whole; echo '----'; sleep 1.5; whole; "
              "$T kill-server; kill $!",
-             paths.preload, 6, inspect_path());
+             paths.preload, 15, inspect_path());
     run_script(&paths, script, out, sizeof out, err, sizeof err);
     char *second = strstr(out, "\n----\n");
     if (!second)

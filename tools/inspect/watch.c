@@ -297,6 +297,11 @@ int cmd_watch(int argc, char **argv)
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    /* A terminal's stdout is line-buffered: a frame would reach it line by
+     * line, after the clear, and flicker (or be read half-drawn).  Held
+     * whole, each frame goes out in one write at its fflush. */
+    static char frame_buffer[1 << 16];
+    setvbuf(stdout, frame_buffer, _IOFBF, sizeof frame_buffer);
     for (int frame = 1; !stop; frame++) {
         take(&ring, &v);
         print_screen(&ring, path, &v, frame);
