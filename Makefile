@@ -389,6 +389,7 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZ
                  $(BUILD)/bench/device_pairs
 	@failed=0; \
 	sh mk/check-layers.sh || failed=$$((failed+1)); \
+	sh mk/debian-python.sh $(BUILD) 3.14; \
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
 	echo "== conformance: real software, bare and under the preload"; \
 	sh test/conformance/run.sh $(BUILD) || failed=$$((failed+1)); \

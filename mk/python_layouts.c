@@ -13,7 +13,10 @@
 #include <Python.h>
 #include <stddef.h>
 #include <stdio.h>
-#if PY_VERSION_HEX >= 0x030b0000
+#if PY_VERSION_HEX >= 0x030e0000
+#include "internal/pycore_interpframe_structs.h"
+#include "internal/pycore_stackref.h"
+#elif PY_VERSION_HEX >= 0x030b0000
 #include "internal/pycore_frame.h"
 #else
 #include "frameobject.h"
@@ -42,7 +45,10 @@ int main(void)
            offsetof(_PyInterpreterFrame, previous), offsetof(_PyInterpreterFrame, instr_ptr),
            offsetof(_PyInterpreterFrame, owner), FRAME_OWNED_BY_GENERATOR);
 #endif
-#if PY_VERSION_HEX >= 0x030c0000
+#if PY_VERSION_HEX >= 0x030e0000
+    /* the entry frames, renamed, and below them a new owner of C frames */
+    printf("%d, ", FRAME_OWNED_BY_INTERPRETER);
+#elif PY_VERSION_HEX >= 0x030c0000
     printf("%d, ", FRAME_OWNED_BY_CSTACK);
 #else
     printf("-1, ");
@@ -51,6 +57,11 @@ int main(void)
            offsetof(PyCodeObject, _co_firsttraceable), offsetof(PyCodeObject, co_filename),
            offsetof(PyCodeObject, co_qualname));
 #endif
-    printf("%zu, %zu)\n", sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject));
+    printf("%zu, %zu, ", sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject));
+#if PY_VERSION_HEX >= 0x030e0000
+    printf("%d)\n", (int)Py_TAG_BITS); /* f_executable is a tagged _PyStackRef */
+#else
+    printf("0)\n");
+#endif
     return 0;
 }

@@ -11,10 +11,11 @@
  * allocation, no GIL (a thread's frame chain is changed only by that
  * thread, which is here, inside an allocation).  Where a structure lies
  * differs by CPython version: one line of FOR_EACH_PYTHON_LAYOUT per
- * version (3.9 to 3.13), each printed by mk/python_layouts.c built against
- * that version's own headers; another version is left alone.  Every code
- * object is checked to be one (its type is PyCode_Type) before it is
- * read, and a walk stops at anything else.
+ * version (3.9 to 3.14), each printed by mk/python_layouts.c built against
+ * that version's own headers; another version, and a free-threading build
+ * (its objects have another header), is left alone.  Every code object is
+ * checked to be one (its type is PyCode_Type) before it is read, and a
+ * frame that holds anything else is passed over.
  *
  * The table interns (code object, instruction offset) pairs and names each
  * the first time it is seen, while its code object is alive: file, line
@@ -30,29 +31,35 @@
 
 /* How one CPython version keeps its frames.  walk: 1 frame objects (3.9,
  * 3.10: PyThreadState.frame, PyFrameObject.f_back, an int f_lasti), 2
- * interpreter frames (3.11-3.13: _PyInterpreterFrame.previous and an
+ * interpreter frames (3.11-3.14: _PyInterpreterFrame.previous and an
  * instruction pointer into the code object).  Offsets in bytes; -1: none.
- *   ts_frame     the thread state's innermost frame (3.9, 3.10, 3.13)
+ *   ts_frame     the thread state's innermost frame (3.9, 3.10, 3.13, 3.14)
  *   ts_cframe    or its _PyCFrame (3.11, 3.12), then that one's frame
  *   f_code, f_back, f_instr (f_lasti, or prev_instr / instr_ptr)
  *   lasti_scale  f_lasti to bytes: 1 (3.9), 2 (3.10: code units)
- *   f_owner, owner_gen, owner_cstack: frames not (yet) of Python code
+ *   f_owner, owner_gen  the frame's owner, a generator's value
+ *   owner_cstack the first owner of frames not of Python code (entry
+ *                frames and C frames: that value and those above it)
  *   co_code, co_first   where instructions start, _co_firsttraceable
  *   co_file, co_name    co_filename; co_qualname, else co_name
- *   str_ascii, str_compact  sizeof PyASCIIObject, PyCompactUnicodeObject */
+ *   str_ascii, str_compact  sizeof PyASCIIObject, PyCompactUnicodeObject
+ *   code_tags    low bits of f_code that tag the reference, not the address
+ *                (3.14's _PyStackRef: Py_TAG_BITS) */
 #define FOR_EACH_PYTHON_LAYOUT(X)                                                                 \
     /* minor walk ts_frame ts_cframe cf_frame f_code f_back f_instr lasti_scale f_owner          \
-     * owner_gen owner_cstack co_code co_first co_file co_name str_ascii str_compact */          \
-    X(9, 1, 24, -1, -1, 32, 24, 104, 1, -1, -1, -1, -1, -1, 104, 112, 48, 72)                     \
-    X(10, 1, 24, -1, -1, 32, 24, 96, 2, -1, -1, -1, -1, -1, 104, 112, 48, 72)                     \
-    X(11, 2, -1, 56, 8, 32, 48, 56, 0, 69, 1, -1, 184, 168, 112, 128, 48, 72)                     \
-    X(12, 2, -1, 56, 0, 0, 8, 56, 0, 70, 1, 3, 192, 176, 112, 128, 40, 56)                        \
-    X(13, 2, 72, -1, -1, 0, 8, 56, 0, 70, 1, 3, 200, 184, 112, 128, 40, 56)
+     * owner_gen owner_cstack co_code co_first co_file co_name str_ascii str_compact         \
+     * code_tags */                                                                           \
+    X(9, 1, 24, -1, -1, 32, 24, 104, 1, -1, -1, -1, -1, -1, 104, 112, 48, 72, 0)                  \
+    X(10, 1, 24, -1, -1, 32, 24, 96, 2, -1, -1, -1, -1, -1, 104, 112, 48, 72, 0)                  \
+    X(11, 2, -1, 56, 8, 32, 48, 56, 0, 69, 1, -1, 184, 168, 112, 128, 48, 72, 0)                  \
+    X(12, 2, -1, 56, 0, 0, 8, 56, 0, 70, 1, 3, 192, 176, 112, 128, 40, 56, 0)                     \
+    X(13, 2, 72, -1, -1, 0, 8, 56, 0, 70, 1, 3, 200, 184, 112, 128, 40, 56, 0)                    \
+    X(14, 2, 72, -1, -1, 0, 8, 56, 0, 74, 1, 3, 208, 192, 112, 128, 40, 56, 3)
 
 typedef struct py_layout {
     int minor, walk, ts_frame, ts_cframe, cf_frame, f_code, f_back, f_instr, lasti_scale,
         f_owner, owner_gen, owner_cstack, co_code, co_first, co_file, co_name, str_ascii,
-        str_compact;
+        str_compact, code_tags;
 } py_layout;
 
 #define AS_LAYOUT(...) {__VA_ARGS__},
@@ -87,8 +94,9 @@ static int have_python(void)
     py.code_type = gmp_global_symbol("PyCode_Type");
     state = 2;
     const char *v = version ? version() : NULL; /* "3.11.2 (main, ...": a static buffer */
-    if (v && v[0] == '3' && v[1] == '.' && py.is_initialized && py.this_thread &&
-        py.addr2line && py.code_type) {
+    /* "3.13.0 experimental free-threading build (main, ...": no line fits */
+    if (v && v[0] == '3' && v[1] == '.' && !strstr(v, "free-threading") && py.is_initialized &&
+        py.this_thread && py.addr2line && py.code_type) {
         int minor = 0;
         for (const char *p = v + 2; *p >= '0' && *p <= '9' && minor < 1000; p++)
             minor = minor * 10 + (*p - '0');
@@ -228,7 +236,7 @@ static const void *innermost(const py_layout *l, const void *ts)
  * been reached. */
 static int frame_place(const py_layout *l, const void *f, const void **code, uint32_t *offset)
 {
-    *code = ptr_at(f, l->f_code);
+    *code = (const void *)((uintptr_t)ptr_at(f, l->f_code) & ~(uintptr_t)l->code_tags);
     if (!is_code(*code))
         return 0;
     if (l->walk == 1) {
@@ -238,7 +246,7 @@ static int frame_place(const py_layout *l, const void *f, const void **code, uin
         return 1;
     }
     unsigned char owner = *((const unsigned char *)f + l->f_owner);
-    if (l->owner_cstack >= 0 && owner == l->owner_cstack)
+    if (l->owner_cstack >= 0 && owner >= l->owner_cstack)
         return 0;
     const char *start = (const char *)*code + l->co_code;
     const char *instr = ptr_at(f, l->f_instr);

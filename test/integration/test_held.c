@@ -10,7 +10,8 @@
  * same Python frames for memory_viz.  A C program that holds memory
  * through three call paths of one malloc wrapper: the wrapper and each
  * caller, bytes exact.  A Python run killed by SIGKILL under gmp-run: the
- * same line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them.
+ * same line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them,
+ * and Debian unstable's 3.14.
  * And a stand-in of PyTorch's CPU allocator (an installed `torch` whose
  * tensors come from posix_memalign, 64-byte aligned, and whose failure
  * raises PyTorch's own words): the user's line, not the package's.  And
@@ -181,28 +182,40 @@ static void test_python_line_held_the_batches(void **state)
     assert_string_equal(out, "[('x.py', 4, 'extract_features'), ('x.py', 10, 'main')]\n");
 }
 
-/* The same under each CPython pyenv has, 3.9 to 3.13: each lays out its
- * frames its own way. */
+/* The same under each CPython pyenv has, 3.9 to 3.13, and Debian
+ * unstable's 3.14 that `make test` fetches (mk/debian-python.sh): each lays
+ * out its frames its own way. */
 static void test_every_cpython_layout(void **state)
 {
     (void)state;
     skip_under_preload_sanitizer("`ulimit -v`");
     const char *home = getenv("HOME");
-    char pattern[512];
+    char pattern[1200];
+    glob_t g;
+    int flags = 0;
     snprintf(pattern, sizeof pattern, "%s/.pyenv/versions/3.1[0-3]*/bin/python3",
              home ? home : "/root");
-    glob_t g;
-    int found = glob(pattern, 0, NULL, &g) == 0;
+    if (glob(pattern, flags, NULL, &g) == 0)
+        flags = GLOB_APPEND;
     snprintf(pattern, sizeof pattern, "%s/.pyenv/versions/3.9*/bin/python3",
              home ? home : "/root");
-    found |= glob(pattern, found ? GLOB_APPEND : 0, NULL, &g) == 0;
-    if (!found) {
-        printf("SKIP no pyenv CPython here: only the system python3 was tried\n");
+    if (glob(pattern, flags, NULL, &g) == 0)
+        flags = GLOB_APPEND;
+    size_t from_pyenv = flags ? g.gl_pathc : 0;
+    snprintf(pattern, sizeof pattern, "%s/debian-python/3.1[4-9]/python", paths.build);
+    if (glob(pattern, flags, NULL, &g) == 0)
+        flags = GLOB_APPEND;
+    if (!flags) {
+        printf("SKIP no other CPython here (pyenv's, or Debian unstable's that "
+               "mk/debian-python.sh fetches): only the system python3 was tried\n");
         return;
     }
     for (size_t i = 0; i < g.gl_pathc; i++)
         batches_under(g.gl_pathv[i]);
-    printf("tried %zu CPython version(s) from pyenv\n", g.gl_pathc);
+    printf("tried %zu CPython version(s) from pyenv, %zu from Debian unstable\n", from_pyenv,
+           g.gl_pathc - from_pyenv);
+    if (g.gl_pathc == from_pyenv)
+        printf("SKIP no CPython 3.14 (mk/debian-python.sh could not fetch it)\n");
     globfree(&g);
 }
 

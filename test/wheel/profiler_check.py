@@ -124,8 +124,10 @@ def host_profile(exact):
     [t.start() for t in threads]
     [t.join() for t in threads]
     if exact:
-        check("two threads' profiles each see at least their own block",
-              rises.get(64, 0) >= 64 * MiB and rises.get(128, 0) >= 128 * MiB, rises)
+        # each profile reads the whole process: its rise is its own block
+        # less what the other thread freed meanwhile (a few KiB of Python's)
+        check("two threads' profiles each see their own block (to the MiB)",
+              rises.get(64, 0) >= 63 * MiB and rises.get(128, 0) >= 127 * MiB, rises)
 
     profiler.start_monitoring(0.01)
     bytearray(20 * MiB)

@@ -1,0 +1,61 @@
+#!/bin/sh
+# debian-python.sh BUILD VERSION — a CPython newer than this machine's, for
+# the tests that read the interpreter's own structures (test_held: which
+# Python line holds the memory).  Debian unstable's python3.X packages and
+# the C library they were built against, fetched with apt-get from its own
+# lists under BUILD (the machine's sources, packages and dpkg state are not
+# touched; its apt configuration, a proxy included, is used) and unpacked
+# into BUILD/debian-python/VERSION/root.  BUILD/debian-python/VERSION/python
+# starts it through that C library's own loader.  Kept: a second run is
+# instant.  Exit 0 with the interpreter ready; 1, with one line saying
+# why, when it cannot be had here (no network, no such version).
+set -u
+B=$1
+V=$2
+D=$B/debian-python/$V
+if [ -x "$D/python" ] && "$D/python" -c 'import sys' >/dev/null 2>&1; then
+    exit 0
+fi
+command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 || {
+    echo "debian-python: no apt-get or dpkg-deb here"
+    exit 1
+}
+rm -rf "$D"
+mkdir -p "$D/apt/lists/partial" "$D/apt/cache/archives/partial" "$D/debs" "$D/root" || exit 1
+echo "deb http://deb.debian.org/debian unstable main" > "$D/apt/sources.list"
+: > "$D/apt/status"
+unstable() { # timeout SECONDS apt-get ARGS...
+    t=$1
+    shift
+    timeout "$t" apt-get -q -o Dir::Etc::SourceList="$D/apt/sources.list" \
+        -o Dir::Etc::SourceParts=/nonexistent -o Dir::State="$D/apt" \
+        -o Dir::State::Lists="$D/apt/lists" -o Dir::State::status="$D/apt/status" \
+        -o Dir::Cache="$D/apt/cache" -o Acquire::Languages=none \
+        -o APT::Sandbox::User="$(id -un)" -o Debug::NoLocking=1 "$@"
+}
+if ! unstable 300 update >"$D/apt.log" 2>&1; then
+    echo "debian-python: apt-get update of Debian unstable failed (see $D/apt.log)"
+    exit 1
+fi
+# the interpreter, its standard library and the libraries they load
+PACKAGES="python$V-minimal libpython$V-minimal libpython$V-stdlib libc6 libexpat1 zlib1g
+          libssl3t64 libffi8 libbz2-1.0 liblzma5 libzstd1 libmpdec4"
+# shellcheck disable=SC2086 # one word per package
+if ! (cd "$D/debs" && unstable 300 download $PACKAGES >>"$D/apt.log" 2>&1); then
+    echo "debian-python: Debian unstable has no python$V to download (see $D/apt.log)"
+    exit 1
+fi
+for deb in "$D"/debs/*.deb; do
+    dpkg-deb -x "$deb" "$D/root" || exit 1
+done
+lib=$D/root/usr/lib/x86_64-linux-gnu
+cat > "$D/python" <<EOF
+#!/bin/sh
+exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$D/root/usr/bin/python$V" "\$@"
+EOF
+chmod +x "$D/python"
+rm -rf "$D/debs" "$D/apt"
+if ! "$D/python" -c 'import sys' >/dev/null 2>&1; then
+    echo "debian-python: Debian's python$V does not start here"
+    exit 1
+fi
