@@ -16,10 +16,10 @@ D=$B/debian-python/$V
 if [ -x "$D/python" ] && "$D/python" -c 'import sys' >/dev/null 2>&1; then
     exit 0
 fi
-command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 || {
+if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
     echo "debian-python: no apt-get or dpkg-deb here"
     exit 1
-}
+fi
 rm -rf "$D"
 mkdir -p "$D/apt/lists/partial" "$D/apt/cache/archives/partial" "$D/debs" "$D/root" || exit 1
 echo "deb http://deb.debian.org/debian unstable main" > "$D/apt/sources.list"
