@@ -2,9 +2,10 @@
  * test_plot.c — `gmp-inspect plot`: for a bundle of the CUDA double run out
  * of memory, a well-formed SVG (xmllint) with the device's line, the OOM
  * marked, the device's total drawn and labelled, a legend for all of it and
- * round tick values, and an HTML page that headless Chromium renders to a screenshot
- * that is not blank (Chromium is installed when it can be; the test skips
- * with a message where it cannot).  A bundle with no events still plots.
+ * round tick values, and an HTML page that headless Chromium renders to a
+ * screenshot that is not blank (Chromium is installed when it can be; the
+ * test skips with a message where it cannot).  Host and device lines in
+ * colours no mark has.  A bundle with no events still plots.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -142,6 +143,54 @@ static void test_host_limit_and_pressure(void **state)
         fail_msg("the limit or the pressure moment is missing:\n%s", out);
 }
 
+/* Host and device memory on one chart (Python holding host buffers while
+ * it fills the CUDA double): the legend tells each thing drawn by its
+ * colour, so no line (width 3) shares one with a mark (width 2: the
+ * allocation ticks, the failed request, the device's total). */
+static void test_lines_and_marks_apart(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export LD_LIBRARY_PATH='%s/test/doubles' LD_PRELOAD='%s' GMP_WATCHDOG=0; "
+             "exec python3 -c 'import ctypes\n"
+             "cudart = ctypes.CDLL(\"libcudart.so.13\")\n"
+             "host, p = [], ctypes.c_void_p()\n"
+             "while cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(64 << 20)) == 0:\n"
+             "    host.append(bytearray(8 << 20))\n'",
+             paths.build, paths.preload);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    char b[1024], cmd[4096];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", b, sizeof b));
+    snprintf(cmd, sizeof cmd, "%s plot '%s' -o '%s/two.svg' && cat '%s/two.svg'",
+             inspect_path(), b, paths.scratch, paths.scratch);
+    if (sh(cmd) != 0)
+        fail_msg("plot failed: %s", err);
+    char lines[8][16], marks[8][16], colour[16];
+    int nl = 0, nm = 0, width;
+    for (const char *r = out; (r = strstr(r, "stroke=\"#")) != NULL; r++) {
+        const char *row_end = strstr(r, "/>\n<text x=\"");
+        const char *text_end = row_end ? strchr(row_end + 3, '>') : NULL;
+        /* a legend row's swatch: its text is plain, where a label on the
+         * chart has a colour of its own (fill) */
+        if (sscanf(r, "stroke=\"%15[#0-9a-f]\" stroke-width=\"%d\" stroke-dasharray=", colour,
+                   &width) != 2 || !text_end || strncmp(text_end - 14, "font-size=\"11\">", 15))
+            continue;
+        if (width == 3 && nl < 8)
+            snprintf(lines[nl++], sizeof lines[0], "%s", colour);
+        else if (width == 2 && nm < 8)
+            snprintf(marks[nm++], sizeof marks[0], "%s", colour);
+    }
+    if (nl < 2 || nm < 3 || !strstr(out, ">host in use</text>") ||
+        !strstr(out, ">cuda:0 in use</text>"))
+        fail_msg("want the host's and cuda:0's lines and three marks in the legend, found %d "
+                 "and %d:\n%s", nl, nm, out);
+    for (int i = 0; i < nl; i++)
+        for (int k = 0; k < nm; k++)
+            if (!strcmp(lines[i], marks[k]))
+                fail_msg("a line and a mark share %s in the legend:\n%s", lines[i], out);
+}
+
 static void test_no_events_still_plots(void **state)
 {
     (void)state;
@@ -199,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_svg),
         cmocka_unit_test(test_html_renders),
         cmocka_unit_test(test_host_limit_and_pressure),
+        cmocka_unit_test(test_lines_and_marks_apart),
         cmocka_unit_test(test_no_events_still_plots),
         cmocka_unit_test(test_absurd_values_end),
     };

@@ -20,8 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const colours[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
-                                      "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+/* The marks' colours, and the lines' (none of the marks': a line must not
+ * read as allocation ticks or a warning in the legend). */
+#define ALLOC_TICK "#2ca02c"
+#define FREE_TICK "#999999"
+#define FAILED "#d62728"
+#define PRESSURE "#9467bd"
+#define LIMIT "#ff7f0e"
+static const char *const colours[] = {"#1f77b4", "#8c564b", "#17becf", "#e377c2",
+                                      "#bcbd22", "#393b79", "#404040", "#c49c94"};
 
 void plot_xml_text(FILE *f, const char *raw)
 {
@@ -347,20 +354,20 @@ static void legend(FILE *f, const plot *p)
     for (int i = 0; i < p->ns; i++)
         row = legend_row(f, row, colours[i % 8], "none", 3, p->s[i].label);
     if (p->has_alloc)
-        row = legend_row(f, row, "#2ca02c", "none", 2, "allocation (tick)");
+        row = legend_row(f, row, ALLOC_TICK, "none", 2, "allocation (tick)");
     if (p->has_free)
-        row = legend_row(f, row, "#999999", "none", 2, "free (tick)");
+        row = legend_row(f, row, FREE_TICK, "none", 2, "free (tick)");
     if (p->has_oom)
-        row = legend_row(f, row, "#d62728", "6,4", 2,
+        row = legend_row(f, row, FAILED, "6,4", 2,
                          p->vm_size > 0 ? "failed request (box, on VmSize)"
                                         : "failed request (box: size)");
     if (p->has_pressure)
-        row = legend_row(f, row, "#9467bd", "2,2", 2, "memory-pressure warning");
+        row = legend_row(f, row, PRESSURE, "2,2", 2, "memory-pressure warning");
     for (int k = 0; k < p->nlim; k++) {
         char text[96];
         snprintf(text, sizeof text, "%s%s", p->lim[k].label,
                  p->lim[k].bytes > p->ymax ? " (off the chart)" : "");
-        row = legend_row(f, row, "#ff7f0e", "8,3", 2, text);
+        row = legend_row(f, row, LIMIT, "8,3", 2, text);
     }
 }
 
@@ -371,9 +378,9 @@ static void limit_lines(FILE *f, const plot *p)
         if (p->lim[k].bytes > p->ymax)
             continue;
         double y = py(p, p->lim[k].bytes);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ff7f0e\" "
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"" LIMIT "\" "
                    "stroke-width=\"2\" stroke-dasharray=\"8,3\"/>\n<text x=\"%d\" y=\"%.1f\" "
-                   "font-size=\"11\" fill=\"#ff7f0e\">",
+                   "font-size=\"11\" fill=\"" LIMIT "\">",
                 L, y, W - R, y, L + 4, y - 4);
         plot_xml_text(f, p->lim[k].label);
         fputs("</text>\n", f);
@@ -400,12 +407,13 @@ static void marks(FILE *f, plot *p, json_t *metadata)
             p->has_alloc |= up;
             p->has_free |= !up;
             fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\"/>\n",
-                    x, H - B + 4, x, H - B + (up ? 14 : 10), up ? "#2ca02c" : "#999999");
+                    x, H - B + 4, x, H - B + (up ? 14 : 10), up ? ALLOC_TICK : FREE_TICK);
         } else if (!strcmp(type, "pressure")) {
             p->has_pressure = 1;
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#9467bd\" "
-                       "stroke-width=\"2\" stroke-dasharray=\"2,2\"/>\n<text x=\"%.1f\" y=\"%d\" "
-                       "font-size=\"11\" fill=\"#9467bd\" text-anchor=\"middle\">pressure</text>\n",
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                       "stroke=\"" PRESSURE "\" stroke-width=\"2\" stroke-dasharray=\"2,2\"/>\n"
+                       "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"" PRESSURE "\" "
+                       "text-anchor=\"middle\">pressure</text>\n",
                     x, T, x, H - B, x, T - 4);
         } else if (!strcmp(type, "oom") && num(ev, "bytes_in_use", &y) == 0) {
             p->has_oom = 1;
@@ -423,13 +431,14 @@ static void marks(FILE *f, plot *p, json_t *metadata)
                 top = bottom - 6;
             snprintf(label, sizeof label, "OOM: %.40s %s%s", jstr(ev, "api") ? jstr(ev, "api") : "?",
                      req, cut ? " (reaches above the chart)" : "");
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#d62728\" "
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"" FAILED "\" "
                        "stroke-dasharray=\"6,4\" stroke-width=\"2\"/>\n", x, T, x, H - B);
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"%.1f\" fill=\"#d62728\" "
-                       "fill-opacity=\"0.35\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"%.1f\" "
+                       "fill=\"" FAILED "\" fill-opacity=\"0.35\" stroke=\"" FAILED "\" "
+                       "stroke-width=\"2\"/>\n",
                     x - 8, top, bottom - top);
             int left = x > L + (W - L - R) / 2; /* keep the label inside the plot */
-            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"#d62728\" "
+            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"" FAILED "\" "
                        "text-anchor=\"%s\">", left ? x - 10 : x + 10, T + 14,
                     left ? "end" : "start");
             plot_xml_text(f, label);
@@ -450,9 +459,9 @@ static void marks(FILE *f, plot *p, json_t *metadata)
             over_limit |= p->lim[k].bytes <= p->ymax && fabs(py(p, p->lim[k].bytes) - y) < 14;
         if (over_limit)
             continue;
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ff7f0e\" "
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"" LIMIT "\" "
                    "stroke-dasharray=\"2,3\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
-                   "fill=\"#ff7f0e\" text-anchor=\"end\">in use on the device (all "
+                   "fill=\"" LIMIT "\" text-anchor=\"end\">in use on the device (all "
                    "processes)</text>\n",
                 L, y, W - R, y, W - R - 24, y + 13);
     }
