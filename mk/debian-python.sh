@@ -10,9 +10,9 @@
 # instant.  Exit 0 with the interpreter ready; 1, with one line saying
 # why, when it cannot be had here (no network, no such version).
 set -u
-B=$1
 V=$2
-D=$B/debian-python/$V
+mkdir -p "$1/debian-python" || exit 1
+D=$(cd "$1/debian-python" && pwd)/$V # apt takes its directories absolute
 if [ -x "$D/python" ] && "$D/python" -c 'import sys' >/dev/null 2>&1; then
     exit 0
 fi
@@ -21,14 +21,15 @@ if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1
     exit 1
 fi
 rm -rf "$D"
-mkdir -p "$D/apt/lists/partial" "$D/apt/cache/archives/partial" "$D/debs" "$D/root" || exit 1
+mkdir -p "$D/apt/lists/partial" "$D/apt/cache/archives/partial" "$D/apt/parts" "$D/debs" \
+    "$D/root" || exit 1
 echo "deb http://deb.debian.org/debian unstable main" > "$D/apt/sources.list"
 : > "$D/apt/status"
 unstable() { # timeout SECONDS apt-get ARGS...
     t=$1
     shift
     timeout "$t" apt-get -q -o Dir::Etc::SourceList="$D/apt/sources.list" \
-        -o Dir::Etc::SourceParts=/nonexistent -o Dir::State="$D/apt" \
+        -o Dir::Etc::SourceParts="$D/apt/parts" -o Dir::State="$D/apt" \
         -o Dir::State::Lists="$D/apt/lists" -o Dir::State::status="$D/apt/status" \
         -o Dir::Cache="$D/apt/cache" -o Acquire::Languages=none \
         -o APT::Sandbox::User="$(id -un)" -o Debug::NoLocking=1 "$@"
