@@ -49,10 +49,17 @@ fi
 for deb in "$D"/debs/*.deb; do
     dpkg-deb -x "$deb" "$D/root" || exit 1
 done
-lib=$D/root/usr/lib/x86_64-linux-gnu
+loader=
+for f in "$D"/root/usr/lib/*-linux-gnu/ld-linux*.so.*; do
+    [ -f "$f" ] && loader=$f && break
+done
+if [ -z "$loader" ]; then
+    echo "debian-python: Debian's libc6 brought no loader"
+    exit 1
+fi
 cat > "$D/python" <<EOF
 #!/bin/sh
-exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$D/root/usr/bin/python$V" "\$@"
+exec "$loader" --library-path "${loader%/*}" "$D/root/usr/bin/python$V" "\$@"
 EOF
 chmod +x "$D/python"
 rm -rf "$D/debs" "$D/apt"
