@@ -38,14 +38,16 @@ if ! unstable 300 update >"$D/apt.log" 2>&1; then
     echo "debian-python: apt-get update of Debian unstable failed (see $D/apt.log)"
     exit 1
 fi
-# the interpreter, its standard library and the libraries they load
-PACKAGES="python$V-minimal libpython$V-minimal libpython$V-stdlib libc6 libexpat1 zlib1g
-          libssl3t64 libffi8 libbz2-1.0 liblzma5 libzstd1 libmpdec4"
-# shellcheck disable=SC2086 # one word per package
-if ! (cd "$D/debs" && unstable 300 download $PACKAGES >>"$D/apt.log" 2>&1); then
+# the interpreter, its standard library and the C library; then, each on
+# its own (a renamed one costs only its modules), what their modules load
+if ! (cd "$D/debs" && unstable 300 download "python$V-minimal" "libpython$V-minimal" \
+    "libpython$V-stdlib" libc6 libexpat1 zlib1g >>"$D/apt.log" 2>&1); then
     echo "debian-python: Debian unstable has no python$V to download (see $D/apt.log)"
     exit 1
 fi
+for p in libssl3t64 libffi8 libbz2-1.0 liblzma5 libzstd1 libmpdec4; do
+    (cd "$D/debs" && unstable 120 download "$p" >>"$D/apt.log" 2>&1)
+done
 for deb in "$D"/debs/*.deb; do
     dpkg-deb -x "$deb" "$D/root" || exit 1
 done
