@@ -320,6 +320,10 @@ typedef struct gmp_failed_request {
      * limits; read then, not when the bundle is written, after the program
      * let go of memory; 0: not known */
     uint64_t vm_size;
+    /* the failing call's stack as the events name stacks (stacks.json: its
+     * Python frames, a Python thread's own lines, with its native ones);
+     * 0: none */
+    uint32_t stack_id;
 } gmp_failed_request;
 
 /* A device's memory as the process saw it (its own context's view), and

@@ -372,12 +372,16 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
 {
     gmp_classification c = gmp_classify_result(backend, api, code);
     uint64_t now = gmp_now_realtime_ns();
-    gmp_pl_event_at(now, 0, c.is_oom ? GMP_EV_OOM : GMP_EV_ALLOC_FAILED, backend, device, api,
-                    0, size, (int32_t)code, in_use);
+    /* the failing line, as an allocation's: a device failure has no Python
+     * traceback of its own (the call may have let go of the GIL) */
+    uint32_t stack_id = gmp_stack_id_here();
+    gmp_pl_event_at(now, stack_id, c.is_oom ? GMP_EV_OOM : GMP_EV_ALLOC_FAILED, backend, device,
+                    api, 0, size, (int32_t)code, in_use);
     if (!c.is_oom)
         return;
     gmp_failed_request f = {.present = 1, .api = api, .size = size, .device = device,
-                            .code = code, .in_use = in_use, .time_ns = now};
+                            .code = code, .in_use = in_use, .time_ns = now,
+                            .stack_id = stack_id};
     if (backend == GMP_BACKEND_CPU)
         f.vm_size = address_space_now();
     f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);

@@ -131,10 +131,13 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
         }
         if (req->failed.vm_size)
             gmp_jw_ku64(w, "vm_size", req->failed.vm_size);
+        if (req->failed.stack_id)
+            gmp_jw_ku64(w, "stack_id", req->failed.stack_id);
         gmp_jw_key(w, "stack");
         gmp_jw_arr_begin(w);
         for (uint32_t i = 0; i < req->failed.stack_depth && i < GMP_STACK_MAX; i++)
-            gmp_jw_hex(w, req->failed.stack[i]);
+            if (!(req->failed.stack[i] & GMP_PYTHON_FRAME_TAG)) /* those are in stacks.json */
+                gmp_jw_hex(w, req->failed.stack[i]);
         gmp_jw_arr_end(w);
         gmp_jw_obj_end(w);
     } else {
@@ -206,15 +209,17 @@ static void fill_live(gmp_jw *w, bundle_ctx *ctx)
         ctx->stacks_seen[i] |= req->live_snapshot_stacks[i];
 }
 
-/* stacks.json: the frames of every stack an event or a live allocation
- * names, innermost first: "frames" the return addresses, "python" the
- * Python frames of a Python thread (file, line, function). */
+/* stacks.json: the frames of every stack an event, a live allocation or
+ * the failed request names, innermost first: "frames" the return
+ * addresses, "python" the Python frames of a Python thread (file, line,
+ * function). */
 static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
 {
     const gmp_dump_request *req = ctx->in->req;
+    uint32_t failed = req->failed.present ? req->failed.stack_id : 0;
     gmp_jw_arr_begin(w);
     for (uint32_t id = 1; id <= MAX_STACK_IDS; id++) {
-        if (!(ctx->stacks_seen[(id - 1) / 64] & (1ull << ((id - 1) % 64))))
+        if (!(ctx->stacks_seen[(id - 1) / 64] & (1ull << ((id - 1) % 64))) && id != failed)
             continue;
         uint64_t frames[GMP_STACK_MAX];
         uint32_t n = req->stack_lookup(id, frames, GMP_STACK_MAX, req->stack_lookup_arg);

@@ -446,9 +446,11 @@ static int recover_one(int dirfd, const char *name, void *arg)
 
     ring_story story = {.gpu_backend = GMP_BACKEND_CPU};
     gmp_ring_foreach(&ring, UINT64_MAX, read_story, &story, NULL);
-    if (story.failed.present)
+    if (story.failed.present) {
         story.failed.stack_depth = gmp_ring_stack_lookup(story.failed_stack_id, story.failed.stack,
                                                          GMP_STACK_MAX, &ring);
+        story.failed.stack_id = story.failed_stack_id;
+    }
     int sig = rc->opt->pid && rc->opt->pid == live->pid ? rc->opt->signal
                                                           : __atomic_load_n(&live->death_signal,
                                                                             __ATOMIC_RELAXED);

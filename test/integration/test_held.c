@@ -16,7 +16,8 @@
  * tensors come from posix_memalign, 64-byte aligned, and whose failure
  * raises PyTorch's own words): the user's line, not the package's.  And
  * device memory alike: Python calling cudaMalloc (the CUDA double, 1 GiB)
- * until it fails is held by its own line.
+ * until it fails is held by its own line; and a failed device call that
+ * the program catches is named by its line, with no traceback printed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -348,6 +349,48 @@ static void test_device_memory_held_by_a_python_line(void **state)
         fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", h.mib, h.count, h.site, h.shown);
 }
 
+/* A device allocation that fails in a Python function and is caught: no
+ * traceback is printed (and the call let go of the GIL), yet the bundle
+ * names the failing line from the call's own Python frames, in show's
+ * "Failed at" and Python stack and in triage's signature. */
+static void test_failed_device_call_names_its_line(void **state)
+{
+    (void)state;
+    char script[8192];
+    snprintf(script, sizeof script,
+             "export LD_LIBRARY_PATH='%s/test/doubles' LD_PRELOAD=\"%s\" GMP_WATCHDOG=0; "
+             "cat > '%s/batch.py' <<'EOF'\n"
+             "import ctypes\n"
+             "cudart = ctypes.CDLL(\"libcudart.so.13\")\n"
+             "def try_batch(gib):\n"
+             "    p = ctypes.c_void_p()\n"
+             "    if cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(int(gib * (1 << 30)))):\n"
+             "        raise MemoryError(\"no room for the batch\")\n"
+             "    return p\n"
+             "for scale in (1.5, 1.2):\n"
+             "    try:\n"
+             "        try_batch(scale)\n"
+             "    except MemoryError:\n"
+             "        pass\n"
+             "x = try_batch(0.5)\n"
+             "EOF\n"
+             "exec python3 '%s/batch.py'",
+             paths.build, paths.preload, paths.scratch, paths.scratch);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     0);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *shown = show_output(bundle);
+    if (!strstr(shown, "\nFailed at:        batch.py:5 in try_batch\n") ||
+        !strstr(shown, "\nPython stack:     ") || !strstr(shown, "/batch.py:5 in try_batch") ||
+        !strstr(shown, "/batch.py:10 in <module>"))
+        fail_msg("the failing line is not named:\n%s", shown);
+    const char *argv[] = {inspect_path(), "triage", paths.dumps, NULL};
+    assert_int_equal(exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)), 0);
+    if (!strstr(out, " at batch.py:5 in try_batch\n"))
+        fail_msg("triage's signature has no line of the program:\n%s", out);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -364,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_killed_names_the_line_from_its_ring),
         cmocka_unit_test(test_torch_cpu_standin),
         cmocka_unit_test(test_device_memory_held_by_a_python_line),
+        cmocka_unit_test(test_failed_device_call_names_its_line),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

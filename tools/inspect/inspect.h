@@ -235,8 +235,9 @@ typedef struct python_stack {
     struct { const char *file, *fn; long line; } frames[PYTHON_FRAMES_READ]; /* innermost first */
     size_t n, dropped;
 } python_stack;
-/* The first stack of python_traceback.txt: 0 with st filled (free
- * st->text), -1 when the bundle has none readable. */
+/* The first stack of python_traceback.txt, else the failing call's own
+ * Python frames (stacks.json): 0 with st filled (free st->text), -1 when
+ * the bundle has neither. */
 int python_stack_read(bundle *b, python_stack *st);
 void print_python_stack(bundle *b);
 /* The failure's Python site ("train.py:42 in step"): the innermost frame of

@@ -3,7 +3,10 @@
  * bundle's python_traceback.txt: printed by `show`, and its innermost frame
  * of the program's own (not an installed package's, not the standard
  * library's; the innermost of theirs when it has none) is the site of a
- * Python failure for `show` and `triage`.
+ * Python failure for `show` and `triage`.  A bundle without the file (a
+ * device allocation's failure: its call may let go of the GIL, so no
+ * traceback is printed then) has the failing call's own Python frames in
+ * stacks.json, which stand in for it.
  *
  * The file holds faulthandler's words at the failure (innermost frame
  * first, `File "f.py", line 4 in fn`), or the traceback Python printed
@@ -17,13 +20,55 @@
 
 #define PYTHON_FRAMES_SHOWN 12
 
+/* The failing call's own Python frames (stacks.json, by the failed
+ * request's stack_id), for a failure with no traceback file: a device
+ * allocation's, whose call may have let go of the GIL. */
+static int failed_call_frames(bundle *b, python_stack *st)
+{
+    int64_t id = 0;
+    if (jint(json_object_get(b->metadata, "failed_request"), "stack_id", &id) || id <= 0)
+        return -1;
+    json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *frames = NULL, *s, *f;
+    size_t i, need = 0;
+    json_array_foreach(stacks, i, s) {
+        int64_t sid;
+        if (!jint(s, "id", &sid) && sid == id)
+            frames = json_object_get(s, "python");
+    }
+    json_array_foreach(frames, i, f) {
+        const char *file = jstr(f, "file"), *fn = jstr(f, "function");
+        need += (file ? strlen(file) : 0) + (fn ? strlen(fn) : 0) + 2;
+    }
+    st->text = need ? malloc(need) : NULL;
+    char *at = st->text;
+    json_array_foreach(frames, i, f) {
+        const char *file = jstr(f, "file"), *fn = jstr(f, "function");
+        int64_t line = 0;
+        jint(f, "line", &line);
+        if (!at || !file || st->n == PYTHON_FRAMES_READ)
+            continue;
+        st->frames[st->n].file = strcpy(at, file);
+        at += strlen(file) + 1;
+        st->frames[st->n].fn = fn ? strcpy(at, fn) : NULL;
+        at += fn ? strlen(fn) + 1 : 0;
+        st->frames[st->n++].line = (long)line;
+    }
+    json_decref(stacks);
+    if (!st->n) {
+        free(st->text);
+        return -1;
+    }
+    return 0;
+}
+
 int python_stack_read(bundle *b, python_stack *st)
 {
     size_t len;
     st->n = st->dropped = 0;
     st->text = read_file_at(b->dirfd, "python_traceback.txt", 1u << 20, &len, NULL, 0);
     if (!st->text)
-        return -1;
+        return failed_call_frames(b, st);
     size_t stacks = 0;
     int outermost_first = 0;
     for (char *line = st->text, *next; line && *line; line = next) {
