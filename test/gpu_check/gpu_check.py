@@ -8,7 +8,8 @@ pass/fail) and writes it as Markdown and JSON, with every bundle made, under
 $OUT (or --out).  Exits 1 when a case fails, 0 otherwise.
 
 Without a GPU it says so in one line and exits 0.  With --doubles DIR it
-runs the cases that are C programs against the test doubles in DIR (the
+runs the cases that are C programs, and cases 18 and 19 with a ctypes
+program in place of PyTorch, against the test doubles in DIR (the
 libcudart/libcuda stand-ins of test/doubles): `make test` does, so that the
 checks themselves are exercised where no GPU is.
 
@@ -658,6 +659,138 @@ def torch_history(c):
           "pass")
 
 
+# Cases 18 and 19: the program's own lines for device memory, what the
+# H200 showed missing (a caught OOM called a death and sited in the caching
+# allocator; a leak's live bytes sited in alloc_block).  Each program marks
+# the line to be named ("# <- the line"); with the doubles, a ctypes
+# program calls the double's cudaMalloc the same way, so that the checks
+# run in make test too.
+CAUGHT_TORCH = r"""
+import torch
+def try_batch(scale):
+    total = torch.cuda.mem_get_info()[1]
+    return torch.empty(int(scale * total) // (2 << 20) * (2 << 20), dtype=torch.uint8, device="cuda")  # <- the line
+for scale in (1.5, 1.2):
+    try:
+        try_batch(scale)
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+x = try_batch(0.5)
+print("fitted", x.numel())
+"""
+
+CAUGHT_DOUBLE = r"""
+import ctypes
+cudart = ctypes.CDLL("libcudart.so.13")
+def try_batch(scale):
+    p = ctypes.c_void_p()
+    if cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(int(scale * (1 << 30)))):  # <- the line
+        raise MemoryError("no room for the batch")
+    return p
+for scale in (1.5, 1.2):
+    try:
+        try_batch(scale)
+    except MemoryError:
+        pass
+x = try_batch(0.5)
+print("fitted", x.value)
+"""
+
+LEAK_TORCH = r"""
+import torch
+history = []
+def step(i):
+    history.append(torch.empty(2 << 30, dtype=torch.uint8, device="cuda"))  # <- the line
+for i in range(100000):
+    step(i)
+"""
+
+LEAK_DOUBLE = r"""
+import ctypes
+cudart = ctypes.CDLL("libcudart.so.13")
+history = []
+def step(i):
+    p = ctypes.c_void_p()
+    if cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(64 << 20)):  # <- the line
+        raise MemoryError("CUDA out of memory")
+    history.append(p)
+for i in range(100000):
+    step(i)
+"""
+
+
+def marked_line(code):
+    """The line number ("<string>" as python -c names it) of the mark."""
+    return next(i for i, line in enumerate(code.split("\n"), 1) if "# <- the line" in line)
+
+
+def python_frames(bundle, stack_id):
+    """The Python frames of stack_id in the bundle's stacks.json, innermost first."""
+    for s in load(bundle, "stacks.json") or []:
+        if isinstance(s, dict) and s.get("id") == stack_id:
+            return [f for f in s.get("python") or [] if isinstance(f, dict)]
+    return []
+
+
+def at_line(frames, line, function):
+    return bool(frames) and frames[0].get("line") == line and frames[0].get("function") == function
+
+
+def caught_oom(c):
+    """A device OOM the program catches, then it fits a smaller batch and
+    exits 0: each bundle says the process survived (exited 0), and names
+    the failing Python line, though no traceback is printed."""
+    label = "18 caught OOM: survived, at its line"
+    want = "exit 0; every bundle exited 0, its failed call at the marked line"
+    code = CAUGHT_DOUBLE if c.doubles else CAUGHT_TORCH
+    line = marked_line(code)
+    rc, out, err, dumps = c.python("18_caught", code)
+    found = bundles(dumps)
+    problems, sites = [], []
+    for b in found:
+        md = load(b, "metadata.json") or {}
+        if md.get("outcome") != {"state": "exited", "exit_status": 0}:
+            problems.append("outcome %s" % md.get("outcome"))
+        frames = python_frames(b, failed(md).get("stack_id"))
+        sites.append("%s:%s" % (frames[0].get("function"), frames[0].get("line"))
+                     if frames else "none")
+        if not at_line(frames, line, "try_batch"):
+            problems.append("site")
+    if rc != 0 or "fitted" not in out:
+        problems.append("rc %s" % rc)
+    if not found:
+        problems.append("no bundle")
+    c.row(label, want, "rc %s, %d bundle(s), failed at %s (marked %d)%s" % (
+        rc, len(found), ", ".join(sites) or "-", line,
+        " [wrong: %s]" % ", ".join(problems) if problems else ""), not problems)
+
+
+def leak_held_by_line(c):
+    """A loop that keeps every step's device block until the device is full:
+    one bundle, and its largest live site (allocations.json's top stack) is
+    the marked line, called from the loop, with nearly all of the device
+    memory held."""
+    label = "19 a leak held by its line"
+    want = "one bundle; top site the marked line in step, >= 90% of live device bytes"
+    code = LEAK_DOUBLE if c.doubles else LEAK_TORCH
+    line = marked_line(code)
+    rc, out, err, dumps = c.python("19_leak", code, timeout=600)
+    md, why = only_metadata(dumps)
+    if not md:
+        return c.row(label, want, "rc %s, %s" % (rc, why), False)
+    found = bundles(dumps)[0]
+    allocs = load(found, "allocations.json") or {}
+    top = (allocs.get("top_stacks") or [{}])[0]
+    device = sum(d.get("bytes", 0) for d in allocs.get("by_device") or []
+                 if isinstance(d, dict) and d.get("device", -1) >= 0)
+    frames = python_frames(found, top.get("stack_id"))
+    held = top.get("bytes") or 0
+    ok = at_line(frames, line, "step") and device > 0 and held >= 0.9 * device
+    c.row(label, want, "top site %s holds %s of %s device bytes in %s allocation(s)" % (
+        "%s:%s" % (frames[0].get("function"), frames[0].get("line")) if frames else "none",
+        held, device, top.get("count")), ok)
+
+
 def cases(c, only):
     """The cases, by number; `only` (a set of numbers, or empty for all)
     picks some: a case fixed in the preload is run again alone."""
@@ -714,6 +847,10 @@ def cases(c, only):
         torch_history(c)
     if want(17, True):
         profiler_with_torch(c)
+    if want(18):
+        caught_oom(c)
+    if want(19):
+        leak_held_by_line(c)
 
 
 # ---- the machine ------------------------------------------------------------
