@@ -373,8 +373,12 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
     gmp_classification c = gmp_classify_result(backend, api, code);
     uint64_t now = gmp_now_realtime_ns();
     /* the failing line, as an allocation's: a device failure has no Python
-     * traceback of its own (the call may have let go of the GIL) */
-    uint32_t stack_id = gmp_stack_id_here();
+     * traceback of its own (the call may have let go of the GIL).  Where
+     * the host is short, in the tables already made only: their address
+     * space is the program's to retry with (and CPython, holding the GIL
+     * as its malloc fails, leaves its traceback) */
+    uint32_t stack_id = backend == GMP_BACKEND_CPU ? gmp_stack_id_in_tables_made()
+                                                   : gmp_stack_id_here();
     gmp_pl_event_at(now, stack_id, c.is_oom ? GMP_EV_OOM : GMP_EV_ALLOC_FAILED, backend, device,
                     api, 0, size, (int32_t)code, in_use);
     if (!c.is_oom)

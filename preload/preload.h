@@ -351,6 +351,10 @@ GMP_HIDDEN uint32_t gmp_stack_capture(uint64_t *out, uint32_t max);
  * gmp_stack_lookup_fn for bundles). */
 #define GMP_ALLOC_STACK_DEPTH 16
 GMP_HIDDEN uint32_t gmp_stack_id_here(void);
+/* The same in the tables that exist, never mapping one: for a failure,
+ * where memory is short and a table's address space not ours to take
+ * (a map that failed then would leave the process without tables). */
+GMP_HIDDEN uint32_t gmp_stack_id_in_tables_made(void);
 GMP_HIDDEN uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
 /* Each stack of the table, in the order they were made. */
 GMP_HIDDEN void gmp_stack_foreach_known(void (*fn)(uint32_t id, const uint64_t *frames,
@@ -499,7 +503,7 @@ GMP_HIDDEN int gmp_python_traceback_fd(void);
  * innermost first, as GMP_PYTHON_FRAME_TAG | id, at most max; 0 when it
  * runs none.  gmp_python_frame_lookup names an id (a
  * gmp_python_frame_lookup_fn for bundles). */
-GMP_HIDDEN uint32_t gmp_python_frames(uint64_t *out, uint32_t max);
+GMP_HIDDEN uint32_t gmp_python_frames(uint64_t *out, uint32_t max, int may_map);
 GMP_HIDDEN int gmp_python_frame_lookup(uint32_t id, gmp_python_frame *out, void *arg);
 GMP_HIDDEN void gmp_python_frames_foreach_known(void (*fn)(uint32_t id, const gmp_python_frame *f,
                                                            void *arg),

@@ -260,13 +260,15 @@ static int frame_place(const py_layout *l, const void *f, const void **code, uin
     return 1;
 }
 
-uint32_t gmp_python_frames(uint64_t *out, uint32_t max)
+uint32_t gmp_python_frames(uint64_t *out, uint32_t max, int may_map)
 {
     if (!max || !have_python() || !py.is_initialized())
         return 0;
     const py_layout *l = py.layout;
     const void *ts = py.this_thread();
-    frame_entry *t = ts && !((uintptr_t)ts & 7) ? get_table() : NULL;
+    frame_entry *t = !ts || ((uintptr_t)ts & 7) ? NULL
+                     : may_map                   ? get_table()
+                                                 : __atomic_load_n(&table, __ATOMIC_ACQUIRE);
     if (!t)
         return 0;
     uint32_t n = 0;

@@ -89,18 +89,18 @@ static stack_entry *get_table(void)
     return gmp_lazy_table((void **)&table, &table_state, sizeof(stack_entry) * TABLE_SLOTS);
 }
 
-uint32_t gmp_stack_id_here(void)
+static uint32_t stack_id(int may_map)
 {
     if (!gmp_pl.cfg->stacks)
         return 0;
-    stack_entry *t = get_table();
+    stack_entry *t = may_map ? get_table() : __atomic_load_n(&table, __ATOMIC_ACQUIRE);
     if (!t)
         return 0;
     /* a Python thread's own lines first, then as many native frames as
      * room is left (at least NATIVE_MIN: the library that allocated) */
     enum { NATIVE_MIN = 5 };
     uint64_t frames[GMP_ALLOC_STACK_DEPTH], python[GMP_ALLOC_STACK_DEPTH - NATIVE_MIN];
-    uint32_t in_python = gmp_python_frames(python, GMP_ALLOC_STACK_DEPTH - NATIVE_MIN);
+    uint32_t in_python = gmp_python_frames(python, GMP_ALLOC_STACK_DEPTH - NATIVE_MIN, may_map);
     uint32_t depth = gmp_stack_capture(frames, GMP_ALLOC_STACK_DEPTH - in_python);
     memcpy(frames + depth, python, in_python * sizeof *python);
     depth += in_python;
@@ -133,6 +133,16 @@ uint32_t gmp_stack_id_here(void)
         return i + 1;
     }
     return 0;
+}
+
+uint32_t gmp_stack_id_here(void)
+{
+    return stack_id(1);
+}
+
+uint32_t gmp_stack_id_in_tables_made(void)
+{
+    return stack_id(0);
 }
 
 uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg)
