@@ -5,7 +5,8 @@
  * and (-DDIRECT_LINK, driver_direct) linked against it.  Usage:
  *   driver_oom static-cudart DEVICE  as static cudart 13: dlopen libcuda.so.1,
  *                 dlsym cuGetProcAddress_v2, the self-query, then cuMemAlloc
- *                 version 3020 through what it returned: 256 MiB chunks on
+ *                 version 3020 through what it returned, from the program's
+ *                 own cudaMalloc and libcudart_static_ frames: 256 MiB chunks on
  *                 DEVICE until one fails; prints "held H failed F alloc_events
  *                 N"; exits 3 holding them
  *   driver_oom vmm DEVICE   as older PyTorch's expandable segments: dlopen
@@ -126,6 +127,26 @@ static void *proc(gpa_v2_fn gpa, const char *name, int version, unsigned long lo
     return fn;
 }
 
+/* As nvcc's static cudart lies in a program: its cudaMalloc, and under it
+ * the runtime's own functions (named libcudart_static_<hash>), inside the
+ * executable, above the driver.  Neither call is a tail call, so that
+ * both frames stay on the stack as the real runtime's do. */
+static int (*static_runtime_alloc)(devptr *, size_t);
+
+__attribute__((noinline)) static int libcudart_static_5b2fe4c1(devptr *p, size_t size)
+{
+    int rc = static_runtime_alloc(p, size);
+    __asm__ volatile("" ::: "memory");
+    return rc;
+}
+
+__attribute__((noinline)) static int cudaMalloc(devptr *p, size_t size)
+{
+    int rc = libcudart_static_5b2fe4c1(p, size);
+    __asm__ volatile("" ::: "memory");
+    return rc;
+}
+
 static int static_cudart(int device)
 {
     gpa_v2_fn gpa = boot_driver(NULL);
@@ -133,7 +154,8 @@ static int static_cudart(int device)
     *(void **)&d.init = proc(gpa, "cuInit", 2000, 0);
     *(void **)&d.retain = proc(gpa, "cuDevicePrimaryCtxRetain", 7000, 0);
     *(void **)&d.set_current = proc(gpa, "cuCtxSetCurrent", 4000, 0);
-    *(void **)&d.alloc = proc(gpa, "cuMemAlloc", 3020, 0);
+    *(void **)&static_runtime_alloc = proc(gpa, "cuMemAlloc", 3020, 0);
+    d.alloc = cudaMalloc;
     return until_oom(&d, device);
 }
 

@@ -113,11 +113,23 @@ static void expect_driver_oom(const char *program, const char *args, const char 
     expect_bundle(api, 256ull << 20, device, 1ull << 30);
 }
 
-/* dlopen, dlsym of cuGetProcAddress_v2, the self-query, cuMemAlloc/3020 */
+/* dlopen, dlsym of cuGetProcAddress_v2, the self-query, cuMemAlloc/3020;
+ * the failure and what was held are named at the program's own line, not
+ * in the runtime compiled into it (its cudaMalloc, its libcudart_static_
+ * functions), as a real GPU showed they were */
 static void test_static_cudart_way(void **state)
 {
     (void)state;
     expect_driver_oom("driver_oom", "static-cudart 1", "alloc_events", "cuMemAlloc_v2", 1);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *shown = show_output(bundle);
+    const char *failed = strstr(shown, "\nFailed at:        ");
+    const char *held = strstr(shown, "\nHeld by:          ");
+    if (!failed || !held || !strstr(failed, "(driver_oom.c:") ||
+        !strstr(held, "(driver_oom.c:") || strstr(shown, "no frame of the program's own") ||
+        strstr(shown, "libcudart_static_") || strstr(shown, "cudaMalloc ("))
+        fail_msg("named inside the runtime, not at the program's line:\n%s", shown);
 }
 
 /* RTLD_NOLOAD handle, dlsym of cuMemCreate and cuMemMap */

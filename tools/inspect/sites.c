@@ -81,9 +81,11 @@ int is_library_frame(const char *path)
  * failure, not the program's own site. */
 static int runtime_allocation_name(const char *fn)
 {
-    static const char *const machinery[] = {"std::", "__gnu_cxx::", "operator new", "alloc::",
-                                            "<alloc::", "__rust_", "__rdl_", "__rg_", "core::",
-                                            "<core::", "<std::", "rust_oom"};
+    static const char *const machinery[] = {
+        "std::", "__gnu_cxx::", "operator new", "alloc::", "<alloc::", "__rust_", "__rdl_",
+        "__rg_", "core::", "<core::", "<std::", "rust_oom",
+        /* nvcc's static cudart: the runtime's API and its own functions */
+        "libcudart_static_", "cudaMalloc", "cudaHostAlloc"};
     for (size_t i = 0; i < sizeof machinery / sizeof *machinery; i++)
         if (!strncmp(fn, machinery[i], strlen(machinery[i])))
             return 1;
