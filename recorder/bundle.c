@@ -58,6 +58,13 @@ static void note_usage(bundle_ctx *ctx, const gmp_event *ev)
         ctx->usage[ctx->usage_n++] = (usage_key){ev->backend, ev->device, ev->in_use};
 }
 
+/* A stack stacks.json is to hold. */
+static void note_stack(bundle_ctx *ctx, uint32_t id)
+{
+    if (id && id <= MAX_STACK_IDS)
+        ctx->stacks_seen[(id - 1) / 64] |= 1ull << ((id - 1) % 64);
+}
+
 static int write_event(const gmp_event *ev, void *arg)
 {
     bundle_ctx *ctx = arg;
@@ -88,8 +95,7 @@ static int write_event(const gmp_event *ev, void *arg)
     gmp_jw_obj_end(w);
     ctx->event_count++;
     note_usage(ctx, ev);
-    if (ev->stack_id && ev->stack_id <= MAX_STACK_IDS)
-        ctx->stacks_seen[(ev->stack_id - 1) / 64] |= 1ull << ((ev->stack_id - 1) % 64);
+    note_stack(ctx, ev->stack_id);
     return w->err != 0;
 }
 
@@ -216,10 +222,11 @@ static void fill_live(gmp_jw *w, bundle_ctx *ctx)
 static void fill_stacks(gmp_jw *w, bundle_ctx *ctx)
 {
     const gmp_dump_request *req = ctx->in->req;
-    uint32_t failed = req->failed.present ? req->failed.stack_id : 0;
+    if (req->failed.present)
+        note_stack(ctx, req->failed.stack_id);
     gmp_jw_arr_begin(w);
     for (uint32_t id = 1; id <= MAX_STACK_IDS; id++) {
-        if (!(ctx->stacks_seen[(id - 1) / 64] & (1ull << ((id - 1) % 64))) && id != failed)
+        if (!(ctx->stacks_seen[(id - 1) / 64] & (1ull << ((id - 1) % 64))))
             continue;
         uint64_t frames[GMP_STACK_MAX];
         uint32_t n = req->stack_lookup(id, frames, GMP_STACK_MAX, req->stack_lookup_arg);

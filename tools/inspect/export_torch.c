@@ -108,23 +108,15 @@ static int address_frame(torch_ctx *c, const char *hex, int unnamed_too)
  * native ones, then the Python ones of a Python thread's allocation. */
 static void stack_frames(torch_ctx *c, int64_t id)
 {
-    size_t i;
-    json_t *s;
-    json_array_foreach(c->src->stacks, i, s) {
-        int64_t sid;
-        if (jint(s, "id", &sid) || sid != id)
-            continue;
-        size_t k;
-        json_t *f;
-        json_array_foreach(json_object_get(s, "frames"), k, f)
-            address_frame(c, json_string_value(f), 1);
-        json_array_foreach(json_object_get(s, "python"), k, f) {
-            int64_t line = 0;
-            jint(f, "line", &line);
-            const char *file = jstr(f, "file"), *fn = jstr(f, "function");
-            frame(c, file ? file : "??", (long)line, fn ? fn : "?");
-        }
-        return;
+    json_t *s = stack_with_id(c->src->stacks, id), *f;
+    size_t k;
+    json_array_foreach(json_object_get(s, "frames"), k, f)
+        address_frame(c, json_string_value(f), 1);
+    json_array_foreach(json_object_get(s, "python"), k, f) {
+        int64_t line = 0;
+        jint(f, "line", &line);
+        const char *file = jstr(f, "file"), *fn = jstr(f, "function");
+        frame(c, file ? file : "??", (long)line, fn ? fn : "?");
     }
 }
 

@@ -248,6 +248,8 @@ int python_site(bundle *b, char *out, size_t cap);
  * function), and the next frame of the program's own outward: "x.py:10 in
  * extract_features (called from x.py:17)". */
 int python_frames_site(json_t *frames, char *out, size_t cap);
+/* The stack of stacks.json (an array) whose id is id, or NULL. */
+json_t *stack_with_id(json_t *stacks, int64_t id);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */

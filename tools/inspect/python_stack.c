@@ -20,43 +20,51 @@
 
 #define PYTHON_FRAMES_SHOWN 12
 
+/* A stack's "python" array (stacks.json) as frames, innermost first; the
+ * strings are the JSON's own. */
+static void frames_from_json(json_t *frames, python_stack *st)
+{
+    size_t i;
+    json_t *f;
+    st->n = 0;
+    json_array_foreach(frames, i, f) {
+        const char *file = jstr(f, "file");
+        int64_t line = 0;
+        jint(f, "line", &line);
+        if (!file || st->n == PYTHON_FRAMES_READ)
+            continue;
+        st->frames[st->n].file = file;
+        st->frames[st->n].fn = jstr(f, "function");
+        st->frames[st->n].line = (long)line;
+        st->n++;
+    }
+}
+
 /* The failing call's own Python frames (stacks.json, by the failed
  * request's stack_id), for a failure with no traceback file: a device
- * allocation's, whose call may have let go of the GIL. */
+ * allocation's, whose call may have let go of the GIL.  Their strings are
+ * copied into st->text, as a traceback's are in it. */
 static int failed_call_frames(bundle *b, python_stack *st)
 {
     int64_t id = 0;
     if (jint(json_object_get(b->metadata, "failed_request"), "stack_id", &id) || id <= 0)
         return -1;
     json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
-    json_t *frames = NULL, *s, *f;
-    size_t i, need = 0;
-    json_array_foreach(stacks, i, s) {
-        int64_t sid;
-        if (!jint(s, "id", &sid) && sid == id)
-            frames = json_object_get(s, "python");
-    }
-    json_array_foreach(frames, i, f) {
-        const char *file = jstr(f, "file"), *fn = jstr(f, "function");
-        need += (file ? strlen(file) : 0) + (fn ? strlen(fn) : 0) + 2;
-    }
-    st->text = need ? malloc(need) : NULL;
-    char *at = st->text;
-    json_array_foreach(frames, i, f) {
-        const char *file = jstr(f, "file"), *fn = jstr(f, "function");
-        int64_t line = 0;
-        jint(f, "line", &line);
-        if (!at || !file || st->n == PYTHON_FRAMES_READ)
-            continue;
-        st->frames[st->n].file = strcpy(at, file);
-        at += strlen(file) + 1;
-        st->frames[st->n].fn = fn ? strcpy(at, fn) : NULL;
+    frames_from_json(json_object_get(stack_with_id(stacks, id), "python"), st);
+    size_t need = 0;
+    for (size_t k = 0; k < st->n; k++)
+        need += strlen(st->frames[k].file) + (st->frames[k].fn ? strlen(st->frames[k].fn) : 0) + 2;
+    char *at = st->text = st->n ? malloc(need) : NULL;
+    for (size_t k = 0; at && k < st->n; k++) {
+        const char *fn = st->frames[k].fn;
+        st->frames[k].file = strcpy(at, st->frames[k].file);
+        at += strlen(at) + 1;
+        st->frames[k].fn = fn ? strcpy(at, fn) : NULL;
         at += fn ? strlen(fn) + 1 : 0;
-        st->frames[st->n++].line = (long)line;
     }
     json_decref(stacks);
-    if (!st->n) {
-        free(st->text);
+    if (!st->text) {
+        st->n = 0;
         return -1;
     }
     return 0;
@@ -185,18 +193,6 @@ int python_site(bundle *b, char *out, size_t cap)
 int python_frames_site(json_t *frames, char *out, size_t cap)
 {
     python_stack st = {.n = 0};
-    size_t i;
-    json_t *f;
-    json_array_foreach(frames, i, f) {
-        const char *file = jstr(f, "file");
-        int64_t line = 0;
-        jint(f, "line", &line);
-        if (!file || st.n == PYTHON_FRAMES_READ)
-            continue;
-        st.frames[st.n].file = file;
-        st.frames[st.n].fn = jstr(f, "function");
-        st.frames[st.n].line = (long)line;
-        st.n++;
-    }
+    frames_from_json(frames, &st);
     return st.n ? pick_site(&st, 1, out, cap) : SITE_UNKNOWN;
 }

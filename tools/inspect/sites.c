@@ -133,6 +133,18 @@ int name_site(bundle *b, int64_t stack, char *out, size_t cap)
     return found;
 }
 
+json_t *stack_with_id(json_t *stacks, int64_t id)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach(stacks, i, s) {
+        int64_t sid;
+        if (!jint(s, "id", &sid) && sid == id)
+            return s;
+    }
+    return NULL;
+}
+
 /* The innermost frame of the program's own, with the function of the next
  * one of its own outward ("keep (held.c:22), called from keep_batches": a
  * helper that wraps malloc is not the answer alone, and two calls from
@@ -142,65 +154,60 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *o
                     size_t cap)
 {
     snprintf(out, cap, "a stack this bundle does not hold (stack id %lld)", (long long)id);
-    size_t i;
-    json_t *s;
-    json_array_foreach(stacks, i, s) {
-        int64_t sid;
-        if (jint(s, "id", &sid) || sid != id)
-            continue;
-        /* a Python thread's stack: its own line, not the library's C */
-        int python = python_frames_site(json_object_get(s, "python"), out, cap);
-        if (python == SITE_PROGRAM)
+    json_t *s = stack_with_id(stacks, id);
+    if (!s)
+        return SITE_UNKNOWN;
+    /* a Python thread's stack: its own line, not the library's C */
+    int python = python_frames_site(json_object_get(s, "python"), out, cap);
+    if (python == SITE_PROGRAM)
+        return SITE_PROGRAM;
+    size_t k;
+    json_t *f;
+    const char *fallback = NULL;
+    uint64_t fallback_offset = 0;
+    int any = 0, found = 0;
+    json_array_foreach(json_object_get(s, "frames"), k, f) {
+        const char *hex = json_string_value(f);
+        uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
+        const char *path = at ? module_of(mods, at, &bias) : NULL;
+        if (path && !is_library_frame(path) && found) {
+            char caller[300];
+            name_frame(dirfd, path, at - bias, caller, sizeof caller);
+            char *where = strstr(caller, " (");
+            if (where && where != caller) /* "fn (file:line)": the function */
+                *where = '\0';
+            size_t n = strlen(out);
+            if (n + 16 < cap)
+                snprintf(out + n, cap - n, ", called from %s", caller);
             return SITE_PROGRAM;
-        size_t k;
-        json_t *f;
-        const char *fallback = NULL;
-        uint64_t fallback_offset = 0;
-        int any = 0, found = 0;
-        json_array_foreach(json_object_get(s, "frames"), k, f) {
-            const char *hex = json_string_value(f);
-            uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
-            const char *path = at ? module_of(mods, at, &bias) : NULL;
-            if (path && !is_library_frame(path) && found) {
-                char caller[300];
-                name_frame(dirfd, path, at - bias, caller, sizeof caller);
-                char *where = strstr(caller, " (");
-                if (where && where != caller) /* "fn (file:line)": the function */
-                    *where = '\0';
-                size_t n = strlen(out);
-                if (n + 16 < cap)
-                    snprintf(out + n, cap - n, ", called from %s", caller);
-                return SITE_PROGRAM;
-            }
-            if (path && !is_library_frame(path)) {
-                /* named once: "fn (file:line)" begins with the function */
-                name_frame(dirfd, path, at - bias, out, cap);
-                found = !runtime_allocation_name(out);
-                continue;
-            }
-            any |= path != NULL;
-            const char *base = path ? strrchr(path, '/') : NULL;
-            base = base ? base + 1 : path;
-            if (path && !fallback && strncmp(base, "libc.so", 7) &&
-                strncmp(base, "libgpumemprof", 13)) {
-                fallback = path;
-                fallback_offset = at - bias;
-            }
         }
-        if (found)
-            return SITE_PROGRAM; /* called from nothing of the program's */
-        if (!fallback) {
-            snprintf(out, cap, "%s (stack id %lld)",
-                     any ? "only C-library frames" : "no frame this bundle can name",
-                     (long long)id);
-            return SITE_LIBRARY;
+        if (path && !is_library_frame(path)) {
+            /* named once: "fn (file:line)" begins with the function */
+            name_frame(dirfd, path, at - bias, out, cap);
+            found = !runtime_allocation_name(out);
+            continue;
         }
-        char frame[400];
-        name_frame(dirfd, fallback, fallback_offset, frame, sizeof frame);
-        snprintf(out, cap, "%s, inside a library or interpreter", frame);
+        any |= path != NULL;
+        const char *base = path ? strrchr(path, '/') : NULL;
+        base = base ? base + 1 : path;
+        if (path && !fallback && strncmp(base, "libc.so", 7) &&
+            strncmp(base, "libgpumemprof", 13)) {
+            fallback = path;
+            fallback_offset = at - bias;
+        }
+    }
+    if (found)
+        return SITE_PROGRAM; /* called from nothing of the program's */
+    if (!fallback) {
+        snprintf(out, cap, "%s (stack id %lld)",
+                 any ? "only C-library frames" : "no frame this bundle can name",
+                 (long long)id);
         return SITE_LIBRARY;
     }
-    return SITE_UNKNOWN;
+    char frame[400];
+    name_frame(dirfd, fallback, fallback_offset, frame, sizeof frame);
+    snprintf(out, cap, "%s, inside a library or interpreter", frame);
+    return SITE_LIBRARY;
 }
 
 int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
