@@ -182,6 +182,9 @@ $(BUILD)/test/test_%: test/integration/test_%.c test/support.h $(TEST_SUPPORT) $
 $(BUILD)/test/programs/%: test/programs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread -ldl
+# It stands in for an interpreter, whose symbols are found in its own
+# dynamic symbol table.
+$(BUILD)/test/programs/fake_cpython: LDFLAGS += -Wl,--export-dynamic
 
 CXX ?= c++
 $(BUILD)/test/programs/%: test/programs/%.cc
@@ -389,7 +392,7 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZ
                  $(BUILD)/bench/device_pairs
 	@failed=0; \
 	sh mk/check-layers.sh || failed=$$((failed+1)); \
-	sh mk/debian-python.sh $(BUILD) 3.14; \
+	for v in 3.14 3.15; do sh mk/debian-python.sh $(BUILD) $$v; done; \
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
 	echo "== conformance: real software, bare and under the preload"; \
 	sh test/conformance/run.sh $(BUILD) || failed=$$((failed+1)); \

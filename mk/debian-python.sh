@@ -1,13 +1,16 @@
 #!/bin/sh
 # debian-python.sh BUILD VERSION — a CPython newer than this machine's, for
 # the tests that read the interpreter's own structures (test_held: which
-# Python line holds the memory).  Debian unstable's python3.X packages and
-# the C library they were built against, fetched with apt-get from its own
-# lists under BUILD (the machine's sources, packages and dpkg state are not
-# touched; its apt configuration, a proxy included, is used) and unpacked
-# into BUILD/debian-python/VERSION/root.  BUILD/debian-python/VERSION/python
-# starts it through that C library's own loader.  Kept: a second run is
-# instant.  Exit 0 with the interpreter ready; 1, with one line saying
+# Python line holds the memory; the conformance suite: its own tests, each
+# allocation reading its frames).  Debian unstable's python3.X packages, its
+# test package and the C library they were built against, fetched with
+# apt-get from its own lists under BUILD (the machine's sources, packages
+# and dpkg state are not touched; its apt configuration, a proxy included,
+# is used) and unpacked into BUILD/debian-python/VERSION/root.
+# BUILD/debian-python/VERSION/python starts it on that C library: patchelf
+# points the interpreter at its loader, so the subprocesses it starts of
+# itself start too (without patchelf it is started through the loader).
+# Kept: a second run is instant.  Exit 0 with the interpreter ready; 1, with one line saying
 # why, when it cannot be had here (no network, no such version).
 set -u
 V=$2
@@ -45,7 +48,7 @@ if ! (cd "$D/debs" && unstable 300 download "python$V-minimal" "libpython$V-mini
     echo "debian-python: Debian unstable has no python$V to download (see $D/apt.log)"
     exit 1
 fi
-for p in libssl3t64 libffi8 libbz2-1.0 liblzma5 libzstd1 libmpdec4; do
+for p in libssl3t64 libffi8 libbz2-1.0 liblzma5 libzstd1 libmpdec4 "libpython$V-testsuite"; do
     (cd "$D/debs" && unstable 120 download "$p" >>"$D/apt.log" 2>&1)
 done
 for deb in "$D"/debs/*.deb; do
@@ -59,10 +62,19 @@ if [ -z "$loader" ]; then
     echo "debian-python: Debian's libc6 brought no loader"
     exit 1
 fi
-cat > "$D/python" <<EOF
+# The interpreter starts its own subprocesses (sys.executable): with
+# patchelf it is made to start by itself, on that C library; else only
+# through the loader
+if command -v patchelf >/dev/null 2>&1 &&
+    patchelf --set-interpreter "$loader" --force-rpath --set-rpath "${loader%/*}" \
+        "$D/root/usr/bin/python$V" >>"$D/apt.log" 2>&1; then
+    printf '#!/bin/sh\nexec "%s" "$@"\n' "$D/root/usr/bin/python$V" >"$D/python"
+else
+    cat > "$D/python" <<EOF
 #!/bin/sh
 exec "$loader" --library-path "${loader%/*}" "$D/root/usr/bin/python$V" "\$@"
 EOF
+fi
 chmod +x "$D/python"
 rm -rf "$D/debs" "$D/apt"
 if ! "$D/python" -c 'import sys' >/dev/null 2>&1; then

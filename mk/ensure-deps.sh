@@ -42,6 +42,7 @@ need default-jdk-headless sh -c 'command -v java && command -v javac'  # the JVM
 need golang-go command -v go                                      # a runtime that exits past libc
 need rustc command -v rustc                                       # Rust's abort on a failed allocation
 need valgrind command -v valgrind
+need patchelf command -v patchelf       # Debian unstable's CPython starting its own subprocesses
 # the Slurm plugin (slurm/): built against spank.h, tested in a single-node
 # Slurm; where these cannot be installed, that stage skips with a line
 want libslurm-dev test -f /usr/include/slurm/spank.h

@@ -2,22 +2,28 @@
  * python_layouts.c — prints preload/python_frames.c's FOR_EACH_PYTHON_LAYOUT
  * line for the CPython whose headers it is built against, from the
  * structures themselves (internal headers included), so a new version's
- * line is measured, not guessed:
+ * line is measured, not guessed; from 3.13 on, a second line, for
+ * FOR_EACH_DEBUG_OFFSETS (where that version's _Py_DebugOffsets keeps
+ * the same offsets):
  *
- *   inc=$(python3.14 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+ *   inc=$(python3.15 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
  *   cc -I"$inc" -I"$inc/internal" -o layouts mk/python_layouts.c && ./layouts
  *
- * Not built by make: the lines it printed for 3.9-3.13 are in the table.
+ * Not built by make: the lines it printed for 3.9-3.15 are in the table.
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #include <stddef.h>
 #include <stdio.h>
 #if PY_VERSION_HEX >= 0x030e0000
+#include "internal/pycore_debug_offsets.h"
 #include "internal/pycore_interpframe_structs.h"
 #include "internal/pycore_stackref.h"
 #elif PY_VERSION_HEX >= 0x030b0000
 #include "internal/pycore_frame.h"
+#if PY_VERSION_HEX >= 0x030d0000
+#include "internal/pycore_runtime.h" /* _Py_DebugOffsets */
+#endif
 #else
 #include "frameobject.h"
 #endif
@@ -62,6 +68,17 @@ int main(void)
     printf("%d)\n", (int)Py_TAG_BITS); /* f_executable is a tagged _PyStackRef */
 #else
     printf("0)\n");
+#endif
+#if PY_VERSION_HEX >= 0x030d0000
+    /* FOR_EACH_DEBUG_OFFSETS's line: where this version's _Py_DebugOffsets
+     * keeps offsets that the line above also gives */
+#define AT(field) offsetof(_Py_DebugOffsets, field)
+    printf("X(%d, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu)\n", minor,
+           AT(free_threaded), AT(thread_state.current_frame), AT(interpreter_frame.executable),
+           AT(interpreter_frame.previous), AT(interpreter_frame.instr_ptr),
+           AT(interpreter_frame.owner), AT(code_object.co_code_adaptive),
+           AT(code_object.filename), AT(code_object.qualname), AT(pyobject.ob_type),
+           AT(unicode_object.asciiobject_size));
 #endif
     return 0;
 }

@@ -499,7 +499,7 @@ GMP_HIDDEN int gmp_messages_recent(char *path, size_t cap);
 /* python.c: in a CPython thread holding the GIL, its Python stack in a
  * memfd (the caller closes it); else -1. */
 GMP_HIDDEN int gmp_python_traceback_fd(void);
-/* python_frames.c: this thread's Python frames (CPython 3.9-3.14),
+/* python_frames.c: this thread's Python frames (CPython 3.9-3.15),
  * innermost first, as GMP_PYTHON_FRAME_TAG | id, at most max; 0 when it
  * runs none.  gmp_python_frame_lookup names an id (a
  * gmp_python_frame_lookup_fn for bundles). */

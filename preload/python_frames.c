@@ -11,11 +11,12 @@
  * allocation, no GIL (a thread's frame chain is changed only by that
  * thread, which is here, inside an allocation).  Where a structure lies
  * differs by CPython version: one line of FOR_EACH_PYTHON_LAYOUT per
- * version (3.9 to 3.14), each printed by mk/python_layouts.c built against
- * that version's own headers; another version, and a free-threading build
- * (its objects have another header), is left alone.  Every code object is
- * checked to be one (its type is PyCode_Type) before it is read, and a
- * frame that holds anything else is passed over.
+ * version (3.9 to 3.15), each printed by mk/python_layouts.c built against
+ * that version's own headers; another version, a free-threading build
+ * (its objects have another header) and, from 3.13, a build whose own
+ * offsets (_Py_DebugOffsets) differ from its line, is left alone.  Every
+ * code object is checked to be one (its type is PyCode_Type) before it is
+ * read, and a frame that holds anything else is passed over.
  *
  * The table interns (code object, instruction offset) pairs and names each
  * the first time it is seen, while its code object is alive: file, line
@@ -31,9 +32,9 @@
 
 /* How one CPython version keeps its frames.  walk: 1 frame objects (3.9,
  * 3.10: PyThreadState.frame, PyFrameObject.f_back, an int f_lasti), 2
- * interpreter frames (3.11-3.14: _PyInterpreterFrame.previous and an
+ * interpreter frames (3.11-3.15: _PyInterpreterFrame.previous and an
  * instruction pointer into the code object).  Offsets in bytes; -1: none.
- *   ts_frame     the thread state's innermost frame (3.9, 3.10, 3.13, 3.14)
+ *   ts_frame     the thread state's innermost frame (3.9, 3.10, 3.13-3.15)
  *   ts_cframe    or its _PyCFrame (3.11, 3.12), then that one's frame
  *   f_code, f_back, f_instr (f_lasti, or prev_instr / instr_ptr)
  *   lasti_scale  f_lasti to bytes: 1 (3.9), 2 (3.10: code units)
@@ -44,7 +45,7 @@
  *   co_file, co_name    co_filename; co_qualname, else co_name
  *   str_ascii, str_compact  sizeof PyASCIIObject, PyCompactUnicodeObject
  *   code_tags    low bits of f_code that tag the reference, not the address
- *                (3.14's _PyStackRef: Py_TAG_BITS) */
+ *                (3.14's and 3.15's _PyStackRef: Py_TAG_BITS) */
 #define FOR_EACH_PYTHON_LAYOUT(X)                                                                 \
     /* minor walk ts_frame ts_cframe cf_frame f_code f_back f_instr lasti_scale f_owner          \
      * owner_gen owner_cstack co_code co_first co_file co_name str_ascii str_compact         \
@@ -54,7 +55,8 @@
     X(11, 2, -1, 56, 8, 32, 48, 56, 0, 69, 1, -1, 184, 168, 112, 128, 48, 72, 0)                  \
     X(12, 2, -1, 56, 0, 0, 8, 56, 0, 70, 1, 3, 192, 176, 112, 128, 40, 56, 0)                     \
     X(13, 2, 72, -1, -1, 0, 8, 56, 0, 70, 1, 3, 200, 184, 112, 128, 40, 56, 0)                    \
-    X(14, 2, 72, -1, -1, 0, 8, 56, 0, 74, 1, 3, 208, 192, 112, 128, 40, 56, 3)
+    X(14, 2, 72, -1, -1, 0, 8, 56, 0, 74, 1, 3, 208, 192, 112, 128, 40, 56, 3)                    \
+    X(15, 2, 72, -1, -1, 0, 8, 56, 0, 74, 1, 3, 208, 192, 112, 128, 40, 56, 3)
 
 typedef struct py_layout {
     int minor, walk, ts_frame, ts_cframe, cf_frame, f_code, f_back, f_instr, lasti_scale,
@@ -64,9 +66,69 @@ typedef struct py_layout {
 
 #define AS_LAYOUT(...) {__VA_ARGS__},
 static const py_layout layouts[] = {FOR_EACH_PYTHON_LAYOUT(AS_LAYOUT)};
+
+/* From 3.13 on, the interpreter describes itself: _PyRuntime starts with
+ * _Py_DebugOffsets, the offsets that debuggers reading a process from
+ * outside go by.  Its own layout is fixed within a minor version; one line
+ * per version says where in it lie the offsets its line above also gives
+ * (mk/python_layouts.c prints both).  A build whose offsets differ from its
+ * version's line (a field moved in a patch release, another build
+ * configuration, a free-threading build that says nothing of it in its
+ * version) gets no Python frames: a walk by the wrong offsets would follow
+ * pointers that are not pointers.
+ *   free_threaded  its flag, 0 here; the rest as FOR_EACH_PYTHON_LAYOUT's
+ *   ob_type        PyObject's type pointer, read at 8 by is_code */
+#define FOR_EACH_DEBUG_OFFSETS(X)                                                                 \
+    /* minor free_threaded ts_frame f_code f_back f_instr f_owner co_code co_file co_name         \
+     * ob_type str_ascii */                                                                       \
+    X(13, 16, 184, 240, 232, 248, 264, 344, 280, 296, 360, 560)                                   \
+    X(14, 16, 208, 264, 256, 272, 288, 384, 320, 336, 408, 640)                                   \
+    X(15, 16, 208, 328, 320, 336, 352, 448, 384, 400, 472, 736)
+
+typedef struct debug_offsets_at {
+    int minor, free_threaded, ts_frame, f_code, f_back, f_instr, f_owner, co_code, co_file,
+        co_name, ob_type, str_ascii;
+} debug_offsets_at;
+
+static const debug_offsets_at debug_offsets[] = {FOR_EACH_DEBUG_OFFSETS(AS_LAYOUT)};
 #undef AS_LAYOUT
 
 #define MAX_WALK 256 /* frames walked at most: a deeper chain is cut */
+
+/* 1 when the running interpreter's own offsets agree with its line l, or
+ * l is older than 3.13 (nothing to check against); 0 when they differ,
+ * when _PyRuntime does not describe itself as l's version, or when l has
+ * no FOR_EACH_DEBUG_OFFSETS line.  _PyRuntime's offsets are static data,
+ * set when the interpreter was built: readable before it starts. */
+static int agrees_with_runtime(const py_layout *l)
+{
+    const debug_offsets_at *at = NULL;
+    for (size_t i = 0; i < sizeof debug_offsets / sizeof *debug_offsets; i++)
+        if (debug_offsets[i].minor == l->minor)
+            at = &debug_offsets[i];
+    if (!at)
+        return l->minor < debug_offsets[0].minor;
+    const char *runtime = gmp_global_symbol("_PyRuntime");
+    uint64_t version;
+    if (!runtime || memcmp(runtime, "xdebugpy", 8))
+        return 0;
+    memcpy(&version, runtime + 8, sizeof version); /* PY_VERSION_HEX */
+    if (version >> 24 != 3 || ((version >> 16) & 0xff) != (uint64_t)l->minor)
+        return 0;
+    const int pairs[][2] = {{at->free_threaded, 0},   {at->ts_frame, l->ts_frame},
+                            {at->f_code, l->f_code},   {at->f_back, l->f_back},
+                            {at->f_instr, l->f_instr}, {at->f_owner, l->f_owner},
+                            {at->co_code, l->co_code}, {at->co_file, l->co_file},
+                            {at->co_name, l->co_name}, {at->ob_type, 8},
+                            {at->str_ascii, l->str_ascii}};
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        uint64_t offset;
+        memcpy(&offset, runtime + pairs[i][0], sizeof offset);
+        if (offset != (uint64_t)pairs[i][1])
+            return 0;
+    }
+    return 1;
+}
 
 static struct {
     int state; /* atomic: 0 unknown, 1 a known CPython, 2 not, 3 being found out */
@@ -101,7 +163,7 @@ static int have_python(void)
         for (const char *p = v + 2; *p >= '0' && *p <= '9' && minor < 1000; p++)
             minor = minor * 10 + (*p - '0');
         for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++)
-            if (layouts[i].minor == minor) {
+            if (layouts[i].minor == minor && agrees_with_runtime(&layouts[i])) {
                 py.layout = &layouts[i];
                 state = 1;
             }

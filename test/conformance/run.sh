@@ -13,7 +13,12 @@
 #   allocators  python3 and sort with jemalloc, tcmalloc, mimalloc behind us
 #   valgrind    its leak checker finds nothing of ours (exit status kept)
 #   cpython     a subset of CPython's own regression tests (Debian's
-#               libpython3.X-testsuite): the same result for every test case
+#               libpython3.X-testsuite): the same result for every test case,
+#               and no ring left but by a process a test SIGKILLed
+#   cpython-frames  CPython 3.15's own tests of frames (generators,
+#               coroutines, tracing, exceptions, signals, threads), every
+#               allocation an event that reads the thread's Python frames:
+#               the same, as above
 #   runtimes    Node's WebAssembly bounds traps and the JVM's implicit null
 #               checks (-Xcheck:jni), each after a caught allocation failure:
 #               their own SIGSEGV handlers see every fault, stay their own,
@@ -249,49 +254,78 @@ else
 fi
 
 # ---- CPython's own regression tests -----------------------------------------
-# Processes, signals, memory, stdio: where a preload could change a result.
 # Each run writes JUnit XML; every test case must end the same both ways.
 # A case that differs is run once more both ways (timing-sensitive tests
 # exist); it fails only if it differs again.
-cpython_tests="test_os test_posix test_fork1 test_wait4 test_subprocess test_faulthandler
-    test_threading test_mmap test_resource test_gc test_tracemalloc test_memoryio test_array
-    test_tempfile test_shutil test_ctypes test_pty"
 junit_results='import sys, xml.etree.ElementTree as ET
 for case in ET.parse(sys.argv[1]).iter("testcase"):
     kids = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
     print(case.get("classname"), case.get("name"), kids[0] if kids else "passed")'
-if [ -x "$python" ] && "$python" -c 'import test.test_os' 2>/dev/null; then
-    cpython() { # MODE TESTS...: results in $work/cpython.MODE.results
-        mode=$1
-        shift
-        pre=""
-        [ "$mode" = pre ] && pre="$preload"
-        (cd "$work/cwd" && LD_PRELOAD="$pre" "$python" -m test -j4 -q --timeout 300 \
-            --junit-xml "$work/cpython.$mode.xml" "$@" >"$work/cpython.$mode.log" 2>&1)
-        "$python" -c "$junit_results" "$work/cpython.$mode.xml" | sort >"$work/cpython.$mode.results"
-    }
-    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
-    cpython bare $cpython_tests
-    cpython pre $cpython_tests
-    differ=$(diff "$work/cpython.bare.results" "$work/cpython.pre.results" |
+# regrtest MODE PYTHON PRELOAD_ENV TESTS...: results in $work/$suite.MODE.results
+regrtest() {
+    mode=$1 py=$2 pre_env=$3
+    shift 3
+    pre=""
+    [ "$mode" = pre ] && pre="$preload"
+    (cd "$work/cwd" && env ${pre:+$pre_env} LD_PRELOAD="$pre" "$py" -m test -j4 -q \
+        --timeout 300 --junit-xml "$work/$suite.$mode.xml" "$@" >"$work/$suite.$mode.log" 2>&1)
+    "$python" -c "$junit_results" "$work/$suite.$mode.xml" | sort >"$work/$suite.$mode.results"
+}
+# regrtest_case SUITE PYTHON PRELOAD_ENV TESTS...: the same results both ways
+regrtest_case() {
+    suite=$1 py=$2 pre_env=$3
+    shift 3
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR" "$work/$suite.recovered.log"
+    regrtest bare "$py" "$pre_env" "$@"
+    regrtest pre "$py" "$pre_env" "$@"
+    differ=$(diff "$work/$suite.bare.results" "$work/$suite.pre.results" |
         awk '/^[<>]/ { print $2 }' | sed 's/^test\.//; s/\..*//' | sort -u | tr '\n' ' ')
     if [ -n "$differ" ]; then
-        cpython bare $differ
-        cpython pre $differ
+        regrtest bare "$py" "$pre_env" $differ
+        regrtest pre "$py" "$pre_env" $differ
     fi
-    cases=$(wc -l <"$work/cpython.pre.results")
+    cases=$(wc -l <"$work/$suite.pre.results")
     if [ "$cases" -lt 100 ]; then
-        fail cpython "only $cases test cases ran: $(tail -3 "$work/cpython.pre.log" | tr '\n' ' ')"
-    elif ! cmp -s "$work/cpython.bare.results" "$work/cpython.pre.results"; then
-        fail cpython "$(diff "$work/cpython.bare.results" "$work/cpython.pre.results" | head -6 |
+        fail "$suite" "only $cases test cases ran: $(tail -3 "$work/$suite.pre.log" | tr '\n' ' ')"
+    elif ! cmp -s "$work/$suite.bare.results" "$work/$suite.pre.results"; then
+        fail "$suite" "$(diff "$work/$suite.bare.results" "$work/$suite.pre.results" | head -6 |
             tr '\n' ' ')"
-    elif [ -n "$(ls -A "$GMP_RUN_DIR")" ]; then
-        fail cpython "rings left: $(ls "$GMP_RUN_DIR" | head -3 | tr '\n' ' ')"
+    elif [ -n "$(ls -A "$GMP_RUN_DIR")" ] &&
+        ! "$inspect" recover "$GMP_RUN_DIR" --dump-dir "$work/$suite.recovered" \
+            >"$work/$suite.recovered.log" 2>&1; then
+        fail "$suite" "rings left that recover cannot read: $(ls "$GMP_RUN_DIR" | head -3 | tr '\n' ' ')"
+    elif grep -qv ": SIGKILL; bundle: " "$work/$suite.recovered.log" 2>/dev/null; then
+        fail "$suite" "rings left by processes that were not SIGKILLed: $(head -3 \
+            "$work/$suite.recovered.log" | tr '\n' ' ')"
     else
-        pass "cpython ($(echo $cpython_tests | wc -w) modules, $(wc -l <"$work/cpython.bare.results") test cases, the same results)"
+        # a process its test SIGKILLs leaves its ring, as it should
+        killed=$(cat "$work/$suite.recovered.log" 2>/dev/null | wc -l)
+        left=""
+        [ "$killed" -gt 0 ] && left="; $killed ring(s) left, each by a process a test SIGKILLed"
+        pass "$suite ($# modules, $(wc -l <"$work/$suite.bare.results") test cases, the same results$left)"
     fi
+}
+
+# Processes, signals, memory, stdio: where a preload could change a result.
+if [ -x "$python" ] && "$python" -c 'import test.test_os' 2>/dev/null; then
+    regrtest_case cpython "$python" "" test_os test_posix test_fork1 test_wait4 test_subprocess \
+        test_faulthandler test_threading test_mmap test_resource test_gc test_tracemalloc \
+        test_memoryio test_array test_tempfile test_shutil test_ctypes test_pty
 else
     skip cpython "CPython's test package is not installed (libpython3.X-testsuite)"
+fi
+
+# The newest CPython's frames read on every allocation (an event each, so
+# each one reads the thread's Python frames): generators, coroutines,
+# tracing, exceptions unwinding, signal handlers, threads, finalizers.
+newest=$build/debian-python/3.15/python
+if [ -x "$newest" ] && "$newest" -c 'import test.test_generators' 2>/dev/null; then
+    regrtest_case cpython-frames "$newest" GMP_HOST_EVENT_MIN_BYTES=1 test_generators \
+        test_coroutines test_asyncgen test_sys test_frame test_threading test_exceptions \
+        test_traceback test_sys_settrace test_contextlib test_gc test_weakref test_signal \
+        test_faulthandler test_itertools test_json
+else
+    skip cpython-frames "no CPython 3.15 with its tests (mk/debian-python.sh could not fetch it)"
 fi
 
 # ---- PostgreSQL: a query runs out, the server lives on ----------------------

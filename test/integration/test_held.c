@@ -11,7 +11,8 @@
  * through three call paths of one malloc wrapper: the wrapper and each
  * caller, bytes exact.  A Python run killed by SIGKILL under gmp-run: the
  * same line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them,
- * and Debian unstable's 3.14.
+ * and Debian unstable's 3.14 and 3.15; and a program that says it is 3.15
+ * but lays its frames out otherwise runs unharmed, its frames not read.
  * And a stand-in of PyTorch's CPU allocator (an installed `torch` whose
  * tensors come from posix_memalign, 64-byte aligned, and whose failure
  * raises PyTorch's own words): the user's line, not the package's.  And
@@ -184,8 +185,8 @@ static void test_python_line_held_the_batches(void **state)
 }
 
 /* The same under each CPython pyenv has, 3.9 to 3.13, and Debian
- * unstable's 3.14 that `make test` fetches (mk/debian-python.sh): each lays
- * out its frames its own way. */
+ * unstable's 3.14 and 3.15 that `make test` fetches (mk/debian-python.sh):
+ * each lays out its frames its own way. */
 static void test_every_cpython_layout(void **state)
 {
     (void)state;
@@ -215,9 +216,30 @@ static void test_every_cpython_layout(void **state)
         batches_under(g.gl_pathv[i]);
     printf("tried %zu CPython version(s) from pyenv, %zu from Debian unstable\n", from_pyenv,
            g.gl_pathc - from_pyenv);
-    if (g.gl_pathc == from_pyenv)
-        printf("SKIP no CPython 3.14 (mk/debian-python.sh could not fetch it)\n");
+    static const char *const fetched[] = {"3.14", "3.15"};
+    for (size_t v = 0; v < sizeof fetched / sizeof *fetched; v++) {
+        snprintf(pattern, sizeof pattern, "%s/debian-python/%s/python", paths.build, fetched[v]);
+        if (access(pattern, X_OK))
+            printf("SKIP no CPython %s (mk/debian-python.sh could not fetch it)\n", fetched[v]);
+    }
     globfree(&g);
+}
+
+/* A program that says it is CPython 3.15 but keeps its innermost frame
+ * elsewhere, as its own _Py_DebugOffsets say; where 3.15 keeps it lies a
+ * pointer into a page never mapped.  Its frames are not read by 3.15's
+ * line: it runs as it runs bare, and leaves no bundle (a walk by the wrong
+ * offsets crashed it with SIGSEGV). */
+static void test_interpreter_laid_out_otherwise(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script, "LD_PRELOAD=\"%s\" exec %s/test/programs/fake_cpython",
+             paths.preload, paths.build);
+    int rc = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    if (rc != 0 || strcmp(out, "allocated 4\n") || err[0])
+        fail_msg("exit %d, out \"%s\", err:\n%s", rc, out, err);
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
 /* One malloc wrapper, three callers: each caller is its own site. */
@@ -403,6 +425,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_python_line_held_the_batches),
         cmocka_unit_test(test_every_cpython_layout),
+        cmocka_unit_test(test_interpreter_laid_out_otherwise),
         cmocka_unit_test(test_native_call_paths),
         cmocka_unit_test(test_killed_names_the_line_from_its_ring),
         cmocka_unit_test(test_torch_cpu_standin),
