@@ -177,9 +177,11 @@ GMP_HIDDEN size_t gmp_ring_snapshot(const gmp_ring *ring, gmp_event *out,
                                     size_t max, uint64_t *torn);
 
 /* Site records (ring_sites.c).  Adding copies one stack or object into
- * the next free record and publishes it; -1 when the ring has no record
- * left.  Async-signal-safe: no lock, no allocation; a record never waits
- * for another writer. */
+ * the next free record and publishes it.  Past a region's end, a stack or
+ * Python frame writes over the second half of its region in turn (the
+ * first half keeps the first ones); an object is refused, -1.
+ * Async-signal-safe: no lock, no allocation; a record never waits for
+ * another writer. */
 GMP_HIDDEN int gmp_ring_add_stack(gmp_ring *ring, uint32_t id, const uint64_t *frames,
                                   uint32_t depth);
 GMP_HIDDEN int gmp_ring_add_module(gmp_ring *ring, const gmp_ring_module_record *module);

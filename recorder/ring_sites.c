@@ -12,19 +12,56 @@
  * in another process, often after the writer died mid-record, and often on
  * a file another user could have written: every count is clamped, every
  * string copied bounded, and an unpublished record is skipped.
+ *
+ * A process may name more stacks and Python frames than the regions hold.
+ * The first half of each is kept for the first sites (a model's weights,
+ * buffers made at start-up and held to the end); past the region's end
+ * the second half is written over in turn, so the newest sites, where
+ * memory grew just before a kill, are named too.  A record written over
+ * has its id cleared first, and a reader checks the id again after its
+ * copy: a record that changed under it is skipped.
  */
 #include "ring.h"
 
 #include <string.h>
+
+/* The record claim number i writes in a region of n records; -1 none. */
+static int64_t record_at(uint64_t i, uint32_t n)
+{
+    if (i < n)
+        return (int64_t)i;
+    uint32_t kept = n / 2, turn = n - kept;
+    return turn ? (int64_t)(kept + (i - n) % turn) : -1;
+}
+
+/* A record about to be written over (claim i past the region's n) is
+ * unpublished first, before anything of it changes. */
+static void unpublish(uint32_t *id, uint64_t i, uint32_t n)
+{
+    if (i >= n) {
+        __atomic_store_n(id, 0, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+    }
+}
+
+/* After a reader's copy of a record published as id: 1 when it is still
+ * that id, so the copy is whole. */
+static int still(const uint32_t *record_id, uint32_t id)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(record_id, __ATOMIC_RELAXED) == id;
+}
 
 int gmp_ring_add_stack(gmp_ring *ring, uint32_t id, const uint64_t *frames, uint32_t depth)
 {
     if (!ring || !ring->hdr || id == 0 || depth == 0)
         return -1;
     uint64_t i = __atomic_fetch_add(&ring->hdr->stacks_used, 1, __ATOMIC_RELAXED);
-    if (i >= ring->stack_records)
+    int64_t at = record_at(i, ring->stack_records);
+    if (at < 0)
         return -1;
-    gmp_ring_stack_record *r = &ring->stacks[i];
+    gmp_ring_stack_record *r = &ring->stacks[at];
+    unpublish(&r->id, i, ring->stack_records);
     r->depth = depth < GMP_RING_STACK_DEPTH ? depth : GMP_RING_STACK_DEPTH;
     memcpy(r->frames, frames, r->depth * sizeof *frames);
     __atomic_store_n(&r->id, id, __ATOMIC_RELEASE);
@@ -70,6 +107,8 @@ uint32_t gmp_ring_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void
         if (depth > max)
             depth = max;
         memcpy(frames, r->frames, depth * sizeof *frames);
+        if (!still(&r->id, id))
+            continue;
         return depth;
     }
     return 0;
@@ -100,9 +139,11 @@ int gmp_ring_add_python(gmp_ring *ring, uint32_t id, const gmp_python_frame *fra
     if (!ring || !ring->hdr || id == 0)
         return -1;
     uint64_t i = __atomic_fetch_add(&ring->hdr->python_used, 1, __ATOMIC_RELAXED);
-    if (i >= ring->python_records)
+    int64_t at = record_at(i, ring->python_records);
+    if (at < 0)
         return -1;
-    gmp_ring_python_record *r = &ring->python[i];
+    gmp_ring_python_record *r = &ring->python[at];
+    unpublish(&r->id, i, ring->python_records);
     r->line = frame->line;
     size_t n = strlen(frame->file);
     if (n < sizeof r->file) { /* else its end, which names the module */
@@ -133,6 +174,8 @@ int gmp_ring_python_lookup(uint32_t id, gmp_python_frame *out, void *arg)
         memcpy(out->function, r->function, sizeof r->function);
         out->function[sizeof r->function - 1] = '\0';
         out->line = r->line;
+        if (!still(&r->id, id))
+            continue;
         return 0;
     }
     return -1;

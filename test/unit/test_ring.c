@@ -296,7 +296,9 @@ static void count_module(const gmp_ring_module_record *m, void *arg)
 }
 
 /* Site records: what a writer adds, a reader in another process finds by
- * id; a full region refuses more; a hostile file's records are bounded. */
+ * id; past a full region, the newest stacks and Python frames are named
+ * still, in its second half written over, and the first half is kept; a
+ * hostile file's records are bounded. */
 static void test_site_records(void **state)
 {
     (void)state;
@@ -309,17 +311,41 @@ static void test_site_records(void **state)
         frames[i] = 0x1000u + (uint64_t)i;
     for (uint32_t id = 1; id <= GMP_RING_STACK_RECORDS; id++)
         assert_int_equal(gmp_ring_add_stack(&ring, id * 3, frames, 1 + id % 4), 0);
-    assert_int_equal(gmp_ring_add_stack(&ring, 9999, frames, 2), -1); /* full */
+    /* past the end: the newest is named, over the first of the second half */
+    assert_int_equal(gmp_ring_add_stack(&ring, 9999, frames, 2), 0);
     gmp_ring_module_record m = {.start = 0x1000, .end = 0x9000, .base = 0x1000};
     strcpy(m.path, "/usr/lib/libdemo.so");
     strcpy(m.build_id, "00ff");
     assert_int_equal(gmp_ring_add_module(&ring, &m), 0);
+    /* Python frames alike: ids 1..N+5, each named by its id's line */
+    for (uint32_t id = 1; id <= GMP_RING_PYTHON_RECORDS + 5; id++) {
+        gmp_python_frame f = {.line = id};
+        snprintf(f.file, sizeof f.file, "x%u.py", id);
+        strcpy(f.function, "step");
+        assert_int_equal(gmp_ring_add_python(&ring, id, &f), 0);
+    }
 
     assert_int_equal(gmp_ring_attach(&seen, ring.path, why, sizeof why), 0);
+    gmp_python_frame named;
+    uint32_t py_half = GMP_RING_PYTHON_RECORDS / 2;
+    assert_int_equal(gmp_ring_python_lookup(GMP_RING_PYTHON_RECORDS + 5, &named, &seen), 0);
+    assert_int_equal(named.line, GMP_RING_PYTHON_RECORDS + 5);
+    char want_file[32];
+    snprintf(want_file, sizeof want_file, "x%u.py", py_half);
+    assert_int_equal(gmp_ring_python_lookup(py_half, &named, &seen), 0);
+    assert_string_equal(named.file, want_file);
+    assert_int_equal(gmp_ring_python_lookup(py_half + 1, &named, &seen), -1);
     assert_int_equal(gmp_ring_stack_lookup(6, got, GMP_STACK_MAX, &seen), 3);
     assert_int_equal(got[2], 0x1002);
     assert_int_equal(gmp_ring_stack_lookup(7, got, GMP_STACK_MAX, &seen), 0);
-    assert_int_equal(gmp_ring_stack_lookup(9999, got, GMP_STACK_MAX, &seen), 0);
+    assert_int_equal(gmp_ring_stack_lookup(9999, got, GMP_STACK_MAX, &seen), 2);
+    /* the first of the second half is gone, the last of the first half kept */
+    uint32_t half = GMP_RING_STACK_RECORDS / 2;
+    assert_int_equal(gmp_ring_stack_lookup((half + 1) * 3, got, GMP_STACK_MAX, &seen), 0);
+    assert_int_equal(gmp_ring_stack_lookup(half * 3, got, GMP_STACK_MAX, &seen),
+                     1 + half % 4);
+    assert_int_equal(gmp_ring_stack_lookup((half + 2) * 3, got, GMP_STACK_MAX, &seen),
+                     1 + (half + 2) % 4);
     gmp_ring_module_record last = {0};
     gmp_ring_foreach_module(&seen, count_module, &last);
     assert_int_equal(last.ready, 2);
