@@ -61,6 +61,12 @@ static char out[1 << 16], err[1 << 16];
     "print(\"status\", os.WEXITSTATUS(st) if os.WIFEXITED(st) else \"signal %%d\" %% "     \
     "os.WTERMSIG(st))' "
 
+/* Shell: until the counter, its stdout in file $o, has said "ready" (its
+ * handlers are set); a fixed second was not enough under a sanitizer */
+#define UNTIL_READY                                                                        \
+    "i=0; until grep -q ready \"$o\" 2>/dev/null || [ $i -ge 600 ]; do "                   \
+    "sleep 0.05; i=$((i+1)); done"
+
 static int last_status; /* the shell's, of the last run */
 
 static void run(const char *script)
@@ -115,8 +121,9 @@ static void test_signals_reach_the_command_once(void **state)
     char script[4096], counter[2048];
     snprintf(counter, sizeof counter, COUNTER, "2");
     snprintf(script, sizeof script,
-             "\"$GMP_RUN\" -- %s & p=$!; sleep 1; for s in TERM HUP QUIT USR1 USR2 INT; do "
-             "kill -$s $p; sleep 0.05; done; wait $p; echo \"status $?\"",
+             "o=$(mktemp); \"$GMP_RUN\" -- %s >\"$o\" & p=$!; " UNTIL_READY "; "
+             "for s in TERM HUP QUIT USR1 USR2 INT; do kill -$s $p; sleep 0.05; done; "
+             "wait $p; r=$?; cat \"$o\"; rm -f \"$o\"; echo \"status $r\"",
              counter);
     run(script);
     if (!strstr(out, "got [('SIGHUP', 1), ('SIGINT', 1), ('SIGQUIT', 1), ('SIGTERM', 1), "
@@ -139,10 +146,9 @@ static void test_group_signals_reach_the_command_once(void **state)
         /* a shell leading its group, which it signals (surviving it) */
         snprintf(script, sizeof script,
                  "for s in TERM HUP QUIT USR1 USR2 INT; do trap '' $s; done\n"
-                 "\"$GMP_RUN\" -- %s%s & p=$!\n"
-                 "sleep 1\n"
+                 "o=$(mktemp); \"$GMP_RUN\" -- %s%s >\"$o\" & p=$!\n" UNTIL_READY "\n"
                  "for s in TERM HUP QUIT USR1 USR2 INT; do /bin/kill -s $s -- -$$; sleep 0.05; done\n"
-                 "wait $p; echo \"status $?\"\n",
+                 "wait $p; r=$?; cat \"$o\"; rm -f \"$o\"; echo \"status $r\"\n",
                  own_session ? "setsid " : "", counter);
         write_file(file, script, strlen(script));
         snprintf(script, sizeof script, "setsid sh '%s'", file);
@@ -153,9 +159,10 @@ static void test_group_signals_reach_the_command_once(void **state)
             fail_msg("signals sent to the group%s:\n%s\n%s",
                      own_session ? ", the command in a session of its own" : "", out, err);
     }
-    /* timeout's way: its child, then its group */
-    snprintf(counter, sizeof counter, COUNTER, "3");
-    snprintf(script, sizeof script, "timeout -s TERM 1 \"$GMP_RUN\" -- %s; echo \"status $?\"",
+    /* timeout's way: its child, then its group (3 s: room for the
+     * counter to set its handlers, under a sanitizer too) */
+    snprintf(counter, sizeof counter, COUNTER, "6");
+    snprintf(script, sizeof script, "timeout -s TERM 3 \"$GMP_RUN\" -- %s; echo \"status $?\"",
              counter);
     run(script);
     if (!strstr(out, "got [('SIGTERM', 1)]\n") || !strstr(out, "status 124\n"))
