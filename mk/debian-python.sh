@@ -10,8 +10,9 @@
 # BUILD/debian-python/VERSION/python starts it on that C library: patchelf
 # points the interpreter at its loader, so the subprocesses it starts of
 # itself start too (without patchelf it is started through the loader).
-# Kept: a second run is instant.  Exit 0 with the interpreter ready; 1, with one line saying
-# why, when it cannot be had here (no network, no such version).
+# Kept: a second run is instant.  Exit 0 with the interpreter ready; 1,
+# with one line saying why, when it cannot be had here (no network, no such
+# version).
 set -u
 V=$2
 mkdir -p "$1/debian-python" || exit 1
