@@ -344,6 +344,32 @@ GMP_HIDDEN void gmp_device_stats(gmp_backend backend, int index, uint64_t *bytes
 /* unwind.c: the return addresses above the caller's frame, innermost first
  * (the first is in the caller); at most max (64). */
 GMP_HIDDEN uint32_t gmp_unwind(uint64_t *out, uint32_t max);
+/* cfi.c: one step of a walk, from a frame to its caller, by the call-frame
+ * information of its return address (x86-64).  A word of the stack is
+ * read only inside span, [lo, hi): lo the walk's start, hi as far as the
+ * kernel has said pages are readable, raised as the walk needs (start with
+ * both at the first frame's stack pointer).  find_fde is libgcc's
+ * _Unwind_Find_FDE. */
+typedef struct gmp_stack_span {
+    uintptr_t lo, hi;
+} gmp_stack_span;
+typedef struct gmp_frame {
+    uintptr_t pc;  /* the return address into the frame */
+    uintptr_t sp;  /* the stack pointer there (its callee's CFA) */
+    uintptr_t rbp; /* and %rbp, when rbp_known */
+    int rbp_known;
+} gmp_frame;
+typedef struct gmp_eh_bases {
+    void *tbase, *dbase, *func;
+} gmp_eh_bases;
+typedef const void *(*gmp_find_fde_fn)(void *pc, gmp_eh_bases *bases);
+enum {
+    GMP_STEP_UNKNOWN = -1, /* no call-frame information, one not followed, a read refused */
+    GMP_STEP_END = 0,      /* the outermost frame */
+    GMP_STEP_CALLER = 1,   /* *caller is the caller's frame */
+};
+GMP_HIDDEN int gmp_cfi_step(gmp_find_fde_fn find_fde, gmp_stack_span *span,
+                            const gmp_frame *f, gmp_frame *caller);
 /* stack.c: the caller's return addresses, the preload's frames left out. */
 GMP_HIDDEN uint32_t gmp_stack_capture(uint64_t *out, uint32_t max);
 /* The stack here as an id of the deduplicated table (0: none, GMP_STACKS=0,

@@ -2,33 +2,34 @@
  * unwind.c — the return addresses of the calling thread, fast: a cached
  * unwinder for x86-64, backtrace() elsewhere.
  *
- * glibc's backtrace() interprets each frame's DWARF call-frame information
- * anew, about 1.5 us for a 16-frame stack: most of what a device
- * allocation cost with stacks on.  Yet the rule that finds a frame's caller
- * is a property of the return address alone: the frame's size at that call
- * site (its CFA is the stack pointer plus a constant), or, in a function
- * with a frame pointer (and in every function that uses alloca or a VLA,
- * whose size varies), the frame pointer plus 16.  So the first stack
- * through a return address is unwound by libgcc's _Unwind_Backtrace, as
- * backtrace() does, and each frame's rule is learned from what it saw: the
- * CFA, and where the caller's frame pointer (%rbp) was kept.  Later stacks
- * through known addresses are walked with the rules alone: a table lookup
- * and a load or two per frame, the lookup skipped where the thread's last
- * walk passed the same address at the same depth.
+ * Interpreting each frame's DWARF call-frame information anew (what glibc's
+ * backtrace() does) costs about 1.5 us for a 16-frame stack: most of what
+ * a device allocation cost with stacks on.  Yet the rule that finds a
+ * frame's caller is a property of the return address alone: the frame's
+ * size at that call site (its CFA is the stack pointer plus a constant),
+ * or, in a function with a frame pointer (and in every function that uses
+ * alloca or a VLA, whose size varies), the frame pointer plus 16.  So the
+ * first stack through a return address is walked by its call-frame
+ * information (cfi.c, every read checked), and each frame's rule is
+ * learned from what that walk saw: the CFA, and where the caller's frame
+ * pointer (%rbp) was kept.  Later stacks through known addresses are
+ * walked with the rules alone: a table lookup and a load or two per frame,
+ * the lookup skipped where the thread's last walk passed the same address
+ * at the same depth.
  *
- * It never reads where it should not: every read lies between this frame
- * and the highest frame libgcc's unwinder reached on this thread (the stack
- * it read itself).  An address whose rule varied (a signal frame, a frame
+ * It never reads where it should not: the slow walk reads only what the
+ * kernel said can be read, and every read of the fast walk lies between
+ * this frame and the highest frame a slow walk reached on this thread
+ * (the stack it read itself).  An address whose rule varied (a frame
  * pointer used as a plain register in one call and not another), an
- * address not yet seen,  or a full table: the slow path, which is exactly backtrace()'s walk.  A
- * frame-pointer walk alone would skip the callers of every function built
- * without one (Debian builds without); the rules do not.
+ * address not yet seen, or a full table: the slow path.  A frame-pointer
+ * walk alone would skip the callers of every function built without one
+ * (Debian builds without); the rules do not.
  */
 #include "preload.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <unwind.h>
 
 #if defined(__x86_64__)
 
@@ -88,8 +89,8 @@ static uint64_t rules_changed; /* atomic */
 static __thread rule_slot memo[MEMO_FRAMES] __attribute__((tls_model("initial-exec")));
 static __thread uint64_t memo_generation __attribute__((tls_model("initial-exec")));
 static __thread int memo_busy __attribute__((tls_model("initial-exec")));
-/* The highest stack pointer libgcc's unwinder reached on this thread: the
- * fast walk reads nothing above it. */
+/* The highest stack pointer a slow walk reached on this thread: the fast
+ * walk reads nothing above it. */
 static __thread uintptr_t stack_top_seen __attribute__((tls_model("initial-exec")));
 
 static inline uint32_t slot_of(uint64_t pc)
@@ -224,83 +225,45 @@ __attribute__((no_sanitize_address)) static int walk_by_rules(const rule_slot *t
     }
 }
 
-/* ---- the slow path: libgcc's unwinder, and what it teaches ------------ */
+/* ---- the slow path: the call-frame information, and what it teaches -- */
 
-typedef _Unwind_Reason_Code (*backtrace_fn)(_Unwind_Trace_Fn, void *);
-typedef _Unwind_Ptr (*get_ip_fn)(struct _Unwind_Context *);
-typedef _Unwind_Word (*get_cfa_fn)(struct _Unwind_Context *);
-typedef _Unwind_Word (*get_gr_fn)(struct _Unwind_Context *, int);
+static gmp_find_fde_fn find_fde; /* atomic: libgcc's _Unwind_Find_FDE */
 
-typedef struct libgcc_unwinder {
-    backtrace_fn backtrace;
-    get_ip_fn get_ip;
-    get_cfa_fn get_cfa;
-    get_gr_fn get_gr;
-} libgcc_unwinder;
-
-static libgcc_unwinder gcc; /* each atomic; backtrace published last */
-
-/* libgcc's unwinder in *u, loaded the first time (as backtrace() does);
- * 0 when there is none. */
-static int have_libgcc(libgcc_unwinder *u)
+/* libgcc's lookup of an address's FDE, loaded the first time; NULL when
+ * there is none. */
+static gmp_find_fde_fn fde_finder(void)
 {
-    u->backtrace = __atomic_load_n(&gcc.backtrace, __ATOMIC_ACQUIRE);
-    if (GMP_UNLIKELY(!u->backtrace)) {
+    gmp_find_fde_fn f = __atomic_load_n(&find_fde, __ATOMIC_ACQUIRE);
+    if (GMP_UNLIKELY(!f)) {
         GMP_IN_HOOK_SCOPE(); /* dlopen allocates */
         void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!h)
-            return 0;
+            return NULL;
         /* racing threads find and store the same; the handle stays open */
-        void *ip = gmp_dlsym_real(h, "_Unwind_GetIP"), *cfa = gmp_dlsym_real(h, "_Unwind_GetCFA");
-        void *gr = gmp_dlsym_real(h, "_Unwind_GetGR"), *bt = gmp_dlsym_real(h, "_Unwind_Backtrace");
-        if (!ip || !cfa || !gr || !bt)
-            return 0;
-        __atomic_store_n((void **)&gcc.get_ip, ip, __ATOMIC_RELAXED);
-        __atomic_store_n((void **)&gcc.get_cfa, cfa, __ATOMIC_RELAXED);
-        __atomic_store_n((void **)&gcc.get_gr, gr, __ATOMIC_RELAXED);
-        __atomic_store_n((void **)&gcc.backtrace, bt, __ATOMIC_RELEASE);
-        u->backtrace = (backtrace_fn)bt;
+        *(void **)&f = gmp_dlsym_real(h, "_Unwind_Find_FDE");
+        if (f)
+            __atomic_store_n(&find_fde, f, __ATOMIC_RELEASE);
     }
-    u->get_ip = __atomic_load_n(&gcc.get_ip, __ATOMIC_RELAXED);
-    u->get_cfa = __atomic_load_n(&gcc.get_cfa, __ATOMIC_RELAXED);
-    u->get_gr = __atomic_load_n(&gcc.get_gr, __ATOMIC_RELAXED);
-    return 1;
+    return f;
 }
 
-/* What libgcc's unwinder saw of each frame: its return address, its stack
- * pointer at that address (what _Unwind_GetCFA gives while the frame is
- * reported: the CFA of the frame it called) and its %rbp there.  A frame's
- * own CFA is the next frame's stack pointer. */
+/* What the walk saw of each frame: its return address, its stack pointer
+ * at that address (the CFA of the frame it called) and its %rbp there. */
 typedef struct slow_walk {
-    libgcc_unwinder u;
-    uintptr_t anchor; /* the CFA of gmp_unwind: its caller's stack pointer */
-    int started, capped;
-    uint32_t n, cap;
+    int capped;
+    uint32_t n;
     uintptr_t pc[MAX_FRAMES + 1], sp[MAX_FRAMES + 1], rbp[MAX_FRAMES + 1];
+    uint8_t rbp_known[MAX_FRAMES + 1];
 } slow_walk;
 
-static _Unwind_Reason_Code slow_frame(struct _Unwind_Context *ctx, void *arg)
-{
-    slow_walk *w = arg;
-    uintptr_t sp = w->u.get_cfa(ctx);
-    if (!w->started && !(w->started = sp == w->anchor))
-        return _URC_NO_REASON; /* our own frames, and the unwinder's */
-    uintptr_t ip = w->u.get_ip(ctx);
-    if (!ip) /* past the outermost frame (_start's return address is undefined) */
-        return _URC_END_OF_STACK;
-    w->pc[w->n] = ip;
-    w->sp[w->n] = sp;
-    w->rbp[w->n] = w->u.get_gr(ctx, 6); /* DWARF register 6: %rbp */
-    w->capped = ++w->n == w->cap;
-    return w->capped ? _URC_NORMAL_STOP : _URC_NO_REASON;
-}
-
-/* Frame i's rule, from it and its caller as the unwinder saw them. */
+/* Frame i's rule, from it and its caller as the walk saw them. */
 __attribute__((no_sanitize_address)) static uint64_t rule_from(const slow_walk *w, uint32_t i)
 {
     uintptr_t sp = w->sp[i], cfa = w->sp[i + 1], size = cfa - sp;
     if (cfa <= sp || (size & 7) || size >= ((uintptr_t)1 << 31))
         return RULE_NEVER;
+    if (!w->rbp_known[i] || !w->rbp_known[i + 1])
+        return RULE(RULE_SP, RBP_UNSURE, 0, size);
     uintptr_t rbp = w->rbp[i], caller_rbp = w->rbp[i + 1];
     if (rbp + 16 == cfa && word_at(cfa - 16) == caller_rbp)
         return RULE(RULE_SP, RBP_SAVED, 16, size) | RULE_FP_CAPABLE;
@@ -318,23 +281,38 @@ __attribute__((no_sanitize_address)) static uint64_t rule_from(const slow_walk *
     return RULE(RULE_SP, RBP_UNSURE, 0, size);
 }
 
-static uint32_t slow_path(rule_slot *t, uintptr_t anchor, uint64_t *out, uint32_t max)
+/* The walk by call-frame information from the frame of pc (stack pointer
+ * sp, %rbp rbp), and the rules it teaches. */
+static uint32_t slow_path(rule_slot *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp,
+                          uint64_t *out, uint32_t max)
 {
-    slow_walk w = {.anchor = anchor, .cap = max + 1};
-    if (!have_libgcc(&w.u))
+    gmp_find_fde_fn find = fde_finder();
+    if (!find)
         return 0;
-    {
-        GMP_IN_HOOK_SCOPE(); /* the unwinder's first use of an object allocates */
-        w.u.backtrace(slow_frame, &w);
+    gmp_stack_span span = {sp, sp};
+    slow_walk w = {.n = 0};
+    gmp_frame f = {.pc = pc, .sp = sp, .rbp = rbp, .rbp_known = 1};
+    for (;;) {
+        w.pc[w.n] = f.pc;
+        w.sp[w.n] = f.sp;
+        w.rbp[w.n] = f.rbp;
+        w.rbp_known[w.n] = (uint8_t)f.rbp_known;
+        if ((w.capped = ++w.n == max + 1))
+            break;
+        gmp_frame caller;
+        /* a return address below the first page is a stale word, not code */
+        if (gmp_cfi_step(find, &span, &f, &caller) != GMP_STEP_CALLER || caller.pc < 4096)
+            break;
+        f = caller;
     }
     uint32_t n = w.n < max ? w.n : max;
     for (uint32_t i = 0; i < n; i++)
         out[i] = w.pc[i];
-    if (!t || !w.n)
+    if (!t)
         return n;
     for (uint32_t i = 0; i + 1 < w.n; i++)
         learn(t, w.pc[i], rule_from(&w, i));
-    if (!w.capped) /* the stack, or what libgcc could read of it, ends */
+    if (!w.capped) /* the stack, or what could be read of it, ends */
         learn(t, w.pc[w.n - 1], RULE(RULE_LAST, RBP_PASSES, 0, 0));
     if (w.sp[w.n - 1] > stack_top_seen)
         stack_top_seen = w.sp[w.n - 1];
@@ -371,7 +349,7 @@ __attribute__((noinline)) uint32_t gmp_unwind(uint64_t *out, uint32_t max)
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         memo_busy = 0;
     }
-    return walked ? n : slow_path(t, anchor, out, max);
+    return walked ? n : slow_path(t, fp[1], anchor, fp[0], out, max);
 }
 
 #else /* another architecture: glibc's unwinder, every time */

@@ -37,6 +37,10 @@
 #   numpy-held-by  a loop keeping each batch's 4 MiB array until a concatenate
 #               fails under RLIMIT_AS: "Held by:" names the line that made
 #               them and its caller, the bytes within 5% of what it kept
+#   gevent      greenlets from PyPI keeping 4 MiB blocks, one refused 64 TiB:
+#               the same output, one bundle held by the greenlets' line
+#               (each greenlet's first call runs under another's stale
+#               stack words, which the stack walk must not follow)
 # Prints one line per case and "N passed, N failed"; exits 1 when any failed.
 set -u
 build=$(cd "$1" && pwd)
@@ -465,6 +469,58 @@ EOF
     fi
 else
     skip numpy "cannot make a venv with numpy from PyPI here: $(tail -1 "$work/pip.log" 2>/dev/null)"
+fi
+
+# ---- gevent from PyPI -------------------------------------------------------
+# Greenlets, each started on a stack above which lie another's stale words:
+# ten keep 4 MiB blocks, switching between each, then one asks for 64 TiB
+# and is refused.  The same output both ways, and one bundle, held by the
+# greenlets' own line.
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import gevent' 2>/dev/null; then
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: \
+        gevent >"$work/pip-gevent.log" 2>&1
+fi
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import gevent' 2>/dev/null; then
+    rm -rf "${GMP_RUN_DIR:?}"/* "$GMP_DUMP_DIR"
+    cat >"$work/greenlets.py" <<'EOF'
+import gevent
+
+kept = []
+
+def worker(i):
+    gevent.sleep(0.001 * (i % 3))
+    for _ in range(5):
+        kept.append(bytearray(4 << 20))
+        gevent.sleep(0)
+
+def too_big():
+    gevent.sleep(0)
+    try:
+        return bytearray(1 << 46)
+    except MemoryError as e:
+        return type(e).__name__
+
+gevent.joinall([gevent.spawn(worker, i) for i in range(10)])
+big = gevent.spawn(too_big)
+big.join()
+print("kept", sum(len(b) for b in kept), "then", big.value)
+EOF
+    run gevent bare "'$venv/bin/python' '$work/greenlets.py'"
+    run gevent pre "'$venv/bin/python' '$work/greenlets.py'"
+    if same gevent ours-allowed; then
+        bundles=$(ls "$GMP_DUMP_DIR" 2>/dev/null | wc -l)
+        held=$("$inspect" show "$GMP_DUMP_DIR"/oom_dump_* 2>&1 | sed -n 's/^Held by: *//p')
+        if [ "$(cat "$work/gevent.bare.out")" != "kept 209715200 then MemoryError" ]; then
+            fail gevent "the bare run said: $(cat "$work/gevent.bare.out" "$work/gevent.bare.err")"
+        elif [ "$bundles" != 1 ] ||
+            ! printf '%s' "$held" | grep -q '^200.0 MiB in 50 allocation(s) made at greenlets.py:8 in worker'; then
+            fail gevent "$bundles bundle(s); Held by: $held"
+        else
+            pass "gevent (the same output, one bundle; Held by: $held)"
+        fi
+    fi
+else
+    skip gevent "cannot have gevent from PyPI here: $(tail -1 "$work/pip-gevent.log" 2>/dev/null)"
 fi
 
 say "conformance: $passed passed, $failed failed"

@@ -9,7 +9,8 @@
  * box crosses the RLIMIT_AS line; the torch-snapshot export carries the
  * same Python frames for memory_viz.  A C program that holds memory
  * through three call paths of one malloc wrapper: the wrapper and each
- * caller, bytes exact.  A Python run killed by SIGKILL under gmp-run: the
+ * caller, bytes exact, and a stack switched under its frames, as
+ * greenlet's are, read only as far as it can be.  A Python run killed by SIGKILL under gmp-run: the
  * same line from its ring.  Under CPython 3.9 to 3.13 where pyenv has them,
  * and Debian unstable's 3.14 and 3.15; and a program that says it is 3.15
  * but lays its frames out otherwise runs unharmed, its frames not read.
@@ -242,6 +243,37 @@ static void test_interpreter_laid_out_otherwise(void **state)
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
+/* An allocation on a stack whose words above its frames are not frames
+ * (greenlet's, under gevent): the walk stops where it cannot read, the
+ * program runs as it does bare (libgcc's unwinder read address 1, or
+ * through a stale %rbp, and the program died of SIGSEGV), and the site is
+ * what could be read: the allocating function and its caller. */
+static void test_switched_stack_is_not_read_through(void **state)
+{
+    (void)state;
+    static const char *const modes[] = {"pc", "fp"};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        char script[4096];
+        snprintf(script, sizeof script,
+                 "rm -rf '%s'/*; LD_PRELOAD=\"%s\" exec %s/test/programs/switched_stack %s",
+                 paths.dumps, paths.preload, paths.build, modes[i]);
+        int rc = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+        if (rc != 0 || strcmp(out, "allocated 4194304, then 2^62: refused\n"))
+            fail_msg("%s: exit %d, out \"%s\", err:\n%s", modes[i], rc, out, err);
+        glob_t g;
+        char pattern[1200];
+        snprintf(pattern, sizeof pattern, "%s/oom_dump_*", paths.dumps);
+        if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc != 1)
+            fail_msg("%s: not one bundle; err:\n%s", modes[i], err);
+        const char *shown = show_output(g.gl_pathv[0]);
+        if (!strstr(shown, "Held by:          4.0 MiB in 1 allocation(s) made at allocate_there "
+                           "(switched_stack.c:") ||
+            !strstr(shown, "called from switch_and_call\n"))
+            fail_msg("%s: %s", modes[i], shown);
+        globfree(&g);
+    }
+}
+
 /* One malloc wrapper, three callers: each caller is its own site. */
 static void test_native_call_paths(void **state)
 {
@@ -432,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_every_cpython_layout),
         cmocka_unit_test(test_interpreter_laid_out_otherwise),
         cmocka_unit_test(test_native_call_paths),
+        cmocka_unit_test(test_switched_stack_is_not_read_through),
         cmocka_unit_test(test_killed_names_the_line_from_its_ring),
         cmocka_unit_test(test_torch_cpu_standin),
         cmocka_unit_test(test_device_memory_held_by_a_python_line),
