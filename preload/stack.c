@@ -6,11 +6,11 @@
  * thread such a stack ends with its Python frames (python_frames.c), so one
  * id names the line that asked and the library that allocated.
  *
- * Captured by unwind.c (rules learned per return address, libgcc's
- * unwinder for the first stack through each), never in a signal handler
- * (its first call loads libgcc's unwinder), only for a device allocation or
- * a host one of GMP_HOST_EVENT_MIN_BYTES — never for a small malloc.  Frames inside the preload itself, and any
- * above them, are left out: the first address is the program's call.  The
+ * Captured by unwind.c (rules learned per return address, the call-frame
+ * information for the first stack through each), never in a signal handler
+ * (its first call loads libgcc's FDE lookup), only for a device allocation
+ * or a host one of GMP_HOST_EVENT_MIN_BYTES — never for a small malloc.
+ * Frames inside the preload itself, and any above them, are left out: the first address is the program's call.  The
  * table is lock-free (a slot is claimed by CAS on the stack's hash,
  * published by a ready flag), in an anonymous mapping made on first use:
  * its untouched pages cost nothing.  Each new stack also goes to the ring

@@ -9,8 +9,8 @@
  *
  * Objects are found with dl_iterate_phdr, only when a new stack has a frame
  * outside every object already known: a few times per process, in a call
- * that has just unwound its stack (libgcc takes the same loader lock), never
- * in a signal handler.  The ring may be made after the first stacks (the
+ * that has just unwound its stack (libgcc's FDE lookup takes the same
+ * loader lock), never in a signal handler.  The ring may be made after the first stacks (the
  * event that carries a stack makes it), and a forked child makes its own:
  * the recorder calls gmp_stack_ring_ready on each new ring, which copies
  * everything known so far.  A stack or object added while that copy runs

@@ -209,7 +209,7 @@ static void device_cause(const char *env, const char *mode, const char *cause,
 
 /* Allocation stacks are right whether the program keeps frame pointers or
  * not, through a frame whose size varies (alloca), and the same when a
- * stack is first seen (libgcc's unwinder) as the seven times after (the
+ * stack is first seen (the call-frame walk) as the seven times after (the
  * rules learned from it): each of the three ways to deep_leaf is one stack
  * id of eight allocations, and addr2line names its frames up to main. */
 static void expect_deep_stacks(const char *program)
