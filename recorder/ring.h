@@ -139,6 +139,21 @@ typedef struct gmp_ring {
     char path[GMP_PATH_MAX];
 } gmp_ring;
 
+/* Ring files in a run directory (ring_recovery.c): is name one,
+ * "ring_<anything>.gmr"; is it one of pid's; its header's fixed part,
+ * read (not mapped) and checked, 0 or -1, the file left open in *fd_out
+ * when that is not NULL; and whether the process that wrote it is gone
+ * (its pid is, or is another process's now, or it is dead, not reaped). */
+GMP_HIDDEN int gmp_ring_file_name(const char *name);
+GMP_HIDDEN int gmp_ring_file_of_pid(const char *name, int pid);
+GMP_HIDDEN int gmp_ring_file_header(int dirfd, const char *name, gmp_ring_header *h,
+                                    int *fd_out);
+GMP_HIDDEN int gmp_ring_process_gone(const gmp_ring_header *h);
+/* Whether a death by signal sig may be of memory, for a ring with these
+ * flags: SIGKILL, or a crash after a failed allocation the process did not
+ * write up itself. */
+GMP_HIDDEN int gmp_ring_death_may_be_memory(uint32_t flags, int sig);
+
 /* Create a ring for capacity events.  dir != NULL: a file "ring_<pid>_<ns>.gmr"
  * in dir (blocks reserved up front, so a full disk never SIGBUSes a writer);
  * dir == NULL or the file failed: an anonymous shared mapping.  0 or -1. */
