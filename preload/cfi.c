@@ -492,9 +492,8 @@ static int read_cie(const uint8_t *fde_id_field, uint32_t cie_offset, const gmp_
 }
 
 /* The row of the table at pc (a return address), from its FDE; 0 where
- * there is none, or it is not followed. */
-static int row_at(const void *fde, const gmp_eh_bases *bases, uintptr_t pc, row *out,
-                  int *signal_frame)
+ * there is none, or it is not followed (a signal frame's among them). */
+static int row_at(const void *fde, const gmp_eh_bases *bases, uintptr_t pc, row *out)
 {
     reader r;
     if (!entry(fde, &r))
@@ -502,9 +501,8 @@ static int row_at(const void *fde, const gmp_eh_bases *bases, uintptr_t pc, row 
     const uint8_t *id_field = r.p;
     uint32_t cie_offset = (uint32_t)fixed(&r, 4);
     cie_info cie;
-    if (!cie_offset || !read_cie(id_field, cie_offset, bases, &cie))
+    if (!cie_offset || !read_cie(id_field, cie_offset, bases, &cie) || cie.signal_frame)
         return 0;
-    *signal_frame = cie.signal_frame;
     uintptr_t start = encoded(&r, cie.fde_enc, bases);
     encoded(&r, cie.fde_enc & PE_FORMAT, bases); /* the range: _Unwind_Find_FDE checked it */
     if (cie.has_z) {
@@ -556,8 +554,7 @@ int gmp_cfi_step(gmp_find_fde_fn find_fde, gmp_stack_span *span, const gmp_frame
         fde = f->pc > 1 ? find_fde((void *)(f->pc - 1), &bases) : NULL;
     }
     row r;
-    int signal_frame = 0;
-    if (!fde || !row_at(fde, &bases, f->pc, &r, &signal_frame) || signal_frame)
+    if (!fde || !row_at(fde, &bases, f->pc, &r))
         return GMP_STEP_UNKNOWN;
     if (r.ra.how == HOW_UNDEFINED)
         return GMP_STEP_END; /* the outermost frame: _start, a thread's start */

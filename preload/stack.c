@@ -10,11 +10,12 @@
  * information for the first stack through each), never in a signal handler
  * (its first call loads libgcc's FDE lookup), only for a device allocation
  * or a host one of GMP_HOST_EVENT_MIN_BYTES — never for a small malloc.
- * Frames inside the preload itself, and any above them, are left out: the first address is the program's call.  The
- * table is lock-free (a slot is claimed by CAS on the stack's hash,
- * published by a ready flag), in an anonymous mapping made on first use:
- * its untouched pages cost nothing.  Each new stack also goes to the ring
- * (stack_ring.c), for a bundle recovered after the process is killed.
+ * Frames inside the preload itself, and any above them, are left out: the
+ * first address is the program's call.  The table is lock-free (a slot is
+ * claimed by CAS on the stack's hash, published by a ready flag), in an
+ * anonymous mapping made on first use: its untouched pages cost nothing.
+ * Each new stack also goes to the ring (stack_ring.c), for a bundle
+ * recovered after the process is killed.
  */
 #include "preload.h"
 #include "ring.h"
