@@ -416,7 +416,9 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZ
 # The real-GPU check (test/gpu_check/): on a machine with an NVIDIA GPU,
 # PyTorch, CuPy and JAX; needs only a C compiler and the CUDA toolkit to
 # build.  Results and bundles under $OUT when set, else $(BUILD)/gpu-check;
-# GPU_CHECK_ONLY=1,7 runs those cases alone.
+# GPU_CHECK_ONLY=1,7 runs those cases alone.  Case 15 exports case 19's
+# bundle with gmp-inspect where `make all` built it (it needs jansson),
+# and skips with a line where it cannot.
 gpu-check: $(PRELOAD) $(RUN_TOOL) $(SHARED_LIB)
 	@python3 test/gpu_check/gpu_check.py --build $(BUILD) --only "$(GPU_CHECK_ONLY)"
 
