@@ -20,6 +20,8 @@
  * device memory alike: Python calling cudaMalloc (the CUDA double, 1 GiB)
  * until it fails is held by its own line; and a failed device call that
  * the program catches is named by its line, with no traceback printed.
+ * "Held by:" is of the memory that ran out: a device's failure by the
+ * device's line though the host holds more, a host's by the host's line.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,8 +95,9 @@ typedef struct held_answer {
  * the memory. */
 static void held_after(const char *script, int want_exit, held_answer *h)
 {
-    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
-                     want_exit);
+    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    if (code != want_exit)
+        fail_msg("exit %d, not %d; stdout: %s; stderr: %s", code, want_exit, out, err);
     json_decref(only_bundle_file(paths.dumps, "metadata.json", h->bundle, sizeof h->bundle));
     h->shown = show_output(h->bundle);
     held_by(h->shown, &h->mib, &h->count, h->site, sizeof h->site);
@@ -408,10 +411,60 @@ static void test_device_memory_held_by_a_python_line(void **state)
         fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", h.mib, h.count, h.site, h.shown);
 }
 
+/* "Held by:" is about the memory that ran out.  One process holds 512 MiB
+ * of host memory at one line and 256 MiB of device memory at another:
+ * when the device runs out, the device's line (not the host's larger one);
+ * when the host's malloc fails (under a 2 GiB RLIMIT_AS), the host's line
+ * (not the device's). */
+#define BOTH_HELD(fail)                                                                    \
+    "import ctypes\n"                                                                     \
+    "cudart = ctypes.CDLL(\"libcudart.so.13\")\n"                                       \
+    "libc = ctypes.CDLL(\"libc.so.6\")\n"                                               \
+    "libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]\n"  \
+    "def load_weights():\n"                                                               \
+    "    p = ctypes.c_void_p()\n"                                                         \
+    "    assert not cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(DEVICE_MIB << 20))\n" \
+    "    return p\n"                                                                      \
+    "def read_batch():\n"                                                                 \
+    "    return bytearray(HOST_MIB << 20)\n"                                              \
+    "weights = [load_weights() for _ in range(4)]\n"                                      \
+    "batches = [read_batch() for _ in range(4)]\n"                                        \
+    fail
+
+static void held_in(const char *limit, const char *sizes, const char *program,
+                    const char *want_site, double want_mib)
+{
+    char script[8192];
+    snprintf(script, sizeof script,
+             "export LD_LIBRARY_PATH='%s/test/doubles' LD_PRELOAD=\"%s\" GMP_WATCHDOG=0; "
+             "cat > '%s/both.py' <<'EOF'\n%s%sEOF\n"
+             "%s exec python3 '%s/both.py'",
+             paths.build, paths.preload, paths.scratch, sizes, program, limit, paths.scratch);
+    held_answer h;
+    held_after(script, 1, &h);
+    if (strcmp(h.site, want_site) || h.mib != want_mib || h.count != 4)
+        fail_msg("held by %.1f MiB in %u at \"%s\", not %.1f MiB in 4 at \"%s\":\n%s", h.mib,
+                 h.count, h.site, want_mib, want_site, h.shown);
+}
+
+static void test_held_in_the_memory_that_ran_out(void **state)
+{
+    (void)state;
+    held_in("", "DEVICE_MIB, HOST_MIB = 64, 128\n",
+            BOTH_HELD("p = ctypes.c_void_p()\n"
+                      "assert not cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(2 << 30))\n"),
+            "both.py:8 in load_weights (called from both.py:12)", 256.0);
+    skip_under_preload_sanitizer("`ulimit -v`");
+    held_in("ulimit -v 2097152;", "DEVICE_MIB, HOST_MIB = 128, 16\n",
+            BOTH_HELD("assert libc.malloc(4 << 30) or libc.malloc(4 << 30)\n"),
+            "both.py:11 in read_batch (called from both.py:13)", 64.0);
+}
+
 /* A device allocation that fails in a Python function and is caught: no
  * traceback is printed (and the call let go of the GIL), yet the bundle
  * names the failing line from the call's own Python frames, in show's
- * "Failed at" and Python stack and in triage's signature. */
+ * "Failed at" and Python stack and in triage's signature; and "Held by:"
+ * says the device held none of ours, rather than name a host line. */
 static void test_failed_device_call_names_its_line(void **state)
 {
     (void)state;
@@ -442,8 +495,10 @@ static void test_failed_device_call_names_its_line(void **state)
     const char *shown = show_output(bundle);
     if (!strstr(shown, "\nFailed at:        batch.py:5 in try_batch\n") ||
         !strstr(shown, "\nPython stack:     ") || !strstr(shown, "/batch.py:5 in try_batch") ||
-        !strstr(shown, "/batch.py:10 in <module>"))
-        fail_msg("the failing line is not named:\n%s", shown);
+        !strstr(shown, "/batch.py:10 in <module>") ||
+        !strstr(shown, "\nHeld by:          no live allocation on cuda:0 at the failure\n"))
+        fail_msg("the failing line is not named, or show names a holder the device had not:\n%s",
+                 shown);
     const char *argv[] = {inspect_path(), "triage", paths.dumps, NULL};
     assert_int_equal(exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)), 0);
     if (!strstr(out, " at batch.py:5 in try_batch\n"))
@@ -469,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_torch_cpu_standin),
         cmocka_unit_test(test_device_memory_held_by_a_python_line),
         cmocka_unit_test(test_failed_device_call_names_its_line),
+        cmocka_unit_test(test_held_in_the_memory_that_ran_out),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -168,9 +168,13 @@ unsigned invisible_format_char(const unsigned char *c, size_t len);
 void print_top_sites(bundle *b);
 /* The first answer: "Held by: 500.0 MiB in 125 allocation(s) made at
  * x.py:2 in extract_features (called from x.py:8)", the site that held the
- * most at the failure (allocations.json); nothing when none is known. */
+ * most at the failure (allocations.json) in the memory that ran out (the
+ * failed request's device, or the host; every kind where the bundle names
+ * no failed request); "no live allocation on cuda:0" when that device held
+ * none of ours; nothing when no site is known. */
 void print_held_by(bundle *b);
-/* torch_blocks.json's largest live blocks, when the bundle has it. */
+/* torch_blocks.c: torch_blocks.json's largest live blocks, when the bundle
+ * has it. */
 void print_torch_blocks(bundle *b);
 /* allocations.json or leaks.json in dirfd: totals, then the top sites;
  * 0 when the file is absent or unreadable. */

@@ -6,8 +6,8 @@
  * frame that is not in a GPU or C library: symbolised (symbols.c) when the
  * binary is on this machine (function, file:line), module+offset
  * otherwise (modules.json gives the load bias, so it is the same wherever
- * the process ran).  With PyTorch's own snapshot in the bundle
- * (GMP_TORCH_HISTORY=1), its largest live blocks and their Python frames.
+ * the process ran).  "Held by:" is the first of them in the memory that
+ * ran out (the failed request's device, or the host).
  */
 #include "inspect.h"
 
@@ -368,16 +368,91 @@ static size_t top_stacks_of(json_t *held, site *sites, size_t cap)
 
 static size_t replayed_sites(bundle *b, site *sites, size_t cap);
 
+/* The memory that ran out, when the bundle names a failed request: its
+ * backend ("cuda", "rocm"; "cpu" for the host) and device.  0 when known. */
+static int failed_memory(bundle *b, const char **backend, int64_t *device)
+{
+    json_t *req = json_object_get(b->metadata, "failed_request");
+    *backend = jstr(b->metadata, "backend");
+    *device = -1;
+    if (!json_is_object(req) || !*backend ||
+        (strcmp(*backend, "cpu") && strcmp(*backend, "cuda") && strcmp(*backend, "rocm")))
+        return -1; /* and a bundle's own name for it is never printed */
+    if (strcmp(*backend, "cpu") && (jint(req, "device", device) || *device < 0))
+        return -1;
+    return 0;
+}
+
+/* allocations.json's allocations in the memory that ran out, summed per
+ * stack into sites (largest first, at most cap) and into *count and
+ * *bytes; -1 when the list leaves some out or holds more stacks than
+ * cap, where sites from it would come up short. */
+static int sites_in(json_t *held, const char *backend, int64_t device, site *sites,
+                    size_t cap, size_t *ns, int64_t *count, int64_t *bytes)
+{
+    int64_t omitted = 0;
+    if (jint(held, "omitted_count", &omitted) || omitted)
+        return -1;
+    size_t i, n = 0;
+    json_t *a;
+    *count = *bytes = 0;
+    json_array_foreach(json_object_get(held, "allocations"), i, a) {
+        const char *be = jstr(a, "backend");
+        int64_t dev = -1, size = 0, stack = 0;
+        jint(a, "device", &dev);
+        if (!be || strcmp(be, backend) || (strcmp(backend, "cpu") && dev != device) ||
+            jint(a, "size", &size) || size < 0)
+            continue;
+        if (size > INT64_MAX - *bytes) /* no real process's; the totals say what they can */
+            return -1;
+        jint(a, "stack_id", &stack);
+        size_t k = 0;
+        while (k < n && sites[k].stack != stack)
+            k++;
+        if (k == n) {
+            if (n == cap)
+                return -1;
+            sites[n++] = (site){stack, 0, 0};
+        }
+        sites[k].bytes += (uint64_t)size;
+        sites[k].count++;
+        *count += 1;
+        *bytes += size;
+    }
+    qsort(sites, n, sizeof *sites, by_bytes);
+    *ns = n;
+    return 0;
+}
+
+/* Which memory the sites are of: " on cuda:0", " on the host", or "" for
+ * every kind at once. */
+static void memory_words(const char *backend, int64_t device, char *out, size_t cap)
+{
+    if (!backend)
+        snprintf(out, cap, "%s", "");
+    else if (!strcmp(backend, "cpu"))
+        snprintf(out, cap, " on the host");
+    else
+        snprintf(out, cap, " on %s:%lld", backend, (long long)device);
+}
+
 void print_held_by(bundle *b)
 {
     json_t *held = load_json_at(b->dirfd, "allocations.json", SMALL_FILE_MAX, NULL, 0);
-    int64_t count = 0, bytes = 0;
-    site sites[64];
+    int64_t count = 0, bytes = 0, device = -1;
+    const char *backend = NULL;
+    site sites[256];
     size_t ns = 0;
     if (json_is_object(held)) {
-        ns = top_stacks_of(held, sites, 16);
-        if (jint(held, "live_count", &count) || jint(held, "live_bytes", &bytes))
-            ns = 0;
+        /* What held the memory that ran out; every kind where the bundle
+         * does not say which ran out, or lists only some allocations. */
+        if (failed_memory(b, &backend, &device) ||
+            sites_in(held, backend, device, sites, 256, &ns, &count, &bytes)) {
+            backend = NULL;
+            ns = top_stacks_of(held, sites, 16);
+            if (jint(held, "live_count", &count) || jint(held, "live_bytes", &bytes))
+                ns = 0;
+        }
     } else { /* recovered: the events' allocations, none freed before the end */
         ns = replayed_sites(b, sites, 64);
         for (size_t i = 0; i < ns; i++) {
@@ -386,10 +461,15 @@ void print_held_by(bundle *b)
         }
     }
     json_decref(held);
+    char where[64];
+    memory_words(backend, device, where, sizeof where);
     named_site named[16];
     size_t nn = ns ? name_sites(b->dirfd, sites, ns, 1, named, 16) : 0;
-    if (!nn || !named[0].bytes)
+    if (!nn || !named[0].bytes) {
+        if (backend && strcmp(backend, "cpu")) /* nothing of ours was on the full device */
+            printf("%-18sno live allocation%s at the failure\n", "Held by:", where);
         return;
+    }
     char amount[32], all[32];
     fmt_bytes(named[0].bytes, amount, sizeof amount);
     printf("%-18s%s in %llu allocation(s) made at ", "Held by:", amount,
@@ -397,7 +477,7 @@ void print_held_by(bundle *b)
     print_clean(stdout, named[0].where, 400);
     if (bytes > 0 && named[0].bytes < (uint64_t)bytes) {
         fmt_bytes((uint64_t)bytes, all, sizeof all);
-        printf(", of %s held in all (%lld allocation(s))", all, (long long)count);
+        printf(", of %s held%s in all (%lld allocation(s))", all, where, (long long)count);
     }
     putchar('\n');
 }
@@ -495,43 +575,4 @@ void print_top_sites(bundle *b)
     print_sites(b->dirfd, sites, ns,
                 "Top allocation sites by live bytes (the events' allocations not freed "
                 "before the failure):", 0);
-}
-
-/* torch_blocks.json (GMP_TORCH_HISTORY=1): PyTorch's largest live blocks at
- * its OOM, each with the innermost Python frame that made it. */
-void print_torch_blocks(bundle *b)
-{
-    json_t *doc = load_json_at(b->dirfd, "torch_blocks.json", SMALL_FILE_MAX, NULL, 0);
-    json_t *blocks = json_object_get(doc, "largest_blocks");
-    size_t i;
-    json_t *blk;
-    json_array_foreach(blocks, i, blk) {
-        if (i == 5)
-            break;
-        int64_t size = 0, device = 0;
-        jint(blk, "size", &size);
-        jint(blk, "device", &device);
-        char bytes[32];
-        fmt_bytes((uint64_t)(size > 0 ? size : 0), bytes, sizeof bytes);
-        printf("%-18s%10s on cuda:%lld  ", i ? "" : "PyTorch's blocks:", bytes, (long long)device);
-        json_t *f = json_array_get(json_object_get(blk, "python_frames"), 0);
-        const char *file = jstr(f, "filename"), *fn = jstr(f, "name");
-        int64_t line = 0;
-        jint(f, "line", &line);
-        if (file) {
-            const char *slash = strrchr(file, '/');
-            print_clean(stdout, slash ? slash + 1 : file, 200);
-            printf(":%lld", (long long)line);
-            if (fn) {
-                fputs(" in ", stdout);
-                print_clean(stdout, fn, 200);
-            }
-        } else {
-            fputs("(no Python frame)", stdout);
-        }
-        putchar('\n');
-    }
-    if (json_array_size(blocks))
-        printf("%-18s(the largest live, from torch_snapshot.pickle: open it in memory_viz)\n", "");
-    json_decref(doc);
 }
