@@ -416,19 +416,19 @@ static void test_device_memory_held_by_a_python_line(void **state)
  * when the device runs out, the device's line (not the host's larger one);
  * when the host's malloc fails (under a 2 GiB RLIMIT_AS), the host's line
  * (not the device's). */
-#define BOTH_HELD(fail)                                                                    \
-    "import ctypes\n"                                                                     \
-    "cudart = ctypes.CDLL(\"libcudart.so.13\")\n"                                       \
-    "libc = ctypes.CDLL(\"libc.so.6\")\n"                                               \
-    "libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]\n"  \
-    "def load_weights():\n"                                                               \
-    "    p = ctypes.c_void_p()\n"                                                         \
-    "    assert not cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(DEVICE_MIB << 20))\n" \
-    "    return p\n"                                                                      \
-    "def read_batch():\n"                                                                 \
-    "    return bytearray(HOST_MIB << 20)\n"                                              \
-    "weights = [load_weights() for _ in range(4)]\n"                                      \
-    "batches = [read_batch() for _ in range(4)]\n"                                        \
+#define BOTH_HELD(fail)                                                                            \
+    "import ctypes\n"                                                                              \
+    "cudart = ctypes.CDLL(\"libcudart.so.13\")\n"                                                  \
+    "libc = ctypes.CDLL(\"libc.so.6\")\n"                                                          \
+    "libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]\n"             \
+    "def load_weights():\n"                                                                        \
+    "    p = ctypes.c_void_p()\n"                                                                  \
+    "    assert not cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(DEVICE_MIB << 20))\n"       \
+    "    return p\n"                                                                               \
+    "def read_batch():\n"                                                                          \
+    "    return bytearray(HOST_MIB << 20)\n"                                                       \
+    "weights = [load_weights() for _ in range(4)]\n"                                               \
+    "batches = [read_batch() for _ in range(4)]\n"                                                 \
     fail
 
 static void held_in(const char *limit, const char *sizes, const char *program,
