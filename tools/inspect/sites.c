@@ -33,6 +33,23 @@ static int by_bytes(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
+/* size more bytes, one more allocation, at stack's site among *ns (a new
+ * one at the end); -1 when it is new and cap are there already. */
+static int site_add(site *sites, size_t *ns, size_t cap, int64_t stack, uint64_t size)
+{
+    size_t k = 0;
+    while (k < *ns && sites[k].stack != stack)
+        k++;
+    if (k == *ns) {
+        if (*ns == cap)
+            return -1;
+        sites[(*ns)++] = (site){stack, 0, 0};
+    }
+    sites[k].bytes += size;
+    sites[k].count++;
+    return 0;
+}
+
 static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
                     size_t cap);
 
@@ -406,16 +423,8 @@ static int sites_in(json_t *held, const char *backend, int64_t device, site *sit
         if (size > INT64_MAX - *bytes) /* no real process's; the totals say what they can */
             return -1;
         jint(a, "stack_id", &stack);
-        size_t k = 0;
-        while (k < n && sites[k].stack != stack)
-            k++;
-        if (k == n) {
-            if (n == cap)
-                return -1;
-            sites[n++] = (site){stack, 0, 0};
-        }
-        sites[k].bytes += (uint64_t)size;
-        sites[k].count++;
+        if (site_add(sites, &n, cap, stack, (uint64_t)size))
+            return -1;
         *count += 1;
         *bytes += size;
     }
@@ -549,15 +558,7 @@ static size_t replayed_sites(bundle *b, site *sites, size_t cap)
         const live *l = &table[k];
         if (!l->address || l->address == DELETED || l->stack <= 0)
             continue;
-        size_t s = 0;
-        while (s < ns && sites[s].stack != l->stack)
-            s++;
-        if (s == ns && ns < cap)
-            sites[ns++] = (site){l->stack, 0, 0};
-        if (s < ns) {
-            sites[s].bytes += l->size;
-            sites[s].count++;
-        }
+        site_add(sites, &ns, cap, l->stack, l->size); /* a new stack past cap is left out */
     }
     qsort(sites, ns, sizeof *sites, by_bytes);
     return ns;
