@@ -85,8 +85,8 @@ DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)
                $(if $(wildcard $(CUDA_HOME)/include/cuda.h),$(BUILD)/check/cuda_driver_decls.ok) \
                $(if $(wildcard /usr/include/hip/hip_runtime_api.h),$(BUILD)/check/hip_decls.ok)
 
-# The Slurm plugin (slurm/spank_gmp.c: srun --gmp), where Slurm's spank.h
-# is installed (Debian: libslurm-dev); it links only libc.
+# The Slurm plugin (slurm/: srun --gmp), where Slurm's spank.h is installed
+# (Debian: libslurm-dev); it links only libc.
 SPANK_H ?= /usr/include/slurm/spank.h
 SPANK_PLUGIN := $(if $(wildcard $(SPANK_H)),$(BUILD)/spank_gmp.so)
 
@@ -147,10 +147,10 @@ $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isystem $
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
 
-$(BUILD)/spank_gmp.so: slurm/spank_gmp.c
+$(BUILD)/spank_gmp.so: $(wildcard slurm/*.c) slurm/spank_gmp.h
 	@mkdir -p $(@D)
-	$(CC) $(CODE_CFLAGS) -fvisibility=default $(LDFLAGS) -shared -Wl,--no-undefined \
-	    -Wl,--unresolved-symbols=ignore-in-object-files -o $@ $<
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined \
+	    -Wl,--unresolved-symbols=ignore-in-object-files -o $@ $(wildcard slurm/*.c)
 
 $(SHARED_LIB): $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libgpumemprof.so \
@@ -176,6 +176,15 @@ $(BUILD)/test/test_%: test/unit/test_%.c test/support.h $(TEST_SUPPORT) $(RECORD
 $(BUILD)/test/test_%: test/integration/test_%.c test/support.h $(TEST_SUPPORT) $(RECORDER_LIB)
 	@mkdir -p $(dir $@)
 	$(TEST_LINK)
+# It stands in for slurmstepd (with spank_standin.c): the plugin it loads
+# calls Slurm's functions in it.
+$(BUILD)/test/test_spank: test/integration/test_spank.c test/integration/spank_standin.c \
+                          test/integration/spank_standin.h test/support.h $(TEST_SUPPORT) \
+                          $(RECORDER_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CODE_CFLAGS) -Itest $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(LDFLAGS) -rdynamic -o $@ $< \
+	    $(if $(wildcard $(SPANK_H)),test/integration/spank_standin.c) $(TEST_SUPPORT) \
+	    $(RECORDER_LIB) $(CMOCKA_LIBS) $(JANSSON_LIBS) -lpthread
 
 # Plain programs the integration tests run under the preload.  -fno-builtin:
 # the compiler must not elide the allocations they exist to make.

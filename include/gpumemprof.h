@@ -565,11 +565,25 @@ typedef struct gmp_rings_limits {
  * the caller's own regular files.  Returns how many were removed. */
 GMP_API int gmp_rings_reap(const char *run_dir, const gmp_rings_limits *limits);
 
+/* A process the kernel's OOM killer killed, as a privileged caller read it
+ * in the kernel log (Slurm's plugin, as root, of its step's own processes):
+ * the ring of pid that started before killed_us (microseconds since boot,
+ * the log's clock) is its victim's. */
+typedef struct gmp_oom_victim {
+    int pid;
+    uint64_t killed_us;
+} gmp_oom_victim;
+
 typedef struct gmp_recover_options {
     const char *dump_dir;  /* NULL: where each process would have written */
-    const char *evidence;  /* e.g. "oom_killer: ..." for every bundle, or NULL */
     int pid;               /* with signal: a death seen first hand (0: none) */
     int signal;
+    /* What a privileged caller found of pid's death ("oom_killer: ..." or
+     * "cgroup_oom_kill: ..."), or NULL.  Given, it is pid's evidence
+     * instead of what this process may read itself; no other ring gets it. */
+    const char *evidence;
+    const gmp_oom_victim *oom_victims; /* n_oom_victims of them, or NULL */
+    int n_oom_victims;
     /* The caller's retention, for the bundles of rings the caller does not
      * own (0: 5 bundles, 256 MiB).  Such a ring never chooses where its
      * bundle goes (dump_dir, else ./oom_dumps) nor what retention removes. */

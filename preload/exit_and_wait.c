@@ -140,36 +140,55 @@ static void exec_failed(int marked)
 }
 
 /* The exec functions with an argument vector.  glibc's own calls between
- * them are internal, so each must be hooked. */
+ * them are internal, so each must be hooked.  Each calls the real function
+ * that takes an environment (execv is execve with environ, as in glibc), so
+ * that one generic path can hand a Slurm launcher its environment without
+ * the preload (slurm_launchers.c).  Columns: the hook, its parameters, the
+ * real function called and its type, its arguments (ENV(e): the
+ * environment passed), the file it starts (NULL: only its descriptor is
+ * known). */
 #define GMP_EXEC_HOOKS(X)                                                                  \
-    X(execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp)) \
-    X(execv, (const char *path, char *const argv[]), (path, argv))                         \
-    X(execvp, (const char *file, char *const argv[]), (file, argv))                        \
-    X(execvpe, (const char *file, char *const argv[], char *const envp[]),                 \
-      (file, argv, envp))                                                                  \
-    X(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp))         \
+    X(execve, (const char *path, char *const argv[], char *const envp[]), execve,          \
+      (const char *, char *const[], char *const[]), (path, argv, ENV(envp)), path)         \
+    X(execv, (const char *path, char *const argv[]), execve,                               \
+      (const char *, char *const[], char *const[]), (path, argv, ENV(environ)), path)      \
+    X(execvp, (const char *file, char *const argv[]), execvpe,                             \
+      (const char *, char *const[], char *const[]), (file, argv, ENV(environ)), file)      \
+    X(execvpe, (const char *file, char *const argv[], char *const envp[]), execvpe,        \
+      (const char *, char *const[], char *const[]), (file, argv, ENV(envp)), file)         \
+    X(fexecve, (int fd, char *const argv[], char *const envp[]), fexecve,                  \
+      (int, char *const[], char *const[]), (fd, argv, envp), NULL)                         \
     X(execveat, (int dirfd, const char *path, char *const argv[], char *const envp[],      \
                  int flags),                                                               \
-      (dirfd, path, argv, envp, flags))
+      execveat, (int, const char *, char *const[], char *const[], int),                    \
+      (dirfd, path, argv, ENV(envp), flags), path)
 
-#define EXEC_HOOK(name, params, args)                                                      \
+extern char **environ;
+#define ENV(e) gmp_launcher_env(started, (e), &scratch)
+#define EXEC_HOOK(name, params, real, real_params, args, file)                             \
     GMP_EXPORT int name params;                                                            \
-    typedef int (*name##_fn) params;                                                       \
+    typedef int (*name##_real_fn) real_params;                                             \
     int name params                                                                        \
     {                                                                                      \
-        GMP_REAL_FN(name, name##_fn)                                                       \
+        GMP_REAL_FN(real, name##_real_fn)                                                  \
         if (!fn) {                                                                         \
             errno = ENOSYS;                                                                \
             return -1;                                                                     \
         }                                                                                  \
+        const char *started = file;                                                        \
+        (void)started;                                                                     \
+        gmp_launcher_scratch scratch;                                                      \
+        scratch.mapped = NULL;                                                             \
         int marked = before_exec();                                                        \
         int rc = fn args;                                                                  \
         int saved = errno;                                                                 \
+        gmp_launcher_env_done(&scratch);                                                   \
         exec_failed(marked);                                                               \
         errno = saved;                                                                     \
         return rc;                                                                         \
     }
 GMP_EXEC_HOOKS(EXEC_HOOK)
+#undef ENV
 
 /* execl, execlp, execle: their arguments gathered into a vector (on the
  * stack, or mapped when there are very many), then the vector form. */
@@ -199,7 +218,6 @@ static int exec_list(list_kind kind, const char *path, const char *arg0, va_list
     for (size_t i = 1; i < n; i++)
         argv[i] = va_arg(ap, char *);
     argv[n] = va_arg(ap, char *); /* the NULL */
-    extern char **environ;
     char *const *envp = kind == LIST_ENV ? va_arg(ap, char *const *) : environ;
     int rc = kind == LIST_PATH ? execvp(path, argv) : execve(path, argv, envp);
     int saved = errno;

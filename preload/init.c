@@ -4,8 +4,8 @@
  * Constructor: read the GMP_* config once and create the recorder (whose
  * ring is made only on the first event worth keeping, so the shells, git
  * and compilers LD_PRELOAD also reaches leave no file, start no thread and
- * print nothing).  Set-user-ID processes (AT_SECURE) and GMP_ENABLED=0 record
- * nothing.  fork: the child forgets the parent's ring and episodes and makes
+ * print nothing).  Set-user-ID processes (AT_SECURE), Slurm's launchers
+ * (srun, sbatch, salloc) and GMP_ENABLED=0 record nothing.  fork: the child forgets the parent's ring and episodes and makes
  * its own on first use.  exit: commit an open episode, then remove the live
  * ring file (its mapping stays, so a late allocation in another thread or
  * destructor can never touch freed memory).  A Go program keeps its ring
@@ -95,7 +95,7 @@ __attribute__((constructor)) static void on_load(void)
      * enabled or not: the hooks look their real functions up either way */
     __register_atfork(gmp_walks_fork_prepare, gmp_walks_fork_parent, after_fork_in_child,
                       __dso_handle);
-    if (getauxval(AT_SECURE)) {
+    if (getauxval(AT_SECURE) || gmp_slurm_launcher_start()) {
         set_state(GMP_PL_DISABLED);
         return;
     }

@@ -16,6 +16,9 @@
  * and nesting skipped whole, so a key inside the program's metadata is never
  * taken for one); nothing else in it changes.  Uses only the caller's
  * buffer and the stack (gmp_bundle_attach, for bindings, allocates its own).
+ * A bundle and its dump directory are reopened by path the way they were
+ * first opened (gmp_dir_open_safely): a symlink another user planted on the
+ * way since then is refused, not followed.
  */
 #include "bundle.h"
 
@@ -128,7 +131,7 @@ static int patch_metadata(const char *bundle, field_patch *p, int n, char *buf, 
 {
     size_t half = cap / 2;
     char *in = buf, *out = buf + half;
-    int dirfd = open(bundle, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dirfd = gmp_dir_open_safely(bundle, 0, 0, NULL, 0);
     if (dirfd < 0)
         return -1;
     int rc = -1;
@@ -263,7 +266,7 @@ int gmp_bundle_patch_outcome(const char *bundle, const gmp_outcome *outcome, cha
 int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, size_t len,
                         char *buf, size_t cap)
 {
-    int dirfd = open(bundle, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dirfd = gmp_dir_open_safely(bundle, 0, 0, NULL, 0);
     if (dirfd < 0)
         return -1;
     int rc = -1;
@@ -382,7 +385,7 @@ int gmp_bundle_patch_ended(const char *dump_dir, int pid, uint64_t start_ns,
     char num[24];
     gmp_fmt_u64((uint64_t)pid, num);
     gmp_strjoin(e.tag, sizeof e.tag, "_", num, "_", (char *)NULL);
-    int dirfd = pid > 0 ? open(dump_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    int dirfd = pid > 0 ? gmp_dir_open_safely(dump_dir, 0, 0, NULL, 0) : -1;
     if (dirfd < 0)
         return -1;
     e.buf = malloc(e.cap);

@@ -15,10 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,29 +37,15 @@ static struct {
     victim kept[VICTIMS_KEPT];
 } log_cache;
 
-/* /dev/kmsg as this user may open it, else one a privileged parent opened
- * for us (GMP_KMSG_FD: Slurm's plugin, as root, before it runs recover as
- * the job's user, where dmesg_restrict keeps the user out); -1 when
- * neither.  A descriptor handed over is read from the first record, and
- * only when it is the kernel log (char device 1:11). */
+/* /dev/kmsg as this user may open it (dmesg_restrict keeps most users out),
+ * else -1.  No descriptor is ever taken from a privileged parent: one that
+ * root opened and handed to a user's process is the user's to copy
+ * (pidfd_getfd, ptrace) and read whole.  Slurm's plugin reads the log
+ * itself, as root, and hands over only its verdict on its own step's
+ * processes (gmp_recover_options). */
 static int open_log(void)
 {
-    int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd >= 0)
-        return fd;
-    const char *given = getenv("GMP_KMSG_FD");
-    char *end;
-    long n = given && *given ? strtol(given, &end, 10) : -1;
-    struct stat st;
-    if (n < 3 || n > 1 << 20 || *end || fstat((int)n, &st) != 0 || !S_ISCHR(st.st_mode) ||
-        major(st.st_rdev) != 1 || minor(st.st_rdev) != 11)
-        return -1;
-    fd = fcntl((int)n, F_DUPFD_CLOEXEC, 3);
-    if (fd >= 0 && lseek(fd, 0, SEEK_SET) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 }
 
 /* The victim a record names ("priority,sequence,microseconds since

@@ -11,10 +11,10 @@
 
 #include <stdint.h>
 
-/* Whether the kernel log (when this user may read it, or GMP_KMSG_FD hands
- * it over) names pid as the OOM killer's victim after the process started
- * (start_ticks: its /proc starttime; 0 unknown): an earlier process under
- * the same pid is not this one. */
+/* Whether the kernel log (when this user may read it) names pid as the OOM
+ * killer's victim after the process started (start_ticks: its /proc
+ * starttime; 0 unknown): an earlier process under the same pid is not
+ * this one. */
 GMP_HIDDEN int gmp_kernel_log_names_victim(int pid, uint64_t start_ticks);
 
 /* From now on this process asks only of processes that start after this

@@ -193,7 +193,7 @@ int gmp_bundle_remove(const char *path)
         return -1;
     memcpy(dir, path, (size_t)(slash - path));
     dir[slash - path] = '\0';
-    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dirfd = gmp_dir_open_safely(dir, 0, 0, NULL, 0);
     if (dirfd < 0)
         return -1;
     int rc = remove_bundle(dirfd, slash + 1);

@@ -282,6 +282,8 @@ static int attach(gmp_ring *ring, const char *path, int writable, char *why, siz
         return fail(why, why_cap, gmp_strerror(errno));
     ring->hdr = p;
     place_regions(ring, &h); /* the copy checked, not the file that may change */
+    ring->attached = 1;
+    gmp_ring_guard(p, ring->map_len);
     ring->is_file = 1;
     gmp_strlcpy(ring->path, path, sizeof ring->path);
     return 0;
@@ -293,6 +295,8 @@ void gmp_ring_close(gmp_ring *ring, int remove_file)
         return;
     if (remove_file && ring->is_file && ring->path[0])
         unlink(ring->path);
+    if (ring->attached)
+        gmp_ring_unguard(ring->hdr);
     munmap(ring->hdr, ring->map_len);
     ring->hdr = NULL;
 }

@@ -136,6 +136,7 @@ typedef struct gmp_ring {
     uint32_t capacity;
     size_t map_len;
     int is_file;
+    int attached; /* another process's, mapped by gmp_ring_attach: guarded */
     char path[GMP_PATH_MAX];
 } gmp_ring;
 
@@ -177,6 +178,10 @@ GMP_HIDDEN int gmp_ring_attach(gmp_ring *ring, const char *path, char *why,
 GMP_HIDDEN int gmp_ring_attach_writable(gmp_ring *ring, const char *path, char *why,
                                         size_t why_cap);
 GMP_HIDDEN void gmp_ring_close(gmp_ring *ring, int remove_file);
+/* Attached mappings are guarded (ring_guard.c): a file truncated under its
+ * reader reads as zeroes from then on, never raises SIGBUS. */
+GMP_HIDDEN void gmp_ring_guard(const void *start, size_t len);
+GMP_HIDDEN void gmp_ring_unguard(const void *start);
 
 /* Append; returns the sequence number, or UINT64_MAX when dropped. */
 GMP_HIDDEN uint64_t gmp_ring_push(gmp_ring *ring, const gmp_event *ev);

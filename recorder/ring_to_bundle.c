@@ -103,6 +103,52 @@ static void scan_twins(int dirfd, twin_scan *t)
     close(fd);
 }
 
+/* Whether the kernel's OOM killer is named as the killer of the ring's
+ * process (1) or not (0), with the evidence written in out.  A privileged
+ * caller's word (gmp_recover_options) is taken for the processes it names
+ * alone: its evidence for the death it saw, its victims for theirs.
+ * Otherwise the kernel log as this user may read it.  The cgroup's counter
+ * says only that the OOM killer killed some process of the cgroup while
+ * this one ran: this one, or another whose death left this one to a
+ * person's kill -9; said so, never as fact. */
+static int death_evidence(const gmp_recover_options *opt, const gmp_ring_header *live, int sig,
+                          const char *cgroup_file, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (opt->evidence && opt->pid && opt->pid == live->pid) {
+        gmp_strlcpy(out, opt->evidence, cap);
+        return !strncmp(opt->evidence, "oom_killer:", 11);
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    uint64_t started_us = hz > 0 ? live->proc_start_ticks * (1000000 / (uint64_t)hz) : 0;
+    int named = 0;
+    for (int i = 0; i < opt->n_oom_victims && opt->oom_victims && !named; i++)
+        named = opt->oom_victims[i].pid == live->pid &&
+                opt->oom_victims[i].killed_us >= started_us;
+    if (!named)
+        named = gmp_kernel_log_names_victim(live->pid, live->proc_start_ticks);
+    char num[24];
+    if (named) {
+        gmp_fmt_u64((uint64_t)live->pid, num);
+        gmp_strjoin(out, cap, "oom_killer: the kernel log says \"Killed process ", num, "\"",
+                    (char *)NULL);
+    }
+    uint64_t kills_then = live->oom_kills_at_start, kills_now = gmp_cgroup_oom_kills(cgroup_file);
+    if ((sig == SIGKILL || sig == 0) && kills_then != UINT64_MAX && kills_now != UINT64_MAX &&
+        kills_now > kills_then) {
+        char a[24], b[24];
+        gmp_fmt_u64(kills_then, a);
+        gmp_fmt_u64(kills_now, b);
+        gmp_strjoin(out + strlen(out), cap - strlen(out), out[0] ? "; " : "",
+                    named ? "oom_killer: oom_kill in " : "cgroup_oom_kill: oom_kill in ",
+                    cgroup_file, " rose from ", a, " to ", b, " while it ran",
+                    named ? "" : "; the cgroup's OOM killer killed a process while it ran, and "
+                                 "nothing here says which",
+                    (char *)NULL);
+    }
+    return named;
+}
+
 typedef struct recover_ctx {
     const char *run_dir;
     const gmp_recover_options *opt;
@@ -161,38 +207,10 @@ static int recover_one(int dirfd, const char *name, void *arg)
         const char *abbrev = sigabbrev_np(sig);
         gmp_strjoin(signame, sizeof signame, "SIG", abbrev ? abbrev : "?", (char *)NULL);
     }
-    if (rc->opt->evidence)
-        gmp_strlcpy(evidence, rc->opt->evidence, sizeof evidence);
     char cgroup_file[sizeof live->cgroup_oom_file];
     copy_bounded(cgroup_file, sizeof cgroup_file, live->cgroup_oom_file,
                  sizeof live->cgroup_oom_file);
-    /* The OOM killer is named only for its victim: the kernel log names the
-     * pid.  The cgroup's counter says only that it killed some process of
-     * the cgroup while this one ran: this one, or another whose death left
-     * this one to a person's kill -9; said so, never as fact. */
-    uint64_t kills_then = live->oom_kills_at_start, kills_now = gmp_cgroup_oom_kills(cgroup_file);
-    int named = (rc->opt->evidence && !strncmp(rc->opt->evidence, "oom_killer:", 11)) ||
-                gmp_kernel_log_names_victim(live->pid, live->proc_start_ticks);
-    if (named) {
-        char num[24];
-        gmp_fmt_u64((uint64_t)live->pid, num);
-        gmp_strjoin(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
-                    evidence[0] ? "; " : "", "oom_killer: the kernel log says \"Killed process ",
-                    num, "\"", (char *)NULL);
-    }
-    if ((sig == SIGKILL || sig == 0) && kills_then != UINT64_MAX && kills_now != UINT64_MAX &&
-        kills_now > kills_then) {
-        char a[24], b[24];
-        gmp_fmt_u64(kills_then, a);
-        gmp_fmt_u64(kills_now, b);
-        gmp_strjoin(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
-                    evidence[0] ? "; " : "",
-                    named ? "oom_killer: oom_kill in " : "cgroup_oom_kill: oom_kill in ",
-                    cgroup_file, " rose from ", a, " to ", b, " while it ran",
-                    named ? "" : "; the cgroup's OOM killer killed a process while it ran, and "
-                                 "nothing here says which",
-                    (char *)NULL);
-    }
+    int named = death_evidence(rc->opt, live, sig, cgroup_file, evidence, sizeof evidence);
 
     /* gmp-run's proxy of a process with no ring of its own (a grandchild
      * whose parent took no preload) whose end nobody saw: only the kernel
@@ -316,7 +334,11 @@ static int recover_one(int dirfd, const char *name, void *arg)
                         max_mb ? max_mb : defaults.max_total_mb, bname);
     rc->written++;
     if (rc->report)
-        rc->report(bundle, pid, words ? "exited after out-of-memory words" : signame, rc->arg);
+        rc->report(bundle, pid,
+                   words   ? "exited after out-of-memory words"
+                   : named ? "killed by the kernel's OOM killer"
+                           : signame,
+                   rc->arg);
     return 0;
 }
 

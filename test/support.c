@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <jansson.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,4 +371,15 @@ void expect_first_cause(const char *bundle, const char *cause)
     const char *out = show_output(bundle), *first = strstr(out, "\n  1. ");
     if (!first || strncmp(first + 6, cause, strlen(cause)))
         fail_msg("show does not name \"%s\" first:\n%s", cause, out);
+}
+
+int throwaway_user(const char *name)
+{
+    char script[512];
+    snprintf(script, sizeof script,
+             "id -u %s >/dev/null 2>&1 || useradd --system --no-create-home "
+             "--shell /usr/sbin/nologin %s >/dev/null 2>&1",
+             name, name);
+    struct passwd *pw = system(script) == 0 ? getpwnam(name) : NULL;
+    return pw ? (int)pw->pw_uid : -1;
 }

@@ -102,6 +102,10 @@ int huge_malloc_may_succeed(void);
 /* show's "What happened:" line begins with headline. */
 void expect_headline(const char *bundle, const char *headline);
 
+/* The uid of a throwaway system account NAME (no home, no login shell),
+ * made when missing; -1 when it cannot be made.  For tests run as root. */
+int throwaway_user(const char *name);
+
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);
 

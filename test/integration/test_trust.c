@@ -646,18 +646,6 @@ static void test_list_follows_no_symlink(void **state)
         fail_msg("triage of a symlinked bundle: %s\nstderr: %s", out, err);
 }
 
-/* The uid of a throwaway account, made when missing; -1 when impossible. */
-static int throwaway_user(const char *name)
-{
-    char script[512];
-    snprintf(script, sizeof script,
-             "id -u %s >/dev/null 2>&1 || useradd --system --no-create-home "
-             "--shell /usr/sbin/nologin %s >/dev/null 2>&1",
-             name, name);
-    struct passwd *pw = system(script) == 0 ? getpwnam(name) : NULL;
-    return pw ? (int)pw->pw_uid : -1;
-}
-
 /* plot -o and export -o: a symlink another user planted at the name is
  * refused (its target stays as it was), a FIFO nobody reads is refused at
  * once (no hang), a file there is replaced by a whole new one, 0600

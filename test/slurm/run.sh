@@ -95,6 +95,7 @@ PlugStackConfig=$work/plugstack.conf
 ReturnToService=2
 MpiDefault=none
 KillWait=2
+UnkillableStepTimeout=20
 NodeName=$host CPUs=$(nproc) RealMemory=2000 State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -236,6 +237,31 @@ oom_bundles "#SBATCH --gmp" "$work/d3" 1 && grep -q "^gpumemprof: step [0-9]*\.0
     ok "#SBATCH --gmp: the step's task has its bundle (the batch shell and srun none), and the job's output says so" ||
     echo "      sbatch: $(cat "$work/sbatch.out"); the job: $(cat "$work/job.out")"
 
+# a batch script that runs python itself, as most do (no srun): the
+# script's own processes have the preload, the python the cgroup's OOM
+# killer ends gets its bundle with root's verdict, and the job's output its
+# line; an srun the script starts loads no preload (its task has it, asked)
+cat >"$work/job2.sh" <<EOF
+#!/bin/sh
+#SBATCH --gmp=$work/d8
+#SBATCH --mem=100M
+srun sleep 2 &
+srun_pid=\$!
+sleep 1
+echo "srun maps: \$(grep -c gpumemprof_preload /proc/\$srun_pid/maps)"
+wait \$srun_pid
+"$python" "$work/grow.py"
+echo "the script goes on"
+EOF
+sbatch --wait -o "$work/job2.out" "$work/job2.sh" >"$work/sbatch2.out" 2>&1
+if oom_bundles "a batch script's own python" "$work/d8" 1 &&
+    grep -q "^gpumemprof: pid [0-9]* was killed by the kernel's OOM killer; bundle: $work/d8/oom_dump_" "$work/job2.out" &&
+    grep -q "^srun maps: 0$" "$work/job2.out" && grep -q "^the script goes on" "$work/job2.out"; then
+    ok "#SBATCH --gmp, python in the script itself: its OOM kill has a bundle and a line in the job's output; srun loads no preload"
+else
+    fail "#SBATCH --gmp without srun: $(ls "$work/d8" 2>&1); the job: $(cat "$work/job2.out")"
+fi
+
 # the preload in the user's own shell (srun inherits it, and passes it on
 # to the task): srun relays the task's fate ("task 0: Out Of Memory"), which
 # is no OOM of srun's own
@@ -297,11 +323,80 @@ rings_before=$(find /tmp/gpumemprof-0 -name 'ring_*' 2>/dev/null | wc -l)
 wait "$srun_pid" 2>/dev/null
 sleep 1 # the step's end: slurmstepd reaps and recovers
 rings_after=$(find /tmp/gpumemprof-0 -name 'ring_*' 2>/dev/null | wc -l)
-if triage_holds "$work/d7" 't["oom_bundles"] == 0 and t["not_memory"] == 1' &&
-    [ -n "${jobid:-}" ] && [ $triage_rc = 0 ] && [ "$rings_after" -lt "$rings_before" ]; then
-    ok "scancel of a running job: its bundle says killed with no sign of memory (not an OOM), no ring left"
+if [ -n "${jobid:-}" ] && [ -z "$(ls -A "$work/d7" 2>/dev/null)" ] &&
+    [ "$rings_after" -lt "$rings_before" ]; then
+    ok "scancel of a running job (SIGTERM, no death of memory): no bundle, no ring left"
 else
-    fail "scancel: job '${jobid:-}', rings $rings_before -> $rings_after, triage exit $triage_rc: $(cat "$work/triage.json")"
+    fail "scancel: job '${jobid:-}', rings $rings_before -> $rings_after, bundles: $(ls "$work/d7" 2>&1)"
+fi
+
+# a task whose environment names XDG_RUNTIME_DIR keeps its ring there; the
+# plugin's recover looks there too (kill -9: a kill, written up)
+mkdir -p "$work/xdg" && chmod 0700 "$work/xdg"
+XDG_RUNTIME_DIR="$work/xdg" holder "$work/d9"
+[ -n "${task:-}" ] && ls "$work/xdg/gpumemprof" | grep -q "ring_${task}_" && kill -9 "$task"
+wait "$srun_pid" 2>/dev/null
+if triage_holds "$work/d9" 't["bundles"] == 1 and t["oom_bundles"] == 0' &&
+    [ -z "$(ls -A "$work/xdg/gpumemprof")" ]; then
+    ok "a task with XDG_RUNTIME_DIR: its ring kept there is found, and written up when it is killed"
+else
+    fail "XDG_RUNTIME_DIR: task '${task:-}', rings there: $(ls "$work/xdg/gpumemprof" 2>&1), $(cat "$work/triage.json")"
+fi
+
+# another user plants bundles of the coming steps in a shared directory,
+# their names full of terminal escapes: the step's line counts none of them
+if id gmpslurm >/dev/null 2>&1; then
+    mkdir -p "$work/shared" && chmod 1777 "$work/shared"
+    runuser -u gmpslurm -- sh -c '
+        for j in $(seq 1 200); do
+            b="$1/oom_dump_00000000T000000Z_1_cpu_$(printf "\033[2J\033[31m")$j"
+            mkdir "$b" && printf "{\"slurm_job\":\"%s.0\"}" "$j" >"$b/manifest.json" &&
+                printf "{\"reason\":\"killed\",\"exception_type\":\"oom_killer\",\"exception_module\":\"kernel\"}" >"$b/metadata.json"
+        done' sh "$work/shared"
+    said=$(cd "$work" && srun --gmp="$work/shared" true 2>&1 | grep "^gpumemprof")
+    planted=$(ls "$work/shared" | wc -l)
+    if [ -z "$said" ] && [ "$planted" = 200 ]; then
+        ok "bundles another user planted in a shared dump directory: the step's line counts none"
+    else
+        fail "planted bundles ($planted): srun said $(printf '%s' "$said" | od -c | head -3)"
+    fi
+fi
+# a dump directory whose own name holds an escape: printed escaped
+esc="$work/d$(printf '\033')x"
+(cd "$work" && srun --gmp="$esc" --mem=100M "$python" grow.py >"$work/esc.out" 2>&1)
+if grep -q "^gpumemprof: step [0-9.]*: 1 task(s) ran out of memory.*($work/d\\\\x1bx/oom_dump_" "$work/esc.out" &&
+    ! grep -q "$(printf '\033')" "$work/esc.out"; then
+    ok "the step's line prints a name's control characters escaped"
+else
+    fail "escapes in the step's line: $(od -c "$work/esc.out" | head -8)"
+fi
+
+# a user who stops their own recover (the plugin's gmp-inspect, here a
+# stand-in that stops itself) cannot hold slurmstepd: scancel ends the job
+# at once, the node stays up (Slurm drains a node whose step outlives
+# UnkillableStepTimeout, 20 s here), and the stopped process is gone with
+# the step
+printf '#!/bin/sh\necho "$$" >>%s/stopped.pids\nkill -STOP $$\n' "$work" >"$work/stop-recover"
+chmod 0755 "$work/stop-recover"
+echo "optional $plugin inspect=$work/stop-recover" >"$work/plugstack.conf"
+started=$(date +%s)
+holder "$work/d10"
+[ -n "${jobid:-}" ] && scancel "$jobid"
+wait "$srun_pid" 2>/dev/null
+i=0
+while [ -n "$(squeue -h 2>/dev/null)" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+took=$(($(date +%s) - started))
+state=$(sinfo -h -o %T)
+stopped=$(cat "$work/stopped.pids" 2>/dev/null)
+alive=""
+for p in $stopped; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+echo "optional $plugin" >"$work/plugstack.conf"
+if [ -n "$stopped" ] && [ -z "$alive" ] && [ "$state" = idle ] && [ -z "$(squeue -h 2>/dev/null)" ] &&
+    [ "$took" -le 8 ]; then
+    ok "a recover its user stopped: the job ended in ${took} s, the node stayed $state, the stopped recover is gone"
+else
+    fail "a stopped recover: recovers '$stopped' alive '$alive', node $state, queue $(squeue -h 2>&1), $took s"
+    scontrol update nodename="$host" state=resume >/dev/null 2>&1
 fi
 
 # a step that does not ask is not touched; one that asks and ends cleanly leaves nothing

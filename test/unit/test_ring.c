@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -261,6 +262,54 @@ static void test_attach_refuses_damaged_files(void **state)
     scratch_remove(dir);
 }
 
+/* A ring truncated under its readers (its owner shrank the file while
+ * gmp-run, watch or recover had it mapped): they read nothing more from it,
+ * and go on; a SIGBUS of any other mapping still ends the process. */
+static void test_truncated_under_reader(void **state)
+{
+    (void)state;
+    char dir[256], why[128];
+    scratch_make(dir, sizeof dir, "ringcut");
+    struct sigaction cmocka_s, dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGBUS, &dfl, &cmocka_s); /* as a tool starts: the default */
+    gmp_ring real, seen, pushed;
+    assert_int_equal(gmp_ring_create(&real, dir, 1000), 0);
+    gmp_event ev = {.type = GMP_EV_ALLOC, .size = 4096, .address = 0x1000};
+    for (int i = 0; i < 100; i++)
+        gmp_ring_push(&real, &ev);
+    assert_int_equal(gmp_ring_attach(&seen, real.path, why, sizeof why), 0);
+    assert_int_equal(gmp_ring_attach_writable(&pushed, real.path, why, sizeof why), 0);
+    gmp_event out[200];
+    assert_int_equal(gmp_ring_snapshot(&seen, out, 200, NULL), 100);
+    assert_int_equal(truncate(real.path, 0), 0);
+    assert_int_equal(gmp_ring_snapshot(&seen, out, 200, NULL), 0);
+    gmp_ring_push(&pushed, &ev); /* gmp-run's host sample: into the zeroes, not the file */
+    struct stat st;
+    assert_int_equal(stat(real.path, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    gmp_ring_close(&seen, 0);
+    gmp_ring_close(&pushed, 0);
+
+    pid_t child = fork();
+    if (child == 0) { /* a file of its own, not a ring, cut short under its map */
+        char other[512];
+        snprintf(other, sizeof other, "%s/other", dir);
+        int fd = open(other, O_RDWR | O_CREAT, 0600);
+        if (fd < 0 || ftruncate(fd, 8192) != 0)
+            _exit(2);
+        volatile char *p = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED || ftruncate(fd, 0) != 0)
+            _exit(3);
+        _exit(p[4096]);
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);
+    sigaction(SIGBUS, &cmocka_s, NULL);
+    gmp_ring_close(&real, 1);
+    scratch_remove(dir);
+}
+
 /* A ring an older preload left (another layout version): nothing reads it,
  * so the reaper takes it once it is older than max_age_s, and leaves a
  * fresh one (its process may still run) and anything not a ring's. */
@@ -383,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_writers_and_reader),
         cmocka_unit_test(test_read_after_sigkill),
         cmocka_unit_test(test_attach_refuses_damaged_files),
+        cmocka_unit_test(test_truncated_under_reader),
         cmocka_unit_test(test_site_records),
         cmocka_unit_test(test_reap_takes_old_layouts),
     };
