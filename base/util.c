@@ -418,10 +418,14 @@ const char *gmp_strerror(int err)
     return s ? s : "unknown error";
 }
 
+int (*gmp_log_gate)(void);
+
 void gmp_log(const char *fmt, ...)
 {
     char line[1024];
     int saved = errno;
+    if (gmp_log_gate && !gmp_log_gate())
+        return; /* the preload, where fd 2 is no longer the program's stderr */
     size_t off = (size_t)snprintf(line, sizeof line, "gpumemprof: ");
     va_list ap;
     va_start(ap, fmt);

@@ -113,5 +113,8 @@ GMP_HIDDEN const char *gmp_strerror(int err);
 /* One line on stderr: "gpumemprof: <msg>\n".  Formats with vsnprintf into a
  * stack buffer; keep formats to %s %d %u %l* %z* on emergency paths. */
 GMP_HIDDEN void gmp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* When set, gmp_log writes only while it answers 1 (the preload: fd 2 still
+ * the stderr its process started with, at the start of a line). */
+GMP_HIDDEN extern int (*gmp_log_gate)(void);
 
 #endif

@@ -95,6 +95,7 @@ __attribute__((constructor)) static void on_load(void)
      * enabled or not: the hooks look their real functions up either way */
     __register_atfork(gmp_walks_fork_prepare, gmp_walks_fork_parent, after_fork_in_child,
                       __dso_handle);
+    gmp_stderr_start(); /* before any line of ours: the config's */
     if (getauxval(AT_SECURE) || gmp_slurm_launcher_start()) {
         set_state(GMP_PL_DISABLED);
         return;

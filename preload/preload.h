@@ -489,6 +489,10 @@ GMP_HIDDEN void gmp_leak_check_at_exit(void);
 
 /* ==== what the program says: stderr, Python ======================================== */
 
+/* stderr.c: at start, what fd 2 is; from then on gmp_log speaks only there,
+ * at a line's start (its gate). */
+GMP_HIDDEN void gmp_stderr_start(void);
+
 /* oom_messages.c: an OOM message seen on stderr while an episode was open, for
  * its bundle: copies it out and returns its level (0 none); *python_fd: the
  * Python traceback printed with it, in a memfd the caller closes, or -1.

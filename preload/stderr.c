@@ -10,6 +10,8 @@
  * bytes are handed to oom_messages.c.  Every other fd or stream costs one
  * comparison.  The formatted ones format once more, into a stack buffer, for
  * the scan (only on stderr): the real vfprintf does the program's output.
+ * What the program writes there also decides where a line of ours may go
+ * (may_speak, below).
  */
 #include "preload.h"
 
@@ -17,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,10 +38,51 @@ static inline int wants(int is_stderr)
     return GMP_UNLIKELY(is_stderr) && !gmp_in_hook;
 }
 
+/* ---- our own line: only where the program's stderr still is --------- */
+
+/* What fd 2 was when the process started, and whether the program's last
+ * write to it left a line open (atomic). */
+static struct {
+    dev_t dev;
+    ino_t ino;
+    int known;
+} started_with;
+static int mid_line;
+
+/* gmp_log's gate in this process: a line of ours goes only to the stderr
+ * the process started with (a program that closed it and opened a data
+ * file, which took fd 2, must not find our words in its data), and only
+ * where the program's last write ended a line (never into the middle of
+ * one of its own).  Otherwise we stay silent: the bundle is written all
+ * the same.  System calls only: a signal handler's line asks too. */
+static int may_speak(void)
+{
+    struct stat st;
+    return started_with.known && !__atomic_load_n(&mid_line, __ATOMIC_RELAXED) &&
+           fstat(2, &st) == 0 && st.st_dev == started_with.dev && st.st_ino == started_with.ino;
+}
+
+void gmp_stderr_start(void)
+{
+    struct stat st;
+    started_with.known = fstat(2, &st) == 0;
+    started_with.dev = started_with.known ? st.st_dev : 0;
+    started_with.ino = started_with.known ? st.st_ino : 0;
+    gmp_log_gate = may_speak;
+}
+
+/* The program wrote n bytes to stderr, the last of them last. */
+static void wrote(const void *buf, size_t n)
+{
+    if (n)
+        __atomic_store_n(&mid_line, ((const char *)buf)[n - 1] != '\n', __ATOMIC_RELAXED);
+    gmp_messages_scan(buf, n);
+}
+
 static void scan_keeping_errno(const void *buf, size_t n)
 {
     int saved = errno;
-    gmp_messages_scan(buf, n);
+    wrote(buf, n);
     errno = saved;
 }
 
@@ -63,8 +107,16 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
     ssize_t r = fn(fd, iov, count);
     if (wants(fd == 2) && r > 0) {
         int saved = errno;
-        for (int i = 0; i < count && i < 8; i++)
-            gmp_messages_scan(iov[i].iov_base, iov[i].iov_len);
+        size_t left = (size_t)r;
+        for (int i = 0; i < count && left; i++) { /* the bytes it wrote, in order */
+            size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+            if (i < 8)
+                gmp_messages_scan(iov[i].iov_base, n);
+            if (n)
+                __atomic_store_n(&mid_line, ((const char *)iov[i].iov_base)[n - 1] != '\n',
+                                 __ATOMIC_RELAXED);
+            left -= n;
+        }
         errno = saved;
     }
     return r;
@@ -116,8 +168,13 @@ static void scan_formatted(const char *fmt, va_list ap)
         n = vsnprintf(text, sizeof text, fmt, copy);
     }
     va_end(copy);
-    if (n > 0)
-        gmp_messages_scan(text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1);
+    if (n > 0 && (size_t)n < sizeof text) {
+        wrote(text, (size_t)n);
+    } else if (n > 0) { /* cut: the end is the format's, as far as it can tell */
+        gmp_messages_scan(text, sizeof text - 1);
+        size_t f = strlen(fmt);
+        __atomic_store_n(&mid_line, f && fmt[f - 1] != '\n', __ATOMIC_RELAXED);
+    }
     errno = saved;
 }
 
@@ -193,7 +250,7 @@ void perror(const char *s)
         gmp_strjoin(text, sizeof text, s && *s ? s : "", s && *s ? ": " : "",
                     strerrordesc_np(err) ? strerrordesc_np(err) : "Unknown error", "\n",
                     (char *)NULL);
-        gmp_messages_scan(text, strlen(text));
+        wrote(text, strlen(text));
         errno = saved;
     }
 }

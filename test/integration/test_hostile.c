@@ -11,6 +11,8 @@
  *   - a symlink planted at the dump directory, and at the temporary names
  *     the next bundles would take;
  *   - `ulimit -n 16`;
+ *   - a program whose data file took fd 2, and one halfway through a line
+ *     on stderr when it fails: no line of ours in either;
  *   - garbage (huge, negative, non-numeric, 60 KiB long: exec passes no
  *     longer) in every GMP_ variable, and invalid GMP_METADATA;
  *   - a set-user-ID root copy of a program, run by another user: nothing
@@ -222,6 +224,45 @@ static void test_sixteen_file_descriptors(void **state)
     json_decref(m);
 }
 
+/* A program that closed stderr and opened its data file, which took fd 2,
+ * then caught a failed allocation: its data holds no word of ours (the
+ * line would go to the stderr the process started with, which is gone),
+ * and the bundle is written all the same. */
+static void test_no_line_in_a_file_that_took_fd_2(void **state)
+{
+    (void)state;
+    char program[2048], data[600], text[256] = "";
+    snprintf(data, sizeof data, "%s/data", paths.scratch);
+    snprintf(program, sizeof program, "%s/test/programs/host_oom stderr-taken '%s'", paths.build,
+             data);
+    char script[4800];
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s'; exec %s", paths.preload, program);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     0);
+    FILE *f = fopen(data, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    assert_string_equal(text, "data\nmore data\n");
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 1);
+}
+
+/* A program halfway through a line on stderr when its allocation fails:
+ * a line of ours is never spliced into it (the program's stderr is what it
+ * wrote, byte for byte), and the bundle is written. */
+static void test_no_line_spliced_into_the_programs(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s'; exec %s/test/programs/host_oom mid-line",
+             paths.preload, paths.build);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     0);
+    assert_string_equal(err, "\"\"\"\"\"\"\n");
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 1);
+}
+
 /* Garbage in every variable: the program as ever, one line naming them. */
 static void test_garbage_in_every_variable(void **state)
 {
@@ -333,6 +374,8 @@ int main(void)
         cmocka_unit_test(test_symlink_at_temporary_names),
         cmocka_unit_test(test_dump_directory_falls_back_home),
         cmocka_unit_test(test_sixteen_file_descriptors),
+        cmocka_unit_test(test_no_line_in_a_file_that_took_fd_2),
+        cmocka_unit_test(test_no_line_spliced_into_the_programs),
         cmocka_unit_test(test_garbage_in_every_variable),
         cmocka_unit_test(test_setuid_program_records_nothing),
     };

@@ -32,6 +32,12 @@
  *   slow-grow N  under RLIMIT_AS: N times, grows in 8 MiB steps (10 ms
  *                apart) to 95% of the limit, holds 500 ms, shrinks below
  *                80%, holds 300 ms; never fails an allocation; exit 0
+ *   stderr-taken FILE  closes stderr and opens FILE, which takes fd 2, as a
+ *                program keeping its data there does; writes "data", then
+ *                malloc(2^60) fails twice, then writes "more data"; exit 0
+ *   mid-line     writes three quotes to stderr with no newline, then
+ *                malloc(2^60) fails twice, then three quotes and a newline;
+ *                exit 0
  *   slow-death   under RLIMIT_AS: grows in 8 MiB steps (10 ms apart) to 95%
  *                of the limit, takes and gives back 2 MiB 50 times 10 ms
  *                apart there (the pressure warning), then asks for a tenth
@@ -41,6 +47,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -364,6 +371,22 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "fail-twice")) {
         fail_twice();
         return 0;
+    }
+    if (!strcmp(mode, "stderr-taken") && argc > 2) {
+        close(2);
+        int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd != 2)
+            return 2;
+        if (write(fd, "data\n", 5) != 5)
+            return 3;
+        fail_twice();
+        return write(fd, "more data\n", 10) != 10;
+    }
+    if (!strcmp(mode, "mid-line")) {
+        if (write(2, "\"\"\"", 3) != 3)
+            return 3;
+        fail_twice();
+        return write(2, "\"\"\"\n", 4) != 4;
     }
     if (!strcmp(mode, "fail-sleep")) {
         int before = thread_count();
