@@ -132,12 +132,7 @@ static void make_ring(gmp_recorder *rec)
         gmp_log("cannot create a ring file in %s; recording in memory only", dir);
     else if (use)
         gmp_rings_reap(dir, NULL); /* a ring nobody recovers must not stay for ever */
-    gmp_ring_config_copy *c = &rec->ring.hdr->config;
-    c->buffer_size = capacity;
-    c->max_dumps = rec->cfg.max_dumps;
-    c->max_total_mb = rec->cfg.max_total_mb;
-    gmp_strlcpy(c->dump_dir, rec->cfg.dump_dir, sizeof c->dump_dir);
-    gmp_strlcpy(c->context, rec->cfg.context, sizeof c->context);
+    gmp_ring_config_fill(&rec->ring.hdr->config, &rec->cfg, capacity);
     __atomic_store_n(&rec->ring_state, RING_READY, __ATOMIC_SEQ_CST);
     void (*fn)(gmp_ring *) = __atomic_load_n(&rec->on_new_ring, __ATOMIC_SEQ_CST);
     if (fn)

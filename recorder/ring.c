@@ -191,6 +191,15 @@ void gmp_ring_proxy_refresh(gmp_ring *ring)
     }
 }
 
+void gmp_ring_config_fill(gmp_ring_config_copy *c, const gmp_config *cfg, uint32_t capacity)
+{
+    c->buffer_size = capacity;
+    c->max_dumps = cfg->max_dumps;
+    c->max_total_mb = cfg->max_total_mb;
+    gmp_strlcpy(c->dump_dir, cfg->dump_dir, sizeof c->dump_dir);
+    gmp_strlcpy(c->context, cfg->context, sizeof c->context);
+}
+
 static int create_for(gmp_ring *ring, const char *dir, uint32_t capacity, int pid)
 {
     memset(ring, 0, sizeof *ring);

@@ -169,6 +169,11 @@ GMP_HIDDEN int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t c
  * (its program and command line), a move to another memory cgroup (the
  * file that counts its OOM kills, and the count from now). */
 GMP_HIDDEN void gmp_ring_proxy_refresh(gmp_ring *ring);
+/* The config a ring's reader goes by (its dump directory, retention,
+ * context): the process's own, or for a proxy its supervisor's (gmp-run's
+ * command's, which the process would have used had it made a ring). */
+GMP_HIDDEN void gmp_ring_config_fill(gmp_ring_config_copy *c, const gmp_config *cfg,
+                                     uint32_t capacity);
 /* Map an existing ring file read-only, checking every header field against
  * the file's size.  0, or -1 with a reason in why.  _writable: to push
  * events into another process's ring too (its header is the file's, and

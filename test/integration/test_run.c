@@ -284,9 +284,26 @@ static void test_oom_killer_named_only_for_its_victim(void **state)
  * killer" with its command line, its cgroup and that cgroup's limit, and
  * the RSS climbing.  NAME the case, NEED the program that must exist (or
  * the case is skipped with a line), BUILD a shell command making it in the
- * scratch directory ("" none), CMD what runs there. */
+ * scratch directory ("" none), CMD what runs there.  With --dump-dir, or
+ * (expect_oom_killed_by_default) as a user types it, with neither that nor
+ * GMP_DUMP_DIR: the bundle in ./oom_dumps. */
+static void oom_killed_under_gmp_run(const char *name, const char *need, const char *build,
+                                     const char *cmd, int by_default);
+
 static void expect_runtime_oom_killed(const char *name, const char *need, const char *build,
                                       const char *cmd)
+{
+    oom_killed_under_gmp_run(name, need, build, cmd, 0);
+}
+
+static void expect_oom_killed_by_default(const char *name, const char *need, const char *build,
+                                         const char *cmd)
+{
+    oom_killed_under_gmp_run(name, need, build, cmd, 1);
+}
+
+static void oom_killed_under_gmp_run(const char *name, const char *need, const char *build,
+                                     const char *cmd, int by_default)
 {
     char script[8192], cg[3000], procs[3100];
     snprintf(script, sizeof script, "command -v %s >/dev/null || exit 77; cd '%s' && %s", need,
@@ -302,10 +319,13 @@ static void expect_runtime_oom_killed(const char *name, const char *need, const 
         print_message("SKIP  %s: cannot make a memory cgroup with a limit here\n", name);
         return;
     }
+    char dumps[1100];
+    snprintf(dumps, sizeof dumps, "%s/oom_dumps", paths.scratch);
     snprintf(script, sizeof script,
-             "cd '%s' && timeout 50 \"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- sh -c "
+             "cd '%s' && rm -rf oom_dumps && %s timeout 50 \"$GMP_RUN\" %s -- sh -c "
              "'echo $$ > %s; exec %s' >/dev/null",
-             paths.scratch, procs, cmd);
+             paths.scratch, by_default ? "unset GMP_DUMP_DIR &&" : "",
+             by_default ? "" : "--dump-dir \"$GMP_DUMP_DIR\"", procs, cmd);
     run(script);
     rmdir(cg);
     if (ends_with_status(124)) {
@@ -314,7 +334,8 @@ static void expect_runtime_oom_killed(const char *name, const char *need, const 
     }
     if (!ends_with_status(137))
         fail_msg("%s: %s %s", name, out, err);
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    json_t *md = only_bundle_file(by_default ? dumps : paths.dumps, "metadata.json", bundle,
+                                  sizeof bundle);
     assert_string_equal(json_str(md, "exception_type"), "oom_killer");
     json_t *cgroup = json_object_get(json_object_get(md, "host_state"), "cgroup");
     if (json_int(cgroup, "memory_max") != 96 << 20 || !strstr(json_str(cgroup, "path"), "/gmp-test-"))
@@ -395,6 +416,15 @@ static void test_runtimes_oom_killed_under_gmp_run(void **state)
     expect_runtime_oom_killed("python", "python3", "",
                               "python3 -c \"import time\nkeep = []\nwhile True:\n"
                               "    keep.append(bytearray(1 << 20)); time.sleep(0.005)\"");
+    /* a heap of its own from mmap (LuaJIT's, GHC's, PHP's): only gmp-run's
+     * proxy knows it, and its bundle still goes to gmp-run's default */
+    expect_oom_killed_by_default(
+        "an mmap heap, gmp-run's default dump directory", "cc",
+        "printf '%s\\n' '#include <string.h>' '#include <sys/mman.h>' '#include <unistd.h>' "
+        "'int main(void) { for (;;) { char *p = mmap(0, 4 << 20, PROT_READ | PROT_WRITE, "
+        "MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); if (p == MAP_FAILED) return 3; "
+        "memset(p, 1, 4 << 20); usleep(2000); } }' > mmap_heap.c && cc -o mmap_heap mmap_heap.c",
+        "./mmap_heap");
 }
 
 /* Go writes its out-of-memory words and exits 2 with raw system calls, past

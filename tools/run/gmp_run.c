@@ -159,6 +159,35 @@ static void torch_history(void)
     setenv("PYTHONPATH", path, 1);
 }
 
+static int say_nothing(void)
+{
+    return 0;
+}
+
+/* What a process of the job makes of its environment (GMP_DUMP_DIR, made
+ * absolute where it starts, the retention limits), for the proxy rings
+ * gmp-run keeps on behalf of processes that make none: their bundles go
+ * where their own would.  Read quietly: the preload in the job says once
+ * what is wrong with a variable. */
+static void job_config(gmp_config *job, const char *abs_dump)
+{
+    int (*gate)(void) = gmp_log_gate;
+    gmp_log_gate = say_nothing;
+    gmp_config_from_env(job);
+    gmp_log_gate = gate;
+    char cwd[PATH_MAX];
+    if (abs_dump)
+        gmp_strlcpy(job->dump_dir, abs_dump, sizeof job->dump_dir);
+    else if (job->dump_dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        const char *rel = job->dump_dir;
+        while (rel[0] == '.' && rel[1] == '/')
+            rel += 2;
+        char joined[PATH_MAX * 2];
+        snprintf(joined, sizeof joined, "%s/%s", cwd, rel);
+        gmp_strlcpy(job->dump_dir, joined, sizeof job->dump_dir);
+    }
+}
+
 static void report(const char *bundle, int pid, const char *reason, void *arg)
 {
     fprintf(stderr, "gmp-run: %spid %d died (%s); bundle: %s\n", arg ? "an earlier job's " : "",
@@ -298,8 +327,10 @@ int main(int argc, char **argv)
     int status = 0, done = 0;
     long long last_look_ns = 0;
     job_output_after_fork();
+    static gmp_config job;
+    job_config(&job, dump_dir ? abs_dump : NULL);
     if (held >= 0)
-        job_watch_init(run_dir);
+        job_watch_init(run_dir, &job);
     while (!done) {
         int st;
         pid_t r = waitpid(-1, &st, WNOHANG);

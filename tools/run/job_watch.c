@@ -59,10 +59,12 @@ typedef struct watched {
 static watched table[MAX_WATCHED];
 static size_t count;
 static char job_dir[4096];
+static const gmp_config *job_cfg;
 static uint64_t machine_total;
-void job_watch_init(const char *dir)
+void job_watch_init(const char *dir, const gmp_config *job)
 {
     gmp_strlcpy(job_dir, dir, sizeof job_dir);
+    job_cfg = job;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     machine_total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
@@ -140,6 +142,9 @@ static void ensure_ring(watched *w)
             return;
         }
         w->mapped = w->is_proxy = 1;
+        /* its bundle where its own ring's would go: no proxy is left
+         * behind for want of a dump directory */
+        gmp_ring_config_fill(&w->ring.hdr->config, job_cfg, PROXY_EVENTS);
     }
 }
 

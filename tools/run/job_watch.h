@@ -7,10 +7,13 @@
 #ifndef GMP_JOB_WATCH_H
 #define GMP_JOB_WATCH_H
 
+#include "gpumemprof.h"
+
 #include <stddef.h>
 
-/* The job directory the rings live in. */
-void job_watch_init(const char *job_dir);
+/* The job directory the rings live in, and the config a process of the job
+ * goes by (a proxy's bundle goes where the process's own would have). */
+void job_watch_init(const char *job_dir, const gmp_config *job);
 /* One look at every process under gmp-run: rings made or found, samples
  * pushed; processes gone since the last look are let go. */
 void job_watch_tick(void);
