@@ -394,15 +394,44 @@ static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_f
     return (ssize_t)len;
 }
 
+static inline unsigned char ascii_lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c | 0x20) : c;
+}
+
+/* Candidates are found by their first byte, in either case, with memchr
+ * (the C library's vector code); only they are compared.  Every line a
+ * program writes to stderr is searched for a dozen phrases: a byte-by-byte
+ * search through the locale's tolower cost more than the write. */
 const char *gmp_find_ci(const char *s, size_t n, const char *needle)
 {
     size_t nl = strlen(needle);
-    for (size_t i = 0; i + nl <= n; i++) {
-        size_t k = 0;
-        while (k < nl && tolower((unsigned char)s[i + k]) == tolower((unsigned char)needle[k]))
+    if (nl == 0)
+        return s;
+    if (nl > n)
+        return NULL;
+    unsigned char lo = ascii_lower((unsigned char)needle[0]);
+    unsigned char up = lo >= 'a' && lo <= 'z' ? (unsigned char)(lo & ~0x20) : lo;
+    const char *p = s, *last = s + (n - nl); /* the last place it may start */
+    const char *at_lo = NULL, *at_up = NULL;  /* the next candidate of each case */
+    int lo_done = 0, up_done = up == lo;      /* no more of that case */
+    while (p <= last) {
+        size_t left = (size_t)(last - p) + 1;
+        if (!lo_done && (!at_lo || at_lo < p) && !(at_lo = memchr(p, lo, left)))
+            lo_done = 1;
+        if (!up_done && (!at_up || at_up < p) && !(at_up = memchr(p, up, left)))
+            up_done = 1;
+        const char *c = lo_done   ? (up_done ? NULL : at_up)
+                        : up_done ? at_lo
+                                  : (at_lo < at_up ? at_lo : at_up);
+        if (!c)
+            return NULL;
+        size_t k = 1;
+        while (k < nl && ascii_lower((unsigned char)c[k]) == ascii_lower((unsigned char)needle[k]))
             k++;
         if (k == nl)
-            return s + i;
+            return c;
+        p = c + 1;
     }
     return NULL;
 }

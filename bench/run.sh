@@ -112,6 +112,9 @@ for round in $(seq "$ROUNDS"); do
         echo "python $tool $round $(python $tool "$HERE/pyload.py")" >> "$RES"
         echo "pylarge $tool $round $(python $tool "$HERE/pylarge.py")" >> "$RES"
     done
+    for tool in none gpumemprof; do
+        echo "pystderr $tool $round $(python $tool "$HERE/pystderr.py")" >> "$RES"
+    done
     for tool in none gpumemprof libmemusage; do
         available $tool || continue
         echo "gcc $tool $round $(compile $tool)" >> "$RES"
@@ -183,6 +186,8 @@ print("| python3 dict of 300k, JSON round-trip (%.2f s bare) | %s | - | - | %s |
     bare("python"), cell("python", "gpumemprof"), cell("python", "memray"), cell("python", "fil")))
 print("| python3, 20,000 blocks of 2 MiB, each an event with a stack (%.2f s bare) | %s | - | - | %s | %s | <= 1.05x |" % (
     bare("pylarge"), cell("pylarge", "gpumemprof"), cell("pylarge", "memray"), cell("pylarge", "fil")))
+print("| python3 printing 20,000 lines on stderr that read as OOM messages (%.2f s bare) | %s | - | - | - | - | <= 1.30x |" % (
+    bare("pystderr"), cell("pystderr", "gpumemprof")))
 print("| gcc -O2 -c recorder/bundle.c (%.2f s bare) | %s | - | %s | - | - | <= 1.05x |" % (
     bare("gcc"), cell("gcc", "gpumemprof"), cell("gcc", "libmemusage")))
 def added(tool):

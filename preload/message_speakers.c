@@ -19,17 +19,25 @@
  *     of memory"), when the death they announce follows: oom_messages.c
  *     keeps such words until the abort (crash.c), and drops them when the
  *     process goes on.
- * /proc/self/maps is read only for a line that matched (rare), with no
- * allocation and no lock.
+ * /proc/self/maps is read only for a line that matched, with no allocation
+ * and no lock, and its answer for each set of names is kept: a program
+ * printing 200,000 such lines (a test suite's expected errors) read it
+ * 200,000 times, 100x its own time.  A "loaded" answer is kept for good (a
+ * framework is not unloaded); a "not loaded" one is asked again only after
+ * NOT_LOADED_KEPT_NS, for a library dlopen'ed since: the loader's own count
+ * of loads is read under its lock, which a write from a signal handler must
+ * not wait on, and a dlopen of ours in the program's place would lose its
+ * caller's RUNPATH.
  */
 #include "bundle.h"
 #include "preload.h"
 
 #include <string.h>
+#include <time.h>
 
 static int has_ci(const char *hay, const char *needle)
 {
-    return strcasestr(hay, needle) != NULL;
+    return gmp_find_ci(hay, strlen(hay), needle) != NULL; /* strcasestr's set-up costs more */
 }
 
 typedef struct wanted {
@@ -46,13 +54,39 @@ static void look(const char *line, void *arg)
             w->found = 1;
 }
 
-/* Whether a mapped object's path holds one of names (NULL-terminated).
- * One thread at a time: the caller holds oom_messages.c's lock. */
+#define NOT_LOADED_KEPT_NS 250000000ull
+#define ANSWERS_KEPT 16
+
+static struct kept_answer {
+    const char *const *names; /* the set asked about (its array) */
+    int found;
+    uint64_t at_ns; /* when maps was read for it (CLOCK_MONOTONIC_COARSE) */
+} answers[ANSWERS_KEPT];
+
+static uint64_t coarse_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t); /* the vDSO's: no system call */
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Whether a mapped object's path holds one of names (NULL-terminated), as
+ * kept above.  One thread at a time: the caller holds oom_messages.c's
+ * lock. */
 static int loaded(const char *const *names)
 {
     static char buf[16384];
+    uint64_t now = coarse_now_ns();
+    struct kept_answer *a = NULL;
+    for (int i = 0; i < ANSWERS_KEPT && !a; i++)
+        if (answers[i].names == names || !answers[i].names)
+            a = &answers[i];
+    if (a && a->names == names && (a->found || now - a->at_ns < NOT_LOADED_KEPT_NS))
+        return a->found;
     wanted w = {names, 0};
     gmp_maps_foreach(buf, sizeof buf, look, &w);
+    if (a)
+        *a = (struct kept_answer){names, w.found, now};
     return w.found;
 }
 

@@ -203,6 +203,25 @@ static void parse_line(const char *line, exception_text *t)
     gmp_redact_text(t->said.message, strlen(t->said.message));
 }
 
+/* A matching line's exception, parsed (and its secrets masked) only where
+ * something will use it: a test suite printing 200,000 lines of "expected
+ * error: out of memory" is not parsed 200,000 times. */
+static void line_text(const char *line, const char *pattern, exception_text *t)
+{
+    parse_line(line, t);
+    /* lines that name their exception inside them */
+    static const struct { const char *pattern, *type, *module; } named[] = {
+        {"std::bad_alloc", "bad_alloc", "std"},
+        {"java.lang.outofmemoryerror", "OutOfMemoryError", "java.lang"},
+    };
+    for (size_t i = 0; i < sizeof named / sizeof *named && !t->said.type[0]; i++)
+        if (!strcmp(pattern, named[i].pattern)) {
+            gmp_strlcpy(t->said.type, named[i].type, sizeof t->said.type);
+            gmp_strlcpy(t->said.module, named[i].module, sizeof t->said.module);
+            t->level = 2;
+        }
+}
+
 static gmp_backend backend_of(const char *pattern, const char *line)
 {
     if (strstr(pattern, "hip") || strstr(line, "HIP") || strstr(line, "ROCm"))
@@ -229,8 +248,9 @@ static int last_words_kept; /* atomic: 0 none, 1 being filled, 2 kept */
 static int write_bundle(const exception_text *t, const char *pattern, const char *line,
                         const gmp_failed_request *recent);
 
-static void write_message_bundle(const exception_text *t, const char *pattern,
-                                 const char *line, int ends_traceback)
+static void line_text(const char *line, const char *pattern, exception_text *t);
+
+static void write_message_bundle(const char *pattern, const char *line, int ends_traceback)
 {
     int pid = __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
     if (message_bundle_pid == pid)
@@ -251,7 +271,7 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
         int expected = 0;
         if (__atomic_compare_exchange_n(&last_words_kept, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
-            last_words.t = *t;
+            line_text(line, pattern, &last_words.t);
             gmp_strlcpy(last_words.pattern, pattern, sizeof last_words.pattern);
             gmp_strlcpy(last_words.line, line, sizeof last_words.line);
             last_words.pid = pid;
@@ -262,7 +282,9 @@ static void write_message_bundle(const exception_text *t, const char *pattern,
     }
     if (!recent.present && !gmp_message_speaker_here(pattern, line, ends_traceback))
         return;
-    write_bundle(t, pattern, line, &recent);
+    exception_text t;
+    line_text(line, pattern, &t);
+    write_bundle(&t, pattern, line, &recent);
 }
 
 int gmp_messages_write_last_words(void)
@@ -354,19 +376,8 @@ static void on_line(const char *line)
                          !strncmp(traceback + traceback_len - strlen(line) - 1, line,
                                   strlen(line));
     exception_text t;
-    parse_line(line, &t);
-    /* lines that name their exception inside them */
-    static const struct { const char *pattern, *type, *module; } named[] = {
-        {"std::bad_alloc", "bad_alloc", "std"},
-        {"java.lang.outofmemoryerror", "OutOfMemoryError", "java.lang"},
-    };
-    for (size_t i = 0; i < sizeof named / sizeof *named && !t.said.type[0]; i++)
-        if (!strcmp(pattern, named[i].pattern)) {
-            gmp_strlcpy(t.said.type, named[i].type, sizeof t.said.type);
-            gmp_strlcpy(t.said.module, named[i].module, sizeof t.said.module);
-            t.level = 2;
-        }
     if (gmp_any_episode_open()) {
+        line_text(line, pattern, &t);
         if (t.level > pending.level) {
             pending.said = t.said;
             __atomic_store_n(&pending.level, t.level, __ATOMIC_RELAXED);
@@ -378,6 +389,7 @@ static void on_line(const char *line)
     }
     uint64_t now = gmp_now_realtime_ns();
     if (last_bundle[0] && now - last_bundle_ns < RECENT_NS) {
+        line_text(line, pattern, &t);
         if (with_traceback) /* kept when the bundle has its own */
             gmp_bundle_add_file(last_bundle, "python_traceback.txt", traceback, traceback_len,
                                 patch_buf, sizeof patch_buf);
@@ -393,7 +405,7 @@ static void on_line(const char *line)
     }
     if (!with_traceback)
         traceback_state = 0; /* not this message's */
-    write_message_bundle(&t, pattern, line, with_traceback);
+    write_message_bundle(pattern, line, with_traceback);
 }
 
 /* Lines are assembled across writes: Python prints "torch", ".",
