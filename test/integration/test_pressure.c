@@ -53,6 +53,11 @@ static void test_one_bundle_per_crossing(void **state)
     expect_first_cause(bundle, "memory close to a limit");
     expect_headline(bundle, "memory came close to a limit; a warning, written before anything "
                             "failed");
+    /* a healthy program's warning: nothing failed, and show says no more */
+    const char *shown = show_output(bundle);
+    if (!strstr(shown, "\nOutcome:          exited 0: no death followed the warning\n") ||
+        strstr(shown, "after the failure") || strstr(shown, "limit was reached"))
+        fail_msg("show says:\n%s", shown);
     assert_string_equal(json_str(md, "reason"), "memory_pressure");
     assert_string_equal(json_str(md, "confirmed_by"), "watchdog");
     const char *msg = json_str(md, "exception_message");

@@ -61,7 +61,9 @@ const char *outcome_words(const bundle *b, char *out, size_t cap)
         return NULL;
     if (!strcmp(state, "exited")) {
         long long code = exit_status(outcome);
-        if (code == 0)
+        if (code == 0 && bundle_kind_of(b) == KIND_PRESSURE)
+            snprintf(raw, sizeof raw, "exited 0: no death followed the warning");
+        else if (code == 0)
             snprintf(raw, sizeof raw, "exited 0: it went on after the failure, so this was no death");
         else
             snprintf(raw, sizeof raw, "exited %lld", code);
