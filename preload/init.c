@@ -62,7 +62,7 @@ static void set_state(enum gmp_preload_state state)
  * loads us into): the cgo runtime exports _cgo_topofstack from it.  A Go
  * library in a C program exports it too, from its own object, and there the
  * C library still ends the process. */
-static int main_program_is_go(void)
+int gmp_main_program_is_go(void)
 {
     void *sym = gmp_dlsym_real(RTLD_DEFAULT, "_cgo_topofstack");
     Dl_info info;
@@ -77,7 +77,7 @@ static int main_program_is_go(void)
 static void ring_ready(gmp_ring *ring)
 {
     GMP_IN_HOOK_SCOPE();
-    if (!gmp_in_signal && ring->is_file && ring->path[0] && main_program_is_go()) {
+    if (!gmp_in_signal && ring->is_file && ring->path[0] && gmp_main_program_is_go()) {
         unlink(ring->path);
         ring->is_file = 0;
         ring->path[0] = '\0';

@@ -16,9 +16,11 @@
  *     "terminate called after throwing an instance of 'std::bad_alloc'",
  *     Rust's "memory allocation of N bytes failed", Go's "fatal error:
  *     runtime: out of memory", Node's "FATAL ERROR: ... JavaScript heap out
- *     of memory"), when the death they announce follows: oom_messages.c
- *     keeps such words until the abort (crash.c), and drops them when the
- *     process goes on.
+ *     of memory"), when that runtime wrote them (the code that called the
+ *     C library's write is libstdc++, an object rustc built, node, a Go
+ *     program: a script printing them is quoting) and the death they
+ *     announce follows: oom_messages.c keeps such words until the abort
+ *     (crash.c), and drops them when the process goes on.
  * /proc/self/maps is read only for a line that matched, with no allocation
  * and no lock, and its answer for each set of names is kept: a program
  * printing 200,000 such lines (a test suite's expected errors) read it
@@ -32,8 +34,13 @@
 #include "bundle.h"
 #include "preload.h"
 
+#include <elf.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int has_ci(const char *hay, const char *needle)
 {
@@ -113,6 +120,83 @@ int gmp_message_last_words(const char *line)
                         "'std::bad_array_new_length'") ||
            rust_last_words(line) || starts(line, "fatal error: runtime: out of memory") ||
            (strstr(line, "FATAL ERROR:") && strstr(line, "JavaScript heap out of memory"));
+}
+
+/* The mapped object that holds addr: its path into out ("" unknown). */
+typedef struct holder {
+    uintptr_t addr;
+    char *out;
+    size_t cap;
+} holder;
+
+static void hold(const char *line, void *arg)
+{
+    holder *h = arg;
+    char *end;
+    uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
+    uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, NULL, 16) : 0;
+    const char *path = strchr(line, '/');
+    if (h->addr >= lo && h->addr < hi && path)
+        gmp_strlcpy(h->out, path, h->cap);
+}
+
+static void object_of(const void *addr, char *out, size_t cap)
+{
+    static char buf[16384];
+    holder h = {(uintptr_t)addr, out, cap};
+    out[0] = '\0';
+    if (addr)
+        gmp_maps_foreach(buf, sizeof buf, hold, &h);
+}
+
+/* The object at path was built by rustc: its .comment section says so
+ * ("rustc version 1.95.0"), as every Rust binary's does. */
+static int built_by_rustc(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf64_Ehdr eh;
+    int found = 0;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) &&
+        eh.e_shnum > 0 && eh.e_shnum < 4096 && eh.e_shstrndx < eh.e_shnum) {
+        Elf64_Shdr names;
+        char name[16];
+        if (pread(fd, &names, sizeof names, (off_t)(eh.e_shoff + eh.e_shstrndx * sizeof names)) ==
+            (ssize_t)sizeof names)
+            for (unsigned i = 0; i < eh.e_shnum && !found; i++) {
+                Elf64_Shdr sh;
+                if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) !=
+                        (ssize_t)sizeof sh ||
+                    pread(fd, name, sizeof name, (off_t)(names.sh_offset + sh.sh_name)) !=
+                        (ssize_t)sizeof name ||
+                    strncmp(name, ".comment", sizeof ".comment"))
+                    continue;
+                char text[1024];
+                size_t want = sh.sh_size < sizeof text - 1 ? sh.sh_size : sizeof text - 1;
+                ssize_t n = pread(fd, text, want, (off_t)sh.sh_offset);
+                for (ssize_t k = 0; k + 5 <= n && !found; k++) /* NUL-separated strings */
+                    found = !memcmp(text + k, "rustc", 5);
+                break;
+            }
+    }
+    close(fd);
+    return found;
+}
+
+int gmp_message_last_words_own(const char *line, const void *writer)
+{
+    char path[4096];
+    object_of(writer, path, sizeof path);
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (starts(line, "terminate called after throwing"))
+        return !strncmp(base, "libstdc++", 9);
+    if (starts(line, "fatal error: runtime: out of memory"))
+        return gmp_main_program_is_go();
+    if (strstr(line, "JavaScript heap out of memory"))
+        return !strcmp(base, "node") || !strcmp(base, "nodejs") || !strncmp(base, "libnode", 7);
+    return path[0] && built_by_rustc(path); /* "memory allocation of N bytes failed" */
 }
 
 int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback)

@@ -267,6 +267,8 @@ static void write_message_bundle(const char *pattern, const char *line, int ends
     gmp_episode_recent_failure(backend_of(pattern, line), now > RECENT_NS ? now - RECENT_NS : 0,
                                &recent);
     if (!recent.present && gmp_message_last_words(line)) {
+        if (!gmp_message_last_words_own(line, gmp_stderr_writer))
+            return; /* quoted by another: a script, a log, a test */
         /* evidence only if the death follows: kept for it, handlers armed */
         int expected = 0;
         if (__atomic_compare_exchange_n(&last_words_kept, &expected, 1, 0, __ATOMIC_ACQ_REL,

@@ -516,6 +516,17 @@ GMP_HIDDEN int gmp_message_speaker_here(const char *pattern, const char *line, i
 /* A runtime's last words in their own form (C++'s terminate line, Rust's,
  * Go's, Node's): evidence only when the death they announce follows. */
 GMP_HIDDEN int gmp_message_last_words(const char *line);
+/* And only when that runtime wrote them: writer is the code that called
+ * the C library to write the line (gmp_stderr_writer): libstdc++ for C++'s,
+ * an object rustc built for Rust's, node for Node's, a Go program for Go's.
+ * A script printing them, then aborting, is no death of memory. */
+GMP_HIDDEN int gmp_message_last_words_own(const char *line, const void *writer);
+/* stderr.c: the code that called the C library's write, stdio or perror for
+ * the bytes being scanned now, in this thread. */
+extern __thread const void *gmp_stderr_writer __attribute__((tls_model("initial-exec")));
+/* init.c: the main program is Go built with cgo (the only Go the dynamic
+ * linker loads us into). */
+GMP_HIDDEN int gmp_main_program_is_go(void);
 /* The death that last words announced, now (an abort: crash.c): their
  * bundle, with the outcome; 1 when one was written (async-signal-safe). */
 GMP_HIDDEN int gmp_messages_write_last_words(void);

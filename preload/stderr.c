@@ -33,6 +33,8 @@
 /* At most this much of one formatted write is read (the rest is cut). */
 #define FORMAT_SCAN_MAX 1024
 
+__thread const void *gmp_stderr_writer __attribute__((tls_model("initial-exec")));
+
 static inline int wants(int is_stderr)
 {
     return GMP_UNLIKELY(is_stderr) && !gmp_in_hook;
@@ -94,8 +96,10 @@ ssize_t write(int fd, const void *buf, size_t n)
 {
     GMP_REAL_FN(write, write_fn)
     ssize_t r = fn(fd, buf, n);
-    if (wants(fd == 2) && r > 0)
+    if (wants(fd == 2) && r > 0) {
+        gmp_stderr_writer = __builtin_return_address(0);
         scan_keeping_errno(buf, (size_t)r);
+    }
     return r;
 }
 
@@ -106,6 +110,7 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
     GMP_REAL_FN(writev, writev_fn)
     ssize_t r = fn(fd, iov, count);
     if (wants(fd == 2) && r > 0) {
+        gmp_stderr_writer = __builtin_return_address(0);
         int saved = errno;
         size_t left = (size_t)r;
         for (int i = 0; i < count && left; i++) { /* the bytes it wrote, in order */
@@ -147,8 +152,10 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
     {                                                                                      \
         GMP_REAL_FN(name, name##_fn)                                                       \
         ret r = fn args;                                                                   \
-        if (wants(s == stderr) && (wrote))                                                 \
+        if (wants(s == stderr) && (wrote)) {                                               \
+            gmp_stderr_writer = __builtin_return_address(0);                               \
             scan_keeping_errno(bytes, len);                                                \
+        }                                                                                  \
         return r;                                                                          \
     }
 GMP_STDIO_HOOKS(STDIO_HOOK)
@@ -181,10 +188,13 @@ static void scan_formatted(const char *fmt, va_list ap)
 typedef int (*vfprintf_fn)(FILE *, const char *, va_list);
 typedef int (*vfprintf_chk_fn)(FILE *, int, const char *, va_list);
 
-/* vfprintf and its fortified twin (flag >= 0), the one path of all four. */
-static int formatted(FILE *s, int flag, const char *fmt, va_list ap)
+/* vfprintf and its fortified twin (flag >= 0), the one path of all four;
+ * writer: the code that called the one of the four. */
+static int formatted(FILE *s, int flag, const char *fmt, va_list ap, const void *writer)
 {
     int scan = wants(s == stderr);
+    if (scan)
+        gmp_stderr_writer = writer;
     va_list mine;
     if (scan)
         va_copy(mine, ap);
@@ -207,13 +217,13 @@ static int formatted(FILE *s, int flag, const char *fmt, va_list ap)
 GMP_EXPORT int vfprintf(FILE *s, const char *fmt, va_list ap);
 int vfprintf(FILE *s, const char *fmt, va_list ap)
 {
-    return formatted(s, -1, fmt, ap);
+    return formatted(s, -1, fmt, ap, __builtin_return_address(0));
 }
 
 GMP_EXPORT int __vfprintf_chk(FILE *s, int flag, const char *fmt, va_list ap);
 int __vfprintf_chk(FILE *s, int flag, const char *fmt, va_list ap)
 {
-    return formatted(s, flag < 0 ? 0 : flag, fmt, ap);
+    return formatted(s, flag < 0 ? 0 : flag, fmt, ap, __builtin_return_address(0));
 }
 
 GMP_EXPORT int fprintf(FILE *s, const char *fmt, ...);
@@ -221,7 +231,7 @@ int fprintf(FILE *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int r = formatted(s, -1, fmt, ap);
+    int r = formatted(s, -1, fmt, ap, __builtin_return_address(0));
     va_end(ap);
     return r;
 }
@@ -231,7 +241,7 @@ int __fprintf_chk(FILE *s, int flag, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int r = formatted(s, flag < 0 ? 0 : flag, fmt, ap);
+    int r = formatted(s, flag < 0 ? 0 : flag, fmt, ap, __builtin_return_address(0));
     va_end(ap);
     return r;
 }
@@ -245,6 +255,7 @@ void perror(const char *s)
     GMP_REAL_FN(perror, perror_fn)
     fn(s);
     if (wants(1)) {
+        gmp_stderr_writer = __builtin_return_address(0);
         int saved = errno;
         char text[512];
         gmp_strjoin(text, sizeof text, s && *s ? s : "", s && *s ? ": " : "",

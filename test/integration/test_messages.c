@@ -336,16 +336,9 @@ static void test_frameworks_own_words(void **state)
          "tensorflow.python.framework.errors_impl",
          "OOM when allocating tensor with shape[100000,100000] and type float",
          "message_pattern:oom when allocating"},
-        {NULL, "terminate called after throwing an instance of 'std::bad_alloc'", "bad_alloc", "std",
-         "terminate called after throwing an instance of 'std::bad_alloc'",
-         "message_pattern:std::bad_alloc"},
         {"libjvm.so", "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
          "OutOfMemoryError", "java.lang", "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
          "message_pattern:java.lang.outofmemoryerror"},
-        {NULL, "fatal error: runtime: out of memory", NULL, NULL,
-         "fatal error: runtime: out of memory", "message_pattern:out of memory"},
-        {NULL, "memory allocation of 1099511627776 bytes failed", NULL, NULL,
-         "memory allocation of 1099511627776 bytes failed", "message_pattern:memory allocation of"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char script[4096];
@@ -374,6 +367,74 @@ static void test_frameworks_own_words(void **state)
         json_decref(md);
     }
     unsetenv("GMP_TEST_LINE");
+}
+
+/* A runtime's last words count only from that runtime.  The same words
+ * that python3 writes, then aborts, are a script's quoting them: no bundle
+ * and no line of ours.  libstdc++'s own terminate line after a bad_alloc
+ * nothing caught (no allocation failed: the program threw it itself), and
+ * Rust's after an allocation error it raised, are each one bundle with
+ * the words (Rust's skipped with a line where rustc is missing). */
+static void test_last_words_only_from_their_runtime(void **state)
+{
+    (void)state;
+    static const char *const quoted[] = {
+        "terminate called after throwing an instance of 'std::bad_alloc'",
+        "fatal error: runtime: out of memory",
+        "memory allocation of 1099511627776 bytes failed",
+        "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
+    };
+    char script[4096];
+    for (size_t i = 0; i < sizeof quoted / sizeof *quoted; i++) {
+        scratch_remove(paths.dumps);
+        setenv("GMP_TEST_LINE", quoted[i], 1);
+        snprintf(script, sizeof script,
+                 "export LD_PRELOAD='%s'; python3 -c 'import os\n"
+                 "os.write(2, (os.environ[\"GMP_TEST_LINE\"] + \"\\n\").encode())\nos.abort()'",
+                 paths.preload);
+        assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                         128 + 6);
+        if (count_prefixed(paths.dumps, "oom_dump_") || strstr(err, "gpumemprof: "))
+            fail_msg("a script quoting \"%s\" made a death: %s", quoted[i], err);
+    }
+    unsetenv("GMP_TEST_LINE");
+    static const struct { const char *name, *build, *reason, *message, *type; } own[] = {
+        {"C++", "printf '%s\\n' '#include <new>' 'int main() { throw std::bad_alloc(); }' "
+                "> own.cc && g++ -o own own.cc",
+         "message_pattern:std::bad_alloc",
+         "terminate called after throwing an instance of 'std::bad_alloc'", "bad_alloc"},
+        {"Rust", "command -v rustc >/dev/null || exit 77; printf '%s\\n' 'fn main() { "
+                 "std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(1 << 40, "
+                 "8).unwrap()); }' > own.rs && rustc -o own own.rs",
+         "message_pattern:memory allocation of", "memory allocation of 1099511627776 bytes failed",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
+        scratch_remove(paths.dumps);
+        snprintf(script, sizeof script, "cd '%s' && rm -f own && %s", paths.scratch, own[i].build);
+        const char *argv[] = {"/bin/sh", "-c", script, NULL}; /* the compilers' own HOME */
+        int built = exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err));
+        if (built == 77) {
+            printf("SKIP  test_last_words_only_from_their_runtime: %s: rustc is not installed\n",
+                   own[i].name);
+            continue;
+        }
+        if (built != 0)
+            fail_msg("%s: building: %s", own[i].name, err);
+        snprintf(script, sizeof script, "cd '%s' && LD_PRELOAD='%s' ./own", paths.scratch,
+                 paths.preload);
+        assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                         128 + 6);
+        json_t *md = the_bundle();
+        const char *type = json_string_value(json_object_get(md, "exception_type"));
+        if (strcmp(json_str(md, "reason"), own[i].reason) ||
+            strcmp(json_str(md, "exception_message"), own[i].message) ||
+            (own[i].type && (!type || strcmp(type, own[i].type))))
+            fail_msg("%s's own last words -> reason %s, type %s, message %s", own[i].name,
+                     json_str(md, "reason"), type ? type : "(null)",
+                     json_str(md, "exception_message"));
+        json_decref(md);
+    }
 }
 
 /* Words nobody in the writing process can mean: a framework's line from a
@@ -511,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_rate_limit_is_not_an_oom),
         cmocka_unit_test(test_one_message_bundle_per_process),
         cmocka_unit_test(test_frameworks_own_words),
+        cmocka_unit_test(test_last_words_only_from_their_runtime),
         cmocka_unit_test(test_words_nobody_here_can_mean),
         cmocka_unit_test(test_node_heap_limit),
         cmocka_unit_test(test_jvm_heap_space),
