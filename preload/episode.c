@@ -14,10 +14,13 @@
  *   first           GMP_OOM_POLICY=first writes at the first failure
  *   message         a success that would close it comes after the program
  *                   wrote an OOM exception to stderr (oom_messages.c)
- * Once a bundle is written, the same call of the same size failing again
- * there within GMP_OOM_CONFIRM_MS is a retry of the request it is about
- * (CuPy frees its pool, collects garbage and asks a third time): an event,
- * not a second episode.  GMP_OOM_POLICY=first writes one for each.
+ * Once a bundle is written, a failure there within GMP_OOM_CONFIRM_MS is
+ * the same crossing of the same limit: a retry of the request it is about
+ * (CuPy frees its pool, collects garbage and asks a third time), or another
+ * request of another size on the way down (BEAM's allocators), is an
+ * event, not a second episode; and a fatal signal then is that episode's
+ * death, which its bundle's outcome says (outcome.c), not a bundle of its
+ * own.  One death, one bundle.  GMP_OOM_POLICY=first writes one for each.
  * Else a later success there of at least the failed size closes the episode
  * as recovered (an event, counted in the next bundle).  Each episode's state
  * moves by CAS, so exactly one thread commits it: at most one bundle per
@@ -43,10 +46,7 @@ typedef struct episode {
     uint64_t failed_size;
     gmp_failed_request failed; /* the call that opened it */
     int python_traceback_fd;   /* its thread's Python stack then, or -1 */
-    /* atomic, all three: the request of the last bundle written here */
-    uint64_t written_ns; /* monotonic; 0 none */
-    uint64_t written_size;
-    int written_api;
+    uint64_t written_ns; /* atomic: when its last bundle was written, monotonic; 0 none */
 } episode;
 
 static episode episodes[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
@@ -214,11 +214,8 @@ static int commit(gmp_backend backend, episode *ep, const char *confirmed_by,
 {
     int written = commit_failure(backend, &ep->failed, confirmed_by, cr,
                                  ep->python_traceback_fd);
-    if (written) {
-        __atomic_store_n(&ep->written_size, ep->failed.size, __ATOMIC_RELAXED);
-        __atomic_store_n(&ep->written_api, (int)ep->failed.api, __ATOMIC_RELAXED);
+    if (written)
         __atomic_store_n(&ep->written_ns, now_ns(), __ATOMIC_RELEASE);
-    }
     if (ep->python_traceback_fd > 0 && !cr) /* a dying process keeps it */
         close(ep->python_traceback_fd);
     ep->python_traceback_fd = -1;
@@ -357,14 +354,12 @@ static uint64_t address_space_now(void)
     return pages * (uint64_t)(page > 0 ? page : 4096);
 }
 
-/* The request whose bundle was just written, asked for again. */
-static int is_retry_of_written(episode *ep, gmp_api api, uint64_t size)
+/* A bundle written here less than GMP_OOM_CONFIRM_MS ago: what fails or
+ * dies now is its episode's. */
+static int written_lately(episode *ep)
 {
     uint64_t written = __atomic_load_n(&ep->written_ns, __ATOMIC_ACQUIRE);
-    return written && !gmp_pl.cfg->oom_policy_first &&
-           now_ns() - written < gmp_pl.confirm_ns &&
-           __atomic_load_n(&ep->written_size, __ATOMIC_RELAXED) == size &&
-           __atomic_load_n(&ep->written_api, __ATOMIC_RELAXED) == (int)api;
+    return written && !gmp_pl.cfg->oom_policy_first && now_ns() - written < gmp_pl.confirm_ns;
 }
 
 void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t size,
@@ -401,7 +396,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
             commit(backend, ep, "second_failure", NULL);
         return; /* smaller retries (a BFC allocator's) keep the episode open */
     }
-    if (state == EP_IDLE && is_retry_of_written(ep, api, size))
+    if (state == EP_IDLE && written_lately(ep))
         return;
     int expected = EP_IDLE;
     if (state != EP_IDLE ||
@@ -541,7 +536,8 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
     gmp_failed_request f;
     gmp_backend backend;
     if (failed && recent_for_crash(&f, &backend))
-        return commit_failure(backend, &f, "signal", &cr, -1);
+        return written_lately(&episodes[backend][gmp_device_index(f.device)]) ||
+               commit_failure(backend, &f, "signal", &cr, -1);
     /* GMP_ON_CRASH=always, and no allocation ever failed */
     char addr[24], message[96], path[GMP_PATH_MAX];
     gmp_fmt_hex(cr.address, addr);

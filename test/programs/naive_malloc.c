@@ -4,6 +4,10 @@
  *   naive_malloc SIZE          malloc(SIZE), then write "OK\n" into it
  *   naive_malloc segv          write through NULL with no allocation at all
  *   naive_malloc abort SIZE    malloc(SIZE) fails, then abort()
+ *   naive_malloc larger-abort SIZE  malloc(SIZE) fails, then 3 ms later
+ *                              malloc(2 * SIZE) fails (a second failure at least as
+ *                              large: the bundle is written), then abort(): as
+ *                              Erlang's allocators go down, one death
  *   naive_malloc handler SIZE  install a SIGSEGV handler that prints and
  *                              _exit(42)s, then as SIZE (handlers keep working)
  *   naive_malloc altstack SIZE set a 16 KiB alternate signal stack of its own,
@@ -49,6 +53,15 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "segv")) {
         volatile char *nothing = NULL;
         nothing[0] = 'X';
+        return 0;
+    }
+    if (!strcmp(argv[1], "larger-abort") && argc > 2) {
+        size_t size = strtoull(argv[2], NULL, 0);
+        char *first = allocate_unchecked(size);
+        usleep(3000);
+        char *second = allocate_unchecked(2 * size);
+        if (!first && !second)
+            abort();
         return 0;
     }
     if (!strcmp(argv[1], "abort") && argc > 2) {
