@@ -103,7 +103,8 @@ typedef enum gmp_backend {
     X(HIP_MALLOC_FROM_POOL_ASYNC, "hipMallocFromPoolAsync", "libamdhip64")     \
     X(HIP_FREE_ASYNC, "hipFreeAsync", "libamdhip64")                           \
     X(HIP_MALLOC_PITCH, "hipMallocPitch", "libamdhip64")                       \
-    X(USER, "user", "")
+    X(USER, "user", "")                                                        \
+    X(MMAP, "mmap", "libc")
 
 #define GMP_API_ENUM_ENTRY(id, name, library) GMP_API_##id,
 typedef enum gmp_api { GMP_API_LIST(GMP_API_ENUM_ENTRY) GMP_API_COUNT } gmp_api;

@@ -10,6 +10,7 @@
  *   services.c    what every file calls on: events, bundles, lazy tables,
  *                 threads, the run directory, the C API's way in
  *   libc.c        malloc and friends, with a bootstrap pool for dlsym
+ *   mmap_heap.c   a heap a runtime maps itself, refused (ENOMEM)
  *   host_counters.c per-thread host counters (bytes in use without contention)
  *   sizes.c       block sizes an allocator behind us cannot be asked for
  *   device.c      live device allocations and bytes in use per device

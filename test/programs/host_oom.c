@@ -35,6 +35,14 @@
  *   stderr-taken FILE  closes stderr and opens FILE, which takes fd 2, as a
  *                program keeping its data there does; writes "data", then
  *                malloc(2^60) fails twice, then writes "more data"; exit 0
+ *   mmap-heap    grows a heap of its own from mmap (32 MiB at a time, every
+ *                page touched) until mmap fails, as LuaJIT and GHC do; says
+ *                "not enough memory"; exit 1
+ *   reserve-less reserves 64 GiB of address space (PROT_NONE, MAP_NORESERVE),
+ *                which RLIMIT_AS refuses, then 64 MiB, as V8 and the JVM
+ *                do; then asks for 66 MiB of huge pages (refused where none
+ *                are set aside) and takes 65 MiB of plain pages instead,
+ *                as PostgreSQL does; exit 0
  *   mid-line     writes three quotes to stderr with no newline, then
  *                malloc(2^60) fails twice, then three quotes and a newline;
  *                exit 0
@@ -53,12 +61,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define HUGE_REQUEST ((size_t)1 << 60)
+
+/* A chunk of a heap of its own, mapped: NULL when refused. */
+__attribute__((noinline)) static char *map_heap_chunk(size_t n)
+{
+    char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    __asm__ volatile("" ::"r"(p) : "memory"); /* a real call, not a tail call */
+    return p == MAP_FAILED ? NULL : p;
+}
 
 /* VmSize from /proc/self/status, in bytes. */
 static size_t vm_size(void)
@@ -381,6 +398,31 @@ int main(int argc, char **argv)
             return 3;
         fail_twice();
         return write(fd, "more data\n", 10) != 10;
+    }
+    if (!strcmp(mode, "mmap-heap")) {
+        for (;;) {
+            char *p = map_heap_chunk((size_t)32 << 20);
+            if (!p) {
+                fputs("not enough memory\n", stderr);
+                return 1;
+            }
+            memset(p, 1, (size_t)32 << 20);
+        }
+    }
+    if (!strcmp(mode, "reserve-less")) {
+        void *big = mmap(NULL, (size_t)64 << 30, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        void *small = mmap(NULL, (size_t)64 << 20, PROT_NONE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        /* the huge request rounded up to whole huge pages, the plain one not */
+        void *huge = mmap(NULL, (size_t)66 << 20, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+        void *plain = huge != MAP_FAILED ? huge
+                                          : mmap(NULL, (size_t)65 << 20, PROT_READ | PROT_WRITE,
+                                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        printf("%s then %s\n", big == MAP_FAILED ? "refused" : "reserved",
+               small == MAP_FAILED ? "refused" : "reserved");
+        return small == MAP_FAILED || plain == MAP_FAILED;
     }
     if (!strcmp(mode, "mid-line")) {
         if (write(2, "\"\"\"", 3) != 3)

@@ -1,0 +1,92 @@
+/*
+ * mmap_heap.c — heaps that come straight from mmap.  LuaJIT, GHC, PHP,
+ * Guile and Mono map their heaps themselves; when the kernel refuses
+ * (RLIMIT_AS, overcommit, a cgroup at its limit) no malloc fails, the
+ * runtime prints its own words and dies, and no hook of the malloc family
+ * saw a thing.  So an mmap that asks for memory to write in — private,
+ * anonymous, writable, of at least GMP_HOST_EVENT_MIN_BYTES — and fails
+ * with ENOMEM is a failed host allocation: an episode, as malloc's is.  Not
+ * so a reservation of address space (PROT_NONE, MAP_NORESERVE: Go's, V8's
+ * and the JVM's, which ask again for less when one is refused), huge pages
+ * (MAP_HUGETLB: PostgreSQL asks for them first and falls back), shared
+ * memory, a file's mapping, one of ours, nor one an allocator behind us
+ * makes for malloc (jemalloc, tcmalloc, mimalloc: the malloc that fails
+ * next names the program's request).  A large one that succeeds closes an
+ * open episode, as a success of the malloc family does; mapped memory is
+ * not counted in use (its munmap is not followed).
+ */
+#include "bundle.h"
+#include "preload.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The code that called mmap is an allocator that malloc goes through. */
+typedef struct caller_object {
+    uintptr_t addr;
+    int allocator;
+} caller_object;
+
+static void look(const char *line, void *arg)
+{
+    caller_object *c = arg;
+    char *end;
+    uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
+    uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, NULL, 16) : 0;
+    const char *path = strrchr(line, '/');
+    if (c->addr >= lo && c->addr < hi && path)
+        c->allocator = !strncmp(path, "/libjemalloc", 12) || !strncmp(path, "/libtcmalloc", 12) ||
+                       !strncmp(path, "/libmimalloc", 12) || !strncmp(path, "/libc.so", 8);
+}
+
+static int called_by_an_allocator(const void *caller)
+{
+    static char buf[16384];
+    static int busy; /* one reader of buf at a time: the others say no */
+    if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
+        return 0;
+    caller_object c = {(uintptr_t)caller, 0};
+    gmp_maps_foreach(buf, sizeof buf, look, &c);
+    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+    return c.allocator;
+}
+
+static inline int heap_like(size_t len, int prot, int flags, int fd)
+{
+    return (flags & (MAP_ANONYMOUS | MAP_PRIVATE)) == (MAP_ANONYMOUS | MAP_PRIVATE) &&
+           !(flags & (MAP_NORESERVE | MAP_HUGETLB)) && fd == -1 && (prot & PROT_WRITE) &&
+           len >= gmp_pl.host_event_min && gmp_pl_active() && !gmp_in_hook;
+}
+
+static __attribute__((noinline, cold)) void after_heap_map(void *p, size_t len, int err,
+                                                          const void *caller)
+{
+    GMP_IN_HOOK_SCOPE();
+    uint64_t in_use = gmp_host_in_use();
+    if (p != MAP_FAILED) {
+        gmp_episode_success(GMP_BACKEND_CPU, -1, len, in_use);
+    } else if (err == ENOMEM && !called_by_an_allocator(caller)) {
+        gmp_episode_failure(GMP_BACKEND_CPU, -1, GMP_API_MMAP, len, err, in_use);
+    }
+    errno = err;
+}
+
+typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+
+#define MMAP_HOOK(name)                                                                    \
+    GMP_EXPORT void *name(void *addr, size_t len, int prot, int flags, int fd, off_t off); \
+    void *name(void *addr, size_t len, int prot, int flags, int fd, off_t off)             \
+    {                                                                                      \
+        GMP_REAL_FN(name, mmap_fn)                                                         \
+        void *p = fn ? fn(addr, len, prot, flags, fd, off)                                 \
+                     : (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);         \
+        if (GMP_UNLIKELY(heap_like(len, prot, flags, fd)) &&                               \
+            (p == MAP_FAILED || gmp_any_episode_open()))                                   \
+            after_heap_map(p, len, errno, __builtin_return_address(0));                    \
+        return p;                                                                          \
+    }
+MMAP_HOOK(mmap)
+MMAP_HOOK(mmap64)
