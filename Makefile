@@ -134,8 +134,9 @@ $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
 	    -Wl,-Bsymbolic-functions -Wl,-fini=gmp_no_such_symbol -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
 
 # The files that run before the ASan runtime has mapped its shadow (it calls
-# our dlsym and malloc while it starts) take BOOT_SAN_CFLAGS instead.
-PRELOAD_BOOT := libc dlsym host_counters sizes next
+# our dlsym and malloc while it starts; TSan's calls our mmap) take
+# BOOT_SAN_CFLAGS instead.
+PRELOAD_BOOT := libc dlsym host_counters sizes next mmap_heap
 BOOT_SAN_CFLAGS ?= $(SAN_CFLAGS)
 $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)

@@ -164,7 +164,8 @@ static void exec_failed(int marked)
       (dirfd, path, argv, ENV(envp), flags), path)
 
 extern char **environ;
-#define ENV(e) gmp_launcher_env(started, (e), &scratch)
+/* the environment passed: the one given, unless a launcher gets a copy */
+#define ENV(e) (given = (e), used = gmp_launcher_env(started, given))
 #define EXEC_HOOK(name, params, real, real_params, args, file)                             \
     GMP_EXPORT int name params;                                                            \
     typedef int (*name##_real_fn) real_params;                                             \
@@ -176,13 +177,12 @@ extern char **environ;
             return -1;                                                                     \
         }                                                                                  \
         const char *started = file;                                                        \
+        char *const *given = NULL, *const *used = NULL;                                    \
         (void)started;                                                                     \
-        gmp_launcher_scratch scratch;                                                      \
-        scratch.mapped = NULL;                                                             \
         int marked = before_exec();                                                        \
         int rc = fn args;                                                                  \
         int saved = errno;                                                                 \
-        gmp_launcher_env_done(&scratch);                                                   \
+        gmp_launcher_env_done(used, given);                                                \
         exec_failed(marked);                                                               \
         errno = saved;                                                                     \
         return rc;                                                                         \

@@ -569,21 +569,14 @@ GMP_EXPORT int gmp_preload_host_counts(int watch, gmp_host_reading *out);
 GMP_EXPORT void gmp_preload_peak_watch_end(int watch);
 
 /* slurm_launchers.c: whether path names one of Slurm's launchers; the
- * environment an exec of path is to pass (envp, or a copy in s whose
- * LD_PRELOAD lost the preload, for a launcher started from a --gmp batch
- * script), released with _done after the exec returns; at start, whether
- * this process is a launcher (then it records nothing). */
+ * environment an exec of path is to pass (envp, or a copy whose LD_PRELOAD
+ * lost the preload, for a launcher started from a --gmp batch script),
+ * given back with _done after the exec returns; at start, whether this
+ * process is a launcher (then it records nothing). */
 #define GMP_LAUNCHER_STACK_ENV 512
-typedef struct gmp_launcher_scratch {
-    char *stack[GMP_LAUNCHER_STACK_ENV];
-    char **mapped; /* the copy, when it does not fit on the stack */
-    size_t mapped_len;
-    char value[4096];
-} gmp_launcher_scratch;
 GMP_HIDDEN int gmp_is_slurm_launcher(const char *path);
-GMP_HIDDEN char *const *gmp_launcher_env(const char *path, char *const *envp,
-                                         gmp_launcher_scratch *s);
-GMP_HIDDEN void gmp_launcher_env_done(gmp_launcher_scratch *s);
+GMP_HIDDEN char *const *gmp_launcher_env(const char *path, char *const *envp);
+GMP_HIDDEN void gmp_launcher_env_done(char *const *used, char *const *envp);
 GMP_HIDDEN int gmp_slurm_launcher_start(void);
 
 /* cupti.c, where built (weak: absent without cupti.h): GMP_CUDA_MODE=cupti

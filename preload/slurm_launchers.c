@@ -75,37 +75,58 @@ static int without_ours(const char *value, char *out, size_t cap)
     return 0;
 }
 
-char *const *gmp_launcher_env(const char *path, char *const *envp, gmp_launcher_scratch *s)
+/* The copy, in static storage, not on the hook's stack: a vfork child
+ * (dash's) runs the hook on its parent's stack, and a large object there
+ * leaves what a sanitizer marked on it for the parent to trip over once
+ * the child has exec'd.  The parent of a vfork child waits for the exec;
+ * two threads exec'ing launchers at once take turns by a try-flag (the
+ * second passes its environment as it is, and its launcher records
+ * nothing). */
+static struct {
+    int busy; /* atomic */
+    char *stack[GMP_LAUNCHER_STACK_ENV];
+    char **mapped;
+    size_t mapped_len;
+    char value[4096];
+} copy;
+
+char *const *gmp_launcher_env(const char *path, char *const *envp)
 {
-    s->mapped = NULL;
-    if (!envp || !gmp_is_slurm_launcher(path) || !marked(envp))
+    if (!envp || !gmp_is_slurm_launcher(path) || !marked(envp) ||
+        __atomic_exchange_n(&copy.busy, 1, __ATOMIC_ACQUIRE))
         return envp;
     size_t n = 0;
     while (envp[n])
         n++;
-    char **copy = s->stack;
+    char **out = copy.stack;
+    copy.mapped = NULL;
     if (n + 1 > GMP_LAUNCHER_STACK_ENV) {
-        s->mapped_len = (n + 1) * sizeof *copy;
-        void *m = mmap(NULL, s->mapped_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
-        if (m == MAP_FAILED)
+        copy.mapped_len = (n + 1) * sizeof *out;
+        void *m = mmap(NULL, copy.mapped_len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            __atomic_store_n(&copy.busy, 0, __ATOMIC_RELEASE);
             return envp; /* the launcher then loads it, and records nothing */
-        copy = s->mapped = m;
+        }
+        out = copy.mapped = m;
     }
     for (size_t i = 0; i <= n; i++) {
-        copy[i] = envp[i];
+        out[i] = envp[i];
         if (envp[i] && !strncmp(envp[i], "LD_PRELOAD=", 11) &&
-            without_ours(envp[i], s->value, sizeof s->value) == 0)
-            copy[i] = s->value;
+            without_ours(envp[i], copy.value, sizeof copy.value) == 0)
+            out[i] = copy.value;
     }
-    return copy;
+    return out;
 }
 
-void gmp_launcher_env_done(gmp_launcher_scratch *s)
+void gmp_launcher_env_done(char *const *used, char *const *envp)
 {
-    if (s->mapped)
-        munmap(s->mapped, s->mapped_len);
-    s->mapped = NULL;
+    if (used == envp)
+        return; /* no copy was made for this exec */
+    if (copy.mapped)
+        munmap(copy.mapped, copy.mapped_len);
+    copy.mapped = NULL;
+    __atomic_store_n(&copy.busy, 0, __ATOMIC_RELEASE);
 }
 
 int gmp_slurm_launcher_start(void)
