@@ -36,8 +36,6 @@
 
 #include <elf.h>
 #include <fcntl.h>
-#include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -122,33 +120,6 @@ int gmp_message_last_words(const char *line)
            (strstr(line, "FATAL ERROR:") && strstr(line, "JavaScript heap out of memory"));
 }
 
-/* The mapped object that holds addr: its path into out ("" unknown). */
-typedef struct holder {
-    uintptr_t addr;
-    char *out;
-    size_t cap;
-} holder;
-
-static void hold(const char *line, void *arg)
-{
-    holder *h = arg;
-    char *end;
-    uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
-    uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, NULL, 16) : 0;
-    const char *path = strchr(line, '/');
-    if (h->addr >= lo && h->addr < hi && path)
-        gmp_strlcpy(h->out, path, h->cap);
-}
-
-static void object_of(const void *addr, char *out, size_t cap)
-{
-    static char buf[16384];
-    holder h = {(uintptr_t)addr, out, cap};
-    out[0] = '\0';
-    if (addr)
-        gmp_maps_foreach(buf, sizeof buf, hold, &h);
-}
-
 /* The object at path was built by rustc: its .comment section says so
  * ("rustc version 1.95.0"), as every Rust binary's does. */
 static int built_by_rustc(const char *path)
@@ -187,8 +158,9 @@ static int built_by_rustc(const char *path)
 
 int gmp_message_last_words_own(const char *line, const void *writer)
 {
+    static char buf[16384]; /* one line at a time: oom_messages.c's lock */
     char path[4096];
-    object_of(writer, path, sizeof path);
+    gmp_maps_object_at(writer, buf, sizeof buf, path, sizeof path);
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     if (starts(line, "terminate called after throwing"))
         return !strncmp(base, "libstdc++", 9);

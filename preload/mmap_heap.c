@@ -9,49 +9,37 @@
  * so a reservation of address space (PROT_NONE, MAP_NORESERVE: Go's, V8's
  * and the JVM's, which ask again for less when one is refused), huge pages
  * (MAP_HUGETLB: PostgreSQL asks for them first and falls back), shared
- * memory, a file's mapping, one of ours, nor one an allocator behind us
- * makes for malloc (jemalloc, tcmalloc, mimalloc: the malloc that fails
- * next names the program's request).  A large one that succeeds closes an
+ * memory, a file's mapping, one of ours, nor one an allocator makes that
+ * malloc goes through or falls back to (jemalloc, tcmalloc, mimalloc,
+ * CPython's arenas: the malloc that fails next names the program's
+ * request).  A large one that succeeds closes an
  * open episode, as a success of the malloc family does; mapped memory is
  * not counted in use (its munmap is not followed).
  */
 #include "bundle.h"
 #include "preload.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The code that called mmap is an allocator that malloc goes through. */
-typedef struct caller_object {
-    uintptr_t addr;
-    int allocator;
-} caller_object;
-
-static void look(const char *line, void *arg)
-{
-    caller_object *c = arg;
-    char *end;
-    uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
-    uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, NULL, 16) : 0;
-    const char *path = strrchr(line, '/');
-    if (c->addr >= lo && c->addr < hi && path)
-        c->allocator = !strncmp(path, "/libjemalloc", 12) || !strncmp(path, "/libtcmalloc", 12) ||
-                       !strncmp(path, "/libmimalloc", 12) || !strncmp(path, "/libc.so", 8);
-}
-
+/* The code that called mmap is an allocator that malloc goes through, or
+ * that goes to malloc when its map is refused: CPython maps its 1 MiB
+ * arenas itself and, refused one, asks malloc for the object. */
 static int called_by_an_allocator(const void *caller)
 {
     static char buf[16384];
     static int busy; /* one reader of buf at a time: the others say no */
     if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
         return 0;
-    caller_object c = {(uintptr_t)caller, 0};
-    gmp_maps_foreach(buf, sizeof buf, look, &c);
+    char path[4096];
+    gmp_maps_object_at(caller, buf, sizeof buf, path, sizeof path);
     __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
-    return c.allocator;
+    const char *slash = strrchr(path, '/');
+    return slash && (!strncmp(slash, "/libjemalloc", 12) || !strncmp(slash, "/libtcmalloc", 12) ||
+                     !strncmp(slash, "/libmimalloc", 12) || !strncmp(slash, "/libc.so", 8) ||
+                     !strncmp(slash, "/libpython", 10) || !strncmp(slash, "/python", 7));
 }
 
 static inline int heap_like(size_t len, int prot, int flags, int fd)

@@ -64,6 +64,10 @@ GMP_HIDDEN void gmp_modules_write(gmp_jw *w, char *buf, size_t cap);
  * with no allocation and no lock; a line longer than buf is skipped. */
 GMP_HIDDEN void gmp_maps_foreach(char *buf, size_t cap, void (*fn)(const char *line, void *arg),
                                  void *arg);
+/* The path of the mapped object that holds addr, into out ("" when none
+ * does), read as gmp_maps_foreach reads: buf is the caller's. */
+GMP_HIDDEN void gmp_maps_object_at(const void *addr, char *buf, size_t buf_cap, char *out,
+                                   size_t cap);
 /* modules.json of a process that is gone: the objects its ring recorded
  * (those its stacks pass through), each with its end. */
 GMP_HIDDEN void gmp_modules_write_from_ring(gmp_jw *w, const gmp_ring *ring);

@@ -16,6 +16,8 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -167,6 +169,31 @@ void gmp_maps_foreach(char *buf, size_t cap, void (*fn)(const char *line, void *
     }
     if (fd >= 0)
         close(fd);
+}
+
+typedef struct object_at {
+    uintptr_t addr;
+    char *out;
+    size_t cap;
+} object_at;
+
+static void holds(const char *line, void *arg)
+{
+    object_at *o = arg;
+    char *end;
+    uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
+    uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, NULL, 16) : 0;
+    const char *path = strchr(line, '/');
+    if (o->addr >= lo && o->addr < hi && path)
+        gmp_strlcpy(o->out, path, o->cap);
+}
+
+void gmp_maps_object_at(const void *addr, char *buf, size_t buf_cap, char *out, size_t cap)
+{
+    object_at o = {(uintptr_t)addr, out, cap};
+    out[0] = '\0';
+    if (addr)
+        gmp_maps_foreach(buf, buf_cap, holds, &o);
 }
 
 static void module_line_of(const char *line, void *w)
