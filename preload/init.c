@@ -5,10 +5,11 @@
  * ring is made only on the first event worth keeping, so the shells, git
  * and compilers LD_PRELOAD also reaches leave no file, start no thread and
  * print nothing).  Set-user-ID processes (AT_SECURE), Slurm's launchers
- * (srun, sbatch, salloc) and GMP_ENABLED=0 record nothing.  fork: the child forgets the parent's ring and episodes and makes
- * its own on first use.  exit: commit an open episode, then remove the live
- * ring file (its mapping stays, so a late allocation in another thread or
- * destructor can never touch freed memory).  A Go program keeps its ring
+ * (srun, sbatch, salloc) and GMP_ENABLED=0 record nothing.  fork: the
+ * child forgets the parent's ring and episodes and makes its own on first
+ * use.  exit: commit an open episode, then remove the live ring file (its
+ * mapping stays, so a late allocation in another thread or destructor can
+ * never touch freed memory).  A Go program keeps its ring
  * in memory only: its runtime ends the process with its own exit_group,
  * never through the C library, so a ring file would outlive every healthy
  * run and read as a death (the check is made when the first ring is, so

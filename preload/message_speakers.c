@@ -113,11 +113,17 @@ static int rust_last_words(const char *line)
 
 int gmp_message_last_words(const char *line)
 {
-    return starts(line, "terminate called after throwing an instance of 'std::bad_alloc'") ||
-           starts(line, "terminate called after throwing an instance of "
-                        "'std::bad_array_new_length'") ||
-           rust_last_words(line) || starts(line, "fatal error: runtime: out of memory") ||
-           (strstr(line, "FATAL ERROR:") && strstr(line, "JavaScript heap out of memory"));
+    if (starts(line, "terminate called after throwing an instance of 'std::bad_alloc'") ||
+        starts(line, "terminate called after throwing an instance of "
+                     "'std::bad_array_new_length'"))
+        return GMP_LAST_WORDS_CXX;
+    if (rust_last_words(line))
+        return GMP_LAST_WORDS_RUST;
+    if (starts(line, "fatal error: runtime: out of memory"))
+        return GMP_LAST_WORDS_GO;
+    if (strstr(line, "FATAL ERROR:") && strstr(line, "JavaScript heap out of memory"))
+        return GMP_LAST_WORDS_NODE;
+    return GMP_LAST_WORDS_NONE;
 }
 
 /* The object at path was built by rustc: its .comment section says so
@@ -156,19 +162,24 @@ static int built_by_rustc(const char *path)
     return found;
 }
 
-int gmp_message_last_words_own(const char *line, const void *writer)
+int gmp_message_last_words_own(int runtime, const void *writer)
 {
     static char buf[16384]; /* one line at a time: oom_messages.c's lock */
     char path[4096];
     gmp_maps_object_at(writer, buf, sizeof buf, path, sizeof path);
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    if (starts(line, "terminate called after throwing"))
+    switch (runtime) {
+    case GMP_LAST_WORDS_CXX:
         return !strncmp(base, "libstdc++", 9);
-    if (starts(line, "fatal error: runtime: out of memory"))
+    case GMP_LAST_WORDS_GO:
         return gmp_main_program_is_go();
-    if (strstr(line, "JavaScript heap out of memory"))
+    case GMP_LAST_WORDS_NODE:
         return !strcmp(base, "node") || !strcmp(base, "nodejs") || !strncmp(base, "libnode", 7);
-    return path[0] && built_by_rustc(path); /* "memory allocation of N bytes failed" */
+    case GMP_LAST_WORDS_RUST:
+        return path[0] && built_by_rustc(path);
+    default:
+        return 0;
+    }
 }
 
 int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback)

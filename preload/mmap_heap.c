@@ -12,9 +12,9 @@
  * memory, a file's mapping, one of ours, nor one an allocator makes that
  * malloc goes through or falls back to (jemalloc, tcmalloc, mimalloc,
  * CPython's arenas: the malloc that fails next names the program's
- * request).  A large one that succeeds closes an
- * open episode, as a success of the malloc family does; mapped memory is
- * not counted in use (its munmap is not followed).
+ * request).  A large one that succeeds closes an open episode, as a success
+ * of the malloc family does; mapped memory is not counted in use (its
+ * munmap is not followed).
  */
 #include "bundle.h"
 #include "preload.h"

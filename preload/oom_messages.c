@@ -266,8 +266,9 @@ static void write_message_bundle(const char *pattern, const char *line, int ends
     uint64_t now = gmp_now_realtime_ns();
     gmp_episode_recent_failure(backend_of(pattern, line), now > RECENT_NS ? now - RECENT_NS : 0,
                                &recent);
-    if (!recent.present && gmp_message_last_words(line)) {
-        if (!gmp_message_last_words_own(line, gmp_stderr_writer))
+    int runtime = recent.present ? GMP_LAST_WORDS_NONE : gmp_message_last_words(line);
+    if (runtime != GMP_LAST_WORDS_NONE) {
+        if (!gmp_message_last_words_own(runtime, gmp_stderr_writer))
             return; /* quoted by another: a script, a log, a test */
         /* evidence only if the death follows: kept for it, handlers armed */
         int expected = 0;

@@ -515,13 +515,21 @@ GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
  * their own form; ends_traceback: it ends a traceback this process printed. */
 GMP_HIDDEN int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback);
 /* A runtime's last words in their own form (C++'s terminate line, Rust's,
- * Go's, Node's): evidence only when the death they announce follows. */
+ * Go's, Node's): whose they are (GMP_LAST_WORDS_NONE: no such words).
+ * Evidence only when the death they announce follows. */
+enum {
+    GMP_LAST_WORDS_NONE = 0,
+    GMP_LAST_WORDS_CXX,
+    GMP_LAST_WORDS_RUST,
+    GMP_LAST_WORDS_GO,
+    GMP_LAST_WORDS_NODE
+};
 GMP_HIDDEN int gmp_message_last_words(const char *line);
 /* And only when that runtime wrote them: writer is the code that called
  * the C library to write the line (gmp_stderr_writer): libstdc++ for C++'s,
  * an object rustc built for Rust's, node for Node's, a Go program for Go's.
  * A script printing them, then aborting, is no death of memory. */
-GMP_HIDDEN int gmp_message_last_words_own(const char *line, const void *writer);
+GMP_HIDDEN int gmp_message_last_words_own(int runtime, const void *writer);
 /* stderr.c: the code that called the C library's write, stdio or perror for
  * the bytes being scanned now, in this thread. */
 extern __thread const void *gmp_stderr_writer __attribute__((tls_model("initial-exec")));

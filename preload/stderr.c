@@ -73,11 +73,17 @@ void gmp_stderr_start(void)
     gmp_log_gate = may_speak;
 }
 
-/* The program wrote n bytes to stderr, the last of them last. */
+/* The last byte the program wrote to stderr. */
+static void ended_with(char last)
+{
+    __atomic_store_n(&mid_line, last != '\n', __ATOMIC_RELAXED);
+}
+
+/* The program wrote n bytes to stderr. */
 static void wrote(const void *buf, size_t n)
 {
     if (n)
-        __atomic_store_n(&mid_line, ((const char *)buf)[n - 1] != '\n', __ATOMIC_RELAXED);
+        ended_with(((const char *)buf)[n - 1]);
     gmp_messages_scan(buf, n);
 }
 
@@ -118,8 +124,7 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
             if (i < 8)
                 gmp_messages_scan(iov[i].iov_base, n);
             if (n)
-                __atomic_store_n(&mid_line, ((const char *)iov[i].iov_base)[n - 1] != '\n',
-                                 __ATOMIC_RELAXED);
+                ended_with(((const char *)iov[i].iov_base)[n - 1]);
             left -= n;
         }
         errno = saved;
@@ -180,7 +185,7 @@ static void scan_formatted(const char *fmt, va_list ap)
     } else if (n > 0) { /* cut: the end is the format's, as far as it can tell */
         gmp_messages_scan(text, sizeof text - 1);
         size_t f = strlen(fmt);
-        __atomic_store_n(&mid_line, f && fmt[f - 1] != '\n', __ATOMIC_RELAXED);
+        ended_with(f ? fmt[f - 1] : '\n');
     }
     errno = saved;
 }

@@ -49,48 +49,64 @@ static struct {
 
 /* ---- cgroup hierarchies ----------------------------------------------- */
 
+#define CGROUP_MOUNTS_MAX 32
+
+/* The cgroup hierarchies' mounts, read from /proc/self/mountinfo once per
+ * slurmstepd (not once per hierarchy of every task): cgroup2's, and each
+ * v1 one with its options ("rw,cpu,cpuacct", "rw,xattr,name=systemd"). */
+static struct cgroup_mount {
+    int v2;
+    char opts[256];
+    char dir[512];
+} mounts[CGROUP_MOUNTS_MAX];
+static int n_mounts = -1; /* -1: not read yet */
+
+static void read_mounts(void)
+{
+    n_mounts = 0;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    char line[4096];
+    while (f && n_mounts < CGROUP_MOUNTS_MAX && fgets(line, sizeof line, f)) {
+        /* id parent maj:min root mountpoint options [tags] - fstype source superoptions */
+        char mountpoint[1024], fstype[32], superopts[1024], *dash = strstr(line, " - ");
+        if (!dash || sscanf(line, "%*s %*s %*s %*s %1023s", mountpoint) != 1 ||
+            sscanf(dash + 3, "%31s %*s %1023s", fstype, superopts) != 2 ||
+            (strcmp(fstype, "cgroup") && strcmp(fstype, "cgroup2")) ||
+            strchr(mountpoint, '\\')) /* mountinfo escapes blanks as \040: not ours */
+            continue;
+        struct cgroup_mount *m = &mounts[n_mounts];
+        m->v2 = !strcmp(fstype, "cgroup2");
+        if ((size_t)snprintf(m->opts, sizeof m->opts, ",%s,", superopts) < sizeof m->opts &&
+            (size_t)snprintf(m->dir, sizeof m->dir, "%s", mountpoint) < sizeof m->dir)
+            n_mounts++;
+    }
+    if (f)
+        fclose(f);
+}
+
 /* Where the hierarchy of a /proc/PID/cgroup line is mounted: "0::" is
  * cgroup2's; "memory" or "cpu,cpuacct" or "name=systemd" the v1 mount whose
  * options hold each of them.  0, or -1. */
 static int hierarchy_mount(const char *controllers, char *out, size_t cap)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return -1;
-    char line[4096];
-    int found = -1;
-    while (found < 0 && fgets(line, sizeof line, f)) {
-        /* id parent maj:min root mountpoint options [tags] - fstype source superoptions */
-        char mountpoint[1024], *dash = strstr(line, " - ");
-        if (!dash || sscanf(line, "%*s %*s %*s %*s %1023s", mountpoint) != 1)
+    if (n_mounts < 0)
+        read_mounts();
+    for (int i = 0; i < n_mounts; i++) {
+        const struct cgroup_mount *m = &mounts[i];
+        if (m->v2 != !controllers[0])
             continue;
-        char fstype[32], superopts[1024];
-        if (sscanf(dash + 3, "%31s %*s %1023s", fstype, superopts) != 2)
-            continue;
-        if (!controllers[0]) {
-            if (strcmp(fstype, "cgroup2"))
-                continue;
-        } else {
-            if (strcmp(fstype, "cgroup"))
-                continue;
-            char want[256], opts[1030];
-            snprintf(want, sizeof want, "%s", controllers);
-            snprintf(opts, sizeof opts, ",%s,", superopts);
-            int all = 1;
-            for (char *c = strtok(want, ","); c && all; c = strtok(NULL, ",")) {
-                char item[270];
-                snprintf(item, sizeof item, ",%s,", c);
-                all = strstr(opts, item) != NULL;
-            }
-            if (!all)
-                continue;
+        char want[256], *save = NULL;
+        snprintf(want, sizeof want, "%s", controllers);
+        int all = 1; /* strtok_r: slurmstepd has other threads */
+        for (char *c = strtok_r(want, ",", &save); c && all; c = strtok_r(NULL, ",", &save)) {
+            char item[270];
+            snprintf(item, sizeof item, ",%s,", c);
+            all = strstr(m->opts, item) != NULL;
         }
-        /* mountinfo escapes blanks as \040: such a mount point is not ours */
-        if (!strchr(mountpoint, '\\') && (size_t)snprintf(out, cap, "%s", mountpoint) < cap)
-            found = 0;
+        if (all && (size_t)snprintf(out, cap, "%s", m->dir) < cap)
+            return 0;
     }
-    fclose(f);
-    return found;
+    return -1;
 }
 
 /* "oom_kill N" in a memory.oom_control or memory.events; UINT64_MAX none. */
@@ -354,4 +370,5 @@ void task_watch_end(void)
         close(watch.log_fd);
     watch.log_fd = -1;
     watch.log_opened = 0;
+    n_mounts = -1;
 }
