@@ -5,8 +5,9 @@
 # hook prototypes against, the real library for a no-GPU smoke test), and
 # the tools the tests check output with, clang with its sanitizer
 # runtimes for the fuzzers, and what the conformance suite runs (git,
-# valgrind, CPython's own tests, a venv for numpy from PyPI), and Slurm
-# with munge and its plugin header for the SPANK plugin.  Missing ones are installed with
+# valgrind, CPython's own tests, a venv for numpy from PyPI), Slurm
+# with munge and its plugin header for the SPANK plugin, and the language
+# runtimes whose deaths the tests show.  Missing ones are installed with
 # apt-get when we are root or have password-less sudo; otherwise one line
 # names the packages.
 set -u
@@ -48,13 +49,35 @@ need patchelf command -v patchelf       # Debian unstable's CPython starting its
 want libslurm-dev test -f /usr/include/slurm/spank.h
 want slurm-wlm sh -c 'command -v srun && test -x /usr/sbin/slurmctld && test -x /usr/sbin/slurmd'
 want munge test -x /usr/sbin/munged
+# language runtimes whose out-of-memory deaths test_runtimes.c shows (a
+# missing one skips with a line); installed without their recommendations,
+# which for R are the whole of CRAN's recommended packages.  GHC is not
+# installed here (775 MB): its case runs where it is installed.
+runtimes=""
+runtime() { # runtime PACKAGE CHECK...
+    pkg=$1
+    shift
+    "$@" >/dev/null 2>&1 || runtimes="$runtimes $pkg"
+}
+runtime luajit command -v luajit
+runtime lua5.4 command -v lua5.4
+runtime php-cli command -v php
+runtime guile-3.0 command -v guile
+runtime sbcl command -v sbcl
+runtime pypy3 command -v pypy3
+runtime ruby command -v ruby
+runtime erlang-base sh -c 'command -v erl && command -v erlc'
+runtime tcl command -v tclsh
+runtime ocaml-nox command -v ocamlopt
+runtime r-base-core command -v Rscript
+runtime mono-mcs sh -c 'command -v mcs && command -v mono'
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 if [ -n "$pyver" ]; then
     need "libpython$pyver-testsuite" /usr/bin/python3 -c 'import test.test_os'  # the stdlib ships regrtest alone
     need "python$pyver-venv" /usr/bin/python3 -c 'import ensurepip'
 fi
 need libclang-rt-dev sh -c 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a'
-[ -z "$missing" ] && [ -z "$optional" ] && exit 0
+[ -z "$missing" ] && [ -z "$optional" ] && [ -z "$runtimes" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then
     sudo=""
@@ -62,6 +85,7 @@ elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     sudo="sudo -n"
 else
     [ -n "$optional" ] && echo "gpumemprof: not installed:$optional (the Slurm stage skips)" >&2
+    [ -n "$runtimes" ] && echo "gpumemprof: not installed:$runtimes (their runtime cases skip)" >&2
     [ -z "$missing" ] && exit 0
     echo "gpumemprof: missing Debian packages:$missing (install them with apt-get)" >&2
     exit 1
@@ -72,6 +96,13 @@ if [ -n "$optional" ]; then
     $sudo apt-get install -y -q $optional >/dev/null 2>&1 ||
         { $sudo apt-get update -q >/dev/null 2>&1 && $sudo apt-get install -y -q $optional >/dev/null 2>&1; } ||
         echo "gpumemprof: apt-get could not install$optional (the Slurm stage skips)" >&2
+fi
+if [ -n "$runtimes" ]; then
+    echo "gpumemprof: installing$runtimes" >&2
+    $sudo apt-get install -y -q --no-install-recommends $runtimes >/dev/null 2>&1 ||
+        { $sudo apt-get update -q >/dev/null 2>&1 &&
+          $sudo apt-get install -y -q --no-install-recommends $runtimes >/dev/null 2>&1; } ||
+        echo "gpumemprof: apt-get could not install$runtimes (their runtime cases skip)" >&2
 fi
 [ -z "$missing" ] && exit 0
 echo "gpumemprof: installing$missing" >&2

@@ -68,7 +68,7 @@ static int dump_written;
 static void dump_now(void)
 {
     /* the failure's bundle, else that of the last words this death fulfils */
-    dump_written = gmp_episode_crash(dump_sig, dump_info) || gmp_messages_write_last_words();
+    dump_written = gmp_episode_crash(dump_sig, dump_info) || gmp_messages_write_last_words(-1);
 }
 
 /* The room left below us on the alternate stack we run on; SIZE_MAX when

@@ -12,15 +12,11 @@
  *     owns ("out of memory"), some GPU runtime or framework is;
  *   - for Python's MemoryError, when it ends a traceback that this process,
  *     a Python interpreter, printed;
- *   - for the runtimes whose last words have a fixed form (C++'s
- *     "terminate called after throwing an instance of 'std::bad_alloc'",
- *     Rust's "memory allocation of N bytes failed", Go's "fatal error:
- *     runtime: out of memory", Node's "FATAL ERROR: ... JavaScript heap out
- *     of memory"), when that runtime wrote them (the code that called the
- *     C library's write is libstdc++, an object rustc built, node, a Go
- *     program: a script printing them is quoting) and the death they
- *     announce follows: oom_messages.c keeps such words until the abort
- *     (crash.c), and drops them when the process goes on.
+ *   - for a runtime's last words in their own form (last_words.c: C++'s
+ *     terminate line, Rust's, Go's, Node's, PHP's, GHC's, SBCL's...),
+ *     when that runtime wrote them and the death they announce follows:
+ *     oom_messages.c keeps such words until the abort (crash.c) or the
+ *     failing exit (outcome.c), and drops them when the process goes on.
  * /proc/self/maps is read only for a line that matched, with no allocation
  * and no lock, and its answer for each set of names is kept: a program
  * printing 200,000 such lines (a test suite's expected errors) read it
@@ -34,8 +30,6 @@
 #include "bundle.h"
 #include "preload.h"
 
-#include <elf.h>
-#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,93 +89,6 @@ static int loaded(const char *const *names)
     return w.found;
 }
 
-static int starts(const char *line, const char *words)
-{
-    return !strncmp(line, words, strlen(words));
-}
-
-/* "memory allocation of 1099511627776 bytes failed", the whole line. */
-static int rust_last_words(const char *line)
-{
-    static const char head[] = "memory allocation of ", tail[] = " bytes failed";
-    if (strncmp(line, head, sizeof head - 1))
-        return 0;
-    const char *p = line + sizeof head - 1;
-    size_t digits = strspn(p, "0123456789");
-    return digits && !strcmp(p + digits, tail);
-}
-
-int gmp_message_last_words(const char *line)
-{
-    if (starts(line, "terminate called after throwing an instance of 'std::bad_alloc'") ||
-        starts(line, "terminate called after throwing an instance of "
-                     "'std::bad_array_new_length'"))
-        return GMP_LAST_WORDS_CXX;
-    if (rust_last_words(line))
-        return GMP_LAST_WORDS_RUST;
-    if (starts(line, "fatal error: runtime: out of memory"))
-        return GMP_LAST_WORDS_GO;
-    if (strstr(line, "FATAL ERROR:") && strstr(line, "JavaScript heap out of memory"))
-        return GMP_LAST_WORDS_NODE;
-    return GMP_LAST_WORDS_NONE;
-}
-
-/* The object at path was built by rustc: its .comment section says so
- * ("rustc version 1.95.0"), as every Rust binary's does. */
-static int built_by_rustc(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    Elf64_Ehdr eh;
-    int found = 0;
-    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
-        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) &&
-        eh.e_shnum > 0 && eh.e_shnum < 4096 && eh.e_shstrndx < eh.e_shnum) {
-        Elf64_Shdr names;
-        char name[16];
-        if (pread(fd, &names, sizeof names, (off_t)(eh.e_shoff + eh.e_shstrndx * sizeof names)) ==
-            (ssize_t)sizeof names)
-            for (unsigned i = 0; i < eh.e_shnum && !found; i++) {
-                Elf64_Shdr sh;
-                if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) !=
-                        (ssize_t)sizeof sh ||
-                    pread(fd, name, sizeof name, (off_t)(names.sh_offset + sh.sh_name)) !=
-                        (ssize_t)sizeof name ||
-                    strncmp(name, ".comment", sizeof ".comment"))
-                    continue;
-                char text[1024];
-                size_t want = sh.sh_size < sizeof text - 1 ? sh.sh_size : sizeof text - 1;
-                ssize_t n = pread(fd, text, want, (off_t)sh.sh_offset);
-                for (ssize_t k = 0; k + 5 <= n && !found; k++) /* NUL-separated strings */
-                    found = !memcmp(text + k, "rustc", 5);
-                break;
-            }
-    }
-    close(fd);
-    return found;
-}
-
-int gmp_message_last_words_own(int runtime, const void *writer)
-{
-    static char buf[16384]; /* one line at a time: oom_messages.c's lock */
-    char path[4096];
-    gmp_maps_object_at(writer, buf, sizeof buf, path, sizeof path);
-    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    switch (runtime) {
-    case GMP_LAST_WORDS_CXX:
-        return !strncmp(base, "libstdc++", 9);
-    case GMP_LAST_WORDS_GO:
-        return gmp_main_program_is_go();
-    case GMP_LAST_WORDS_NODE:
-        return !strcmp(base, "node") || !strcmp(base, "nodejs") || !strncmp(base, "libnode", 7);
-    case GMP_LAST_WORDS_RUST:
-        return path[0] && built_by_rustc(path);
-    default:
-        return 0;
-    }
-}
-
 int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback)
 {
     static const char *const torch[] = {"libtorch", "libc10", NULL};
@@ -191,7 +98,8 @@ int gmp_message_speaker_here(const char *pattern, const char *line, int ends_tra
                                       "_pywrap_tensorflow", NULL};
     static const char *const tensorflow[] = {"libtensorflow", "_pywrap_tensorflow", NULL};
     static const char *const jvm[] = {"libjvm", NULL};
-    static const char *const python[] = {"python", NULL}; /* libpython, or the interpreter */
+    static const char *const python[] = {"python", "pypy", NULL}; /* libpython, libpypy, or the
+                                                                * interpreter */
     static const char *const hip[] = {"libamdhip64", NULL};
     static const char *const cuda[] = {"libcuda.so", "libcudart", "libtorch", "libc10", NULL};
     static const char *const any_gpu[] = {"libcuda.so", "libcudart", "libamdhip64", "libtorch",

@@ -206,8 +206,19 @@ static void parse_line(const char *line, exception_text *t)
 /* A matching line's exception, parsed (and its secrets masked) only where
  * something will use it: a test suite printing 200,000 lines of "expected
  * error: out of memory" is not parsed 200,000 times. */
-static void line_text(const char *line, const char *pattern, exception_text *t)
+static void line_text(const char *line, const char *pattern, int runtime, exception_text *t)
 {
+    const char *module = NULL, *type = NULL;
+    int own_limit;
+    if (gmp_message_last_words_said(runtime, &module, &type, &own_limit)) {
+        /* a runtime's words, whole: the size they state is in them */
+        gmp_strlcpy(t->said.type, type ? type : "", sizeof t->said.type);
+        gmp_strlcpy(t->said.module, module ? module : "", sizeof t->said.module);
+        gmp_strlcpy(t->said.message, line, sizeof t->said.message);
+        gmp_redact_text(t->said.message, strlen(t->said.message));
+        t->level = 2;
+        return;
+    }
     parse_line(line, t);
     /* lines that name their exception inside them */
     static const struct { const char *pattern, *type, *module; } named[] = {
@@ -231,6 +242,11 @@ static gmp_backend backend_of(const char *pattern, const char *line)
     return GMP_BACKEND_CPU;
 }
 
+/* The message just taken, and where it went: a line that goes on with it
+ * (PostgreSQL's DETAIL, GHC's maximum heap size) joins it there. */
+static exception_text taken;
+static enum { TAKEN_NONE, TAKEN_PENDING, TAKEN_BUNDLE, TAKEN_LAST_WORDS } taken_to;
+
 /* The pid that wrote its message-only bundle (a forked child may write its own). */
 static int message_bundle_pid;
 
@@ -241,6 +257,7 @@ static struct {
     exception_text t;
     char pattern[64], line[1024];
     int pid; /* whose words (a forked child's death fulfils none) */
+    uint64_t at_ns;
 } last_words;
 static int last_words_kept; /* atomic: 0 none, 1 being filled, 2 kept */
 
@@ -248,9 +265,12 @@ static int last_words_kept; /* atomic: 0 none, 1 being filled, 2 kept */
 static int write_bundle(const exception_text *t, const char *pattern, const char *line,
                         const gmp_failed_request *recent);
 
-static void line_text(const char *line, const char *pattern, exception_text *t);
+static void line_text(const char *line, const char *pattern, int runtime, exception_text *t);
 
-static void write_message_bundle(const char *pattern, const char *line, int ends_traceback)
+/* runtime: the runtime whose words the line is in the form of (0: none);
+ * own: that runtime wrote it. */
+static void write_message_bundle(const char *pattern, const char *line, int ends_traceback,
+                                 int runtime, int own)
 {
     int pid = __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
     if (message_bundle_pid == pid)
@@ -266,18 +286,25 @@ static void write_message_bundle(const char *pattern, const char *line, int ends
     uint64_t now = gmp_now_realtime_ns();
     gmp_episode_recent_failure(backend_of(pattern, line), now > RECENT_NS ? now - RECENT_NS : 0,
                                &recent);
-    int runtime = recent.present ? GMP_LAST_WORDS_NONE : gmp_message_last_words(line);
-    if (runtime != GMP_LAST_WORDS_NONE) {
-        if (!gmp_message_last_words_own(runtime, gmp_stderr_writer))
+    if (!recent.present && runtime != GMP_LAST_WORDS_NONE) {
+        if (!own)
             return; /* quoted by another: a script, a log, a test */
+        const char *module, *type;
+        int own_limit;
+        gmp_message_last_words_said(runtime, &module, &type, &own_limit);
+        if (!own_limit)
+            return; /* it dies so only after a call failed, and none did */
         /* evidence only if the death follows: kept for it, handlers armed */
         int expected = 0;
         if (__atomic_compare_exchange_n(&last_words_kept, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
-            line_text(line, pattern, &last_words.t);
+            line_text(line, pattern, runtime, &last_words.t);
             gmp_strlcpy(last_words.pattern, pattern, sizeof last_words.pattern);
             gmp_strlcpy(last_words.line, line, sizeof last_words.line);
             last_words.pid = pid;
+            last_words.at_ns = now;
+            taken = last_words.t;
+            taken_to = TAKEN_LAST_WORDS;
             __atomic_store_n(&last_words_kept, 2, __ATOMIC_RELEASE);
             gmp_crash_arm();
         }
@@ -286,15 +313,20 @@ static void write_message_bundle(const char *pattern, const char *line, int ends
     if (!recent.present && !gmp_message_speaker_here(pattern, line, ends_traceback))
         return;
     exception_text t;
-    line_text(line, pattern, &t);
+    line_text(line, pattern, own ? runtime : GMP_LAST_WORDS_NONE, &t);
     write_bundle(&t, pattern, line, &recent);
 }
 
-int gmp_messages_write_last_words(void)
+int gmp_messages_write_last_words(int exit_status)
 {
     int pid = __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
     if (__atomic_load_n(&last_words_kept, __ATOMIC_ACQUIRE) != 2 || last_words.pid != pid ||
         message_bundle_pid == pid)
+        return 0;
+    /* a failing exit fulfils them only soon after: an interpreter that
+     * caught its error and ran on for minutes died of something else */
+    if (exit_status >= 0 &&
+        (exit_status == 0 || gmp_now_realtime_ns() - last_words.at_ns > RECENT_NS))
         return 0;
     gmp_failed_request none = {0};
     return write_bundle(&last_words.t, last_words.pattern, last_words.line, &none);
@@ -333,25 +365,32 @@ static int write_bundle(const exception_text *t, const char *pattern, const char
     return written;
 }
 
-/* The message just taken, and where it went: a DETAIL line that follows
- * joins it there. */
-static exception_text taken;
-static enum { TAKEN_NONE, TAKEN_PENDING, TAKEN_BUNDLE } taken_to;
 
 static int joined_detail(const char *line)
 {
     int to = taken_to;
     taken_to = TAKEN_NONE;
     const char *detail = to ? strstr(line, "DETAIL:  ") : NULL;
+    if (to && !detail)
+        detail = strstr(line, ": Current maximum heap size is ");
     if (!detail)
         return 0;
+    if (detail[0] == ':')
+        detail += 2;
     size_t n = strlen(taken.said.message);
     if (n + 2 < sizeof taken.said.message) {
         taken.said.message[n] = ' ';
         gmp_strlcpy(taken.said.message + n + 1, detail, sizeof taken.said.message - n - 1);
         gmp_redact_text(taken.said.message, strlen(taken.said.message));
     }
-    if (to == TAKEN_PENDING && pending.level) {
+    if (to == TAKEN_LAST_WORDS) {
+        int expected = 2; /* a signal handler reads them whole or not at all */
+        if (__atomic_compare_exchange_n(&last_words_kept, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            last_words.t.said = taken.said;
+            __atomic_store_n(&last_words_kept, 2, __ATOMIC_RELEASE);
+        }
+    } else if (to == TAKEN_PENDING && pending.level) {
         pending.said = taken.said;
     } else if (to == TAKEN_BUNDLE && last_bundle[0]) {
         gmp_bundle_patch_exception(last_bundle, taken.said.type[0] ? taken.said.type : NULL,
@@ -371,16 +410,26 @@ static void on_line(const char *line)
     if (traceback_state == 1)
         return; /* a frame or source line ("raise OutOfMemoryError(...)"): the
                  * exception's own line ends the traceback and says it */
-    const char *pattern = gmp_classify_oom_line(line);
+    /* a runtime's words in their own form, if that runtime wrote them;
+     * else what the line says in words of its own */
+    int runtime = gmp_message_last_words(line);
+    int own = runtime && gmp_message_last_words_own(runtime, gmp_stderr_writer);
+    const char *module, *type, *pattern = NULL;
+    int own_limit;
+    if (own)
+        pattern = gmp_message_last_words_said(runtime, &module, &type, &own_limit);
+    if (!pattern)
+        pattern = gmp_classify_oom_line(line);
     if (!pattern)
         return;
+    int words_of = own ? runtime : GMP_LAST_WORDS_NONE;
     /* the traceback this line ends, if it ends one */
     int with_traceback = traceback_state == 2 && traceback_len > strlen(line) + 1 &&
                          !strncmp(traceback + traceback_len - strlen(line) - 1, line,
                                   strlen(line));
     exception_text t;
     if (gmp_any_episode_open()) {
-        line_text(line, pattern, &t);
+        line_text(line, pattern, words_of, &t);
         if (t.level > pending.level) {
             pending.said = t.said;
             __atomic_store_n(&pending.level, t.level, __ATOMIC_RELAXED);
@@ -392,7 +441,7 @@ static void on_line(const char *line)
     }
     uint64_t now = gmp_now_realtime_ns();
     if (last_bundle[0] && now - last_bundle_ns < RECENT_NS) {
-        line_text(line, pattern, &t);
+        line_text(line, pattern, words_of, &t);
         if (with_traceback) /* kept when the bundle has its own */
             gmp_bundle_add_file(last_bundle, "python_traceback.txt", traceback, traceback_len,
                                 patch_buf, sizeof patch_buf);
@@ -408,7 +457,7 @@ static void on_line(const char *line)
     }
     if (!with_traceback)
         traceback_state = 0; /* not this message's */
-    write_message_bundle(pattern, line, with_traceback);
+    write_message_bundle(pattern, line, with_traceback, runtime, own);
 }
 
 /* Lines are assembled across writes: Python prints "torch", ".",
@@ -430,6 +479,8 @@ void gmp_messages_scan(const char *buf, size_t n)
             memcpy(line + have, buf + at, take);
             have += take;
             if (nl || have == sizeof line - 1) {
+                if (nl && have && line[have - 1] == '\r')
+                    have--; /* a terminal's "\r\n" (erl -noshell) */
                 line[have] = '\0';
                 if (have > 8)
                     on_line(line);

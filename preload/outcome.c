@@ -9,7 +9,8 @@
  * The ends seen: exit() and a return from main (an on_exit handler, which
  * glibc gives the status), _exit and _Exit (their hooks), a fatal signal
  * (crash.c).  A bundle written at that moment carries the outcome from the
- * start.  A death no code in the process sees (SIGKILL) leaves "running";
+ * start; so does that of a runtime's last words that a failing exit
+ * fulfils (oom_messages.c).  A death no code in the process sees (SIGKILL) leaves "running";
  * gmp-run's bundle of that death says who killed it.
  *
  * No allocation and no lock (a try-flag, skipped when taken): the crash
@@ -60,6 +61,8 @@ GMP_START_EXIT_TEXT void gmp_outcome_end(gmp_outcome_state state, int code)
     if (!__atomic_compare_exchange_n(&ending_state, &expected, (int)state, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return; /* told already: the first end is the one */
+    if (state == GMP_OUTCOME_EXITED && code != 0)
+        gmp_messages_write_last_words(code); /* PHP's, GHC's: they end so */
     unsigned n = __atomic_load_n(&written_count, __ATOMIC_ACQUIRE);
     if (n == 0 || __atomic_exchange_n(&patching, 1, __ATOMIC_ACQUIRE))
         return;

@@ -514,21 +514,44 @@ GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
  * the framework it names is loaded here, or it is a runtime's last words in
  * their own form; ends_traceback: it ends a traceback this process printed. */
 GMP_HIDDEN int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback);
-/* A runtime's last words in their own form (C++'s terminate line, Rust's,
- * Go's, Node's): whose they are (GMP_LAST_WORDS_NONE: no such words).
- * Evidence only when the death they announce follows. */
+/* last_words.c: a runtime's last words about memory in their own form
+ * (C++'s terminate line, Rust's, Go's, Node's, PHP's memory_limit, GHC's
+ * "Heap exhausted", SBCL's, Mono's, R's, BEAM's, Perl's, ...): whose they
+ * are (GMP_LAST_WORDS_NONE: no such words).  Evidence only when that
+ * runtime wrote them and the death they announce follows. */
 enum {
     GMP_LAST_WORDS_NONE = 0,
     GMP_LAST_WORDS_CXX,
     GMP_LAST_WORDS_RUST,
     GMP_LAST_WORDS_GO,
-    GMP_LAST_WORDS_NODE
+    GMP_LAST_WORDS_NODE,
+    GMP_LAST_WORDS_LUA,
+    GMP_LAST_WORDS_PHP,
+    GMP_LAST_WORDS_GHC,
+    GMP_LAST_WORDS_GHC_RTS,
+    GMP_LAST_WORDS_BOEHM,
+    GMP_LAST_WORDS_GUILE,
+    GMP_LAST_WORDS_SBCL,
+    GMP_LAST_WORDS_MONO,
+    GMP_LAST_WORDS_RUBY,
+    GMP_LAST_WORDS_R,
+    GMP_LAST_WORDS_BEAM,
+    GMP_LAST_WORDS_PERL,
+    GMP_LAST_WORDS_TCL,
+    GMP_LAST_WORDS_OCAML,
+    GMP_LAST_WORDS_COUNT
 };
 GMP_HIDDEN int gmp_message_last_words(const char *line);
+/* Their reason's pattern ("php: memory exhausted"), the exception they name
+ * (module and type, either NULL), and whether the runtime can die so with
+ * no call failing (own_limit: a limit of its own); NULL for no runtime. */
+GMP_HIDDEN const char *gmp_message_last_words_said(int runtime, const char **module,
+                                                   const char **type, int *own_limit);
 /* And only when that runtime wrote them: writer is the code that called
  * the C library to write the line (gmp_stderr_writer): libstdc++ for C++'s,
- * an object rustc built for Rust's, node for Node's, a Go program for Go's.
- * A script printing them, then aborting, is no death of memory. */
+ * an object rustc built for Rust's, node for Node's, a Go program for Go's,
+ * perl for Perl's.  A script printing another runtime's words, then
+ * aborting, is no death of memory. */
 GMP_HIDDEN int gmp_message_last_words_own(int runtime, const void *writer);
 /* stderr.c: the code that called the C library's write, stdio or perror for
  * the bytes being scanned now, in this thread. */
@@ -536,9 +559,11 @@ extern __thread const void *gmp_stderr_writer __attribute__((tls_model("initial-
 /* init.c: the main program is Go built with cgo (the only Go the dynamic
  * linker loads us into). */
 GMP_HIDDEN int gmp_main_program_is_go(void);
-/* The death that last words announced, now (an abort: crash.c): their
- * bundle, with the outcome; 1 when one was written (async-signal-safe). */
-GMP_HIDDEN int gmp_messages_write_last_words(void);
+/* The death that last words announced, now: an abort (crash.c,
+ * exit_status -1) or an exit with a failing status within 10 s of the
+ * words (outcome.c): their bundle, with the outcome; 1 when one was
+ * written (async-signal-safe). */
+GMP_HIDDEN int gmp_messages_write_last_words(int exit_status);
 /* The OOM bundle written in the last 10 s and not yet claimed, for the
  * program's own report of that failure: 1 with its path (claimed now), or
  * 0.  A bundle noted with GMP_MESSAGES_PROGRAM is the program's own and

@@ -31,9 +31,11 @@ static const char *const env_names[] = {
     "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "SLURM_JOB_ID", "SLURM_PROCID",
     "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "PMI_RANK", "PMI_SIZE",
-    /* a runtime's own limits: the JVM's -Xmx, V8's --max-old-space-size, Go's */
+    /* a runtime's own limits: the JVM's -Xmx, V8's --max-old-space-size, Go's,
+     * GHC's -M, Mono's max-heap-size, the Boehm GC's, PyPy's, R's */
     "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "NODE_OPTIONS", "GOMEMLIMIT",
-    "GOGC",
+    "GOGC", "GHCRTS", "MONO_GC_PARAMS", "MONO_ENV_OPTIONS", "GC_MAXIMUM_HEAP_SIZE",
+    "PYPY_GC_MAX", "R_MAX_VSIZE",
 };
 static const char *const env_prefixes[] = {"GMP_", "XLA_", "NCCL_", "JAX_"};
 static int env_name_allowed(const char *name, size_t len)

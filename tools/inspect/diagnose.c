@@ -401,7 +401,7 @@ static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
 static void runtime_cause(bundle *b, causes *cs, const char *ending, const char *then,
                           const char *otherwise, const char *evidence)
 {
-    const runtime_words *w = runtime_words_of(b->metadata);
+    const runtime_words *w = runtime_words_of(b);
     if (!w) {
         add(cs, otherwise, evidence);
         return;

@@ -192,14 +192,29 @@ int name_site(bundle *b, int64_t stack, char *out, size_t cap);
 /* The module of modules.json that holds a runtime address (the highest load
  * bias at or below it): its path, and the bias in *bias; NULL when none. */
 const char *module_of(json_t *mods, uint64_t at, uint64_t *bias);
-/* A frame in the C library, the loader, an interpreter, a GPU runtime or
- * us: never the program's site. */
+/* frames.c: a frame in the C library, the loader, an interpreter
+ * (interpreter_of), a GPU runtime or us: never the program's site. */
 int is_library_frame(const char *path);
+/* A function of a language runtime's allocation machinery compiled into
+ * the program (std::, alloc::, caml_...): where the runtime noticed the
+ * failure, not the program's site; _frame: the frame at offset in path. */
+int runtime_allocation_name(const char *fn);
+int runtime_allocation_frame(int dirfd, const char *path, uint64_t offset);
+/* "fill (gpu_oom.c:70)" (libdw), "Grow.grow (grow.ml:2)", else
+ * "gpu_oom_cuda+0x1983". */
+void name_frame(int dirfd, const char *path, uint64_t offset, char *out, size_t cap);
 /* The failing call's innermost frame of the program's own (else its first
  * known one): its module's path and offset (SITE_PROGRAM or SITE_LIBRARY),
  * or, with no module known, the raw address in *raw (SITE_UNKNOWN). */
 int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
                   const char **raw);
+/* interpreter.c: the interpreter an object is (the Perl interpreter,
+ * LuaJIT, the Erlang VM (BEAM)...), or NULL; interpreter_site: when no
+ * frame of frames is the program's own and one is an interpreter's, "inside
+ * the Perl interpreter, running grow.pl" (the script from env's recorded
+ * command line), and 1. */
+const char *interpreter_of(const char *path);
+int interpreter_site(json_t *frames, json_t *mods, json_t *env, char *out, size_t cap);
 /* The failure's site named for a person: the Python frame of the program's
  * own, else that native frame symbolised (libdw) or module+offset; -1 when
  * the bundle says nothing of it. */
@@ -265,7 +280,8 @@ int64_t framework_whole_request(json_t *md, int64_t piece);
 
 /* runtime_words.c: a language runtime's own out-of-memory words in the
  * bundle's message (the JVM's OutOfMemoryError kinds, V8's heap limit, Go,
- * C++'s std::bad_alloc, Rust), or NULL.  runtime_words_evidence: the words
+ * C++'s std::bad_alloc, Rust, PHP, GHC, SBCL, Mono, R, Lua, Ruby, Perl...),
+ * or NULL.  runtime_words_evidence: the words
  * quoted with what followed them (then: ", then aborted"), and where the
  * flag that sets the runtime's limit was set, or that nothing set it. */
 typedef struct runtime_words {
@@ -273,8 +289,9 @@ typedef struct runtime_words {
     const char *runtime;        /* "the JVM" */
     const char *what;           /* "its Java heap was full" */
     const char *flag;           /* "-Xmx", or NULL */
+    const char *variable;       /* "PYPY_GC_MAX": sets the limit itself, or NULL */
 } runtime_words;
-const runtime_words *runtime_words_of(json_t *md);
+const runtime_words *runtime_words_of(bundle *b);
 void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then, char *out,
                             size_t cap);
 

@@ -345,7 +345,7 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
     char signame[24] = "";
     if (sig) /* "SIGSEGV after failed allocation": the signal alone */
         snprintf(signame, sizeof signame, "%.*s", (int)strcspn(sig, " "), sig);
-    const runtime_words *words = runtime_words_of(md);
+    const runtime_words *words = runtime_words_of(b);
     printf("\nWhat happened:    ");
     switch (bundle_kind_of(b)) {
     case KIND_PRESSURE:

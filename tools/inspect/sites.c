@@ -2,12 +2,13 @@
  * sites.c — the top allocation sites of a bundle by live bytes, for `show`:
  * allocations.json's live allocations at the failure (older bundles: the
  * allocations its events made and did not free), summed per stack
- * (stack_id, stacks.json), largest first.  Each site is named by the first
- * frame that is not in a GPU or C library: symbolised (symbols.c) when the
- * binary is on this machine (function, file:line), module+offset
- * otherwise (modules.json gives the load bias, so it is the same wherever
- * the process ran).  "Held by:" is the first of them in the memory that
- * ran out (the failed request's device, or the host).
+ * (stack_id, stacks.json), largest first.  Each site is named by its
+ * Python line, the script inside its interpreter (interpreter.c), or its
+ * first frame of the program's own (frames.c): symbolised when the binary
+ * is on this machine (function, file:line), module+offset otherwise
+ * (modules.json gives the load bias, so it is the same wherever the
+ * process ran).  "Held by:" is the first of them in the memory that ran
+ * out (the failed request's device, or the host).
  */
 #include "inspect.h"
 
@@ -50,101 +51,14 @@ static int site_add(site *sites, size_t *ns, size_t cap, int64_t stack, uint64_t
     return 0;
 }
 
-static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
-                    size_t cap);
-
-const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
-{
-    const char *best = NULL;
-    uint64_t best_base = 0;
-    size_t i;
-    json_t *m;
-    json_array_foreach(mods, i, m) {
-        const char *base = jstr(m, "base"), *path = jstr(m, "path"), *end = jstr(m, "end");
-        uint64_t b = base ? strtoull(base, NULL, 16) : 0;
-        if (end && at >= strtoull(end, NULL, 16))
-            continue; /* a recovered bundle lists only some objects, with their ends */
-        if (path && base && b <= at && b >= best_base) {
-            best = path;
-            best_base = b;
-        }
-    }
-    *bias = best_base;
-    return best;
-}
-
-/* Frames in these are the allocator, the loader, an interpreter's eval
- * loop, the glue of a foreign call (libffi, under ctypes and cffi) or us,
- * not the program's site.  The python executables hold the whole
- * interpreter when it is linked in statically. */
-int is_library_frame(const char *path)
-{
-    static const char *const libs[] = {
-        "libc.so", "libm.so", "libpthread", "libdl.so", "ld-linux", "ld-musl", "libcudart",
-        "libcuda.so", "libamdhip64", "libgpumemprof", "libstdc++", "libpython", "python",
-        "libtorch", "libc10", "libjemalloc", "libtcmalloc", "libmimalloc", "libffi", "_ctypes",
-        "_cffi_backend"};
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
-        if (!strncmp(base, libs[i], strlen(libs[i])))
-            return 1;
-    return 0;
-}
-
-/* A frame of a language runtime's allocation machinery compiled into the
- * program itself (C++'s inlined std:: templates and operator new, Rust's
- * alloc:: and its __rust_alloc glue): where the runtime noticed the
- * failure, not the program's own site. */
-static int runtime_allocation_name(const char *fn)
-{
-    static const char *const machinery[] = {
-        "std::", "__gnu_cxx::", "operator new", "alloc::", "<alloc::", "__rust_", "__rdl_",
-        "__rg_", "core::", "<core::", "<std::", "rust_oom",
-        /* nvcc's static cudart: the runtime's API and its own functions */
-        "libcudart_static_", "cudaMalloc", "cudaHostAlloc"};
-    for (size_t i = 0; i < sizeof machinery / sizeof *machinery; i++)
-        if (!strncmp(fn, machinery[i], strlen(machinery[i])))
-            return 1;
-    /* Rust's v0 mangling, which the C++ demangler leaves as it is: a path
-     * through the crates alloc, std or core (crate roots "C<hash>_5alloc") */
-    return !strncmp(fn, "_R", 2) &&
-           (strstr(fn, "_5alloc") || strstr(fn, "_3std") || strstr(fn, "_4core"));
-}
-
-static int runtime_allocation_frame(int dirfd, const char *path, uint64_t offset)
-{
-    char fn[256], file[PATH_MAX];
-    int lineno;
-    return symbolise(dirfd, path, offset, fn, sizeof fn, file, sizeof file, &lineno) == 0 &&
-           runtime_allocation_name(fn);
-}
-
-/* Is the file at path (absolute, symlinks resolved) anywhere inside the
- * directory open as dirfd?  Compared by device and inode, ancestor by
- * ancestor: no spelling of the path escapes it. */
-/* "fill (gpu_oom.c:70)" with libdw, else "gpu_oom_cuda+0x1983". */
-static void name_frame(int dirfd, const char *path, uint64_t offset, char *out, size_t cap)
-{
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    snprintf(out, cap, "%s+0x%llx", base, (unsigned long long)offset);
-    char fn[256], file[PATH_MAX];
-    int lineno;
-    if (symbolise(dirfd, path, offset, fn, sizeof fn, file, sizeof file, &lineno) < 0)
-        return;
-    const char *slash = strrchr(file, '/');
-    if (file[0])
-        snprintf(out, cap, "%s (%s:%d)", fn, slash ? slash + 1 : file, lineno);
-    else
-        snprintf(out, cap, "%s (%s)", fn, base);
-}
+static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_t id,
+                    char *out, size_t cap);
 
 int name_site(bundle *b, int64_t stack, char *out, size_t cap)
 {
     json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    int found = describe(b->dirfd, stacks, mods, stack, out, cap);
+    int found = describe(b->dirfd, stacks, mods, b->environment, stack, out, cap);
     json_decref(stacks);
     json_decref(mods);
     return found;
@@ -167,8 +81,8 @@ json_t *stack_with_id(json_t *stacks, int64_t id)
  * helper that wraps malloc is not the answer alone, and two calls from
  * one function are one site); else, when every frame is a library's, the
  * innermost outside the C library and us, said so. */
-static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *out,
-                    size_t cap)
+static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_t id,
+                    char *out, size_t cap)
 {
     snprintf(out, cap, "a stack this bundle does not hold (stack id %lld)", (long long)id);
     json_t *s = stack_with_id(stacks, id);
@@ -177,6 +91,9 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, int64_t id, char *o
     /* a Python thread's stack: its own line, not the library's C */
     int python = python_frames_site(json_object_get(s, "python"), out, cap);
     if (python == SITE_PROGRAM)
+        return SITE_PROGRAM;
+    /* a script's, inside its interpreter: the script */
+    if (interpreter_site(json_object_get(s, "frames"), mods, env, out, cap))
         return SITE_PROGRAM;
     size_t k;
     json_t *f;
@@ -263,6 +180,11 @@ int name_failure_site(bundle *b, char *out, size_t cap)
     if (python != SITE_UNKNOWN)
         return python;
     json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
+    if (interpreter_site(stack, mods, b->environment, out, cap)) {
+        json_decref(mods);
+        return SITE_PROGRAM;
+    }
     const char *path, *raw;
     uint64_t offset;
     int found = failure_frame(b, mods, &path, &offset, &raw);
@@ -322,10 +244,11 @@ static size_t name_sites(int dirfd, const site *sites, size_t ns, int merge, nam
 {
     json_t *stacks = load_json_at(dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
     json_t *mods = load_json_at(dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *env = load_json_at(dirfd, "environment.json", SMALL_FILE_MAX, NULL, 0);
     size_t nn = 0;
     for (size_t i = 0; i < ns && nn < cap && (merge || nn < MAX_SITES); i++) {
         char where[512];
-        describe(dirfd, stacks, mods, sites[i].stack, where, sizeof where);
+        describe(dirfd, stacks, mods, env, sites[i].stack, where, sizeof where);
         size_t k = 0;
         while (merge && k < nn && strcmp(named[k].where, where))
             k++;
@@ -350,6 +273,7 @@ static size_t name_sites(int dirfd, const site *sites, size_t ns, int merge, nam
     }
     json_decref(stacks);
     json_decref(mods);
+    json_decref(env);
     return nn;
 }
 
@@ -481,8 +405,9 @@ void print_held_by(bundle *b)
     }
     char amount[32], all[32];
     fmt_bytes(named[0].bytes, amount, sizeof amount);
-    printf("%-18s%s in %llu allocation(s) made at ", "Held by:", amount,
-           (unsigned long long)named[0].count);
+    printf("%-18s%s in %llu allocation(s) made %s", "Held by:", amount,
+           (unsigned long long)named[0].count,
+           strncmp(named[0].where, "inside ", 7) ? "at " : ""); /* "inside the Perl..." */
     print_clean(stdout, named[0].where, 400);
     if (bytes > 0 && named[0].bytes < (uint64_t)bytes) {
         fmt_bytes((uint64_t)bytes, all, sizeof all);

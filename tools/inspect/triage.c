@@ -8,10 +8,11 @@
  * out-of-memory death is among the bundles; else 1 when a path is missing
  * or a bundle unreadable; else 0, memory-pressure warnings and kills or
  * crashes nothing ties to memory listed but never failures; 2 on usage.
- * The site is the innermost Python frame of the program's own (else of a
- * library's), else the failing call's innermost frame of the program's own
- * as module+offset (modules.json), so it is the
- * same in every process whatever ASLR did.
+ * The site is show's "Failed at" (name_failure_site): the innermost
+ * Python frame of the program's own (else of a library's), the script
+ * inside its interpreter, else the failing call's innermost frame of the
+ * program's own, symbolised, or as module+offset (modules.json) where
+ * nothing symbolises it: the same in every process whatever ASLR did.
  */
 #include "inspect.h"
 
@@ -67,27 +68,16 @@ static void add_name(name_set *s, const char *v)
     snprintf(s->v[s->n++], sizeof s->v[0], "%s", v);
 }
 
-/* The failure's site: python_site's when the bundle has the Python stack
- * ("train.py:42 in step", the file's base name, the same on every
- * machine); else the failing call's innermost frame of the program's
- * own as module+offset ("train+0x1a2b", the same whatever ASLR did),
- * skipping the C library, the loader, interpreters, GPU runtimes and us;
- * else the first frame at all. */
+/* The failure's site as show names it (name_failure_site): the Python
+ * frame of the program's own ("train.py:42 in step"), the script inside
+ * its interpreter ("inside the Perl interpreter, running grow.pl"), the
+ * native frame symbolised ("fill (gpu_oom.c:70)") or, where nothing
+ * symbolises it, module+offset ("train+0x1a2b", the same whatever ASLR
+ * did); "-" when the bundle says nothing of it. */
 static void top_site(bundle *b, char *out, size_t cap)
 {
-    snprintf(out, cap, "-");
-    if (python_site(b, out, cap) != SITE_UNKNOWN)
-        return;
-    json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    const char *path, *raw;
-    uint64_t offset;
-    if (failure_frame(b, mods, &path, &offset, &raw) != SITE_UNKNOWN) {
-        const char *slash = strrchr(path, '/');
-        snprintf(out, cap, "%s+0x%llx", slash ? slash + 1 : path, (unsigned long long)offset);
-    } else if (raw) {
-        snprintf(out, cap, "%s", raw);
-    }
-    json_decref(mods);
+    if (name_failure_site(b, out, cap) < 0)
+        snprintf(out, cap, "-");
 }
 
 static void add_bundle(const char *path, void *arg)

@@ -1,0 +1,261 @@
+/*
+ * last_words.c — a language runtime's last words about memory, in the form
+ * that runtime writes them, and whether it was that runtime that wrote
+ * them.  Many runtimes die of memory with no call of ours failing: a limit
+ * of their own (PHP's memory_limit, GHC's -M, SBCL's dynamic space, Mono's
+ * max-heap-size, the Boehm collector's GC_MAXIMUM_HEAP_SIZE under Guile,
+ * R's vector limit), a heap they carve themselves.  What they write to
+ * stderr before they go is then the only news.  Others (Lua, Ruby, Perl,
+ * Tcl, BEAM, OCaml) die only after a malloc or mmap failed, and their words
+ * name that failure better than "ENOMEM" does.
+ *
+ * Words count only as their runtime's: the code that called the C library
+ * to write the line (gmp_stderr_writer) must lie in that runtime's object
+ * (libstdc++ for C++'s, node, perl, libruby, libR, beam.smp...), in an
+ * object its compiler built (rustc's and GHC's name themselves in the
+ * object's .comment section; an OCaml program holds its runtime's message
+ * text), or the program must be Go.  A Python script printing Go's words
+ * and a test printing C++'s are quoting.  oom_messages.c then keeps them
+ * until the death they announce, and drops them when none follows.
+ *
+ * Read for a line that matched one form only: no allocation, no lock (the
+ * caller holds oom_messages.c's).
+ */
+#include "bundle.h"
+#include "preload.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+static int starts(const char *line, const char *words)
+{
+    return !strncmp(line, words, strlen(words));
+}
+
+static int ends(const char *line, const char *words)
+{
+    size_t n = strlen(line), w = strlen(words);
+    return n >= w && !strcmp(line + n - w, words);
+}
+
+static int has(const char *line, const char *words)
+{
+    return strstr(line, words) != NULL;
+}
+
+/* "memory allocation of 1099511627776 bytes failed", the whole line. */
+static int rust_form(const char *line)
+{
+    static const char head[] = "memory allocation of ", tail[] = " bytes failed";
+    if (strncmp(line, head, sizeof head - 1))
+        return 0;
+    const char *p = line + sizeof head - 1;
+    size_t digits = strspn(p, "0123456789");
+    return digits && !strcmp(p + digits, tail);
+}
+
+static int cxx_form(const char *l)
+{
+    return starts(l, "terminate called after throwing an instance of 'std::bad_alloc'") ||
+           starts(l, "terminate called after throwing an instance of 'std::bad_array_new_length'");
+}
+static int go_form(const char *l) { return starts(l, "fatal error: runtime: out of memory"); }
+static int node_form(const char *l)
+{
+    return has(l, "FATAL ERROR:") && has(l, "JavaScript heap out of memory");
+}
+/* lua.c and LuaJIT's: "lua5.4: not enough memory" */
+static int lua_form(const char *l) { return ends(l, ": not enough memory"); }
+static int php_form(const char *l)
+{
+    return (has(l, "Allowed memory size of ") && has(l, " bytes exhausted")) ||
+           has(l, "Out of memory (allocated ") || starts(l, "mmap() failed: [12] ");
+}
+/* the RTS's "prog: Heap exhausted;" (its -M), and "prog: out of memory"
+ * (the address space it reserved is used up, or the system refused) */
+static int ghc_form(const char *l) { return ends(l, ": Heap exhausted;"); }
+static int ghc_rts_form(const char *l) { return ends(l, ": out of memory"); }
+static int boehm_form(const char *l)
+{
+    return starts(l, "GC Warning: Out of Memory! Heap size: ") && has(l, "Returning NULL!");
+}
+static int guile_form(const char *l) { return starts(l, "Warning: Unwind-only out of memory exception"); }
+static int sbcl_form(const char *l)
+{
+    return starts(l, "Heap exhausted during allocation: ") || has(l, "Heap exhausted, game over.");
+}
+static int mono_form(const char *l) { return has(l, "System.OutOfMemoryException"); }
+static int ruby_form(const char *l) { return has(l, "failed to allocate memory (NoMemoryError)"); }
+static int r_form(const char *l)
+{
+    return has(l, "cannot allocate vector of size ") ||
+           has(l, "vector memory exhausted (limit reached?)") ||
+           has(l, "cannot allocate memory block of size ");
+}
+/* "binary_alloc: Cannot allocate 8000000 bytes of memory (of type "binary")." */
+static int beam_form(const char *l)
+{
+    return has(l, "_alloc: Cannot allocate ") && has(l, " bytes of memory (of type ");
+}
+static int perl_form(const char *l)
+{
+    return !strcmp(l, "Out of memory!") || starts(l, "Out of memory during ") ||
+           starts(l, "Out of memory in perl:");
+}
+/* Tcl_Panic's "unable to alloc 8000000 bytes", and a script's error
+ * "String size overflow, out of memory allocating 8000001 bytes" */
+static int tcl_form(const char *l)
+{
+    return (starts(l, "unable to alloc ") && ends(l, " bytes")) ||
+           has(l, "out of memory allocating ");
+}
+static int ocaml_form(const char *l) { return !strcmp(l, "Fatal error: exception Out_of_memory"); }
+
+/* X(id, form, reason's pattern, the exception they name (module, type;
+ *   NULL where the runtime names none: the words are the message), who
+ *   writes them:
+ *   object name prefixes, or an ELF section and what it holds,
+ *   can die so with no call failing)
+ * The id is GMP_LAST_WORDS_<id>, in this order. */
+#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define FOR_EACH_LAST_WORDS(X)                                                                     \
+    X(CXX, cxx_form, "std::bad_alloc", "std", "bad_alloc", NAMES("libstdc++"), NULL, NULL, 1)      \
+    X(RUST, rust_form, "memory allocation of", NULL, NULL, NULL, ".comment", "rustc", 1)           \
+    X(GO, go_form, "out of memory", NULL, NULL, NULL, NULL, NULL, 1)                               \
+    X(NODE, node_form, "out of memory", NULL, NULL, NAMES("node", "libnode"), NULL, NULL, 1)      \
+    X(LUA, lua_form, "lua: not enough memory", "lua", "LUA_ERRMEM",                               \
+      NAMES("lua", "liblua"), NULL, NULL, 0)                                                       \
+    X(PHP, php_form, "php: memory exhausted", "php", "E_ERROR", NAMES("php", "libphp"), NULL,      \
+      NULL, 1)                                                                                     \
+    X(GHC, ghc_form, "ghc: heap exhausted", "GHC.IO.Exception", "HeapOverflow",                    \
+      NAMES("libHSrts"), ".comment", "GHC ", 1)                                                    \
+    X(GHC_RTS, ghc_rts_form, "ghc: out of memory", NULL, NULL, NAMES("libHSrts"), ".comment",      \
+      "GHC ", 1)                                                                                   \
+    X(BOEHM, boehm_form, "gc: out of memory", NULL, NULL, NAMES("libgc"), NULL, NULL, 1)        \
+    X(GUILE, guile_form, "guile: out of memory", "guile", "out-of-memory", NAMES("libguile"),     \
+      NULL, NULL, 1)                                                                               \
+    X(SBCL, sbcl_form, "sbcl: heap exhausted", "SB-KERNEL", "HEAP-EXHAUSTED-ERROR",                \
+      NAMES("sbcl"), NULL, NULL, 1)                                                                \
+    X(MONO, mono_form, "System.OutOfMemoryException", "System", "OutOfMemoryException",           \
+      NAMES("mono", "libmono", "libcoreclr"), NULL, NULL, 1)                                       \
+    X(RUBY, ruby_form, "ruby: NoMemoryError", NULL, "NoMemoryError", NAMES("ruby", "libruby"),     \
+      NULL, NULL, 0)                                                                               \
+    X(R, r_form, "R: cannot allocate", NULL, NULL, NAMES("libR."), NULL, NULL, 1)                   \
+    X(BEAM, beam_form, "erts: cannot allocate", NULL, NULL, NAMES("beam"), NULL, NULL, 0)        \
+    X(PERL, perl_form, "perl: out of memory", NULL, NULL, NAMES("perl", "libperl"), NULL, NULL, \
+      0)                                                                                           \
+    X(TCL, tcl_form, "tcl: unable to alloc", NULL, NULL, NAMES("libtcl", "tclsh"), NULL, NULL,   \
+      0)                                                                                           \
+    X(OCAML, ocaml_form, "ocaml: Out_of_memory", "Stdlib", "Out_of_memory",                        \
+      NAMES("ocamlrun", "libasmrun", "libcamlrun"), ".rodata", "Fatal error: exception %s", 0)
+
+typedef struct last_words_form {
+    int (*form)(const char *line);
+    const char *pattern, *module, *type;
+    const char *const *objects; /* basename prefixes, or NULL */
+    const char *section, *marker; /* or an object whose section holds marker */
+    int own_limit;
+} last_words_form;
+
+#define AS_FORM(id, form, pattern, module, type, objects, section, marker, own_limit)             \
+    {form, pattern, module, type, objects, section, marker, own_limit},
+static const last_words_form forms[] = {{0}, FOR_EACH_LAST_WORDS(AS_FORM)};
+#undef AS_FORM
+
+#define AS_CHECK(id, ...)                                                                          \
+    _Static_assert(GMP_LAST_WORDS_##id > 0 && GMP_LAST_WORDS_##id < GMP_LAST_WORDS_COUNT, #id);
+FOR_EACH_LAST_WORDS(AS_CHECK)
+#undef AS_CHECK
+_Static_assert(sizeof forms / sizeof *forms == GMP_LAST_WORDS_COUNT, "one form per id");
+
+int gmp_message_last_words(const char *line)
+{
+    /* every form holds one of these: a log line that holds none (nearly
+     * all of them) costs four scans, not twenty */
+    if (!strstr(line, "emory") && !strstr(line, "alloc") && !strstr(line, "Heap exhausted") &&
+        !strstr(line, "bad_array_new_length"))
+        return GMP_LAST_WORDS_NONE;
+    for (int i = 1; i < GMP_LAST_WORDS_COUNT; i++)
+        if (forms[i].form(line))
+            return i;
+    return GMP_LAST_WORDS_NONE;
+}
+
+const char *gmp_message_last_words_said(int runtime, const char **module, const char **type,
+                                        int *own_limit)
+{
+    if (runtime <= 0 || runtime >= GMP_LAST_WORDS_COUNT)
+        return NULL;
+    *module = forms[runtime].module;
+    *type = forms[runtime].type;
+    *own_limit = forms[runtime].own_limit;
+    return forms[runtime].pattern;
+}
+
+/* Whether the ELF object at path has a section named section holding
+ * marker (read 4 KiB at a time, each read overlapping the last by the
+ * marker's length, so that one split across two reads is found). */
+static int section_holds(const char *path, const char *section, const char *marker)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf64_Ehdr eh;
+    int found = 0;
+    size_t want_len = strlen(section) + 1, mlen = strlen(marker);
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) &&
+        eh.e_shnum > 0 && eh.e_shnum < 4096 && eh.e_shstrndx < eh.e_shnum && want_len <= 32 &&
+        mlen > 0 && mlen < 256) {
+        Elf64_Shdr names;
+        char name[32];
+        if (pread(fd, &names, sizeof names, (off_t)(eh.e_shoff + eh.e_shstrndx * sizeof names)) ==
+            (ssize_t)sizeof names)
+            for (unsigned i = 0; i < eh.e_shnum; i++) {
+                Elf64_Shdr sh;
+                if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) !=
+                        (ssize_t)sizeof sh ||
+                    pread(fd, name, want_len, (off_t)(names.sh_offset + sh.sh_name)) !=
+                        (ssize_t)want_len ||
+                    memcmp(name, section, want_len) || sh.sh_type == SHT_NOBITS)
+                    continue;
+                char text[4096];
+                uint64_t size = sh.sh_size < (64u << 20) ? sh.sh_size : (64u << 20);
+                for (uint64_t at = 0; at < size && !found;) {
+                    size_t want = size - at < sizeof text ? (size_t)(size - at) : sizeof text;
+                    ssize_t n = pread(fd, text, want, (off_t)(sh.sh_offset + at));
+                    if (n <= 0)
+                        break;
+                    found = memmem(text, (size_t)n, marker, mlen) != NULL;
+                    if ((size_t)n < mlen || at + (uint64_t)n >= size)
+                        break;
+                    at += (uint64_t)n - mlen + 1;
+                }
+                break;
+            }
+    }
+    close(fd);
+    return found;
+}
+
+int gmp_message_last_words_own(int runtime, const void *writer)
+{
+    if (runtime <= 0 || runtime >= GMP_LAST_WORDS_COUNT)
+        return 0;
+    if (runtime == GMP_LAST_WORDS_GO)
+        return gmp_main_program_is_go(); /* Go writes with its own system calls, past libc */
+    static char buf[16384]; /* one line at a time: oom_messages.c's lock */
+    char path[4096];
+    gmp_maps_object_at(writer, buf, sizeof buf, path, sizeof path);
+    if (!path[0])
+        return 0;
+    const last_words_form *f = &forms[runtime];
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    for (size_t i = 0; f->objects && f->objects[i]; i++)
+        if (starts(base, f->objects[i]))
+            return 1;
+    return f->section && section_holds(path, f->section, f->marker);
+}
