@@ -148,10 +148,12 @@ $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isystem $
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
 
-$(BUILD)/spank_gmp.so: $(wildcard slurm/*.c) slurm/spank_gmp.h
+# with the recorder's verdict on a bundle, the one triage reads
+SPANK_SRC := $(wildcard slurm/*.c) recorder/verdict.c base/json_text.c
+$(BUILD)/spank_gmp.so: $(SPANK_SRC) slurm/spank_gmp.h recorder/verdict.h base/json_text.h
 	@mkdir -p $(@D)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined \
-	    -Wl,--unresolved-symbols=ignore-in-object-files -o $@ $(wildcard slurm/*.c)
+	    -Wl,--unresolved-symbols=ignore-in-object-files -o $@ $(SPANK_SRC)
 
 $(SHARED_LIB): $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libgpumemprof.so \

@@ -26,7 +26,7 @@ extern "C" {
 #define GMP_API __attribute__((visibility("default")))
 
 #define GMP_VERSION_STRING "0.1.0"
-#define GMP_BUNDLE_SCHEMA_VERSION 1
+#define GMP_BUNDLE_SCHEMA_VERSION 2 /* 2: metadata.json says its kind; 1: the seed's */
 #define GMP_PATH_MAX 4096
 
 /* ---- event model --------------------------------------------------------- */

@@ -13,7 +13,8 @@
 #                bundle.h and collector.h: `info`, which prints what a
 #                bundle holds; kernel_log.h: gmp-run reads the kernel log
 #                from its job's start; dumpdir.h: `list` counts what waits
-#                in the fallback dump directory)
+#                in the fallback dump directory; verdict.h: a bundle's
+#                kind, decided as its writer decided it)
 #
 # One line per include that crosses a line it must not; exit 1 if any.
 set -u
@@ -24,7 +25,7 @@ allowed() { # allowed FROM_FOLDER HEADER_FOLDER HEADER
     collectors:collectors | recorder:collectors | recorder:recorder) return 0 ;;
     preload:collectors | preload:recorder | preload:preload) return 0 ;;
     tools/inspect:tools/inspect | tools/run:tools/run) return 0 ;;
-    tools/*:recorder) case "$3" in ring.h | rundir.h | bundle.h | kernel_log.h | dumpdir.h) return 0 ;; esac ;;
+    tools/*:recorder) case "$3" in ring.h | rundir.h | bundle.h | kernel_log.h | dumpdir.h | verdict.h) return 0 ;; esac ;;
     tools/*:collectors) [ "$3" = collector.h ] && return 0 ;;
     esac
     return 1

@@ -9,6 +9,7 @@
  * temporary name is refused rather than followed.
  */
 #include "bundle.h"
+#include "verdict.h"
 #include "dumpdir.h"
 
 #include <errno.h>
@@ -114,6 +115,20 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
     const gmp_dump_request *req = in->req;
     const gmp_ring_header *h = in->ring ? in->ring->hdr : NULL;
     gmp_jw_obj_begin(w);
+    if (req->kind != GMP_BUNDLE_LEAKS) {
+        /* what it records, decided here once for every reader, and first:
+         * a reader that reads only the file's head has it */
+        gmp_verdict_facts facts = {
+            .reason = req->reason,
+            .exception_type = req->exception_type,
+            .evidence = req->evidence,
+            .confirmed_by = req->confirmed_by,
+            .failed_request = req->failed.present,
+            .exited = req->outcome.state == GMP_OUTCOME_EXITED,
+            .exit_status = req->outcome.code,
+        };
+        gmp_jw_kstr(w, "kind", gmp_verdict_name(gmp_verdict_decide(&facts)));
+    }
     gmp_jw_kstr(w, "reason", req->reason ? req->reason : "unknown");
     gmp_jw_kstr(w, "exception_type", req->exception_type);
     gmp_jw_kstr(w, "exception_module", req->exception_module);

@@ -3,7 +3,7 @@
  * (and the context and custom metadata, when the program itself reports
  * the exception), says how its process ended once it has (the outcome),
  * and adds a file to one (the Python traceback a framework printed after
- * it).  A process killed by a signal it never sees (SIGKILL) cannot say
+ * it); each change decides the bundle's kind again (verdict.h).  A process killed by a signal it never sees (SIGKILL) cannot say
  * how it ended: whoever writes its death up afterwards (gmp-run, recover)
  * says it in the bundles it wrote while it ran (gmp_bundle_patch_ended).
  *
@@ -21,6 +21,8 @@
  * way since then is refused, not followed.
  */
 #include "bundle.h"
+#include "json_text.h"
+#include "verdict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,80 +52,34 @@ static int replace_file(int dirfd, const char *tmp, const char *name, const char
     return -1;
 }
 
-/* The end of the JSON value that starts at p (one of our writer's files,
- * or a program's metadata object it copied in: checked JSON), or NULL. */
-static const char *skip_value(const char *p)
-{
-    int depth = 0;
-    for (; *p; p++) {
-        if (*p == '"') {
-            for (p++; *p && *p != '"'; p++)
-                if (*p == '\\' && p[1])
-                    p++;
-            if (!*p)
-                return NULL;
-            if (!depth)
-                return p + 1;
-        } else if (*p == '{' || *p == '[') {
-            depth++;
-        } else if (*p == '}' || *p == ']') {
-            if (--depth < 0)
-                return p; /* a scalar that ended the object */
-            if (!depth)
-                return p + 1;
-        } else if (*p == ',' && !depth) {
-            return p;
-        }
-    }
-    return NULL;
-}
-
-static const char *skip_space(const char *p)
-{
-    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
-        p++;
-    return p;
-}
-
-/* Where the value of the top-level key of the object doc starts and ends;
- * -1 when it has none.  Keys are compared whole, so a program's metadata
- * that holds a key of the same name is never taken for it. */
-static int value_span(const char *doc, const char *key, size_t *start, size_t *end)
-{
-    const char *p = skip_space(doc);
-    if (*p++ != '{')
-        return -1;
-    size_t klen = strlen(key);
-    for (;;) {
-        p = skip_space(p);
-        if (*p == ',')
-            p = skip_space(p + 1);
-        if (*p != '"')
-            return -1;
-        const char *k = p + 1, *kend = skip_value(p);
-        if (!kend)
-            return -1;
-        p = skip_space(kend);
-        if (*p++ != ':')
-            return -1;
-        p = skip_space(p);
-        const char *vend = skip_value(p);
-        if (!vend || vend == p)
-            return -1;
-        if ((size_t)(kend - 1 - k) == klen && !memcmp(k, key, klen)) {
-            *start = (size_t)(p - doc);
-            *end = (size_t)(vend - doc);
-            return 0;
-        }
-        p = vend;
-    }
-}
-
 typedef struct field_patch {
     const char *key;
     const char *json; /* the new value, encoded; NULL leaves the key as it is */
     size_t start, end;
 } field_patch;
+
+/* doc (len bytes and a NUL, in cap) with its "kind" decided again from
+ * the facts it now holds (an outcome of exit 0 makes a failure survived);
+ * its new length.  A bundle written before it had a kind keeps none: its
+ * readers decide. */
+static size_t decide_kind_again(char *doc, size_t len, size_t cap)
+{
+    size_t start, end;
+    if (gmp_json_value_span(doc, "kind", &start, &end) < 0)
+        return len;
+    gmp_verdict_facts f;
+    gmp_verdict_fact_text text;
+    gmp_verdict_facts_from_text(doc, &f, &text);
+    const char *name = gmp_verdict_name(gmp_verdict_decide(&f));
+    size_t quoted = strlen(name) + 2;
+    if (len - (end - start) + quoted >= cap)
+        return len;
+    memmove(doc + start + quoted, doc + end, len - end + 1);
+    doc[start] = '"';
+    memcpy(doc + start + 1, name, quoted - 2);
+    doc[start + quoted - 1] = '"';
+    return len - (end - start) + quoted;
+}
 
 /* metadata.json of bundle with the top-level values of p[0..n) replaced;
  * every key named must be there.  0, or -1 with the file untouched. */
@@ -149,7 +105,7 @@ static int patch_metadata(const char *bundle, field_patch *p, int n, char *buf, 
     for (int i = 0; found && i < n && used < 8; i++) {
         if (!p[i].json)
             continue;
-        found = value_span(in, p[i].key, &p[i].start, &p[i].end) == 0;
+        found = gmp_json_value_span(in, p[i].key, &p[i].start, &p[i].end) == 0;
         int at = used++;
         for (; at > 0 && order[at - 1]->start > p[i].start; at--)
             order[at] = order[at - 1];
@@ -170,6 +126,8 @@ static int patch_metadata(const char *bundle, field_patch *p, int n, char *buf, 
     if (found && o + ((size_t)len - from) < half) {
         memcpy(out + o, in + from, (size_t)len - from);
         o += (size_t)len - from;
+        out[o] = '\0';
+        o = decide_kind_again(out, o, half);
         rc = replace_file(dirfd, TMP_NAME, "metadata.json", out, o);
     }
     int saved = errno;

@@ -14,6 +14,8 @@
  * planted name cannot move the terminal's cursor or forge a line.
  */
 #include "spank_gmp.h"
+#include "json_text.h"
+#include "verdict.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,24 +24,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* The string value of "key" in JSON text our recorder wrote ("" none). */
-static void json_value(const char *text, const char *key, char *out, size_t cap)
-{
-    char pattern[64];
-    out[0] = '\0';
-    snprintf(pattern, sizeof pattern, "\"%s\":\"", key);
-    const char *at = strstr(text, pattern);
-    if (!at)
-        return;
-    size_t n = 0;
-    for (at += strlen(pattern); *at && *at != '"' && n + 1 < cap; at++) {
-        if (*at == '\\' && at[1])
-            at++;
-        out[n++] = (unsigned char)*at < 0x20 ? '?' : *at;
-    }
-    out[n] = '\0';
-}
 
 /* file in the bundle directory bfd, when the user owns it and it is a
  * regular file: its text in buf.  0, or -1. */
@@ -72,35 +56,38 @@ static void put_clean(FILE *f, const char *s)
 }
 
 typedef struct step_tally {
-    int memory, pressure, other;
+    int memory, pressure, survived, other;
     char first[256], first_words[200];
     const char *first_dir;
 } step_tally;
 
-/* One bundle of the step, counted: a death of memory, a pressure warning,
- * or a kill or crash with no sign of memory. */
+/* One bundle of the step, counted by its kind (verdict.h: the one its
+ * writer decided, the one triage reads): a death of memory, a pressure
+ * warning, a failure survived, or a kill or crash with no sign of memory. */
 static void tally(step_tally *t, const char *dir, int bfd, const char *name)
 {
-    char text[16384], reason[128], type[128], module[128];
+    char text[16384], reason[128];
     if (read_owned(bfd, "metadata.json", text, sizeof text) < 0)
         return;
-    json_value(text, "reason", reason, sizeof reason);
-    json_value(text, "exception_type", type, sizeof type);
-    json_value(text, "exception_module", module, sizeof module);
-    if (!strcmp(reason, "memory_pressure")) {
+    gmp_verdict kind = gmp_verdict_of_text(text);
+    if (kind == GMP_VERDICT_PRESSURE) {
         t->pressure++;
         return;
     }
-    int oom_killed = !strcmp(module, "kernel") && !strcmp(type, "oom_killer");
-    if (!strcmp(reason, "killed") && !oom_killed) {
+    if (kind == GMP_VERDICT_SURVIVED) {
+        t->survived++;
+        return;
+    }
+    if (!gmp_verdict_is_death_of_memory(kind)) {
         t->other++;
         return;
     }
     t->memory++;
     if (!t->first[0] || strcmp(name, t->first) < 0) { /* names begin with their time */
+        gmp_json_string_value(text, "reason", reason, sizeof reason);
         snprintf(t->first, sizeof t->first, "%s", name);
         snprintf(t->first_words, sizeof t->first_words, "%s",
-                 oom_killed ? "killed by the kernel's OOM killer" : reason);
+                 kind == GMP_VERDICT_OOM_KILLED ? "killed by the kernel's OOM killer" : reason);
         t->first_dir = dir;
     }
 }
@@ -145,7 +132,7 @@ static int tally_dir(step_tally *t, const char *dir, const char *want)
         if (bfd < 0)
             continue;
         if (read_owned(bfd, "manifest.json", text, sizeof text) == 0) {
-            json_value(text, "slurm_job", of, sizeof of);
+            gmp_json_string_value(text, "slurm_job", of, sizeof of);
             if (!strcmp(of, want)) {
                 tally(t, dir, bfd, e->d_name);
                 n++;
@@ -196,11 +183,12 @@ void step_summary(const char *step, const char *dump_dir)
         put_clean(stderr, second);
         fprintf(stderr, "` for all%s\n",
                 t.pressure ? ", memory-pressure warnings included" : "");
-    } else if (t.pressure || t.other) {
+    } else if (t.pressure || t.survived || t.other) {
         fprintf(stderr,
                 "gpumemprof: step %s: no task ran out of memory; %d memory-pressure "
-                "warning(s), %d kill(s) or crash(es) with no sign of memory, in ",
-                step, t.pressure, t.other);
+                "warning(s), %d failure(s) survived, %d kill(s) or crash(es) with no sign of "
+                "memory, in ",
+                step, t.pressure, t.survived, t.other);
         put_clean(stderr, first_of);
         fputs(gap, stderr);
         put_clean(stderr, second);

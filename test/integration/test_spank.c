@@ -472,6 +472,36 @@ static void test_batch_script_python(void **state)
     unload_plugin();
 }
 
+/* srun's line for step 77.0 with its bundles in dir: the plugin run as
+ * srun runs it, in the account's own process. */
+static void step_line(const char *dir, char *line, size_t cap)
+{
+    char err_path[600];
+    snprintf(err_path, sizeof err_path, "%s/srun.err", scratch);
+    load_plugin(S_CTX_LOCAL, inspector, dir);
+    slurm.job_id = 77, slurm.step_id = 0;
+    hook_fn user_init = hook("slurm_spank_local_user_init"), at_exit = hook("slurm_spank_exit");
+    pid_t pid = fork();
+    if (pid == 0) { /* srun: the user's own process (no cmocka here) */
+        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        if (fd < 0 || dup2(fd, 2) < 0 || setgid(slurm.gid) || setuid(slurm.uid) ||
+            setenv("HOME", home, 1))
+            _exit(125);
+        user_init(handle, 0, NULL);
+        at_exit(handle, 0, NULL);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    unload_plugin();
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    FILE *f = fopen(err_path, "r");
+    size_t n = f ? fread(line, 1, cap - 1, f) : 0;
+    line[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
 /* srun's line, as the account: bundles another account planted in a
  * shared directory (the account's own, open to all) are not counted; a
  * name's control characters are printed escaped. */
@@ -488,47 +518,92 @@ static void test_step_line_trusts_only_the_users_own(void **state)
              "mkdir -p -m 1777 '%s' && chown %d '%s' && mkdir -m 0700 '%s' && chown %d '%s' && "
              "b='%s/oom_dump_00000000T000000Z_1_cpu_1' && mkdir \"$b\" && "
              "echo '{\"slurm_job\":\"77.0\"}' >\"$b/manifest.json\" && "
-             "echo '{\"reason\":\"SIGKILL\"}' >\"$b/metadata.json\" && chown -R %d \"$b\" && "
+             "echo '{\"reason\":\"ENOMEM\",\"failed_request\":{\"size\":1}}' "
+             ">\"$b/metadata.json\" && chown -R %d \"$b\" && "
              "for i in 1 2 3; do p=\"%s/oom_dump_0_1_cpu_$(printf '\\033[2J')$i\"; "
              "mkdir \"$p\" && echo '{\"slurm_job\":\"77.0\"}' >\"$p/manifest.json\" && "
              "echo '{\"reason\":\"SIGKILL\"}' >\"$p/metadata.json\" && chown -R %d \"$p\"; done",
              shared, (int)slurm.uid, shared, own, (int)slurm.uid, own, own, (int)slurm.uid, shared,
              planter >= 0 ? planter : 65534);
     assert_int_equal(system(script), 0);
-    const char *dirs[] = {shared, own};
     char lines[2][2048];
-    for (int k = 0; k < 2; k++) {
-        char err_path[600];
-        snprintf(err_path, sizeof err_path, "%s/srun-%d.err", scratch, k);
-        load_plugin(S_CTX_LOCAL, inspector, dirs[k]);
-        slurm.job_id = 77, slurm.step_id = 0;
-        hook_fn user_init = hook("slurm_spank_local_user_init"), at_exit = hook("slurm_spank_exit");
-        pid_t pid = fork();
-        if (pid == 0) { /* srun: the user's own process (no cmocka here) */
-            int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-            if (fd < 0 || dup2(fd, 2) < 0 || setgid(slurm.gid) || setuid(slurm.uid) ||
-                setenv("HOME", home, 1))
-                _exit(125);
-            user_init(handle, 0, NULL);
-            at_exit(handle, 0, NULL);
-            _exit(0);
-        }
-        int status;
-        waitpid(pid, &status, 0);
-        unload_plugin();
-        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        FILE *f = fopen(err_path, "r");
-        size_t n = f ? fread(lines[k], 1, sizeof lines[k] - 1, f) : 0;
-        lines[k][n] = '\0';
-        if (f)
-            fclose(f);
-    }
+    step_line(shared, lines[0], sizeof lines[0]);
+    step_line(own, lines[1], sizeof lines[1]);
     if (lines[0][0])
         fail_msg("planted bundles were counted: %s", lines[0]);
     if (!strstr(lines[1], "gpumemprof: step 77.0: 1 task(s) ran out of memory; the first: "
-                          "SIGKILL (") ||
+                          "ENOMEM (") ||
         !strstr(lines[1], "/own\\x1bx/oom_dump_") || strchr(lines[1], '\033'))
         fail_msg("the step's line: %s", lines[1]);
+}
+
+/* srun's line and triage count the same bundles the same way: both read
+ * the kind their writer decided, or decide it from the same facts for a
+ * bundle written before kinds were.  Deaths of memory: a failed request
+ * never survived, a kill while the cgroup's OOM killer ran; not: a
+ * SIGKILL and a crash (GMP_ON_CRASH=always) with no failure, a failure
+ * the process went on from, a pressure warning. */
+static void test_step_line_agrees_with_triage(void **state)
+{
+    (void)state;
+    NEED_READY();
+    reset_home();
+    static const struct {
+        int both; /* in the second directory too (every kind but the deaths) */
+        const char *metadata;
+    } bundles[] = {
+        {0, "{\"reason\":\"ENOMEM\",\"failed_request\":{\"size\":1},"
+            "\"outcome\":{\"state\":\"exited\",\"exit_status\":1}}"},
+        {0, "{\"reason\":\"killed\",\"evidence\":\"cgroup_oom_kill: rose\"}"},
+        {1, "{\"kind\":\"memory_pressure\",\"reason\":\"memory_pressure\"}"},
+        {1, "{\"reason\":\"ENOMEM\",\"failed_request\":{\"size\":1},"
+            "\"outcome\":{\"state\":\"exited\",\"exit_status\":0}}"},
+        {1, "{\"reason\":\"SIGKILL\"}"},
+        {1, "{\"reason\":\"SIGSEGV\",\"confirmed_by\":\"signal\"}"},
+    };
+    static const char manifest[] =
+        "{\"schema_version\":1,\"bundle_name\":\"x\",\"created_at_utc\":\"2026-01-01T00:00:00Z\","
+        "\"reason\":\"x\",\"backend\":\"cpu\",\"event_count\":0,\"slurm_job\":\"77.0\"}";
+    char dirs[2][1300], path[1400], script[3000];
+    for (int d = 0; d < 2; d++) {
+        snprintf(dirs[d], sizeof dirs[d], "%.1200s/agree%d", home, d + 1);
+        assert_int_equal(mkdir(dirs[d], 0700), 0);
+        for (size_t i = 0; i < sizeof bundles / sizeof *bundles; i++) {
+            if (d == 1 && !bundles[i].both)
+                continue;
+            snprintf(path, sizeof path, "%.1200s/oom_dump_20260101T00000%zuZ_%zu_cpu_1", dirs[d],
+                     i, i + 100);
+            assert_int_equal(mkdir(path, 0700), 0);
+            size_t n = strlen(path);
+            snprintf(path + n, sizeof path - n, "/manifest.json");
+            write_file(path, manifest, strlen(manifest));
+            snprintf(path + n, sizeof path - n, "/metadata.json");
+            write_file(path, bundles[i].metadata, strlen(bundles[i].metadata));
+            snprintf(path + n, sizeof path - n, "/events.json");
+            write_file(path, "[]", 2);
+            snprintf(path + n, sizeof path - n, "/environment.json");
+            write_file(path, "{}", 2);
+        }
+    }
+    snprintf(script, sizeof script, "chown -R %d '%s' '%s'", (int)slurm.uid, dirs[0], dirs[1]);
+    assert_int_equal(system(script), 0);
+    char line[2048], triaged[8192], err[4096];
+    /* with deaths: the line counts them as triage does */
+    step_line(dirs[0], line, sizeof line);
+    const char *argv1[] = {inspector, "triage", dirs[0], "--format", "json", NULL};
+    run_capture(argv1, triaged, sizeof triaged, err, sizeof err);
+    if (!strstr(line, "step 77.0: 2 task(s) ran out of memory") ||
+        !strstr(triaged, "\"oom_bundles\": 2"))
+        fail_msg("the step's line: %s\ntriage: %s", line, triaged);
+    /* without: each kind counted as triage counts it */
+    step_line(dirs[1], line, sizeof line);
+    const char *argv2[] = {inspector, "triage", dirs[1], "--format", "json", NULL};
+    run_capture(argv2, triaged, sizeof triaged, err, sizeof err);
+    if (!strstr(line, "no task ran out of memory; 1 memory-pressure warning(s), 1 failure(s) "
+                      "survived, 2 kill(s) or crash(es) with no sign of memory") ||
+        !strstr(triaged, "\"oom_bundles\": 0") || !strstr(triaged, "\"pressure_warnings\": 1") ||
+        !strstr(triaged, "\"survived\": 1") || !strstr(triaged, "\"not_memory\": 2"))
+        fail_msg("the step's line: %s\ntriage: %s", line, triaged);
 }
 
 int main(void)
@@ -540,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_forged_ring_gets_no_verdict),
         cmocka_unit_test(test_batch_script_python),
         cmocka_unit_test(test_step_line_trusts_only_the_users_own),
+        cmocka_unit_test(test_step_line_agrees_with_triage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,6 +16,7 @@
 #include "gpumemprof.h"
 #include "bundle.h"
 #include "support.h"
+#include "verdict.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -109,7 +110,7 @@ static void test_bundle_contents(void **state)
         assert_mode(f, 0600);
     }
     json_t *man = bundle_file(path, "manifest.json");
-    assert_int_equal(json_integer_value(json_object_get(man, "schema_version")), 1);
+    assert_int_equal(json_integer_value(json_object_get(man, "schema_version")), 2);
     assert_string_equal(json_string_value(json_object_get(man, "bundle_name")), name);
     assert_string_equal(json_string_value(json_object_get(man, "reason")),
                         "cudaErrorMemoryAllocation");
@@ -481,6 +482,72 @@ static void test_patch_program(void **state)
 /* malloc(2^64 - 4): a size past INT64_MAX is an integer in every file,
  * with all its digits, and gmp-inspect reads it as the size it is (show
  * said "malloc of ?" while it was written as a real). */
+/* What a bundle records is decided once: written first in metadata.json
+ * by its writer, decided again when its outcome is learned (a failure the
+ * process went on from and exited 0 was survived; a later failing exit
+ * makes it a death again), never from a key of the program's metadata. */
+static void test_kind_decided_by_writer_and_patcher(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], md_path[4200], buf[64 * 1024], text[64 * 1024];
+    scratch_make(dir, sizeof dir, "kind");
+    gmp_recorder *rec = make_recorder(dir, 100, 5);
+    record_allocs(rec, 3);
+    gmp_dump_request req = cuda_oom;
+    req.metadata_json = "{\"kind\": \"survived\", \"outcome\": {\"state\": \"exited\", "
+                        "\"exit_status\": 0}}";
+    assert_non_null(gmp_dump(rec, &req, path, sizeof path));
+    snprintf(md_path, sizeof md_path, "%s/metadata.json", path);
+    static const struct {
+        gmp_outcome_state state;
+        int code;
+        const char *kind;
+    } steps[] = {{GMP_OUTCOME_RUNNING, 0, "out_of_memory"},
+                 {GMP_OUTCOME_EXITED, 0, "survived"},
+                 {GMP_OUTCOME_EXITED, 1, "out_of_memory"},
+                 {GMP_OUTCOME_KILLED, 9, "out_of_memory"}};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        gmp_outcome o = {steps[i].state, steps[i].code};
+        if (i)
+            assert_int_equal(gmp_bundle_patch_outcome(path, &o, buf, sizeof buf), 0);
+        FILE *f = fopen(md_path, "r");
+        assert_non_null(f);
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = '\0';
+        assert_memory_equal(text, "{\"kind\":", 8); /* first, for a reader of the head */
+        json_t *md = json_loads(text, 0, NULL);
+        assert_non_null(md);
+        assert_string_equal(json_string_value(json_object_get(md, "kind")), steps[i].kind);
+        assert_int_equal(gmp_verdict_of_text(text), gmp_verdict_parse(steps[i].kind));
+        json_decref(md);
+    }
+    /* a bundle written before it had a kind: its facts decide, the same way */
+    static const struct {
+        const char *metadata;
+        gmp_verdict kind;
+    } old[] = {
+        {"{\"reason\":\"ENOMEM\",\"failed_request\":{\"size\":1},\"outcome\":{\"state\":"
+         "\"exited\",\"exit_status\":0}}",
+         GMP_VERDICT_SURVIVED},
+        {"{\"reason\":\"ENOMEM\",\"failed_request\":{\"size\":1},\"outcome\":{\"state\":"
+         "\"exited\",\"exit_status\":1}}",
+         GMP_VERDICT_OUT_OF_MEMORY},
+        {"{\"reason\":\"SIGKILL\",\"failed_request\":null}", GMP_VERDICT_KILLED_UNKNOWN},
+        {"{\"reason\":\"SIGSEGV\",\"confirmed_by\":\"signal\"}", GMP_VERDICT_CRASH},
+        {"{\"reason\":\"killed\",\"exception_type\":\"oom_killer\"}", GMP_VERDICT_OOM_KILLED},
+        {"{\"reason\":\"killed\",\"evidence\":\"cgroup_oom_kill: oom_kill rose\"}",
+         GMP_VERDICT_CGROUP_OOM_KILL},
+        {"{\"reason\":\"memory_pressure\"}", GMP_VERDICT_PRESSURE},
+        {"{\"custom_metadata\":{\"reason\":\"memory_pressure\"},\"reason\":\"ENOMEM\"}",
+         GMP_VERDICT_OUT_OF_MEMORY},
+    };
+    for (size_t i = 0; i < sizeof old / sizeof *old; i++)
+        if (gmp_verdict_of_text(old[i].metadata) != old[i].kind)
+            fail_msg("%s: %s", old[i].metadata, gmp_verdict_name(gmp_verdict_of_text(old[i].metadata)));
+    scratch_remove(dir);
+}
+
 static void test_sizes_past_int64_are_integers(void **state)
 {
     (void)state;
@@ -569,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_unsafe_directories),
         cmocka_unit_test(test_sigkill_never_leaves_a_bad_bundle),
         cmocka_unit_test(test_patch_program),
+        cmocka_unit_test(test_kind_decided_by_writer_and_patcher),
         cmocka_unit_test(test_sizes_past_int64_are_integers),
     };
     return cmocka_run_group_tests_name("bundle", tests, NULL, NULL);

@@ -543,7 +543,7 @@ static void collect(bundle *b, causes *cs)
                  at_failure ? " when it failed" : "", c);
         add(cs, "a host limit was reached (the address-space limit)", ev);
     } else if (size < 0 && !gpu && as > 0 && held > 0 && held <= BYTES_MAX &&
-               held * 10 >= as * 9 && bundle_kind_of(b) != KIND_PRESSURE) {
+               held * 10 >= as * 9 && bundle_kind_of(b) != GMP_VERDICT_PRESSURE) {
         /* no failed call seen (the Python API alone): the address space
          * near its limit is the same verdict the preload's bundle gives;
          * a warning written before anything failed says "near", itself */

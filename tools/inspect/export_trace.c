@@ -192,8 +192,8 @@ static void export_bundle(trace_out *o, bundle *b, process_view *views, int *nvi
     }
     p->last_seq = newest;
     if (jint(b->manifest, "created_at_ns", &created) == 0) {
-        bundle_kind k = bundle_kind_of(b);
-        json_t *args = json_pack("{s:s, s:s}", "bundle", b->name, "kind", kind_label(k));
+        gmp_verdict k = bundle_kind_of(b);
+        json_t *args = json_pack("{s:s, s:s}", "bundle", b->name, "kind", gmp_verdict_words(k));
         const char *reason = jstr(b->metadata, "reason");
         const char *message = jstr(b->metadata, "exception_message");
         if (reason)
@@ -201,7 +201,7 @@ static void export_bundle(trace_out *o, bundle *b, process_view *views, int *nvi
         if (message)
             json_object_set_new(args, "message", json_string(message));
         char name[160];
-        snprintf(name, sizeof name, "bundle: %s", kind_label(k));
+        snprintf(name, sizeof name, "bundle: %s", gmp_verdict_words(k));
         emit(o, instant(name, "bundle", "p", p->pid, p->pid, (double)created / 1e3, args));
     }
 }

@@ -7,6 +7,8 @@
 #ifndef GMP_INSPECT_H
 #define GMP_INSPECT_H
 
+#include "verdict.h"
+
 #include <getopt.h>
 #include <jansson.h>
 #include <stddef.h>
@@ -220,27 +222,14 @@ int interpreter_site(json_t *frames, json_t *mods, json_t *env, char *out, size_
  * the bundle says nothing of it. */
 int name_failure_site(bundle *b, char *out, size_t cap);
 
-/* kind.c: what a bundle records, from its metadata. */
-typedef enum bundle_kind {
-    KIND_OUT_OF_MEMORY,      /* an allocation failed, or a framework said so */
-    KIND_CRASH_AFTER_FAILED, /* a crash after an unchecked failed allocation */
-    KIND_OOM_KILLED,         /* the kernel's OOM killer is named as the killer */
-    KIND_KILLED_UNKNOWN,     /* killed or vanished; nothing ties it to memory */
-    KIND_CRASH,              /* a crash written up with no allocation failed */
-    KIND_PRESSURE,           /* a warning before any failure */
-    KIND_SURVIVED,           /* an allocation failed, and the process went on to exit 0 */
-    KIND_CGROUP_OOM_KILL,    /* killed while its cgroup's OOM killer killed, nobody says whom */
-} bundle_kind;
-#define KIND_COUNT (KIND_CGROUP_OOM_KILL + 1)
-bundle_kind bundle_kind_of(const bundle *b);
+/* kind.c: what a bundle records: metadata.json's "kind" (verdict.h), or,
+ * for a bundle written before it had one, what its facts decide, by the
+ * same function the writer used. */
+gmp_verdict bundle_kind_of(const bundle *b);
 /* How the bundle's process ended, in words ("exited 0: it went on after the
  * failure", "killed by SIGSEGV", ...); NULL when the bundle does not say
  * (written before outcomes were, or by the Python recorder alone). */
 const char *outcome_words(const bundle *b, char *out, size_t cap);
-/* The kinds that are out-of-memory deaths (triage's exit status 3). */
-int kind_is_oom(bundle_kind k);
-/* "out of memory", "memory-pressure warning", ... */
-const char *kind_label(bundle_kind k);
 
 /* event_lines.c: one event on a line ("> " and a note for the failed
  * request); python_stack.c: python_traceback.txt, innermost frame first,

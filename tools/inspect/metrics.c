@@ -95,7 +95,7 @@ static void add_bundle(const char *path, void *arg)
     proc *p = proc_of(ps, pid, host ? host : "", rank ? rank : "");
     if (p) {
         p->bundles++;
-        p->ooms += kind_is_oom(bundle_kind_of(&b));
+        p->ooms += gmp_verdict_is_death_of_memory(bundle_kind_of(&b));
         if ((uint64_t)recovered > p->recovered)
             p->recovered = (uint64_t)recovered;
         int latest = (uint64_t)created >= p->latest_ns;

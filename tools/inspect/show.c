@@ -348,15 +348,15 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
     const runtime_words *words = runtime_words_of(b);
     printf("\nWhat happened:    ");
     switch (bundle_kind_of(b)) {
-    case KIND_PRESSURE:
+    case GMP_VERDICT_PRESSURE:
         printf("memory came close to a limit; a warning, written before anything failed\n");
         return;
-    case KIND_OOM_KILLED:
+    case GMP_VERDICT_OOM_KILLED:
         printf("the process was killed by the kernel's OOM killer (");
         print_clean(stdout, sig ? signame : "SIGKILL", 20);
         printf(")\n");
         return;
-    case KIND_KILLED_UNKNOWN:
+    case GMP_VERDICT_KILLED_UNKNOWN:
         if (sig) {
             printf("the process was killed by ");
             print_clean(stdout, signame, 20);
@@ -366,7 +366,7 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
                    "of memory)\n");
         }
         return;
-    case KIND_CRASH_AFTER_FAILED:
+    case GMP_VERDICT_CRASH_AFTER_FAILED:
         if (words && sig && !strcmp(signame, "SIGABRT")) { /* the runtime's own abort */
             printf("%s ended the program (SIGABRT): %s\n", words->runtime, words->what);
             return;
@@ -377,18 +377,18 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
         print_clean(stdout, memory, 20);
         printf(" memory failed\n");
         return;
-    case KIND_CRASH:
+    case GMP_VERDICT_CRASH:
         printf("the process crashed (");
         print_clean(stdout, sig ? signame : "a signal", 20);
         printf("); no allocation had failed, so memory is not the known cause\n");
         return;
-    case KIND_CGROUP_OOM_KILL:
+    case GMP_VERDICT_CGROUP_OOM_KILL:
         printf("the process was killed (");
         print_clean(stdout, sig ? signame : "SIGKILL", 20);
         printf(") while its cgroup's OOM killer ran: it killed a process while this one ran, "
                "and nothing here says which\n");
         return;
-    case KIND_SURVIVED: {
+    case GMP_VERDICT_SURVIVED: {
         char later[200];
         printf("the process survived: an allocation of ");
         print_clean(stdout, memory, 20);
@@ -400,7 +400,8 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
             printf("), and it went on and exited 0; no death\n");
         return;
     }
-    case KIND_OUT_OF_MEMORY:
+    case GMP_VERDICT_OUT_OF_MEMORY:
+    case GMP_VERDICT_COUNT: /* not a kind */
         break;
     }
     const char *confirmed = jstr(md, "confirmed_by");
@@ -521,7 +522,7 @@ static int show_one(const char *path, long last)
     print_what_happened(&b, reason, backend);
     print_held_by(&b);
     char outcome[200];
-    if (bundle_kind_of(&b) != KIND_SURVIVED)
+    if (bundle_kind_of(&b) != GMP_VERDICT_SURVIVED)
         print_field("Outcome:", outcome_words(&b, outcome, sizeof outcome));
     diagnose(&b, isatty(1) && getenv("NO_COLOR") == NULL);
     print_python_stack(&b);

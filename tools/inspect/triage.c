@@ -30,7 +30,7 @@ typedef struct name_set {
 } name_set;
 
 typedef struct group {
-    bundle_kind kind;
+    gmp_verdict kind;
     char backend[32], api[64], reason[200], site[320];
     long count;
     char first[40], last[40];
@@ -44,7 +44,7 @@ typedef struct triage {
     group *groups;
     size_t n, cap;
     long bundles, ooms, unreadable, missing;
-    long kinds[KIND_COUNT];
+    long kinds[GMP_VERDICT_COUNT];
     char first_unreadable[4096];
 } triage;
 
@@ -98,9 +98,9 @@ static void add_bundle(const char *path, void *arg)
     snprintf(api, sizeof api, "%s", (s = jstr(fr, "api")) ? s : "-");
     snprintf(reason, sizeof reason, "%s", (s = jstr(b.manifest, "reason")) ? s : "?");
     top_site(&b, site, sizeof site);
-    bundle_kind kind = bundle_kind_of(&b);
+    gmp_verdict kind = bundle_kind_of(&b);
     t->kinds[kind]++;
-    t->ooms += kind_is_oom(kind);
+    t->ooms += gmp_verdict_is_death_of_memory(kind);
 
     group *g = NULL;
     for (size_t i = 0; i < t->n && !g; i++)
@@ -150,8 +150,8 @@ static void add_bundle(const char *path, void *arg)
 static int by_count(const void *a, const void *b)
 {
     const group *x = a, *y = b;
-    if (kind_is_oom(x->kind) != kind_is_oom(y->kind))
-        return kind_is_oom(x->kind) ? -1 : 1;
+    if (gmp_verdict_is_death_of_memory(x->kind) != gmp_verdict_is_death_of_memory(y->kind))
+        return gmp_verdict_is_death_of_memory(x->kind) ? -1 : 1;
     if (x->count != y->count)
         return x->count < y->count ? 1 : -1;
     return strcmp(x->reason, y->reason);
@@ -188,10 +188,10 @@ static void cells_of(const group *g, cells *c)
 /* "2 out-of-memory death(s), 1 memory-pressure warning(s), ..." */
 static void summary(const triage *t, char *out, size_t cap)
 {
-    long not_memory = t->kinds[KIND_KILLED_UNKNOWN] + t->kinds[KIND_CRASH];
+    long not_memory = t->kinds[GMP_VERDICT_KILLED_UNKNOWN] + t->kinds[GMP_VERDICT_CRASH];
     snprintf(out, cap, "%ld out-of-memory death(s), %ld memory-pressure warning(s), %ld killed "
                        "or crashed with no sign of memory, %ld failure(s) survived, %ld unreadable",
-             t->ooms, t->kinds[KIND_PRESSURE], not_memory, t->kinds[KIND_SURVIVED],
+             t->ooms, t->kinds[GMP_VERDICT_PRESSURE], not_memory, t->kinds[GMP_VERDICT_SURVIVED],
              t->unreadable + t->missing);
 }
 
@@ -210,7 +210,7 @@ static void print_text(const triage *t)
                              "  largest request ", c.big, "\n    ranks ", c.ranks,
                              "  hosts ", c.hosts, "  Slurm jobs ", c.jobs,
                              "\n    e.g. ", g->example};
-        printf("\n#%zu  %ld bundle(s), %s  ", i + 1, g->count, kind_label(g->kind));
+        printf("\n#%zu  %ld bundle(s), %s  ", i + 1, g->count, gmp_verdict_words(g->kind));
         for (size_t k = 0; k < sizeof row / sizeof *row; k++)
             if (k % 2)
                 fputs(row[k], stdout);
@@ -238,18 +238,18 @@ static void print_triage_json(const triage *t)
     json_t *root = json_object(), *groups = json_array();
     json_object_set_new(root, "bundles", json_integer(t->bundles));
     json_object_set_new(root, "oom_bundles", json_integer(t->ooms));
-    json_object_set_new(root, "pressure_warnings", json_integer(t->kinds[KIND_PRESSURE]));
-    json_object_set_new(root, "survived", json_integer(t->kinds[KIND_SURVIVED]));
+    json_object_set_new(root, "pressure_warnings", json_integer(t->kinds[GMP_VERDICT_PRESSURE]));
+    json_object_set_new(root, "survived", json_integer(t->kinds[GMP_VERDICT_SURVIVED]));
     json_object_set_new(root, "not_memory",
-                        json_integer(t->kinds[KIND_KILLED_UNKNOWN] + t->kinds[KIND_CRASH]));
+                        json_integer(t->kinds[GMP_VERDICT_KILLED_UNKNOWN] + t->kinds[GMP_VERDICT_CRASH]));
     json_object_set_new(root, "unreadable", json_integer(t->unreadable));
     json_object_set_new(root, "missing_paths", json_integer(t->missing));
     json_object_set_new(root, "exit_status", json_integer(exit_status(t)));
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
         json_t *o = json_object();
-        json_object_set_new(o, "kind", json_string(kind_label(g->kind)));
-        json_object_set_new(o, "out_of_memory", json_boolean(kind_is_oom(g->kind)));
+        json_object_set_new(o, "kind", json_string(gmp_verdict_words(g->kind)));
+        json_object_set_new(o, "out_of_memory", json_boolean(gmp_verdict_is_death_of_memory(g->kind)));
         json_object_set_new(o, "backend", json_string(g->backend));
         json_object_set_new(o, "api", json_string(g->api));
         json_object_set_new(o, "reason", json_string(g->reason));
@@ -318,7 +318,7 @@ static void print_markdown(const triage *t)
         const group *g = &t->groups[i];
         cells c;
         cells_of(g, &c);
-        printf("| %zu | %ld | %s | ", i + 1, g->count, kind_label(g->kind));
+        printf("| %zu | %ld | %s | ", i + 1, g->count, gmp_verdict_words(g->kind));
         const char *row[] = {g->backend, g->api, g->reason, g->site, c.big, c.ranks, c.hosts,
                              c.jobs, g->first, g->last};
         for (size_t k = 0; k < sizeof row / sizeof *row; k++) {
@@ -341,7 +341,7 @@ static void print_junit(const triage *t)
 {
     size_t failures = 0, errors = t->unreadable || t->missing;
     for (size_t i = 0; i < t->n; i++)
-        failures += kind_is_oom(t->groups[i].kind);
+        failures += gmp_verdict_is_death_of_memory(t->groups[i].kind);
     size_t tests = t->n + errors;
     puts("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
     for (int level = 0; level < 2; level++)
@@ -352,7 +352,7 @@ static void print_junit(const triage *t)
         puts("    <testcase classname=\"gpumemprof.oom\" name=\"no out-of-memory bundle\"/>");
     for (size_t i = 0; i < t->n; i++) {
         const group *g = &t->groups[i];
-        int oom = kind_is_oom(g->kind);
+        int oom = gmp_verdict_is_death_of_memory(g->kind);
         cells c;
         cells_of(g, &c);
         fputs("    <testcase classname=\"gpumemprof.oom\" name=\"", stdout);
@@ -363,10 +363,10 @@ static void print_junit(const triage *t)
         put_escaped(g->site, 1);
         if (oom)
             printf("\">\n      <failure message=\"%ld bundle(s), %s\" type=\"", g->count,
-                   kind_label(g->kind));
+                   gmp_verdict_words(g->kind));
         else
             printf("\">\n      <system-out>%ld bundle(s), %s (not an out-of-memory death): ",
-                   g->count, kind_label(g->kind));
+                   g->count, gmp_verdict_words(g->kind));
         if (oom) {
             put_escaped(g->reason, 1);
             fputs("\">", stdout);

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SUPPORTED_SCHEMA 1
+#define SUPPORTED_SCHEMA 2
 
 typedef struct report {
     const char *bundle;
