@@ -34,6 +34,7 @@ need libamdhip64-dev test -f /usr/include/hip/hip_runtime_api.h
 need libxml2-utils command -v xmllint     # the tests check triage's JUnit XML
 need tmux command -v tmux                 # the tests watch `gmp-inspect watch` in a terminal
 need binutils command -v addr2line        # the tests symbolise a bundle's stack
+need strace command -v strace             # a test counts the files `show` opens
 need g++ command -v g++                   # a test program writes through std::cerr
 need clang command -v clang               # the libFuzzer harnesses (test/fuzz/)
 # the conformance suite (test/conformance/): real software, bare and preloaded

@@ -140,6 +140,41 @@ static void batches_under(const char *python)
                  python, h.shown);
 }
 
+/* `show` of bundle opens each of its files once, however many of its
+ * parts read them (the held-by line, the top sites, the failure's site,
+ * the Python stack): strace's record of its opens. */
+static void expect_show_reads_each_file_once(const char *bundle)
+{
+    char trace[600], text[1 << 16];
+    snprintf(trace, sizeof trace, "%s/show.strace", paths.scratch);
+    const char *argv[] = {"/usr/bin/strace", "-f", "-qq", "-e", "trace=open,openat", "-o", trace,
+                          inspect_path(), "show", bundle, NULL};
+    if (access(argv[0], X_OK) != 0) {
+        print_message("[     SKIP ] no strace to count show's opens (mk/ensure-deps.sh "
+                      "installs it)\n");
+        return;
+    }
+    if (exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)) != 0)
+        fail_msg("strace, show: %s", err);
+    FILE *f = fopen(trace, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    static const char *const files[] = {"manifest.json", "metadata.json", "events.json",
+                                        "environment.json", "stacks.json", "modules.json",
+                                        "allocations.json", "python_traceback.txt"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "\"%s\"", files[i]);
+        int opens = 0;
+        for (const char *p = text; (p = strstr(p, quoted)) != NULL; p++)
+            opens++;
+        if (opens > 1)
+            fail_msg("show opened %s %d times:\n%s", files[i], opens, text);
+    }
+}
+
 static void test_python_line_held_the_batches(void **state)
 {
     (void)state;
@@ -147,6 +182,7 @@ static void test_python_line_held_the_batches(void **state)
     batches_under("python3");
     char bundle[1024], pickle[1200];
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    expect_show_reads_each_file_once(bundle);
     snprintf(pickle, sizeof pickle, "%s/snapshot.pickle", paths.scratch);
     const char *argv[] = {inspect_path(), "export", bundle, "--format", "torch-snapshot", "-o",
                           pickle, NULL};

@@ -40,12 +40,20 @@ typedef struct event_list {
     size_t failure;          /* the failed request's event; SIZE_MAX: none */
 } event_list;
 
+#define BUNDLE_FILES_KEPT 8
 typedef struct bundle {
     char path[4096];
     char name[4096];
     int dirfd;
     json_t *manifest, *metadata, *environment;
     event_list events; /* empty unless asked for */
+    struct kept_file {  /* bundle_json's and bundle_text's: each file read once */
+        char name[32];
+        json_t *doc;    /* NULL: absent or unreadable, and not asked again */
+        char *text;     /* a text file's bytes and a NUL (bundle_text), or NULL */
+        size_t len;
+    } kept[BUNDLE_FILES_KEPT];
+    int kept_count;
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -54,6 +62,14 @@ typedef struct bundle {
 int bundle_open(bundle *b, const char *path, int want_env, int want_events,
                 char *err, size_t err_cap);
 void bundle_close(bundle *b);
+/* FILE of the bundle (stacks.json, modules.json, allocations.json,
+ * environment.json, ...), parsed the first time it is asked for and kept
+ * until bundle_close: every verb's parts ask, and each file is opened
+ * once.  Borrowed; NULL when absent or unreadable. */
+json_t *bundle_json(bundle *b, const char *file);
+/* A text file of the bundle (python_traceback.txt), read once the same way:
+ * its bytes, NUL-terminated, and their count in *len; NULL when absent. */
+const char *bundle_text(bundle *b, const char *file, size_t *len);
 
 /* Read and parse one JSON file inside a directory fd: refuses symlinks,
  * non-regular files and files over max_bytes. */
@@ -178,9 +194,9 @@ void print_held_by(bundle *b);
 /* torch_blocks.c: torch_blocks.json's largest live blocks, when the bundle
  * has it. */
 void print_torch_blocks(bundle *b);
-/* allocations.json or leaks.json in dirfd: totals, then the top sites;
+/* allocations.json or leaks.json of b: totals, then the top sites;
  * 0 when the file is absent or unreadable. */
-int print_live_file(int dirfd, const char *file, const char *label, const char *what,
+int print_live_file(bundle *b, const char *file, const char *label, const char *what,
                     const char *sites_heading);
 enum { SITE_UNKNOWN, SITE_LIBRARY, SITE_PROGRAM }; /* what name_site found */
 /* symbols.c: the function (fn), source file and line of offset in the ELF

@@ -21,9 +21,10 @@ int show_leak_report(const char *path)
         close(dirfd);
         return -1; /* not a leak report: show reads it as a bundle */
     }
-    char err[600];
+    char err[600] = "leaks.json cannot be read";
+    bundle report = {.dirfd = dirfd}; /* its files read through it, each once */
     json_t *manifest = load_json_at(dirfd, "manifest.json", SMALL_FILE_MAX, err, sizeof err);
-    json_t *leaks = load_json_at(dirfd, "leaks.json", SMALL_FILE_MAX, err, sizeof err);
+    json_t *leaks = bundle_json(&report, "leaks.json");
     int64_t pid = 0, count = 0, bytes = 0;
     if (!manifest || !leaks || jint(leaks, "live_count", &count) ||
         jint(leaks, "live_bytes", &bytes)) {
@@ -31,8 +32,7 @@ int show_leak_report(const char *path)
         print_clean(stderr, manifest && leaks ? "leaks.json lacks its totals" : err, 600);
         fputc('\n', stderr);
         json_decref(manifest);
-        json_decref(leaks);
-        close(dirfd);
+        bundle_close(&report);
         return EXIT_INVALID;
     }
     jint(manifest, "pid", &pid);
@@ -48,7 +48,7 @@ int show_leak_report(const char *path)
     print_clean(stdout, jstr(manifest, "created_at_utc") ? jstr(manifest, "created_at_utc") : "?",
                 40);
     putchar('\n');
-    print_live_file(dirfd, "leaks.json", "Leaked:", "allocation(s)",
+    print_live_file(&report, "leaks.json", "Leaked:", "allocation(s)",
                     "Where the leaked bytes were allocated:");
     json_t *list = json_object_get(leaks, "allocations");
     if (json_array_size(list))
@@ -71,7 +71,6 @@ int show_leak_report(const char *path)
         putchar('\n');
     }
     json_decref(manifest);
-    json_decref(leaks);
-    close(dirfd);
+    bundle_close(&report); /* and its directory */
     return EXIT_OK;
 }

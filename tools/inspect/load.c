@@ -155,8 +155,60 @@ int jint(json_t *obj, const char *key, int64_t *out)
     return 0;
 }
 
+json_t *bundle_json(bundle *b, const char *file)
+{
+    if (!strcmp(file, "manifest.json"))
+        return b->manifest;
+    if (!strcmp(file, "metadata.json"))
+        return b->metadata;
+    int env = !strcmp(file, "environment.json");
+    if (env && b->environment)
+        return b->environment;
+    for (int i = 0; i < b->kept_count; i++)
+        if (!strcmp(b->kept[i].name, file))
+            return b->kept[i].doc;
+    json_t *doc = b->dirfd >= 0 ? load_json_at(b->dirfd, file, SMALL_FILE_MAX, NULL, 0) : NULL;
+    if (env && json_is_object(doc)) {
+        b->environment = doc;
+        return doc;
+    }
+    if (b->kept_count < BUNDLE_FILES_KEPT && strlen(file) < sizeof b->kept[0].name) {
+        struct kept_file *k = &b->kept[b->kept_count++];
+        snprintf(k->name, sizeof k->name, "%s", file);
+        k->doc = doc; /* NULL too: not read again */
+        k->text = NULL;
+    } else if (doc) {
+        json_decref(doc); /* nowhere to keep it: not handed out unowned */
+        doc = NULL;
+    }
+    return doc;
+}
+
+const char *bundle_text(bundle *b, const char *file, size_t *len)
+{
+    *len = 0;
+    for (int i = 0; i < b->kept_count; i++)
+        if (!strcmp(b->kept[i].name, file)) {
+            *len = b->kept[i].len;
+            return b->kept[i].text;
+        }
+    if (b->kept_count >= BUNDLE_FILES_KEPT || strlen(file) >= sizeof b->kept[0].name)
+        return NULL;
+    struct kept_file *k = &b->kept[b->kept_count++];
+    snprintf(k->name, sizeof k->name, "%s", file);
+    k->doc = NULL;
+    k->text = b->dirfd >= 0 ? read_file_at(b->dirfd, file, 1u << 20, &k->len, NULL, 0) : NULL;
+    *len = k->text ? k->len : 0;
+    return k->text;
+}
+
 void bundle_close(bundle *b)
 {
+    for (int i = 0; i < b->kept_count; i++) {
+        json_decref(b->kept[i].doc);
+        free(b->kept[i].text);
+    }
+    b->kept_count = 0;
     json_decref(b->manifest);
     json_decref(b->metadata);
     json_decref(b->environment);

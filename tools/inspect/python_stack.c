@@ -49,7 +49,7 @@ static int failed_call_frames(bundle *b, python_stack *st)
     int64_t id = 0;
     if (jint(json_object_get(b->metadata, "failed_request"), "stack_id", &id) || id <= 0)
         return -1;
-    json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *stacks = bundle_json(b, "stacks.json");
     frames_from_json(json_object_get(stack_with_id(stacks, id), "python"), st);
     size_t need = 0;
     for (size_t k = 0; k < st->n; k++)
@@ -62,7 +62,6 @@ static int failed_call_frames(bundle *b, python_stack *st)
         st->frames[k].fn = fn ? strcpy(at, fn) : NULL;
         at += fn ? strlen(fn) + 1 : 0;
     }
-    json_decref(stacks);
     if (!st->text) {
         st->n = 0;
         return -1;
@@ -74,9 +73,11 @@ int python_stack_read(bundle *b, python_stack *st)
 {
     size_t len;
     st->n = st->dropped = 0;
-    st->text = read_file_at(b->dirfd, "python_traceback.txt", 1u << 20, &len, NULL, 0);
+    const char *kept = bundle_text(b, "python_traceback.txt", &len);
+    st->text = kept ? malloc(len + 1) : NULL; /* its own copy: cut into lines below */
     if (!st->text)
         return failed_call_frames(b, st);
+    memcpy(st->text, kept, len + 1);
     size_t stacks = 0;
     int outermost_first = 0;
     for (char *line = st->text, *next; line && *line; line = next) {

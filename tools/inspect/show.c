@@ -508,7 +508,7 @@ static int show_one(const char *path, long last)
         return EXIT_INVALID;
     }
     /* environment.json is optional for show: a damaged one loses a line only */
-    b.environment = load_json_at(b.dirfd, "environment.json", SMALL_FILE_MAX, NULL, 0);
+    bundle_json(&b, "environment.json");
     json_t *md = b.metadata;
     const char *reason = jstr(md, "reason");
     if (!reason)

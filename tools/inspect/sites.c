@@ -56,12 +56,8 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_
 
 int name_site(bundle *b, int64_t stack, char *out, size_t cap)
 {
-    json_t *stacks = load_json_at(b->dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
-    json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    int found = describe(b->dirfd, stacks, mods, b->environment, stack, out, cap);
-    json_decref(stacks);
-    json_decref(mods);
-    return found;
+    return describe(b->dirfd, bundle_json(b, "stacks.json"), bundle_json(b, "modules.json"),
+                    bundle_json(b, "environment.json"), stack, out, cap);
 }
 
 json_t *stack_with_id(json_t *stacks, int64_t id)
@@ -179,12 +175,10 @@ int name_failure_site(bundle *b, char *out, size_t cap)
     int python = python_site(b, out, cap);
     if (python != SITE_UNKNOWN)
         return python;
-    json_t *mods = load_json_at(b->dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *mods = bundle_json(b, "modules.json");
     json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
-    if (interpreter_site(stack, mods, b->environment, out, cap)) {
-        json_decref(mods);
+    if (interpreter_site(stack, mods, bundle_json(b, "environment.json"), out, cap))
         return SITE_PROGRAM;
-    }
     const char *path, *raw;
     uint64_t offset;
     int found = failure_frame(b, mods, &path, &offset, &raw);
@@ -192,7 +186,6 @@ int name_failure_site(bundle *b, char *out, size_t cap)
         name_frame(b->dirfd, path, offset, out, cap);
     else if (raw)
         snprintf(out, cap, "%s", raw);
-    json_decref(mods);
     return found != SITE_UNKNOWN || raw ? found : -1;
 }
 
@@ -239,12 +232,12 @@ typedef struct named_site {
 /* Sites (largest first) named: at most cap of them, largest first again
  * after merging (merge: stacks that name the same site, as it was called
  * from two places, are one). */
-static size_t name_sites(int dirfd, const site *sites, size_t ns, int merge, named_site *named,
+static size_t name_sites(bundle *b, const site *sites, size_t ns, int merge, named_site *named,
                          size_t cap)
 {
-    json_t *stacks = load_json_at(dirfd, "stacks.json", SMALL_FILE_MAX, NULL, 0);
-    json_t *mods = load_json_at(dirfd, "modules.json", SMALL_FILE_MAX, NULL, 0);
-    json_t *env = load_json_at(dirfd, "environment.json", SMALL_FILE_MAX, NULL, 0);
+    int dirfd = b->dirfd;
+    json_t *stacks = bundle_json(b, "stacks.json"), *mods = bundle_json(b, "modules.json");
+    json_t *env = bundle_json(b, "environment.json");
     size_t nn = 0;
     for (size_t i = 0; i < ns && nn < cap && (merge || nn < MAX_SITES); i++) {
         char where[512];
@@ -271,18 +264,15 @@ static size_t name_sites(int dirfd, const site *sites, size_t ns, int merge, nam
             named[best] = tmp;
         }
     }
-    json_decref(stacks);
-    json_decref(mods);
-    json_decref(env);
     return nn;
 }
 
 /* Sites named and printed under heading, MAX_SITES of them. */
-static void print_sites(int dirfd, const site *sites, size_t ns, const char *heading,
+static void print_sites(bundle *b, const site *sites, size_t ns, const char *heading,
                         int merge)
 {
     named_site named[16];
-    size_t nn = name_sites(dirfd, sites, ns, merge, named, 16);
+    size_t nn = name_sites(b, sites, ns, merge, named, 16);
     printf("%s\n", heading);
     for (size_t k = 0; k < nn && k < MAX_SITES; k++) {
         char amount[32];
@@ -371,7 +361,7 @@ static void memory_words(const char *backend, int64_t device, char *out, size_t 
 
 void print_held_by(bundle *b)
 {
-    json_t *held = load_json_at(b->dirfd, "allocations.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *held = bundle_json(b, "allocations.json");
     int64_t count = 0, bytes = 0, device = -1;
     const char *backend = NULL;
     site sites[256];
@@ -393,11 +383,10 @@ void print_held_by(bundle *b)
             bytes += (int64_t)sites[i].bytes;
         }
     }
-    json_decref(held);
     char where[64];
     memory_words(backend, device, where, sizeof where);
     named_site named[16];
-    size_t nn = ns ? name_sites(b->dirfd, sites, ns, 1, named, 16) : 0;
+    size_t nn = ns ? name_sites(b, sites, ns, 1, named, 16) : 0;
     if (!nn || !named[0].bytes) {
         if (backend && strcmp(backend, "cpu")) /* nothing of ours was on the full device */
             printf("%-18sno live allocation%s at the failure\n", "Held by:", where);
@@ -418,16 +407,14 @@ void print_held_by(bundle *b)
 
 /* A live-allocations file (allocations.json, a leak report's leaks.json):
  * the total per device, then the top sites.  0 when there is no such file. */
-int print_live_file(int dirfd, const char *file, const char *label, const char *what,
+int print_live_file(bundle *b, const char *file, const char *label, const char *what,
                     const char *sites_heading)
 {
-    json_t *held = load_json_at(dirfd, file, SMALL_FILE_MAX, NULL, 0);
+    json_t *held = bundle_json(b, file);
     int64_t count = 0, bytes = 0;
     if (!json_is_object(held) || jint(held, "live_count", &count) ||
-        jint(held, "live_bytes", &bytes)) {
-        json_decref(held);
+        jint(held, "live_bytes", &bytes))
         return 0;
-    }
     char total[32];
     fmt_bytes((uint64_t)bytes, total, sizeof total);
     printf("%-18s%lld %s, %s", label, (long long)count, what, total);
@@ -452,8 +439,7 @@ int print_live_file(int dirfd, const char *file, const char *label, const char *
     site sites[16];
     size_t ns = top_stacks_of(held, sites, 16);
     if (ns)
-        print_sites(dirfd, sites, ns, sites_heading, 1);
-    json_decref(held);
+        print_sites(b, sites, ns, sites_heading, 1);
     return 1;
 }
 
@@ -491,14 +477,14 @@ static size_t replayed_sites(bundle *b, site *sites, size_t cap)
 
 void print_top_sites(bundle *b)
 {
-    if (print_live_file(b->dirfd, "allocations.json", "Held:", "live allocation(s)",
+    if (print_live_file(b, "allocations.json", "Held:", "live allocation(s)",
                         "Top allocation sites by live bytes (allocations alive at the failure):"))
         return;
     site sites[64];
     size_t ns = replayed_sites(b, sites, 64);
     if (!ns)
         return;
-    print_sites(b->dirfd, sites, ns,
+    print_sites(b, sites, ns,
                 "Top allocation sites by live bytes (the events' allocations not freed "
                 "before the failure):", 0);
 }

@@ -6,7 +6,8 @@
  * libdw (never a FIFO or a device that would block or never end, nor an
  * ELF the bundle's author shipped inside it for libdw's parser).  Each ELF
  * is opened once and kept (up to MAX_MODULES): a snapshot names thousands
- * of frames in a few libraries.  A C++ name is given as C++ (c10::alloc_cpu
+ * of frames in a few libraries; and each answer is kept, by module and
+ * offset: triage asks the same sites of thousands of bundles.  A C++ name is given as C++ (c10::alloc_cpu
  * (unsigned long), not _ZN3c109alloc_cpuEm) by libstdc++'s demangler,
  * found at run time: where there is none, the symbol stays as it is.
  */
@@ -104,6 +105,26 @@ static void demangle(char *fn, size_t fn_cap)
     free(plain);
 }
 
+static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_cap, char *file,
+                         size_t file_cap, int *line);
+
+/* The answers given, by module and offset: triage of 20,000 bundles asks
+ * the same few sites again and again, and libdw's line lookup is the
+ * cost.  Emptied with the modules. */
+#define ANSWERS_KEPT 1024
+static struct answer {
+    const module_cache *m; /* NULL: free */
+    uint64_t offset;
+    char fn[256], file[512];
+    int line, found;
+} answers[ANSWERS_KEPT];
+
+static struct answer *answer_slot(const module_cache *m, uint64_t offset)
+{
+    uint64_t h = (offset ^ (uint64_t)(uintptr_t)m) * 0x9E3779B97F4A7C15ull;
+    return &answers[h >> (64 - 10)];
+}
+
 int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_cap,
               char *file, size_t file_cap, int *line)
 {
@@ -112,6 +133,25 @@ int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_
     module_cache *m = module(dirfd, path);
     if (!m || !m->dwfl)
         return -1;
+    struct answer *a = answer_slot(m, offset);
+    if (a->m == m && a->offset == offset) {
+        snprintf(fn, fn_cap, "%s", a->fn);
+        snprintf(file, file_cap, "%s", a->file);
+        *line = a->line;
+        return a->found ? 0 : -1;
+    }
+    int found = symbolise_now(m, offset, fn, fn_cap, file, file_cap, line);
+    if (strlen(fn) < sizeof a->fn && strlen(file) < sizeof a->file) {
+        *a = (struct answer){.m = m, .offset = offset, .line = *line, .found = found == 0};
+        snprintf(a->fn, sizeof a->fn, "%s", fn);
+        snprintf(a->file, sizeof a->file, "%s", file);
+    }
+    return found;
+}
+
+static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_cap, char *file,
+                         size_t file_cap, int *line)
+{
     Dwarf_Addr at = m->bias + offset - 1; /* the call, not the return address */
     const char *name = dwfl_module_addrname(m->mod, at);
     Dwfl_Line *src = dwfl_module_getsrc(m->mod, at);
@@ -127,6 +167,7 @@ int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_
 
 void symbols_release(void)
 {
+    memset(answers, 0, sizeof answers);
     for (int i = 0; i < cached; i++)
         if (cache[i].dwfl)
             dwfl_end(cache[i].dwfl);

@@ -13,7 +13,7 @@
  * its OOM, each with the innermost Python frame that made it. */
 void print_torch_blocks(bundle *b)
 {
-    json_t *doc = load_json_at(b->dirfd, "torch_blocks.json", SMALL_FILE_MAX, NULL, 0);
+    json_t *doc = bundle_json(b, "torch_blocks.json");
     json_t *blocks = json_object_get(doc, "largest_blocks");
     size_t i;
     json_t *blk;
@@ -45,5 +45,4 @@ void print_torch_blocks(bundle *b)
     }
     if (json_array_size(blocks))
         printf("%-18s(the largest live, from torch_snapshot.pickle: open it in memory_viz)\n", "");
-    json_decref(doc);
 }
