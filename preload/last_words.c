@@ -189,9 +189,12 @@ const char *gmp_message_last_words_said(int runtime, const char **module, const 
 {
     if (runtime <= 0 || runtime >= GMP_LAST_WORDS_COUNT)
         return NULL;
-    *module = forms[runtime].module;
-    *type = forms[runtime].type;
-    *own_limit = forms[runtime].own_limit;
+    if (module)
+        *module = forms[runtime].module;
+    if (type)
+        *type = forms[runtime].type;
+    if (own_limit)
+        *own_limit = forms[runtime].own_limit;
     return forms[runtime].pattern;
 }
 

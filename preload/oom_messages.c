@@ -209,8 +209,7 @@ static void parse_line(const char *line, exception_text *t)
 static void line_text(const char *line, const char *pattern, int runtime, exception_text *t)
 {
     const char *module = NULL, *type = NULL;
-    int own_limit;
-    if (gmp_message_last_words_said(runtime, &module, &type, &own_limit)) {
+    if (gmp_message_last_words_said(runtime, &module, &type, NULL)) {
         /* a runtime's words, whole: the size they state is in them */
         gmp_strlcpy(t->said.type, type ? type : "", sizeof t->said.type);
         gmp_strlcpy(t->said.module, module ? module : "", sizeof t->said.module);
@@ -289,9 +288,8 @@ static void write_message_bundle(const char *pattern, const char *line, int ends
     if (!recent.present && runtime != GMP_LAST_WORDS_NONE) {
         if (!own)
             return; /* quoted by another: a script, a log, a test */
-        const char *module, *type;
-        int own_limit;
-        gmp_message_last_words_said(runtime, &module, &type, &own_limit);
+        int own_limit = 0;
+        gmp_message_last_words_said(runtime, NULL, NULL, &own_limit);
         if (!own_limit)
             return; /* it dies so only after a call failed, and none did */
         /* evidence only if the death follows: kept for it, handlers armed */
@@ -365,7 +363,6 @@ static int write_bundle(const exception_text *t, const char *pattern, const char
     return written;
 }
 
-
 static int joined_detail(const char *line)
 {
     int to = taken_to;
@@ -414,10 +411,7 @@ static void on_line(const char *line)
      * else what the line says in words of its own */
     int runtime = gmp_message_last_words(line);
     int own = runtime && gmp_message_last_words_own(runtime, gmp_stderr_writer);
-    const char *module, *type, *pattern = NULL;
-    int own_limit;
-    if (own)
-        pattern = gmp_message_last_words_said(runtime, &module, &type, &own_limit);
+    const char *pattern = own ? gmp_message_last_words_said(runtime, NULL, NULL, NULL) : NULL;
     if (!pattern)
         pattern = gmp_classify_oom_line(line);
     if (!pattern)

@@ -544,7 +544,8 @@ enum {
 GMP_HIDDEN int gmp_message_last_words(const char *line);
 /* Their reason's pattern ("php: memory exhausted"), the exception they name
  * (module and type, either NULL), and whether the runtime can die so with
- * no call failing (own_limit: a limit of its own); NULL for no runtime. */
+ * no call failing (own_limit: a limit of its own); NULL for no runtime.
+ * Any out pointer may be NULL. */
 GMP_HIDDEN const char *gmp_message_last_words_said(int runtime, const char **module,
                                                    const char **type, int *own_limit);
 /* And only when that runtime wrote them: writer is the code that called
