@@ -74,6 +74,32 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Pinned host memory is said as such in "In use at dump", beside the
+ * host's own: never two lines of "host". */
+static void test_pinned_host_said_so(void **state)
+{
+    (void)state;
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/pinned", scratch);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_event host = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CPU, .device = -1,
+                      .api = GMP_API_MALLOC, .size = 2u << 20, .in_use = 2u << 20};
+    gmp_event pinned = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CUDA, .device = -1,
+                        .api = GMP_API_CUDA_HOST_ALLOC, .size = 4096, .in_use = 4096};
+    gmp_record(rec, &host);
+    gmp_record(rec, &pinned);
+    gmp_dump_request req = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
+                            .failed = {1, GMP_API_MALLOC, 1ull << 40, -1, 12}};
+    char path[4096];
+    assert_non_null(gmp_dump(rec, &req, path, sizeof path));
+    gmp_recorder_destroy(rec);
+    assert_int_equal(run_verb("show", path, NULL), 0);
+    if (!strstr(out, "In use at dump:   host 2.0 MiB; pinned host 4.0 KiB\n"))
+        fail_msg("show says:\n%s", out);
+}
+
 static void test_good_bundles(void **state)
 {
     (void)state;
@@ -489,6 +515,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_bundles),
+        cmocka_unit_test(test_pinned_host_said_so),
         cmocka_unit_test(test_cgroup_kills_are_not_all_this_process),
         cmocka_unit_test(test_hostile_bundles),
         cmocka_unit_test(test_list_reports_unreadable_bundles),

@@ -1,8 +1,9 @@
 /*
- * gmp_inspect.c — gmp-inspect: reads the bundles gpumemprof writes.  Dispatches to
- * one verb per file (list.c, show.c, validate.c, recover.c).  It never
- * changes a bundle; recover writes new ones for processes that died without
- * a word, through the recorder library.
+ * gmp_inspect.c — gmp-inspect: reads the bundles gpumemprof writes.  Its
+ * verbs are the table below, each the cmd_ function of its own file
+ * (show.c, triage.c, plot.c, ...).  It never changes a bundle; recover
+ * writes new ones for processes that died without a word, through the
+ * recorder library, and prune deletes the ones retention lets go.
  */
 #include "gpumemprof.h"
 #include "inspect.h"

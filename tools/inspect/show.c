@@ -91,8 +91,8 @@ static void print_in_use(json_t *md)
         if (dev >= 0) {
             print_clean(stdout, backend ? backend : "?", 16);
             printf(" device %lld", (long long)dev);
-        } else {
-            printf("host");
+        } else { /* a GPU runtime's host memory is pinned (cudaHostAlloc) */
+            printf("%s", backend && strcmp(backend, "cpu") ? "pinned host" : "host");
         }
         printf(" %s", b);
     }
