@@ -397,10 +397,28 @@ static int joined_detail(const char *line)
     return 1;
 }
 
+/* The line past a launcher's prefix for its rank: torch.distributed's
+ * "[rank3]: " before each line of an uncaught error, torchrun's --tee
+ * "[default3]:".  Behind it a traceback is a traceback, and an exception's
+ * line names its exception. */
+static const char *past_rank_prefix(const char *line)
+{
+    if (line[0] != '[')
+        return line;
+    const char *p = line + 1;
+    p += strspn(p, "abcdefghijklmnopqrstuvwxyz");
+    size_t digits = strspn(p, "0123456789");
+    if (p == line + 1 || !digits || p[digits] != ']' || p[digits + 1] != ':')
+        return line;
+    p += digits + 2;
+    return *p == ' ' ? p + 1 : p;
+}
+
 static void on_line(const char *line)
 {
     if (!strncmp(line, "gpumemprof: ", 12))
         return; /* our own */
+    line = past_rank_prefix(line);
     if (joined_detail(line))
         return;
     traceback_line(line);

@@ -297,6 +297,43 @@ static void test_printed_traceback_is_masked(void **state)
         fail_msg("the password reached the bundle, or no traceback: %s", out);
 }
 
+/* torch.distributed prints an uncaught error with "[rankN]: " before each
+ * line: behind it the traceback is a traceback and the exception's line
+ * names torch's OutOfMemoryError (it was the JVM's, by the word
+ * "OutOfMemoryError" left in an unparsed message). */
+static void test_rank_prefixed_lines(void **state)
+{
+    (void)state;
+    char script[8192], file[700];
+    snprintf(file, sizeof file, "%s/train.py", paths.scratch);
+    static const char program[] =
+        "import sys, traceback\n"
+        "def hook(t, v, tb):\n"
+        "    for line in ''.join(traceback.format_exception(t, v, tb)).splitlines():\n"
+        "        print('[rank1]: ' + line, file=sys.stderr)\n"
+        "sys.excepthook = hook\n"
+        "class OutOfMemoryError(RuntimeError):\n"
+        "    pass\n"
+        "OutOfMemoryError.__module__ = 'torch'\n"
+        "def train_step():\n"
+        "    raise OutOfMemoryError('" TORCH_MESSAGE "')\n"
+        "train_step()\n";
+    write_file(file, program, sizeof program - 1);
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s %s'; exec python3 '%s'",
+             paths.preload, speaker("libtorch_cpu.so"), file);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     1);
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "exception_type"), "OutOfMemoryError");
+    assert_string_equal(json_str(md, "exception_module"), "torch");
+    json_decref(md);
+    const char *shown = show_output(bundle);
+    if (strstr(shown, "JVM") || !strstr(shown, "\nPython stack:     ") ||
+        !strstr(shown, "train.py:10 in train_step"))
+        fail_msg("show says:\n%s", shown);
+}
+
 /* Each framework's own last line, as it prints it, from a process that
  * writes it to stderr: one bundle whose exception is the framework's type,
  * module and words. */
@@ -577,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_node_heap_limit),
         cmocka_unit_test(test_jvm_heap_space),
         cmocka_unit_test(test_printed_traceback_is_masked),
+        cmocka_unit_test(test_rank_prefixed_lines),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
