@@ -26,6 +26,9 @@
  * its own, and the printed one becomes its python_traceback.txt (given to
  * the open episode, added to the bundle just written, or to the message's
  * own bundle).
+ * A line is read past a launcher's "[rank3]: " prefix; a child's traceback
+ * a launcher relays ("-- Process 1 terminated with the following error:")
+ * is not read at all: the child's bundle tells that death.
  * A line right after one that was taken, with PostgreSQL's "DETAIL:" in it
  * ("Failed on request of size 100663296 in memory context ..."), joins that
  * one's message: the program's own account of its failed request.
@@ -414,6 +417,12 @@ static const char *past_rank_prefix(const char *line)
     return *p == ' ' ? p + 1 : p;
 }
 
+/* A launcher relaying its child's traceback in its own exception
+ * (torch.multiprocessing.spawn: "-- Process 1 terminated with the
+ * following error:", then the child's traceback): the child's death, told
+ * by the child's own bundle, is no death of this process. */
+static int relaying;
+
 static void on_line(const char *line)
 {
     if (!strncmp(line, "gpumemprof: ", 12))
@@ -421,7 +430,16 @@ static void on_line(const char *line)
     line = past_rank_prefix(line);
     if (joined_detail(line))
         return;
+    if (!strncmp(line, "-- Process ", 11) && strstr(line, " terminated with the following error:")) {
+        relaying = 1;
+        return;
+    }
     traceback_line(line);
+    if (relaying) {
+        if (traceback_state == 2 || (traceback_state == 0 && line[0] != ' '))
+            relaying = 0; /* the child's exception line ends what is relayed */
+        return;
+    }
     if (traceback_state == 1)
         return; /* a frame or source line ("raise OutOfMemoryError(...)"): the
                  * exception's own line ends the traceback and says it */

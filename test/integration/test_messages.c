@@ -334,6 +334,38 @@ static void test_rank_prefixed_lines(void **state)
         fail_msg("show says:\n%s", shown);
 }
 
+/* torch.multiprocessing.spawn's parent raises its child's traceback
+ * again, in its own exception: the child's MemoryError and the child's
+ * torch OutOfMemoryError are the child's deaths (its own bundle tells
+ * them), not deaths of the parent, which wrote two false bundles. */
+static void test_relayed_traceback_is_no_death(void **state)
+{
+    (void)state;
+    char script[8192], file[700];
+    snprintf(file, sizeof file, "%s/spawn.py", paths.scratch);
+    static const char program[] =
+        "import sys\n"
+        "class ProcessRaisedException(Exception):\n"
+        "    pass\n"
+        "ProcessRaisedException.__module__ = 'torch.multiprocessing.spawn'\n"
+        "last = sys.argv[1]\n"
+        "child = ('Traceback (most recent call last):\\n'\n"
+        "         '  File \"/w/train.py\", line 9, in worker\\n'\n"
+        "         '    step(batch)\\n' + last + '\\n')\n"
+        "raise ProcessRaisedException('\\n\\n-- Process 1 terminated with the following "
+        "error:\\n' + child)\n";
+    write_file(file, program, sizeof program - 1);
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s %s'; python3 '%s' MemoryError; echo $?; "
+             "python3 '%s' 'torch.OutOfMemoryError: " TORCH_MESSAGE "'; echo $?",
+             paths.preload, speaker("libtorch_cpu.so"), file, file);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "1\n1\n");
+    if (!strstr(err, "-- Process 1 terminated with the following error:\nTraceback") ||
+        count_prefixed(paths.dumps, "oom_dump_") != 0)
+        fail_msg("bundles: %d; stderr: %s", count_prefixed(paths.dumps, "oom_dump_"), err);
+}
+
 /* Each framework's own last line, as it prints it, from a process that
  * writes it to stderr: one bundle whose exception is the framework's type,
  * module and words. */
@@ -615,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_jvm_heap_space),
         cmocka_unit_test(test_printed_traceback_is_masked),
         cmocka_unit_test(test_rank_prefixed_lines),
+        cmocka_unit_test(test_relayed_traceback_is_no_death),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
