@@ -2,7 +2,9 @@
  * crash.c — the corrupted death: malloc returns NULL, the
  * program writes through it, SIGSEGV.  Handlers for SIGSEGV, SIGBUS,
  * SIGABRT, SIGILL and SIGFPE write the bundle (episode.c decides which,
- * by GMP_ON_CRASH), then hand the signal on exactly as it would have gone:
+ * by GMP_ON_CRASH), and one for SIGTERM the bundle of a failure still open
+ * when the process is stopped; then they hand the signal on exactly as it
+ * would have gone:
  * to the handler that was there before ours, or to the default action with
  * the same signal, so the exit status and the core dump do not change.
  *
@@ -41,7 +43,11 @@
  * more in sanitizer builds). */
 #define DUMP_STACK_NEED (128 * 1024)
 
-static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
+/* SIGTERM is no crash: a launcher's stop (torchrun's, a scheduler's) that
+ * can come while a failure is still open, as when every rank of a job runs
+ * out on the same step and the first to die has its siblings stopped:
+ * that failure is then this death's cause (episode.c), told as it is. */
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE, SIGTERM};
 #define FATAL_COUNT (sizeof fatal_signals / sizeof *fatal_signals)
 
 static struct sigaction previous[FATAL_COUNT]; /* SIG_DFL where ours went */
@@ -67,8 +73,10 @@ static int dump_written;
 
 static void dump_now(void)
 {
-    /* the failure's bundle, else that of the last words this death fulfils */
-    dump_written = gmp_episode_crash(dump_sig, dump_info) || gmp_messages_write_last_words(-1);
+    /* the failure's bundle, else that of the last words this death fulfils
+     * (an abort or a crash, not a stop sent from outside) */
+    dump_written = gmp_episode_crash(dump_sig, dump_info) ||
+                   (dump_sig != SIGTERM && gmp_messages_write_last_words(-1));
 }
 
 /* The room left below us on the alternate stack we run on; SIZE_MAX when

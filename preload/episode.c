@@ -523,6 +523,16 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
     if (!gmp_pl_active() || gmp_pl.cfg->on_crash == GMP_ON_CRASH_NEVER ||
         (!failed && gmp_pl.cfg->on_crash != GMP_ON_CRASH_ALWAYS))
         return 0;
+    if (sig == SIGTERM) {
+        /* stopped from outside while a failure is open: that failure is the
+         * death's cause, told as it is (no crash, nothing else written) */
+        int written = 0;
+        for (int b = 0; b < GMP_BACKEND_COUNT; b++)
+            for (int d = 0; d <= GMP_MAX_DEVICES; d++)
+                if (try_take(&episodes[b][d]))
+                    written |= commit((gmp_backend)b, &episodes[b][d], "signal", NULL);
+        return written;
+    }
     int fault = info && info->si_code > 0;
     crash cr = {sig, fault ? (uint64_t)(uintptr_t)info->si_addr : 0, fault};
     /* an open episode is this death's cause: its bundle names the signal */

@@ -377,6 +377,43 @@ static void test_malloc_through_a_library_handle(void **state)
 
 /* Each test's program is naive_malloc unless it says otherwise, whatever
  * a test before it (which may have failed half-way) left. */
+/* A stop sent from outside (a launcher's SIGTERM to the ranks left when
+ * one died) while an allocation's failure is still open: that failure's
+ * bundle, killed by SIGTERM, with the status a SIGTERM gives; without a
+ * failure, or with GMP_ON_CRASH=always and none, a stop writes nothing. */
+static void test_stopped_while_a_failure_is_open(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        skip();
+    char host_oom[1100], script[4096];
+    program_path("host_oom", host_oom, sizeof host_oom);
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s' GMP_OOM_CONFIRM_MS=20000; '%s' fail-sleep & p=$!; "
+             "sleep 0.5; kill -TERM $p; wait $p; echo $?",
+             paths.preload, host_oom);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "143\n");
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    json_t *outcome = json_object_get(md, "outcome");
+    if (strcmp(json_str(md, "kind"), "out_of_memory") || strcmp(json_str(md, "reason"), "ENOMEM") ||
+        strcmp(json_str(json_object_get(md, "failed_request"), "api"), "malloc") ||
+        strcmp(json_str(outcome, "state"), "killed") ||
+        strcmp(json_str(outcome, "signal"), "SIGTERM"))
+        fail_msg("kind %s, reason %s, outcome %s %s", json_str(md, "kind"), json_str(md, "reason"),
+                 json_str(outcome, "state"), json_str(outcome, "signal"));
+    json_decref(md);
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s'; sleep 5 & p=$!; sleep 0.3; kill -TERM $p; wait $p; "
+             "echo $?; GMP_ON_CRASH=always sleep 5 & p=$!; sleep 0.3; kill -TERM $p; wait $p; "
+             "echo $?",
+             paths.preload);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "143\n143\n");
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
+}
+
 static int naive_program(void **state)
 {
     (void)state;
@@ -409,6 +446,7 @@ int main(void)
         cmocka_unit_test_setup(test_rust_allocation_failure, naive_program),
         cmocka_unit_test_setup(test_program_alt_stack_too_small, naive_program),
         cmocka_unit_test_setup(test_crash_names_its_own_thread_failure, naive_program),
+        cmocka_unit_test(test_stopped_while_a_failure_is_open),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
