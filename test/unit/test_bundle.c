@@ -497,6 +497,7 @@ static void test_kind_decided_by_writer_and_patcher(void **state)
     req.metadata_json = "{\"kind\": \"survived\", \"outcome\": {\"state\": \"exited\", "
                         "\"exit_status\": 0}}";
     assert_non_null(gmp_dump(rec, &req, path, sizeof path));
+    gmp_recorder_destroy(rec);
     snprintf(md_path, sizeof md_path, "%s/metadata.json", path);
     static const struct {
         gmp_outcome_state state;
