@@ -386,12 +386,14 @@ static void test_stopped_while_a_failure_is_open(void **state)
     (void)state;
     if (huge_malloc_may_succeed())
         skip();
-    char host_oom[1100], script[4096];
+    char host_oom[1100], script[8192];
     program_path("host_oom", host_oom, sizeof host_oom);
     snprintf(script, sizeof script,
-             "export LD_PRELOAD='%s' GMP_OOM_CONFIRM_MS=20000; '%s' fail-sleep & p=$!; "
-             "sleep 0.5; kill -TERM $p; wait $p; echo $?",
-             paths.preload, host_oom);
+             "export LD_PRELOAD='%s' GMP_OOM_CONFIRM_MS=20000; rm -f '%s/failed'; "
+             "'%s' fail-then-wait '%s/failed' & p=$!; i=0; "
+             "while [ ! -e '%s/failed' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; "
+             "kill -TERM $p; wait $p; echo $?",
+             paths.preload, paths.scratch, host_oom, paths.scratch, paths.scratch);
     run_script(&paths, script, out, sizeof out, err, sizeof err);
     assert_string_equal(out, "143\n");
     char bundle[1024];

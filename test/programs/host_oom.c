@@ -5,6 +5,8 @@
  *   quiet        small allocations only; prints "ok" and its thread count
  *   grow         grows a buffer 1.5x until malloc fails; prints the size; exit 1
  *   fail-twice   malloc(2^60) fails twice; exit 0
+ *   fail-then-wait FILE  malloc(2^60) fails once, FILE is made, then 10 s of sleep
+ *                (a stop sent while the failure is open)
  *   fail-sleep   malloc(2^60) fails once, then sleeps 1.5 s; prints its thread
  *                count before and after; exit 0
  *   recover      under RLIMIT_AS: a big malloc fails, memory is freed, the
@@ -429,6 +431,15 @@ int main(int argc, char **argv)
             return 3;
         fail_twice();
         return write(2, "\"\"\"\n", 4) != 4;
+    }
+    if (!strcmp(mode, "fail-then-wait") && argc > 2) {
+        /* the failure open, then FILE says so, then a wait to be stopped in */
+        void *p = malloc(HUGE_REQUEST);
+        FILE *said = fopen(argv[2], "w");
+        if (said)
+            fclose(said);
+        sleep(10);
+        return p != NULL;
     }
     if (!strcmp(mode, "fail-sleep")) {
         int before = thread_count();
