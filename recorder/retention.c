@@ -28,6 +28,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -175,14 +176,32 @@ static int unlink_entry(int dirfd, const char *name, void *arg)
     return 0;
 }
 
+/* A bundle goes from readers' sight whole: renamed to a temporary's name
+ * first (".tmp_oom_dump_...", which a later prune removes once its writer
+ * is gone, should this one be killed half-way), then emptied and removed.
+ * Emptied in place, a writer killed in between left a visible bundle with
+ * no manifest. */
 static int remove_bundle(int dirfd, const char *name)
 {
+    char hidden[300];
+    const char *was = name;
+    size_t pl = strlen(GMP_BUNDLE_TMP_PREFIX);
+    if (strncmp(name, GMP_BUNDLE_TMP_PREFIX, pl) != 0 && !strncmp(name, "oom_dump_", 9) &&
+        pl + strlen(name + 9) < sizeof hidden) {
+        gmp_strjoin(hidden, sizeof hidden, GMP_BUNDLE_TMP_PREFIX, name + 9, (char *)NULL);
+        if (renameat(dirfd, name, dirfd, hidden) == 0)
+            name = hidden;
+    }
     int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (bfd < 0)
-        return -1;
-    gmp_dir_foreach(bfd, unlink_entry, NULL);
-    close(bfd);
-    return unlinkat(dirfd, name, AT_REMOVEDIR);
+    int rc = -1;
+    if (bfd >= 0) {
+        gmp_dir_foreach(bfd, unlink_entry, NULL);
+        close(bfd);
+        rc = unlinkat(dirfd, name, AT_REMOVEDIR);
+    }
+    if (rc != 0 && name != was)
+        renameat(dirfd, name, dirfd, was); /* another's file kept it: seen again, as it was */
+    return rc;
 }
 
 int gmp_bundle_remove(const char *path)
