@@ -46,7 +46,11 @@ PRELOAD_SRC := $(filter-out $(if $(HAVE_CUPTI),,preload/cupti.c),$(wildcard prel
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/%.o)
 PRELOAD := $(BUILD)/libgpumemprof_preload.so
 
-INSPECT_SRC := $(wildcard tools/inspect/*.c)
+# gmp-inspect's rooms, each a folder with its header: read (bundles and
+# rings), answer (what a bundle means), draw, export, and the verbs.
+INSPECT_ROOMS := read answer draw export verbs
+INSPECT_INCLUDES := $(INSPECT_ROOMS:%=-Itools/inspect/%)
+INSPECT_SRC := $(foreach r,$(INSPECT_ROOMS),$(wildcard tools/inspect/$(r)/*.c))
 INSPECT_OBJ := $(INSPECT_SRC:%.c=$(BUILD)/%.o)
 INSPECT := $(BUILD)/gmp-inspect
 
@@ -119,7 +123,7 @@ deps:
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CODE_CFLAGS) $(JANSSON_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CODE_CFLAGS) $(ROOM_CFLAGS) $(JANSSON_CFLAGS) -MMD -MP -c $< -o $@
 
 $(RECORDER_LIB): $(RECORDER_OBJ)
 	@rm -f $@
@@ -145,6 +149,8 @@ $(BUILD)/preload/%.o: preload/%.c
 
 $(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isystem $(CUPTI_INCLUDE)
 
+# (each room finds the headers of the rooms it builds on)
+$(INSPECT_OBJ): ROOM_CFLAGS := $(INSPECT_INCLUDES)
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
 
@@ -311,8 +317,8 @@ FUZZ_SECONDS ?= 60
 HAVE_FUZZ := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | $(FUZZ_CC) -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null && echo yes)
 FUZZ_CFLAGS = -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-              -Iinclude -Ibase -Irecorder -Icollectors -Itools/inspect $(JANSSON_CFLAGS)
-FUZZ_LIB_SRC := $(RECORDER_SRC) $(filter-out tools/inspect/gmp_inspect.c,$(INSPECT_SRC))
+              -Iinclude -Ibase -Irecorder -Icollectors $(INSPECT_INCLUDES) $(JANSSON_CFLAGS)
+FUZZ_LIB_SRC := $(RECORDER_SRC) $(filter-out tools/inspect/verbs/gmp_inspect.c,$(INSPECT_SRC))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZERS := $(if $(HAVE_FUZZ),$(BUILD)/fuzz/fuzz_bundle $(BUILD)/fuzz/fuzz_ring $(BUILD)/fuzz/fuzz_config)
 

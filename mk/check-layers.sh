@@ -15,29 +15,42 @@
 #                from its job's start; dumpdir.h: `list` counts what waits
 #                in the fallback dump directory; verdict.h: a bundle's
 #                kind, decided as its writer decided it)
+#   tools/inspect/ gmp-inspect's rooms, each on the ones before it:
+#                read (bundles and rings) <- answer (what a bundle means)
+#                <- draw (on read alone) <- export (on read and answer)
+#                <- verbs (on every room)
 #
 # One line per include that crosses a line it must not; exit 1 if any.
 set -u
 cd "$(dirname "$0")/.."
+room_may_use() { # room_may_use FROM_ROOM ROOM: gmp-inspect's rooms, one way
+    [ "$1" = "$2" ] && return 0
+    case "$1:$2" in
+    answer:read | draw:read | export:read | export:answer | verbs:*) return 0 ;;
+    esac
+    return 1
+}
 allowed() { # allowed FROM_FOLDER HEADER_FOLDER HEADER
     case "$1:$2" in
     *:include | *:base) return 0 ;;
     collectors:collectors | recorder:collectors | recorder:recorder) return 0 ;;
     preload:collectors | preload:recorder | preload:preload) return 0 ;;
-    tools/inspect:tools/inspect | tools/run:tools/run) return 0 ;;
+    tools/run:tools/run) return 0 ;;
+    tools/inspect/*:tools/inspect/*) room_may_use "${1#tools/inspect/}" "${2#tools/inspect/}" && return 0 ;;
     tools/*:recorder) case "$3" in ring.h | rundir.h | bundle.h | kernel_log.h | dumpdir.h | verdict.h) return 0 ;; esac ;;
     tools/*:collectors) [ "$3" = collector.h ] && return 0 ;;
     esac
     return 1
 }
 folder_of() { # the folder that holds header $1, or "" (a system or test header)
-    for d in include base collectors recorder preload preload/check tools/inspect tools/run; do
+    for d in include base collectors recorder preload preload/check $rooms tools/run; do
         [ -f "$d/$1" ] && { echo "${d%/check}"; return; }
     done
 }
+rooms=$(for r in tools/inspect/*/; do echo "${r%/}"; done)
 bad=0
 for f in base/*.[ch] collectors/*.[ch] recorder/*.[ch] preload/*.[ch] preload/check/*.c \
-    tools/inspect/*.[ch] tools/run/*.[ch]; do
+    tools/inspect/*/*.[ch] tools/run/*.[ch]; do
     from=$(dirname "$f")
     from=${from%/check}
     for h in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do

@@ -13,7 +13,8 @@
 #include "bundle.h"
 #include "redact.h"
 #include "fuzz_common.h"
-#include "inspect.h"
+#include "export.h"
+#include "verbs.h"
 
 #include <stdint.h>
 

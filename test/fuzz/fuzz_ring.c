@@ -6,7 +6,7 @@
  * gmp_rings_recover, as gmp-run after a SIGKILL, writes its bundle.
  */
 #include "fuzz_common.h"
-#include "inspect.h"
+#include "verbs.h"
 #include "ring.h"
 
 #include <stdint.h>

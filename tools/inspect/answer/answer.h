@@ -1,0 +1,184 @@
+/*
+ * answer.h — gmp-inspect's second room: what a bundle means, read from the
+ * first room (read.h).  Its kind as the writer decided it (kind.c), the
+ * likely causes (diagnose.c), the site that held the memory and the
+ * failure's own (sites.c, named through libdw by symbols.c, whose a frame
+ * is by frames.c and interpreter.c, the Python side by python_stack.c), a
+ * runtime's own words and the limit they name (runtime_words.c), memory
+ * that grew and stayed (leak_scan.c), PyTorch's blocks (torch_blocks.c), a
+ * leak report's (leak_report.c).  Answers are said in words on stdout or
+ * handed back as values; nothing here draws, exports or parses options.
+ */
+#ifndef GMP_INSPECT_ANSWER_H
+#define GMP_INSPECT_ANSWER_H
+
+#include "gpumemprof.h"
+#include "read.h"
+#include "verdict.h"
+
+/* sites.c: the top allocation sites by live bytes, symbolised (libdw);
+ * name_site: one stack's site, its innermost frame of the program's own
+ * (outside the C library, the loader, an interpreter and us), as
+ * "fill (gpu_oom.c:70)" or "module+0x1983"; SITE_PROGRAM when it found
+ * one, SITE_LIBRARY when every frame is a library's (named so). */
+void print_top_sites(bundle *b);
+/* The first answer: "Held by: 500.0 MiB in 125 allocation(s) made at
+ * x.py:2 in extract_features (called from x.py:8)", the site that held the
+ * most at the failure (allocations.json) in the memory that ran out (the
+ * failed request's device, or the host; every kind where the bundle names
+ * no failed request); "no live allocation on cuda:0" when that device held
+ * none of ours; nothing when no site is known. */
+void print_held_by(bundle *b);
+/* torch_blocks.c: torch_blocks.json's largest live blocks, when the bundle
+ * has it. */
+void print_torch_blocks(bundle *b);
+/* allocations.json or leaks.json of b: totals, then the top sites;
+ * 0 when the file is absent or unreadable. */
+int print_live_file(bundle *b, const char *file, const char *label, const char *what,
+                    const char *sites_heading);
+enum { SITE_UNKNOWN, SITE_LIBRARY, SITE_PROGRAM }; /* what name_site found */
+/* symbols.c: the function (fn), source file and line of offset in the ELF
+ * at path, when path is a regular file of this machine outside the bundle
+ * at dirfd; 0 when the function is known, else -1 (fn and file "", line
+ * 0).  Each ELF is opened once; symbols_release closes them. */
+int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_cap,
+              char *file, size_t file_cap, int *line);
+void symbols_release(void);
+int name_site(bundle *b, int64_t stack, char *out, size_t cap);
+/* The module of modules.json that holds a runtime address (the highest load
+ * bias at or below it): its path, and the bias in *bias; NULL when none. */
+const char *module_of(json_t *mods, uint64_t at, uint64_t *bias);
+/* frames.c: a frame in the C library, the loader, an interpreter
+ * (interpreter_of), a GPU runtime or us: never the program's site. */
+int is_library_frame(const char *path);
+/* A function of a language runtime's allocation machinery compiled into
+ * the program (std::, alloc::, caml_...): where the runtime noticed the
+ * failure, not the program's site; _frame: the frame at offset in path. */
+int runtime_allocation_name(const char *fn);
+int runtime_allocation_frame(int dirfd, const char *path, uint64_t offset);
+/* "fill (gpu_oom.c:70)" (libdw), "Grow.grow (grow.ml:2)", else
+ * "gpu_oom_cuda+0x1983". */
+void name_frame(int dirfd, const char *path, uint64_t offset, char *out, size_t cap);
+/* The failing call's innermost frame of the program's own (else its first
+ * known one): its module's path and offset (SITE_PROGRAM or SITE_LIBRARY),
+ * or, with no module known, the raw address in *raw (SITE_UNKNOWN). */
+int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
+                  const char **raw);
+/* interpreter.c: the interpreter an object is (the Perl interpreter,
+ * LuaJIT, the Erlang VM (BEAM)...), or NULL; interpreter_site: when no
+ * frame of frames is the program's own and one is an interpreter's, "inside
+ * the Perl interpreter, running grow.pl" (the script from env's recorded
+ * command line), and 1. */
+const char *interpreter_of(const char *path);
+int interpreter_site(json_t *frames, json_t *mods, json_t *env, char *out, size_t cap);
+/* The failure's site named for a person: the Python frame of the program's
+ * own, else that native frame symbolised (libdw) or module+offset; -1 when
+ * the bundle says nothing of it. */
+int name_failure_site(bundle *b, char *out, size_t cap);
+
+/* kind.c: what a bundle records: metadata.json's "kind" (verdict.h), or,
+ * for a bundle written before it had one, what its facts decide, by the
+ * same function the writer used. */
+gmp_verdict bundle_kind_of(const bundle *b);
+/* How the bundle's process ended, in words ("exited 0: it went on after the
+ * failure", "killed by SIGSEGV", ...); NULL when the bundle does not say
+ * (written before outcomes were, or by the Python recorder alone). */
+const char *outcome_words(const bundle *b, char *out, size_t cap);
+
+/* python_stack.c: python_traceback.txt, innermost frame first, and its
+ * innermost frame, "grow.py:4 in load_batch" (0, or -1: none). */
+#define PYTHON_FRAMES_READ 256
+typedef struct python_stack {
+    char *text; /* the file, cut into the strings below */
+    struct { const char *file, *fn; long line; } frames[PYTHON_FRAMES_READ]; /* innermost first */
+    size_t n, dropped;
+} python_stack;
+/* The first stack of python_traceback.txt, else the failing call's own
+ * Python frames (stacks.json): 0 with st filled (free st->text), -1 when
+ * the bundle has neither. */
+int python_stack_read(bundle *b, python_stack *st);
+void print_python_stack(bundle *b);
+/* The failure's Python site ("train.py:42 in step"): the innermost frame of
+ * the program's own (SITE_PROGRAM), else the innermost of a library's
+ * (SITE_LIBRARY); SITE_UNKNOWN when the bundle has no Python stack. */
+int python_site(bundle *b, char *out, size_t cap);
+/* The same of a stack's "python" frames (stacks.json: file, line,
+ * function), and the next frame of the program's own outward: "x.py:10 in
+ * extract_features (called from x.py:17)". */
+int python_frames_site(json_t *frames, char *out, size_t cap);
+/* The stack of stacks.json (an array) whose id is id, or NULL. */
+json_t *stack_with_id(json_t *stacks, int64_t id);
+
+/* diagnose.c: the likely causes of the bundle's OOM, most certain first,
+ * each with its evidence (ANSI bold and red when colour). */
+void diagnose(bundle *b, int colour);
+/* The request the framework's message (exception_message) states ("Tried
+ * to allocate 79.66 GiB") when the failed call of `piece` bytes was one
+ * piece of it (expandable segments map it 20 MiB at a time), else -1. */
+int64_t framework_whole_request(json_t *md, int64_t piece);
+
+/* runtime_words.c: a language runtime's own out-of-memory words in the
+ * bundle's message (the JVM's OutOfMemoryError kinds, V8's heap limit, Go,
+ * C++'s std::bad_alloc, Rust, PHP, GHC, SBCL, Mono, R, Lua, Ruby, Perl...),
+ * or NULL.  runtime_words_evidence: the words
+ * quoted with what followed them (then: ", then aborted"), and where the
+ * flag that sets the runtime's limit was set, or that nothing set it. */
+typedef struct runtime_words {
+    const char *marker, *words; /* both in the message (words NULL: any) */
+    const char *runtime;        /* "the JVM" */
+    const char *what;           /* "its Java heap was full" */
+    const char *flag;           /* "-Xmx", or NULL */
+    const char *variable;       /* "PYPY_GC_MAX": sets the limit itself, or NULL */
+} runtime_words;
+const runtime_words *runtime_words_of(bundle *b);
+void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then, char *out,
+                            size_t cap);
+
+/* show of a leak report (leak_report.c): its exit status, or -1 when path is not one. */
+int show_leak_report(const char *path);
+
+
+/* leak_scan.c: every allocation and free up to the failure, as a series of
+ * what each site (stack > 0, or 0: no stack) and each device ("host",
+ * "cuda:0") held, judged over the window (its last seconds, 0: all); the
+ * sites that grew named and merged by name, largest first; suggestions in
+ * words.  The clock of a series is the events' order, not their time:
+ * quarters of activity, so that a pause (a first CUDA call, a checkpoint)
+ * is no flat stretch; stamp[k] is event k's time, for the window in
+ * seconds.  NULL without memory; leaks_free releases it. */
+#define LEAK_TRACKS_MAX 512
+#define LEAK_SITES_MAX 32
+typedef struct leak_track {
+    int is_device;
+    int64_t stack;
+    char device[48];
+    double *t, *v;
+    size_t n, cap;
+    double held;
+    gmp_growth g;
+} leak_track;
+typedef struct leak_site {
+    char where[400];
+    double increase, held;
+    int severity;
+} leak_site;
+typedef struct leak_scan {
+    leak_track tr[LEAK_TRACKS_MAX];
+    int ntr;
+    live_set live; /* each live block's series (mark) */
+    uint64_t allocs, frees;
+    double *stamp;
+    size_t nstamp, stamp_cap;
+    double window_s;
+    leak_site sites[LEAK_SITES_MAX];
+    int nsites;
+    json_t *suggestions; /* an array of strings */
+} leak_scan;
+leak_scan *leaks_find(bundle *b, double window);
+/* The seed's leak-detection result (detected, severity,
+ * memory_increase_mb, time_window_seconds, suggestions) with the sites and
+ * devices behind it: a new reference. */
+json_t *leaks_result(const leak_scan *s);
+void leaks_free(leak_scan *s);
+
+#endif

@@ -1,0 +1,590 @@
+/*
+ * diagnose.c — the opening of `gmp-inspect show`: the likely causes of a
+ * bundle's out-of-memory, most certain first, each with the evidence from
+ * the bundle that supports it.  Every rule reads only what the bundle holds;
+ * a rule whose data is absent (device free memory comes from the
+ * collectors) says nothing rather than guess.
+ */
+#include "gpumemprof.h"
+#include "answer.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CAUSES 8
+
+typedef struct cause {
+    char what[200];
+    char evidence[600];
+} cause;
+
+typedef struct causes {
+    cause c[MAX_CAUSES];
+    int n;
+} causes;
+
+static void add(causes *cs, const char *what, const char *evidence)
+{
+    if (cs->n == MAX_CAUSES)
+        return;
+    snprintf(cs->c[cs->n].what, sizeof cs->c[0].what, "%s", what);
+    snprintf(cs->c[cs->n].evidence, sizeof cs->c[0].evidence, "%s", evidence ? evidence : "");
+    cs->n++;
+}
+
+static int starts(const char *s, const char *prefix)
+{
+    return s && !strncmp(s, prefix, strlen(prefix));
+}
+
+/* A soft rlimit from environment.json's process.rlimits, or -1. */
+static int64_t rlimit_of(json_t *env, const char *name)
+{
+    json_t *lim = json_object_get(json_object_get(json_object_get(env, "process"), "rlimits"), name);
+    int64_t v;
+    return jint(lim, "soft", &v) == 0 ? v : -1;
+}
+
+/* held as a whole percent of limit, rounded; under the limit never 100. */
+static int share_of(int64_t held, int64_t limit)
+{
+    int64_t pct = (held * 100 + limit / 2) / limit;
+    return (int)(held < limit && pct >= 100 ? 99 : pct);
+}
+
+/* A size as a framework writes it after "allocat": "79.66 GiB", "2.55GiB",
+ * "170,034,987,008 bytes"; -1 when the text there is none. */
+static int64_t size_in_words(const char *p)
+{
+    while (isalpha((unsigned char)*p)) /* the rest of "allocate", "allocating" */
+        p++;
+    for (int skipped = 0; *p && !isdigit((unsigned char)*p); p++)
+        if (++skipped > 8 || (*p != ' ' && !isalpha((unsigned char)*p)))
+            return -1; /* "allocate 79.66", "allocating 17", no further */
+    double v = 0, scale = 0;
+    for (int digits = 0; isdigit((unsigned char)*p) || *p == ',' || *p == '.'; p++) {
+        if (*p == ',')
+            continue;
+        if (*p == '.') {
+            if (scale)
+                return -1;
+            scale = 1;
+            continue;
+        }
+        if (++digits > 19)
+            return -1;
+        v = v * 10 + (*p - '0');
+        if (scale)
+            scale *= 10;
+    }
+    if (scale)
+        v /= scale;
+    while (*p == ' ')
+        p++;
+    static const struct { const char *unit; double bytes; } units[] = {
+        {"bytes", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+        {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {"B", 1}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strncmp(p, units[i].unit, strlen(units[i].unit))) {
+            v *= units[i].bytes;
+            return v >= 1 && v < (double)((int64_t)1 << 62) ? (int64_t)v : -1;
+        }
+    return -1;
+}
+
+static int64_t framework_request(json_t *md)
+{
+    const char *msg = jstr(md, "exception_message");
+    for (const char *p = msg; p && (p = strstr(p, "llocat")) != NULL; p++) {
+        int64_t v = size_in_words(p);
+        if (v > 0)
+            return v;
+    }
+    return -1;
+}
+
+int64_t framework_whole_request(json_t *md, int64_t piece)
+{
+    int64_t stated = piece >= 0 ? framework_request(md) : -1;
+    /* beyond a message's rounding (written not to overflow: piece may be INT64_MAX) */
+    return stated > piece && stated - piece > piece / 50 ? stated : -1;
+}
+
+/* "93 µs", "1.5 s", "2.0 min" */
+static void fmt_duration(double secs, char *out, size_t cap)
+{
+    if (secs < 1e-3)
+        snprintf(out, cap, "%.0f \xc2\xb5s", secs * 1e6);
+    else if (secs < 1)
+        snprintf(out, cap, "%.0f ms", secs * 1e3);
+    else if (secs < 120)
+        snprintf(out, cap, "%.1f s", secs);
+    else
+        snprintf(out, cap, "%.1f min", secs / 60);
+}
+
+/* An allocation of the growth window, and whether it was freed by the
+ * failure (for the site of what stayed). */
+typedef struct window_alloc {
+    int64_t stack, size;
+    int freed, quarter;
+    double at; /* its place among the events */
+} window_alloc;
+
+/* One that counts for the site of what stayed: not freed, with a stack,
+ * and (for a loop that frees) made after the first quarter. */
+static int stayed_in_window(const window_alloc *a, int few_frees)
+{
+    return !a->freed && a->stack > 0 && (a->quarter > 0 || few_frees);
+}
+
+#define BYTES_MAX ((int64_t)1 << 50) /* counts past this are a hostile file's */
+
+/* Growth on the failed request's device up to the failure.  Two shapes:
+ * allocations with few frees (the in-use count climbs), and a loop that
+ * frees most of what it makes each step but keeps some (a cache, a list of
+ * losses): what stays after the frees climbs in every quarter of the
+ * window — the rule `gmp-inspect leaks` and the Python package apply
+ * (gmp_growth_judge).  Either way the growth must be half of what was in
+ * use at the failure.  The site is the one that made (nearly) all the
+ * bytes still held at the failure of the allocations made after the first
+ * quarter (before it: what the growth started from). */
+static int64_t growth(bundle *b, const char *backend, int64_t device,
+                      causes *cs)
+{
+    size_t i, n = 0, cap = 0, np = 0, pcap = 0, total = events_until_failure(&b->events);
+    json_t *ev;
+    int64_t first = -1, last = -1, allocs = 0, frees = 0;
+    double t0 = 0, t1 = 0, *pt = NULL, *pv = NULL; /* t0, t1: seconds, for the words */
+    window_alloc *made = NULL;
+    live_set live; /* each live allocation's index in made */
+    live_set_init(&live, REPLAY_LIVE_MAX);
+    event_foreach_until(&b->events, total, i, ev) {
+        const char *type = jstr(ev, "event_type"), *evb = jstr(ev, "backend");
+        const char *hex = jstr(ev, "address");
+        int64_t dev = -1, use;
+        jint(ev, "device_id", &dev);
+        json_t *ts = json_object_get(ev, "timestamp");
+        if (!type || !evb || strcmp(evb, backend) || dev != device ||
+            jint(ev, "bytes_in_use", &use) || use < 0 || use > BYTES_MAX)
+            continue;
+        if (strcmp(type, "alloc") && strcmp(type, "free"))
+            continue;
+        double t = json_number_value(ts);
+        if (first < 0) {
+            first = use;
+            t0 = t;
+        }
+        last = use;
+        t1 = t;
+        if (np == pcap) { /* the in-use series, for the rule */
+            double *gt = realloc(pt, (pcap = pcap ? 2 * pcap : 256) * sizeof *pt);
+            pt = gt ? gt : pt;
+            double *gv = gt ? realloc(pv, pcap * sizeof *pv) : NULL;
+            if (!gv) {
+                json_decref(ev);
+                break;
+            }
+            pv = gv;
+        }
+        pt[np] = (double)i; /* the clock of activity: the event's place */
+        pv[np++] = (double)use;
+        uint64_t addr = hex ? strtoull(hex, NULL, 16) : 0;
+        if (!strcmp(type, "free")) {
+            frees++;
+            live_block *gone = addr ? live_free(&live, 0, addr) : NULL;
+            if (gone)
+                made[gone->mark].freed = 1;
+            continue;
+        }
+        allocs++;
+        if (n == cap) {
+            window_alloc *grown = realloc(made, (cap = cap ? 2 * cap : 256) * sizeof *made);
+            if (!grown) {
+                json_decref(ev);
+                break;
+            }
+            made = grown;
+        }
+        made[n] = (window_alloc){0, 0, 0, 0, (double)i};
+        jint(ev, "stack_id", &made[n].stack);
+        jint(ev, "size", &made[n].size);
+        if (made[n].size < 0 || made[n].size > BYTES_MAX)
+            made[n].size = 0; /* a hostile count weighs nothing */
+        live_block *held = addr ? live_alloc(&live, 0, addr, 0, 0) : NULL;
+        if (held)
+            held->mark = (int64_t)n;
+        n++;
+    }
+    live_set_release(&live);
+    gmp_growth g;
+    gmp_growth_judge(pt, pv, np, 0, 0, &g);
+    double x0 = np ? pt[0] : 0, x1 = np ? pt[np - 1] : 0;
+    for (size_t k = 0; k < n; k++) { /* the quarters the rule cut */
+        int q = x1 > x0 ? (int)((made[k].at - x0) / (x1 - x0) * 4) : 0;
+        made[k].quarter = q < 0 ? 0 : q > 3 ? 3 : q;
+    }
+    free(pt);
+    free(pv);
+    int climbs = allocs >= 8 && g.detected;
+    int few_frees = allocs >= 4 && frees * 2 < allocs && last > first;
+    int64_t grew_by = few_frees ? last - first : climbs ? (int64_t)g.increase : 0;
+    if (grew_by <= 0 || grew_by < last - grew_by) { /* half of it, at least */
+        free(made);
+        return 0;
+    }
+    /* the site of what stayed: the majority's stack by bytes (a vote, then
+     * a count) */
+    int64_t site = 0, votes = 0, from_site = 0, stayed = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!stayed_in_window(&made[k], few_frees))
+            continue;
+        if (votes <= 0) {
+            site = made[k].stack;
+            votes = 0;
+        }
+        votes += made[k].stack == site ? made[k].size : -made[k].size;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (!stayed_in_window(&made[k], few_frees))
+            continue;
+        stayed += made[k].size;
+        from_site += made[k].stack == site ? made[k].size : 0;
+    }
+    free(made);
+    char grew[32], took[32], what[200], evidence[600];
+    fmt_bytes((uint64_t)grew_by, grew, sizeof grew);
+    fmt_duration(t1 - t0, took, sizeof took);
+    snprintf(what, sizeof what, "steady growth, like a leak or a cache that never lets go");
+    if (few_frees && !frees)
+        snprintf(evidence, sizeof evidence,
+                 "+%s over %s in %lld allocations and no frees before the failure", grew, took,
+                 (long long)allocs);
+    else if (few_frees)
+        snprintf(evidence, sizeof evidence,
+                 "+%s over %s in %lld allocations and only %lld frees before the failure", grew,
+                 took, (long long)allocs, (long long)frees);
+    else
+        snprintf(evidence, sizeof evidence,
+                 "what stays after the frees climbed in every quarter of the last %s, by %s "
+                 "(%lld allocations, %lld frees) before the failure",
+                 took, grew, (long long)allocs, (long long)frees);
+    /* a stack of interpreter frames alone is every Python allocation's, no
+     * site (show prints the Python stack of the failure instead) */
+    char where[320];
+    if (site && from_site * 10 >= stayed * 8 &&
+        name_site(b, site, where, sizeof where) == SITE_PROGRAM)
+        snprintf(evidence + strlen(evidence), sizeof evidence - strlen(evidence),
+                 ", from one site: %s", where);
+    add(cs, what, evidence);
+    return grew_by;
+}
+
+/* A byte count ("free", "total") the bundle saw on the failed request's
+ * device, or -1. */
+static int64_t device_bytes(json_t *md, int64_t device, const char *key)
+{
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        int64_t dev = -1, v = -1;
+        jint(st, "device", &dev);
+        jint(st, key, &v);
+        if (dev == device)
+            return v;
+    }
+    return -1;
+}
+
+/* The one device the bundle's device_state has, or -1 (none, or several). */
+static int64_t only_device(json_t *md)
+{
+    size_t i;
+    json_t *st;
+    int64_t found = -1, dev;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        if (found >= 0 || jint(st, "device", &dev) || dev < 0)
+            return -1;
+        found = dev;
+    }
+    return found;
+}
+
+/* What the host could ever give one request: the machine's memory and
+ * swap, the memory cgroup's limit, RLIMIT_AS, each said with its number;
+ * the smallest in *least (-1 when none is known). */
+static void host_ceilings(bundle *b, char *out, size_t cap, int64_t *least)
+{
+    json_t *hs = json_object_get(b->metadata, "host_state");
+    json_t *mach = json_object_get(hs, "machine");
+    int64_t mem = -1, swap = 0, cg = -1, as = -1;
+    jint(mach, "mem_total", &mem);
+    jint(mach, "swap_total", &swap);
+    jint(json_object_get(hs, "cgroup"), "memory_max", &cg);
+    jint(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft", &as);
+    if (as < 0)
+        as = rlimit_of(b->environment, "as");
+    char a[32], c[32];
+    out[0] = '\0';
+    *least = -1;
+    if (mem > 0) {
+        fmt_bytes((uint64_t)mem, a, sizeof a);
+        fmt_bytes((uint64_t)(swap > 0 ? swap : 0), c, sizeof c);
+        snprintf(out, cap, "the machine has %s of memory and %s", a,
+                 swap > 0 ? c : "no swap");
+        if (swap > 0)
+            snprintf(out + strlen(out), cap - strlen(out), " of swap");
+        *least = mem + (swap > 0 ? swap : 0);
+    }
+    const struct { int64_t v; const char *what; } limits[] = {
+        {cg, "its memory cgroup allows"}, {as, "RLIMIT_AS is"}};
+    for (size_t i = 0; i < 2; i++) {
+        if (limits[i].v <= 0)
+            continue;
+        fmt_bytes((uint64_t)limits[i].v, a, sizeof a);
+        snprintf(out + strlen(out), cap - strlen(out), "%s%s %s", out[0] ? "; " : "",
+                 limits[i].what, a);
+        if (*least < 0 || limits[i].v < *least)
+            *least = limits[i].v;
+    }
+}
+
+static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
+{
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        int64_t dev = -1, free_b = -1, total = -1, others = -1;
+        jint(st, "device", &dev);
+        jint(st, "free", &free_b);
+        jint(st, "total", &total);
+        jint(st, "other_processes_bytes", &others);
+        if (dev != device || free_b < 0)
+            continue;
+        char req[32], fr[32], tot[32], ev[600];
+        fmt_bytes((uint64_t)size, req, sizeof req);
+        fmt_bytes((uint64_t)free_b, fr, sizeof fr);
+        fmt_bytes((uint64_t)(total > 0 ? total : 0), tot, sizeof tot);
+        if (others > 0 && total > 0 && others * 4 >= total) { /* a quarter: the story */
+            char o[32];
+            fmt_bytes((uint64_t)others, o, sizeof o);
+            snprintf(ev, sizeof ev, "other processes hold %s of device %lld's %s", o,
+                     (long long)dev, tot);
+            add(cs, "other processes holding memory on the device", ev);
+            others = 0; /* said once */
+        }
+        if (size > free_b && total > 0 && size > total) {
+            /* said already: more than the device could ever give */
+        } else if (size > free_b) {
+            snprintf(ev, sizeof ev, "asked for %s; %s free of %s on device %lld", req, fr, tot,
+                     (long long)dev);
+            add(cs, "a single request larger than the device's free memory", ev);
+        } else {
+            snprintf(ev, sizeof ev, "%s free on device %lld, at least the %s asked for, yet it "
+                                    "failed: no contiguous block that large", fr, (long long)dev, req);
+            add(cs, "fragmentation", ev);
+        }
+        if (others > 0 && total > 0 && others * 10 > total) {
+            char o[32];
+            fmt_bytes((uint64_t)others, o, sizeof o);
+            snprintf(ev, sizeof ev, "other processes hold %s of device %lld's %s", o,
+                     (long long)dev, tot);
+            add(cs, "other processes holding memory on the device", ev);
+        }
+    }
+}
+
+/* A runtime's own words name its limit ("the JVM ran out of memory: its
+ * Java heap was full") and the flag that set it; other words, the cause as
+ * the caller puts it.  ending: what the runtime did ("ran out of memory"),
+ * then: what followed its words (", then aborted"). */
+static void runtime_cause(bundle *b, causes *cs, const char *ending, const char *then,
+                          const char *otherwise, const char *evidence)
+{
+    const runtime_words *w = runtime_words_of(b);
+    if (!w) {
+        add(cs, otherwise, evidence);
+        return;
+    }
+    char what[200], ev[600];
+    snprintf(what, sizeof what, "%s %s: %s", w->runtime, ending, w->what);
+    runtime_words_evidence(b, w, then, ev, sizeof ev);
+    add(cs, what, ev);
+}
+
+static void collect(bundle *b, causes *cs)
+{
+    json_t *md = b->metadata;
+    const char *reason = jstr(md, "reason") ? jstr(md, "reason") : jstr(b->manifest, "reason");
+    const char *etype = jstr(md, "exception_type"), *evidence = jstr(md, "evidence");
+    const char *backend = jstr(md, "backend") ? jstr(md, "backend") : "cpu";
+    json_t *fr = json_object_get(md, "failed_request");
+    int64_t size = -1, device = -1, in_use = -1;
+    uint64_t wide = 0; /* the size as written, up to 2^64-1, for the words */
+    if (!ju64(fr, "size", &wide)) /* past INT64_MAX: larger than anything here all the same */
+        size = wide > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)wide;
+    jint(fr, "device", &device);
+    jint(fr, "bytes_in_use", &in_use);
+    char ev[600], a[32], b2[32], c[32];
+    /* a framework that maps one request in pieces (PyTorch's expandable
+     * segments: cuMemCreate of 20 MiB at a time) says the whole in its
+     * message: that is the request, and the pieces' growth is not a leak */
+    int64_t stated, piece = size;
+    int gpu = strcmp(backend, "cpu") != 0, from_message = 0;
+    if (!json_is_object(fr) && (stated = framework_request(md)) > 0) {
+        /* no call failed (a framework's own pool): what it says it asked
+         * for, against the device it names by having one */
+        from_message = 1;
+        size = stated;
+        device = gpu ? only_device(md) : -1;
+    } else if ((stated = framework_whole_request(md, size)) > 0) {
+        size = stated;
+    }
+
+    if (etype && !strcmp(etype, "oom_killer"))
+        add(cs, "killed by the kernel's OOM killer", evidence);
+    else if (evidence && !strncmp(evidence, "cgroup_oom_kill:", 16))
+        add(cs, "killed while its cgroup's OOM killer ran (which process it killed, nothing here "
+                "says)",
+            evidence);
+    else if (reason && (!strcmp(reason, "SIGKILL") || !strcmp(reason, "killed")))
+        add(cs, "killed without a word (SIGKILL)",
+            "no evidence that the OOM killer did it: no memory cgroup counted a kill and the "
+            "kernel log did not name it");
+    if (reason && strstr(reason, " after failed allocation")) {
+        /* an abort after the runtime said its last words (C++'s uncaught
+         * std::bad_alloc, Rust's failed allocation): the runtime ended the
+         * program, as it does when an allocation fails; no NULL was used */
+        const char *said = jstr(md, "exception_message"); /* ours begins "SIGABRT ..." */
+        if (starts(reason, "SIGABRT") && said && !starts(said, "SIG")) {
+            snprintf(ev, sizeof ev, "it said \"%.300s\", then aborted", said);
+            runtime_cause(b, cs, "ended the program", ", then aborted",
+                          "the language runtime ended the program when an allocation failed", ev);
+        } else {
+            snprintf(ev, sizeof ev, "%s: the program used the NULL (or error) the failed "
+                                    "allocation returned instead of checking it", reason);
+            add(cs, "a crash caused by an unchecked failed allocation", ev);
+        }
+    }
+    if (starts(reason, "message_pattern:") && !json_is_object(fr))
+        runtime_cause(b, cs, "ran out of memory", "",
+                      "the framework's own memory pool ran out (no allocation call failed)",
+                      jstr(md, "exception_message"));
+    if (reason && !strcmp(reason, "memory_pressure"))
+        add(cs, "memory close to a limit (a warning written before any failure)",
+            jstr(md, "exception_message"));
+    /* a request no memory here could ever hold: said with the numbers */
+    char ceilings[400];
+    int64_t least = -1;
+    if (device < 0 && !(from_message && gpu))
+        host_ceilings(b, ceilings, sizeof ceilings, &least);
+    else if ((least = device_bytes(md, device, "total")) > 0) {
+        fmt_bytes((uint64_t)least, b2, sizeof b2);
+        snprintf(ceilings, sizeof ceilings, "device %lld has %s in all", (long long)device, b2);
+    }
+    const char *said = from_message ? " (its message says)" : "";
+    int impossible = 1; /* no growth or free memory would have made it fit */
+    if (size >= 0 && size >= (int64_t)1 << 50) {
+        fmt_bytes(size == INT64_MAX && wide > (uint64_t)INT64_MAX ? wide : (uint64_t)size, a,
+                  sizeof a);
+        snprintf(ev, sizeof ev, "asked for %s at once%s: an overflowed or uninitialised size?%s%s%s",
+                 a, said, least > 0 ? " (" : "", least > 0 ? ceilings : "", least > 0 ? ")" : "");
+        add(cs, "a request larger than any machine's memory", ev);
+    } else if (size >= 0 && least > 0 && size > least) {
+        fmt_bytes((uint64_t)size, a, sizeof a);
+        fmt_bytes((uint64_t)(piece > 0 ? piece : 0), c, sizeof c);
+        snprintf(ev, sizeof ev, "asked for %s at once%s%s%s%s; %s", a, said,
+                 stated > 0 && !from_message ? " (its message says; the driver was asked for it "
+                                             : "",
+                 stated > 0 && !from_message ? c : "",
+                 stated > 0 && !from_message ? " at a time)" : "", ceilings);
+        add(cs, device < 0 ? "a request larger than this host could ever give"
+                           : "a request larger than the device could ever give",
+            ev);
+    } else {
+        impossible = 0;
+    }
+    /* Growth that ate the free memory is the story, and the request that
+     * found none its last step; a request larger than what was free before
+     * the growth is the story itself. */
+    int growth_first = 0, grown_known = 0;
+    causes grew = {.n = 0}; /* one pass over the events, however it ranks */
+    if (fr && json_is_object(fr) && size >= 0 && device >= 0 && !impossible) {
+        int64_t grown = growth(b, backend, device, &grew), free_b = device_bytes(md, device, "free");
+        grown_known = 1;
+        if (stated > 0 && grown <= stated + stated / 50) { /* the request's own pieces */
+            grown = 0;
+            grew.n = 0;
+        }
+        growth_first = grown > 0 && (free_b < 0 || size <= free_b + grown);
+        if (growth_first)
+            add(cs, grew.c[0].what, grew.c[0].evidence);
+    }
+    if (size >= 0 && device >= 0 && !impossible && !from_message)
+        device_rules(md, size, device, cs);
+    /* RLIMIT_AS limits the address space, of which malloc's bytes are a
+     * part: an interpreter's arenas (CPython's, V8's), shared memory and
+     * libraries are mapped directly.  VmSize at the failure counts them
+     * (the preload reads it then); else VmSize when the bundle was written,
+     * which may be after the program let go of memory. */
+    int64_t as = rlimit_of(b->environment, "as"), mapped = -1;
+    int at_failure = fr && !jint(fr, "vm_size", &mapped) && mapped > 0;
+    if (!at_failure)
+        jint(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size", &mapped);
+    int by_map = mapped > in_use;
+    int64_t held = by_map ? mapped : in_use;
+    if (size >= 0 && device < 0 && !(from_message && gpu) && as > 0 && held >= 0 &&
+        held <= BYTES_MAX && size <= BYTES_MAX && (held + size) * 10 >= as * 8) {
+        fmt_bytes((uint64_t)as, a, sizeof a);
+        fmt_bytes((uint64_t)held, b2, sizeof b2);
+        fmt_bytes((uint64_t)size, c, sizeof c);
+        snprintf(ev, sizeof ev, "RLIMIT_AS is %s; %s (%d%% of it) %s%s, and %s more was asked for",
+                 a, b2, share_of(held, as), by_map ? "was mapped (VmSize)" : "was in use",
+                 at_failure ? " when it failed" : "", c);
+        add(cs, "a host limit was reached (the address-space limit)", ev);
+    } else if (size < 0 && !gpu && as > 0 && held > 0 && held <= BYTES_MAX &&
+               held * 10 >= as * 9 && bundle_kind_of(b) != GMP_VERDICT_PRESSURE) {
+        /* no failed call seen (the Python API alone): the address space
+         * near its limit is the same verdict the preload's bundle gives;
+         * a warning written before anything failed says "near", itself */
+        fmt_bytes((uint64_t)as, a, sizeof a);
+        fmt_bytes((uint64_t)held, b2, sizeof b2);
+        snprintf(ev, sizeof ev,
+                 "RLIMIT_AS is %s; %s (%d%% of it) was mapped (VmSize) %s; the failed "
+                 "request's size is not known",
+                 a, b2, share_of(held, as),
+                 at_failure ? "when it failed" : "when the bundle was written");
+        add(cs, "a host limit was reached (the address-space limit)", ev);
+    }
+    if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))
+        add(cs, "a host limit was near (the memory cgroup)", evidence);
+    if (fr && json_is_object(fr) && !growth_first && !impossible) {
+        if (!grown_known)
+            growth(b, device >= 0 ? backend : "cpu", device, cs);
+        else if (grew.n)
+            add(cs, grew.c[0].what, grew.c[0].evidence);
+    }
+}
+
+void diagnose(bundle *b, int colour)
+{
+    causes cs = {.n = 0};
+    collect(b, &cs);
+    const char *on = colour ? "\033[1m" : "", *off = colour ? "\033[0m" : "";
+    if (!cs.n) {
+        printf("%sLikely cause:%s     nothing in this bundle points at one; see the events\n", on,
+               off);
+        return;
+    }
+    printf("%sLikely causes%s, most certain first:\n", on, off);
+    for (int i = 0; i < cs.n; i++) {
+        printf("  %d. %s%s%s\n", i + 1, colour ? "\033[31m" : "", cs.c[i].what, off);
+        if (cs.c[i].evidence[0]) {
+            printf("     evidence: ");
+            print_clean(stdout, cs.c[i].evidence, 600);
+            putchar('\n');
+        }
+    }
+}

@@ -1,0 +1,179 @@
+/*
+ * runtime_words.c — what a language runtime's own out-of-memory words mean.
+ * The JVM's OutOfMemoryError kinds, V8's heap limit, Go's runtime, C++'s
+ * uncaught std::bad_alloc and Rust's failed allocation each name a
+ * different limit, most of them the runtime's own and set by a flag, not
+ * the machine's memory; PHP's memory_limit, GHC's -M, SBCL's dynamic
+ * space, Mono's max-heap-size, R's vector limit and PyPy's and the Boehm
+ * collector's variables likewise.  Lua, Ruby, Perl, Tcl, BEAM and OCaml
+ * run out only when the system refuses them, and say so in words of their
+ * own.  show's headline and diagnose's first cause read the bundle's
+ * message through this table, and say which flag or variable set the
+ * limit when the command line, the runtime's options variable or the
+ * environment holds it.
+ */
+#include "answer.h"
+
+#include <string.h>
+
+/* the runtime's own marker, the words that tell one limit from another
+ * (NULL: any), who ran out, of what, and the flag that sets that limit (on
+ * the command line or in an option variable) or the variable that does */
+#define FOR_EACH_RUNTIME_WORDS(X)                                                                 \
+    X("OutOfMemoryError", "Java heap space", "the JVM", "its Java heap was full", "-Xmx", NULL)    \
+    X("OutOfMemoryError", "GC overhead limit exceeded", "the JVM",                                 \
+      "its Java heap was so nearly full that it spent almost all its time collecting garbage",     \
+      "-Xmx", NULL)                                                                                \
+    X("OutOfMemoryError", "Metaspace", "the JVM", "its class metadata (Metaspace) reached its limit", \
+      "-XX:MaxMetaspaceSize", NULL)                                                                \
+    X("OutOfMemoryError", "Compressed class space", "the JVM",                                     \
+      "its compressed class space reached its limit", "-XX:CompressedClassSpaceSize", NULL)        \
+    X("OutOfMemoryError", "Direct buffer memory", "the JVM",                                       \
+      "its direct buffers reached their limit", "-XX:MaxDirectMemorySize", NULL)                   \
+    X("OutOfMemoryError", "Requested array size exceeds VM limit", "the JVM",                      \
+      "an array larger than the JVM allows was asked for", NULL, NULL)                             \
+    X("OutOfMemoryError", "native thread", "the JVM",                                              \
+      "it could not start a thread (memory, or a limit on processes)", NULL, NULL)                 \
+    X("OutOfMemoryError", NULL, "the JVM", "it ran out of a memory it manages itself", NULL, NULL) \
+    X("JavaScript heap out of memory", NULL, "Node (V8)", "its JavaScript heap reached its limit", \
+      "--max-old-space-size", NULL)                                                                \
+    X("runtime: out of memory", NULL, "the Go runtime", "the system gave it no more memory",       \
+      NULL, NULL)                                                                                  \
+    X("std::bad_alloc", NULL, "the C++ runtime",                                                   \
+      "an allocation threw std::bad_alloc and nothing caught it", NULL, NULL)                      \
+    X("memory allocation of ", "failed", "the Rust runtime",                                       \
+      "an allocation failed, and Rust aborts when one does", NULL, NULL)                           \
+    X("Allowed memory size of ", "exhausted", "PHP", "its memory_limit was reached",               \
+      "memory_limit", NULL)                                                                        \
+    X("Out of memory (allocated ", NULL, "PHP", "the system gave it no more memory", NULL, NULL)   \
+    X("mmap() failed: [12]", NULL, "PHP", "the system gave it no more memory", NULL, NULL)         \
+    X("luajit: not enough memory", NULL, "LuaJIT", "the system gave it no more memory", NULL,      \
+      NULL)                                                                                        \
+    X(": not enough memory", NULL, "Lua", "the system gave it no more memory", NULL, NULL)         \
+    X(": Heap exhausted;", NULL, "the GHC runtime", "its heap reached the size +RTS -M sets",      \
+      "-M", NULL)                                                                                  \
+    X("GC Warning: Out of Memory! Heap size:", NULL, "the Boehm garbage collector",                \
+      "its heap could not grow (its limit, or the system's)", NULL, "GC_MAXIMUM_HEAP_SIZE")        \
+    X("Unwind-only out of memory exception", NULL, "Guile", "its heap could not grow", NULL,       \
+      "GC_MAXIMUM_HEAP_SIZE")                                                                      \
+    X("Heap exhausted during allocation", NULL, "SBCL", "its dynamic space was full",              \
+      "--dynamic-space-size", NULL)                                                                \
+    X("Heap exhausted, game over", NULL, "SBCL", "its dynamic space was full",                     \
+      "--dynamic-space-size", NULL)                                                                \
+    X("System.OutOfMemoryException", NULL, "the .NET runtime (Mono)",                              \
+      "its managed heap could not grow", "max-heap-size", NULL)                                    \
+    X("(NoMemoryError)", NULL, "Ruby", "the system gave it no more memory", NULL, NULL)            \
+    X("vector memory exhausted (limit reached?)", NULL, "R",                                       \
+      "its vector heap reached its limit", "--max-vsize", "R_MAX_VSIZE")                           \
+    X("cannot allocate vector of size ", NULL, "R", "the system gave it no more memory", NULL,     \
+      NULL)                                                                                        \
+    X("cannot allocate memory block of size ", NULL, "R", "the system gave it no more memory",     \
+      NULL, NULL)                                                                                  \
+    X("_alloc: Cannot allocate ", "bytes of memory", "the Erlang VM (BEAM)",                       \
+      "the system gave it no more memory", NULL, NULL)                                             \
+    X("Out of memory!", NULL, "Perl", "the system gave it no more memory", NULL, NULL)             \
+    X("Out of memory during ", NULL, "Perl", "the system gave it no more memory", NULL, NULL)      \
+    X("unable to alloc ", " bytes", "Tcl", "the system gave it no more memory", NULL, NULL)        \
+    X("out of memory allocating ", NULL, "Tcl", "the system gave it no more memory", NULL, NULL)   \
+    X("Fatal error: exception Out_of_memory", NULL, "OCaml", "the system gave it no more memory",  \
+      NULL, NULL)
+
+/* GHC's RTS and others say only "prog: out of memory": theirs by the
+ * reason the preload gave it (message_pattern:<pattern>) */
+#define FOR_EACH_RUNTIME_REASON(X)                                                                \
+    X("message_pattern:ghc: out of memory", NULL, "the GHC runtime",                              \
+      "the address space it reserved for its heap was used up, or the system gave it no more",    \
+      NULL, NULL)
+
+#define AS_ENTRY(marker, words, runtime, what, flag, variable)                                    \
+    {marker, words, runtime, what, flag, variable},
+static const runtime_words table[] = {FOR_EACH_RUNTIME_WORDS(AS_ENTRY)};
+static const runtime_words by_reason[] = {FOR_EACH_RUNTIME_REASON(AS_ENTRY)};
+#undef AS_ENTRY
+
+/* where a runtime reads more of its command line from */
+static const char *const option_variables[] = {"JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS",
+                                               "_JAVA_OPTIONS", "NODE_OPTIONS", "GHCRTS",
+                                               "MONO_GC_PARAMS", "MONO_ENV_OPTIONS"};
+
+/* PyPy's MemoryError is its garbage collector's limit (PYPY_GC_MAX) as
+ * often as the system's: told by the interpreter that raised it */
+static const runtime_words pypy = {"MemoryError", NULL, "PyPy",
+                                   "its garbage-collected heap could not grow (its limit, or the "
+                                   "system's)",
+                                   NULL, "PYPY_GC_MAX"};
+
+const runtime_words *runtime_words_of(bundle *b)
+{
+    json_t *md = b->metadata;
+    const char *exe = jstr(json_object_get(b->environment, "process"), "exe");
+    const char *slash = exe ? strrchr(exe, '/') : NULL;
+    const char *type = jstr(md, "exception_type");
+    if (type && !strcmp(type, "MemoryError") && slash && !strncmp(slash + 1, "pypy", 4))
+        return &pypy;
+    const char *reason = jstr(md, "reason");
+    for (size_t i = 0; reason && i < sizeof by_reason / sizeof *by_reason; i++)
+        if (!strcmp(reason, by_reason[i].marker))
+            return &by_reason[i];
+    const char *said = jstr(md, "exception_message");
+    if (!said)
+        return NULL;
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (strstr(said, table[i].marker) && (!table[i].words || strstr(said, table[i].words)))
+            return &table[i];
+    return NULL;
+}
+
+/* The first word of TEXT that begins with FLAG, into out: "-Xmx64m". */
+static int flag_in(const char *text, const char *flag, char *out, size_t cap)
+{
+    for (const char *p = text; p && (p = strstr(p, flag)) != NULL; p++) {
+        if (p != text && p[-1] != ' ' && p[-1] != ',') /* MONO_GC_PARAMS: a,b=c */
+            continue;
+        snprintf(out, cap, "%.*s", (int)strcspn(p, " ,"), p);
+        return 1;
+    }
+    return 0;
+}
+
+void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then, char *out,
+                            size_t cap)
+{
+    const char *said = jstr(b->metadata, "exception_message");
+    int n = snprintf(out, cap, "it said \"%.300s\"%s", said ? said : "", then);
+    if ((!w->flag && !w->variable) || n < 0 || (size_t)n >= cap)
+        return;
+    char set[200] = "", where[40] = "";
+    json_t *env = json_object_get(b->environment, "environment");
+    const char *value = w->variable ? jstr(env, w->variable) : NULL;
+    if (value) {
+        snprintf(out + n, cap - (size_t)n, "; %s=%.60s sets it", w->variable, value);
+        return;
+    }
+    if (!w->flag) {
+        snprintf(out + n, cap - (size_t)n, "; %s is not set, so %s chose its default",
+                 w->variable, w->runtime);
+        return;
+    }
+    json_t *argv = json_object_get(json_object_get(b->environment, "process"), "cmdline");
+    size_t i;
+    json_t *arg;
+    json_array_foreach(argv, i, arg) {
+        if (json_is_string(arg) && flag_in(json_string_value(arg), w->flag, set, sizeof set)) {
+            snprintf(where, sizeof where, "the command line");
+            /* "--dynamic-space-size 256MB": its value is the next word */
+            const char *next = json_string_value(json_array_get(argv, i + 1));
+            if (!strcmp(set, w->flag) && next && next[0] != '-')
+                snprintf(set + strlen(set), sizeof set - strlen(set), " %.60s", next);
+            break;
+        }
+    }
+    for (size_t v = 0; !set[0] && v < sizeof option_variables / sizeof *option_variables; v++)
+        if (flag_in(jstr(env, option_variables[v]), w->flag, set, sizeof set))
+            snprintf(where, sizeof where, "%s", option_variables[v]);
+    if (set[0])
+        snprintf(out + n, cap - (size_t)n, "; %s sets %s", where, set);
+    else
+        snprintf(out + n, cap - (size_t)n, "; nothing here sets %s, so %s chose its default",
+                 w->flag, w->runtime);
+}

@@ -1,0 +1,449 @@
+/*
+ * sites.c — the top allocation sites of a bundle by live bytes, for `show`:
+ * allocations.json's live allocations at the failure (older bundles: the
+ * allocations its events made and did not free), summed per stack
+ * (stack_id, stacks.json), largest first.  Each site is named by its
+ * Python line, the script inside its interpreter (interpreter.c), or its
+ * first frame of the program's own (frames.c): symbolised when the binary
+ * is on this machine (function, file:line), module+offset otherwise
+ * (modules.json gives the load bias, so it is the same wherever the
+ * process ran).  "Held by:" is the first of them in the memory that ran
+ * out (the failed request's device, or the host).
+ */
+#include "answer.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SITES 5
+
+typedef struct site {
+    int64_t stack;
+    uint64_t bytes, count;
+} site;
+
+static int by_bytes(const void *a, const void *b)
+{
+    const site *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+/* size more bytes, one more allocation, at stack's site among *ns (a new
+ * one at the end); -1 when it is new and cap are there already. */
+static int site_add(site *sites, size_t *ns, size_t cap, int64_t stack, uint64_t size)
+{
+    size_t k = 0;
+    while (k < *ns && sites[k].stack != stack)
+        k++;
+    if (k == *ns) {
+        if (*ns == cap)
+            return -1;
+        sites[(*ns)++] = (site){stack, 0, 0};
+    }
+    sites[k].bytes += size;
+    sites[k].count++;
+    return 0;
+}
+
+static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_t id,
+                    char *out, size_t cap);
+
+int name_site(bundle *b, int64_t stack, char *out, size_t cap)
+{
+    return describe(b->dirfd, bundle_json(b, "stacks.json"), bundle_json(b, "modules.json"),
+                    bundle_json(b, "environment.json"), stack, out, cap);
+}
+
+json_t *stack_with_id(json_t *stacks, int64_t id)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach(stacks, i, s) {
+        int64_t sid;
+        if (!jint(s, "id", &sid) && sid == id)
+            return s;
+    }
+    return NULL;
+}
+
+/* The innermost frame of the program's own, with the function of the next
+ * one of its own outward ("keep (held.c:22), called from keep_batches": a
+ * helper that wraps malloc is not the answer alone, and two calls from
+ * one function are one site); else, when every frame is a library's, the
+ * innermost outside the C library and us, said so. */
+static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_t id,
+                    char *out, size_t cap)
+{
+    snprintf(out, cap, "a stack this bundle does not hold (stack id %lld)", (long long)id);
+    json_t *s = stack_with_id(stacks, id);
+    if (!s)
+        return SITE_UNKNOWN;
+    /* a Python thread's stack: its own line, not the library's C */
+    int python = python_frames_site(json_object_get(s, "python"), out, cap);
+    if (python == SITE_PROGRAM)
+        return SITE_PROGRAM;
+    /* a script's, inside its interpreter: the script */
+    if (interpreter_site(json_object_get(s, "frames"), mods, env, out, cap))
+        return SITE_PROGRAM;
+    size_t k;
+    json_t *f;
+    const char *fallback = NULL;
+    uint64_t fallback_offset = 0;
+    int any = 0, found = 0;
+    json_array_foreach(json_object_get(s, "frames"), k, f) {
+        const char *hex = json_string_value(f);
+        uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias;
+        const char *path = at ? module_of(mods, at, &bias) : NULL;
+        if (path && !is_library_frame(path) && found) {
+            char caller[300];
+            name_frame(dirfd, path, at - bias, caller, sizeof caller);
+            char *where = strstr(caller, " (");
+            if (where && where != caller) /* "fn (file:line)": the function */
+                *where = '\0';
+            size_t n = strlen(out);
+            if (n + 16 < cap)
+                snprintf(out + n, cap - n, ", called from %s", caller);
+            return SITE_PROGRAM;
+        }
+        if (path && !is_library_frame(path)) {
+            /* named once: "fn (file:line)" begins with the function */
+            name_frame(dirfd, path, at - bias, out, cap);
+            found = !runtime_allocation_name(out);
+            continue;
+        }
+        any |= path != NULL;
+        const char *base = path ? strrchr(path, '/') : NULL;
+        base = base ? base + 1 : path;
+        if (path && !fallback && strncmp(base, "libc.so", 7) &&
+            strncmp(base, "libgpumemprof", 13)) {
+            fallback = path;
+            fallback_offset = at - bias;
+        }
+    }
+    if (found)
+        return SITE_PROGRAM; /* called from nothing of the program's */
+    if (!fallback) {
+        snprintf(out, cap, "%s (stack id %lld)",
+                 any ? "only C-library frames" : "no frame this bundle can name",
+                 (long long)id);
+        return SITE_LIBRARY;
+    }
+    char frame[400];
+    name_frame(dirfd, fallback, fallback_offset, frame, sizeof frame);
+    snprintf(out, cap, "%s, inside a library or interpreter", frame);
+    return SITE_LIBRARY;
+}
+
+int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
+                  const char **raw)
+{
+    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
+    size_t i;
+    json_t *frame;
+    int found = SITE_UNKNOWN;
+    *path = *raw = NULL;
+    *offset = 0;
+    json_array_foreach(stack, i, frame) {
+        const char *hex = json_string_value(frame);
+        uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, base = 0;
+        const char *in = at ? module_of(mods, at, &base) : NULL;
+        if (!in) {
+            if (!*path && !*raw)
+                *raw = hex;
+            continue;
+        }
+        int library = is_library_frame(in) || runtime_allocation_frame(b->dirfd, in, at - base);
+        if (!*path || !library) {
+            *path = in;
+            *offset = at - base;
+            found = library ? SITE_LIBRARY : SITE_PROGRAM;
+        }
+        if (found == SITE_PROGRAM)
+            break;
+    }
+    return *path ? found : SITE_UNKNOWN;
+}
+
+int name_failure_site(bundle *b, char *out, size_t cap)
+{
+    int python = python_site(b, out, cap);
+    if (python != SITE_UNKNOWN)
+        return python;
+    json_t *mods = bundle_json(b, "modules.json");
+    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
+    if (interpreter_site(stack, mods, bundle_json(b, "environment.json"), out, cap))
+        return SITE_PROGRAM;
+    const char *path, *raw;
+    uint64_t offset;
+    int found = failure_frame(b, mods, &path, &offset, &raw);
+    if (found != SITE_UNKNOWN)
+        name_frame(b->dirfd, path, offset, out, cap);
+    else if (raw)
+        snprintf(out, cap, "%s", raw);
+    return found != SITE_UNKNOWN || raw ? found : -1;
+}
+
+typedef struct named_site {
+    char where[512];
+    uint64_t count, bytes;
+} named_site;
+
+/* Sites (largest first) named: at most cap of them, largest first again
+ * after merging (merge: stacks that name the same site, as it was called
+ * from two places, are one). */
+static size_t name_sites(bundle *b, const site *sites, size_t ns, int merge, named_site *named,
+                         size_t cap)
+{
+    int dirfd = b->dirfd;
+    json_t *stacks = bundle_json(b, "stacks.json"), *mods = bundle_json(b, "modules.json");
+    json_t *env = bundle_json(b, "environment.json");
+    size_t nn = 0;
+    for (size_t i = 0; i < ns && nn < cap && (merge || nn < MAX_SITES); i++) {
+        char where[512];
+        describe(dirfd, stacks, mods, env, sites[i].stack, where, sizeof where);
+        size_t k = 0;
+        while (merge && k < nn && strcmp(named[k].where, where))
+            k++;
+        if (!merge || k == nn) {
+            k = nn++;
+            snprintf(named[k].where, sizeof named[k].where, "%s", where);
+            named[k].count = named[k].bytes = 0;
+        }
+        named[k].count += sites[i].count;
+        named[k].bytes += sites[i].bytes;
+    }
+    for (size_t k = 0; k < nn; k++) {
+        size_t best = k;
+        for (size_t m = k + 1; m < nn; m++)
+            if (named[m].bytes > named[best].bytes)
+                best = m;
+        if (best != k) {
+            named_site tmp = named[k];
+            named[k] = named[best];
+            named[best] = tmp;
+        }
+    }
+    return nn;
+}
+
+/* Sites named and printed under heading, MAX_SITES of them. */
+static void print_sites(bundle *b, const site *sites, size_t ns, const char *heading,
+                        int merge)
+{
+    named_site named[16];
+    size_t nn = name_sites(b, sites, ns, merge, named, 16);
+    printf("%s\n", heading);
+    for (size_t k = 0; k < nn && k < MAX_SITES; k++) {
+        char amount[32];
+        fmt_bytes(named[k].bytes, amount, sizeof amount);
+        printf("  %10s in %llu allocation(s)  ", amount, (unsigned long long)named[k].count);
+        print_clean(stdout, named[k].where, 400);
+        putchar('\n');
+    }
+}
+
+/* allocations.json's top stacks (at most cap); 0 when it has none. */
+static size_t top_stacks_of(json_t *held, site *sites, size_t cap)
+{
+    size_t ns = 0, i;
+    json_t *t;
+    json_array_foreach(json_object_get(held, "top_stacks"), i, t) {
+        int64_t id = 0, n = 0, sb = 0;
+        if (ns == cap || jint(t, "stack_id", &id) || jint(t, "count", &n) || jint(t, "bytes", &sb))
+            break;
+        sites[ns++] = (site){id, (uint64_t)sb, (uint64_t)n};
+    }
+    return ns;
+}
+
+static size_t replayed_sites(bundle *b, site *sites, size_t cap);
+
+/* The memory that ran out, when the bundle names a failed request: its
+ * backend ("cuda", "rocm"; "cpu" for the host) and device.  0 when known. */
+static int failed_memory(bundle *b, const char **backend, int64_t *device)
+{
+    json_t *req = json_object_get(b->metadata, "failed_request");
+    *backend = jstr(b->metadata, "backend");
+    *device = -1;
+    if (!json_is_object(req) || !*backend ||
+        (strcmp(*backend, "cpu") && strcmp(*backend, "cuda") && strcmp(*backend, "rocm")))
+        return -1; /* and a bundle's own name for it is never printed */
+    if (strcmp(*backend, "cpu") && (jint(req, "device", device) || *device < 0))
+        return -1;
+    return 0;
+}
+
+/* allocations.json's allocations in the memory that ran out, summed per
+ * stack into sites (largest first, at most cap) and into *count and
+ * *bytes; -1 when the list leaves some out or holds more stacks than
+ * cap, where sites from it would come up short. */
+static int sites_in(json_t *held, const char *backend, int64_t device, site *sites,
+                    size_t cap, size_t *ns, int64_t *count, int64_t *bytes)
+{
+    int64_t omitted = 0;
+    if (jint(held, "omitted_count", &omitted) || omitted)
+        return -1;
+    size_t i, n = 0;
+    json_t *a;
+    *count = *bytes = 0;
+    json_array_foreach(json_object_get(held, "allocations"), i, a) {
+        const char *be = jstr(a, "backend");
+        int64_t dev = -1, size = 0, stack = 0;
+        jint(a, "device", &dev);
+        if (!be || strcmp(be, backend) || (strcmp(backend, "cpu") && dev != device) ||
+            jint(a, "size", &size) || size < 0)
+            continue;
+        if (size > INT64_MAX - *bytes) /* no real process's; the totals say what they can */
+            return -1;
+        jint(a, "stack_id", &stack);
+        if (site_add(sites, &n, cap, stack, (uint64_t)size))
+            return -1;
+        *count += 1;
+        *bytes += size;
+    }
+    qsort(sites, n, sizeof *sites, by_bytes);
+    *ns = n;
+    return 0;
+}
+
+/* Which memory the sites are of: " on cuda:0", " on the host", or "" for
+ * every kind at once. */
+static void memory_words(const char *backend, int64_t device, char *out, size_t cap)
+{
+    if (!backend)
+        snprintf(out, cap, "%s", "");
+    else if (!strcmp(backend, "cpu"))
+        snprintf(out, cap, " on the host");
+    else
+        snprintf(out, cap, " on %s:%lld", backend, (long long)device);
+}
+
+void print_held_by(bundle *b)
+{
+    json_t *held = bundle_json(b, "allocations.json");
+    int64_t count = 0, bytes = 0, device = -1;
+    const char *backend = NULL;
+    site sites[256];
+    size_t ns = 0;
+    if (json_is_object(held)) {
+        /* What held the memory that ran out; every kind where the bundle
+         * does not say which ran out, or lists only some allocations. */
+        if (failed_memory(b, &backend, &device) ||
+            sites_in(held, backend, device, sites, 256, &ns, &count, &bytes)) {
+            backend = NULL;
+            ns = top_stacks_of(held, sites, 16);
+            if (jint(held, "live_count", &count) || jint(held, "live_bytes", &bytes))
+                ns = 0;
+        }
+    } else { /* recovered: the events' allocations, none freed before the end */
+        ns = replayed_sites(b, sites, 64);
+        for (size_t i = 0; i < ns; i++) {
+            count += (int64_t)sites[i].count;
+            bytes += (int64_t)sites[i].bytes;
+        }
+    }
+    char where[64];
+    memory_words(backend, device, where, sizeof where);
+    named_site named[16];
+    size_t nn = ns ? name_sites(b, sites, ns, 1, named, 16) : 0;
+    if (!nn || !named[0].bytes) {
+        if (backend && strcmp(backend, "cpu")) /* nothing of ours was on the full device */
+            printf("%-18sno live allocation%s at the failure\n", "Held by:", where);
+        return;
+    }
+    char amount[32], all[32];
+    fmt_bytes(named[0].bytes, amount, sizeof amount);
+    printf("%-18s%s in %llu allocation(s) made %s", "Held by:", amount,
+           (unsigned long long)named[0].count,
+           strncmp(named[0].where, "inside ", 7) ? "at " : ""); /* "inside the Perl..." */
+    print_clean(stdout, named[0].where, 400);
+    if (bytes > 0 && named[0].bytes < (uint64_t)bytes) {
+        fmt_bytes((uint64_t)bytes, all, sizeof all);
+        printf(", of %s held%s in all (%lld allocation(s))", all, where, (long long)count);
+    }
+    putchar('\n');
+}
+
+/* A live-allocations file (allocations.json, a leak report's leaks.json):
+ * the total per device, then the top sites.  0 when there is no such file. */
+int print_live_file(bundle *b, const char *file, const char *label, const char *what,
+                    const char *sites_heading)
+{
+    json_t *held = bundle_json(b, file);
+    int64_t count = 0, bytes = 0;
+    if (!json_is_object(held) || jint(held, "live_count", &count) ||
+        jint(held, "live_bytes", &bytes))
+        return 0;
+    char total[32];
+    fmt_bytes((uint64_t)bytes, total, sizeof total);
+    printf("%-18s%lld %s, %s", label, (long long)count, what, total);
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(held, "by_device"), i, d) {
+        int64_t dev = -1, db = 0;
+        jint(d, "device", &dev);
+        jint(d, "bytes", &db);
+        char amount[32];
+        fmt_bytes((uint64_t)db, amount, sizeof amount);
+        printf("%s", i ? ", " : " (");
+        if (dev >= 0) {
+            print_clean(stdout, jstr(d, "backend") ? jstr(d, "backend") : "?", 16);
+            printf(":%lld %s", (long long)dev, amount);
+        } else {
+            const char *backend = jstr(d, "backend");
+            printf("%s %s", backend && !strcmp(backend, "cpu") ? "host" : "pinned host", amount);
+        }
+    }
+    printf("%s\n", json_array_size(json_object_get(held, "by_device")) ? ")" : "");
+    site sites[16];
+    size_t ns = top_stacks_of(held, sites, 16);
+    if (ns)
+        print_sites(b, sites, ns, sites_heading, 1);
+    return 1;
+}
+
+/* The events' allocations not freed before the failure, by stack, largest
+ * first (at most cap): what a bundle without allocations.json (one
+ * recovered from a ring) knows of what was held. */
+static size_t replayed_sites(bundle *b, site *sites, size_t cap)
+{
+    size_t i;
+    json_t *ev;
+    live_set live;
+    live_set_init(&live, REPLAY_LIVE_MAX);
+    event_foreach_until(&b->events, events_until_failure(&b->events), i, ev) {
+        const char *type = jstr(ev, "event_type"), *addr = jstr(ev, "address");
+        int64_t size = 0, stack = 0;
+        jint(ev, "size", &size);
+        jint(ev, "stack_id", &stack);
+        uint64_t at = addr ? strtoull(addr, NULL, 16) : 0;
+        if (!type || !at)
+            continue;
+        if (!strcmp(type, "alloc"))
+            live_alloc(&live, 0, at, (uint64_t)size, stack);
+        else if (!strcmp(type, "free"))
+            live_free(&live, 0, at);
+    }
+    size_t ns = 0;
+    for (live_block *l = NULL; (l = live_next(&live, l)) != NULL;)
+        if (l->stack > 0) /* a new stack past cap is left out */
+            site_add(sites, &ns, cap, l->stack, l->size);
+    live_set_release(&live);
+    qsort(sites, ns, sizeof *sites, by_bytes);
+    return ns;
+}
+
+void print_top_sites(bundle *b)
+{
+    if (print_live_file(b, "allocations.json", "Held:", "live allocation(s)",
+                        "Top allocation sites by live bytes (allocations alive at the failure):"))
+        return;
+    site sites[64];
+    size_t ns = replayed_sites(b, sites, 64);
+    if (!ns)
+        return;
+    print_sites(b, sites, ns,
+                "Top allocation sites by live bytes (the events' allocations not freed "
+                "before the failure):", 0);
+}

@@ -1,0 +1,175 @@
+/*
+ * symbols.c — an address in a program or library named as its function,
+ * source file and line, with elfutils' libdw, for show's allocation sites
+ * and export's frames.  The path comes from a bundle, so only a regular
+ * file of this machine, named absolutely and outside the bundle, goes to
+ * libdw (never a FIFO or a device that would block or never end, nor an
+ * ELF the bundle's author shipped inside it for libdw's parser).  Each ELF
+ * is opened once and kept (up to MAX_MODULES): a snapshot names thousands
+ * of frames in a few libraries; and each answer is kept, by module and
+ * offset: triage asks the same sites of thousands of bundles.  A C++ name is given as C++ (c10::alloc_cpu
+ * (unsigned long), not _ZN3c109alloc_cpuEm) by libstdc++'s demangler,
+ * found at run time: where there is none, the symbol stays as it is.
+ */
+#include "answer.h"
+
+#include <dlfcn.h>
+#include <elfutils/libdwfl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_MODULES 32
+
+typedef struct module_cache {
+    char path[PATH_MAX];
+    Dwfl *dwfl;        /* NULL: libdw could not read it */
+    Dwfl_Module *mod;
+    Dwarf_Addr bias;
+} module_cache;
+
+static module_cache cache[MAX_MODULES];
+static int cached;
+
+static int inside(int dirfd, const char *path)
+{
+    struct stat dir, st;
+    char real[PATH_MAX];
+    if (dirfd < 0)
+        return 0; /* a live ring, the caller's own: no bundle to be inside */
+    if (fstat(dirfd, &dir) != 0 || !realpath(path, real))
+        return 1; /* unsure: treated as inside */
+    for (char *slash; (slash = strrchr(real, '/'));) {
+        *(slash == real ? slash + 1 : slash) = '\0';
+        if (stat(real, &st) == 0 && st.st_dev == dir.st_dev && st.st_ino == dir.st_ino)
+            return 1;
+        if (slash == real)
+            break;
+    }
+    return 0;
+}
+
+static module_cache *module(int dirfd, const char *path)
+{
+    for (int i = 0; i < cached; i++)
+        if (!strcmp(cache[i].path, path))
+            return &cache[i];
+    struct stat st;
+    if (strlen(path) >= PATH_MAX || path[0] != '/' || stat(path, &st) != 0 ||
+        !S_ISREG(st.st_mode) || access(path, R_OK) != 0 || inside(dirfd, path))
+        return NULL;
+    if (cached == MAX_MODULES)
+        symbols_release();
+    module_cache *m = &cache[cached++];
+    memset(m, 0, sizeof *m);
+    strcpy(m->path, path);
+    static const Dwfl_Callbacks callbacks = {
+        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .section_address = dwfl_offline_section_address,
+    };
+    const char *base = strrchr(path, '/');
+    m->dwfl = dwfl_begin(&callbacks);
+    if (m->dwfl) {
+        m->mod = dwfl_report_offline(m->dwfl, base ? base + 1 : path, path, -1);
+        dwfl_report_end(m->dwfl, NULL, NULL);
+        if (!m->mod || !dwfl_module_getelf(m->mod, &m->bias)) {
+            dwfl_end(m->dwfl);
+            m->dwfl = NULL;
+        }
+    }
+    return m;
+}
+
+/* A mangled C++ name in fn as C++, in place; left as it is otherwise.
+ * Names come from this machine's ELF files; a bound on their length keeps
+ * the demangler's work bounded too. */
+static void demangle(char *fn, size_t fn_cap)
+{
+    typedef char *(*demangler)(const char *, char *, size_t *, int *);
+    static demangler cxa_demangle;
+    static int looked;
+    if (strncmp(fn, "_Z", 2) || strlen(fn) > 1024)
+        return;
+    if (!looked) {
+        looked = 1;
+        void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (lib)
+            cxa_demangle = (demangler)(uintptr_t)dlsym(lib, "__cxa_demangle");
+    }
+    int status = -1;
+    char *plain = cxa_demangle ? cxa_demangle(fn, NULL, NULL, &status) : NULL;
+    if (plain && status == 0)
+        snprintf(fn, fn_cap, "%s", plain);
+    free(plain);
+}
+
+static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_cap, char *file,
+                         size_t file_cap, int *line);
+
+/* The answers given, by module and offset: triage of 20,000 bundles asks
+ * the same few sites again and again, and libdw's line lookup is the
+ * cost.  Emptied with the modules. */
+#define ANSWERS_KEPT 1024
+static struct answer {
+    const module_cache *m; /* NULL: free */
+    uint64_t offset;
+    char fn[256], file[512];
+    int line, found;
+} answers[ANSWERS_KEPT];
+
+static struct answer *answer_slot(const module_cache *m, uint64_t offset)
+{
+    uint64_t h = (offset ^ (uint64_t)(uintptr_t)m) * 0x9E3779B97F4A7C15ull;
+    return &answers[h >> (64 - 10)];
+}
+
+int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_cap,
+              char *file, size_t file_cap, int *line)
+{
+    fn[0] = file[0] = '\0';
+    *line = 0;
+    module_cache *m = module(dirfd, path);
+    if (!m || !m->dwfl)
+        return -1;
+    struct answer *a = answer_slot(m, offset);
+    if (a->m == m && a->offset == offset) {
+        snprintf(fn, fn_cap, "%s", a->fn);
+        snprintf(file, file_cap, "%s", a->file);
+        *line = a->line;
+        return a->found ? 0 : -1;
+    }
+    int found = symbolise_now(m, offset, fn, fn_cap, file, file_cap, line);
+    if (strlen(fn) < sizeof a->fn && strlen(file) < sizeof a->file) {
+        *a = (struct answer){.m = m, .offset = offset, .line = *line, .found = found == 0};
+        snprintf(a->fn, sizeof a->fn, "%s", fn);
+        snprintf(a->file, sizeof a->file, "%s", file);
+    }
+    return found;
+}
+
+static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_cap, char *file,
+                         size_t file_cap, int *line)
+{
+    Dwarf_Addr at = m->bias + offset - 1; /* the call, not the return address */
+    const char *name = dwfl_module_addrname(m->mod, at);
+    Dwfl_Line *src = dwfl_module_getsrc(m->mod, at);
+    const char *where = src ? dwfl_lineinfo(src, NULL, line, NULL, NULL, NULL) : NULL;
+    if (name) {
+        snprintf(fn, fn_cap, "%s", name);
+        demangle(fn, fn_cap);
+    }
+    if (where)
+        snprintf(file, file_cap, "%s", where);
+    return name ? 0 : -1;
+}
+
+void symbols_release(void)
+{
+    memset(answers, 0, sizeof answers);
+    for (int i = 0; i < cached; i++)
+        if (cache[i].dwfl)
+            dwfl_end(cache[i].dwfl);
+    cached = 0;
+}

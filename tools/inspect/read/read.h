@@ -1,0 +1,228 @@
+/*
+ * read.h — gmp-inspect's first room: bundles and rings read safely, and
+ * nothing else.  A bundle is opened once (load.c: no symlinked file, size
+ * caps, jansson's depth limit) and each of its files parsed the first time
+ * a reader asks for it; events.json is indexed rather than held
+ * (event_list.c); sizes past int64 keep their digits (wide_sizes.c);
+ * strings are made inert for a terminal as they are loaded (clean.c); a
+ * live ring is copied once (ring_source.c).  Every other room builds on
+ * this one; it uses none of them.  gmp-inspect only reads: it never
+ * changes a bundle or a live ring.
+ */
+#ifndef GMP_INSPECT_READ_H
+#define GMP_INSPECT_READ_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes shared by every verb (and the parts that end one). */
+enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
+
+/* Every file but events.json is parsed whole, and jansson's document of it
+ * takes about nine times its text: the cap is several times the largest
+ * our writer makes (allocations.json lists at most 10000, about 2 MiB) and
+ * keeps a hostile file's cost bounded.  events.json grows with the run; it
+ * is indexed instead (event_list.c) and costs about its own size. */
+#define SMALL_FILE_MAX (16u << 20)
+/* The most a file's parse may cost (load_json_at refuses a denser file, or
+ * one that would take more than ten times its size): the five files a
+ * bundle's readers parse whole stay within 256 MB together. */
+#define JSON_COST_MAX ((size_t)48 << 20)
+#define EVENTS_FILE_MAX (512u << 20)
+
+/* event_list.c: events.json as read, and where each event starts in it. */
+typedef struct event_list {
+    char *text;
+    size_t len;
+    uint32_t *at; /* the file is at most EVENTS_FILE_MAX, under 4 GiB */
+    size_t n, cap;
+    size_t first_non_object; /* SIZE_MAX when every event is a JSON object */
+    size_t failure;          /* the failed request's event; SIZE_MAX: none */
+} event_list;
+
+#define BUNDLE_FILES_KEPT 8
+typedef struct bundle {
+    char path[4096];
+    char name[4096];
+    int dirfd;
+    json_t *manifest, *metadata, *environment;
+    event_list events; /* empty unless asked for */
+    struct kept_file {  /* bundle_json's and bundle_text's: each file read once */
+        char name[32];
+        json_t *doc;    /* NULL: absent or unreadable, and not asked again */
+        char *text;     /* a text file's bytes and a NUL (bundle_text), or NULL */
+        size_t len;
+    } kept[BUNDLE_FILES_KEPT];
+    int kept_count;
+} bundle;
+
+/* Open a bundle directory and load manifest.json and metadata.json
+ * (environment.json and events.json when asked).  On failure, err holds a
+ * sentence and -1 is returned; the bundle is closed. */
+int bundle_open(bundle *b, const char *path, int want_env, int want_events,
+                char *err, size_t err_cap);
+void bundle_close(bundle *b);
+/* FILE of the bundle (stacks.json, modules.json, allocations.json,
+ * environment.json, ...), parsed the first time it is asked for and kept
+ * until bundle_close: every verb's parts ask, and each file is opened
+ * once.  Borrowed; NULL when absent or unreadable. */
+json_t *bundle_json(bundle *b, const char *file);
+/* A text file of the bundle (python_traceback.txt), read once the same way:
+ * its bytes, NUL-terminated, and their count in *len; NULL when absent. */
+const char *bundle_text(bundle *b, const char *file, size_t *len);
+
+/* Read and parse one JSON file inside a directory fd: refuses symlinks,
+ * non-regular files and files over max_bytes. */
+json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
+                     size_t err_cap);
+
+/* Read one regular file of at most max_bytes inside a directory fd (no
+ * symlink, no FIFO): a NUL-terminated copy to free, its length in *len. */
+char *read_file_at(int dirfd, const char *name, size_t max_bytes, size_t *len,
+                   char *err, size_t err_cap);
+
+/* event_list.c: index dirfd's events.json (an array of events, or an object
+ * with an "events" array), each event parsed once to be checked and the
+ * failed request's event found (metadata's failed_request, may be NULL); a
+ * sentence in err and -1 when it cannot be read or is not valid JSON. */
+int events_load_at(int dirfd, event_list *l, json_t *failed_request, char *err,
+                   size_t err_cap);
+/* How many events lead up to the failure, it included (all when none is
+ * known): what happened after it, a teardown's frees, is no evidence. */
+size_t events_until_failure(const event_list *l);
+/* Event i parsed (a new reference, cleaned for a terminal unless
+ * inspect_raw_json); NULL past the end or without memory. */
+json_t *event_at(const event_list *l, size_t i);
+/* Event i as the file holds it, on one line: its text without the spaces
+ * between tokens, an integer past INT64_MAX as its digits (not the real
+ * jansson reads), characters past ASCII as \u escapes; -1 past the end or
+ * on a write error. */
+int event_print_raw(const event_list *l, size_t i, FILE *out);
+void events_free(event_list *l);
+/* Every event (or the first end) in turn, each released at the end of its
+ * turn (leave the loop early only after json_decref(ev)). */
+#define event_foreach_until(l, end, i, ev) \
+    for ((i) = 0; (i) < (end) && ((ev) = event_at((l), (i)), 1); json_decref(ev), (i)++)
+#define event_foreach(l, i, ev) event_foreach_until(l, (l)->n, i, ev)
+
+/* Calls fn for every bundle directory at or under path (8 levels deep, no
+ * symlink followed, hidden names skipped); trailing slashes are trimmed. */
+void for_each_bundle(char *path, void (*fn)(const char *bundle, void *arg), void *arg);
+/* The rank (manifest, else RANK and friends in environment.json) and the
+ * host of a bundle opened with its environment; NULL when unknown. */
+const char *bundle_rank(bundle *b);
+const char *bundle_host(bundle *b);
+/* A Slurm task's "JOB.STEP" (the manifest's, else environment.json's) in
+ * out, or NULL outside Slurm. */
+const char *bundle_job(bundle *b, char *out, size_t cap);
+
+/* Field helpers that tolerate any JSON type. */
+const char *jstr(json_t *obj, const char *key);        /* NULL unless a string */
+int jint(json_t *obj, const char *key, int64_t *out);  /* 0 when an integer */
+/* wide_sizes.c: sizes to 2^64-1, past jansson's int64.  Reading, an integer
+ * in (2^63-1, 2^64-1] becomes a marked string (json_is_wide_size) and one
+ * past that a real; ju64 reads all three, and json_text_exact writes the
+ * marked strings back as the integers they were. */
+/* 0 when a size: an integer of 0 or more, marked or not, or a real. */
+int ju64(json_t *obj, const char *key, uint64_t *out);
+/* A size as a JSON value ju64 and json_text_exact read back exactly. */
+json_t *json_u64(uint64_t v);
+/* 1 when v is a size past INT64_MAX as the reader marks it; *out (if not
+ * NULL) its value. */
+int json_is_wide_size(json_t *v, uint64_t *out);
+/* text with each integer past int64 marked or widened (a new buffer; text
+ * is freed), else text itself.  *len is updated. */
+char *json_text_widen_integers(char *text, size_t *len);
+/* Where the integer of a number token at text[i] ends when the token is one
+ * that json_text_widen_integers widened (its ".0" follows), else 0. */
+size_t json_widened_integer_end(const char *text, size_t len, size_t i);
+/* Where a marked string token at text[i] ends (past its closing quote), its
+ * digits from *digits_at; 0 when there is none. */
+size_t json_wide_size_end(const char *text, size_t len, size_t i, size_t *digits_at);
+/* json_dumps, each marked size as its integer (free it); json_dumpf so. */
+char *json_text_exact(json_t *v, size_t flags);
+int json_dumpf_exact(json_t *v, FILE *f, size_t flags);
+
+void fmt_bytes(uint64_t v, char *out, size_t cap);
+
+/* Where an event happened: "host", or "cuda:0" (plot's lines, export's
+ * counters, leaks' devices). */
+void event_where(json_t *ev, char *out, size_t cap);
+
+/* live_set.c: allocations paired with their frees by address in an
+ * address space (space: a reader's process or device; 0 for one), the one
+ * table every replay of events keeps what is alive in.  live_alloc: the
+ * block made (one live at the address is made again), or NULL without
+ * memory or past max_live live blocks (0: no bound); live_free: the block
+ * the free ends, no longer live (its fields kept until the next
+ * allocation), or NULL when none was live there; live_next: the live
+ * blocks in turn (from NULL; NULL at the end).  mark and flag are the
+ * reader's own. */
+typedef struct live_block {
+    uint64_t address, size;
+    int64_t stack;
+    int64_t mark;   /* a series, an index: whatever the reader keeps */
+    uint32_t space;
+    uint8_t state;  /* empty, live, or freed (a tombstone) */
+    uint8_t flag;
+} live_block;
+/* The live blocks a replay of one bundle's events follows at once, at most:
+ * a site table, not an audit (its slots stay under 40 MB for a hostile
+ * file; a real program's events hold far fewer). */
+#define REPLAY_LIVE_MAX ((size_t)1 << 18)
+typedef struct live_set {
+    live_block *slots;
+    size_t cap, used, live, max_live;
+    int no_memory;
+} live_set;
+void live_set_init(live_set *s, size_t max_live);
+live_block *live_alloc(live_set *s, uint32_t space, uint64_t address, uint64_t size,
+                       int64_t stack);
+live_block *live_free(live_set *s, uint32_t space, uint64_t address);
+live_block *live_find(const live_set *s, uint32_t space, uint64_t address);
+live_block *live_next(const live_set *s, live_block *after);
+/* Every block gone, the slots kept (the next process of a replay). */
+void live_set_clear(live_set *s);
+void live_set_release(live_set *s);
+
+/* clean.c: a bundle's strings for a terminal or a log, control characters
+ * shown visibly (\n, \x1b, \u009b); out always ends in a NUL and never
+ * holds half an escape.  Returns the length written. */
+size_t clean_text(const char *s, char *out, size_t cap);
+size_t clean_text_n(const char *s, size_t n, char *out, size_t cap);
+/* At most max bytes of s, cleaned, then "..." when cut. */
+void print_clean(FILE *f, const char *s, size_t max);
+/* Every string and key of a document, cleaned in place. */
+void json_clean_strings(json_t *v);
+/* Set by a verb that prints JSON: documents are loaded as they are (the
+ * encoder escapes them); otherwise load_json_at cleans what it loads. */
+extern int inspect_raw_json;
+/* The code point of the UTF-8 character c (len bytes) when it is an
+ * invisible format character clean_text escapes (bidi controls,
+ * zero-width characters, U+2028/U+2029, the BOM), else 0. */
+unsigned invisible_format_char(const unsigned char *c, size_t len);
+
+/* ring_source.c: a live ring as a verb's operand (a ring file, or a PID's
+ * newest ring in the run directory).  is_ring_target: the operand names
+ * one; ring_path_of: its file in path, 0, or -1 with a line said, -2 when
+ * the operand is neither (a usage error); ring_copy: its header's pid and
+ * command and its events, copied once (free ->events), with sites its stack
+ * and module records as stacks.json and modules.json hold them (release
+ * ->stacks and ->mods); 0 or -1 with a line. */
+typedef struct ring_copy_t {
+    struct gmp_event *events;
+    size_t n;
+    int pid;
+    char cmdline[1024];
+    json_t *stacks, *mods; /* NULL unless asked for, or none */
+} ring_copy_t;
+int is_ring_target(const char *target);
+int ring_path_of(const char *verb, const char *target, char *path, size_t cap);
+int ring_copy(const char *verb, const char *path, int with_sites, ring_copy_t *out);
+/* A ring's record as events.json holds it (a new reference; NULL without
+ * memory). */
+json_t *ring_event_json(const struct gmp_event *e);
+
+#endif

@@ -1,0 +1,593 @@
+/*
+ * show.c — `gmp-inspect show BUNDLE...`: in plain words what kind of bundle
+ * it is (kind.c), the likely causes (diagnose.c), the Python stack
+ * (python_stack.c), what failed, when, in which process, with the
+ * exception, context, custom metadata, bytes in use and the events up to
+ * the failure (event_lines.c).  Works on bundles from the Python recorder
+ * too.
+ */
+#include "answer.h"
+#include "draw.h"
+#include "verbs.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SHOW_LAST_EVENTS 10
+
+static void print_field(const char *label, const char *value)
+{
+    if (!value || !*value)
+        return;
+    printf("%-18s", label);
+    print_clean(stdout, value, 2000);
+    putchar('\n');
+}
+
+static void print_failed_request(bundle *b)
+{
+    json_t *md = b->metadata;
+    json_t *fr = json_object_get(md, "failed_request");
+    if (!json_is_object(fr))
+        return;
+    int64_t device = -1, code = 0;
+    uint64_t size;
+    jint(fr, "device", &device);
+    jint(fr, "code", &code);
+    const char *api = jstr(fr, "api");
+    char sz[32] = "?";
+    if (!ju64(fr, "size", &size))
+        fmt_bytes(size, sz, sizeof sz);
+    printf("%-18s%s of %s", "Failed request:", api ? api : "an allocation", sz);
+    if (device >= 0)
+        printf(" on device %lld", (long long)device);
+    else
+        printf(" of host memory");
+    printf(" returned code %lld", (long long)code);
+    int64_t stated = framework_whole_request(md, size);
+    if (stated > 0) {
+        char whole[32];
+        fmt_bytes((uint64_t)stated, whole, sizeof whole);
+        printf(", one piece of the %s its message says was asked for", whole);
+    }
+    putchar('\n');
+    int64_t in_use;
+    if (!jint(fr, "bytes_in_use", &in_use) && in_use >= 0) {
+        char amount[32];
+        fmt_bytes((uint64_t)in_use, amount, sizeof amount);
+        /* the host's count is the malloc family's: an interpreter's own
+         * arenas (CPython's, V8's) come from mmap, and the RSS says those */
+        printf("%-18s%s %s\n", "In use then:", amount,
+               device >= 0 ? "on that device" : "of host memory through malloc");
+    }
+    char site[600];
+    int found = name_failure_site(b, site, sizeof site);
+    if (found >= 0) {
+        printf("%-18s", "Failed at:");
+        print_clean(stdout, site, 600);
+        puts(found == SITE_LIBRARY ? "  (no frame of the program's own)" : "");
+    }
+}
+
+/* What was in use when the bundle was written: at exit, after the program
+ * let go of its memory, that is not what was in use at the failure. */
+static void print_in_use(json_t *md)
+{
+    json_t *arr = json_object_get(md, "bytes_in_use");
+    if (!json_is_array(arr) || !json_array_size(arr))
+        return;
+    const char *confirmed = jstr(md, "confirmed_by");
+    int at_exit = confirmed && !strcmp(confirmed, "exit");
+    printf("%-18s", at_exit ? "In use at exit:" : "In use at dump:");
+    size_t i;
+    json_t *u;
+    json_array_foreach(arr, i, u) {
+        int64_t bytes = 0, dev = -1;
+        jint(u, "bytes", &bytes);
+        jint(u, "device", &dev);
+        const char *backend = jstr(u, "backend");
+        char b[32];
+        fmt_bytes((uint64_t)bytes, b, sizeof b);
+        printf("%s", i ? "; " : "");
+        if (dev >= 0) {
+            print_clean(stdout, backend ? backend : "?", 16);
+            printf(" device %lld", (long long)dev);
+        } else { /* a GPU runtime's host memory is pinned (cudaHostAlloc) */
+            printf("%s", backend && strcmp(backend, "cpu") ? "pinned host" : "host");
+        }
+        printf(" %s", b);
+    }
+    puts(at_exit ? " (written at exit, after the program let go of memory)" : "");
+}
+
+/* Each device as the collectors saw it: free of total, ours, others'. */
+static void print_devices(json_t *md)
+{
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+        int64_t dev = -1, free_b = -1, total = 0, mine = 0, others = 0, nothers = -1;
+        jint(st, "device", &dev);
+        jint(st, "free", &free_b);
+        jint(st, "total", &total);
+        jint(st, "process_bytes", &mine);
+        jint(st, "other_processes_bytes", &others);
+        jint(st, "other_process_count", &nothers);
+        const char *backend = jstr(st, "backend"), *name = jstr(st, "name");
+        const char *src = jstr(st, "other_processes_source");
+        char fr[32], tot[32], m[32], o[32];
+        fmt_bytes((uint64_t)(free_b > 0 ? free_b : 0), fr, sizeof fr);
+        fmt_bytes((uint64_t)total, tot, sizeof tot);
+        fmt_bytes((uint64_t)mine, m, sizeof m);
+        fmt_bytes((uint64_t)others, o, sizeof o);
+        printf("%-18s", i ? "" : "Devices:");
+        print_clean(stdout, backend ? backend : "?", 16);
+        printf(":%lld", (long long)dev);
+        if (name) {
+            printf(" (");
+            print_clean(stdout, name, 96);
+            putchar(')');
+        }
+        if (free_b >= 0)
+            printf(" %s free of %s;", fr, tot);
+        else
+            printf(" %s;", tot);
+        printf(" this process %s, other processes %s", m, o);
+        if (src && !strcmp(src, "driver") && nothers >= 0)
+            printf(" (%lld process(es), from the driver)", (long long)nothers);
+        else
+            printf(" (estimated: the device's use less ours)");
+        putchar('\n');
+    }
+}
+
+/* The host: this process, its cgroup limit, the machine. */
+static void print_host(json_t *md)
+{
+    json_t *hs = json_object_get(md, "host_state");
+    if (!json_is_object(hs))
+        return;
+    json_t *proc = json_object_get(hs, "process"), *mach = json_object_get(hs, "machine");
+    json_t *cg = json_object_get(hs, "cgroup");
+    int64_t rss = -1, hwm = -1, cur = -1, max = -1, avail = -1, total = -1, kills = -1,
+            kills_before = -1;
+    jint(proc, "vm_rss", &rss);
+    jint(proc, "vm_hwm", &hwm);
+    jint(cg, "memory_current", &cur);
+    jint(cg, "memory_max", &max);
+    jint(json_object_get(cg, "events"), "oom_kill", &kills);
+    jint(cg, "oom_kill_at_start", &kills_before);
+    jint(mach, "mem_available", &avail);
+    jint(mach, "mem_total", &total);
+    char a[32], b[32];
+    printf("%-18s", "Host:");
+    if (rss >= 0) {
+        fmt_bytes((uint64_t)rss, a, sizeof a);
+        fmt_bytes((uint64_t)(hwm > 0 ? hwm : rss), b, sizeof b);
+        printf("RSS %s (peak %s); ", a, b);
+    }
+    if (cur >= 0) {
+        fmt_bytes((uint64_t)cur, a, sizeof a);
+        printf("cgroup %s", a);
+        if (max >= 0) {
+            fmt_bytes((uint64_t)max, b, sizeof b);
+            printf(" of %s limit", b);
+            const char *up = jstr(cg, "limit_path");
+            if (up) { /* an ancestor's: a Slurm job's or step's */
+                printf(" (set on ");
+                print_clean(stdout, up, 200);
+                putchar(')');
+            }
+        } else {
+            printf(" (no limit)");
+        }
+        /* the counter is the cgroup's since it was made, not this process's */
+        if (kills_before >= 0 && kills > kills_before)
+            printf(", %lld OOM kill(s) in it while the process ran",
+                   (long long)(kills - kills_before));
+        else if (kills > 0 && kills_before < 0)
+            printf(", %lld OOM kill(s) in it since it was made", (long long)kills);
+        printf("; ");
+    }
+    if (avail >= 0 && total > 0) {
+        fmt_bytes((uint64_t)avail, a, sizeof a);
+        fmt_bytes((uint64_t)total, b, sizeof b);
+        printf("machine %s available of %s", a, b);
+    }
+    putchar('\n');
+}
+
+static void print_custom(json_t *md)
+{
+    json_t *cm = json_object_get(md, "custom_metadata");
+    if (!json_is_object(cm) || !json_object_size(cm))
+        return;
+    printf("%-18s", "Custom metadata:");
+    const char *key;
+    json_t *val;
+    int first = 1;
+    json_object_foreach(cm, key, val) {
+        char *txt = json_is_string(val) && !json_is_wide_size(val, NULL)
+                        ? NULL
+                        : json_text_exact(val, JSON_ENCODE_ANY | JSON_COMPACT |
+                                                       JSON_REAL_PRECISION(15));
+        printf("%s", first ? "" : ", ");
+        print_clean(stdout, key, 60);
+        putchar('=');
+        print_clean(stdout, txt ? txt : json_string_value(val), 200);
+        free(txt);
+        first = 0;
+    }
+    putchar('\n');
+}
+
+/* How the bundle knew the failure was final, in words, the bundle's own
+ * word after them for a script's grep. */
+static void print_confirmed_by(const char *how)
+{
+    static const struct { const char *how, *words; } said[] = {
+        {"second_failure", "a second failure as large, with no success between"},
+        {"exit", "the process exited with the failure unresolved"},
+        {"timeout", "no success within GMP_OOM_CONFIRM_MS"},
+        {"first", "written at the first failure (GMP_OOM_POLICY=first)"},
+        {"message", "the program's own out-of-memory words"},
+        {"signal", "a fatal signal after the failure"},
+        {"recovered", "written from its ring after it died"},
+        {"exception", "the program reported the exception it caught"},
+        {"framework", "the framework reported its own out-of-memory"},
+        {"watchdog", "the pressure watchdog"},
+    };
+    if (!how)
+        return;
+    for (size_t i = 0; i < sizeof said / sizeof *said; i++)
+        if (!strcmp(how, said[i].how)) {
+            printf("%-18s%s (%s)\n", "Confirmed by:", said[i].words, how);
+            return;
+        }
+    print_field("Confirmed by:", how);
+}
+
+/* The process, from environment.json when readable. */
+static void print_process(bundle *b)
+{
+    json_t *env = b->environment;
+    int64_t pid = -1;
+    if (!env || jint(env, "pid", &pid) < 0)
+        jint(b->manifest, "pid", &pid);
+    printf("%-18s", "Process:");
+    if (pid >= 0)
+        printf("pid %lld", (long long)pid);
+    json_t *proc = json_object_get(env, "process");
+    json_t *cmd = json_object_get(proc, "cmdline");
+    if (json_is_array(cmd) && json_array_size(cmd)) {
+        printf(" (");
+        size_t i;
+        json_t *a;
+        json_array_foreach(cmd, i, a) {
+            if (i >= 8) {
+                printf(" ...");
+                break;
+            }
+            printf("%s", i ? " " : "");
+            print_clean(stdout, json_is_string(a) ? json_string_value(a) : "?", 80);
+        }
+        putchar(')');
+    } else if (jstr(proc, "command")) { /* a ring's: the arguments joined, cut at 1 KiB */
+        printf(" (");
+        print_clean(stdout, jstr(proc, "command"), 300);
+        putchar(')');
+    }
+    const char *host = jstr(json_object_get(env, "system"), "hostname");
+    if (host) {
+        printf(" on ");
+        print_clean(stdout, host, 80);
+    }
+    putchar('\n');
+    json_t *slurm = json_object_get(proc, "slurm");
+    if (jstr(slurm, "job_id")) { /* which task of which job, to find its log */
+        const char *const parts[][2] = {{"job ", "job_id"}, {", step ", "step_id"},
+                                        {", task ", "task_id"}, {" on node ", "node"}};
+        printf("%-18s", "Slurm:");
+        for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+            if (jstr(slurm, parts[k][1])) {
+                fputs(parts[k][0], stdout);
+                print_clean(stdout, jstr(slurm, parts[k][1]), 64);
+            }
+        putchar('\n');
+    }
+}
+
+/* The variables that shape memory, from environment.json. */
+static void print_environment(bundle *b)
+{
+    static const char *const prefixes[] = {"CUDA_", "HIP_", "PYTORCH_", "TF_", "XLA_", "NCCL_",
+                                           "JAX_", "MALLOC_", "OMP_NUM_THREADS", "RANK",
+                                           "LOCAL_RANK", "WORLD_SIZE"};
+    json_t *env = json_object_get(b->environment, "environment");
+    const char *key;
+    json_t *val;
+    int shown = 0;
+    json_object_foreach(env, key, val) {
+        int wanted = 0;
+        for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !wanted; i++)
+            wanted = !strncmp(key, prefixes[i], strlen(prefixes[i]));
+        if (!wanted || !json_is_string(val))
+            continue;
+        printf(shown++ ? ", " : "%-18s", "Environment:");
+        print_clean(stdout, key, 80);
+        putchar('=');
+        print_clean(stdout, json_string_value(val), 200);
+    }
+    if (shown)
+        putchar('\n');
+}
+
+static void show_usage(FILE *f)
+{
+    fputs("usage: gmp-inspect show BUNDLE... [--events N]\n"
+          "Say in plain words what failed, when and where: the likely causes, most\n"
+          "certain first, with their evidence; the Python stack when there is one;\n"
+          "then the failed request, reason, exception, context, custom metadata,\n"
+          "bytes in use, and the last N events up to the failure (default 10).\n"
+          "Several bundles are shown one after another.\n"
+          "Exit status: 0, 1 when a bundle cannot be read, 2 usage error.\n",
+          f);
+}
+
+/* The headline, one per kind of bundle (kind.c).  A death written up after
+ * the fact (gmp-run, recover) is an out-of-memory death only with
+ * evidence: the kernel's OOM killer named, or an allocation that failed
+ * before the signal. */
+static void print_what_happened(bundle *b, const char *reason, const char *backend)
+{
+    json_t *md = b->metadata;
+    const char *memory = backend && strcmp(backend, "cpu") ? backend : "host";
+    const char *sig = reason && !strncmp(reason, "SIG", 3) ? reason : NULL;
+    char signame[24] = "";
+    if (sig) /* "SIGSEGV after failed allocation": the signal alone */
+        snprintf(signame, sizeof signame, "%.*s", (int)strcspn(sig, " "), sig);
+    const runtime_words *words = runtime_words_of(b);
+    printf("\nWhat happened:    ");
+    switch (bundle_kind_of(b)) {
+    case GMP_VERDICT_PRESSURE:
+        printf("memory came close to a limit; a warning, written before anything failed\n");
+        return;
+    case GMP_VERDICT_OOM_KILLED:
+        printf("the process was killed by the kernel's OOM killer (");
+        print_clean(stdout, sig ? signame : "SIGKILL", 20);
+        printf(")\n");
+        return;
+    case GMP_VERDICT_KILLED_UNKNOWN:
+        if (sig) {
+            printf("the process was killed by ");
+            print_clean(stdout, signame, 20);
+            printf(", cause unknown (no sign that it was out of memory)\n");
+        } else {
+            printf("the process died without exiting, cause unknown (no sign that it was out "
+                   "of memory)\n");
+        }
+        return;
+    case GMP_VERDICT_CRASH_AFTER_FAILED:
+        if (words && sig && !strcmp(signame, "SIGABRT")) { /* the runtime's own abort */
+            printf("%s ended the program (SIGABRT): %s\n", words->runtime, words->what);
+            return;
+        }
+        printf("the process crashed (");
+        print_clean(stdout, sig ? signame : "a signal", 20);
+        printf(") after an allocation of ");
+        print_clean(stdout, memory, 20);
+        printf(" memory failed\n");
+        return;
+    case GMP_VERDICT_CRASH:
+        printf("the process crashed (");
+        print_clean(stdout, sig ? signame : "a signal", 20);
+        printf("); no allocation had failed, so memory is not the known cause\n");
+        return;
+    case GMP_VERDICT_CGROUP_OOM_KILL:
+        printf("the process was killed (");
+        print_clean(stdout, sig ? signame : "SIGKILL", 20);
+        printf(") while its cgroup's OOM killer ran: it killed a process while this one ran, "
+               "and nothing here says which\n");
+        return;
+    case GMP_VERDICT_SURVIVED: {
+        char later[200];
+        printf("the process survived: an allocation of ");
+        print_clean(stdout, memory, 20);
+        printf(" memory failed (");
+        print_clean(stdout, reason ? reason : "unknown reason", 200);
+        if (jstr(json_object_get(md, "outcome"), "death_bundle"))
+            printf("), and it went on; %s\n", outcome_words(b, later, sizeof later));
+        else
+            printf("), and it went on and exited 0; no death\n");
+        return;
+    }
+    case GMP_VERDICT_OUT_OF_MEMORY:
+    case GMP_VERDICT_COUNT: /* not a kind */
+        break;
+    }
+    const char *confirmed = jstr(md, "confirmed_by");
+    if (confirmed && !strcmp(confirmed, "recovered")) {
+        printf(sig ? "the process was killed by " : "the process died");
+        print_clean(stdout, sig ? signame : "", 20);
+        printf(" after an allocation of ");
+        print_clean(stdout, memory, 20);
+        printf(" memory failed\n");
+        return;
+    }
+    if (words) {
+        printf("%s ran out of memory: %s\n", words->runtime, words->what);
+        return;
+    }
+    printf("the process ran out of ");
+    print_clean(stdout, memory, 20);
+    printf(" memory (");
+    print_clean(stdout, reason ? reason : "unknown reason", 200);
+    printf(")\n");
+}
+
+/* A dump directory given where a bundle was meant: how many bundles it
+ * holds and the newest, instead of "manifest.json: no such file". */
+typedef struct dir_bundles {
+    long n;
+    char newest[4096];
+} dir_bundles;
+
+static void note_bundle(const char *path, void *arg)
+{
+    dir_bundles *d = arg;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *newest = strrchr(d->newest, '/');
+    newest = newest ? newest + 1 : d->newest;
+    d->n++;
+    if (!d->newest[0] || strcmp(base, newest) > 0) /* names begin with the UTC time */
+        snprintf(d->newest, sizeof d->newest, "%s", path);
+}
+
+static int is_dump_directory(const char *path)
+{
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    dir_bundles d = {0, ""};
+    const char *base = strrchr(copy, '/');
+    if (!strncmp(base ? base + 1 : copy, "oom_dump_", 9))
+        return 0;
+    for_each_bundle(copy, note_bundle, &d);
+    if (!d.n)
+        return 0;
+    fputs("gmp-inspect show: ", stderr);
+    print_clean(stderr, path, 1000);
+    fprintf(stderr, " is a directory of %ld bundle(s), not a bundle; `gmp-inspect list` names "
+                    "them; the newest is ", d.n);
+    print_clean(stderr, d.newest, 2000);
+    fputc('\n', stderr);
+    return 1;
+}
+
+static int show_one(const char *path, long last);
+
+int cmd_show(int argc, char **argv)
+{
+    static const struct option options[] = {{"events", required_argument, NULL, 'e'}, {0}};
+    verb_args a = {.verb = "show", .usage = show_usage, .longopts = options};
+    long last = SHOW_LAST_EVENTS;
+    for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c != 'e')
+            return VERB_EXIT(c);
+        char *end;
+        last = strtol(optarg, &end, 10);
+        if (*end || end == optarg || last < 0)
+            return VERB_EXIT(verb_misuse(&a, "--events wants a whole number"));
+    }
+    if (verb_operands(&a, argc, 1, argc) < 0)
+        return EXIT_USAGE;
+    int status = EXIT_OK, shown = 0;
+    for (int i = optind; i < argc; i++) {
+        if (shown++)
+            puts("\n----------------------------------------------------------------------");
+        fflush(stdout);
+        if (show_one(argv[i], last) != EXIT_OK)
+            status = EXIT_INVALID;
+        fflush(stdout);
+    }
+    return status;
+}
+
+static int show_one(const char *path, long last)
+{
+    int leak_rc = show_leak_report(path);
+    if (leak_rc >= 0)
+        return leak_rc;
+    bundle b;
+    char err[1024];
+    if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {
+        if (is_dump_directory(path))
+            return EXIT_INVALID;
+        fprintf(stderr, "gmp-inspect show: ");
+        print_clean(stderr, err, 1000);
+        fputc('\n', stderr);
+        return EXIT_INVALID;
+    }
+    /* environment.json is optional for show: a damaged one loses a line only */
+    bundle_json(&b, "environment.json");
+    json_t *md = b.metadata;
+    const char *reason = jstr(md, "reason");
+    if (!reason)
+        reason = jstr(b.manifest, "reason");
+    const char *backend = jstr(md, "backend");
+    if (!backend)
+        backend = jstr(b.manifest, "backend");
+
+    printf("Bundle            ");
+    print_clean(stdout, b.name, 300);
+    print_what_happened(&b, reason, backend);
+    print_held_by(&b);
+    char outcome[200];
+    if (bundle_kind_of(&b) != GMP_VERDICT_SURVIVED)
+        print_field("Outcome:", outcome_words(&b, outcome, sizeof outcome));
+    diagnose(&b, isatty(1) && getenv("NO_COLOR") == NULL);
+    print_python_stack(&b);
+    print_field("When:", jstr(b.manifest, "created_at_utc"));
+    print_process(&b);
+    print_environment(&b);
+    print_failed_request(&b);
+    print_confirmed_by(jstr(md, "confirmed_by"));
+    const char *etype = jstr(md, "exception_type");
+    const char *emod = jstr(md, "exception_module");
+    if (etype || emod) {
+        char both[512];
+        size_t ml = emod ? strlen(emod) : 0;
+        if (emod && etype && !strncmp(etype, emod, ml) && etype[ml] == '.')
+            emod = NULL; /* older bundles: the type already names its module */
+        /* C++'s namespaces join with "::" (std::bad_alloc), the others' with "." */
+        const char *join = emod && (!strcmp(emod, "std") || strstr(emod, "::")) ? "::" : ".";
+        snprintf(both, sizeof both, "%s%s%s", emod ? emod : "", emod && etype ? join : "",
+                 etype ? etype : "");
+        print_field("Exception:", both);
+    }
+    print_field("Message:", jstr(md, "exception_message"));
+    print_field("Context:", jstr(md, "context"));
+    print_custom(md);
+    print_in_use(md);
+    print_devices(md);
+    print_host(md);
+    int64_t recovered = 0;
+    if (!jint(md, "recovered_episodes", &recovered) && recovered > 0)
+        printf("%-18s%lld earlier episode(s) recovered after a failure\n",
+               "Recovered:", (long long)recovered);
+
+    print_top_sites(&b);
+    print_torch_blocks(&b);
+    size_t n = b.events.n;
+    printf("%-18s%zu captured", "Events:", n);
+    json_t *ring = json_object_get(md, "ring");
+    int64_t dropped = 0, torn = 0, total = 0;
+    if (json_is_object(ring)) {
+        jint(ring, "recorded_total", &total);
+        jint(ring, "dropped", &dropped);
+        jint(ring, "torn", &torn);
+        printf(" of %lld recorded", (long long)total);
+        if (dropped || torn)
+            printf(" (%lld dropped, %lld torn)", (long long)dropped, (long long)torn);
+    }
+    putchar('\n');
+    /* the events that led to the failure, not a teardown's frees after it */
+    size_t until = events_until_failure(&b.events);
+    if (until && last) {
+        size_t from = until > (size_t)last ? until - (size_t)last : 0;
+        if (until < n)
+            printf("Last %zu event(s) up to the failure, newest last:\n", until - from);
+        else
+            printf("Last %zu event(s), newest last:\n", until - from);
+        for (size_t i = from; i < until; i++) {
+            json_t *ev = event_at(&b.events, i);
+            print_event(ev, i == b.events.failure);
+            json_decref(ev);
+        }
+        if (until < n)
+            printf("  ... %zu more after it (gmp-inspect events shows them all)\n", n - until);
+    }
+    bundle_close(&b);
+    return EXIT_OK;
+}

@@ -1,0 +1,72 @@
+/*
+ * verbs.h — gmp-inspect's last room: the verbs, one file each, that parse
+ * their options (args.c) and call the other rooms (read.h, answer.h,
+ * draw.h, export.h); gmp_inspect.c is the table of them.  What a verb
+ * writes goes through output.c: its JSON on stdout, a file with -o.
+ */
+#ifndef GMP_INSPECT_VERBS_H
+#define GMP_INSPECT_VERBS_H
+
+#include "read.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+int cmd_recover(int argc, char **argv);
+int cmd_triage(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_leaks(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+
+/* output.c: the one way a verb prints a JSON document (list, triage,
+ * watch, info, leaks): two-space indent, ASCII only, then a newline;
+ * releases doc.  0, or -1 (doc NULL, or stdout failed). */
+int print_json(json_t *doc);
+/* -o FILE, a new or regular file written to a 0600 temporary file beside
+ * it and renamed over it when whole; a device written where it is; a
+ * symlink followed only when the caller or root owns it; a FIFO only when
+ * a reader has it open.  out_open gives the stream (NULL, errno set, when
+ * it cannot be had); out_commit closes and renames it, 0 or -1 (nothing
+ * left behind). */
+typedef struct out_file {
+    FILE *f;
+    int direct; /* written where it is: nothing to rename */
+    char tmp[4096], path[4096];
+} out_file;
+FILE *out_open(out_file *o, const char *path);
+int out_commit(out_file *o);
+
+/* args.c: a verb's arguments, through getopt_long.  A verb fills verb,
+ * usage and its options (short ones as getopt spells them, long ones a
+ * table ending in {0}; --help/-h are every verb's), then calls
+ * verb_option until it returns -1; the operands are then argv[optind..].
+ * VERB_DONE_OK (help printed) and VERB_DONE_USAGE (a mistake said) end the
+ * verb: return VERB_EXIT(r). */
+typedef struct verb_args {
+    const char *verb;
+    void (*usage)(FILE *f);
+    const char *shortopts;
+    const struct option *longopts;
+    int started;
+    struct option table[16];
+    char shorts[40];
+} verb_args;
+#define VERB_DONE_OK (-2)
+#define VERB_DONE_USAGE (-3)
+#define VERB_EXIT(r) ((r) == VERB_DONE_OK ? EXIT_OK : EXIT_USAGE)
+int verb_option(verb_args *a, int argc, char **argv);
+/* How many operands, when from min to max; else VERB_DONE_USAGE, said. */
+int verb_operands(verb_args *a, int argc, int min, int max);
+/* "gmp-inspect VERB: <what>" and the usage on stderr; VERB_DONE_USAGE. */
+int verb_misuse(verb_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
