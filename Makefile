@@ -66,6 +66,11 @@ SHARED_LIB := $(BUILD)/libgpumemprof.so
 
 EXAMPLES := $(BUILD)/examples/grow-heap
 
+# The Python bindings' structs, enums and flags, written from the public
+# header (mk/c_types.py) where Python is: nothing of it copied by hand.
+PY_TYPES := python/gpumemprof/_c_types.py
+HAVE_PYTHON := $(shell command -v python3 2>/dev/null)
+
 # The plain programs, and the allocator double the tests preload behind ours.
 TEST_PROGRAMS := $(patsubst test/programs/%.c,$(BUILD)/test/programs/%,$(wildcard test/programs/*.c)) \
                  $(patsubst test/programs/%.cc,$(BUILD)/test/programs/%,$(wildcard test/programs/*.cc)) \
@@ -95,7 +100,10 @@ SPANK_H ?= /usr/include/slurm/spank.h
 SPANK_PLUGIN := $(if $(wildcard $(SPANK_H)),$(BUILD)/spank_gmp.so)
 
 all: $(RECORDER_LIB) $(SHARED_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(SITE) $(EXAMPLES) $(DECL_CHECKS) \
-     $(SPANK_PLUGIN)
+     $(SPANK_PLUGIN) $(if $(HAVE_PYTHON),$(PY_TYPES))
+
+$(PY_TYPES): include/gpumemprof.h mk/c_types.py
+	python3 mk/c_types.py $< $@
 
 $(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_table.h preload/gpu_types.h
 	@mkdir -p $(dir $@)
@@ -404,12 +412,14 @@ test:
 # The inner loop: the unit tests alone, as built (no set-up step).
 check: all $(UNIT_BIN)
 	@sh mk/check-layers.sh
+	@CC="$(CC)" python3 test/unit/c_types_check.py $(BUILD)
 	@sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN)
 
 test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZZERS) \
                  $(BUILD)/bench/device_pairs
 	@failed=0; \
 	sh mk/check-layers.sh || failed=$$((failed+1)); \
+	CC="$(CC)" python3 test/unit/c_types_check.py $(BUILD) || failed=$$((failed+1)); \
 	for v in 3.14 3.15; do sh mk/debian-python.sh $(BUILD) $$v; done; \
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
 	echo "== conformance: real software, bare and under the preload"; \
@@ -526,6 +536,6 @@ uninstall:
 	-rmdir $(DESTDIR)$(PREFIX)/share/gpumemprof/site $(DESTDIR)$(PREFIX)/share/gpumemprof 2>/dev/null
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(PY_TYPES)
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(RECORDER_OBJ:.o=.d) $(INSPECT_OBJ:.o=.d) $(PRELOAD_OBJ:.o=.d) $(RUN_OBJ:.o=.d)

@@ -6,12 +6,15 @@
  * bundle (oom_dump_<time>_<pid>_<backend>_<seq>/) when the process runs out
  * of memory.  This header is the C form of the flight recorder: build a
  * config, create a recorder, record events, snapshot them oldest first,
- * classify an error, and dump a bundle.  The LD_PRELOAD interposer is built
- * on exactly this API; nothing here knows about hooks.
+ * classify an error, and dump a bundle; read the memory collectors, judge a
+ * series for growth, and reach the preload's recorder from inside a
+ * preloaded program.  It is what bindings and C programs use; the
+ * recorder's internals (the full dump request the preload builds, the
+ * recovery of other processes' rings) are in headers of its own.
  *
  * Thread safety: gmp_record() and gmp_snapshot() may be called from any
- * number of threads at once and never block or allocate.  gmp_dump() does
- * not allocate either, so it may run on an emergency path.
+ * number of threads at once and never block or allocate.  gmp_dump_exception()
+ * does not allocate either, so it may run on an emergency path.
  */
 #ifndef GPUMEMPROF_H
 #define GPUMEMPROF_H
@@ -168,32 +171,33 @@ typedef enum gmp_nvml_mode {
 typedef struct gmp_config {
     /* the numbers first and the default dump directory next: a process that
      * sets nothing touches one page of this at start-up */
-    int enabled;                       /* GMP_ENABLED, default 1 */
-    uint32_t buffer_size;              /* GMP_BUFFER_SIZE, events kept, default 10000 */
-    uint32_t max_dumps;                /* GMP_MAX_DUMPS, default 5 */
-    uint64_t max_total_mb;             /* GMP_MAX_TOTAL_MB, default 256 */
+    int enabled;                       /* GMP_ENABLED */
+    uint32_t buffer_size;              /* GMP_BUFFER_SIZE: events kept */
+    uint32_t max_dumps;                /* GMP_MAX_DUMPS */
+    uint64_t max_total_mb;             /* GMP_MAX_TOTAL_MB */
     /* read by the preload */
-    uint64_t host_event_min_bytes;     /* GMP_HOST_EVENT_MIN_BYTES, default 1 MiB */
-    uint32_t oom_confirm_ms;           /* GMP_OOM_CONFIRM_MS, default 1000 */
-    int oom_policy_first;              /* GMP_OOM_POLICY=first|episode, default episode */
-    gmp_on_crash on_crash;             /* GMP_ON_CRASH, default after-failure */
-    int watchdog;                      /* GMP_WATCHDOG, default 1 */
-    uint64_t watchdog_min_mb;          /* GMP_WATCHDOG_MIN_MB: heap that starts it, default 256 */
-    uint32_t pressure_pct;             /* GMP_PRESSURE_PCT of the nearest limit, default 90 */
-    uint32_t prom_interval_s;          /* GMP_PROM_INTERVAL_S, default 15 */
-    gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti, default auto */
-    int stacks;                        /* GMP_STACKS: allocation stacks, default 1 */
-    int leak_check;                    /* GMP_LEAK_CHECK: a leak report at exit, default 0 */
+    uint64_t host_event_min_bytes;     /* GMP_HOST_EVENT_MIN_BYTES */
+    uint32_t oom_confirm_ms;           /* GMP_OOM_CONFIRM_MS */
+    int oom_policy_first;              /* GMP_OOM_POLICY=first|episode */
+    gmp_on_crash on_crash;             /* GMP_ON_CRASH */
+    int watchdog;                      /* GMP_WATCHDOG */
+    uint64_t watchdog_min_mb;          /* GMP_WATCHDOG_MIN_MB: heap that starts it */
+    uint32_t pressure_pct;             /* GMP_PRESSURE_PCT of the nearest limit */
+    uint32_t prom_interval_s;          /* GMP_PROM_INTERVAL_S */
+    gmp_cuda_mode cuda_mode;           /* GMP_CUDA_MODE=auto|interpose|cupti */
+    int stacks;                        /* GMP_STACKS: allocation stacks */
+    int leak_check;                    /* GMP_LEAK_CHECK: a leak report at exit */
     uint32_t sample_ms;                /* GMP_SAMPLE_MS: sample events every N ms, 0 none */
-    gmp_nvml_mode nvml;                /* GMP_NVML=auto|load|off, default auto */
-    char dump_dir[GMP_PATH_MAX];       /* GMP_DUMP_DIR, default ./oom_dumps */
+    gmp_nvml_mode nvml;                /* GMP_NVML=auto|load|off */
+    char dump_dir[GMP_PATH_MAX];       /* GMP_DUMP_DIR */
     char prom_file[GMP_PATH_MAX];      /* GMP_PROM_FILE: Prometheus textfile ("" none; %p = pid) */
-    char run_dir[GMP_PATH_MAX];        /* GMP_RUN_DIR ("" = default rule) */
-    char context[GMP_CONTEXT_MAX];     /* GMP_CONTEXT, default "" */
-    char metadata_json[GMP_METADATA_MAX]; /* GMP_METADATA: a JSON object, default "{}" */
+    char run_dir[GMP_PATH_MAX];        /* GMP_RUN_DIR ("": the rule of rundir.c) */
+    char context[GMP_CONTEXT_MAX];     /* GMP_CONTEXT */
+    char metadata_json[GMP_METADATA_MAX]; /* GMP_METADATA: a JSON object */
 } gmp_config;
 
-/* Fill the documented defaults. */
+/* Fill the defaults (one place holds them: the option list of
+ * recorder/config.c, which docs/user-guide.md's table is made from). */
 GMP_API void gmp_config_defaults(gmp_config *cfg);
 /* Defaults, then the GMP_* variables.  Bad values print one stderr line,
  * naming each variable and the value used instead; returns how many were bad. */
@@ -301,32 +305,6 @@ typedef struct gmp_host_reading {
 #define GMP_PRELOAD_HOST_COUNTS_SYMBOL "gmp_preload_host_counts"
 #define GMP_PRELOAD_PEAK_WATCH_END_SYMBOL "gmp_preload_peak_watch_end"
 
-#define GMP_STACK_MAX 32
-
-typedef struct gmp_failed_request {
-    int present;
-    gmp_api api;
-    uint64_t size;
-    int device;
-    long code;
-    uint64_t in_use; /* bytes in use on that device when it failed */
-    /* the failing call's return addresses, innermost first (the program's
-     * frames: the recorder's own are left out); symbolise with modules.json */
-    uint32_t stack_depth;
-    uint64_t stack[GMP_STACK_MAX];
-    /* the time of its "oom" event (CLOCK_REALTIME), which names that event
-     * among retries of the same size; 0: not known */
-    uint64_t time_ns;
-    /* the process's address space when it failed (VmSize), which RLIMIT_AS
-     * limits; read then, not when the bundle is written, after the program
-     * let go of memory; 0: not known */
-    uint64_t vm_size;
-    /* the failing call's stack as the events name stacks (stacks.json: its
-     * Python frames, a Python thread's own lines, with its native ones);
-     * 0: none */
-    uint32_t stack_id;
-} gmp_failed_request;
-
 /* A device's memory as the process saw it (its own context's view), and
  * what the collectors added (known says which of those fields hold). */
 #define GMP_DS_USED 0x1u          /* used_bytes: the device's own count */
@@ -405,101 +383,6 @@ typedef struct gmp_collector_caps {
 } gmp_collector_caps;
 GMP_API int gmp_collector_capabilities(int i, gmp_collector_caps *out); /* 0, or -1 */
 
-/* One live device allocation (or cuMemCreate handle), for allocations.json
- * and the leak report. */
-typedef struct gmp_live_allocation {
-    uint64_t address;  /* the handle, for cuMemCreate */
-    uint64_t size;
-    uint64_t time_ns;  /* when it was made (CLOCK_REALTIME) */
-    uint32_t stack_id; /* 0 none */
-    int16_t device;    /* -1: pinned host memory */
-    uint8_t backend;
-    uint16_t api;
-} gmp_live_allocation;
-typedef void (*gmp_live_visit_fn)(const gmp_live_allocation *a, void *ctx);
-/* Calls visit once per live allocation (lock-free, no allocation). */
-typedef void (*gmp_live_foreach_fn)(gmp_live_visit_fn visit, void *ctx, void *arg);
-
-/* What gmp_dump writes. */
-typedef enum gmp_bundle_kind {
-    GMP_BUNDLE_OOM = 0, /* oom_dump_...: the bundle */
-    GMP_BUNDLE_LEAKS    /* leak_report_...: leaks.json, stacks, modules, environment */
-} gmp_bundle_kind;
-
-/* Fills frames (at most max) of stack `id`; returns how many, 0 unknown. */
-typedef uint32_t (*gmp_stack_lookup_fn)(uint32_t id, uint64_t *frames, uint32_t max, void *arg);
-
-/* A stack's frame that is a Python frame, not a return address: the tag
- * and the frame's id, which a gmp_python_frame_lookup_fn names (innermost
- * first, after the native frames). */
-#define GMP_PYTHON_FRAME_TAG (1ull << 63)
-typedef struct gmp_python_frame {
-    char file[256];     /* co_filename, UTF-8 */
-    char function[128]; /* the qualified name where the code has one */
-    uint32_t line;      /* 0: not known */
-} gmp_python_frame;
-/* 0 with *out filled, or -1 (an id not known). */
-typedef int (*gmp_python_frame_lookup_fn)(uint32_t id, gmp_python_frame *out, void *arg);
-
-/* How the process that wrote a bundle ended: metadata.json's "outcome".
- * RUNNING (zero) while it still runs; the preload rewrites it at the end. */
-typedef enum gmp_outcome_state {
-    GMP_OUTCOME_RUNNING = 0,
-    GMP_OUTCOME_EXITED, /* code: the exit status (0: it survived) */
-    GMP_OUTCOME_KILLED, /* code: the signal */
-    GMP_OUTCOME_GONE,   /* ended without exiting, by a signal nobody saw */
-} gmp_outcome_state;
-
-typedef struct gmp_outcome {
-    gmp_outcome_state state;
-    int code;
-} gmp_outcome;
-
-typedef struct gmp_dump_request {
-    const char *reason;            /* classification reason */
-    const char *exception_type;    /* NULL -> null */
-    const char *exception_module;
-    const char *exception_message;
-    const char *context;           /* NULL -> config context */
-    gmp_backend backend;
-    const char *metadata_json;     /* JSON object; NULL -> config metadata */
-    const char *confirmed_by;      /* how the OOM episode was confirmed, or NULL */
-    gmp_failed_request failed;
-    uint32_t recovered_episodes;
-    const char *evidence;          /* why we believe the reason, e.g. the kernel OOM killer */
-    int python_traceback_fd;       /* > 0: its contents become python_traceback.txt */
-    /* the frames of the events' stack_id (1-based), for stacks.json; NULL: none */
-    gmp_stack_lookup_fn stack_lookup;
-    void *stack_lookup_arg;
-    /* metadata.json's device_state: every device whose memory is known */
-    const gmp_device_state *devices;
-    uint32_t device_count;
-    /* allocations.json (or leaks.json): the live allocations; NULL none */
-    gmp_live_foreach_fn live_foreach;
-    void *live_arg;
-    gmp_bundle_kind kind;
-    gmp_outcome outcome;           /* how the process ended; zero: it still runs */
-    /* the Python frames those stacks hold (GMP_PYTHON_FRAME_TAG); NULL: none */
-    gmp_python_frame_lookup_fn python_frame_lookup;
-    void *python_frame_lookup_arg;
-    /* > 0: allocations.json as it was at the failure (a memfd that
-     * gmp_bundle_live_snapshot wrote), used instead of live_foreach now,
-     * after the program may have let go; live_snapshot_stacks: the stack
-     * ids it names, a bitmap of GMP_BUNDLE_STACK_IDS bits */
-    int live_snapshot_fd;
-    const uint64_t *live_snapshot_stacks;
-    /* the host as it was at the failure (metadata.json's host_state); NULL:
-     * read when the bundle is written */
-    const struct gmp_host_state *host;
-} gmp_dump_request;
-
-#define GMP_BUNDLE_STACK_IDS 4096 /* stacks.json holds ids up to this */
-
-/* Write a bundle into the dump directory, apply retention, and return the
- * bundle's path in path_out.  Returns path_out, or NULL when disabled or on
- * failure (one stderr line says why).  Allocates nothing. */
-GMP_API const char *gmp_dump(gmp_recorder *rec, const gmp_dump_request *req,
-                             char *path_out, size_t path_cap);
 /* gmp_dump of an exception, for bindings (no struct): backend by name
  * ("cuda", "rocm" or "hip", "cpu"; another name is written as cpu),
  * metadata_json a JSON object or NULL, traceback_fd as python_traceback_fd. */
@@ -509,13 +392,6 @@ GMP_API const char *gmp_dump_exception(gmp_recorder *rec, const char *reason,
                                        const char *exception_message, const char *context,
                                        const char *backend, const char *metadata_json,
                                        int traceback_fd, char *path_out, size_t path_cap);
-
-/* Set exception_type, exception_module and exception_message of the bundle
- * at path (a framework said more than the failing call); metadata.json is
- * rewritten atomically.  buf is scratch (64 KiB is plenty).  0, or -1. */
-GMP_API int gmp_bundle_patch_exception(const char *bundle, const char *type,
-                                       const char *module, const char *message, char *buf,
-                                       size_t cap);
 
 /* Add the file name (a plain file name; data, len bytes) to the bundle at
  * path and list it in its manifest, rewritten atomically; never replaces a
@@ -530,100 +406,6 @@ GMP_API int gmp_bundle_attach(const char *bundle, const char *name, const char *
  * Returns how many bundles were removed, or -1 on error. */
 GMP_API int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
                                 uint64_t max_total_mb, const char *keep);
-
-/* ---- rings of other processes ---------------------------------------------
- * A process killed by SIGKILL (the kernel OOM killer) runs nothing: its ring
- * file stays in the run directory.  gmp-run and `gmp-inspect recover` write
- * its bundle from there.  */
-
-/* The run directory cfg names (GMP_RUN_DIR, else the per-user default). */
-GMP_API void gmp_run_dir_path(const gmp_config *cfg, char *out, size_t cap);
-
-/* Remove the ring files this process left under its previous image, before
- * an exec (same pid, same start time): that image did not die.  Returns how
- * many were removed. */
-GMP_API int gmp_rings_forget_exec(const char *run_dir);
-
-/* A parent reaped child pid with wait status `status`.  Only the parent
- * learns how a child ended, so it decides what the child's ring means: a
- * death that may be of memory (SIGKILL, or a crash after a failed
- * allocation the child did not write up itself) keeps the ring, with the
- * signal noted for the bundle written from it; an exit, a signal a user or
- * a pipeline sends (SIGPIPE, SIGINT, SIGTERM, ...) or a crash with no
- * failed allocation removes it.  Returns 1 when a ring was kept. */
-GMP_API int gmp_rings_reaped(const char *run_dir, int pid, int status);
-
-/* Bounds on the rings of dead processes nobody recovered (0: the default). */
-typedef struct gmp_rings_limits {
-    uint32_t max_count;  /* rings of dead processes kept, newest first (64, at most 64) */
-    uint64_t max_bytes;  /* their bytes on disk (256 MiB) */
-    uint64_t max_age_s;  /* a ring not written for this long is reaped (one day) */
-} gmp_rings_limits;
-
-/* Remove the rings in run_dir of processes that are gone and either
- * exec'd into a program without the preload, or were last written more
- * than max_age_s ago, or are the oldest beyond max_count / max_bytes.  Only
- * the caller's own regular files.  Returns how many were removed. */
-GMP_API int gmp_rings_reap(const char *run_dir, const gmp_rings_limits *limits);
-
-/* A process the kernel's OOM killer killed, as a privileged caller read it
- * in the kernel log (Slurm's plugin, as root, of its step's own processes):
- * the ring of pid that started before killed_us (microseconds since boot,
- * the log's clock) is its victim's. */
-typedef struct gmp_oom_victim {
-    int pid;
-    uint64_t killed_us;
-} gmp_oom_victim;
-
-typedef struct gmp_recover_options {
-    const char *dump_dir;  /* NULL: where each process would have written */
-    int pid;               /* with signal: a death seen first hand (0: none) */
-    int signal;
-    /* What a privileged caller found of pid's death ("oom_killer: ..." or
-     * "cgroup_oom_kill: ..."), or NULL.  Given, it is pid's evidence
-     * instead of what this process may read itself; no other ring gets it. */
-    const char *evidence;
-    const gmp_oom_victim *oom_victims; /* n_oom_victims of them, or NULL */
-    int n_oom_victims;
-    /* The caller's retention, for the bundles of rings the caller does not
-     * own (0: 5 bundles, 256 MiB).  Such a ring never chooses where its
-     * bundle goes (dump_dir, else ./oom_dumps) nor what retention removes. */
-    uint32_t max_dumps;
-    uint64_t max_total_mb;
-    /* A death seen first hand as an exit with exit_status after a
-     * runtime's own out-of-memory words that pid wrote past the preload
-     * (Go's, with raw system calls; gmp-run read them where the job's
-     * stderr went): then only pid's ring is written up, with those words. */
-    const char *last_words;
-    int exit_status;
-} gmp_recover_options;
-
-typedef void (*gmp_recover_report_fn)(const char *bundle_path, int pid, const char *reason,
-                                      void *arg);
-
-/* For every ring in run_dir whose process is gone (no such pid, or another
- * process under that pid now): write its bundle from the ring (reason: the
- * signal that killed it when known, else "killed"), then remove the ring.
- * Returns the number of bundles written, or -1 when run_dir is unreadable,
- * or is not a directory of the caller's closed to others (errno EPERM). */
-GMP_API int gmp_rings_recover(const char *run_dir, const gmp_recover_options *opt,
-                              gmp_recover_report_fn report, void *arg);
-
-/* gmp-run's job directories (RUN_DIR/gmp-run-XXXXXX), where the processes
- * of one gmp-run's command keep their rings; gmp-run holds its own (flock)
- * for its whole life.  gmp_job_dir_make: a new one, held, its path in out;
- * the fd that holds it (close-on-exec), or -1 with why.
- * gmp_job_dirs_sweep: for each job directory in run_dir that no gmp-run
- * holds (it ended, or was killed), the bundles of its dead processes'
- * rings (as gmp_rings_recover), then the directory removed once empty;
- * returns the bundles written, or -1 when run_dir cannot be read.
- * gmp_job_dir_leave: a process whose ring was the last of a job directory
- * no gmp-run holds any more removes it (anything else: nothing). */
-GMP_API int gmp_job_dir_make(const char *run_dir, char *out, size_t cap, char *why,
-                             size_t why_cap);
-GMP_API int gmp_job_dirs_sweep(const char *run_dir, const gmp_recover_options *opt,
-                               gmp_recover_report_fn report, void *arg);
-GMP_API void gmp_job_dir_leave(const char *job_dir);
 
 #ifdef __cplusplus
 }

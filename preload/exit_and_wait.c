@@ -24,6 +24,7 @@
 #include "preload.h"
 #include "recorder.h"
 #include "ring.h"
+#include "ring_recovery.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>

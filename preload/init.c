@@ -19,6 +19,7 @@
 #include "collector.h"
 #include "recorder.h"
 #include "ring.h"
+#include "ring_recovery.h"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -39,6 +39,7 @@
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
 
+#include "dump_request.h"
 #include "gpumemprof.h"
 #include "util.h"
 

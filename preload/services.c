@@ -9,6 +9,7 @@
 #include "gpu_family.h"
 #include "collector.h"
 #include "recorder.h"
+#include "ring_recovery.h"
 
 #include <pthread.h>
 #include <stdlib.h>

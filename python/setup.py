@@ -4,6 +4,8 @@ platform but any Python 3 (py3-none-<platform>): the package holds native
 programs and libraries, not extension modules."""
 import os
 import re
+import subprocess
+import sys
 
 from setuptools import setup
 from setuptools.dist import Distribution
@@ -16,6 +18,20 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 NATIVE = os.path.join(HERE, "gpumemprof", "_native")
 NEEDED = ("gmp-run", "gmp-inspect", "libgpumemprof_preload.so", "libgpumemprof.so")
+
+
+def c_types():
+    """gpumemprof/_c_types.py, the header's structs and numbers in Python, as
+    `make` writes it: written here too when a build from the source tree
+    comes without it."""
+    out = os.path.join(HERE, "gpumemprof", "_c_types.py")
+    writer = os.path.join(HERE, "..", "mk", "c_types.py")
+    header = os.environ.get("GMP_VERSION_HEADER", os.path.join(HERE, "..", "include", "gpumemprof.h"))
+    if os.path.isfile(out):
+        return
+    if not os.path.isfile(writer):
+        raise SystemExit("setup.py: gpumemprof/_c_types.py is missing: build with `make`")
+    subprocess.check_call([sys.executable, writer, header, out])
 
 
 def version():
@@ -45,4 +61,5 @@ class PlatformWheel(bdist_wheel):
         return "py3", "none", platform
 
 
+c_types()
 setup(version=version(), distclass=NativeDistribution, cmdclass={"bdist_wheel": PlatformWheel})

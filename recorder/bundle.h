@@ -9,7 +9,7 @@
 #define GMP_BUNDLE_H
 
 #include "collector.h"
-#include "gpumemprof.h"
+#include "dump_request.h"
 #include "jsonw.h"
 #include "ring.h"
 

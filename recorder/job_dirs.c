@@ -14,6 +14,7 @@
  * find it unheld and empty before its gmp-run holds it.
  */
 #include "gpumemprof.h"
+#include "ring_recovery.h"
 #include "rundir.h"
 #include "util.h"
 

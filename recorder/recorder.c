@@ -13,6 +13,7 @@
 #include "gpumemprof.h"
 #include "recorder.h"
 #include "ring.h"
+#include "ring_recovery.h"
 #include "rundir.h"
 #include "util.h"
 

@@ -6,7 +6,7 @@
 #ifndef GMP_RECORDER_H
 #define GMP_RECORDER_H
 
-#include "gpumemprof.h"
+#include "dump_request.h"
 #include "util.h"
 
 #include <stdint.h>

@@ -12,7 +12,7 @@
 #ifndef GMP_RING_H
 #define GMP_RING_H
 
-#include "gpumemprof.h"
+#include "dump_request.h"
 #include "util.h"
 
 #include <stddef.h>

@@ -23,6 +23,7 @@
  */
 #include "gpumemprof.h"
 #include "ring.h"
+#include "ring_recovery.h"
 #include "rundir.h"
 #include "util.h"
 

@@ -13,6 +13,7 @@
 #include "gpumemprof.h"
 #include "kernel_log.h"
 #include "ring.h"
+#include "ring_recovery.h"
 #include "rundir.h"
 #include "util.h"
 

@@ -6,86 +6,14 @@ library of the wheel (libgpumemprof.so, no hooks)."""
 import ctypes
 
 from ._native import recorder_library_path
-
-# gmp_event_type and gmp_backend, as the header numbers them
-EV_ALLOC, EV_FREE, EV_OOM, EV_SAMPLE, EV_PRESSURE, EV_MARK = 1, 2, 4, 8, 10, 11
-BACKEND_CPU, BACKEND_CUDA, BACKEND_ROCM = 0, 1, 2
-
-
-class Event(ctypes.Structure):
-    """gmp_event: one fixed 64-byte record."""
-    _fields_ = [
-        ("time_ns", ctypes.c_uint64),
-        ("seq", ctypes.c_uint64),
-        ("address", ctypes.c_uint64),
-        ("size", ctypes.c_uint64),
-        ("in_use", ctypes.c_uint64),
-        ("thread_id", ctypes.c_uint32),
-        ("result", ctypes.c_int32),
-        ("stack_id", ctypes.c_uint32),
-        ("device", ctypes.c_int16),
-        ("api", ctypes.c_uint16),
-        ("type", ctypes.c_uint8),
-        ("backend", ctypes.c_uint8),
-        ("flags", ctypes.c_uint16),
-        ("reserved", ctypes.c_uint32),
-    ]
+# the header's structs, enums and flags, written from it at build time
+from ._c_types import (BACKEND_CPU, BACKEND_CUDA, BACKEND_ROCM, DS_DRIVER_PROCESS,  # noqa: F401
+                       DS_OTHERS, DS_USED, EV_ALLOC, EV_FREE, EV_MARK, EV_OOM, EV_PRESSURE,
+                       EV_SAMPLE, SAMPLE_MAY_LOAD, SAMPLE_PROCESS_LIMIT, Classification,
+                       CollectorCaps, DeviceState, Event, Growth, HostReading)
 
 
 assert ctypes.sizeof(Event) == 64
-
-
-class DeviceState(ctypes.Structure):
-    """gmp_device_state: one collector's reading of one device (-1: the host)."""
-    _fields_ = [
-        ("backend", ctypes.c_int),
-        ("device", ctypes.c_int),
-        ("free_bytes", ctypes.c_uint64),
-        ("total", ctypes.c_uint64),
-        ("process_bytes", ctypes.c_uint64),
-        ("sampled_ns", ctypes.c_uint64),
-        ("known", ctypes.c_uint),
-        ("used_bytes", ctypes.c_uint64),
-        ("driver_process_bytes", ctypes.c_uint64),
-        ("other_processes_bytes", ctypes.c_uint64),
-        ("other_process_count", ctypes.c_uint32),
-        ("name", ctypes.c_char * 96),
-        ("source", ctypes.c_char_p),
-    ]
-
-
-DS_USED, DS_DRIVER_PROCESS, DS_OTHERS = 0x1, 0x2, 0x4
-SAMPLE_MAY_LOAD, SAMPLE_PROCESS_LIMIT = 0x1, 0x2
-
-
-class CollectorCaps(ctypes.Structure):
-    """gmp_collector_caps: what a collector can tell."""
-    _fields_ = [
-        ("backend", ctypes.c_int),
-        ("supports_device_total", ctypes.c_int),
-        ("supports_device_free", ctypes.c_int),
-        ("supports_process_usage", ctypes.c_int),
-        ("sampling_source", ctypes.c_char_p),
-    ]
-
-
-class Growth(ctypes.Structure):
-    """gmp_growth: gmp_growth_judge's verdict on a series."""
-    _fields_ = [("detected", ctypes.c_int), ("severity", ctypes.c_int),
-                ("rises", ctypes.c_uint), ("points", ctypes.c_size_t),
-                ("window_s", ctypes.c_double), ("floor_first", ctypes.c_double),
-                ("floor_last", ctypes.c_double), ("end", ctypes.c_double),
-                ("increase", ctypes.c_double)]
-
-
-class HostReading(ctypes.Structure):
-    """gmp_host_reading: the preload's counters of the process's host blocks."""
-    _fields_ = [("in_use", ctypes.c_uint64), ("allocations", ctypes.c_uint64),
-                ("frees", ctypes.c_uint64), ("peak", ctypes.c_uint64)]
-
-
-class Classification(ctypes.Structure):
-    _fields_ = [("is_oom", ctypes.c_int), ("reason", ctypes.c_char * 160)]
 
 
 def _declare(lib):

@@ -5,6 +5,7 @@
  * or counted torn); `gmp-inspect watch --once --json` shows it; and
  * gmp_rings_recover, as gmp-run after a SIGKILL, writes its bundle.
  */
+#include "ring_recovery.h"
 #include "fuzz_common.h"
 #include "verbs.h"
 #include "ring.h"

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "gpumemprof.h"
+#include "dump_request.h"
 #include "support.h"
 
 #include <jansson.h>

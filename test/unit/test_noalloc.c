@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "gpumemprof.h"
+#include "dump_request.h"
 #include "support.h"
 
 #include <errno.h>

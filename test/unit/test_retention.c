@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "gpumemprof.h"
+#include "dump_request.h"
 #include "support.h"
 
 #include <dirent.h>

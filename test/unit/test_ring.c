@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "ring_recovery.h"
 #include "ring.h"
 #include "support.h"
 

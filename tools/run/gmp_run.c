@@ -33,6 +33,7 @@
 #include "job_output.h"
 #include "job_watch.h"
 #include "kernel_log.h"
+#include "ring_recovery.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -12,6 +12,7 @@
 #include "gpumemprof.h"
 #include "read.h"
 #include "ring.h"
+#include "ring_recovery.h"
 #include "rundir.h"
 
 #include <dirent.h>

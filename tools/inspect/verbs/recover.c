@@ -6,10 +6,11 @@
  * where the dead process would have and then removes its ring.  Rings of
  * live processes are left alone.
  */
-#include "gpumemprof.h"
 #include "answer.h"
-#include "verbs.h"
+#include "gpumemprof.h"
+#include "ring_recovery.h"
 #include "rundir.h"
+#include "verbs.h"
 
 #include <errno.h>
 #include <stdlib.h>
