@@ -363,7 +363,7 @@ static int written_lately(episode *ep)
 }
 
 void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t size,
-                         long code, uint64_t in_use)
+                         long code, uint64_t in_use, const gmp_device_state *device_then)
 {
     gmp_classification c = gmp_classify_result(backend, api, code);
     uint64_t now = gmp_now_realtime_ns();
@@ -404,7 +404,8 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
                                      __ATOMIC_RELAXED))
         return; /* being opened or committed by another thread right now */
     ep->failed = f;
-    gmp_pl_snapshot_failure(now); /* what was held then, not at the bundle's writing */
+    /* what was held, the host and the device then, not at the bundle's writing */
+    gmp_failure_snapshot_take(backend, device, now, device_then);
     __atomic_fetch_add(&opened, 1, __ATOMIC_RELAXED);
     ep->python_traceback_fd = gmp_python_traceback_fd();
     __atomic_store_n(&ep->failed_size, size, __ATOMIC_RELAXED);

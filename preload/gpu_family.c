@@ -34,28 +34,6 @@ typedef struct device_sample {
 } device_sample;
 static device_sample device_memory[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
 
-/* The same, as sampled at each device's latest failure: the bundle of that
- * failure shows the device then, not after the program let go (PyTorch
- * releases a whole expandable segment before it raises, and the frees'
- * own samples come after). */
-static device_sample device_at_failure[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
-
-static void keep_failure_sample(gmp_backend backend, int device)
-{
-    if (device < 0 || device >= GMP_MAX_DEVICES)
-        return;
-    __atomic_store_n(&device_at_failure[backend][device].at_ns, 0, __ATOMIC_RELEASE);
-#define KEEP(field)                                                                         \
-    __atomic_store_n(&device_at_failure[backend][device].field,                             \
-                     __atomic_load_n(&device_memory[backend][device].field, __ATOMIC_ACQUIRE), \
-                     __ATOMIC_RELAXED)
-    KEEP(free_bytes);
-    KEEP(total);
-    KEEP(ours);
-    KEEP(at_ns);
-#undef KEEP
-}
-
 /* force: at a failure or a pressure check, whatever the last sample's age */
 static void sample_device(gmp_gpu_family *f, int device, uint64_t now, int force)
 {
@@ -88,14 +66,6 @@ static void sample_device(gmp_gpu_family *f, int device, uint64_t now, int force
     }
 }
 
-/* What a collector with a view beyond our context (NVML, rocm-smi) said
- * of a device at its last failure: who else holds it.  One writer at a time
- * (busy), readers take what is there. */
-static struct {
-    int busy; /* atomic */
-    gmp_device_state state;
-} at_failure[GMP_BACKEND_COUNT][GMP_MAX_DEVICES];
-
 static const gmp_collector *wide_collector(gmp_backend backend)
 {
     if (backend == GMP_BACKEND_CUDA)
@@ -126,18 +96,6 @@ static int widen(gmp_backend backend, int device, gmp_device_state *into)
     return 0;
 }
 
-static void widen_at_failure(gmp_backend backend, int device)
-{
-    if (device < 0 || device >= GMP_MAX_DEVICES ||
-        __atomic_exchange_n(&at_failure[backend][device].busy, 1, __ATOMIC_ACQUIRE))
-        return;
-    gmp_device_state *s = &at_failure[backend][device].state;
-    memset(s, 0, sizeof *s);
-    if (widen(backend, device, s) == 0)
-        s->sampled_ns = gmp_now_realtime_ns();
-    __atomic_store_n(&at_failure[backend][device].busy, 0, __ATOMIC_RELEASE);
-}
-
 /* GMP_NVML=load: the user asked us to load NVML (never done otherwise) */
 static void load_nvml_once(void)
 {
@@ -159,55 +117,69 @@ static void take_others(gmp_device_state *s, const gmp_device_state *from)
         gmp_strlcpy(s->name, from->name, sizeof s->name);
 }
 
-/* Whether the sample kept at device d's latest failure is the one taken at
- * `failed` (just before it was stamped). */
-static int sampled_at_failure(const gmp_failed_request *failed, gmp_backend failed_backend,
-                              int b, int d)
+/* Device d of backend b as its last sample saw it. */
+static void device_state_now(int b, int d, gmp_device_state *s)
 {
-    if (!failed || !failed->present || (int)failed_backend != b || failed->device != d)
-        return 0;
-    uint64_t at = __atomic_load_n(&device_at_failure[b][d].at_ns, __ATOMIC_ACQUIRE);
-    return at && at <= failed->time_ns && failed->time_ns - at < DEVICE_SAMPLE_NS;
+    const device_sample *m = &device_memory[b][d];
+    uint64_t total = __atomic_load_n(&m->total, __ATOMIC_ACQUIRE);
+    *s = (gmp_device_state){
+        .backend = (gmp_backend)b,
+        .device = d,
+        .free_bytes = __atomic_load_n(&m->free_bytes, __ATOMIC_RELAXED),
+        .total = total,
+        /* as held when free_bytes was read: one moment's view */
+        .process_bytes = __atomic_load_n(&m->ours, __ATOMIC_RELAXED),
+        .sampled_ns = __atomic_load_n(&m->at_ns, __ATOMIC_RELAXED),
+        .source = b == GMP_BACKEND_CUDA ? "cuMemGetInfo" : "hipMemGetInfo",
+    };
+    if (s->free_bytes <= total) {
+        s->used_bytes = total - s->free_bytes;
+        s->known = GMP_DS_USED;
+    }
+    const char *name = gmp_gpu_probe_device_name((gmp_backend)b, d);
+    if (name)
+        gmp_strlcpy(s->name, name, sizeof s->name);
+}
+
+/* The device a request just failed on, read now: its memory (the frees a
+ * framework makes before it raises come after), and who else held it, from
+ * a wide collector.  out, or NULL when it could not be read. */
+static gmp_device_state *device_at_failure(gmp_gpu_family *f, int device, gmp_device_state *out)
+{
+    if (device < 0 || device >= GMP_MAX_DEVICES)
+        return NULL;
+    sample_device(f, device, gmp_now_realtime_ns(), 1);
+    if (!__atomic_load_n(&device_memory[f->backend][device].total, __ATOMIC_ACQUIRE))
+        return NULL;
+    device_state_now(f->backend, device, out);
+    gmp_device_state wide = *out;
+    if (widen(f->backend, device, &wide) == 0)
+        take_others(out, &wide);
+    return out;
 }
 
 uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call,
-                               const gmp_failed_request *failed, gmp_backend failed_backend)
+                               const gmp_device_state *at_failure)
 {
     uint32_t n = 0;
     for (int b = GMP_BACKEND_CUDA; b < GMP_BACKEND_COUNT; b++)
         for (int d = 0; d < GMP_MAX_DEVICES && n < max; d++) {
             if (!__atomic_load_n(&device_memory[b][d].total, __ATOMIC_ACQUIRE))
                 continue;
-            const device_sample *m = sampled_at_failure(failed, failed_backend, b, d)
-                                         ? &device_at_failure[b][d]
-                                         : &device_memory[b][d];
-            uint64_t total = __atomic_load_n(&m->total, __ATOMIC_ACQUIRE);
             gmp_device_state *s = &out[n++];
-            *s = (gmp_device_state){
-                .backend = (gmp_backend)b,
-                .device = d,
-                .free_bytes = __atomic_load_n(&m->free_bytes, __ATOMIC_RELAXED),
-                .total = total,
-                /* as held when free_bytes was read: one moment's view */
-                .process_bytes = __atomic_load_n(&m->ours, __ATOMIC_RELAXED),
-                .sampled_ns = __atomic_load_n(&m->at_ns, __ATOMIC_RELAXED),
-                .source = b == GMP_BACKEND_CUDA ? "cuMemGetInfo" : "hipMemGetInfo",
-            };
-            if (s->free_bytes <= total) {
-                s->used_bytes = total - s->free_bytes;
-                s->known = GMP_DS_USED;
-            }
-            const char *name = gmp_gpu_probe_device_name((gmp_backend)b, d);
-            if (name)
-                gmp_strlcpy(s->name, name, sizeof s->name);
-            /* who else held it: as seen at its failure, else now when the
+            /* the failed device as it was at its failure, who else held
+             * it included; the others now, who else holds them when the
              * caller may call into NVML (not in a signal handler, nor when
              * host memory ran out) */
-            const gmp_device_state *f = &at_failure[b][d].state;
+            int failed_here =
+                at_failure && (int)at_failure->backend == b && at_failure->device == d;
+            if (failed_here)
+                *s = *at_failure;
+            else
+                device_state_now(b, d, s);
             gmp_device_state wide = *s;
-            if (!__atomic_load_n(&at_failure[b][d].busy, __ATOMIC_ACQUIRE) && f->known)
-                take_others(s, f);
-            else if (may_call && widen((gmp_backend)b, d, &wide) == 0)
+            if (!(failed_here && (s->known & (GMP_DS_DRIVER_PROCESS | GMP_DS_OTHERS))) &&
+                may_call && widen((gmp_backend)b, d, &wide) == 0)
                 take_others(s, &wide);
         }
     return n;
@@ -259,13 +231,11 @@ void gmp_gpu_alloc_done(gmp_gpu_family *f, gmp_api api, int where, gmp_gpu_statu
         }
     } else {
         /* the device as it was when the request failed, for the bundle */
-        if (samples_device(f, where, device)) {
-            sample_device(f, device, gmp_now_realtime_ns(), 1);
-            keep_failure_sample(f->backend, device);
-            widen_at_failure(f->backend, device);
-        }
+        gmp_device_state then, *read = NULL;
+        if (samples_device(f, where, device))
+            read = device_at_failure(f, device, &then);
         gmp_episode_failure(f->backend, device, api, requested, status,
-                            gmp_device_in_use(f->backend, device));
+                            gmp_device_in_use(f->backend, device), read);
     }
 }
 
@@ -315,5 +285,5 @@ void gmp_gpu_map_done(gmp_gpu_family *f, gmp_api api, gmp_event_type type,
                      gmp_device_in_use(f->backend, device));
     else if (type == GMP_EV_MAP) /* failing for memory (page tables) is an OOM too */
         gmp_episode_failure(f->backend, device, api, size, status,
-                            gmp_device_in_use(f->backend, device));
+                            gmp_device_in_use(f->backend, device), NULL);
 }

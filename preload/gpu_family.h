@@ -35,11 +35,11 @@ typedef struct gmp_gpu_family {
 GMP_HIDDEN void gmp_gpu_device_memory(gmp_backend backend, int device, uint64_t *free_bytes,
                                       uint64_t *total);
 /* Every device whose memory was seen, for a bundle's device_state;
- * may_call: the wide collectors (NVML) may be asked now.  The device of
- * `failed` (NULL: none), on failed_backend, as it was at that failure. */
+ * may_call: the wide collectors (NVML) may be asked now.  at_failure (NULL:
+ * none) is the failed device as it was then (its failure snapshot): it
+ * stands for that device. */
 GMP_HIDDEN uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call,
-                                          const gmp_failed_request *failed,
-                                          gmp_backend failed_backend);
+                                          const gmp_device_state *at_failure);
 
 /* Where an allocation lives: a device index, or one of these. */
 #define GMP_ON_HOST (-1)   /* pinned host memory */

@@ -288,7 +288,7 @@ static COLD void after_failure(gmp_api api, size_t size, int err)
     GMP_IN_HOOK_SCOPE(); /* the caller puts errno back */
     uint64_t in_use = gmp_host_in_use();
     if (err == ENOMEM)
-        gmp_episode_failure(GMP_BACKEND_CPU, -1, api, size, err, in_use);
+        gmp_episode_failure(GMP_BACKEND_CPU, -1, api, size, err, in_use, NULL);
     else
         gmp_pl_event(GMP_EV_ALLOC_FAILED, GMP_BACKEND_CPU, -1, api, 0, size, err, in_use);
 }

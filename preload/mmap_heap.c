@@ -57,7 +57,7 @@ static __attribute__((noinline, cold)) void after_heap_map(void *p, size_t len, 
     if (p != MAP_FAILED) {
         gmp_episode_success(GMP_BACKEND_CPU, -1, len, in_use);
     } else if (err == ENOMEM && !called_by_an_allocator(caller)) {
-        gmp_episode_failure(GMP_BACKEND_CPU, -1, GMP_API_MMAP, len, err, in_use);
+        gmp_episode_failure(GMP_BACKEND_CPU, -1, GMP_API_MMAP, len, err, in_use, NULL);
     }
     errno = err;
 }

@@ -127,11 +127,28 @@ GMP_HIDDEN int gmp_spawn_thread(void *(*main_fn)(void *), size_t stack_size);
 GMP_HIDDEN const char *gmp_pl_run_dir(void);
 GMP_HIDDEN void gmp_pl_probe_python(void);
 
-/* services.c: gmp_dump into the preload's recorder, counting the bundles. */
+/* services.c: gmp_dump into the preload's recorder, counting the bundles;
+ * a failed request's bundle tells its moment from its failure snapshot. */
 GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);
-/* The live allocations now, kept for the bundle of the failure at
- * failure_ns (its time_ns): called as a failure opens its episode. */
-GMP_HIDDEN void gmp_pl_snapshot_failure(uint64_t failure_ns);
+
+/* failure_snapshot.c: the moment of a failure that opens an episode, kept
+ * for its bundle: the live allocations, the host, and the device that
+ * refused as its hook family read it then (device_then; NULL for the
+ * host's).  _find: the snapshot of failed request f (its backend, device
+ * and time), taken for the caller until _done, or NULL (none, or another
+ * thread has it: the bundle then tells what is live now).  _live: its
+ * allocations.json as a memfd still ours, with the stack ids it names, or
+ * -1; _host, _device: the host and the device then (NULL: not read). */
+typedef struct gmp_failure_snapshot gmp_failure_snapshot;
+GMP_HIDDEN void gmp_failure_snapshot_take(gmp_backend backend, int device, uint64_t failure_ns,
+                                          const gmp_device_state *device_then);
+GMP_HIDDEN const gmp_failure_snapshot *gmp_failure_snapshot_find(gmp_backend backend,
+                                                                 const gmp_failed_request *f);
+GMP_HIDDEN void gmp_failure_snapshot_done(const gmp_failure_snapshot *snap);
+GMP_HIDDEN int gmp_failure_snapshot_live(const gmp_failure_snapshot *snap,
+                                         const uint64_t **stacks);
+GMP_HIDDEN const struct gmp_host_state *gmp_failure_snapshot_host(const gmp_failure_snapshot *snap);
+GMP_HIDDEN const gmp_device_state *gmp_failure_snapshot_device(const gmp_failure_snapshot *snap);
 GMP_HIDDEN uint64_t gmp_pl_bundles_written(void);
 
 /* One event into the preload's recorder at time now_ns (the caller read the
@@ -407,8 +424,11 @@ GMP_HIDDEN int gmp_object_extent(const struct dl_phdr_info *info, uint64_t at, u
 /* ==== deaths: failures, crashes, pressure, leaks =================================== */
 
 /* episode.c */
+/* A failed allocation; device_then: the device as the hook family read it
+ * just then (NULL for the host's), for the failure's snapshot. */
 GMP_HIDDEN void gmp_episode_failure(gmp_backend backend, int device, gmp_api api,
-                                    uint64_t size, long code, uint64_t in_use);
+                                    uint64_t size, long code, uint64_t in_use,
+                                    const gmp_device_state *device_then);
 GMP_HIDDEN void gmp_episode_success(gmp_backend backend, int device, uint64_t size,
                                     uint64_t in_use);
 /* Commits every open episode (at exit); confirmed_by names why. */

@@ -14,7 +14,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 void *gmp_lazy_table(void **slot, int *state, size_t len)
@@ -82,54 +81,6 @@ const char *gmp_pl_run_dir(void)
     return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2 ? run_dir : "";
 }
 
-/* allocations.json and the host (RSS, the cgroup's usage, the machine) as
- * they were at the newest failure, for that failure's bundle: written
- * later (at exit, on a second failure), it would tell what was left after
- * the program let go. */
-static struct {
-    int busy; /* atomic try-flag over the rest */
-    int fd;
-    off_t size;
-    uint64_t time_ns; /* the failure's */
-    uint64_t stacks[GMP_BUNDLE_STACK_IDS / 64];
-    gmp_host_state host;
-} at_failure = {.fd = -1};
-
-void gmp_pl_snapshot_failure(uint64_t failure_ns)
-{
-    if (__atomic_exchange_n(&at_failure.busy, 1, __ATOMIC_ACQUIRE))
-        return;
-    if (at_failure.fd >= 0)
-        close(at_failure.fd);
-    gmp_dump_request req = {.live_foreach = gmp_device_foreach_live};
-    gmp_host_state_read(&at_failure.host);
-    at_failure.fd = gmp_bundle_live_snapshot(&req, failure_ns, at_failure.stacks);
-    struct stat st;
-    if (at_failure.fd >= 0 && fstat(at_failure.fd, &st) == 0) {
-        at_failure.size = st.st_size;
-        at_failure.time_ns = failure_ns;
-    } else {
-        at_failure.time_ns = 0;
-    }
-    __atomic_store_n(&at_failure.busy, 0, __ATOMIC_RELEASE);
-}
-
-/* The snapshot of failure f when there is one (and the flag taken: release
- * it after the dump); its fd is checked to be still ours, not one the
- * program closed and opened again. */
-static int snapshot_of(const gmp_failed_request *f)
-{
-    if (!f->present || !f->time_ns || __atomic_exchange_n(&at_failure.busy, 1, __ATOMIC_ACQUIRE))
-        return -1;
-    struct stat st;
-    if (at_failure.fd >= 0 && at_failure.time_ns == f->time_ns &&
-        fstat(at_failure.fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
-        st.st_size == at_failure.size)
-        return at_failure.fd;
-    __atomic_store_n(&at_failure.busy, 0, __ATOMIC_RELEASE);
-    return -1;
-}
-
 const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
 {
     gmp_pl_probe_python();
@@ -140,13 +91,16 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
         with_stacks.python_frame_lookup = gmp_python_frame_lookup;
     if (!with_stacks.live_foreach)
         with_stacks.live_foreach = gmp_device_foreach_live;
-    int snapshot = with_stacks.live_foreach == gmp_device_foreach_live && !gmp_in_signal
-                       ? snapshot_of(&req->failed)
-                       : -1;
-    if (snapshot >= 0) {
-        with_stacks.live_snapshot_fd = snapshot;
-        with_stacks.live_snapshot_stacks = at_failure.stacks;
-        with_stacks.host = &at_failure.host;
+    /* the failure's moment: what was held, the host and the device then */
+    const gmp_failure_snapshot *then = gmp_failure_snapshot_find(req->backend, &req->failed);
+    const uint64_t *stacks;
+    int live = then && with_stacks.live_foreach == gmp_device_foreach_live && !gmp_in_signal
+                   ? gmp_failure_snapshot_live(then, &stacks)
+                   : -1;
+    if (live >= 0) {
+        with_stacks.live_snapshot_fd = live;
+        with_stacks.live_snapshot_stacks = stacks;
+        with_stacks.host = gmp_failure_snapshot_host(then);
     }
     /* versions, names and NVML's view: not in a signal handler, nor for
      * host memory (the loader and NVML may allocate: malloc is what failed) */
@@ -158,14 +112,13 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     gmp_device_state devices[16];
     if (!with_stacks.devices) {
         with_stacks.devices = devices;
-        with_stacks.device_count = gmp_gpu_device_states(
-            devices, 16, may_call, req->failed.present ? &req->failed : NULL, req->backend);
+        with_stacks.device_count =
+            gmp_gpu_device_states(devices, 16, may_call, gmp_failure_snapshot_device(then));
     }
     if (with_stacks.outcome.state == GMP_OUTCOME_RUNNING)
         gmp_outcome_now(&with_stacks.outcome);
     const char *p = gmp_dump(gmp_pl.rec, &with_stacks, path, cap);
-    if (snapshot >= 0)
-        __atomic_store_n(&at_failure.busy, 0, __ATOMIC_RELEASE);
+    gmp_failure_snapshot_done(then);
     if (p && req->kind == GMP_BUNDLE_OOM) {
         __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);
         gmp_outcome_note_bundle(p);

@@ -19,6 +19,8 @@
  *   fork          a child runs until-oom and exits; the parent waits and exits
  *                 with the child's status
  *   one-huge      one request of 4 GiB on DEVICE (more than the device): exit 3
+ *   two-devices   256 MiB allocations on device 0 until one fails, then on
+ *                 device 1; frees them all, waits 1.5 s; exits 0
  *   step-leak     three 96 MiB weights, then steps of six 16 MiB activations
  *                 made and freed and one 24 MiB block kept (keep_in_cache)
  *                 until one fails; prints the steps; exits 3
@@ -236,6 +238,18 @@ int main(int argc, char **argv)
         nanosleep(&ts, NULL);
         if (GPU(Malloc)(&p, MIB) != 0 || GPU(Free)(p) != 0)
             return 6;
+        return 0;
+    }
+    if (!strcmp(mode, "two-devices")) { /* each device's failure, then all let go */
+        for (int d = 0; d < 2; d++) {
+            if (GPU(SetDevice)(d) != 0)
+                return 4;
+            fill(256 * MIB, 0);
+        }
+        while (nheld)
+            GPU(Free)(held[--nheld]);
+        struct timespec ts = {1, 500 * 1000 * 1000}; /* both confirmed by their timeout */
+        nanosleep(&ts, NULL);
         return 0;
     }
     if (!strcmp(mode, "one-huge")) {

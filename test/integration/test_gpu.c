@@ -361,6 +361,51 @@ static void retries(const family *f)
     json_decref(md);
 }
 
+/* Two devices fail in turn, then the program lets go of everything before
+ * either episode is confirmed: each bundle tells its own device's moment
+ * (what was held there, the device full), not what was left when it was
+ * written; the second failure does not take the first one's. */
+static void test_each_failure_keeps_its_moment(void **state)
+{
+    (void)state;
+    run(NULL, cuda.program, "two-devices");
+    assert_int_equal(code(), 0);
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 2);
+    DIR *dir = opendir(paths.dumps);
+    assert_non_null(dir);
+    int seen[2] = {0, 0};
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        if (strncmp(e->d_name, "oom_dump_", 9))
+            continue;
+        char bundle[1024];
+        snprintf(bundle, sizeof bundle, "%s/%s", paths.dumps, e->d_name);
+        json_t *md = bundle_file(bundle, "metadata.json");
+        long long device = json_int(json_object_get(md, "failed_request"), "device");
+        json_t *st, *states = json_object_get(md, "device_state");
+        size_t i;
+        long long free_then = -1, ours_then = -1;
+        json_array_foreach(states, i, st)
+            if (json_int(st, "device") == device) {
+                free_then = json_int(st, "free");
+                ours_then = json_int(st, "process_bytes");
+            }
+        json_decref(md);
+        assert_true(device == 0 || device == 1);
+        seen[device]++;
+        if (free_then != 0 || ours_then != 1ll << 30)
+            fail_msg("cuda:%lld's bundle: want the device full, all of it ours, got free %lld, "
+                     "ours %lld", device, free_then, ours_then);
+        char want[64];
+        snprintf(want, sizeof want, "Held by:          1.0 GiB in 4 allocation(s)");
+        const char *shown = show_output(bundle);
+        if (!strstr(shown, want))
+            fail_msg("cuda:%lld's bundle: want '%s', show said:\n%s", device, want, shown);
+    }
+    closedir(dir);
+    assert_int_equal(seen[0], 1);
+    assert_int_equal(seen[1], 1);
+}
+
 static void test_caching_allocator_retries(void **state)
 {
     (void)state;
@@ -474,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_cuda_until_oom),
         cmocka_unit_test(test_hip_until_oom),
         cmocka_unit_test(test_caching_allocator_retries),
+        cmocka_unit_test(test_each_failure_keeps_its_moment),
         cmocka_unit_test(test_threads_and_fork),
         cmocka_unit_test(test_every_api_one_event),
         cmocka_unit_test(test_real_libraries_without_gpu),
