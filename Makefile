@@ -42,7 +42,12 @@ CUDA_HOME ?= /usr/local/cuda
 CUPTI_INCLUDE := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/include/cupti.h \
                    $(CUDA_HOME)/extras/CUPTI/include/cupti.h))))
 HAVE_CUPTI := $(CUPTI_INCLUDE)
-PRELOAD_SRC := $(filter-out $(if $(HAVE_CUPTI),,preload/cupti.c),$(wildcard preload/*.c))
+# The preload in two rooms: hooks/ (the interposed functions, their tables
+# and generic paths) and engine/ (what they call: episodes, bundles,
+# stacks, the watchdog...), the hooks on the engine, never the reverse.
+PRELOAD_SRC := $(filter-out $(if $(HAVE_CUPTI),,preload/hooks/cupti.c),\
+                 $(wildcard preload/hooks/*.c preload/engine/*.c))
+PRELOAD_INCLUDES := -Ipreload/engine -Ipreload/hooks
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/%.o)
 PRELOAD := $(BUILD)/libgpumemprof_preload.so
 
@@ -105,19 +110,22 @@ all: $(RECORDER_LIB) $(SHARED_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(SITE) $(E
 $(PY_TYPES): include/gpumemprof.h mk/c_types.py
 	python3 mk/c_types.py $< $@
 
-$(BUILD)/check/cuda_decls.ok: preload/check/cuda_decls.c preload/cuda_runtime_table.h preload/gpu_types.h
+$(BUILD)/check/cuda_decls.ok: preload/hooks/check/cuda_decls.c preload/hooks/cuda_runtime_table.h \
+                             preload/hooks/gpu_types.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror -I$(CUDA_HOME)/include $<
 	@touch $@
 
-$(BUILD)/check/cuda_driver_decls.ok: preload/check/cuda_driver_decls.c preload/cuda_driver_table.h \
-                                     preload/gpu_types.h preload/gpu_family.h
+$(BUILD)/check/cuda_driver_decls.ok: preload/hooks/check/cuda_driver_decls.c \
+                                     preload/hooks/cuda_driver_table.h preload/hooks/gpu_types.h \
+                                     preload/hooks/gpu_family.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -fsyntax-only -Wall -Wextra -Werror -Iinclude -Ibase -Irecorder \
-	    -isystem $(CUDA_HOME)/include $<
+	    $(PRELOAD_INCLUDES) -isystem $(CUDA_HOME)/include $<
 	@touch $@
 
-$(BUILD)/check/hip_decls.ok: preload/check/hip_decls.c preload/hip_table.h preload/gpu_types.h
+$(BUILD)/check/hip_decls.ok: preload/hooks/check/hip_decls.c preload/hooks/hip_table.h \
+                            preload/hooks/gpu_types.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror $<
 	@touch $@
@@ -152,10 +160,11 @@ PRELOAD_BOOT := libc dlsym host_counters sizes next mmap_heap
 BOOT_SAN_CFLAGS ?= $(SAN_CFLAGS)
 $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(if $(filter $(PRELOAD_BOOT),$*),$(BOOT_SAN_CFLAGS),$(SAN_CFLAGS)) \
+	$(CC) $(ALL_CFLAGS) $(PRELOAD_INCLUDES) \
+	    $(if $(filter $(PRELOAD_BOOT),$(notdir $*)),$(BOOT_SAN_CFLAGS),$(SAN_CFLAGS)) \
 	    -ftls-model=initial-exec -MMD -MP -c $< -o $@
 
-$(BUILD)/preload/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isystem $(CUPTI_INCLUDE)
+$(BUILD)/preload/hooks/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isystem $(CUPTI_INCLUDE)
 
 # (each room finds the headers of the rooms it builds on)
 $(INSPECT_OBJ): ROOM_CFLAGS := $(INSPECT_INCLUDES)

@@ -6,7 +6,9 @@
 #   base/        strings, files, time, logging, the JSON writer
 #   collectors/  on base
 #   recorder/    on base and collectors
-#   preload/     on base, collectors and recorder
+#   preload/     on base, collectors and recorder, in two rooms: hooks/
+#                (the interposed functions, their tables and checks) on
+#                engine/ (what the hooks call), never the reverse
 #   tools/       on base and their own folder, plus the reader interface of
 #                the recorder (ring.h, rundir.h: rings, which gmp-run also
 #                makes and samples into for the processes of its job;
@@ -36,7 +38,8 @@ allowed() { # allowed FROM_FOLDER HEADER_FOLDER HEADER
     case "$1:$2" in
     *:include | *:base) return 0 ;;
     collectors:collectors | recorder:collectors | recorder:recorder) return 0 ;;
-    preload:collectors | preload:recorder | preload:preload) return 0 ;;
+    preload/*:collectors | preload/*:recorder) return 0 ;;
+    preload/engine:preload/engine | preload/hooks:preload/hooks | preload/hooks:preload/engine) return 0 ;;
     tools/run:tools/run) return 0 ;;
     tools/inspect/*:tools/inspect/*) room_may_use "${1#tools/inspect/}" "${2#tools/inspect/}" && return 0 ;;
     tools/*:recorder) case "$3" in ring.h | rundir.h | bundle.h | kernel_log.h | dumpdir.h | verdict.h | ring_recovery.h) return 0 ;; esac ;;
@@ -45,16 +48,17 @@ allowed() { # allowed FROM_FOLDER HEADER_FOLDER HEADER
     return 1
 }
 folder_of() { # the folder that holds header $1, or "" (a system or test header)
-    for d in include base collectors recorder preload preload/check $rooms tools/run; do
-        [ -f "$d/$1" ] && { echo "${d%/check}"; return; }
+    for d in include base collectors recorder preload/engine preload/hooks $rooms tools/run; do
+        [ -f "$d/$1" ] && { echo "$d"; return; }
     done
 }
 rooms=$(for r in tools/inspect/*/; do echo "${r%/}"; done)
 bad=0
-for f in base/*.[ch] collectors/*.[ch] recorder/*.[ch] preload/*.[ch] preload/check/*.c \
+for f in base/*.[ch] collectors/*.[ch] recorder/*.[ch] preload/*/*.[ch] preload/hooks/check/*.c \
     tools/inspect/*/*.[ch] tools/run/*.[ch]; do
     from=$(dirname "$f")
     from=${from%/check}
+    case "$f" in preload/hooks/check/*) from=preload/hooks ;; esac
     for h in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do
         to=$(folder_of "$h")
         [ -z "$to" ] && continue

@@ -1,5 +1,5 @@
 /*
- * python_layouts.c — prints preload/python_frames.c's FOR_EACH_PYTHON_LAYOUT
+ * python_layouts.c — prints preload/engine/python_frames.c's FOR_EACH_PYTHON_LAYOUT
  * line for the CPython whose headers it is built against, from the
  * structures themselves (internal headers included), so a new version's
  * line is measured, not guessed; from 3.13 on, a second line, for

@@ -25,8 +25,8 @@
  * whose memory grows allocates, and so is checked.  A thread is started
  * only for GMP_SAMPLE_MS's sample events (sampler.c), and checks too.
  */
-#include "gpu_family.h"
 #include "collector.h"
+#include "preload.h"
 
 #include <string.h>
 #include <sys/resource.h>

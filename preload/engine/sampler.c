@@ -7,8 +7,8 @@
  * last saw it.  Event fields: address = free bytes, size = total, in_use =
  * this process's bytes there (host: its RSS).
  */
-#include "gpu_family.h"
 #include "collector.h"
+#include "preload.h"
 
 static void record_sample(gmp_backend backend, int device, uint64_t free_bytes,
                           uint64_t total, uint64_t process_bytes)

@@ -131,6 +131,29 @@ GMP_HIDDEN void gmp_pl_probe_python(void);
  * a failed request's bundle tells its moment from its failure snapshot. */
 GMP_HIDDEN const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap);
 
+/* device_memory.c: each device's memory as the hooks last read it.
+ * _due: whether a reading at now is to be taken (force: at a failure or a
+ * pressure check; else at most every 100 ms, one thread at a time); _note:
+ * the reading (free and total of the device; what this process holds there
+ * is noted with it); _at_failure: the device as last read, with who else
+ * holds it (a wide collector), in out, or NULL when never read. */
+GMP_HIDDEN int gmp_device_memory_due(gmp_backend backend, int device, uint64_t now, int force);
+GMP_HIDDEN void gmp_device_memory_note(gmp_backend backend, int device, uint64_t free_bytes,
+                                       uint64_t total);
+GMP_HIDDEN gmp_device_state *gmp_device_memory_at_failure(gmp_backend backend, int device,
+                                                          gmp_device_state *out);
+/* A device's free and total memory, as the program's own thread (which has
+ * the context) last saw them after an allocation: for the watchdog.
+ * total 0 = never seen. */
+GMP_HIDDEN void gmp_gpu_device_memory(gmp_backend backend, int device, uint64_t *free_bytes,
+                                      uint64_t *total);
+/* Every device whose memory was seen, for a bundle's device_state;
+ * may_call: the wide collectors (NVML) may be asked now.  at_failure (NULL:
+ * none) is the failed device as it was then (its failure snapshot): it
+ * stands for that device. */
+GMP_HIDDEN uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call,
+                                          const gmp_device_state *at_failure);
+
 /* failure_snapshot.c: the moment of a failure that opens an episode, kept
  * for its bundle: the live allocations, the host, and the device that
  * refused as its hook family read it then (device_then; NULL for the

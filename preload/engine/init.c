@@ -15,8 +15,8 @@
  * run and read as a death (the check is made when the first ring is, so
  * the processes that never make one pay nothing for it).
  */
-#include "gpu_family.h"
 #include "collector.h"
+#include "preload.h"
 #include "recorder.h"
 #include "ring.h"
 #include "ring_recovery.h"

@@ -29,18 +29,6 @@ typedef struct gmp_gpu_family {
     int (*mem_info)(size_t *, size_t *); /* atomic: resolved on first use */
 } gmp_gpu_family;
 
-/* A device's free and total memory, as the program's own thread (which has
- * the context) last saw them after an allocation: for the watchdog.
- * total 0 = never seen. */
-GMP_HIDDEN void gmp_gpu_device_memory(gmp_backend backend, int device, uint64_t *free_bytes,
-                                      uint64_t *total);
-/* Every device whose memory was seen, for a bundle's device_state;
- * may_call: the wide collectors (NVML) may be asked now.  at_failure (NULL:
- * none) is the failed device as it was then (its failure snapshot): it
- * stands for that device. */
-GMP_HIDDEN uint32_t gmp_gpu_device_states(gmp_device_state *out, uint32_t max, int may_call,
-                                          const gmp_device_state *at_failure);
-
 /* Where an allocation lives: a device index, or one of these. */
 #define GMP_ON_HOST (-1)   /* pinned host memory */
 #define GMP_ON_DEVICE (-2) /* the calling thread's current device */

@@ -6,8 +6,8 @@
  * lifecycle (init.c) starts and ends them; the hooks use them.
  */
 #include "bundle.h"
-#include "gpu_family.h"
 #include "collector.h"
+#include "preload.h"
 #include "recorder.h"
 #include "ring_recovery.h"
 
