@@ -161,18 +161,15 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
     window_alloc *made = NULL;
     live_set live; /* each live allocation's index in made */
     live_set_init(&live, REPLAY_LIVE_MAX);
-    event_foreach_until(&b->events, total, i, ev) {
-        const char *type = jstr(ev, "event_type"), *evb = jstr(ev, "backend");
-        const char *hex = jstr(ev, "address");
-        int64_t dev = -1, use;
-        jint(ev, "device_id", &dev);
-        json_t *ts = json_object_get(ev, "timestamp");
-        if (!type || !evb || strcmp(evb, backend) || dev != device ||
-            jint(ev, "bytes_in_use", &use) || use < 0 || use > BYTES_MAX)
+    event_record r;
+    event_records_until(&b->events, total, i, ev, &r) {
+        int64_t use = r.in_use;
+        if (!r.backend || strcmp(r.backend, backend) || r.device != device || !r.has_in_use ||
+            use < 0 || use > BYTES_MAX)
             continue;
-        if (strcmp(type, "alloc") && strcmp(type, "free"))
+        if (r.type != GMP_EV_ALLOC && r.type != GMP_EV_FREE)
             continue;
-        double t = json_number_value(ts);
+        double t = r.time;
         if (first < 0) {
             first = use;
             t0 = t;
@@ -191,8 +188,8 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
         }
         pt[np] = (double)i; /* the clock of activity: the event's place */
         pv[np++] = (double)use;
-        uint64_t addr = hex ? strtoull(hex, NULL, 16) : 0;
-        if (!strcmp(type, "free")) {
+        uint64_t addr = r.address;
+        if (r.type == GMP_EV_FREE) {
             frees++;
             live_block *gone = addr ? live_free(&live, 0, addr) : NULL;
             if (gone)
@@ -208,9 +205,7 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
             }
             made = grown;
         }
-        made[n] = (window_alloc){0, 0, 0, 0, (double)i};
-        jint(ev, "stack_id", &made[n].stack);
-        jint(ev, "size", &made[n].size);
+        made[n] = (window_alloc){r.stack_id, r.size, 0, 0, (double)i};
         if (made[n].size < 0 || made[n].size > BYTES_MAX)
             made[n].size = 0; /* a hostile count weighs nothing */
         live_block *held = addr ? live_alloc(&live, 0, addr, 0, 0) : NULL;

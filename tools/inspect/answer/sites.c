@@ -410,20 +410,14 @@ static size_t replayed_sites(bundle *b, site *sites, size_t cap)
 {
     size_t i;
     json_t *ev;
+    event_record r;
     live_set live;
     live_set_init(&live, REPLAY_LIVE_MAX);
-    event_foreach_until(&b->events, events_until_failure(&b->events), i, ev) {
-        const char *type = jstr(ev, "event_type"), *addr = jstr(ev, "address");
-        int64_t size = 0, stack = 0;
-        jint(ev, "size", &size);
-        jint(ev, "stack_id", &stack);
-        uint64_t at = addr ? strtoull(addr, NULL, 16) : 0;
-        if (!type || !at)
-            continue;
-        if (!strcmp(type, "alloc"))
-            live_alloc(&live, 0, at, (uint64_t)size, stack);
-        else if (!strcmp(type, "free"))
-            live_free(&live, 0, at);
+    event_records_until(&b->events, events_until_failure(&b->events), i, ev, &r) {
+        if (r.address && r.type == GMP_EV_ALLOC)
+            live_alloc(&live, 0, r.address, (uint64_t)r.size, r.stack_id);
+        else if (r.address && r.type == GMP_EV_FREE)
+            live_free(&live, 0, r.address);
     }
     size_t ns = 0;
     for (live_block *l = NULL; (l = live_next(&live, l)) != NULL;)

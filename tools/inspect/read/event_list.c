@@ -378,3 +378,24 @@ void event_where(json_t *ev, char *out, size_t cap)
     else
         snprintf(out, cap, "%.16s:%lld", backend, (long long)dev);
 }
+
+void event_record_of(json_t *ev, event_record *r)
+{
+    memset(r, 0, sizeof *r);
+    const char *type = jstr(ev, "event_type"), *hex = jstr(ev, "address");
+    r->type = GMP_EV_NONE;
+    for (unsigned t = GMP_EV_NONE + 1; type && t < GMP_EV_TYPE_COUNT; t++)
+        if (!strcmp(type, gmp_event_type_name(t)))
+            r->type = (gmp_event_type)t;
+    r->backend = jstr(ev, "backend");
+    r->api = jstr(ev, "api");
+    r->device = -1;
+    jint(ev, "device_id", &r->device);
+    r->address = hex ? strtoull(hex, NULL, 16) : 0;
+    r->has_size = !jint(ev, "size", &r->size);
+    r->has_in_use = !jint(ev, "bytes_in_use", &r->in_use);
+    jint(ev, "stack_id", &r->stack_id);
+    json_t *t = json_object_get(ev, "timestamp");
+    r->has_time = json_is_number(t);
+    r->time = r->has_time ? json_number_value(t) : 0;
+}

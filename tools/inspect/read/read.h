@@ -12,6 +12,8 @@
 #ifndef GMP_INSPECT_READ_H
 #define GMP_INSPECT_READ_H
 
+#include "gpumemprof.h"
+
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -146,6 +148,28 @@ char *json_text_exact(json_t *v, size_t flags);
 int json_dumpf_exact(json_t *v, FILE *f, size_t flags);
 
 void fmt_bytes(uint64_t v, char *out, size_t cap);
+
+/* An event as the replays read it, decoded once from its document: its
+ * type (GMP_EV_NONE for a kind we do not write: the Python recorder's
+ * own), backend and api (borrowed from ev; NULL when absent), device
+ * (device_id; -1 when absent), address (its hex; 0 when absent), size,
+ * bytes in use and stack id (integers; has_size, has_in_use say whether
+ * there were), and its time (has_time: a number). */
+typedef struct event_record {
+    gmp_event_type type;
+    const char *backend, *api;
+    int64_t device;
+    uint64_t address;
+    int64_t size, in_use, stack_id;
+    int has_size, has_in_use, has_time;
+    double time;
+} event_record;
+void event_record_of(json_t *ev, event_record *r);
+/* Every event (or the first end) in turn as a record: ev its document
+ * (released at the end of its turn), r its record. */
+#define event_records_until(l, end, i, ev, r)                                     \
+    for ((i) = 0; (i) < (end) && ((ev) = event_at((l), (i)), event_record_of((ev), (r)), 1); \
+         json_decref(ev), (i)++)
 
 /* Where an event happened: "host", or "cuda:0" (plot's lines, export's
  * counters, leaks' devices). */
