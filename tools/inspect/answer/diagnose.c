@@ -415,20 +415,20 @@ static void collect(bundle *b, causes *cs)
     const char *reason = jstr(md, "reason") ? jstr(md, "reason") : jstr(b->manifest, "reason");
     const char *etype = jstr(md, "exception_type"), *evidence = jstr(md, "evidence");
     const char *backend = jstr(md, "backend") ? jstr(md, "backend") : "cpu";
-    json_t *fr = json_object_get(md, "failed_request");
-    int64_t size = -1, device = -1, in_use = -1;
+    const bundle_failure *f = bundle_failure_of(b);
+    int64_t size = -1, device = f ? f->device : -1, in_use = f && f->has_in_use ? f->in_use : -1;
     uint64_t wide = 0; /* the size as written, up to 2^64-1, for the words */
-    if (!ju64(fr, "size", &wide)) /* past INT64_MAX: larger than anything here all the same */
+    if (f && f->has_size) { /* past INT64_MAX: larger than anything here all the same */
+        wide = f->size;
         size = wide > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)wide;
-    jint(fr, "device", &device);
-    jint(fr, "bytes_in_use", &in_use);
+    }
     char ev[600], a[32], b2[32], c[32];
     /* a framework that maps one request in pieces (PyTorch's expandable
      * segments: cuMemCreate of 20 MiB at a time) says the whole in its
      * message: that is the request, and the pieces' growth is not a leak */
     int64_t stated, piece = size;
     int gpu = strcmp(backend, "cpu") != 0, from_message = 0;
-    if (!json_is_object(fr) && (stated = framework_request(md)) > 0) {
+    if (!f && (stated = framework_request(md)) > 0) {
         /* no call failed (a framework's own pool): what it says it asked
          * for, against the device it names by having one */
         from_message = 1;
@@ -463,7 +463,7 @@ static void collect(bundle *b, causes *cs)
             add(cs, "a crash caused by an unchecked failed allocation", ev);
         }
     }
-    if (starts(reason, "message_pattern:") && !json_is_object(fr))
+    if (starts(reason, "message_pattern:") && !f)
         runtime_cause(b, cs, "ran out of memory", "",
                       "the framework's own memory pool ran out (no allocation call failed)",
                       jstr(md, "exception_message"));
@@ -506,7 +506,7 @@ static void collect(bundle *b, causes *cs)
      * the growth is the story itself. */
     int growth_first = 0, grown_known = 0;
     causes grew = {.n = 0}; /* one pass over the events, however it ranks */
-    if (fr && json_is_object(fr) && size >= 0 && device >= 0 && !impossible) {
+    if (f && size >= 0 && device >= 0 && !impossible) {
         int64_t grown = growth(b, backend, device, &grew), free_b = device_bytes(md, device, "free");
         grown_known = 1;
         if (stated > 0 && grown <= stated + stated / 50) { /* the request's own pieces */
@@ -525,7 +525,7 @@ static void collect(bundle *b, causes *cs)
      * (the preload reads it then); else VmSize when the bundle was written,
      * which may be after the program let go of memory. */
     int64_t as = rlimit_of(b->environment, "as"), mapped = -1;
-    int at_failure = fr && !jint(fr, "vm_size", &mapped) && mapped > 0;
+    int at_failure = f && !jint(f->doc, "vm_size", &mapped) && mapped > 0;
     if (!at_failure)
         jint(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size", &mapped);
     int by_map = mapped > in_use;
@@ -555,7 +555,7 @@ static void collect(bundle *b, causes *cs)
     }
     if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))
         add(cs, "a host limit was near (the memory cgroup)", evidence);
-    if (fr && json_is_object(fr) && !growth_first && !impossible) {
+    if (f && !growth_first && !impossible) {
         if (!grown_known)
             growth(b, device >= 0 ? backend : "cpu", device, cs);
         else if (grew.n)

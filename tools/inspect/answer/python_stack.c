@@ -46,8 +46,9 @@ static void frames_from_json(json_t *frames, python_stack *st)
  * copied into st->text, as a traceback's are in it. */
 static int failed_call_frames(bundle *b, python_stack *st)
 {
-    int64_t id = 0;
-    if (jint(json_object_get(b->metadata, "failed_request"), "stack_id", &id) || id <= 0)
+    const bundle_failure *f = bundle_failure_of(b);
+    int64_t id = f && f->has_stack_id ? f->stack_id : 0;
+    if (id <= 0)
         return -1;
     json_t *stacks = bundle_json(b, "stacks.json");
     frames_from_json(json_object_get(stack_with_id(stacks, id), "python"), st);

@@ -138,7 +138,8 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_
 int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
                   const char **raw)
 {
-    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
+    const bundle_failure *f = bundle_failure_of(b);
+    json_t *stack = f ? f->stack : NULL;
     size_t i;
     json_t *frame;
     int found = SITE_UNKNOWN;
@@ -171,7 +172,8 @@ int name_failure_site(bundle *b, char *out, size_t cap)
     if (python != SITE_UNKNOWN)
         return python;
     json_t *mods = bundle_json(b, "modules.json");
-    json_t *stack = json_object_get(json_object_get(b->metadata, "failed_request"), "stack");
+    const bundle_failure *f = bundle_failure_of(b);
+    json_t *stack = f ? f->stack : NULL;
     if (interpreter_site(stack, mods, bundle_json(b, "environment.json"), out, cap))
         return SITE_PROGRAM;
     const char *path, *raw;
@@ -263,13 +265,13 @@ static size_t replayed_sites(bundle *b, site *sites, size_t cap);
  * backend ("cuda", "rocm"; "cpu" for the host) and device.  0 when known. */
 static int failed_memory(bundle *b, const char **backend, int64_t *device)
 {
-    json_t *req = json_object_get(b->metadata, "failed_request");
+    const bundle_failure *f = bundle_failure_of(b);
     *backend = jstr(b->metadata, "backend");
     *device = -1;
-    if (!json_is_object(req) || !*backend ||
+    if (!f || !*backend ||
         (strcmp(*backend, "cpu") && strcmp(*backend, "cuda") && strcmp(*backend, "rocm")))
         return -1; /* and a bundle's own name for it is never printed */
-    if (strcmp(*backend, "cpu") && (jint(req, "device", device) || *device < 0))
+    if (strcmp(*backend, "cpu") && (!f->has_device || (*device = f->device) < 0))
         return -1;
     return 0;
 }

@@ -139,8 +139,8 @@ static void frames_of(torch_ctx *c, int64_t id)
 static void failure_frames(torch_ctx *c)
 {
     pickle_list(&c->p);
-    json_t *stack =
-        json_object_get(json_object_get(c->src->b.metadata, "failed_request"), "stack");
+    const bundle_failure *failed = bundle_failure_of(&c->src->b);
+    json_t *stack = failed ? failed->stack : NULL;
     size_t i;
     json_t *f;
     json_array_foreach(stack, i, f)

@@ -44,6 +44,20 @@ typedef struct event_list {
     size_t failure;          /* the failed request's event; SIZE_MAX: none */
 } event_list;
 
+/* facts.c: metadata.json's failed request, decoded once (bundle_failure):
+ * the call that failed, as every reader reads it.  A field's has_ flag
+ * says whether the bundle holds it (an integer; size up to 2^64-1). */
+typedef struct bundle_failure {
+    json_t *doc;        /* the object itself (borrowed): a reader of more */
+    const char *api;    /* NULL when absent */
+    int has_size, has_device, has_code, has_in_use, has_stack_id;
+    uint64_t size;
+    int64_t device;     /* -1 when absent: the host */
+    int64_t code, in_use, stack_id;
+    json_t *stack;      /* its return addresses, innermost first (an array), or NULL */
+    json_t *timestamp;  /* as written: it names the failure's event */
+} bundle_failure;
+
 #define BUNDLE_FILES_KEPT 8
 typedef struct bundle {
     char path[4096];
@@ -58,6 +72,8 @@ typedef struct bundle {
         size_t len;
     } kept[BUNDLE_FILES_KEPT];
     int kept_count;
+    bundle_failure failure; /* bundle_failure's, once read */
+    int failure_read;
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -74,6 +90,11 @@ json_t *bundle_json(bundle *b, const char *file);
 /* A text file of the bundle (python_traceback.txt), read once the same way:
  * its bytes, NUL-terminated, and their count in *len; NULL when absent. */
 const char *bundle_text(bundle *b, const char *file, size_t *len);
+
+/* The failed request the bundle names (metadata.json's failed_request, an
+ * object), decoded the first time it is asked for; NULL when it names
+ * none. */
+const bundle_failure *bundle_failure_of(bundle *b);
 
 /* Read and parse one JSON file inside a directory fd: refuses symlinks,
  * non-regular files and files over max_bytes. */

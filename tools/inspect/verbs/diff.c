@@ -25,14 +25,14 @@ static void read_facts(bundle *b, facts *f)
 {
     memset(f, 0, sizeof *f);
     const char *s;
-    json_t *md = b->metadata, *fr = json_object_get(md, "failed_request");
+    json_t *md = b->metadata;
+    const bundle_failure *fr = bundle_failure_of(b);
     snprintf(f->reason, sizeof f->reason, "%s", (s = jstr(md, "reason")) ? s : "?");
-    snprintf(f->api, sizeof f->api, "%s", (s = jstr(fr, "api")) ? s : "-");
-    uint64_t size;
-    if (ju64(fr, "size", &size))
+    snprintf(f->api, sizeof f->api, "%s", fr && fr->api ? fr->api : "-");
+    if (!fr || !fr->has_size)
         snprintf(f->size, sizeof f->size, "-");
     else
-        fmt_bytes(size, f->size, sizeof f->size);
+        fmt_bytes(fr->size, f->size, sizeof f->size);
     size_t i;
     json_t *ev;
     event_foreach(&b->events, i, ev) {

@@ -28,16 +28,14 @@ static void print_field(const char *label, const char *value)
 static void print_failed_request(bundle *b)
 {
     json_t *md = b->metadata;
-    json_t *fr = json_object_get(md, "failed_request");
-    if (!json_is_object(fr))
+    const bundle_failure *f = bundle_failure_of(b);
+    if (!f)
         return;
-    int64_t device = -1, code = 0;
-    uint64_t size;
-    jint(fr, "device", &device);
-    jint(fr, "code", &code);
-    const char *api = jstr(fr, "api");
+    int64_t device = f->device, code = f->code;
+    uint64_t size = f->size;
+    const char *api = f->api;
     char sz[32] = "?";
-    if (!ju64(fr, "size", &size))
+    if (f->has_size)
         fmt_bytes(size, sz, sizeof sz);
     printf("%-18s%s of %s", "Failed request:", api ? api : "an allocation", sz);
     if (device >= 0)
@@ -52,8 +50,8 @@ static void print_failed_request(bundle *b)
         printf(", one piece of the %s its message says was asked for", whole);
     }
     putchar('\n');
-    int64_t in_use;
-    if (!jint(fr, "bytes_in_use", &in_use) && in_use >= 0) {
+    int64_t in_use = f->in_use;
+    if (f->has_in_use && in_use >= 0) {
         char amount[32];
         fmt_bytes((uint64_t)in_use, amount, sizeof amount);
         /* the host's count is the malloc family's: an interpreter's own

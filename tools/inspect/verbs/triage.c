@@ -93,10 +93,10 @@ static void add_bundle(const char *path, void *arg)
         return;
     }
     const char *s;
-    json_t *fr = json_object_get(b.metadata, "failed_request");
+    const bundle_failure *fr = bundle_failure_of(&b);
     char backend[32], api[64], reason[200], site[320];
     snprintf(backend, sizeof backend, "%s", (s = jstr(b.manifest, "backend")) ? s : "?");
-    snprintf(api, sizeof api, "%s", (s = jstr(fr, "api")) ? s : "-");
+    snprintf(api, sizeof api, "%s", fr && fr->api ? fr->api : "-");
     snprintf(reason, sizeof reason, "%s", (s = jstr(b.manifest, "reason")) ? s : "?");
     top_site(&b, site, sizeof site);
     gmp_verdict kind = bundle_kind_of(&b);
@@ -135,9 +135,8 @@ static void add_bundle(const char *path, void *arg)
         snprintf(g->first, sizeof g->first, "%s", when);
     if (when && strcmp(when, g->last) > 0)
         snprintf(g->last, sizeof g->last, "%s", when);
-    uint64_t size;
-    if (!ju64(fr, "size", &size) && (!g->has_largest || size > g->largest)) {
-        g->largest = size;
+    if (fr && fr->has_size && (!g->has_largest || fr->size > g->largest)) {
+        g->largest = fr->size;
         g->has_largest = 1;
     }
     add_name(&g->ranks, bundle_rank(&b));
