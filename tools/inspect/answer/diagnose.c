@@ -277,34 +277,36 @@ static int64_t growth(bundle *b, const char *backend, int64_t device,
     return grew_by;
 }
 
-/* A byte count ("free", "total") the bundle saw on the failed request's
- * device, or -1. */
-static int64_t device_bytes(json_t *md, int64_t device, const char *key)
+/* The failed request's device as the bundle saw it, or NULL. */
+static const bundle_device *device_of(bundle *b, int64_t device)
 {
-    size_t i;
-    json_t *st;
-    json_array_foreach(json_object_get(md, "device_state"), i, st) {
-        int64_t dev = -1, v = -1;
-        jint(st, "device", &dev);
-        jint(st, key, &v);
-        if (dev == device)
-            return v;
-    }
-    return -1;
+    size_t n;
+    const bundle_device *d = bundle_devices_of(b, &n);
+    for (size_t i = 0; i < n; i++)
+        if ((d[i].has_device ? d[i].device : -1) == device)
+            return &d[i];
+    return NULL;
+}
+
+/* Its free and total bytes; -1 when not known. */
+static int64_t device_free(bundle *b, int64_t device)
+{
+    const bundle_device *d = device_of(b, device);
+    return d && d->has_free ? d->free : -1;
+}
+
+static int64_t device_total(bundle *b, int64_t device)
+{
+    const bundle_device *d = device_of(b, device);
+    return d && d->has_total ? d->total : -1;
 }
 
 /* The one device the bundle's device_state has, or -1 (none, or several). */
-static int64_t only_device(json_t *md)
+static int64_t only_device(bundle *b)
 {
-    size_t i;
-    json_t *st;
-    int64_t found = -1, dev;
-    json_array_foreach(json_object_get(md, "device_state"), i, st) {
-        if (found >= 0 || jint(st, "device", &dev) || dev < 0)
-            return -1;
-        found = dev;
-    }
-    return found;
+    size_t n;
+    const bundle_device *d = bundle_devices_of(b, &n);
+    return n == 1 && d[0].has_device && d[0].device >= 0 ? d[0].device : -1;
 }
 
 /* What the host could ever give one request: the machine's memory and
@@ -312,13 +314,11 @@ static int64_t only_device(json_t *md)
  * the smallest in *least (-1 when none is known). */
 static void host_ceilings(bundle *b, char *out, size_t cap, int64_t *least)
 {
-    json_t *hs = json_object_get(b->metadata, "host_state");
-    json_t *mach = json_object_get(hs, "machine");
-    int64_t mem = -1, swap = 0, cg = -1, as = -1;
-    jint(mach, "mem_total", &mem);
-    jint(mach, "swap_total", &swap);
-    jint(json_object_get(hs, "cgroup"), "memory_max", &cg);
-    jint(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft", &as);
+    const bundle_host_state *h = bundle_host_state_of(b);
+    int64_t mem = h && h->has_mem_total ? h->mem_total : -1;
+    int64_t swap = h && h->has_swap_total ? h->swap_total : 0;
+    int64_t cg = h && h->has_cgroup_max ? h->cgroup_max : -1;
+    int64_t as = h && h->has_as_soft ? h->as_soft : -1;
     if (as < 0)
         as = rlimit_of(b->environment, "as");
     char a[32], c[32];
@@ -346,16 +346,14 @@ static void host_ceilings(bundle *b, char *out, size_t cap, int64_t *least)
     }
 }
 
-static void device_rules(json_t *md, int64_t size, int64_t device, causes *cs)
+static void device_rules(bundle *b, int64_t size, int64_t device, causes *cs)
 {
-    size_t i;
-    json_t *st;
-    json_array_foreach(json_object_get(md, "device_state"), i, st) {
-        int64_t dev = -1, free_b = -1, total = -1, others = -1;
-        jint(st, "device", &dev);
-        jint(st, "free", &free_b);
-        jint(st, "total", &total);
-        jint(st, "other_processes_bytes", &others);
+    size_t i, n;
+    const bundle_device *devices = bundle_devices_of(b, &n);
+    for (i = 0; i < n; i++) {
+        const bundle_device *d = &devices[i];
+        int64_t dev = d->has_device ? d->device : -1, free_b = d->has_free ? d->free : -1,
+                total = d->has_total ? d->total : -1, others = d->has_others ? d->others : -1;
         if (dev != device || free_b < 0)
             continue;
         char req[32], fr[32], tot[32], ev[600];
@@ -433,7 +431,7 @@ static void collect(bundle *b, causes *cs)
          * for, against the device it names by having one */
         from_message = 1;
         size = stated;
-        device = gpu ? only_device(md) : -1;
+        device = gpu ? only_device(b) : -1;
     } else if ((stated = framework_whole_request(md, size)) > 0) {
         size = stated;
     }
@@ -475,7 +473,7 @@ static void collect(bundle *b, causes *cs)
     int64_t least = -1;
     if (device < 0 && !(from_message && gpu))
         host_ceilings(b, ceilings, sizeof ceilings, &least);
-    else if ((least = device_bytes(md, device, "total")) > 0) {
+    else if ((least = device_total(b, device)) > 0) {
         fmt_bytes((uint64_t)least, b2, sizeof b2);
         snprintf(ceilings, sizeof ceilings, "device %lld has %s in all", (long long)device, b2);
     }
@@ -507,7 +505,7 @@ static void collect(bundle *b, causes *cs)
     int growth_first = 0, grown_known = 0;
     causes grew = {.n = 0}; /* one pass over the events, however it ranks */
     if (f && size >= 0 && device >= 0 && !impossible) {
-        int64_t grown = growth(b, backend, device, &grew), free_b = device_bytes(md, device, "free");
+        int64_t grown = growth(b, backend, device, &grew), free_b = device_free(b, device);
         grown_known = 1;
         if (stated > 0 && grown <= stated + stated / 50) { /* the request's own pieces */
             grown = 0;
@@ -518,7 +516,7 @@ static void collect(bundle *b, causes *cs)
             add(cs, grew.c[0].what, grew.c[0].evidence);
     }
     if (size >= 0 && device >= 0 && !impossible && !from_message)
-        device_rules(md, size, device, cs);
+        device_rules(b, size, device, cs);
     /* RLIMIT_AS limits the address space, of which malloc's bytes are a
      * part: an interpreter's arenas (CPython's, V8's), shared memory and
      * libraries are mapped directly.  VmSize at the failure counts them
@@ -526,8 +524,9 @@ static void collect(bundle *b, causes *cs)
      * which may be after the program let go of memory. */
     int64_t as = rlimit_of(b->environment, "as"), mapped = -1;
     int at_failure = f && !jint(f->doc, "vm_size", &mapped) && mapped > 0;
-    if (!at_failure)
-        jint(json_object_get(json_object_get(md, "host_state"), "process"), "vm_size", &mapped);
+    const bundle_host_state *host = bundle_host_state_of(b);
+    if (!at_failure && host && host->has_vm_size)
+        mapped = host->vm_size;
     int by_map = mapped > in_use;
     int64_t held = by_map ? mapped : in_use;
     if (size >= 0 && device < 0 && !(from_message && gpu) && as > 0 && held >= 0 &&

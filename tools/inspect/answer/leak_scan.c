@@ -117,27 +117,24 @@ static void scan(leak_scan *s, bundle *b)
  * total; the host's nearest limit (RLIMIT_AS, its cgroup's, the machine). */
 static double limit_of(bundle *b, const char *device)
 {
-    json_t *md = b->metadata, *hs = json_object_get(md, "host_state");
-    int64_t v;
     if (!strcmp(device, "host")) {
-        if (!jint(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft", &v) && v > 0)
-            return (double)v;
-        if (!jint(json_object_get(hs, "cgroup"), "memory_max", &v) && v > 0)
-            return (double)v;
-        if (!jint(json_object_get(hs, "machine"), "mem_total", &v) && v > 0)
-            return (double)v;
+        const bundle_host_state *h = bundle_host_state_of(b);
+        if (h && h->has_as_soft && h->as_soft > 0)
+            return (double)h->as_soft;
+        if (h && h->has_cgroup_max && h->cgroup_max > 0)
+            return (double)h->cgroup_max;
+        if (h && h->has_mem_total && h->mem_total > 0)
+            return (double)h->mem_total;
         return 0;
     }
-    size_t i;
-    json_t *st;
-    json_array_foreach(json_object_get(md, "device_state"), i, st) {
+    size_t n;
+    const bundle_device *d = bundle_devices_of(b, &n);
+    for (size_t i = 0; i < n; i++) {
         char w[48];
-        int64_t d = -1;
-        const char *backend = jstr(st, "backend");
-        jint(st, "device", &d);
-        snprintf(w, sizeof w, "%.16s:%lld", backend ? backend : "?", (long long)d);
-        if (!strcmp(w, device) && !jint(st, "total", &v) && v > 0)
-            return (double)v;
+        snprintf(w, sizeof w, "%.16s:%lld", d[i].backend ? d[i].backend : "?",
+                 (long long)(d[i].has_device ? d[i].device : -1));
+        if (!strcmp(w, device) && d[i].has_total && d[i].total > 0)
+            return (double)d[i].total;
     }
     return 0;
 }

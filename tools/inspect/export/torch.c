@@ -157,13 +157,13 @@ static void failure_frames(torch_ctx *c)
 /* The device's free bytes at the failure, from device_state; 0 unknown. */
 static int64_t device_free(torch_ctx *c, json_t *ev)
 {
-    int64_t dev = -1, free_b = 0, d;
+    int64_t dev = -1;
     jint(ev, "device_id", &dev);
-    size_t i;
-    json_t *st;
-    json_array_foreach(json_object_get(c->src->b.metadata, "device_state"), i, st)
-        if (jint(st, "device", &d) == 0 && d == dev && jint(st, "free", &free_b) == 0)
-            return free_b;
+    size_t n;
+    const bundle_device *d = bundle_devices_of(&c->src->b, &n);
+    for (size_t i = 0; i < n; i++)
+        if (d[i].has_device && d[i].device == dev && d[i].has_free)
+            return d[i].free;
     return 0;
 }
 

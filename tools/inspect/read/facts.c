@@ -1,11 +1,14 @@
 /*
  * facts.c — what a bundle records, decoded once into typed fields: the
  * failed request (bundle_failure_of), which show, triage, diff, diagnose,
- * the sites, the Python stack, the chart and the torch export all read.
+ * the sites, the Python stack and the torch export read; the devices and
+ * the host as they were then (bundle_devices_of, bundle_host_state_of), which
+ * show, diagnose, leaks and the torch export read.
  * The document stays the reader's for what no field holds.
  */
 #include "read.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const bundle_failure *bundle_failure_of(bundle *b)
@@ -29,4 +32,58 @@ const bundle_failure *bundle_failure_of(bundle *b)
         }
     }
     return b->failure.doc ? &b->failure : NULL;
+}
+
+const bundle_device *bundle_devices_of(bundle *b, size_t *n)
+{
+    if (!b->devices_read) {
+        b->devices_read = 1;
+        json_t *all = json_object_get(b->metadata, "device_state");
+        size_t i, count = json_array_size(all);
+        json_t *st;
+        b->devices = count ? calloc(count, sizeof *b->devices) : NULL;
+        json_array_foreach(all, i, st) {
+            if (!b->devices || !json_is_object(st))
+                continue;
+            bundle_device *d = &b->devices[b->device_count++];
+            d->backend = jstr(st, "backend");
+            d->name = jstr(st, "name");
+            d->others_source = jstr(st, "other_processes_source");
+            d->has_device = !jint(st, "device", &d->device);
+            d->has_free = !jint(st, "free", &d->free);
+            d->has_total = !jint(st, "total", &d->total);
+            d->has_mine = !jint(st, "process_bytes", &d->mine);
+            d->has_others = !jint(st, "other_processes_bytes", &d->others);
+            d->has_others_count = !jint(st, "other_process_count", &d->others_count);
+        }
+    }
+    *n = b->device_count;
+    return b->device_count ? b->devices : NULL;
+}
+
+const bundle_host_state *bundle_host_state_of(bundle *b)
+{
+    if (!b->host_read) {
+        b->host_read = 1;
+        bundle_host_state *h = &b->host;
+        memset(h, 0, sizeof *h);
+        json_t *hs = json_object_get(b->metadata, "host_state");
+        b->has_host = json_is_object(hs);
+        json_t *proc = json_object_get(hs, "process"), *mach = json_object_get(hs, "machine");
+        json_t *cg = json_object_get(hs, "cgroup");
+        h->has_rss = !jint(proc, "vm_rss", &h->rss);
+        h->has_hwm = !jint(proc, "vm_hwm", &h->hwm);
+        h->has_vm_size = !jint(proc, "vm_size", &h->vm_size);
+        h->has_cgroup_current = !jint(cg, "memory_current", &h->cgroup_current);
+        h->has_cgroup_max = !jint(cg, "memory_max", &h->cgroup_max);
+        h->has_cgroup_kills = !jint(json_object_get(cg, "events"), "oom_kill", &h->cgroup_kills);
+        h->has_cgroup_kills_at_start = !jint(cg, "oom_kill_at_start", &h->cgroup_kills_at_start);
+        h->cgroup_limit_path = jstr(cg, "limit_path");
+        h->has_available = !jint(mach, "mem_available", &h->available);
+        h->has_mem_total = !jint(mach, "mem_total", &h->mem_total);
+        h->has_swap_total = !jint(mach, "swap_total", &h->swap_total);
+        h->has_as_soft = !jint(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft",
+                               &h->as_soft);
+    }
+    return b->has_host ? &b->host : NULL;
 }

@@ -209,6 +209,10 @@ void bundle_close(bundle *b)
         free(b->kept[i].text);
     }
     b->kept_count = 0;
+    free(b->devices);
+    b->devices = NULL;
+    b->device_count = 0;
+    b->devices_read = b->failure_read = b->host_read = 0;
     json_decref(b->manifest);
     json_decref(b->metadata);
     json_decref(b->environment);

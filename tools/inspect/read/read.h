@@ -58,6 +58,28 @@ typedef struct bundle_failure {
     json_t *timestamp;  /* as written: it names the failure's event */
 } bundle_failure;
 
+/* metadata.json's device_state, each device decoded once
+ * (bundle_devices_of): as the collectors saw it when the process failed. */
+typedef struct bundle_device {
+    const char *backend, *name, *others_source; /* NULL when absent */
+    int has_device, has_free, has_total, has_mine, has_others, has_others_count;
+    int64_t device, free, total;
+    int64_t mine;                 /* process_bytes: this process's */
+    int64_t others, others_count; /* other_processes_bytes and _count */
+} bundle_device;
+
+/* metadata.json's host_state, decoded once (bundle_host_state_of): this process,
+ * its memory cgroup, the machine, and RLIMIT_AS, when it was read. */
+typedef struct bundle_host_state {
+    const char *cgroup_limit_path; /* the ancestor whose limit binds, or NULL */
+    int has_rss, has_hwm, has_vm_size, has_cgroup_current, has_cgroup_max, has_cgroup_kills,
+        has_cgroup_kills_at_start, has_available, has_mem_total, has_swap_total, has_as_soft;
+    int64_t rss, hwm, vm_size;
+    int64_t cgroup_current, cgroup_max, cgroup_kills, cgroup_kills_at_start;
+    int64_t available, mem_total, swap_total;
+    int64_t as_soft; /* RLIMIT_AS's soft limit */
+} bundle_host_state;
+
 #define BUNDLE_FILES_KEPT 8
 typedef struct bundle {
     char path[4096];
@@ -74,6 +96,11 @@ typedef struct bundle {
     int kept_count;
     bundle_failure failure; /* bundle_failure's, once read */
     int failure_read;
+    bundle_device *devices; /* bundle_devices_of's, once read */
+    size_t device_count;
+    int devices_read;
+    bundle_host_state host; /* bundle_host_state_of's, once read */
+    int host_read, has_host;
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -95,6 +122,14 @@ const char *bundle_text(bundle *b, const char *file, size_t *len);
  * object), decoded the first time it is asked for; NULL when it names
  * none. */
 const bundle_failure *bundle_failure_of(bundle *b);
+
+/* The devices of metadata.json's device_state in order (each entry an
+ * object; the others left out), decoded the first time; their count in
+ * *n.  NULL when there are none. */
+const bundle_device *bundle_devices_of(bundle *b, size_t *n);
+/* metadata.json's host_state, decoded the first time; NULL when the bundle
+ * has none (not an object). */
+const bundle_host_state *bundle_host_state_of(bundle *b);
 
 /* Read and parse one JSON file inside a directory fd: refuses symlinks,
  * non-regular files and files over max_bytes. */

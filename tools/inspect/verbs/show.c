@@ -100,20 +100,17 @@ static void print_in_use(json_t *md)
 }
 
 /* Each device as the collectors saw it: free of total, ours, others'. */
-static void print_devices(json_t *md)
+static void print_devices(bundle *b)
 {
-    size_t i;
-    json_t *st;
-    json_array_foreach(json_object_get(md, "device_state"), i, st) {
-        int64_t dev = -1, free_b = -1, total = 0, mine = 0, others = 0, nothers = -1;
-        jint(st, "device", &dev);
-        jint(st, "free", &free_b);
-        jint(st, "total", &total);
-        jint(st, "process_bytes", &mine);
-        jint(st, "other_processes_bytes", &others);
-        jint(st, "other_process_count", &nothers);
-        const char *backend = jstr(st, "backend"), *name = jstr(st, "name");
-        const char *src = jstr(st, "other_processes_source");
+    size_t n;
+    const bundle_device *devices = bundle_devices_of(b, &n);
+    for (size_t i = 0; i < n; i++) {
+        const bundle_device *d = &devices[i];
+        int64_t dev = d->has_device ? d->device : -1, free_b = d->has_free ? d->free : -1,
+                total = d->has_total ? d->total : 0, mine = d->has_mine ? d->mine : 0,
+                others = d->has_others ? d->others : 0,
+                nothers = d->has_others_count ? d->others_count : -1;
+        const char *backend = d->backend, *name = d->name, *src = d->others_source;
         char fr[32], tot[32], m[32], o[32];
         fmt_bytes((uint64_t)(free_b > 0 ? free_b : 0), fr, sizeof fr);
         fmt_bytes((uint64_t)total, tot, sizeof tot);
@@ -141,23 +138,18 @@ static void print_devices(json_t *md)
 }
 
 /* The host: this process, its cgroup limit, the machine. */
-static void print_host(json_t *md)
+static void print_host(bundle *bd)
 {
-    json_t *hs = json_object_get(md, "host_state");
-    if (!json_is_object(hs))
+    const bundle_host_state *h = bundle_host_state_of(bd);
+    if (!h)
         return;
-    json_t *proc = json_object_get(hs, "process"), *mach = json_object_get(hs, "machine");
-    json_t *cg = json_object_get(hs, "cgroup");
-    int64_t rss = -1, hwm = -1, cur = -1, max = -1, avail = -1, total = -1, kills = -1,
-            kills_before = -1;
-    jint(proc, "vm_rss", &rss);
-    jint(proc, "vm_hwm", &hwm);
-    jint(cg, "memory_current", &cur);
-    jint(cg, "memory_max", &max);
-    jint(json_object_get(cg, "events"), "oom_kill", &kills);
-    jint(cg, "oom_kill_at_start", &kills_before);
-    jint(mach, "mem_available", &avail);
-    jint(mach, "mem_total", &total);
+    int64_t rss = h->has_rss ? h->rss : -1, hwm = h->has_hwm ? h->hwm : -1,
+            cur = h->has_cgroup_current ? h->cgroup_current : -1,
+            max = h->has_cgroup_max ? h->cgroup_max : -1,
+            avail = h->has_available ? h->available : -1,
+            total = h->has_mem_total ? h->mem_total : -1,
+            kills = h->has_cgroup_kills ? h->cgroup_kills : -1,
+            kills_before = h->has_cgroup_kills_at_start ? h->cgroup_kills_at_start : -1;
     char a[32], b[32];
     printf("%-18s", "Host:");
     if (rss >= 0) {
@@ -171,7 +163,7 @@ static void print_host(json_t *md)
         if (max >= 0) {
             fmt_bytes((uint64_t)max, b, sizeof b);
             printf(" of %s limit", b);
-            const char *up = jstr(cg, "limit_path");
+            const char *up = h->cgroup_limit_path;
             if (up) { /* an ancestor's: a Slurm job's or step's */
                 printf(" (set on ");
                 print_clean(stdout, up, 200);
@@ -548,8 +540,8 @@ static int show_one(const char *path, long last)
     print_field("Context:", jstr(md, "context"));
     print_custom(md);
     print_in_use(md);
-    print_devices(md);
-    print_host(md);
+    print_devices(&b);
+    print_host(&b);
     int64_t recovered = 0;
     if (!jint(md, "recovered_episodes", &recovered) && recovered > 0)
         printf("%-18s%lld earlier episode(s) recovered after a failure\n",
