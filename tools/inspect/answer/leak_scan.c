@@ -49,11 +49,11 @@ static leak_track *track_of(leak_scan *s, int is_device, int64_t stack, const ch
     return k;
 }
 
-static double number(json_t *ev, const char *key)
+/* An event's count of bytes when it is one: a number in [0, BYTES_MAX],
+ * else -1 (past that it is a hostile file's). */
+static double amount(int has, double v)
 {
-    json_t *v = json_object_get(ev, key);
-    double d = json_is_number(v) ? json_number_value(v) : -1;
-    return d >= 0 && d <= BYTES_MAX ? d : -1;
+    return has && v >= 0 && v <= BYTES_MAX ? v : -1;
 }
 
 /* Every allocation and free up to the failure (what a dying process gave
@@ -63,12 +63,11 @@ static void scan(leak_scan *s, bundle *b)
 {
     size_t i;
     json_t *ev;
-    event_foreach_until(&b->events, events_until_failure(&b->events), i, ev) {
-        const char *type = jstr(ev, "event_type"), *hex = jstr(ev, "address");
-        json_t *ts = json_object_get(ev, "timestamp");
-        if (!type || !json_is_number(ts) || (strcmp(type, "alloc") && strcmp(type, "free")))
+    event_record r;
+    event_records_until(&b->events, events_until_failure(&b->events), i, ev, &r) {
+        if (!r.has_time || (r.type != GMP_EV_ALLOC && r.type != GMP_EV_FREE))
             continue;
-        double in_use = number(ev, "bytes_in_use");
+        double in_use = amount(r.has_in_use_real, r.in_use_real);
         if (s->nstamp == s->stamp_cap) {
             size_t cap = s->stamp_cap ? 2 * s->stamp_cap : 1024;
             double *grown = realloc(s->stamp, cap * sizeof *grown);
@@ -79,15 +78,15 @@ static void scan(leak_scan *s, bundle *b)
             s->stamp = grown;
             s->stamp_cap = cap;
         }
-        s->stamp[s->nstamp] = json_number_value(ts);
+        s->stamp[s->nstamp] = r.time;
         double t = (double)s->nstamp++;
-        uint64_t address = hex ? strtoull(hex, NULL, 16) : 0;
+        uint64_t address = r.address;
         char where[48];
         event_where(ev, where, sizeof where);
         leak_track *dev = track_of(s, 1, 0, where);
         if (dev && in_use >= 0)
             add_point(dev, t, in_use);
-        if (!strcmp(type, "free")) {
+        if (r.type == GMP_EV_FREE) {
             s->frees++;
             live_block *bl = address ? live_free(&s->live, 0, address) : NULL;
             if (bl) {
@@ -98,9 +97,8 @@ static void scan(leak_scan *s, bundle *b)
             continue;
         }
         s->allocs++;
-        int64_t stack = 0;
-        double size = number(ev, "size");
-        jint(ev, "stack_id", &stack);
+        int64_t stack = r.stack_id;
+        double size = amount(r.has_size_real, r.size_real);
         leak_track *site = size > 0 && address ? track_of(s, 0, stack > 0 ? stack : 0, NULL)
                                              : NULL;
         if (!site)

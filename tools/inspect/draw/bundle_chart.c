@@ -16,13 +16,14 @@
  * processes: its total less its free), the memory cgroup's usage (its
  * limit less what was left under it, when the sample's limit is the
  * cgroup's).  0 with the series' name and label, or -1. */
-static int sample_series(const plot *p, json_t *ev, double *used, char *name, char *label)
+static int sample_series(const plot *p, json_t *ev, const event_record *r, double *used,
+                         char *name, char *label)
 {
-    double total, y;
+    double total = r->size_real, y;
     const char *left = jstr(ev, "address");
-    if (plot_number(ev, "size", &total) || total <= 0 || !left)
+    if (!r->has_size_real || total <= 0 || !left)
         return -1;
-    double free_b = (double)strtoull(left, NULL, 16);
+    double free_b = (double)r->address;
     if (free_b > total)
         return -1;
     *used = total - free_b;
@@ -34,18 +35,17 @@ static int sample_series(const plot *p, json_t *ev, double *used, char *name, ch
         return 0;
     }
     json_t *cg = json_object_get(json_object_get(p->metadata, "host_state"), "cgroup");
-    if (plot_number(cg, "memory_max", &y) || y != total)
+    if (jreal(cg, "memory_max", &y) || y != total)
         return -1; /* the machine's: not a limit this chart draws */
     snprintf(name, 64, "host cgroup");
     snprintf(label, 96, "memory cgroup usage");
     return 0;
 }
 
-static int is_memory_event(const char *type)
+static int is_memory_event(gmp_event_type type)
 {
-    return type && (!strcmp(type, "alloc") || !strcmp(type, "free") || !strcmp(type, "oom") ||
-                    !strcmp(type, "oom_recovered") || !strcmp(type, "map") ||
-                    !strcmp(type, "unmap"));
+    return type == GMP_EV_ALLOC || type == GMP_EV_FREE || type == GMP_EV_OOM ||
+           type == GMP_EV_OOM_RECOVERED || type == GMP_EV_MAP || type == GMP_EV_UNMAP;
 }
 
 /* A time the axes can hold: since 1970 and before the year 5000. */
@@ -63,13 +63,13 @@ static void collect(plot *p)
     json_t *ev;
     json_t *fr = json_object_get(p->metadata, "failed_request");
     double failed_vm = 0;
-    plot_number(fr, "vm_size", &failed_vm);
-    event_foreach(p->events, i, ev) {
-        double t, y, size = 0;
-        const char *type = jstr(ev, "event_type");
+    jreal(fr, "vm_size", &failed_vm);
+    event_record r;
+    event_records_until(p->events, p->events->n, i, ev, &r) {
+        double t = r.time, y = r.in_use_real, size = r.size_real;
         char name[64], label[96];
-        if (type && !strcmp(type, "sample") && !plot_number(ev, "timestamp", &t) && plottable_time(t) &&
-            !sample_series(p, ev, &y, name, label)) {
+        if (r.type == GMP_EV_SAMPLE && r.has_time && plottable_time(t) &&
+            !sample_series(p, ev, &r, &y, name, label)) {
             series *s = plot_series(p, name, label);
             if (s)
                 plot_point(s, t, y);
@@ -78,17 +78,17 @@ static void collect(plot *p)
             p->ymax = fmax(p->ymax, y);
             continue;
         }
-        if (!is_memory_event(type) || plot_number(ev, "timestamp", &t) < 0 || !plottable_time(t) ||
-            plot_number(ev, "bytes_in_use", &y) < 0 || y < 0 || y > PLOT_BYTES_MAX)
+        if (!is_memory_event(r.type) || !r.has_time || !plottable_time(t) ||
+            !r.has_in_use_real || y < 0 || y > PLOT_BYTES_MAX)
             continue; /* absurd values would stretch the axes past drawing */
-        plot_number(ev, "size", &size);
         event_where(ev, name, sizeof name);
         snprintf(label, sizeof label, "%s in use", name);
         series *s = plot_series(p, name, label);
         if (s)
             plot_point(s, t, y);
         /* the host's failed request: drawn on the address space it found */
-        if (!strcmp(type, "oom") && failed_vm > 0 && !strcmp(name, "host") &&
+        int oom = r.type == GMP_EV_OOM;
+        if (oom && failed_vm > 0 && !strcmp(name, "host") &&
             json_equal(json_object_get(ev, "timestamp"), json_object_get(fr, "timestamp"))) {
             p->vm_size = failed_vm;
             y = failed_vm;
@@ -98,9 +98,9 @@ static void collect(plot *p)
         /* a request far beyond what was in use would flatten every line:
          * the axis holds it only when it is of the lines' order */
         p->ymax = fmax(p->ymax, y);
-        if (!strcmp(type, "oom") && y + size <= 4 * fmax(y, 1))
+        if (oom && y + size <= 4 * fmax(y, 1))
             p->ymax = fmax(p->ymax, y + size);
-        if (!strcmp(type, "oom"))
+        if (oom)
             p->first_request = p->first_request > 0 ? p->first_request : size;
     }
     if (!(p->t1 > p->t0)) {
@@ -119,19 +119,19 @@ static void limits(plot *p, bundle *b)
         host |= !strcmp(p->s[i].name, "host");
     json_t *hs = json_object_get(b->metadata, "host_state");
     double v;
-    if (host && !plot_number(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft", &v))
+    if (host && !jreal(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft", &v))
         plot_limit(p, "RLIMIT_AS", v);
-    if (host && !plot_number(json_object_get(hs, "cgroup"), "memory_max", &v))
+    if (host && !jreal(json_object_get(hs, "cgroup"), "memory_max", &v))
         plot_limit(p, "cgroup limit", v);
     size_t i;
     json_t *st;
     json_array_foreach(json_object_get(b->metadata, "device_state"), i, st) {
         double dev = -1, total;
-        plot_number(st, "device", &dev);
+        jreal(st, "device", &dev);
         const char *backend = jstr(st, "backend");
         char what[48];
         snprintf(what, sizeof what, "%.16s:%.0f total", backend ? backend : "device", dev);
-        if (!plot_number(st, "total", &total))
+        if (!jreal(st, "total", &total))
             plot_limit(p, what, total);
     }
     plot_axis(p);

@@ -55,19 +55,6 @@ void plot_xml_text(FILE *f, const char *raw)
     }
 }
 
-int plot_number(json_t *o, const char *key, double *out)
-{
-    json_t *v = json_object_get(o, key);
-    uint64_t wide;
-    if (json_is_wide_size(v, &wide))
-        *out = (double)wide;
-    else if (json_is_number(v))
-        *out = json_number_value(v);
-    else
-        return -1;
-    return isfinite(*out) ? 0 : -1;
-}
-
 /* The series of name (made with label when new). */
 series *plot_series(plot *p, const char *name, const char *label)
 {
@@ -277,9 +264,9 @@ static void marks(FILE *f, plot *p, json_t *metadata)
     event_foreach(p->events, i, ev) {
         double t, y, size = 0;
         const char *type = jstr(ev, "event_type");
-        if (!type || plot_number(ev, "timestamp", &t) < 0)
+        if (!type || jreal(ev, "timestamp", &t) < 0)
             continue;
-        plot_number(ev, "size", &size);
+        jreal(ev, "size", &size);
         double x = px(p, t);
         if (!strcmp(type, "alloc") || !strcmp(type, "free")) {
             int up = !strcmp(type, "alloc");
@@ -294,7 +281,7 @@ static void marks(FILE *f, plot *p, json_t *metadata)
                        "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"" PRESSURE "\" "
                        "text-anchor=\"middle\">pressure</text>\n",
                     x, T, x, H - B, x, T - 4);
-        } else if (!strcmp(type, "oom") && plot_number(ev, "bytes_in_use", &y) == 0) {
+        } else if (!strcmp(type, "oom") && jreal(ev, "bytes_in_use", &y) == 0) {
             p->has_oom = 1;
             json_t *fr = json_object_get(metadata, "failed_request");
             if (p->vm_size > 0 &&
@@ -329,7 +316,7 @@ static void marks(FILE *f, plot *p, json_t *metadata)
      * line: a full device's is its total's) */
     json_array_foreach(json_object_get(metadata, "device_state"), i, ev) {
         double total, free_b;
-        if (plot_number(ev, "total", &total) || total <= 0 || plot_number(ev, "free", &free_b) ||
+        if (jreal(ev, "total", &total) || total <= 0 || jreal(ev, "free", &free_b) ||
             total - free_b < 0 || total - free_b > p->ymax)
             continue;
         double y = py(p, total - free_b);

@@ -63,8 +63,6 @@ void plot_page(FILE *f, plot *p, const char *title, const char *page_title, cons
                bundle *b, int html);
 /* s as SVG text (escaped). */
 void plot_xml_text(FILE *f, const char *s);
-/* A number of o (wide sizes too) that is finite: 0, else -1. */
-int plot_number(json_t *o, const char *key, double *out);
 /* bundle_chart.c: b's events as p (zeroed by the caller), its limits and axis. */
 void plot_bundle(plot *p, bundle *b);
 /* readings_chart.c: the file of readings at path as p, its title in title;

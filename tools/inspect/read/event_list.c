@@ -395,6 +395,8 @@ void event_record_of(json_t *ev, event_record *r)
     r->has_size = !jint(ev, "size", &r->size);
     r->has_in_use = !jint(ev, "bytes_in_use", &r->in_use);
     jint(ev, "stack_id", &r->stack_id);
+    r->has_size_real = !jreal(ev, "size", &r->size_real);
+    r->has_in_use_real = !jreal(ev, "bytes_in_use", &r->in_use_real);
     json_t *t = json_object_get(ev, "timestamp");
     r->has_time = json_is_number(t);
     r->time = r->has_time ? json_number_value(t) : 0;

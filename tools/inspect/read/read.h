@@ -185,6 +185,9 @@ int jint(json_t *obj, const char *key, int64_t *out);  /* 0 when an integer */
  * marked strings back as the integers they were. */
 /* 0 when a size: an integer of 0 or more, marked or not, or a real. */
 int ju64(json_t *obj, const char *key, uint64_t *out);
+/* 0 when a number, as a double: an integer, a real, or a size past int64
+ * (a marked string), finite; what a drawing or a rule on amounts reads. */
+int jreal(json_t *obj, const char *key, double *out);
 /* A size as a JSON value ju64 and json_text_exact read back exactly. */
 json_t *json_u64(uint64_t v);
 /* 1 when v is a size past INT64_MAX as the reader marks it; *out (if not
@@ -219,6 +222,10 @@ typedef struct event_record {
     int64_t size, in_use, stack_id;
     int has_size, has_in_use, has_time;
     double time;
+    /* size and bytes in use as any number (jreal): the drawings' and the
+     * leak rule's reading */
+    int has_size_real, has_in_use_real;
+    double size_real, in_use_real;
 } event_record;
 void event_record_of(json_t *ev, event_record *r);
 /* Every event (or the first end) in turn as a record: ev its document

@@ -10,6 +10,8 @@
  */
 #include "read.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,4 +225,17 @@ int json_dumpf_exact(json_t *v, FILE *f, size_t flags)
     int bad = fputs(t, f) == EOF;
     free(t);
     return bad ? -1 : 0;
+}
+
+int jreal(json_t *obj, const char *key, double *out)
+{
+    json_t *v = json_object_get(obj, key);
+    uint64_t wide;
+    if (json_is_wide_size(v, &wide))
+        *out = (double)wide;
+    else if (json_is_number(v))
+        *out = json_number_value(v);
+    else
+        return -1;
+    return isfinite(*out) ? 0 : -1;
 }
