@@ -261,27 +261,26 @@ static void marks(FILE *f, plot *p, json_t *metadata)
 {
     size_t i;
     json_t *ev;
-    event_foreach(p->events, i, ev) {
-        double t, y, size = 0;
-        const char *type = jstr(ev, "event_type");
-        if (!type || jreal(ev, "timestamp", &t) < 0)
+    event_record r;
+    event_records_until(p->events, p->events->n, i, ev, &r) {
+        double t = r.time, y = r.in_use_real, size = r.size_real;
+        if (!r.has_time)
             continue;
-        jreal(ev, "size", &size);
         double x = px(p, t);
-        if (!strcmp(type, "alloc") || !strcmp(type, "free")) {
-            int up = !strcmp(type, "alloc");
+        if (r.type == GMP_EV_ALLOC || r.type == GMP_EV_FREE) {
+            int up = r.type == GMP_EV_ALLOC;
             p->has_alloc |= up;
             p->has_free |= !up;
             fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\"/>\n",
                     x, H - B + 4, x, H - B + (up ? 14 : 10), up ? ALLOC_TICK : FREE_TICK);
-        } else if (!strcmp(type, "pressure")) {
+        } else if (r.type == GMP_EV_PRESSURE) {
             p->has_pressure = 1;
             fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
                        "stroke=\"" PRESSURE "\" stroke-width=\"2\" stroke-dasharray=\"2,2\"/>\n"
                        "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"" PRESSURE "\" "
                        "text-anchor=\"middle\">pressure</text>\n",
                     x, T, x, H - B, x, T - 4);
-        } else if (!strcmp(type, "oom") && jreal(ev, "bytes_in_use", &y) == 0) {
+        } else if (r.type == GMP_EV_OOM && r.has_in_use_real) {
             p->has_oom = 1;
             json_t *fr = json_object_get(metadata, "failed_request");
             if (p->vm_size > 0 &&
@@ -295,7 +294,7 @@ static void marks(FILE *f, plot *p, json_t *metadata)
                 top = T;
             if (bottom - top < 6) /* a small request still shows */
                 top = bottom - 6;
-            snprintf(label, sizeof label, "OOM: %.40s %s%s", jstr(ev, "api") ? jstr(ev, "api") : "?",
+            snprintf(label, sizeof label, "OOM: %.40s %s%s", r.api ? r.api : "?",
                      req, cut ? " (reaches above the chart)" : "");
             fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"" FAILED "\" "
                        "stroke-dasharray=\"6,4\" stroke-width=\"2\"/>\n", x, T, x, H - B);

@@ -387,6 +387,7 @@ void event_record_of(json_t *ev, event_record *r)
     for (unsigned t = GMP_EV_NONE + 1; type && t < GMP_EV_TYPE_COUNT; t++)
         if (!strcmp(type, gmp_event_type_name(t)))
             r->type = (gmp_event_type)t;
+    r->type_name = type;
     r->backend = jstr(ev, "backend");
     r->api = jstr(ev, "api");
     r->device = -1;

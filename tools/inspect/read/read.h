@@ -216,6 +216,7 @@ void fmt_bytes(uint64_t v, char *out, size_t cap);
  * there were), and its time (has_time: a number). */
 typedef struct event_record {
     gmp_event_type type;
+    const char *type_name; /* as written; NULL when absent */
     const char *backend, *api;
     int64_t device;
     uint64_t address;

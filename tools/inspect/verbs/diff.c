@@ -35,17 +35,13 @@ static void read_facts(bundle *b, facts *f)
         fmt_bytes(fr->size, f->size, sizeof f->size);
     size_t i;
     json_t *ev;
-    event_foreach(&b->events, i, ev) {
-        int64_t use, dev = -1;
-        if (jint(ev, "bytes_in_use", &use))
+    event_record r;
+    event_records_until(&b->events, b->events.n, i, ev, &r) {
+        int64_t use = r.in_use;
+        if (!r.has_in_use)
             continue;
-        jint(ev, "device_id", &dev);
         char w[48];
-        const char *backend = jstr(ev, "backend");
-        if (!backend || !strcmp(backend, "cpu") || dev < 0)
-            snprintf(w, sizeof w, "host");
-        else
-            snprintf(w, sizeof w, "%.16s:%lld", backend, (long long)dev);
+        event_where(ev, w, sizeof w);
         int k = 0;
         while (k < f->npeaks && strcmp(f->where[k], w))
             k++;

@@ -104,19 +104,17 @@ static void add_bundle(const char *path, void *arg)
             p->latest_ns = (uint64_t)created;
         size_t i;
         json_t *ev;
-        event_foreach(&b.events, i, ev) {
-            const char *type = jstr(ev, "event_type"), *backend = jstr(ev, "backend");
-            int64_t dev = -1, use = -1;
-            jint(ev, "device_id", &dev);
-            jint(ev, "bytes_in_use", &use);
-            device_stat *d = type && backend ? dev_of(p, backend, dev) : NULL;
+        event_record r;
+        event_records_until(&b.events, b.events.n, i, ev, &r) {
+            int64_t use = r.has_in_use ? r.in_use : -1;
+            device_stat *d = r.type_name && r.backend ? dev_of(p, r.backend, r.device) : NULL;
             if (!d || use < 0)
                 continue;
             if ((uint64_t)use > d->peak)
                 d->peak = (uint64_t)use;
             if (latest) {
-                d->allocs += !strcmp(type, "alloc");
-                d->frees += !strcmp(type, "free");
+                d->allocs += r.type == GMP_EV_ALLOC;
+                d->frees += r.type == GMP_EV_FREE;
                 d->in_use = (uint64_t)use;
             }
         }
