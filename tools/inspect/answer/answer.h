@@ -45,9 +45,6 @@ int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_
               char *file, size_t file_cap, int *line);
 void symbols_release(void);
 int name_site(bundle *b, int64_t stack, char *out, size_t cap);
-/* The module of modules.json that holds a runtime address (the highest load
- * bias at or below it): its path, and the bias in *bias; NULL when none. */
-const char *module_of(json_t *mods, uint64_t at, uint64_t *bias);
 /* frames.c: a frame in the C library, the loader, an interpreter
  * (interpreter_of), a GPU runtime or us: never the program's site. */
 int is_library_frame(const char *path);
@@ -62,7 +59,7 @@ void name_frame(int dirfd, const char *path, uint64_t offset, char *out, size_t 
 /* The failing call's innermost frame of the program's own (else its first
  * known one): its module's path and offset (SITE_PROGRAM or SITE_LIBRARY),
  * or, with no module known, the raw address in *raw (SITE_UNKNOWN). */
-int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
+int failure_frame(bundle *b, const module_table *mods, const char **path, uint64_t *offset,
                   const char **raw);
 /* interpreter.c: the interpreter an object is (the Perl interpreter,
  * LuaJIT, the Erlang VM (BEAM)...), or NULL; interpreter_site: when no
@@ -70,7 +67,8 @@ int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
  * the Perl interpreter, running grow.pl" (the script from env's recorded
  * command line), and 1. */
 const char *interpreter_of(const char *path);
-int interpreter_site(json_t *frames, json_t *mods, json_t *env, char *out, size_t cap);
+int interpreter_site(json_t *frames, const module_table *mods, json_t *env, char *out,
+                     size_t cap);
 /* The failure's site named for a person: the Python frame of the program's
  * own, else that native frame symbolised (libdw) or module+offset; -1 when
  * the bundle says nothing of it. */
@@ -106,8 +104,6 @@ int python_site(bundle *b, char *out, size_t cap);
  * function), and the next frame of the program's own outward: "x.py:10 in
  * extract_features (called from x.py:17)". */
 int python_frames_site(json_t *frames, char *out, size_t cap);
-/* The stack of stacks.json (an array) whose id is id, or NULL. */
-json_t *stack_with_id(json_t *stacks, int64_t id);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */

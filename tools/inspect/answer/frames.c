@@ -15,26 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *module_of(json_t *mods, uint64_t at, uint64_t *bias)
-{
-    const char *best = NULL;
-    uint64_t best_base = 0;
-    size_t i;
-    json_t *m;
-    json_array_foreach(mods, i, m) {
-        const char *base = jstr(m, "base"), *path = jstr(m, "path"), *end = jstr(m, "end");
-        uint64_t b = base ? strtoull(base, NULL, 16) : 0;
-        if (end && at >= strtoull(end, NULL, 16))
-            continue; /* a recovered bundle lists only some objects, with their ends */
-        if (path && base && b <= at && b >= best_base) {
-            best = path;
-            best_base = b;
-        }
-    }
-    *bias = best_base;
-    return best;
-}
-
 /* Frames in these are the allocator, the loader, an interpreter's eval
  * loop, the glue of a foreign call (libffi, under ctypes and cffi) or us,
  * not the program's site.  The python executables hold the whole

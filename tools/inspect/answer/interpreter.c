@@ -102,7 +102,8 @@ static int script_of(json_t *env, char *out, size_t cap)
     return 0;
 }
 
-int interpreter_site(json_t *frames, json_t *mods, json_t *env, char *out, size_t cap)
+int interpreter_site(json_t *frames, const module_table *mods, json_t *env, char *out,
+                     size_t cap)
 {
     const char *name = NULL;
     size_t i;

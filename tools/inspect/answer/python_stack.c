@@ -50,8 +50,7 @@ static int failed_call_frames(bundle *b, python_stack *st)
     int64_t id = f && f->has_stack_id ? f->stack_id : 0;
     if (id <= 0)
         return -1;
-    json_t *stacks = bundle_json(b, "stacks.json");
-    frames_from_json(json_object_get(stack_with_id(stacks, id), "python"), st);
+    frames_from_json(json_object_get(stack_with_id(bundle_stacks(b), id), "python"), st);
     size_t need = 0;
     for (size_t k = 0; k < st->n; k++)
         need += strlen(st->frames[k].file) + (st->frames[k].fn ? strlen(st->frames[k].fn) : 0) + 2;

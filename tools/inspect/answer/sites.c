@@ -46,25 +46,13 @@ static int site_add(site *sites, size_t *ns, size_t cap, int64_t stack, uint64_t
     return 0;
 }
 
-static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_t id,
-                    char *out, size_t cap);
+static int describe(int dirfd, const stack_index *stacks, const module_table *mods, json_t *env,
+                    int64_t id, char *out, size_t cap);
 
 int name_site(bundle *b, int64_t stack, char *out, size_t cap)
 {
-    return describe(b->dirfd, bundle_json(b, "stacks.json"), bundle_json(b, "modules.json"),
+    return describe(b->dirfd, bundle_stacks(b), bundle_modules(b),
                     bundle_json(b, "environment.json"), stack, out, cap);
-}
-
-json_t *stack_with_id(json_t *stacks, int64_t id)
-{
-    size_t i;
-    json_t *s;
-    json_array_foreach(stacks, i, s) {
-        int64_t sid;
-        if (!jint(s, "id", &sid) && sid == id)
-            return s;
-    }
-    return NULL;
 }
 
 /* The innermost frame of the program's own, with the function of the next
@@ -72,8 +60,8 @@ json_t *stack_with_id(json_t *stacks, int64_t id)
  * helper that wraps malloc is not the answer alone, and two calls from
  * one function are one site); else, when every frame is a library's, the
  * innermost outside the C library and us, said so. */
-static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_t id,
-                    char *out, size_t cap)
+static int describe(int dirfd, const stack_index *stacks, const module_table *mods, json_t *env,
+                    int64_t id, char *out, size_t cap)
 {
     snprintf(out, cap, "a stack this bundle does not hold (stack id %lld)", (long long)id);
     json_t *s = stack_with_id(stacks, id);
@@ -135,7 +123,7 @@ static int describe(int dirfd, json_t *stacks, json_t *mods, json_t *env, int64_
     return SITE_LIBRARY;
 }
 
-int failure_frame(bundle *b, json_t *mods, const char **path, uint64_t *offset,
+int failure_frame(bundle *b, const module_table *mods, const char **path, uint64_t *offset,
                   const char **raw)
 {
     const bundle_failure *f = bundle_failure_of(b);
@@ -171,7 +159,7 @@ int name_failure_site(bundle *b, char *out, size_t cap)
     int python = python_site(b, out, cap);
     if (python != SITE_UNKNOWN)
         return python;
-    json_t *mods = bundle_json(b, "modules.json");
+    const module_table *mods = bundle_modules(b);
     const bundle_failure *f = bundle_failure_of(b);
     json_t *stack = f ? f->stack : NULL;
     if (interpreter_site(stack, mods, bundle_json(b, "environment.json"), out, cap))
@@ -198,7 +186,8 @@ static size_t name_sites(bundle *b, const site *sites, size_t ns, int merge, nam
                          size_t cap)
 {
     int dirfd = b->dirfd;
-    json_t *stacks = bundle_json(b, "stacks.json"), *mods = bundle_json(b, "modules.json");
+    const stack_index *stacks = bundle_stacks(b);
+    const module_table *mods = bundle_modules(b);
     json_t *env = bundle_json(b, "environment.json");
     size_t nn = 0;
     for (size_t i = 0; i < ns && nn < cap && (merge || nn < MAX_SITES); i++) {

@@ -77,7 +77,7 @@ static void frame(torch_ctx *c, const char *file, long line, const char *name)
 static int address_frame(torch_ctx *c, const char *hex, int unnamed_too)
 {
     uint64_t at = hex ? strtoull(hex, NULL, 16) : 0, bias = 0;
-    const char *path = at ? module_of(c->src->mods, at, &bias) : NULL;
+    const char *path = at ? module_of(&c->src->modules, at, &bias) : NULL;
     char fn[256], file[1024], name[1100];
     int line = 0;
     if (path && symbolise(c->src->b.dirfd, path, at - bias, fn, sizeof fn, file, sizeof file,
@@ -103,7 +103,7 @@ static int address_frame(torch_ctx *c, const char *hex, int unnamed_too)
  * native ones, then the Python ones of a Python thread's allocation. */
 static void stack_frames(torch_ctx *c, int64_t id)
 {
-    json_t *s = stack_with_id(c->src->stacks, id), *f;
+    json_t *s = stack_with_id(&c->src->stack_ids, id), *f;
     size_t k;
     json_array_foreach(json_object_get(s, "frames"), k, f)
         address_frame(c, json_string_value(f), 1);

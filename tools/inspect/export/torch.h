@@ -17,6 +17,8 @@ typedef struct torch_source {
     ring_copy_t ring;
     int is_ring;
     json_t *stacks, *mods;
+    stack_index stack_ids; /* of stacks */
+    module_table modules;  /* of mods */
     int base;     /* its first device_traces slot */
     int ngpu;     /* its GPU slots: the largest device + 1 */
     int has_host; /* a slot after them for the host */

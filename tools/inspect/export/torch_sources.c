@@ -180,7 +180,8 @@ static size_t open_sources(char **operands, int n, char **paths, const candidate
         nsrc++;
     }
     for (size_t k = 0; k < nsrc; k++) {
-        if (count_slots(&src[k]) < 0) {
+        if (stack_index_build(&src[k].stack_ids, src[k].stacks) < 0 ||
+            module_table_build(&src[k].modules, src[k].mods) < 0 || count_slots(&src[k]) < 0) {
             fputs("gmp-inspect export: out of memory\n", stderr);
             *bad = 1;
         }
@@ -232,6 +233,8 @@ void torch_sources_close(torch_source *src, size_t n)
             free(src[k].ring.events);
         else
             bundle_close(&src[k].b);
+        stack_index_free(&src[k].stack_ids);
+        module_table_free(&src[k].modules);
         json_decref(src[k].stacks);
         json_decref(src[k].mods);
         free(src[k].order);

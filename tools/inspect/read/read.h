@@ -80,6 +80,28 @@ typedef struct bundle_host_state {
     int64_t as_soft; /* RLIMIT_AS's soft limit */
 } bundle_host_state;
 
+/* tables.c: modules.json as a table by load address, and stacks.json as
+ * an index by id, each built once (a live ring's records too, read as
+ * those files hold them). */
+typedef struct module_entry {
+    uint64_t base, end; /* end 0: not known */
+    const char *path;   /* borrowed from the document */
+    size_t order;       /* its place in the file */
+} module_entry;
+typedef struct module_table {
+    module_entry *v;
+    size_t n;
+} module_table;
+typedef struct stack_entry {
+    int64_t id;
+    json_t *stack; /* borrowed: {"id", "frames", "python"} */
+    size_t order;
+} stack_entry;
+typedef struct stack_index {
+    stack_entry *v;
+    size_t n;
+} stack_index;
+
 #define BUNDLE_FILES_KEPT 8
 typedef struct bundle {
     char path[4096];
@@ -101,6 +123,9 @@ typedef struct bundle {
     int devices_read;
     bundle_host_state host; /* bundle_host_state_of's, once read */
     int host_read, has_host;
+    module_table modules; /* bundle_modules', once read */
+    stack_index stacks;   /* bundle_stacks', once read */
+    int modules_read, stacks_read;
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -130,6 +155,21 @@ const bundle_device *bundle_devices_of(bundle *b, size_t *n);
 /* metadata.json's host_state, decoded the first time; NULL when the bundle
  * has none (not an object). */
 const bundle_host_state *bundle_host_state_of(bundle *b);
+
+/* The bundle's modules and stacks as tables, built the first time (empty
+ * when the file is absent; NULL without memory).  module_of: the module
+ * that holds a runtime address (the highest load address at or below it
+ * whose object reaches it), its path, and its load bias in *bias; NULL
+ * when none.  stack_with_id: the stack of that id (the file's first), or
+ * NULL.  _build from a document (an array as the file holds it), _free. */
+const module_table *bundle_modules(bundle *b);
+const stack_index *bundle_stacks(bundle *b);
+const char *module_of(const module_table *t, uint64_t at, uint64_t *bias);
+json_t *stack_with_id(const stack_index *x, int64_t id);
+int module_table_build(module_table *t, json_t *mods);
+void module_table_free(module_table *t);
+int stack_index_build(stack_index *x, json_t *stacks);
+void stack_index_free(stack_index *x);
 
 /* Read and parse one JSON file inside a directory fd: refuses symlinks,
  * non-regular files and files over max_bytes. */
