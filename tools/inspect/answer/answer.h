@@ -77,11 +77,11 @@ int name_failure_site(bundle *b, char *out, size_t cap);
 /* kind.c: what a bundle records: metadata.json's "kind" (verdict.h), or,
  * for a bundle written before it had one, what its facts decide, by the
  * same function the writer used. */
-gmp_verdict bundle_kind_of(const bundle *b);
+gmp_verdict bundle_kind_of(bundle *b);
 /* How the bundle's process ended, in words ("exited 0: it went on after the
  * failure", "killed by SIGSEGV", ...); NULL when the bundle does not say
  * (written before outcomes were, or by the Python recorder alone). */
-const char *outcome_words(const bundle *b, char *out, size_t cap);
+const char *outcome_words(bundle *b, char *out, size_t cap);
 
 /* python_stack.c: python_traceback.txt, innermost frame first, and its
  * innermost frame, "grow.py:4 in load_batch" (0, or -1: none). */

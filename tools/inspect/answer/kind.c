@@ -16,17 +16,7 @@
 
 #include <string.h>
 
-/* The exit status the bundle's outcome records, or -1 (it did not exit). */
-static long long exit_status(json_t *outcome)
-{
-    const char *state = jstr(outcome, "state");
-    json_t *status = json_object_get(outcome, "exit_status");
-    return state && !strcmp(state, "exited") && json_is_integer(status)
-               ? (long long)json_integer_value(status)
-               : -1;
-}
-
-gmp_verdict bundle_kind_of(const bundle *b)
+gmp_verdict bundle_kind_of(bundle *b)
 {
     json_t *md = b->metadata;
     int named = gmp_verdict_parse(jstr(md, "kind"));
@@ -34,8 +24,8 @@ gmp_verdict bundle_kind_of(const bundle *b)
         return (gmp_verdict)named;
     /* written before bundles had a kind (or by the Python recorder, whose
      * reason is in the manifest): its facts, decided as the writer does */
-    json_t *outcome = json_object_get(md, "outcome");
-    long long status = exit_status(outcome);
+    const bundle_outcome *outcome = bundle_outcome_of(b);
+    long long status = outcome->has_exit_status ? outcome->exit_status : -1;
     gmp_verdict_facts facts = {
         .reason = jstr(md, "reason") ? jstr(md, "reason") : jstr(b->manifest, "reason"),
         .exception_type = jstr(md, "exception_type"),
@@ -44,39 +34,43 @@ gmp_verdict bundle_kind_of(const bundle *b)
         .failed_request = json_is_object(json_object_get(md, "failed_request")),
         .exited = status >= 0,
         .exit_status = (int)status,
-        .death_bundle = jstr(outcome, "death_bundle") != NULL,
+        .death_bundle = outcome->death_bundle != NULL,
     };
     return gmp_verdict_decide(&facts);
 }
 
-const char *outcome_words(const bundle *b, char *out, size_t cap)
+const char *outcome_words(bundle *b, char *out, size_t cap)
 {
-    json_t *outcome = json_object_get(b->metadata, "outcome");
-    const char *state = jstr(outcome, "state");
+    const bundle_outcome *o = bundle_outcome_of(b);
     char raw[240];
-    if (!state)
-        return NULL;
-    if (!strcmp(state, "exited")) {
-        long long code = exit_status(outcome);
+    switch (o->end) {
+    case BUNDLE_END_EXITED: {
+        long long code = o->has_exit_status ? o->exit_status : -1;
         if (code == 0 && bundle_kind_of(b) == GMP_VERDICT_PRESSURE)
             snprintf(raw, sizeof raw, "exited 0: no death followed the warning");
         else if (code == 0)
             snprintf(raw, sizeof raw, "exited 0: it went on after the failure, so this was no death");
         else
             snprintf(raw, sizeof raw, "exited %lld", code);
-    } else if (!strcmp(state, "killed")) {
-        const char *sig = jstr(outcome, "signal"), *death = jstr(outcome, "death_bundle");
+        break;
+    }
+    case BUNDLE_END_KILLED: {
+        const char *sig = o->signal, *death = o->death_bundle;
         /* the bundle's strings: made inert below */
         if (death)
             snprintf(raw, sizeof raw, "killed by %.24s later; its death is written up in %.100s",
                      sig ? sig : "a signal", death);
         else
             snprintf(raw, sizeof raw, "killed by %.24s", sig ? sig : "a signal");
-    } else if (!strcmp(state, "gone")) {
+        break;
+    }
+    case BUNDLE_END_GONE:
         snprintf(raw, sizeof raw, "ended without exiting; the signal was not seen");
-    } else if (!strcmp(state, "running")) {
+        break;
+    case BUNDLE_END_RUNNING:
         snprintf(raw, sizeof raw, "still running when this was written; how it ended is not recorded");
-    } else {
+        break;
+    default:
         return NULL;
     }
     clean_text(raw, out, cap);

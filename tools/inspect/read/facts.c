@@ -3,7 +3,8 @@
  * failed request (bundle_failure_of), which show, triage, diff, diagnose,
  * the sites, the Python stack and the torch export read; the devices and
  * the host as they were then (bundle_devices_of, bundle_host_state_of), which
- * show, diagnose, leaks and the torch export read.
+ * show, diagnose, leaks and the torch export read; how its process ended
+ * (bundle_outcome_of), which kind.c and show read.
  * The document stays the reader's for what no field holds.
  */
 #include "read.h"
@@ -86,4 +87,30 @@ const bundle_host_state *bundle_host_state_of(bundle *b)
                                &h->as_soft);
     }
     return b->has_host ? &b->host : NULL;
+}
+
+const bundle_outcome *bundle_outcome_of(bundle *b)
+{
+    if (!b->outcome_read) {
+        b->outcome_read = 1;
+        bundle_outcome *o = &b->outcome;
+        memset(o, 0, sizeof *o);
+        json_t *doc = json_object_get(b->metadata, "outcome");
+        const char *state = jstr(doc, "state");
+        static const struct {
+            const char *name;
+            bundle_end end;
+        } ends[] = {{"running", BUNDLE_END_RUNNING}, {"exited", BUNDLE_END_EXITED},
+                    {"killed", BUNDLE_END_KILLED}, {"gone", BUNDLE_END_GONE}};
+        o->end = state ? BUNDLE_END_OTHER : BUNDLE_END_UNKNOWN;
+        for (size_t i = 0; state && i < sizeof ends / sizeof *ends; i++)
+            if (!strcmp(state, ends[i].name))
+                o->end = ends[i].end;
+        json_t *status = json_object_get(doc, "exit_status");
+        o->has_exit_status = o->end == BUNDLE_END_EXITED && json_is_integer(status);
+        o->exit_status = o->has_exit_status ? (long long)json_integer_value(status) : -1;
+        o->signal = jstr(doc, "signal");
+        o->death_bundle = jstr(doc, "death_bundle");
+    }
+    return &b->outcome;
 }

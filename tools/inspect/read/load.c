@@ -211,7 +211,7 @@ void bundle_close(bundle *b)
     b->kept_count = 0;
     module_table_free(&b->modules);
     stack_index_free(&b->stacks);
-    b->modules_read = b->stacks_read = 0;
+    b->modules_read = b->stacks_read = b->outcome_read = 0;
     free(b->devices);
     b->devices = NULL;
     b->device_count = 0;

@@ -102,6 +102,24 @@ typedef struct stack_index {
     size_t n;
 } stack_index;
 
+/* metadata.json's outcome, decoded once (bundle_outcome_of): how the
+ * process that wrote the bundle ended, as the preload last rewrote it. */
+typedef enum bundle_end {
+    BUNDLE_END_UNKNOWN, /* not recorded (an older writer, the Python recorder) */
+    BUNDLE_END_RUNNING,
+    BUNDLE_END_EXITED,
+    BUNDLE_END_KILLED,
+    BUNDLE_END_GONE,
+    BUNDLE_END_OTHER /* a state this reader does not know */
+} bundle_end;
+typedef struct bundle_outcome {
+    bundle_end end;
+    int has_exit_status;
+    long long exit_status; /* with has_exit_status: an exit's */
+    const char *signal;    /* a kill's ("SIGTERM"), or NULL */
+    const char *death_bundle; /* the later bundle its death is written up in, or NULL */
+} bundle_outcome;
+
 #define BUNDLE_FILES_KEPT 8
 typedef struct bundle {
     char path[4096];
@@ -126,6 +144,8 @@ typedef struct bundle {
     module_table modules; /* bundle_modules', once read */
     stack_index stacks;   /* bundle_stacks', once read */
     int modules_read, stacks_read;
+    bundle_outcome outcome; /* bundle_outcome_of's, once read */
+    int outcome_read;
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -155,6 +175,10 @@ const bundle_device *bundle_devices_of(bundle *b, size_t *n);
 /* metadata.json's host_state, decoded the first time; NULL when the bundle
  * has none (not an object). */
 const bundle_host_state *bundle_host_state_of(bundle *b);
+
+/* How the bundle's process ended (metadata.json's outcome), decoded the
+ * first time it is asked for; never NULL (end UNKNOWN when not recorded). */
+const bundle_outcome *bundle_outcome_of(bundle *b);
 
 /* The bundle's modules and stacks as tables, built the first time (empty
  * when the file is absent; NULL without memory).  module_of: the module

@@ -386,7 +386,7 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
         print_clean(stdout, memory, 20);
         printf(" memory failed (");
         print_clean(stdout, reason ? reason : "unknown reason", 200);
-        if (jstr(json_object_get(md, "outcome"), "death_bundle"))
+        if (bundle_outcome_of(b)->death_bundle)
             printf("), and it went on; %s\n", outcome_words(b, later, sizeof later));
         else
             printf("), and it went on and exited 0; no death\n");
