@@ -211,7 +211,7 @@ void bundle_close(bundle *b)
     b->kept_count = 0;
     module_table_free(&b->modules);
     stack_index_free(&b->stacks);
-    b->modules_read = b->stacks_read = b->outcome_read = 0;
+    b->modules_read = b->stacks_read = b->outcome_read = b->run_read = 0;
     free(b->devices);
     b->devices = NULL;
     b->device_count = 0;
@@ -324,33 +324,50 @@ void for_each_bundle(char *path, void (*fn)(const char *bundle, void *arg), void
     walk(path, 0, fn, arg);
 }
 
+const bundle_run *bundle_run_of(bundle *b)
+{
+    if (!b->run_read) {
+        b->run_read = 1;
+        bundle_run *r = &b->run;
+        static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                           "PMI_RANK", "LOCAL_RANK"};
+        r->rank = jstr(b->manifest, "rank");
+        json_t *vals = json_object_get(b->environment, "environment");
+        for (size_t i = 0; i < sizeof vars / sizeof *vars && !r->rank; i++)
+            r->rank = jstr(vals, vars[i]);
+        r->host = jstr(b->manifest, "host");
+        if (!r->host)
+            r->host = jstr(json_object_get(b->environment, "system"), "hostname");
+        const char *named = jstr(b->manifest, "slurm_job");
+        json_t *slurm = json_object_get(json_object_get(b->environment, "process"), "slurm");
+        const char *job = jstr(slurm, "job_id"), *step = jstr(slurm, "step_id");
+        r->job = r->job_text;
+        if (named)
+            snprintf(r->job_text, sizeof r->job_text, "%.60s", named);
+        else if (job)
+            snprintf(r->job_text, sizeof r->job_text, "%.30s%s%.20s", job, step ? "." : "",
+                     step ? step : "");
+        else
+            r->job = NULL;
+    }
+    return &b->run;
+}
+
 const char *bundle_rank(bundle *b)
 {
-    static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-                                       "PMI_RANK", "LOCAL_RANK"};
-    const char *r = jstr(b->manifest, "rank");
-    json_t *vals = json_object_get(b->environment, "environment");
-    for (size_t i = 0; i < sizeof vars / sizeof *vars && !r; i++)
-        r = jstr(vals, vars[i]);
-    return r;
+    return bundle_run_of(b)->rank;
 }
 
 const char *bundle_job(bundle *b, char *out, size_t cap)
 {
-    const char *named = jstr(b->manifest, "slurm_job");
-    json_t *slurm = json_object_get(json_object_get(b->environment, "process"), "slurm");
-    const char *job = jstr(slurm, "job_id"), *step = jstr(slurm, "step_id");
-    if (named)
-        snprintf(out, cap, "%.60s", named);
-    else if (job)
-        snprintf(out, cap, "%.30s%s%.20s", job, step ? "." : "", step ? step : "");
-    else
+    const char *job = bundle_run_of(b)->job;
+    if (!job)
         return NULL;
+    snprintf(out, cap, "%s", job);
     return out;
 }
 
 const char *bundle_host(bundle *b)
 {
-    const char *h = jstr(b->manifest, "host");
-    return h ? h : jstr(json_object_get(b->environment, "system"), "hostname");
+    return bundle_run_of(b)->host;
 }

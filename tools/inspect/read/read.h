@@ -120,6 +120,14 @@ typedef struct bundle_outcome {
     const char *death_bundle; /* the later bundle its death is written up in, or NULL */
 } bundle_outcome;
 
+/* Where the bundle's process ran (bundle_run_of): its rank (the
+ * manifest's, else RANK and friends in environment.json), its host, and
+ * its Slurm task's "JOB.STEP"; NULL where unknown. */
+typedef struct bundle_run {
+    const char *rank, *host, *job;
+    char job_text[64];
+} bundle_run;
+
 #define BUNDLE_FILES_KEPT 8
 typedef struct bundle {
     char path[4096];
@@ -146,6 +154,8 @@ typedef struct bundle {
     int modules_read, stacks_read;
     bundle_outcome outcome; /* bundle_outcome_of's, once read */
     int outcome_read;
+    bundle_run run; /* bundle_run_of's, once read */
+    int run_read;
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -176,6 +186,9 @@ const bundle_device *bundle_devices_of(bundle *b, size_t *n);
  * has none (not an object). */
 const bundle_host_state *bundle_host_state_of(bundle *b);
 
+/* Where the bundle's process ran, decoded the first time (a bundle opened
+ * with its environment); never NULL. */
+const bundle_run *bundle_run_of(bundle *b);
 /* How the bundle's process ended (metadata.json's outcome), decoded the
  * first time it is asked for; never NULL (end UNKNOWN when not recorded). */
 const bundle_outcome *bundle_outcome_of(bundle *b);
