@@ -26,6 +26,9 @@
 #define KEPT 8 /* the newest bundles of this process whose outcome is written */
 
 static char written[KEPT][GMP_PATH_MAX];
+/* atomic: slot k holds bundle n once written_seq[k] is n + 1 (the path is
+ * copied in before, so a reader that sees it reads the whole path) */
+static unsigned written_seq[KEPT];
 /* every process sets these as it starts and ends: on the loader's page */
 static unsigned written_count GMP_STARTUP_DATA; /* atomic; slot = n % KEPT */
 static int ending_state GMP_STARTUP_DATA;       /* atomic: the first end seen wins */
@@ -49,7 +52,9 @@ void gmp_outcome_note_bundle(const char *path)
     if (!ours())
         return;
     unsigned n = __atomic_fetch_add(&written_count, 1, __ATOMIC_ACQ_REL);
+    __atomic_store_n(&written_seq[n % KEPT], 0, __ATOMIC_RELAXED);
     gmp_strlcpy(written[n % KEPT], path, sizeof written[0]);
+    __atomic_store_n(&written_seq[n % KEPT], n + 1, __ATOMIC_RELEASE);
 }
 
 GMP_START_EXIT_TEXT void gmp_outcome_end(gmp_outcome_state state, int code)
@@ -70,7 +75,8 @@ GMP_START_EXIT_TEXT void gmp_outcome_end(gmp_outcome_state state, int code)
     gmp_outcome o;
     gmp_outcome_now(&o);
     for (unsigned i = n > KEPT ? n - KEPT : 0; i < n; i++)
-        gmp_bundle_patch_outcome(written[i % KEPT], &o, patch_buf, sizeof patch_buf);
+        if (__atomic_load_n(&written_seq[i % KEPT], __ATOMIC_ACQUIRE) == i + 1) /* whole */
+            gmp_bundle_patch_outcome(written[i % KEPT], &o, patch_buf, sizeof patch_buf);
     __atomic_store_n(&patching, 0, __ATOMIC_RELEASE);
     errno = saved;
 }
@@ -90,6 +96,8 @@ GMP_START_EXIT_TEXT void gmp_outcome_watch_exit(void)
 void gmp_outcome_after_fork(void)
 {
     __atomic_store_n(&written_count, 0, __ATOMIC_RELAXED);
+    for (int k = 0; k < KEPT; k++)
+        __atomic_store_n(&written_seq[k], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&ending_state, GMP_OUTCOME_RUNNING, __ATOMIC_RELAXED);
     __atomic_store_n(&patching, 0, __ATOMIC_RELAXED);
 }
