@@ -31,6 +31,13 @@ static const char *const env_names[] = {
     "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "SLURM_JOB_ID", "SLURM_PROCID",
     "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "PMI_RANK", "PMI_SIZE",
+    /* the run a rank belongs to, and its other records: torchrun's (torch
+     * elastic) run, restarts and error file, the rendezvous, PyTorch's NCCL
+     * flight recorder */
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_ERROR_FILE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT", "SLURM_STEP_ID", "SLURM_NODEID", "SLURM_NTASKS",
     /* a runtime's own limits: the JVM's -Xmx, V8's --max-old-space-size, Go's,
      * GHC's -M, Mono's max-heap-size, the Boehm GC's, PyPy's, R's */
     "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "NODE_OPTIONS", "GOMEMLIMIT",

@@ -300,6 +300,38 @@ static void test_cxx_site_reads_as_cxx(void **state)
         fail_msg("the site is not C++:\n%s", shown);
 }
 
+/* A rank of a distributed run: show names the run from its launcher's
+ * variables (torchrun's run id and restart, the rank in the world and on
+ * its node, the rendezvous) and where the run's other records went
+ * (torchrun's error file, PyTorch's NCCL flight recorder); a process with
+ * none of them has no Run line. */
+static void test_run_named_from_its_launcher(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s fail-twice", program);
+    run_sh("TORCHELASTIC_RUN_ID=7f3a TORCHELASTIC_RESTART_COUNT=1 RANK=1 LOCAL_RANK=1 "
+           "WORLD_SIZE=3 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 "
+           "TORCHELASTIC_ERROR_FILE=/tmp/torchelastic_7f3a/attempt_1/1/error.json "
+           "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/nccl_trace_rank_",
+           cmd);
+    assert_int_equal(exit_code(), 0);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *want[] = {
+        "\nRun:              torchrun run 7f3a (restart 1), rank 1 of 3 (local 1) on node 0, "
+        "rendezvous 127.0.0.1:29500\n",
+        "\nRun's error file: /tmp/torchelastic_7f3a/attempt_1/1/error.json (torchrun's",
+        "\nNCCL trace:       /tmp/nccl_trace_rank_1 (PyTorch's NCCL flight recorder",
+    };
+    expect_all_said(shown_of(bundle), want, sizeof want / sizeof *want);
+
+    run_sh(NULL, cmd);
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    if (strstr(shown_of(bundle), "\nRun:"))
+        fail_msg("a process of its own has a Run line:\n%s", shown_of(bundle));
+}
+
 static void test_second_failure_and_timeout_and_first(void **state)
 {
     (void)state;
@@ -625,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_python_site_inside_a_package),
         cmocka_unit_test(test_cxx_site_reads_as_cxx),
         cmocka_unit_test(test_second_failure_and_timeout_and_first),
+        cmocka_unit_test(test_run_named_from_its_launcher),
         cmocka_unit_test(test_recovery_is_not_an_oom),
         cmocka_unit_test(test_python_small_objects_outgrow_the_limit),
         cmocka_unit_test(test_forked_child),

@@ -10,6 +10,7 @@
 #include "util.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -329,6 +330,7 @@ const bundle_run *bundle_run_of(bundle *b)
     if (!b->run_read) {
         b->run_read = 1;
         bundle_run *r = &b->run;
+        memset(r, 0, sizeof *r);
         static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
                                            "PMI_RANK", "LOCAL_RANK"};
         r->rank = jstr(b->manifest, "rank");
@@ -341,6 +343,25 @@ const bundle_run *bundle_run_of(bundle *b)
         const char *named = jstr(b->manifest, "slurm_job");
         json_t *slurm = json_object_get(json_object_get(b->environment, "process"), "slurm");
         const char *job = jstr(slurm, "job_id"), *step = jstr(slurm, "step_id");
+        static const struct {
+            size_t at;
+            const char *vars[3];
+        } run_vars[] = {
+            {offsetof(bundle_run, run_id), {"TORCHELASTIC_RUN_ID"}},
+            {offsetof(bundle_run, restart), {"TORCHELASTIC_RESTART_COUNT"}},
+            {offsetof(bundle_run, master_addr), {"MASTER_ADDR"}},
+            {offsetof(bundle_run, master_port), {"MASTER_PORT"}},
+            {offsetof(bundle_run, world_size), {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"}},
+            {offsetof(bundle_run, local_rank), {"LOCAL_RANK", "SLURM_LOCALID"}},
+            {offsetof(bundle_run, node), {"GROUP_RANK", "NODE_RANK", "SLURM_NODEID"}},
+            {offsetof(bundle_run, error_file), {"TORCHELASTIC_ERROR_FILE"}},
+            {offsetof(bundle_run, nccl_dump), {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}},
+        };
+        for (size_t i = 0; i < sizeof run_vars / sizeof *run_vars; i++) {
+            const char **field = (const char **)((char *)r + run_vars[i].at);
+            for (size_t k = 0; k < 3 && run_vars[i].vars[k] && !*field; k++)
+                *field = jstr(vals, run_vars[i].vars[k]);
+        }
         r->job = r->job_text;
         if (named)
             snprintf(r->job_text, sizeof r->job_text, "%.60s", named);

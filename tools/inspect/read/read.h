@@ -122,10 +122,17 @@ typedef struct bundle_outcome {
 
 /* Where the bundle's process ran (bundle_run_of): its rank (the
  * manifest's, else RANK and friends in environment.json), its host, and
- * its Slurm task's "JOB.STEP"; NULL where unknown. */
+ * its Slurm task's "JOB.STEP"; the run it was a rank of, from the
+ * launcher's variables environment.json recorded (torchrun's run id and
+ * restart count, the rendezvous, the world and node), and the run's other
+ * records (torchrun's error file, PyTorch's NCCL flight recorder's dump
+ * prefix); NULL where unknown. */
 typedef struct bundle_run {
     const char *rank, *host, *job;
     char job_text[64];
+    const char *run_id, *restart, *master_addr, *master_port;
+    const char *world_size, *local_rank, *node;
+    const char *error_file, *nccl_dump;
 } bundle_run;
 
 #define BUNDLE_FILES_KEPT 8

@@ -288,6 +288,52 @@ static void print_process(bundle *b)
     }
 }
 
+/* The run the process was a rank of, from its launcher's variables:
+ * "torchrun run 7f3a (restart 1), rank 1 of 3 (local 1) on node 0,
+ * rendezvous 10.0.0.5:29500"; and where the run's other records went. */
+static void print_run(bundle *b)
+{
+    const bundle_run *r = bundle_run_of(b);
+    if (!r->run_id && !r->master_addr && !r->world_size)
+        return; /* a process of its own */
+    char line[600];
+    size_t n = 0;
+#define SAY(...) (n += n < sizeof line ? (size_t)snprintf(line + n, sizeof line - n, __VA_ARGS__) : 0)
+    if (r->run_id) {
+        SAY("torchrun run %.64s", r->run_id);
+        if (r->restart && strcmp(r->restart, "0"))
+            SAY(" (restart %.16s)", r->restart);
+    }
+    if (r->rank) {
+        SAY("%srank %.16s", n ? ", " : "", r->rank);
+        if (r->world_size)
+            SAY(" of %.16s", r->world_size);
+        if (r->local_rank)
+            SAY(" (local %.16s)", r->local_rank);
+    }
+    if (r->node)
+        SAY("%snode %.16s", n ? " on " : "", r->node);
+    if (r->master_addr)
+        SAY("%srendezvous %.128s%s%.16s", n ? ", " : "", r->master_addr,
+            r->master_port ? ":" : "", r->master_port ? r->master_port : "");
+#undef SAY
+    printf("%-18s", "Run:");
+    print_clean(stdout, line, sizeof line);
+    putchar('\n');
+    if (r->error_file) {
+        printf("%-18s", "Run's error file:");
+        print_clean(stdout, r->error_file, 1000);
+        puts(" (torchrun's: the first failure's traceback)");
+    }
+    if (r->nccl_dump) {
+        printf("%-18s", "NCCL trace:");
+        print_clean(stdout, r->nccl_dump, 1000);
+        if (r->rank)
+            print_clean(stdout, r->rank, 16);
+        puts(" (PyTorch's NCCL flight recorder, where it dumps)");
+    }
+}
+
 /* The variables that shape memory, from environment.json. */
 static void print_environment(bundle *b)
 {
@@ -520,6 +566,7 @@ static int show_one(const char *path, long last)
     print_python_stack(&b);
     print_field("When:", jstr(b.manifest, "created_at_utc"));
     print_process(&b);
+    print_run(&b);
     print_environment(&b);
     print_failed_request(&b);
     print_confirmed_by(jstr(md, "confirmed_by"));
