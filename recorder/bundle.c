@@ -460,6 +460,8 @@ static void make_name(char *out, size_t cap, int tmp, const gmp_bundle_input *in
         r = n && n < 8 ? 0 : -1;
         for (size_t k = 0; k < n && r >= 0; k++)
             r = t[k] >= '0' && t[k] <= '9' ? r * 10 + (t[k] - '0') : -1;
+        if (r < 0) /* not a Slurm task: its launcher's RANK */
+            r = gmp_run_vars_rank(in->ring->hdr->run_vars, sizeof in->ring->hdr->run_vars);
     }
     if (r >= 0) {
         rank[0] = '_';

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define GMP_RING_MAGIC "GMPRING"
-#define GMP_RING_VERSION 5u
+#define GMP_RING_VERSION 6u
 #define GMP_RING_HEADER_SIZE 16384u
 #define GMP_RING_MIN_EVENTS 16u
 #define GMP_RING_MAX_EVENTS (1u << 24)
@@ -87,6 +87,22 @@ typedef struct gmp_job_place {
 /* This process's place (getenv only: fine on the dump path). */
 GMP_HIDDEN void gmp_job_place_here(gmp_job_place *out);
 
+/* The launcher's variables of the run a process is a rank of, as they
+ * were when its ring was made, so that a bundle written after it died
+ * names its run and rank as its own would (torchrun's run id, restart
+ * count and error file, the rendezvous, the rank in the world and on its
+ * node, PyTorch's NCCL flight recorder): "NAME=VALUE" strings one after
+ * another, each NUL-ended, an empty one after the last; a variable that
+ * does not fit is left out. */
+#define GMP_RUN_VARS_SIZE 1024
+GMP_HIDDEN void gmp_run_vars_here(char *out, size_t cap);
+/* The next NAME=VALUE of a block that may come from another process's
+ * file (bounded by end, NULL after the last); its NAME's length in
+ * *name_len. */
+GMP_HIDDEN const char *gmp_run_vars_next(const char *at, const char *end, size_t *name_len);
+/* RANK of such a block, or -1. */
+GMP_HIDDEN long gmp_run_vars_rank(const char *vars, size_t cap);
+
 typedef struct gmp_ring_header {
     char magic[8];
     uint32_t version;
@@ -114,6 +130,7 @@ typedef struct gmp_ring_header {
     uint32_t reserved;
     uint64_t python_used;    /* atomic: Python frame records claimed */
     gmp_job_place place;     /* its Slurm job, step, task and node */
+    char run_vars[GMP_RUN_VARS_SIZE]; /* its run's launcher variables */
     /* on a line of their own: every writer touches these */
     _Alignas(64) uint64_t head;    /* next sequence number */
     _Alignas(64) uint64_t dropped; /* events lost to a busy slot */

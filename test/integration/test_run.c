@@ -515,6 +515,35 @@ static void test_killed_bundle_names_sites(void **state)
     expect_killed_site("fork-kill", "hold_16_mib (host_oom.c:");
 }
 
+/* A rank of a torchrun run killed by SIGKILL: its ring kept its launcher's
+ * variables, so the bundle written after its death names its rank (in its
+ * name, _r2_, and in triage's ranks) and its run as its own would have
+ * (show's Run line). */
+static void test_killed_rank_names_its_run(void **state)
+{
+    (void)state;
+    char script[2048];
+    snprintf(script, sizeof script,
+             "export TORCHELASTIC_RUN_ID=7f3a RANK=2 LOCAL_RANK=0 WORLD_SIZE=3 GROUP_RANK=1 "
+             "MASTER_ADDR=10.0.0.5 MASTER_PORT=29500; "
+             "\"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- %s/test/programs/host_oom hold-die KILL",
+             paths.build);
+    run(script);
+    assert_true(ends_with_status(137));
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    if (!strstr(bundle, "_cpu_r2_"))
+        fail_msg("the killed rank's bundle does not name rank 2: %s", bundle);
+    const char *show[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(show, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "\nRun:              torchrun run 7f3a, rank 2 of 3 (local 0) on node 1, "
+                     "rendezvous 10.0.0.5:29500\n"))
+        fail_msg("show names no run:\n%s", out);
+    const char *triage[] = {inspect_path(), "triage", paths.dumps, NULL};
+    run_capture(triage, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "    ranks 2  hosts "))
+        fail_msg("triage names no rank:\n%s", out);
+}
+
 /* Without gmp-run: the ring stays until `gmp-inspect recover`, which leaves
  * a live process's ring alone.  The shell here is not preloaded, so nobody
  * noted the signal: the reason says "killed". */
@@ -555,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_gmp_run_grandchild),
         cmocka_unit_test(test_exec_and_quick_exit_are_not_deaths),
         cmocka_unit_test(test_killed_bundle_names_sites),
+        cmocka_unit_test(test_killed_rank_names_its_run),
         cmocka_unit_test(test_kernel_oom_killer),
         cmocka_unit_test(test_runtimes_oom_killed_under_gmp_run),
         cmocka_unit_test(test_go_last_words_under_gmp_run),
