@@ -455,11 +455,7 @@ static void make_name(char *out, size_t cap, int tmp, const gmp_bundle_input *in
                              : (tmp ? GMP_BUNDLE_TMP_PREFIX : GMP_BUNDLE_PREFIX);
     long r = in->pid == 0 ? gmp_bundle_rank() : -1;
     if (in->pid != 0 && in->ring) { /* a dead Slurm task's rank, from its ring */
-        const char *t = in->ring->hdr->place.task;
-        size_t n = strnlen(t, sizeof in->ring->hdr->place.task);
-        r = n && n < 8 ? 0 : -1;
-        for (size_t k = 0; k < n && r >= 0; k++)
-            r = t[k] >= '0' && t[k] <= '9' ? r * 10 + (t[k] - '0') : -1;
+        r = gmp_decimal(in->ring->hdr->place.task, sizeof in->ring->hdr->place.task, 7);
         if (r < 0) /* not a Slurm task: its launcher's RANK */
             r = gmp_run_vars_rank(in->ring->hdr->run_vars, sizeof in->ring->hdr->run_vars);
     }

@@ -91,6 +91,10 @@ GMP_HIDDEN void gmp_bundle_fill_host_state(gmp_jw *w, const gmp_host_state *s, i
 /* The process's rank from RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
  * PMI_RANK; -1 when none is set. */
 GMP_HIDDEN long gmp_bundle_rank(void);
+/* The decimal number of at most max_digits digits that v's first len
+ * bytes (or up to its NUL) hold, nothing else; -1 when they hold none:
+ * ranks and tasks read from the environment or another process's ring. */
+GMP_HIDDEN long gmp_decimal(const char *v, size_t len, size_t max_digits);
 /* environment.json's process.slurm (null outside Slurm), and the job's
  * name in a manifest: "JOB.STEP" ("" outside Slurm). */
 GMP_HIDDEN void gmp_bundle_fill_place(gmp_jw *w, const gmp_job_place *p);

@@ -194,16 +194,25 @@ void gmp_bundle_fill_system(gmp_jw *w, const char *backend, const gmp_gpu_probe_
     gmp_jw_obj_end(w);
 }
 
-/* A non-negative decimal variable, or -1. */
+long gmp_decimal(const char *v, size_t len, size_t max_digits)
+{
+    size_t n = v ? strnlen(v, len) : 0;
+    if (!n || n > max_digits)
+        return -1;
+    long r = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (v[k] < '0' || v[k] > '9')
+            return -1;
+        r = r * 10 + (v[k] - '0');
+    }
+    return r;
+}
+
+/* A non-negative decimal variable of at most 9 digits, or -1. */
 static long env_number(const char *name)
 {
     const char *v = getenv(name);
-    if (!v || *v < '0' || *v > '9')
-        return -1;
-    long n = 0;
-    for (; *v >= '0' && *v <= '9' && n < 100000000; v++)
-        n = n * 10 + (*v - '0');
-    return *v ? -1 : n;
+    return v ? gmp_decimal(v, strlen(v), 9) : -1;
 }
 
 static void place_value(char *out, size_t cap, const char *var)
@@ -258,18 +267,8 @@ long gmp_run_vars_rank(const char *vars, size_t cap)
     const char *end = vars + cap;
     for (const char *at = vars; (at = gmp_run_vars_next(at, end, &name_len)) != NULL;
          at += strlen(at) + 1)
-        if (name_len == 4 && !memcmp(at, "RANK", 4)) {
-            long r = 0;
-            const char *v = at + 5;
-            if (!*v || strlen(v) > 7)
-                return -1;
-            for (; *v; v++)
-                if (*v < '0' || *v > '9')
-                    return -1;
-                else
-                    r = r * 10 + (*v - '0');
-            return r;
-        }
+        if (name_len == 4 && !memcmp(at, "RANK", 4))
+            return gmp_decimal(at + 5, strlen(at + 5), 7);
     return -1;
 }
 
