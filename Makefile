@@ -430,6 +430,7 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZ
 	sh mk/check-layers.sh || failed=$$((failed+1)); \
 	CC="$(CC)" python3 test/unit/c_types_check.py $(BUILD) || failed=$$((failed+1)); \
 	for v in 3.14 3.15; do sh mk/debian-python.sh $(BUILD) $$v; done; \
+	GMP_TEST_TORCH_PYTHON=$$(sh mk/torch-venv.sh); export GMP_TEST_TORCH_PYTHON; \
 	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
 	echo "== conformance: real software, bare and under the preload"; \
 	sh test/conformance/run.sh $(BUILD) || failed=$$((failed+1)); \

@@ -243,33 +243,60 @@ static const char *const run_var_names[] = {
     "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
 };
 
+void gmp_launcher_here(char *out)
+{
+    int parent = getppid();
+    char pid[24], ticks[24];
+    gmp_fmt_u64((uint64_t)parent, pid);
+    gmp_fmt_u64(gmp_proc_start_ticks(parent), ticks);
+    if (gmp_strjoin(out, GMP_LAUNCHER_SIZE, pid, ":", ticks, (char *)NULL) < 0)
+        out[0] = '\0';
+}
+
+/* NAME=VALUE appended at out + *n when it fits whole (a NUL after it). */
+static void put_run_var(char *out, size_t cap, size_t *n, const char *name, const char *v)
+{
+    size_t k = strlen(name), l = strlen(v);
+    if (*n + k + 1 + l + 2 > cap)
+        return; /* no room: left out whole */
+    memcpy(out + *n, name, k);
+    out[*n + k] = '=';
+    memcpy(out + *n + k + 1, v, l);
+    out[*n + k + 1 + l] = '\0';
+    *n += k + l + 2;
+}
+
 void gmp_run_vars_here(char *out, size_t cap)
 {
     size_t n = 0;
+    char launcher[GMP_LAUNCHER_SIZE];
+    gmp_launcher_here(launcher);
+    if (launcher[0])
+        put_run_var(out, cap, &n, GMP_LAUNCHER_VAR, launcher);
     for (size_t i = 0; i < sizeof run_var_names / sizeof *run_var_names; i++) {
         const char *v = getenv(run_var_names[i]);
-        size_t k = strlen(run_var_names[i]), l = v ? strlen(v) : 0;
-        if (!v || n + k + 1 + l + 2 > cap)
-            continue; /* absent, or no room: left out whole */
-        memcpy(out + n, run_var_names[i], k);
-        out[n + k] = '=';
-        memcpy(out + n + k + 1, v, l);
-        out[n + k + 1 + l] = '\0';
-        n += k + l + 2;
+        if (v)
+            put_run_var(out, cap, &n, run_var_names[i], v);
     }
     if (n < cap)
         out[n] = '\0';
 }
 
-long gmp_run_vars_rank(const char *vars, size_t cap)
+const char *gmp_run_vars_value(const char *vars, size_t cap, const char *name)
 {
-    size_t name_len;
+    size_t name_len, want = strlen(name);
     const char *end = vars + cap;
     for (const char *at = vars; (at = gmp_run_vars_next(at, end, &name_len)) != NULL;
          at += strlen(at) + 1)
-        if (name_len == 4 && !memcmp(at, "RANK", 4))
-            return gmp_decimal(at + 5, strlen(at + 5), 7);
-    return -1;
+        if (name_len == want && !memcmp(at, name, want))
+            return at + want + 1;
+    return NULL;
+}
+
+long gmp_run_vars_rank(const char *vars, size_t cap)
+{
+    const char *v = gmp_run_vars_value(vars, cap, "RANK");
+    return v ? gmp_decimal(v, strlen(v), 7) : -1;
 }
 
 const char *gmp_run_vars_next(const char *at, const char *end, size_t *name_len)
@@ -431,6 +458,8 @@ void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const c
         gmp_jw_key(w, "command");
         gmp_jw_strn(w, h->cmdline, strnlen(h->cmdline, sizeof h->cmdline));
         gmp_bundle_fill_place(w, &h->place);
+        gmp_jw_kstr(w, "launcher",
+                    gmp_run_vars_value(h->run_vars, sizeof h->run_vars, GMP_LAUNCHER_VAR));
     }
     gmp_jw_ki64(w, "recovered_by_pid", getpid());
     gmp_jw_obj_end(w);
@@ -478,6 +507,8 @@ void gmp_bundle_fill_environment(gmp_jw *w, char *scratch, size_t half,
     gmp_job_place here;
     gmp_job_place_here(&here);
     gmp_bundle_fill_place(w, &here);
+    gmp_launcher_here(scratch);
+    gmp_jw_kstr(w, "launcher", scratch[0] ? scratch : NULL);
     gmp_jw_obj_end(w);
 
     gmp_bundle_fill_software(w, software);

@@ -100,8 +100,18 @@ GMP_HIDDEN void gmp_run_vars_here(char *out, size_t cap);
  * file (bounded by end, NULL after the last); its NAME's length in
  * *name_len. */
 GMP_HIDDEN const char *gmp_run_vars_next(const char *at, const char *end, size_t *name_len);
-/* RANK of such a block, or -1. */
+/* The value of NAME in such a block, or NULL; RANK's as a number, or -1. */
+GMP_HIDDEN const char *gmp_run_vars_value(const char *vars, size_t cap, const char *name);
 GMP_HIDDEN long gmp_run_vars_rank(const char *vars, size_t cap);
+/* The process that started this one, as "PID:TICKS" (its pid and its start
+ * in clock ticks since boot, which tells a reused pid apart): the ranks a
+ * launcher started are one run where nothing else names it (torch's
+ * multiprocessing.spawn, a rendezvous torchrun gave no id).  Kept first in
+ * the run variables as GMP_LAUNCHER_VAR, written as environment.json's
+ * process.launcher; "" when it cannot be read. */
+#define GMP_LAUNCHER_SIZE 48
+#define GMP_LAUNCHER_VAR "GMP_LAUNCHER"
+GMP_HIDDEN void gmp_launcher_here(char *out);
 
 typedef struct gmp_ring_header {
     char magic[8];

@@ -166,9 +166,18 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
 
 
 
+/* A death of memory was written in the crossing under way (atomic). */
+static int death_told;
+
+void gmp_watchdog_death_told(void)
+{
+    __atomic_store_n(&death_told, 1, __ATOMIC_RELAXED);
+}
+
 /* Pressure: above the threshold for SAMPLE_MS at checks with none below
- * between, once per crossing, and not while an OOM episode is open: that is
- * the death itself, with its own bundle.  *above_since is when this run of
+ * between, once per crossing, and not in a crossing during which an OOM
+ * episode was open: that is the death itself, with its own bundle (a rank
+ * that failed, then sleeps holding its memory, warned after its death).  *above_since is when this run of
  * checks above began (0: the last check was below; UINT64_MAX: written).
  * Returns the tightest limit seen (0 none), for the next check's growth
  * step. */
@@ -187,12 +196,14 @@ static uint64_t check_pressure(uint64_t now, uint64_t *above_since, char *buf, s
     if (!nearest || pct(nearest) < gmp_pl.cfg->pressure_pct) {
         *above_since = 0;
         __atomic_store_n(&warning_kept, 0, __ATOMIC_RELEASE); /* it stands on its own */
+        __atomic_store_n(&death_told, 0, __ATOMIC_RELAXED);
     }
+    else if (gmp_any_episode_open() || __atomic_load_n(&death_told, __ATOMIC_RELAXED))
+        *above_since = UINT64_MAX; /* the crossing's death is told: no warning after it */
     else if (!*above_since)
         *above_since = now;
     else if (*above_since != UINT64_MAX && now > *above_since &&
-             now - *above_since >= (uint64_t)SAMPLE_MS * 1000000 &&
-             !gmp_any_episode_open()) {
+             now - *above_since >= (uint64_t)SAMPLE_MS * 1000000) {
         write_pressure_bundle(all, n, nearest, buf, cap);
         *above_since = UINT64_MAX;
     }
@@ -302,4 +313,5 @@ void gmp_watchdog_after_fork(void)
     GMP_CLEAR_IN_CHILD(checking);
     GMP_CLEAR_IN_CHILD(above_since);
     GMP_CLEAR_IN_CHILD(warning_kept);
+    GMP_CLEAR_IN_CHILD(death_told);
 }

@@ -22,7 +22,9 @@ exits 0 unless its trailing comment says otherwise (`# exits 3`); the first
 one whose status differs ends its page, which fails, with its output.
 
 A few commands cannot run inside `make test`; SKIPPED says which and why,
-and each one skipped is printed with its reason."""
+and each one skipped is printed with its reason.  torchrun comes from the
+venv with torch mk/torch-venv.sh made (GMP_TEST_TORCH_PYTHON), last on the
+PATH."""
 import argparse
 import glob
 import os
@@ -49,10 +51,23 @@ SKIPPED = [
      lambda: True),
     (r"^make check(\s|$)", "make test runs the unit tests as a stage of its own", lambda: True),
     (r"^make fuzz\b", "make test runs the fuzzers as a stage of its own", lambda: True),
+    (r"\btorchrun\b|\bddp_dumps\b",
+     "no torch here (make test gets one with mk/torch-venv.sh, its python in GMP_TEST_TORCH_PYTHON)",
+     lambda: not torch_bin()),
+    (r"train_ddp\.py spawn",
+     "the python here is the wheel's venv, without torch; test_distributed's test_mp_spawn runs it",
+     lambda: True),
     (r"^(\S+=\S+ )*(srun|sbatch)\b",
      "no Slurm cluster answers here (make test's Slurm stage stands one up for its own checks)",
      lambda: not slurm_answers()),
 ]
+
+
+def torch_bin():
+    """The bin directory of the venv with torch (torchrun in it), or None."""
+    python = os.environ.get("GMP_TEST_TORCH_PYTHON", "")
+    bin_dir = os.path.dirname(python)
+    return bin_dir if python and os.access(os.path.join(bin_dir, "torchrun"), os.X_OK) else None
 
 
 def slurm_answers():
@@ -224,7 +239,9 @@ def session(repo, build, venv, page, commands, have_wheel, work):
            if not k.startswith("GMP_") and k not in ("LD_PRELOAD", "MAKEFLAGS", "MAKELEVEL",
                                                       "MFLAGS", "VIRTUAL_ENV", "PYTHONPATH")}
     path = [os.path.join(prefix, "bin")] + ([os.path.join(venv, "bin")] if venv else [])
-    env.update(PATH=":".join(path + [env.get("PATH", "/usr/bin:/bin")]), NO_COLOR="1",
+    # torch's venv last: torchrun from it, python still the wheel's
+    path_tail = [torch_bin()] if torch_bin() else []
+    env.update(PATH=":".join(path + [env.get("PATH", "/usr/bin:/bin")] + path_tail), NO_COLOR="1",
                XDG_RUNTIME_DIR=xdg, GMP_DOC_REPO=repo, GMP_DOC_STATUS=status_file,
                PREFIX=prefix, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
                PYTHONDONTWRITEBYTECODE="1", TMPDIR=scratch)

@@ -83,6 +83,53 @@ gmp_verdict bundle_kind_of(bundle *b);
  * (written before outcomes were, or by the Python recorder alone). */
 const char *outcome_words(bundle *b, char *out, size_t cap);
 
+/* runs.c: the bundles of each distributed run (torchrun's run, a Slurm
+ * step, the ranks one launcher started), for triage's verdict per run.
+ * runs_add: b's part in its run (1, its run's key in key), 0 when it is
+ * in none (key ""), -1 without memory; site is its failure's
+ * (name_failure_site), path its bundle's.
+ * runs_order: members by time, runs by their first death (runs with none
+ * last).  run_heading: "torchrun run 7f3a, 3 ranks on a and b";
+ * run_verdict: "rank 1 ran out of host memory first at ... (ENOMEM in
+ * malloc at train.py:29 in step); ranks 0 and 2 ended 0.9 s later
+ * (SIGTERM, not of memory)". */
+#define RUN_HOSTS_NAMED 4
+#define RUN_KEY_SIZE 320
+typedef struct run_member {
+    long rank;      /* -1: none known */
+    long long pid;  /* -1: none known */
+    double at;      /* the failure's time, else the bundle's (s since 1970) */
+    gmp_verdict kind;
+    char signal[12]; /* what ended it ("SIGTERM"), "" none known */
+} run_member;
+typedef struct run_story {
+    char key[RUN_KEY_SIZE], title[200];
+    long world;                 /* the largest world size named, -1 none */
+    char hosts[RUN_HOSTS_NAMED][64];
+    int host_count;             /* hosts seen (the first RUN_HOSTS_NAMED named) */
+    run_member *members;
+    size_t n, cap;
+    long deaths;                /* members that died of memory */
+    struct {                    /* the earliest of them, in full */
+        run_member member;
+        double at;
+        char memory[40], reason[64], api[48], site[200], bundle[4096];
+    } first;
+} run_story;
+typedef struct run_set {
+    run_story *runs;
+    size_t n, cap;
+    index_table index; /* runs by key, until runs_order */
+} run_set;
+int runs_add(run_set *s, bundle *b, const char *path, gmp_verdict kind, const char *site,
+             char key[RUN_KEY_SIZE]);
+void runs_order(run_set *s);
+void runs_free(run_set *s);
+void run_heading(const run_story *r, char *out, size_t cap);
+void run_verdict(const run_story *r, char *out, size_t cap);
+/* "2026-11-28T01:11:27.771Z" */
+void run_time_text(double at, char *out, size_t cap);
+
 /* python_stack.c: python_traceback.txt, innermost frame first, and its
  * innermost frame, "grow.py:4 in load_batch" (0, or -1: none). */
 #define PYTHON_FRAMES_READ 256

@@ -362,6 +362,17 @@ const bundle_run *bundle_run_of(bundle *b)
             for (size_t k = 0; k < 3 && run_vars[i].vars[k] && !*field; k++)
                 *field = jstr(vals, run_vars[i].vars[k]);
         }
+        json_t *process = json_object_get(b->environment, "process");
+        r->launcher = jstr(process, "launcher");
+        /* multiprocessing's spawn: "python -c 'from multiprocessing.spawn import
+         * spawn_main; ...' --multiprocessing-fork" (a ring's command, joined) */
+        const char *command = jstr(process, "command");
+        json_t *argv = json_object_get(process, "cmdline");
+        r->multiprocessing = command && strstr(command, " --multiprocessing-fork");
+        for (size_t i = 0; i < json_array_size(argv) && !r->multiprocessing; i++) {
+            const char *arg = json_string_value(json_array_get(argv, i));
+            r->multiprocessing = arg && !strcmp(arg, "--multiprocessing-fork");
+        }
         r->job = r->job_text;
         if (named)
             snprintf(r->job_text, sizeof r->job_text, "%.60s", named);

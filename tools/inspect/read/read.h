@@ -80,6 +80,26 @@ typedef struct bundle_host_state {
     int64_t as_soft; /* RLIMIT_AS's soft limit */
 } bundle_host_state;
 
+/* tables.c: arrays and indexes that grow.  array_room: room in *v (cap
+ * elements of elem bytes) for element n, doubling; -1 without memory.
+ * text_hash: FNV-1a of s continuing from h (start at TEXT_HASH_START).
+ * index_table: the positions of an array's elements by a hash of their key,
+ * open addressing, at most half full.  index_find: the slot of the element
+ * same() accepts among those of hash h, or the empty slot it would take
+ * (slots[at] == 0: then put element n there as n + 1); it grows first,
+ * rehashing the n elements with hash_of; -1 without memory. */
+int array_room(void **v, size_t *cap, size_t n, size_t elem);
+#define TEXT_HASH_START 1469598103934665603ull
+uint64_t text_hash(uint64_t h, const char *s);
+typedef struct index_table {
+    size_t *slots, count;
+} index_table;
+typedef int (*index_same)(size_t i, const void *arg);
+typedef uint64_t (*index_hash)(size_t i, const void *arg);
+long index_find(index_table *t, size_t n, uint64_t h, index_same same, index_hash hash_of,
+                const void *arg);
+void index_free(index_table *t);
+
 /* tables.c: modules.json as a table by load address, and stacks.json as
  * an index by id, each built once (a live ring's records too, read as
  * those files hold them). */
@@ -126,13 +146,16 @@ typedef struct bundle_outcome {
  * launcher's variables environment.json recorded (torchrun's run id and
  * restart count, the rendezvous, the world and node), and the run's other
  * records (torchrun's error file, PyTorch's NCCL flight recorder's dump
- * prefix); NULL where unknown. */
+ * prefix), and the launcher that started it with its own command line;
+ * NULL where unknown. */
 typedef struct bundle_run {
     const char *rank, *host, *job;
     char job_text[64];
     const char *run_id, *restart, *master_addr, *master_port;
     const char *world_size, *local_rank, *node;
     const char *error_file, *nccl_dump;
+    const char *launcher; /* the process that started it, "PID:TICKS" */
+    int multiprocessing;  /* started by Python's multiprocessing (torch's spawn) */
 } bundle_run;
 
 #define BUNDLE_FILES_KEPT 8

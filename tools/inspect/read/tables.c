@@ -131,3 +131,57 @@ const stack_index *bundle_stacks(bundle *b)
     }
     return &b->stacks;
 }
+
+/* ---- tables that grow ----------------------------------------------------- */
+
+int array_room(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t more = *cap ? *cap * 2 : 8;
+    void *grown = realloc(*v, more * elem);
+    if (!grown)
+        return -1;
+    *v = grown;
+    *cap = more;
+    return 0;
+}
+
+uint64_t text_hash(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+long index_find(index_table *t, size_t n, uint64_t h, index_same same, index_hash hash_of,
+                const void *arg)
+{
+    if (2 * (n + 1) > t->count) { /* at most half full: short probes */
+        size_t count = t->count ? t->count * 2 : 64;
+        size_t *slots = calloc(count, sizeof *slots);
+        if (!slots)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            size_t at = hash_of(i, arg) & (count - 1);
+            while (slots[at])
+                at = (at + 1) & (count - 1);
+            slots[at] = i + 1;
+        }
+        free(t->slots);
+        t->slots = slots;
+        t->count = count;
+    }
+    size_t at = h & (t->count - 1);
+    for (; t->slots[at]; at = (at + 1) & (t->count - 1))
+        if (same(t->slots[at] - 1, arg))
+            break;
+    return (long)at;
+}
+
+void index_free(index_table *t)
+{
+    free(t->slots);
+    t->slots = NULL;
+    t->count = 0;
+}

@@ -63,14 +63,8 @@ static proc *proc_of(procs *ps, int64_t pid, const char *long_host, const char *
     for (size_t i = 0; i < ps->n; i++)
         if (ps->p[i].pid == pid && !strcmp(ps->p[i].host, host) && !strcmp(ps->p[i].rank, rank))
             return &ps->p[i];
-    if (ps->n == ps->cap) {
-        size_t cap = ps->cap ? ps->cap * 2 : 16;
-        proc *more = realloc(ps->p, cap * sizeof *more);
-        if (!more)
-            return NULL;
-        ps->p = more;
-        ps->cap = cap;
-    }
+    if (array_room((void **)&ps->p, &ps->cap, ps->n, sizeof *ps->p) < 0)
+        return NULL;
     proc *p = &ps->p[ps->n++];
     memset(p, 0, sizeof *p);
     p->pid = pid;

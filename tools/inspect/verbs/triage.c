@@ -2,7 +2,8 @@
  * triage.c — `gmp-inspect triage PATH...`: every bundle under the paths
  * (many processes, ranks, hosts), grouped by signature — backend, failing
  * API, reason, top allocation site — with counts, first and last seen, the
- * largest request and the ranks and hosts affected.  For CI: text, JSON,
+ * largest request and the ranks and hosts affected; and, before them, one
+ * verdict per distributed run (runs.c).  For CI: text, JSON,
  * Markdown (a job summary) or JUnit XML (a test report).  The exit status
  * and every format rest on one classification (kind.c): 3 when an
  * out-of-memory death is among the bundles; else 1 when a path is missing
@@ -22,38 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define MAX_NAMES 64 /* ranks or hosts listed per group */
-
-typedef struct name_set {
-    int n, more;
-    char v[MAX_NAMES][64];
-} name_set;
-
-typedef struct group {
-    gmp_verdict kind;
-    char backend[32], api[64], reason[200], site[320];
-    long count;
-    char first[40], last[40];
-    uint64_t largest; /* with has_largest */
-    int has_largest;
-    name_set ranks, hosts, jobs; /* jobs: Slurm's "JOB.STEP" */
-    char example[4096];
-} group;
-
-typedef struct triage {
-    group *groups;
-    size_t n, cap;
-    long bundles, ooms, unreadable, missing;
-    long kinds[GMP_VERDICT_COUNT];
-    char first_unreadable[4096];
-} triage;
-
-/* The one exit status every format reports. */
-static int exit_status(const triage *t)
-{
-    return t->ooms ? 3 : t->unreadable || t->missing ? EXIT_INVALID : EXIT_OK;
-}
 
 static void add_name(name_set *s, const char *v)
 {
@@ -81,6 +50,88 @@ static void top_site(bundle *b, char *out, size_t cap)
         snprintf(out, cap, "-");
 }
 
+static uint64_t group_hash(const char *run, gmp_verdict kind, const char *const sig[4])
+{
+    uint64_t h = text_hash(TEXT_HASH_START ^ (uint64_t)kind, run);
+    for (int i = 0; i < 4; i++)
+        h = text_hash(h, sig[i]);
+    return h;
+}
+
+/* The group being looked for, for index_find's callbacks. */
+typedef struct group_lookup {
+    const group_list *l;
+    const char *run;
+    gmp_verdict kind;
+    const char *const *sig;
+} group_lookup;
+
+static int group_is(size_t i, const void *arg)
+{
+    const group_lookup *k = arg;
+    const group *g = &k->l->v[i];
+    return g->kind == k->kind && !strcmp(g->run, k->run) && !strcmp(g->backend, k->sig[0]) &&
+           !strcmp(g->api, k->sig[1]) && !strcmp(g->reason, k->sig[2]) &&
+           !strcmp(g->site, k->sig[3]);
+}
+
+static uint64_t group_hash_at(size_t i, const void *arg)
+{
+    const group *g = &((const group_lookup *)arg)->l->v[i];
+    const char *const its[4] = {g->backend, g->api, g->reason, g->site};
+    return group_hash(g->run, g->kind, its);
+}
+
+/* The group of (run, kind, signature: backend, api, reason, site), made
+ * when new with path as its example; NULL without memory. */
+static group *group_of(group_list *l, const char *run, gmp_verdict kind,
+                       const char *const sig[4], const char *path)
+{
+    group_lookup k = {l, run, kind, sig};
+    long at = index_find(&l->index, l->n, group_hash(run, kind, sig), group_is, group_hash_at, &k);
+    if (at < 0)
+        return NULL;
+    if (l->index.slots[at])
+        return &l->v[l->index.slots[at] - 1];
+    if (array_room((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
+        return NULL;
+    group *g = &l->v[l->n];
+    memset(g, 0, sizeof *g);
+    g->kind = kind;
+    snprintf(g->run, sizeof g->run, "%s", run);
+    snprintf(g->backend, sizeof g->backend, "%s", sig[0]);
+    snprintf(g->api, sizeof g->api, "%s", sig[1]);
+    snprintf(g->reason, sizeof g->reason, "%s", sig[2]);
+    snprintf(g->site, sizeof g->site, "%s", sig[3]);
+    snprintf(g->example, sizeof g->example, "%s", path);
+    l->index.slots[at] = ++l->n;
+    return g;
+}
+
+static void group_list_free(group_list *l)
+{
+    free(l->v);
+    index_free(&l->index);
+}
+
+static void count_in(group *g, bundle *b, const bundle_failure *fr)
+{
+    g->count++;
+    const char *when = jstr(b->manifest, "created_at_utc");
+    if (when && (!g->first[0] || strcmp(when, g->first) < 0))
+        snprintf(g->first, sizeof g->first, "%s", when);
+    if (when && strcmp(when, g->last) > 0)
+        snprintf(g->last, sizeof g->last, "%s", when);
+    if (fr && fr->has_size && (!g->has_largest || fr->size > g->largest)) {
+        g->largest = fr->size;
+        g->has_largest = 1;
+    }
+    add_name(&g->ranks, bundle_rank(b));
+    add_name(&g->hosts, bundle_host(b));
+    char job[64];
+    add_name(&g->jobs, bundle_job(b, job, sizeof job));
+}
+
 static void add_bundle(const char *path, void *arg)
 {
     triage *t = arg;
@@ -103,46 +154,16 @@ static void add_bundle(const char *path, void *arg)
     t->kinds[kind]++;
     t->ooms += gmp_verdict_is_death_of_memory(kind);
 
-    group *g = NULL;
-    for (size_t i = 0; i < t->n && !g; i++)
-        if (t->groups[i].kind == kind && !strcmp(t->groups[i].backend, backend) &&
-            !strcmp(t->groups[i].api, api) &&
-            !strcmp(t->groups[i].reason, reason) && !strcmp(t->groups[i].site, site))
-            g = &t->groups[i];
-    if (!g) {
-        if (t->n == t->cap) {
-            size_t cap = t->cap ? t->cap * 2 : 8;
-            group *more = realloc(t->groups, cap * sizeof *more);
-            if (!more) {
-                bundle_close(&b);
-                return;
-            }
-            t->groups = more;
-            t->cap = cap;
-        }
-        g = &t->groups[t->n++];
-        memset(g, 0, sizeof *g);
-        g->kind = kind;
-        snprintf(g->backend, sizeof g->backend, "%s", backend);
-        snprintf(g->api, sizeof g->api, "%s", api);
-        snprintf(g->reason, sizeof g->reason, "%s", reason);
-        snprintf(g->site, sizeof g->site, "%s", site);
-        snprintf(g->example, sizeof g->example, "%s", path);
+    const char *const sig[4] = {backend, api, reason, site};
+    char run[RUN_KEY_SIZE];
+    group *across = group_of(&t->signatures, "", kind, sig, path);
+    if (across)
+        count_in(across, &b, fr);
+    if (runs_add(&t->runs, &b, path, kind, site, run) >= 0) {
+        group *in_run = group_of(&t->per_run, run, kind, sig, path);
+        if (in_run)
+            count_in(in_run, &b, fr);
     }
-    g->count++;
-    const char *when = jstr(b.manifest, "created_at_utc");
-    if (when && (!g->first[0] || strcmp(when, g->first) < 0))
-        snprintf(g->first, sizeof g->first, "%s", when);
-    if (when && strcmp(when, g->last) > 0)
-        snprintf(g->last, sizeof g->last, "%s", when);
-    if (fr && fr->has_size && (!g->has_largest || fr->size > g->largest)) {
-        g->largest = fr->size;
-        g->has_largest = 1;
-    }
-    add_name(&g->ranks, bundle_rank(&b));
-    add_name(&g->hosts, bundle_host(&b));
-    char job[64];
-    add_name(&g->jobs, bundle_job(&b, job, sizeof job));
     bundle_close(&b);
 }
 
@@ -157,241 +178,6 @@ static int by_count(const void *a, const void *b)
     return strcmp(x->reason, y->reason);
 }
 
-static void join(const name_set *s, char *out, size_t cap)
-{
-    out[0] = '\0';
-    for (int i = 0; i < s->n; i++)
-        snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? "," : "", s->v[i]);
-    if (s->more)
-        snprintf(out + strlen(out), cap - strlen(out), ",...");
-    if (!out[0])
-        snprintf(out, cap, "-");
-}
-
-/* ---- formats ------------------------------------------------------------- */
-
-/* A group's cells as people read them: largest request, ranks, hosts. */
-typedef struct cells {
-    char big[32], ranks[1024], hosts[1024], jobs[1024];
-} cells;
-
-static void cells_of(const group *g, cells *c)
-{
-    snprintf(c->big, sizeof c->big, "-");
-    if (g->has_largest)
-        fmt_bytes(g->largest, c->big, sizeof c->big);
-    join(&g->ranks, c->ranks, sizeof c->ranks);
-    join(&g->hosts, c->hosts, sizeof c->hosts);
-    join(&g->jobs, c->jobs, sizeof c->jobs);
-}
-
-/* "2 out-of-memory death(s), 1 memory-pressure warning(s), ..." */
-static void summary(const triage *t, char *out, size_t cap)
-{
-    long not_memory = t->kinds[GMP_VERDICT_KILLED_UNKNOWN] + t->kinds[GMP_VERDICT_CRASH];
-    snprintf(out, cap, "%ld out-of-memory death(s), %ld memory-pressure warning(s), %ld killed "
-                       "or crashed with no sign of memory, %ld failure(s) survived, %ld unreadable",
-             t->ooms, t->kinds[GMP_VERDICT_PRESSURE], not_memory, t->kinds[GMP_VERDICT_SURVIVED],
-             t->unreadable + t->missing);
-}
-
-static void print_text(const triage *t)
-{
-    char sum[300];
-    summary(t, sum, sizeof sum);
-    printf("%zu signature(s) in %ld bundle(s): %s\n", t->n, t->bundles, sum);
-    for (size_t i = 0; i < t->n; i++) {
-        const group *g = &t->groups[i];
-        cells c;
-        cells_of(g, &c);
-        /* every field may come from a bundle or a directory's entry names */
-        const char *row[] = {g->backend, "  ", g->api, "  ", g->reason, "  at ", g->site,
-                             "\n    first ", g->first, "  last ", g->last,
-                             "  largest request ", c.big, "\n    ranks ", c.ranks,
-                             "  hosts ", c.hosts, "  Slurm jobs ", c.jobs,
-                             "\n    e.g. ", g->example};
-        printf("\n#%zu  %ld bundle(s), %s  ", i + 1, g->count, gmp_verdict_words(g->kind));
-        for (size_t k = 0; k < sizeof row / sizeof *row; k++)
-            if (k % 2)
-                fputs(row[k], stdout);
-            else
-                print_clean(stdout, row[k], 400);
-        putchar('\n');
-    }
-    if (t->unreadable || t->missing) {
-        fputs("\nunreadable, e.g.: ", stdout);
-        print_clean(stdout, t->first_unreadable, 600);
-        putchar('\n');
-    }
-}
-
-static json_t *names_json(const name_set *s)
-{
-    json_t *a = json_array();
-    for (int i = 0; i < s->n; i++)
-        json_array_append_new(a, json_string(s->v[i]));
-    return a;
-}
-
-static void print_triage_json(const triage *t)
-{
-    json_t *root = json_object(), *groups = json_array();
-    json_object_set_new(root, "bundles", json_integer(t->bundles));
-    json_object_set_new(root, "oom_bundles", json_integer(t->ooms));
-    json_object_set_new(root, "pressure_warnings", json_integer(t->kinds[GMP_VERDICT_PRESSURE]));
-    json_object_set_new(root, "survived", json_integer(t->kinds[GMP_VERDICT_SURVIVED]));
-    json_object_set_new(root, "not_memory",
-                        json_integer(t->kinds[GMP_VERDICT_KILLED_UNKNOWN] + t->kinds[GMP_VERDICT_CRASH]));
-    json_object_set_new(root, "unreadable", json_integer(t->unreadable));
-    json_object_set_new(root, "missing_paths", json_integer(t->missing));
-    json_object_set_new(root, "exit_status", json_integer(exit_status(t)));
-    for (size_t i = 0; i < t->n; i++) {
-        const group *g = &t->groups[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "kind", json_string(gmp_verdict_words(g->kind)));
-        json_object_set_new(o, "out_of_memory", json_boolean(gmp_verdict_is_death_of_memory(g->kind)));
-        json_object_set_new(o, "backend", json_string(g->backend));
-        json_object_set_new(o, "api", json_string(g->api));
-        json_object_set_new(o, "reason", json_string(g->reason));
-        json_object_set_new(o, "site", json_string(g->site));
-        json_object_set_new(o, "count", json_integer(g->count));
-        json_object_set_new(o, "first_seen", json_string(g->first));
-        json_object_set_new(o, "last_seen", json_string(g->last));
-        json_object_set_new(o, "largest_request",
-                            g->has_largest ? json_u64(g->largest) : json_null());
-        json_object_set_new(o, "ranks", names_json(&g->ranks));
-        json_object_set_new(o, "hosts", names_json(&g->hosts));
-        json_object_set_new(o, "slurm_jobs", names_json(&g->jobs));
-        json_object_set_new(o, "example", json_string(g->example));
-        json_array_append_new(groups, o);
-    }
-    json_object_set_new(root, "groups", groups);
-    print_json(root);
-}
-
-/* Markdown and XML carry bundle text: control characters shown visibly
- * (XML 1.0 cannot hold most of them even as references), then the markup's
- * own escapes.  A Markdown cell is a code span: no link, image, emphasis or
- * HTML inside, and GitHub makes no autolink there either. */
-static void put_escaped(const char *s, int xml)
-{
-    char shown[2048];
-    clean_text(s, shown, sizeof shown);
-    if (!xml)
-        putchar('`');
-    for (const char *p = shown; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (xml && c == '<')
-            fputs("&lt;", stdout);
-        else if (xml && c == '>')
-            fputs("&gt;", stdout);
-        else if (xml && c == '&')
-            fputs("&amp;", stdout);
-        else if (xml && c == '"')
-            fputs("&quot;", stdout);
-        else if (xml && c == '\'')
-            fputs("&apos;", stdout);
-        else if (!xml && c == '`')
-            putchar('\''); /* a code span cannot hold its own delimiter */
-        else if (!xml && c == '|')
-            fputs("\\|", stdout); /* a table cell's end, even in a code span */
-        else
-            putchar(c);
-    }
-    if (!xml)
-        putchar('`');
-}
-
-static void print_markdown(const triage *t)
-{
-    char sum[300];
-    summary(t, sum, sizeof sum);
-    printf("### gpumemprof: %s\n\n", sum);
-    if (!t->n) {
-        puts(t->unreadable + t->missing ? "No bundle could be read." : "No bundle found.");
-        return;
-    }
-    puts("| # | bundles | kind | backend | API | reason | site | largest request | ranks | "
-         "hosts | Slurm jobs | first seen | last seen |");
-    puts("| ---: | ---: | --- | --- | --- | --- | --- | ---: | --- | --- | --- | --- | --- |");
-    for (size_t i = 0; i < t->n; i++) {
-        const group *g = &t->groups[i];
-        cells c;
-        cells_of(g, &c);
-        printf("| %zu | %ld | %s | ", i + 1, g->count, gmp_verdict_words(g->kind));
-        const char *row[] = {g->backend, g->api, g->reason, g->site, c.big, c.ranks, c.hosts,
-                             c.jobs, g->first, g->last};
-        for (size_t k = 0; k < sizeof row / sizeof *row; k++) {
-            put_escaped(row[k], 0);
-            fputs(" | ", stdout);
-        }
-        putchar('\n');
-    }
-    if (t->unreadable)
-        printf("\n%ld bundle(s) could not be read.\n", t->unreadable);
-    if (t->missing)
-        printf("\n%ld path(s) do not exist or are not directories.\n", t->missing);
-}
-
-/* One test case per signature: an out-of-memory death is a failure, an
- * unreadable bundle or missing path one error case, anything else passes
- * with what was seen as its output, so the report fails exactly when the
- * exit status is not 0. */
-static void print_junit(const triage *t)
-{
-    size_t failures = 0, errors = t->unreadable || t->missing;
-    for (size_t i = 0; i < t->n; i++)
-        failures += gmp_verdict_is_death_of_memory(t->groups[i].kind);
-    size_t tests = t->n + errors;
-    puts("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
-    for (int level = 0; level < 2; level++)
-        printf("%s<%s name=\"gpumemprof%s\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\">\n",
-               level ? "  " : "", level ? "testsuite" : "testsuites", level ? ".oom" : "",
-               tests ? tests : 1, failures, errors);
-    if (!tests)
-        puts("    <testcase classname=\"gpumemprof.oom\" name=\"no out-of-memory bundle\"/>");
-    for (size_t i = 0; i < t->n; i++) {
-        const group *g = &t->groups[i];
-        int oom = gmp_verdict_is_death_of_memory(g->kind);
-        cells c;
-        cells_of(g, &c);
-        fputs("    <testcase classname=\"gpumemprof.oom\" name=\"", stdout);
-        put_escaped(g->reason, 1);
-        fputs(" in ", stdout);
-        put_escaped(g->api, 1);
-        fputs(" at ", stdout);
-        put_escaped(g->site, 1);
-        if (oom)
-            printf("\">\n      <failure message=\"%ld bundle(s), %s\" type=\"", g->count,
-                   gmp_verdict_words(g->kind));
-        else
-            printf("\">\n      <system-out>%ld bundle(s), %s (not an out-of-memory death): ",
-                   g->count, gmp_verdict_words(g->kind));
-        if (oom) {
-            put_escaped(g->reason, 1);
-            fputs("\">", stdout);
-        }
-        const char *text[] = {g->backend, " ", g->api, ", largest request ", c.big,
-                              "; ranks ", c.ranks, "; hosts ", c.hosts, "; Slurm jobs ",
-                              c.jobs, "; first ",
-                              g->first, ", last ", g->last, "; e.g. ", g->example};
-        for (size_t k = 0; k < sizeof text / sizeof *text; k++)
-            if (k % 2)
-                fputs(text[k], stdout);
-            else
-                put_escaped(text[k], 1);
-        printf("</%s>\n    </testcase>\n", oom ? "failure" : "system-out");
-    }
-    if (errors) {
-        printf("    <testcase classname=\"gpumemprof.oom\" name=\"bundles that could not be "
-               "read\">\n      <error message=\"%ld unreadable bundle(s), %ld missing path(s)\">",
-               t->unreadable, t->missing);
-        put_escaped(t->first_unreadable, 1);
-        puts("</error>\n    </testcase>");
-    }
-    puts("  </testsuite>\n</testsuites>");
-}
-
 static void usage(FILE *f)
 {
     fputs("usage: gmp-inspect triage PATH... [--format text|json|markdown|junit]\n"
@@ -400,9 +186,11 @@ static void usage(FILE *f)
           "and the failure's site (the innermost Python frame of the program's own,\n"
           "else the failing call's innermost frame of the program's own as\n"
           "module+offset).  Per group: count, first and last seen, largest request,\n"
-          "ranks and hosts.  markdown suits a CI job summary, junit a CI test report\n"
-          "(a failing test for each out-of-memory signature, an error for unreadable\n"
-          "input).\n"
+          "ranks and hosts.  Before them, one verdict per distributed run (torchrun's\n"
+          "run, a Slurm step, the ranks one launcher started): which rank ran out\n"
+          "first, when and where, and what the others did after.  markdown suits a CI\n"
+          "job summary, junit a CI test report (a failing test for each out-of-memory\n"
+          "signature, per run for a run's ranks; an error for unreadable input).\n"
           "Exit status, the same in every format:\n"
           "  0  no out-of-memory death (memory-pressure warnings, and kills or crashes\n"
           "     nothing ties to memory, are listed but are not failures)\n"
@@ -461,16 +249,21 @@ int cmd_triage(int argc, char **argv)
         }
         for_each_bundle(argv[i], add_bundle, &t);
     }
-    if (t.n > 1)
-        qsort(t.groups, t.n, sizeof *t.groups, by_count);
+    for (group_list *l = &t.signatures; l; l = l == &t.signatures ? &t.per_run : NULL)
+        if (l->n > 1)
+            qsort(l->v, l->n, sizeof *l->v, by_count);
+    runs_order(&t.runs);
     if (!strcmp(format, "json"))
-        print_triage_json(&t);
+        triage_print_json(&t);
     else if (!strcmp(format, "markdown"))
-        print_markdown(&t);
+        triage_print_markdown(&t);
     else if (!strcmp(format, "junit"))
-        print_junit(&t);
+        triage_print_junit(&t);
     else
-        print_text(&t);
-    free(t.groups);
-    return exit_status(&t);
+        triage_print_text(&t);
+    int status = triage_exit_status(&t);
+    group_list_free(&t.signatures);
+    group_list_free(&t.per_run);
+    runs_free(&t.runs);
+    return status;
 }

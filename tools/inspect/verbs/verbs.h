@@ -7,6 +7,7 @@
 #ifndef GMP_INSPECT_VERBS_H
 #define GMP_INSPECT_VERBS_H
 
+#include "answer.h"
 #include "read.h"
 
 #include <getopt.h>
@@ -68,5 +69,49 @@ int verb_option(verb_args *a, int argc, char **argv);
 int verb_operands(verb_args *a, int argc, int min, int max);
 /* "gmp-inspect VERB: <what>" and the usage on stderr; VERB_DONE_USAGE. */
 int verb_misuse(verb_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* triage.c gathers bundles into groups and runs; triage_formats.c says
+ * them in a format and decides the exit status (3: an out-of-memory death;
+ * 1: a path missing or a bundle unreadable; else 0). */
+#define MAX_NAMES 64 /* ranks or hosts listed per group */
+
+typedef struct name_set {
+    int n, more;
+    char v[MAX_NAMES][64];
+} name_set;
+
+typedef struct group {
+    char run[RUN_KEY_SIZE]; /* "" in the groups across runs, and outside a run */
+    gmp_verdict kind;
+    char backend[32], api[64], reason[200], site[320];
+    long count;
+    char first[40], last[40];
+    uint64_t largest; /* with has_largest */
+    int has_largest;
+    name_set ranks, hosts, jobs; /* jobs: Slurm's "JOB.STEP" */
+    char example[4096];
+} group;
+
+/* Groups found by key in a hash table of their indexes (100,000 bundles in
+ * a thousand runs make a thousand groups per run and signature). */
+typedef struct group_list {
+    group *v;
+    size_t n, cap;
+    index_table index; /* groups by key */
+} group_list;
+
+typedef struct triage {
+    group_list signatures; /* across runs: the text, JSON and Markdown */
+    group_list per_run;    /* per run and signature: JUnit's test cases */
+    run_set runs;
+    long bundles, ooms, unreadable, missing;
+    long kinds[GMP_VERDICT_COUNT];
+    char first_unreadable[4096];
+} triage;
+int triage_exit_status(const triage *t);
+void triage_print_text(const triage *t);
+void triage_print_json(const triage *t);
+void triage_print_markdown(const triage *t);
+void triage_print_junit(const triage *t);
 
 #endif

@@ -1,0 +1,254 @@
+/*
+ * test_distributed.c — a run, not a process: the ranks of a distributed
+ * job that ran out of memory, told as one story by `gmp-inspect triage`.
+ *
+ * A small stand-in launcher (python3, the standard library alone) does
+ * what torchrun does to its ranks: starts three with RANK, WORLD_SIZE and
+ * the rendezvous in their environment (and TORCHELASTIC_RUN_ID when asked),
+ * waits for the first to end, and stops the others with SIGTERM.  A rank
+ * runs out of host memory under RLIMIT_AS (a MemoryError nobody catches);
+ * in the cascade every rank does, and the others are still handling it
+ * when the SIGTERM comes.  Checked: the verdict names the rank that ran
+ * out first, its site, what followed and which ranks left nothing; two runs
+ * in one directory are two; one run id over two launchers (two nodes) is
+ * one run; JUnit has one failing test per run and signature.  Then the
+ * real torchrun and torch.multiprocessing.spawn on examples/train_ddp.py,
+ * with the torch mk/torch-venv.sh keeps outside the clone (skipped with a
+ * line where there is none).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static preload_paths paths;
+static char out[1 << 17], err[1 << 16];
+static char launcher[700];
+
+/* launcher.py MODE [NODE] [RUN_ID]: MODE "one" (local rank 1 runs out)
+ * or "every" (all do; local rank 1 raises last).  Ranks NODE*3 .. NODE*3+2 of a
+ * world of 3 per node (NODES in the environment, 1 unless set). */
+static const char launcher_py[] =
+    "import os, signal, subprocess, sys, time\n"
+    "mode = sys.argv[1]\n"
+    "node = int(sys.argv[2]) if len(sys.argv) > 2 else 0\n"
+    "nodes = int(os.environ.get('NODES', '1'))\n"
+    "rank_code = r'''\n"
+    "import os, resource, sys, time\n"
+    "rank, mode = int(os.environ['LOCAL_RANK']), sys.argv[1]\n"
+    "if mode == 'every' or rank == 1:\n"
+    "    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+    "    hold = []\n"
+    "    def fill():\n"
+    "        while True:\n"
+    "            hold.append(bytearray(64 << 20))\n"
+    "    try:\n"
+    "        fill()\n"
+    "    except MemoryError:\n"
+    "        time.sleep(1.5 if rank == 1 else 60)  # the others still at it when stopped\n"
+    "        raise\n"
+    "time.sleep(60)\n"
+    "'''\n"
+    "env = dict(os.environ, WORLD_SIZE=str(3 * nodes), LOCAL_WORLD_SIZE='3', "
+    "MASTER_ADDR='127.0.0.1', MASTER_PORT='29511', GROUP_RANK=str(node))\n"
+    "if len(sys.argv) > 3:\n"
+    "    env['TORCHELASTIC_RUN_ID'] = sys.argv[3]\n"
+    "ranks = [subprocess.Popen([sys.executable, '-c', rank_code, mode],\n"
+    "                          env=dict(env, RANK=str(3 * node + r), LOCAL_RANK=str(r)))\n"
+    "         for r in range(3)]\n"
+    "while all(p.poll() is None for p in ranks):\n"
+    "    time.sleep(0.05)\n"
+    "for p in ranks:\n"
+    "    if p.poll() is None:\n"
+    "        p.send_signal(signal.SIGTERM)\n"
+    "sys.exit(max(abs(p.wait()) for p in ranks))\n";
+
+/* The launcher run under the preload with ARGS, and then `triage FORMAT`
+ * of the dump directory in out. */
+static void run_launchers(const char *commands, const char *format)
+{
+    char script[4096];
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s' L='%s'; %s; unset LD_PRELOAD; "
+             "'%s' triage \"$GMP_DUMP_DIR\" --format %s; echo \"status $?\"",
+             paths.preload, launcher, commands, inspect_path(), format);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+}
+
+static void expect_said(const char *what, const char *text)
+{
+    if (!strstr(out, text))
+        fail_msg("triage does not say %s (\"%s\"):\n%s\nstderr: %s", what, text, out, err);
+}
+
+/* Rank 1 runs out; the launcher stops 0 and 2, which were not short of
+ * memory and so leave no bundle. */
+static void test_one_rank_runs_out(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    run_launchers("python3 \"$L\" one", "text");
+    expect_said("the run", "\n1 run(s), 1 with an out-of-memory death:\n"
+                           "  run 1  run at rendezvous 127.0.0.1:29511 (launcher pid ");
+    expect_said("its size and host", "), 3 ranks on ");
+    expect_said("who ran out, of what", "\n    rank 1 ran out of host memory at ");
+    expect_said("where, and the silent ranks",
+                " at <string>:9 in fill); ranks 0 and 2 left no bundle\n");
+    expect_said("the exit status", "status 3\n");
+}
+
+/* Every rank runs out on the same step; rank 1 raises first and the
+ * launcher's SIGTERM reaches 0 and 2 while theirs are still open: three
+ * deaths of memory, one run, the first named. */
+static void test_every_rank_runs_out(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    run_launchers("python3 \"$L\" every", "text");
+    expect_said("the run", "\n1 run(s), 1 with an out-of-memory death:\n");
+    expect_said("the first", " ran out of host memory first, at ");
+    if (!strstr(out, " ran out of memory too, ") || !strstr(out, "then ended by SIGTERM") ||
+        strstr(out, "left no bundle"))
+        fail_msg("triage does not tell the cascade:\n%s\nstderr: %s", out, err);
+    /* the first is whichever rank's allocation failed first, not rank 1's exit */
+    run_launchers("python3 \"$L\" every", "junit");
+    expect_said("one failing test for the run's signature",
+                "<testsuite name=\"gpumemprof.oom\" tests=\"1\" failures=\"1\" errors=\"0\">");
+    expect_said("the run in the test's name", "name=\"run at rendezvous 127.0.0.1:29511");
+    expect_said("the verdict in its text", "the run: rank ");
+}
+
+/* Two runs of the same launcher, one after the other, into one directory:
+ * two runs, each with its own verdict.  One torchrun run id over two
+ * launchers (its two nodes): one run of six ranks. */
+static void test_runs_told_apart_and_joined(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    run_launchers("python3 \"$L\" one; python3 \"$L\" one", "json");
+    expect_said("two runs", "\"run\": \"run at rendezvous 127.0.0.1:29511 (launcher pid ");
+    json_error_t jerr;
+    char *status = strstr(out, "status ");
+    if (status)
+        *status = '\0';
+    json_t *doc = json_loads(out, 0, &jerr);
+    if (!doc)
+        fail_msg("triage --format json is no JSON (%s):\n%s", jerr.text, out);
+    json_t *runs = json_object_get(doc, "runs");
+    if (json_array_size(runs) != 2)
+        fail_msg("want 2 runs, have %zu:\n%s", json_array_size(runs), out);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *r = json_array_get(runs, i);
+        assert_int_equal(json_int(r, "out_of_memory_deaths"), 1);
+        if (!strstr(json_str(r, "verdict"), "rank 1 ran out of host memory at "))
+            fail_msg("run %zu: %s", i, json_str(r, "verdict"));
+    }
+    json_decref(doc);
+
+    run_launchers("export NODES=2; python3 \"$L\" one 0 job42 & python3 \"$L\" one 1 job42; wait",
+                  "text");
+    expect_said("one run over two launchers", "\n1 run(s), 1 with an out-of-memory death:\n"
+                                              "  run 1  torchrun run job42, 6 ranks on ");
+    expect_said("the first of the two", "ran out of host memory first, at ");
+    expect_said("the second", " ran out of memory too, ");
+    expect_said("the silent ranks", "; ranks 0, 2, 3 and 5 left no bundle\n");
+}
+
+/* ---- the real torchrun and torch.multiprocessing.spawn ------------------ */
+
+/* The venv's python with torch (mk/torch-venv.sh), else skip with a line. */
+static const char *torch_python(void)
+{
+    const char *python = getenv("GMP_TEST_TORCH_PYTHON");
+    if (!python || !*python || access(python, X_OK) != 0) {
+        printf("SKIP: no python with torch here (make test gets one with mk/torch-venv.sh)\n");
+        skip();
+    }
+    return python;
+}
+
+static void run_torch(const char *command, const char *format)
+{
+    const char *python = torch_python();
+    /* examples/train_ddp.py, beside test/fixtures in the checkout */
+    const char *fixtures = getenv("GMP_TEST_FIXTURES");
+    char commands[3000];
+    snprintf(commands, sizeof commands,
+             "export PATH=\"$(dirname '%s'):$PATH\" OMP_NUM_THREADS=1; "
+             "cp '%s/../../examples/train_ddp.py' '%s/train.py' && cd '%s' && %s >torch.out 2>&1",
+             python, fixtures ? fixtures : "test/fixtures", paths.scratch, paths.scratch, command);
+    run_launchers(commands, format);
+}
+
+/* torchrun, rank 1 out of host memory: its run id and world, the line
+ * that asked, and the two ranks torchrun stopped leaving nothing. */
+static void test_torchrun_one_rank(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    run_torch("torchrun --nproc-per-node 3 train.py", "text");
+    expect_said("torchrun's run", "\n1 run(s), 1 with an out-of-memory death:\n"
+                                  "  run 1  torchrun run ");
+    expect_said("the world", ", 3 ranks on ");
+    expect_said("rank 1 and the line", "\n    rank 1 ran out of host memory at ");
+    expect_said("the line", " at train.py:36 in main); ranks 0 and 2 left no bundle\n");
+    expect_said("one death", " 1 out-of-memory death(s), 0 memory-pressure warning(s)");
+}
+
+/* torchrun, every rank out on the same step: one run, three deaths of
+ * memory, the others' ended by torchrun's SIGTERM. */
+static void test_torchrun_every_rank(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    run_torch("ONE=0 torchrun --nproc-per-node 3 train.py", "text");
+    expect_said("one run", "\n1 run(s), 1 with an out-of-memory death:\n");
+    expect_said("the first", " ran out of host memory first, at ");
+    expect_said("the cascade", " ran out of memory too, ");
+    expect_said("torchrun's SIGTERM", "then ended by SIGTERM");
+    expect_said("three deaths", " 3 out-of-memory death(s)");
+}
+
+/* torch.multiprocessing.spawn: the parent's relay of rank 1's error is no
+ * death; the ranks are one run, of their launcher. */
+static void test_mp_spawn(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    run_torch("python train.py spawn", "text");
+    expect_said("one death", " 1 out-of-memory death(s), 0 memory-pressure warning(s)");
+    expect_said("the launcher's run", "\n  run 1  multiprocessing run of launcher pid ");
+    expect_said("the line", " ran out of host memory at ");
+    expect_said("the site", " at train.py:36 in main)\n");
+}
+
+static int setup(void **state)
+{
+    *state = &paths;
+    preload_paths_make(&paths, "distributed");
+    snprintf(launcher, sizeof launcher, "%s/launcher.py", paths.scratch);
+    write_file(launcher, launcher_py, sizeof launcher_py - 1);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_rank_runs_out),
+        cmocka_unit_test(test_every_rank_runs_out),
+        cmocka_unit_test(test_runs_told_apart_and_joined),
+        cmocka_unit_test(test_torchrun_one_rank),
+        cmocka_unit_test(test_torchrun_every_rank),
+        cmocka_unit_test(test_mp_spawn),
+    };
+    return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
+}

@@ -1,0 +1,470 @@
+/*
+ * runs.c — the bundles of one distributed run told as one story.  When one
+ * rank of a torchrun, torch.multiprocessing.spawn or Slurm step runs out,
+ * the others die within a second of it (a closed connection, then the
+ * launcher's SIGTERM), and a directory holds a bundle per rank that died
+ * with a failure open: the question is which rank ran out first, of what,
+ * where, and what followed.
+ *
+ * A bundle belongs to a run by what its process was started with (read.h's
+ * bundle_run): torchrun's run id and restart count (the same on every
+ * node), else the Slurm step, else the launcher process that started it
+ * (its pid and start on its host, with the rendezvous where one is named):
+ * a rank, a world size, a rendezvous or multiprocessing's spawn says it is
+ * one of several.  A bundle with none of these is a process on its own and
+ * no run's.
+ *
+ * Per run this keeps the first death of memory in full (its words, site
+ * and bundle) and, per member, only what the verdict sorts and counts: a
+ * rank, a time, a kind, a signal.  So 100,000 bundles cost a few MiB here.
+ */
+#include "answer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A number the environment gave ("3"), or -1. */
+static long number_or_none(const char *s)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end || v < 0 ? -1 : v;
+}
+
+/* The run b belongs to: its key and its title; 0 when it is in none. */
+static int run_of(bundle *b, char *key, size_t key_cap, char *title, size_t title_cap)
+{
+    const bundle_run *r = bundle_run_of(b);
+    const char *host = r->host ? r->host : "?";
+    if (r->run_id && *r->run_id && strcmp(r->run_id, "none")) {
+        const char *restart = r->restart ? r->restart : "0";
+        snprintf(key, key_cap, "t|%s|%s", r->run_id, restart);
+        snprintf(title, title_cap, "torchrun run %.80s%s%.12s%s", r->run_id,
+                 strcmp(restart, "0") ? " (restart " : "", strcmp(restart, "0") ? restart : "",
+                 strcmp(restart, "0") ? ")" : "");
+        return 1;
+    }
+    if (r->job) {
+        snprintf(key, key_cap, "s|%s", r->job);
+        snprintf(title, title_cap, "Slurm step %s", r->job);
+        return 1;
+    }
+    int ranked = r->rank || r->world_size || r->master_addr || r->multiprocessing;
+    if (!ranked || !r->launcher)
+        return 0;
+    char launcher_pid[24];
+    snprintf(launcher_pid, sizeof launcher_pid, "%.*s", (int)strcspn(r->launcher, ":"),
+             r->launcher);
+    snprintf(key, key_cap, "l|%.100s|%.60s|%.100s:%.20s", host, r->launcher,
+             r->master_addr ? r->master_addr : "", r->master_port ? r->master_port : "");
+    if (r->master_addr)
+        snprintf(title, title_cap, "run at rendezvous %.60s:%.12s (launcher pid %s)",
+                 r->master_addr, r->master_port ? r->master_port : "?", launcher_pid);
+    else
+        snprintf(title, title_cap, "%s run of launcher pid %s",
+                 r->multiprocessing ? "multiprocessing" : "a", launcher_pid);
+    return 1;
+}
+
+/* The key being looked for, for index_find's callbacks. */
+typedef struct run_lookup {
+    const run_set *s;
+    const char *key;
+} run_lookup;
+
+static int run_is(size_t i, const void *arg)
+{
+    const run_lookup *l = arg;
+    return !strcmp(l->s->runs[i].key, l->key);
+}
+
+static uint64_t run_hash(size_t i, const void *arg)
+{
+    return text_hash(TEXT_HASH_START, ((const run_lookup *)arg)->s->runs[i].key);
+}
+
+/* The run of key, made when new; NULL without memory. */
+static run_story *story_of(run_set *s, const char *key, const char *title)
+{
+    run_lookup l = {s, key};
+    long at = index_find(&s->index, s->n, text_hash(TEXT_HASH_START, key), run_is, run_hash, &l);
+    if (at < 0)
+        return NULL;
+    if (s->index.slots[at])
+        return &s->runs[s->index.slots[at] - 1];
+    if (array_room((void **)&s->runs, &s->cap, s->n, sizeof *s->runs) < 0)
+        return NULL;
+    run_story *r = &s->runs[s->n];
+    memset(r, 0, sizeof *r);
+    snprintf(r->key, sizeof r->key, "%s", key);
+    snprintf(r->title, sizeof r->title, "%s", title);
+    r->world = -1;
+    s->index.slots[at] = ++s->n;
+    return r;
+}
+
+/* When the bundle's story starts: its failed request's time, else when it
+ * was written. */
+static double time_of(bundle *b)
+{
+    const bundle_failure *f = bundle_failure_of(b);
+    if (f && json_is_number(f->timestamp) && json_number_value(f->timestamp) > 0)
+        return json_number_value(f->timestamp);
+    json_t *ns = json_object_get(b->manifest, "created_at_ns");
+    if (json_is_integer(ns))
+        return (double)json_integer_value(ns) / 1e9;
+    if (json_is_real(ns))
+        return json_real_value(ns) / 1e9;
+    return 0;
+}
+
+/* "host memory", "cuda:1 memory". */
+static void memory_words(bundle *b, char *out, size_t cap)
+{
+    const char *backend = jstr(b->manifest, "backend");
+    const bundle_failure *f = bundle_failure_of(b);
+    if (!backend || !strcmp(backend, "cpu") || !strcmp(backend, "host"))
+        snprintf(out, cap, "host memory");
+    else if (f && f->has_device)
+        snprintf(out, cap, "%.20s:%lld memory", backend, (long long)f->device);
+    else
+        snprintf(out, cap, "%.20s memory", backend);
+}
+
+int runs_add(run_set *s, bundle *b, const char *path, gmp_verdict kind, const char *site,
+             char key[RUN_KEY_SIZE])
+{
+    char title[sizeof s->runs->title];
+    if (!run_of(b, key, RUN_KEY_SIZE, title, sizeof title)) {
+        key[0] = '\0';
+        return 0;
+    }
+    run_story *r = story_of(s, key, title);
+    if (!r)
+        return -1;
+    if (array_room((void **)&r->members, &r->cap, r->n, sizeof *r->members) < 0)
+        return -1;
+    const bundle_run *where = bundle_run_of(b);
+    const bundle_outcome *end = bundle_outcome_of(b);
+    run_member *m = &r->members[r->n++];
+    memset(m, 0, sizeof *m);
+    m->rank = number_or_none(where->rank);
+    json_t *pid = json_object_get(b->manifest, "pid");
+    m->pid = json_is_integer(pid) ? json_integer_value(pid) : -1;
+    m->at = time_of(b);
+    m->kind = kind;
+    if (end->signal)
+        snprintf(m->signal, sizeof m->signal, "%.*s", (int)sizeof m->signal - 1, end->signal);
+    long world = number_or_none(where->world_size);
+    if (world > r->world)
+        r->world = world;
+    if (where->host) {
+        int known = 0;
+        for (int i = 0; i < r->host_count && i < RUN_HOSTS_NAMED; i++)
+            known |= !strcmp(r->hosts[i], where->host);
+        if (!known && r->host_count < RUN_HOSTS_NAMED)
+            snprintf(r->hosts[r->host_count], sizeof r->hosts[0], "%s", where->host);
+        r->host_count += !known;
+    }
+    if (gmp_verdict_is_death_of_memory(kind)) {
+        r->deaths++;
+        if (r->deaths == 1 || m->at < r->first.at) { /* the earliest death, in full */
+            r->first.member = *m;
+            r->first.at = m->at;
+            memory_words(b, r->first.memory, sizeof r->first.memory);
+            const bundle_failure *f = bundle_failure_of(b);
+            const char *reason = jstr(b->manifest, "reason");
+            snprintf(r->first.reason, sizeof r->first.reason, "%s", reason ? reason : "");
+            snprintf(r->first.api, sizeof r->first.api, "%s", f && f->api ? f->api : "");
+            snprintf(r->first.site, sizeof r->first.site, "%s", site ? site : "-");
+            snprintf(r->first.bundle, sizeof r->first.bundle, "%s", path);
+        }
+    }
+    return 1;
+}
+
+static int by_time(const void *a, const void *b)
+{
+    const run_member *x = a, *y = b;
+    if (x->at != y->at)
+        return x->at < y->at ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+/* A run's moment: its first death, else its first member. */
+static double moment(const run_story *r)
+{
+    return r->deaths ? r->first.at : r->n ? r->members[0].at : 0;
+}
+
+static int by_first_death(const void *a, const void *b)
+{
+    const run_story *x = a, *y = b;
+    if (!x->deaths != !y->deaths)
+        return x->deaths ? -1 : 1;
+    if (moment(x) != moment(y))
+        return moment(x) < moment(y) ? -1 : 1;
+    return strcmp(x->key, y->key);
+}
+
+void runs_order(run_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        qsort(s->runs[i].members, s->runs[i].n, sizeof *s->runs[i].members, by_time);
+    qsort(s->runs, s->n, sizeof *s->runs, by_first_death);
+    index_free(&s->index); /* the order changed: no key is looked up after this */
+}
+
+void runs_free(run_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->runs[i].members);
+    free(s->runs);
+    index_free(&s->index);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- the verdict in words ------------------------------------------------ */
+
+void run_time_text(double at, char *out, size_t cap)
+{
+    time_t whole = (time_t)floor(at);
+    int ms = (int)((at - (double)whole) * 1000);
+    struct tm tm;
+    if (at <= 0 || !gmtime_r(&whole, &tm)) {
+        snprintf(out, cap, "an unknown time");
+        return;
+    }
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, cap, "%s.%03dZ", day, ms > 999 ? 999 : ms);
+}
+
+/* What a member other than the first did, as a phrase around its time
+ * ("%s" where the time goes: "0.9 s later"); members alike share it. */
+static void member_words(const run_member *m, char *out, size_t cap)
+{
+    const char *sig = m->signal[0] ? m->signal : NULL;
+    switch (m->kind) {
+    case GMP_VERDICT_OUT_OF_MEMORY:
+        snprintf(out, cap, "ran out of memory too, %%s%s%s", sig ? ", then ended by " : "",
+                 sig ? sig : "");
+        return;
+    case GMP_VERDICT_CRASH_AFTER_FAILED:
+        snprintf(out, cap, "crashed (%s) after a failed allocation, %%s", sig ? sig : "a signal");
+        return;
+    case GMP_VERDICT_OOM_KILLED:
+        snprintf(out, cap, "fell to the OOM killer %%s");
+        return;
+    case GMP_VERDICT_CGROUP_OOM_KILL:
+        snprintf(out, cap, "were killed while the cgroup's OOM killer ran, %%s");
+        return;
+    case GMP_VERDICT_KILLED_UNKNOWN:
+        snprintf(out, cap, "ended %s%s %%s, not of memory", sig ? "by " : "killed",
+                 sig ? sig : "");
+        return;
+    case GMP_VERDICT_CRASH:
+        snprintf(out, cap, "crashed (%s) %%s, not of memory", sig ? sig : "a signal");
+        return;
+    case GMP_VERDICT_PRESSURE:
+        snprintf(out, cap, "warned of memory pressure %%s");
+        return;
+    case GMP_VERDICT_SURVIVED:
+    default:
+        snprintf(out, cap, "survived a failed allocation %%s");
+        return;
+    }
+}
+
+/* "rank 1", "ranks 0 and 2", "ranks 0, 2, 3, 4, 5, 6 and 57 more",
+ * "process 4084" where no rank is known. */
+#define WHO_NAMED 6
+static void who_words(const run_member *const *m, size_t n, char *out, size_t cap)
+{
+    int all_ranked = 1;
+    for (size_t i = 0; i < n; i++)
+        all_ranked &= m[i]->rank >= 0;
+    out[0] = '\0';
+    size_t named = n > WHO_NAMED + 1 ? WHO_NAMED : n;
+    for (size_t i = 0; i < named; i++) {
+        size_t len = strlen(out);
+        const char *sep = !i ? "" : i + 1 == named && named == n ? " and " : ", ";
+        if (all_ranked)
+            snprintf(out + len, cap - len, "%s%s%ld", sep, i ? "" : n > 1 ? "ranks " : "rank ",
+                     m[i]->rank);
+        else if (m[i]->rank >= 0)
+            snprintf(out + len, cap - len, "%srank %ld", sep, m[i]->rank);
+        else
+            snprintf(out + len, cap - len, "%sprocess %lld", sep, m[i]->pid);
+    }
+    if (named < n) {
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, " and %zu more", n - named);
+    }
+}
+
+/* "0.9 s later", "0.2 to 0.9 s later", "at the same moment", "3.1 s before". */
+static void delta_words(double lo, double hi, char *out, size_t cap)
+{
+    if (fabs(lo) < 0.05 && fabs(hi) < 0.05) {
+        snprintf(out, cap, "at the same moment");
+        return;
+    }
+    const char *side = hi <= 0 ? "before" : "later";
+    if (hi <= 0) {
+        double t = -lo;
+        lo = -hi;
+        hi = t;
+    }
+    if (lo < 0)
+        lo = 0;
+    if (hi - lo < 0.05)
+        snprintf(out, cap, "%.1f s %s", hi, side);
+    else
+        snprintf(out, cap, "%.1f to %.1f s %s", lo, hi, side);
+}
+
+static int is_first(const run_story *r, const run_member *m)
+{
+    return r->deaths && m->at == r->first.member.at && m->rank == r->first.member.rank &&
+           m->pid == r->first.member.pid && m->kind == r->first.member.kind;
+}
+
+/* "rank 1 ran out of host memory first, at T (ENOMEM in malloc at
+ * train.py:29 in step)" */
+static void first_words(const run_story *r, char *out, size_t cap)
+{
+    const run_member *first = &r->first.member;
+    const run_member *self[] = {first};
+    char who[64], when[48], how[200], detail[400] = "";
+    who_words(self, 1, who, sizeof who);
+    run_time_text(first->at, when, sizeof when);
+    const char *sig = first->signal[0] ? first->signal : NULL;
+    if (first->kind == GMP_VERDICT_CRASH_AFTER_FAILED)
+        snprintf(how, sizeof how, "crashed (%s) after an allocation of %s failed",
+                 sig ? sig : "a signal", r->first.memory);
+    else if (first->kind == GMP_VERDICT_OOM_KILLED)
+        snprintf(how, sizeof how, "was killed by the OOM killer");
+    else if (first->kind == GMP_VERDICT_CGROUP_OOM_KILL)
+        snprintf(how, sizeof how, "was killed while its cgroup's OOM killer ran");
+    else
+        snprintf(how, sizeof how, "ran out of %s", r->first.memory);
+    const char *site = strcmp(r->first.site, "-") ? r->first.site : "";
+    int named = r->first.reason[0] || r->first.api[0];
+    if (named || *site)
+        snprintf(detail, sizeof detail, " (%s%s%s%s%s)", r->first.reason,
+                 r->first.reason[0] && r->first.api[0] ? " in " : "", r->first.api,
+                 *site ? named ? " at " : "at " : "", site);
+    snprintf(out, cap, "%s %s%s at %s%s%s%s", who, how, r->n > 1 ? " first," : "", when, detail,
+             sig && first->kind == GMP_VERDICT_OUT_OF_MEMORY ? ", then was ended by " : "",
+             sig && first->kind == GMP_VERDICT_OUT_OF_MEMORY ? sig : "");
+}
+
+/* The ranks below the world size that left nothing: "; ranks 0 and 2
+ * left no bundle".  Only where every member's rank is known. */
+static void missing_words(const run_story *r, char *out, size_t cap)
+{
+    if (r->world <= 0 || r->world > 1 << 20)
+        return;
+    unsigned char *seen = calloc((size_t)r->world, 1);
+    run_member *gone = calloc((size_t)r->world, sizeof *gone);
+    const run_member **list = calloc((size_t)r->world, sizeof *list);
+    size_t n = 0;
+    int all_ranked = seen && gone && list;
+    for (size_t i = 0; i < r->n && all_ranked; i++) {
+        all_ranked = r->members[i].rank >= 0;
+        if (all_ranked && r->members[i].rank < r->world)
+            seen[r->members[i].rank] = 1;
+    }
+    for (long k = 0; all_ranked && k < r->world; k++)
+        if (!seen[k]) {
+            gone[n].rank = k;
+            list[n] = &gone[n];
+            n++;
+        }
+    if (n) {
+        char who[512];
+        who_words(list, n, who, sizeof who);
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "; %s left no bundle", who);
+    }
+    free(seen);
+    free(gone);
+    free(list);
+}
+
+void run_verdict(const run_story *r, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (r->deaths)
+        first_words(r, out, cap);
+    else
+        snprintf(out, cap, "no out-of-memory death");
+
+    /* the others, by what they did, in the order the first of each did it */
+    char *done = calloc(r->n ? r->n : 1, 1);
+    const run_member **alike = calloc(r->n ? r->n : 1, sizeof *alike);
+    for (size_t i = 0; done && alike && i < r->n; i++) {
+        const run_member *m = &r->members[i];
+        if (done[i] || is_first(r, m))
+            continue;
+        char how[200], other[200];
+        member_words(m, how, sizeof how);
+        size_t n = 0;
+        double lo = m->at, hi = m->at;
+        for (size_t k = i; k < r->n; k++) {
+            if (done[k] || is_first(r, &r->members[k]))
+                continue;
+            member_words(&r->members[k], other, sizeof other);
+            if (strcmp(how, other))
+                continue;
+            done[k] = 1;
+            alike[n++] = &r->members[k];
+            lo = fmin(lo, r->members[k].at);
+            hi = fmax(hi, r->members[k].at);
+        }
+        char who[512], delta[96], said[400];
+        who_words(alike, n, who, sizeof who);
+        if (r->deaths) {
+            delta_words(lo - r->first.at, hi - r->first.at, delta, sizeof delta);
+        } else {
+            char when[48];
+            run_time_text(lo, when, sizeof when);
+            snprintf(delta, sizeof delta, "from %s", when);
+        }
+        /* how holds one %s, put there by member_words */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        snprintf(said, sizeof said, how, delta);
+#pragma GCC diagnostic pop
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "; %s %s", who, said);
+    }
+    free(done);
+    free(alike);
+    missing_words(r, out, cap);
+}
+
+void run_heading(const run_story *r, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", r->title);
+    if (r->world > 0) {
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, ", %ld rank%s", r->world, r->world == 1 ? "" : "s");
+    }
+    if (r->host_count) {
+        size_t len = strlen(out);
+        if (r->host_count > RUN_HOSTS_NAMED)
+            snprintf(out + len, cap - len, " on %d hosts", r->host_count);
+        else
+            for (int i = 0; i < r->host_count; i++) {
+                len = strlen(out);
+                snprintf(out + len, cap - len, "%s%s", !i ? " on " : i + 1 == r->host_count ? " and " : ", ",
+                         r->hosts[i]);
+            }
+    }
+}
