@@ -106,7 +106,7 @@ typedef struct run_story {
     char key[RUN_KEY_SIZE], title[200];
     long world;                 /* the largest world size named, -1 none */
     char hosts[RUN_HOSTS_NAMED][64];
-    int host_count;             /* hosts seen (the first RUN_HOSTS_NAMED named) */
+    int host_count;             /* hosts named; RUN_HOSTS_NAMED + 1: more than those */
     run_member *members;
     size_t n, cap;
     long deaths;                /* members that died of memory */

@@ -168,7 +168,8 @@ int runs_add(run_set *s, bundle *b, const char *path, gmp_verdict kind, const ch
             known |= !strcmp(r->hosts[i], where->host);
         if (!known && r->host_count < RUN_HOSTS_NAMED)
             snprintf(r->hosts[r->host_count], sizeof r->hosts[0], "%s", where->host);
-        r->host_count += !known;
+        if (!known && r->host_count <= RUN_HOSTS_NAMED)
+            r->host_count++; /* one past the named: "more", its hosts not told apart */
     }
     if (gmp_verdict_is_death_of_memory(kind)) {
         r->deaths++;
@@ -459,7 +460,7 @@ void run_heading(const run_story *r, char *out, size_t cap)
     if (r->host_count) {
         size_t len = strlen(out);
         if (r->host_count > RUN_HOSTS_NAMED)
-            snprintf(out + len, cap - len, " on %d hosts", r->host_count);
+            snprintf(out + len, cap - len, " on more than %d hosts", RUN_HOSTS_NAMED);
         else
             for (int i = 0; i < r->host_count; i++) {
                 len = strlen(out);
