@@ -216,7 +216,8 @@ void runs_order(run_set *s)
 {
     for (size_t i = 0; i < s->n; i++)
         qsort(s->runs[i].members, s->runs[i].n, sizeof *s->runs[i].members, by_time);
-    qsort(s->runs, s->n, sizeof *s->runs, by_first_death);
+    if (s->n > 1) /* none: no array at all, and qsort must not be given NULL */
+        qsort(s->runs, s->n, sizeof *s->runs, by_first_death);
     index_free(&s->index); /* the order changed: no key is looked up after this */
 }
 
