@@ -183,7 +183,6 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
         close(printed_traceback);
     if (!written)
         return 0;
-    gmp_watchdog_death_told();
     if (!cr)
         gmp_messages_note_bundle(path, framework);
     /* the death the pressure warning of this crossing warned of: one

@@ -524,9 +524,12 @@ GMP_HIDDEN int gmp_watchdog_above(void);
 /* The memory-pressure warning written in the crossing still under way, for
  * the death's bundle to replace: 1 and its path, once; 0 when there is none. */
 GMP_HIDDEN int gmp_watchdog_take_warning(char *path, size_t cap);
-/* A death of memory's bundle was written: no warning in this crossing after
- * it (a rank that failed, then sleeps holding its memory until its launcher
- * stops it, warned after its death); a check below the threshold ends it. */
+/* A bundle that tells a failure was written (gmp_pl_dump calls it for every
+ * bundle but the watchdog's own warning, confirmed_by
+ * GMP_CONFIRMED_BY_WATCHDOG): no warning in this crossing after it (a rank
+ * that failed, then sleeps holding its memory until its launcher stops it,
+ * warned after its death); a check below the threshold ends it. */
+#define GMP_CONFIRMED_BY_WATCHDOG "watchdog"
 GMP_HIDDEN void gmp_watchdog_death_told(void);
 GMP_HIDDEN void gmp_watchdog_after_fork(void);
 

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -122,6 +123,10 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     if (p && req->kind == GMP_BUNDLE_OOM) {
         __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);
         gmp_outcome_note_bundle(p);
+        /* a failure told, whoever told it (an episode, a framework's words,
+         * the program's own report): no pressure warning after it */
+        if (!req->confirmed_by || strcmp(req->confirmed_by, GMP_CONFIRMED_BY_WATCHDOG))
+            gmp_watchdog_death_told();
     }
     return p;
 }

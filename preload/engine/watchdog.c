@@ -155,7 +155,7 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
         .exception_type = "memory_pressure",
         .exception_message = message,
         .backend = nearest->backend,
-        .confirmed_by = "watchdog",
+        .confirmed_by = GMP_CONFIRMED_BY_WATCHDOG,
         .evidence = evidence,
     };
     if (gmp_pl_dump(&req, warning_path, sizeof warning_path)) {
