@@ -19,6 +19,7 @@
 #include "support.h"
 
 #include <jansson.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,40 @@ static void test_no_oom_exits_0(void **state)
     assert_non_null(strstr(out, "0 signature(s) in 0 bundle(s)"));
 }
 
+/* A rank's bundle with a failure time no clock can hold (1e300, as a
+ * hostile or broken writer might put): its run is told from when the
+ * bundle was written, never from the absurd number. */
+static void test_run_time_past_any_clock(void **state)
+{
+    (void)state;
+    char dir[600], pattern[700];
+    snprintf(dir, sizeof dir, "%s/absurd", scratch);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "10.0.0.9", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    gmp_dump_request failed = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
+                               .failed = {1, GMP_API_MALLOC, 4096, -1, 12, 0, 0, {0}}};
+    dump_one(dir, &failed);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    snprintf(pattern, sizeof pattern, "%s/oom_dump_*/metadata.json", dir);
+    glob_t g;
+    assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+    json_t *md = json_load_file(g.gl_pathv[0], 0, NULL);
+    assert_non_null(md);
+    json_object_set_new(json_object_get(md, "failed_request"), "timestamp", json_real(1e300));
+    assert_int_equal(json_dump_file(md, g.gl_pathv[0], 0), 0);
+    json_decref(md);
+    globfree(&g);
+    /* the directory twice: the bundle counted twice, as every triage does */
+    expect_everywhere(dir, dir, 3, "rank 1 ran out of host memory first, at 20");
+    assert_int_equal(triage_paths("text", dir, dir), 3);
+    assert_null(strstr(out, "an unknown time"));
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -325,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_no_oom_exits_0),
         cmocka_unit_test(test_exit_status_table),
         cmocka_unit_test(test_python_site),
+        cmocka_unit_test(test_run_time_past_any_clock),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -109,17 +109,22 @@ static run_story *story_of(run_set *s, const char *key, const char *title)
 
 /* When the bundle's story starts: its failed request's time, else when it
  * was written. */
+/* A time a bundle may hold (1970 to year 33658): a hostile 1e300 or NaN
+ * is none, and never reaches a conversion to time_t. */
+#define LATEST_TIME 1e12
+static int plausible(double t)
+{
+    return t > 0 && t < LATEST_TIME;
+}
+
 static double time_of(bundle *b)
 {
     const bundle_failure *f = bundle_failure_of(b);
-    if (f && json_is_number(f->timestamp) && json_number_value(f->timestamp) > 0)
+    if (f && json_is_number(f->timestamp) && plausible(json_number_value(f->timestamp)))
         return json_number_value(f->timestamp);
     json_t *ns = json_object_get(b->manifest, "created_at_ns");
-    if (json_is_integer(ns))
-        return (double)json_integer_value(ns) / 1e9;
-    if (json_is_real(ns))
-        return json_real_value(ns) / 1e9;
-    return 0;
+    double at = json_is_number(ns) ? json_number_value(ns) / 1e9 : 0;
+    return plausible(at) ? at : 0;
 }
 
 /* "host memory", "cuda:1 memory". */
@@ -234,13 +239,13 @@ void runs_free(run_set *s)
 
 void run_time_text(double at, char *out, size_t cap)
 {
-    time_t whole = (time_t)floor(at);
-    int ms = (int)((at - (double)whole) * 1000);
     struct tm tm;
-    if (at <= 0 || !gmtime_r(&whole, &tm)) {
+    time_t whole = plausible(at) ? (time_t)floor(at) : 0;
+    if (!whole || !gmtime_r(&whole, &tm)) {
         snprintf(out, cap, "an unknown time");
         return;
     }
+    int ms = (int)((at - (double)whole) * 1000);
     char day[32];
     strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(out, cap, "%s.%03dZ", day, ms > 999 ? 999 : ms);
