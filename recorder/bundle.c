@@ -39,6 +39,7 @@ typedef struct bundle_ctx {
     uint64_t event_count;
     uint64_t torn;
     size_t buf_cap;     /* of the buffer files stream through */
+    int dump_dirfd;     /* the directory the bundle goes in: its run's others */
     usage_key usage[MAX_USAGE_KEYS];
     size_t usage_n;
     uint64_t stacks_seen[MAX_STACK_IDS / 64]; /* stack ids the events name */
@@ -401,6 +402,10 @@ static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
     gmp_bundle_job_name(place, job, sizeof job);
     if (job[0])
         gmp_jw_kstr(w, "slurm_job", job);
+    if (in->req->kind == GMP_BUNDLE_OOM)
+        gmp_bundle_fill_run(w, in->pid != 0 && in->ring ? in->ring->hdr : NULL, in->pid == 0,
+                            place, ctx->dump_dirfd,
+                            in->req->reason && !strcmp(in->req->reason, GMP_REASON_PRESSURE));
     gmp_jw_kstr(w, "generator", "gpumemprof " GMP_VERSION_STRING);
     gmp_jw_obj_end(w);
 }
@@ -507,6 +512,7 @@ static int write_contents(int dirfd, const char *tmp, const char *name,
     ctx.in = in;
     ctx.name = name;
     ctx.buf_cap = own_shared ? sizeof shared_buf : sizeof small;
+    ctx.dump_dirfd = dirfd;
     int rc = 0;
     for (size_t i = 0; i < BUNDLE_FILE_COUNT && !rc; i++)
         if (wanted(&bundle_files[i], in))

@@ -95,6 +95,20 @@ GMP_HIDDEN long gmp_bundle_rank(void);
  * bytes (or up to its NUL) hold, nothing else; -1 when they hold none:
  * ranks and tasks read from the environment or another process's ring. */
 GMP_HIDDEN long gmp_decimal(const char *v, size_t len, size_t max_digits);
+/* retention.c: the manifest.json of the bundle directory bfd (named name)
+ * into buf, NUL-ended, when it is a regular file (no symlink followed, no
+ * FIFO waited on) that names the bundle: 0, else -1. */
+GMP_HIDDEN int gmp_manifest_read(int bfd, const char *name, char *buf, size_t cap);
+
+/* run_vars.c: a dead process's run variables as environment.json's
+ * "environment" holds a living one's; the manifest's "run" and "run_first"
+ * (of dead's ring, or of this process when self; nothing when neither or
+ * when it is no run's), first when no other bundle in dump_dirfd names that
+ * run yet and it is no memory-pressure warning (warning). */
+GMP_HIDDEN void gmp_bundle_fill_run_vars(gmp_jw *w, const char *vars, size_t cap);
+GMP_HIDDEN void gmp_bundle_fill_run(gmp_jw *w, const gmp_ring_header *dead, int self,
+                                    const gmp_job_place *place, int dump_dirfd, int warning);
+
 /* environment.json's process.slurm (null outside Slurm), and the job's
  * name in a manifest: "JOB.STEP" ("" outside Slurm). */
 GMP_HIDDEN void gmp_bundle_fill_place(gmp_jw *w, const gmp_job_place *p);

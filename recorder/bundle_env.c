@@ -235,99 +235,6 @@ void gmp_job_place_here(gmp_job_place *out)
     place_value(out->node, sizeof out->node, "SLURMD_NODENAME");
 }
 
-/* The variables that name a run and a rank in it (show's Run line). */
-static const char *const run_var_names[] = {
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE",
-    "MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-};
-
-void gmp_launcher_here(char *out)
-{
-    int parent = getppid();
-    char pid[24], ticks[24];
-    gmp_fmt_u64((uint64_t)parent, pid);
-    gmp_fmt_u64(gmp_proc_start_ticks(parent), ticks);
-    if (gmp_strjoin(out, GMP_LAUNCHER_SIZE, pid, ":", ticks, (char *)NULL) < 0)
-        out[0] = '\0';
-}
-
-/* NAME=VALUE appended at out + *n when it fits whole (a NUL after it). */
-static void put_run_var(char *out, size_t cap, size_t *n, const char *name, const char *v)
-{
-    size_t k = strlen(name), l = strlen(v);
-    if (*n + k + 1 + l + 2 > cap)
-        return; /* no room: left out whole */
-    memcpy(out + *n, name, k);
-    out[*n + k] = '=';
-    memcpy(out + *n + k + 1, v, l);
-    out[*n + k + 1 + l] = '\0';
-    *n += k + l + 2;
-}
-
-void gmp_run_vars_here(char *out, size_t cap)
-{
-    size_t n = 0;
-    char launcher[GMP_LAUNCHER_SIZE];
-    gmp_launcher_here(launcher);
-    if (launcher[0])
-        put_run_var(out, cap, &n, GMP_LAUNCHER_VAR, launcher);
-    for (size_t i = 0; i < sizeof run_var_names / sizeof *run_var_names; i++) {
-        const char *v = getenv(run_var_names[i]);
-        if (v)
-            put_run_var(out, cap, &n, run_var_names[i], v);
-    }
-    if (n < cap)
-        out[n] = '\0';
-}
-
-const char *gmp_run_vars_value(const char *vars, size_t cap, const char *name)
-{
-    size_t name_len, want = strlen(name);
-    const char *end = vars + cap;
-    for (const char *at = vars; (at = gmp_run_vars_next(at, end, &name_len)) != NULL;
-         at += strlen(at) + 1)
-        if (name_len == want && !memcmp(at, name, want))
-            return at + want + 1;
-    return NULL;
-}
-
-long gmp_run_vars_rank(const char *vars, size_t cap)
-{
-    const char *v = gmp_run_vars_value(vars, cap, "RANK");
-    return v ? gmp_decimal(v, strlen(v), 7) : -1;
-}
-
-const char *gmp_run_vars_next(const char *at, const char *end, size_t *name_len)
-{
-    if (at >= end || !*at)
-        return NULL;
-    size_t len = strnlen(at, (size_t)(end - at));
-    const char *eq = memchr(at, '=', len);
-    if (len == (size_t)(end - at) || !eq || eq == at)
-        return NULL; /* not ended inside the block, or no NAME: the block stops */
-    *name_len = (size_t)(eq - at);
-    return at;
-}
-
-/* The recorded run variables of a dead process, as environment.json's
- * "environment" holds a living one's. */
-static void fill_run_vars(gmp_jw *w, const char *vars, size_t cap)
-{
-    gmp_jw_key(w, "environment");
-    gmp_jw_obj_begin(w);
-    size_t name_len;
-    const char *end = vars + cap;
-    for (const char *at = vars; (at = gmp_run_vars_next(at, end, &name_len)) != NULL;
-         at += strlen(at) + 1) {
-        for (size_t i = 0; i < sizeof run_var_names / sizeof *run_var_names; i++)
-            if (strlen(run_var_names[i]) == name_len && !memcmp(run_var_names[i], at, name_len))
-                gmp_jw_kstr(w, run_var_names[i], at + name_len + 1); /* only the names we keep */
-    }
-    gmp_jw_obj_end(w);
-}
-
 /* A field of a place that may come from another process's file: bounded. */
 static void place_key(gmp_jw *w, const char *key, const char *v, size_t cap)
 {
@@ -464,7 +371,7 @@ void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const c
     gmp_jw_ki64(w, "recovered_by_pid", getpid());
     gmp_jw_obj_end(w);
     if (h)
-        fill_run_vars(w, h->run_vars, sizeof h->run_vars);
+        gmp_bundle_fill_run_vars(w, h->run_vars, sizeof h->run_vars);
     gmp_jw_obj_end(w);
 }
 

@@ -13,6 +13,7 @@
  * which test_config holds against docs/user-guide.md) all come from that line.
  */
 #include "gpumemprof.h"
+#include "bundle.h"
 #include "jsonw.h"
 #include "recorder.h"
 #include "redact.h"
@@ -41,7 +42,8 @@
          "where bundles go (made absolute at start, created on the first bundle; when it "       \
          "cannot be had, `$HOME/oom_dumps`, said in one line)")                                  \
     NUM(buffer_size, "GMP_BUFFER_SIZE", 10000, 16, 1u << 24, "events kept in the ring")          \
-    NUM(max_dumps, "GMP_MAX_DUMPS", 5, 1, 1000000, "bundles kept in the dump directory")         \
+    NUM(max_dumps, "GMP_MAX_DUMPS", 5, 1, 1000000,                                               \
+        "bundles kept in the dump directory (unset: at least LOCAL_WORLD_SIZE)")                  \
     NUM(max_total_mb, "GMP_MAX_TOTAL_MB", 256, 1, 1ull << 40,                                    \
         "total size kept in the dump directory, in MiB")                                        \
     TEXT(context, "GMP_CONTEXT", "", 0, 1, "(empty)",                                            \
@@ -250,10 +252,26 @@ static int parse_json(const char *var, const char *s, char *dst, size_t cap)
 
 static int parse_environment(gmp_config *cfg);
 
+/* A node's ranks share its dump directory, and when one runs out they all
+ * end: unless GMP_MAX_DUMPS says otherwise, room for a bundle of each
+ * (torchrun's LOCAL_WORLD_SIZE), so the node's first is not pruned by the
+ * ranks that followed it. */
+GMP_START_EXIT_TEXT static void keep_a_node_of_ranks(gmp_config *cfg)
+{
+    const char *ranks = getenv("LOCAL_WORLD_SIZE");
+    if (!ranks || getenv("GMP_MAX_DUMPS"))
+        return;
+    long n = gmp_decimal(ranks, strlen(ranks), 6);
+    if (n > (long)cfg->max_dumps)
+        cfg->max_dumps = (uint32_t)n;
+}
+
 int gmp_config_from_env(gmp_config *cfg)
 {
     gmp_config_defaults(cfg);
-    return parse_environment(cfg);
+    int bad = parse_environment(cfg);
+    keep_a_node_of_ranks(cfg);
+    return bad;
 }
 
 /* Any GMP_ variable at all?  Most processes have none: one pass over the
@@ -270,7 +288,9 @@ GMP_START_EXIT_TEXT static int any_gmp_variable(void)
 GMP_START_EXIT_TEXT int gmp_config_from_env_onto_zero(gmp_config *cfg)
 {
     set_nonzero_defaults(cfg);
-    return any_gmp_variable() ? parse_environment(cfg) : 0;
+    int bad = any_gmp_variable() ? parse_environment(cfg) : 0;
+    keep_a_node_of_ranks(cfg);
+    return bad;
 }
 
 #define PARSE_BOOL(field, name, def, doc)                                                        \

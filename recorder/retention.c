@@ -23,6 +23,10 @@
  * says less than one written for a failed allocation: such bundles go
  * first, and one just written never evicts a bundle of a failed allocation
  * (the directory then stays one over its count until the next bundle).
+ * Then the bundles of a distributed run after its first ("run_first":
+ * false in the manifest: another bundle of that run was there when it was
+ * written): when every rank runs out, the first is the root cause, and the
+ * ranks the launcher stopped go before it, oldest first.
  */
 #include "bundle.h"
 
@@ -76,6 +80,7 @@ typedef struct bundle_info {
     int64_t created_ns; /* manifest's created_at_ns, else name time + mtime */
     uint64_t bytes;
     int message_only;   /* written for a stderr message alone */
+    int follower;       /* a run's bundle after its first ("run_first": false) */
 } bundle_info;
 
 /* Does the manifest say "bundle_name": "<name>" (either spacing)? */
@@ -93,29 +98,37 @@ static int names_itself(const char *manifest, const char *name)
     return *p == '"' && !strncmp(p + 1, name, n) && p[1 + n] == '"';
 }
 
+int gmp_manifest_read(int bfd, const char *name, char *buf, size_t cap)
+{
+    int fd = openat(bfd, "manifest.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, cap - 1) : -1;
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return names_itself(buf, name) ? 0 : -1;
+}
+
 /* From the bundle's manifest.json, when it is a regular file that names
  * the bundle (else 0: not a bundle of ours): created_at_ns (-1 when absent;
  * file timestamps are jiffy-coarse and names have whole seconds: neither
- * orders bundles written by many processes in one second) and whether its
- * reason is a message pattern. */
-static int read_manifest(int bfd, const char *name, int64_t *created_ns, int *message_only)
+ * orders bundles written by many processes in one second), whether its
+ * reason is a message pattern, and whether it followed its run's first. */
+static int read_manifest(int bfd, const char *name, int64_t *created_ns, int *message_only,
+                         int *follower)
 {
     static const char key[] = "\"created_at_ns\":";
     char buf[4096];
     *message_only = 0;
+    *follower = 0;
     *created_ns = -1;
-    int fd = openat(bfd, "manifest.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    if (!names_itself(buf, name))
+    if (gmp_manifest_read(bfd, name, buf, sizeof buf) < 0)
         return 0;
     *message_only = strstr(buf, "\"reason\":\"message_pattern:") != NULL;
+    *follower = strstr(buf, "\"run_first\":false") != NULL;
     const char *p = strstr(buf, key);
     if (!p)
         return 1;
@@ -151,11 +164,12 @@ static int bundle_stat(int dirfd, const char *name, bundle_info *info)
     info->created_ns = secs * 1000000000 + st.st_mtim.tv_nsec % 1000000000;
     info->bytes = (uint64_t)st.st_size;
     info->message_only = 0;
+    info->follower = 0;
     int bfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (bfd < 0)
         return 0;
     int64_t exact;
-    int ours = read_manifest(bfd, name, &exact, &info->message_only);
+    int ours = read_manifest(bfd, name, &exact, &info->message_only, &info->follower);
     if (ours && exact > 0)
         info->created_ns = exact;
     if (ours)
@@ -235,7 +249,7 @@ typedef struct scan_state {
     int passed_over_count;
     uint64_t count, bytes;
     int keep_is_message_only;
-    oldest_of oldest, oldest_message;
+    oldest_of oldest, oldest_message, oldest_follower;
 } scan_state;
 
 static int older(const bundle_info *a, const char *an, const bundle_info *b,
@@ -276,6 +290,8 @@ static int scan_one(int dirfd, const char *name, void *arg)
     consider(&st->oldest, &info, name);
     if (info.message_only)
         consider(&st->oldest_message, &info, name);
+    if (info.follower)
+        consider(&st->oldest_follower, &info, name);
     return 0;
 }
 
@@ -344,9 +360,11 @@ int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
             break;
         int over = (max_dumps && st.count > max_dumps) ||
                    (max_bytes && st.bytes > max_bytes);
-        /* message-only bundles first; a message-only one evicts no other */
+        /* message-only bundles first, and a message-only one evicts no
+         * other; then the ranks that followed a run's first, before it */
         const oldest_of *victim = st.oldest_message.have      ? &st.oldest_message
                                   : st.keep_is_message_only ? NULL
+                                  : st.oldest_follower.have ? &st.oldest_follower
                                                             : &st.oldest;
         if (!over || !victim || !victim->have)
             break;

@@ -109,6 +109,16 @@ GMP_HIDDEN long gmp_run_vars_rank(const char *vars, size_t cap);
  * multiprocessing.spawn, a rendezvous torchrun gave no id).  Kept first in
  * the run variables as GMP_LAUNCHER_VAR, written as environment.json's
  * process.launcher; "" when it cannot be read. */
+/* The run a process is a rank of, as a key its run's other bundles share
+ * (the manifest's "run"; "" when it is none's): "torchrun|ID|RESTART" (the
+ * same on every node), else "slurm|JOB.STEP", else, for a rank, a world
+ * size or a rendezvous, "launcher|HOST|PID:TICKS|ADDR:PORT"; from a run
+ * variables block (gmp_run_vars_here's, or a ring's) and a Slurm place.
+ * Only letters, digits and ._:-| in it (others become '_'): JSON holds it
+ * as it is, and a reader finds it by plain text search. */
+#define GMP_RUN_KEY_SIZE 320
+GMP_HIDDEN void gmp_run_key(const char *vars, size_t cap, const gmp_job_place *place,
+                            char *out, size_t out_cap);
 #define GMP_LAUNCHER_SIZE 48
 #define GMP_LAUNCHER_VAR "GMP_LAUNCHER"
 GMP_HIDDEN void gmp_launcher_here(char *out);

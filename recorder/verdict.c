@@ -30,7 +30,7 @@ static int is(const char *s, const char *want)
 
 gmp_verdict gmp_verdict_decide(const gmp_verdict_facts *f)
 {
-    if (is(f->reason, "memory_pressure") || is(f->exception_type, "memory_pressure"))
+    if (is(f->reason, GMP_REASON_PRESSURE) || is(f->exception_type, GMP_REASON_PRESSURE))
         return GMP_VERDICT_PRESSURE;
     if (is(f->exception_type, "oom_killer"))
         return GMP_VERDICT_OOM_KILLED;

@@ -18,6 +18,10 @@
 
 #include <stddef.h>
 
+/* The reason (and exception type) of the watchdog's memory-pressure
+ * warning: the one bundle that tells no failure. */
+#define GMP_REASON_PRESSURE "memory_pressure"
+
 /* X(id, name in metadata.json, a death of memory, in words) */
 #define GMP_FOR_EACH_VERDICT(X)                                                                    \
     X(OUT_OF_MEMORY, "out_of_memory", 1, "out of memory")                                         \

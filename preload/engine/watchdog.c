@@ -27,6 +27,7 @@
  */
 #include "collector.h"
 #include "preload.h"
+#include "verdict.h"
 
 #include <string.h>
 #include <sys/resource.h>
@@ -151,8 +152,8 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
     gmp_pl_event(GMP_EV_PRESSURE, nearest->backend, nearest->device, GMP_API_UNKNOWN, 0,
                  nearest->limit, (int32_t)pct(nearest), nearest->used);
     gmp_dump_request req = {
-        .reason = "memory_pressure",
-        .exception_type = "memory_pressure",
+        .reason = GMP_REASON_PRESSURE,
+        .exception_type = GMP_REASON_PRESSURE,
         .exception_message = message,
         .backend = nearest->backend,
         .confirmed_by = GMP_CONFIRMED_BY_WATCHDOG,

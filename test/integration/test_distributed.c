@@ -34,8 +34,9 @@ static preload_paths paths;
 static char out[1 << 17], err[1 << 16];
 static char launcher[700];
 
-/* launcher.py MODE [NODE] [RUN_ID]: MODE "one" (local rank 1 runs out)
- * or "every" (all do; local rank 1 raises last).  Ranks NODE*3 .. NODE*3+2 of a
+/* launcher.py MODE [NODE] [RUN_ID]: MODE "one" (local rank 1 runs out),
+ * "every" (all do; local rank 1 raises last) or "staggered" (all do, rank
+ * 1 first, the others 0.7 s later).  Ranks NODE*3 .. NODE*3+2 of a
  * world of 3 per node (NODES in the environment, 1 unless set). */
 static const char launcher_py[] =
     "import os, signal, subprocess, sys, time\n"
@@ -45,7 +46,9 @@ static const char launcher_py[] =
     "rank_code = r'''\n"
     "import os, resource, sys, time\n"
     "rank, mode = int(os.environ['LOCAL_RANK']), sys.argv[1]\n"
-    "if mode == 'every' or rank == 1:\n"
+    "if mode == 'staggered' and rank != 1:\n"
+    "    time.sleep(0.7)  # rank 1 runs out first, the others after it\n"
+    "if mode != 'one' or rank == 1:\n"
     "    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
     "    hold = []\n"
     "    def fill():\n"
@@ -102,7 +105,7 @@ static void test_one_rank_runs_out(void **state)
     expect_said("its size and host", "), 3 ranks on ");
     expect_said("who ran out, of what", "\n    rank 1 ran out of host memory at ");
     expect_said("where, and the silent ranks",
-                " at <string>:9 in fill); ranks 0 and 2 left no bundle\n");
+                " at <string>:11 in fill); ranks 0 and 2 left no bundle\n");
     expect_said("the exit status", "status 3\n");
 }
 
@@ -161,6 +164,20 @@ static void test_runs_told_apart_and_joined(void **state)
     expect_said("the first of the two", "ran out of host memory first, at ");
     expect_said("the second", " ran out of memory too, ");
     expect_said("the silent ranks", "; ranks 0, 2, 3 and 5 left no bundle\n");
+}
+
+/* Ranks running out 1, then 0 and 2, with room for two bundles: rank 1's,
+ * the root cause, is kept and a rank that followed it goes (it was the
+ * first to go, the oldest).  A node's ranks sharing the directory with no
+ * GMP_MAX_DUMPS keep a bundle each. */
+static void test_retention_keeps_the_first(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    run_launchers("GMP_MAX_DUMPS=2 python3 \"$L\" staggered; ls \"$GMP_DUMP_DIR\"", "text");
+    if (count_prefixed(paths.dumps, "oom_dump_") != 2 || !strstr(out, "_cpu_r1_"))
+        fail_msg("want rank 1's bundle and one other:\n%s\nstderr: %s", out, err);
+    expect_said("the first kept", "rank 1 ran out of host memory first, at ");
 }
 
 /* ---- the real torchrun and torch.multiprocessing.spawn ------------------ */
@@ -246,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_one_rank_runs_out),
         cmocka_unit_test(test_every_rank_runs_out),
         cmocka_unit_test(test_runs_told_apart_and_joined),
+        cmocka_unit_test(test_retention_keeps_the_first),
         cmocka_unit_test(test_torchrun_one_rank),
         cmocka_unit_test(test_torchrun_every_rank),
         cmocka_unit_test(test_mp_spawn),

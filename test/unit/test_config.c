@@ -208,6 +208,29 @@ static void test_all_bad_one_line(void **state)
 /* The user guide's table of variables is the option list's, row for row:
  * a new option, a changed default or range shows up in both or fails here
  * (`make docs` writes the table from the option list). */
+/* A node of eight ranks sharing a dump directory keeps a bundle of each
+ * unless GMP_MAX_DUMPS says how many: its first is not pruned by the seven
+ * that followed it.  Fewer ranks than the default change nothing. */
+static void test_a_node_of_ranks_is_kept(void **state)
+{
+    (void)state;
+    gmp_config c;
+    setenv("LOCAL_WORLD_SIZE", "8", 1);
+    gmp_config_from_env(&c);
+    assert_int_equal(c.max_dumps, 8);
+    setenv("GMP_MAX_DUMPS", "2", 1);
+    gmp_config_from_env(&c);
+    assert_int_equal(c.max_dumps, 2);
+    unsetenv("GMP_MAX_DUMPS");
+    setenv("LOCAL_WORLD_SIZE", "3", 1);
+    gmp_config_from_env(&c);
+    assert_int_equal(c.max_dumps, 5);
+    setenv("LOCAL_WORLD_SIZE", "lots", 1);
+    gmp_config_from_env(&c);
+    assert_int_equal(c.max_dumps, 5);
+    unsetenv("LOCAL_WORLD_SIZE");
+}
+
 static void test_guide_table_is_the_option_list(void **state)
 {
     (void)state;
@@ -237,6 +260,7 @@ int main(void)
         cmocka_unit_test_setup(test_bad_values_one_line_each, clear_env),
         cmocka_unit_test_setup(test_all_bad_one_line, clear_env),
         cmocka_unit_test(test_set_by_name),
+        cmocka_unit_test_setup(test_a_node_of_ranks_is_kept, clear_env),
         cmocka_unit_test(test_guide_table_is_the_option_list),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -264,10 +264,52 @@ static void test_two_processes_pruning_at_once(void **state)
     scratch_remove(dir);
 }
 
+/* A manifest naming a run and whether it was that run's first bundle. */
+static void give_run(const char *dir, const char *name, const char *run, int first)
+{
+    char path[1024], json[700];
+    snprintf(path, sizeof path, "%s/%s/manifest.json", dir, name);
+    snprintf(json, sizeof json,
+             "{\"schema_version\":2,\"bundle_name\":\"%s\",\"reason\":\"ENOMEM\","
+             "\"run\":\"%s\",\"run_first\":%s}",
+             name, run, first ? "true" : "false");
+    write_file(path, json, strlen(json));
+}
+
+/* Every rank of a run ran out, the first the root cause: over the cap, the
+ * ranks that followed it go before it, oldest first; with none of them
+ * left, the oldest goes as ever. */
+static void test_a_run_keeps_its_first(void **state)
+{
+    (void)state;
+    char dir[256];
+    scratch_make(dir, sizeof dir, "runs");
+    for (int i = 0; i < 6; i++)
+        fake_bundle(dir, names[i], 100);
+    give_run(dir, names[0], "torchrun|a|0", 1);
+    give_run(dir, names[1], "torchrun|a|0", 0);
+    give_run(dir, names[2], "torchrun|a|0", 0);
+    /* names[3]: no run */
+    give_run(dir, names[4], "torchrun|b|0", 1);
+    give_run(dir, names[5], "torchrun|b|0", 0);
+    /* run a's first outlives the two newer bundles of its run */
+    assert_int_equal(gmp_retention_apply(dir, 4, 256, names[5]), 2);
+    static const int kept[] = {1, 0, 0, 1, 1, 1};
+    for (int i = 0; i < 6; i++)
+        if (exists(dir, names[i]) != kept[i])
+            fail_msg("%s: %s", names[i], kept[i] ? "removed" : "kept");
+    /* no follower left but the one just written: the oldest goes, as ever */
+    assert_int_equal(gmp_retention_apply(dir, 3, 256, names[5]), 1);
+    assert_false(exists(dir, names[0]));
+    assert_true(exists(dir, names[3]) && exists(dir, names[4]) && exists(dir, names[5]));
+    scratch_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count_cap_removes_oldest),
+        cmocka_unit_test(test_a_run_keeps_its_first),
         cmocka_unit_test(test_size_cap_and_newest_kept),
         cmocka_unit_test(test_message_bundles_never_evict_failures),
         cmocka_unit_test(test_order_within_one_second),

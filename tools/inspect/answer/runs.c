@@ -35,21 +35,23 @@ static long number_or_none(const char *s)
     return *end || v < 0 ? -1 : v;
 }
 
-/* The run b belongs to: its key and its title; 0 when it is in none. */
-static int run_of(bundle *b, char *key, size_t key_cap, char *title, size_t title_cap)
+/* The run b belongs to by the variables it recorded: its key (as the
+ * writer's gmp_run_key makes it, for bundles written before manifests named
+ * their run) and its title; 0 when it is in none. */
+static int run_named_by(bundle *b, char *key, size_t key_cap, char *title, size_t title_cap)
 {
     const bundle_run *r = bundle_run_of(b);
     const char *host = r->host ? r->host : "?";
     if (r->run_id && *r->run_id && strcmp(r->run_id, "none")) {
         const char *restart = r->restart ? r->restart : "0";
-        snprintf(key, key_cap, "t|%s|%s", r->run_id, restart);
+        snprintf(key, key_cap, "torchrun|%s|%s", r->run_id, restart);
         snprintf(title, title_cap, "torchrun run %.80s%s%.12s%s", r->run_id,
                  strcmp(restart, "0") ? " (restart " : "", strcmp(restart, "0") ? restart : "",
                  strcmp(restart, "0") ? ")" : "");
         return 1;
     }
     if (r->job) {
-        snprintf(key, key_cap, "s|%s", r->job);
+        snprintf(key, key_cap, "slurm|%s", r->job);
         snprintf(title, title_cap, "Slurm step %s", r->job);
         return 1;
     }
@@ -59,7 +61,7 @@ static int run_of(bundle *b, char *key, size_t key_cap, char *title, size_t titl
     char launcher_pid[24];
     snprintf(launcher_pid, sizeof launcher_pid, "%.*s", (int)strcspn(r->launcher, ":"),
              r->launcher);
-    snprintf(key, key_cap, "l|%.100s|%.60s|%.100s:%.20s", host, r->launcher,
+    snprintf(key, key_cap, "launcher|%.100s|%.60s|%.100s:%.20s", host, r->launcher,
              r->master_addr ? r->master_addr : "", r->master_port ? r->master_port : "");
     if (r->master_addr)
         snprintf(title, title_cap, "run at rendezvous %.60s:%.12s (launcher pid %s)",
@@ -68,6 +70,21 @@ static int run_of(bundle *b, char *key, size_t key_cap, char *title, size_t titl
         snprintf(title, title_cap, "%s run of launcher pid %s",
                  r->multiprocessing ? "multiprocessing" : "a", launcher_pid);
     return 1;
+}
+
+/* The run b belongs to: the manifest's "run" where the writer named it,
+ * else the one its variables name; 0 when it is in none. */
+static int run_of(bundle *b, char *key, size_t key_cap, char *title, size_t title_cap)
+{
+    const char *written = jstr(b->manifest, "run");
+    int named = run_named_by(b, key, key_cap, title, title_cap);
+    if (written && *written) {
+        if (!named)
+            snprintf(title, title_cap, "run %.180s", written);
+        snprintf(key, key_cap, "%s", written);
+        return 1;
+    }
+    return named;
 }
 
 /* The key being looked for, for index_find's callbacks. */
