@@ -103,6 +103,7 @@ int gmp_job_dirs_sweep(const char *run_dir, const gmp_recover_options *opt,
         if (job) {
             int n = gmp_rings_recover(path, opt, report, arg);
             written += n > 0 ? n : 0;
+            unlinkat(held, GMP_RUN_ENDS_FILE, 0); /* its gmp-run, which told them, is gone */
             rmdir(path); /* not while a process of the job still lives (its ring) */
         } else if (fstat(held, &st) == 0 && now - st.st_mtime > NEW_ABANDONED_S) {
             rmdir(path);
@@ -113,17 +114,24 @@ int gmp_job_dirs_sweep(const char *run_dir, const gmp_recover_options *opt,
     return written;
 }
 
-void gmp_job_dir_leave(const char *dir)
+int gmp_is_job_dir(const char *dir)
 {
     const char *base = strrchr(dir, '/');
     base = base ? base + 1 : dir;
-    if (strncmp(base, JOB_PREFIX, strlen(JOB_PREFIX)))
+    return !strncmp(base, JOB_PREFIX, strlen(JOB_PREFIX));
+}
+
+void gmp_job_dir_leave(const char *dir)
+{
+    if (!gmp_is_job_dir(dir))
         return;
     int saved = errno;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) /* its gmp-run is gone */
-            rmdir(dir);                        /* only when this ring was the last */
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* its gmp-run is gone: none reads */
+            unlinkat(fd, GMP_RUN_ENDS_FILE, 0);  /* the ends it would have told */
+            rmdir(dir);                          /* only when this ring was the last */
+        }
         close(fd);
     }
     errno = saved;

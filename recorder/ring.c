@@ -120,10 +120,9 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots, i
             ? gmp_cgroup_oom_kills(h->cgroup_oom_file)
             : UINT64_MAX;
     read_command(pid, h->exe, h->cmdline); /* a gone process's: empty */
-    if (!pid) { /* a proxy's process has its own environment */
+    if (!pid) /* a proxy's process has its own environment */
         gmp_job_place_here(&h->place);
-        gmp_run_vars_here(h->run_vars, sizeof h->run_vars);
-    }
+    gmp_run_vars_of(pid, h->run_vars, sizeof h->run_vars);
 }
 
 static int map_ring_file(const char *dir, size_t len, gmp_ring *ring, int of_pid)

@@ -96,6 +96,9 @@ GMP_HIDDEN void gmp_job_place_here(gmp_job_place *out);
  * does not fit is left out. */
 #define GMP_RUN_VARS_SIZE 1024
 GMP_HIDDEN void gmp_run_vars_here(char *out, size_t cap);
+/* Those of process pid (0: this one; another's read from /proc/PID/environ,
+ * for gmp-run's proxy ring of a process that has none of its own). */
+GMP_HIDDEN void gmp_run_vars_of(int pid, char *out, size_t cap);
 /* The next NAME=VALUE of a block that may come from another process's
  * file (bounded by end, NULL after the last); its NAME's length in
  * *name_len. */

@@ -22,6 +22,7 @@
  * that is left is written by ring_to_bundle.c.
  */
 #include "gpumemprof.h"
+#include "bundle.h"
 #include "ring.h"
 #include "ring_recovery.h"
 #include "rundir.h"
@@ -174,6 +175,42 @@ static int decide_child_ring(int dirfd, const char *name, void *arg)
     return 0;
 }
 
+/* In a gmp-run job's directory, how a rank of a run ended, as one line of
+ * GMP_RUN_ENDS_FILE ("PID RANK EXIT SIGNAL NS KEY", "-" for none): gmp-run
+ * tells the run's verdict from them at its end, where a rank the launcher
+ * stopped left no bundle.  A process of no run is not written. */
+static void note_end(int dirfd, const char *run_dir, const gmp_ring_header *h, int status)
+{
+    char key[GMP_RUN_KEY_SIZE];
+    if (!gmp_is_job_dir(run_dir))
+        return;
+    gmp_run_key(h->run_vars, sizeof h->run_vars, &h->place, key, sizeof key);
+    if (!key[0])
+        return;
+    long rank = gmp_decimal(h->place.task, sizeof h->place.task, 7);
+    if (rank < 0)
+        rank = gmp_run_vars_rank(h->run_vars, sizeof h->run_vars);
+    char pid[24], r[24] = "-", code[24] = "-", sig[24] = "-", ns[24], line[GMP_RUN_KEY_SIZE + 128];
+    gmp_fmt_i64(h->pid, pid);
+    if (rank >= 0)
+        gmp_fmt_i64(rank, r);
+    if (WIFEXITED(status))
+        gmp_fmt_i64(WEXITSTATUS(status), code);
+    else
+        gmp_fmt_i64(WTERMSIG(status), sig);
+    gmp_fmt_u64(gmp_now_realtime_ns(), ns);
+    if (gmp_strjoin(line, sizeof line, pid, " ", r, " ", code, " ", sig, " ", ns, " ", key, "\n",
+                    (char *)NULL) < 0)
+        return;
+    int fd = openat(dirfd, GMP_RUN_ENDS_FILE,
+                    O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    ssize_t ignored = write(fd, line, strlen(line)); /* one write: lines never interleave */
+    (void)ignored;
+    close(fd);
+}
+
 int gmp_rings_reaped(const char *run_dir, int pid, int status)
 {
     if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status)))
@@ -189,6 +226,7 @@ int gmp_rings_reaped(const char *run_dir, int pid, int status)
         /* the same for each ring of that process: its own, and gmp-run's
          * proxy of it made before it had its own */
         c.ticks = h.proc_start_ticks;
+        note_end(dirfd, run_dir, &h, status);
         c.keep = c.sig && gmp_ring_death_may_be_memory(h.flags, c.sig);
         gmp_dir_foreach(dirfd, decide_child_ring, &c);
         kept = c.kept;

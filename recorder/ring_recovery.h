@@ -102,5 +102,11 @@ GMP_API int gmp_job_dir_make(const char *run_dir, char *out, size_t cap, char *w
 GMP_API int gmp_job_dirs_sweep(const char *run_dir, const gmp_recover_options *opt,
                                gmp_recover_report_fn report, void *arg);
 GMP_API void gmp_job_dir_leave(const char *job_dir);
+/* dir is a gmp-run job directory (by its name). */
+GMP_API int gmp_is_job_dir(const char *dir);
+/* In a job directory: how each rank of a run the job's processes reaped
+ * ended, a line each, "PID RANK EXIT SIGNAL NS KEY" ("-" for none; KEY the
+ * run's, as a manifest's "run"); gmp-run reads it at its end. */
+#define GMP_RUN_ENDS_FILE "run_ends"
 
 #endif

@@ -23,16 +23,24 @@ static const char *const run_var_names[] = {
     "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
 };
 
-void gmp_launcher_here(char *out)
+/* The launcher of process pid (0: this one) into out: "PPID:TICKS". */
+static void launcher_of(int pid, char *out)
 {
-    int parent = getppid();
-    char pid[24], ticks[24];
-    gmp_fmt_u64((uint64_t)parent, pid);
+    int parent = pid ? gmp_proc_parent(pid) : getppid();
+    char num[24], ticks[24];
+    out[0] = '\0';
+    if (parent <= 0)
+        return;
+    gmp_fmt_u64((uint64_t)parent, num);
     gmp_fmt_u64(gmp_proc_start_ticks(parent), ticks);
-    if (gmp_strjoin(out, GMP_LAUNCHER_SIZE, pid, ":", ticks, (char *)NULL) < 0)
+    if (gmp_strjoin(out, GMP_LAUNCHER_SIZE, num, ":", ticks, (char *)NULL) < 0)
         out[0] = '\0';
 }
 
+void gmp_launcher_here(char *out)
+{
+    launcher_of(0, out);
+}
 /* NAME=VALUE appended at out + *n when it fits whole (a NUL after it). */
 static void put_run_var(char *out, size_t cap, size_t *n, const char *name, const char *v)
 {
@@ -60,6 +68,63 @@ void gmp_run_vars_here(char *out, size_t cap)
     }
     if (n < cap)
         out[n] = '\0';
+}
+
+/* NAME=VALUE of an environment kept when NAME is a run variable. */
+static void keep_if_run_var(char *out, size_t cap, size_t *n, const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq)
+        return;
+    for (size_t i = 0; i < sizeof run_var_names / sizeof *run_var_names; i++)
+        if (strlen(run_var_names[i]) == (size_t)(eq - entry) &&
+            !memcmp(run_var_names[i], entry, (size_t)(eq - entry))) {
+            put_run_var(out, cap, n, run_var_names[i], eq + 1);
+            return;
+        }
+}
+
+/* The run variables of another process (gmp-run's proxy of one that has no
+ * ring of its own), from /proc/PID/environ, read in pieces: an entry
+ * longer than `entry` is no run variable's and is passed over. */
+static void run_vars_of(int pid, char *out, size_t cap)
+{
+    size_t n = 0;
+    char launcher[GMP_LAUNCHER_SIZE], path[64], num[24], piece[4096], entry[1200];
+    launcher_of(pid, launcher);
+    if (launcher[0])
+        put_run_var(out, cap, &n, GMP_LAUNCHER_VAR, launcher);
+    gmp_fmt_u64((uint64_t)pid, num);
+    gmp_strjoin(path, sizeof path, "/proc/", num, "/environ", (char *)NULL);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t len = 0;
+    int overlong = 0;
+    for (ssize_t got; fd >= 0 && (got = read(fd, piece, sizeof piece)) > 0;)
+        for (ssize_t i = 0; i < got; i++) {
+            if (piece[i] == '\0') {
+                entry[len] = '\0';
+                if (!overlong)
+                    keep_if_run_var(out, cap, &n, entry);
+                len = 0;
+                overlong = 0;
+            } else if (len + 1 < sizeof entry) {
+                entry[len++] = piece[i];
+            } else {
+                overlong = 1;
+            }
+        }
+    if (fd >= 0)
+        close(fd);
+    if (n < cap)
+        out[n] = '\0';
+}
+
+void gmp_run_vars_of(int pid, char *out, size_t cap)
+{
+    if (pid)
+        run_vars_of(pid, out, cap);
+    else
+        gmp_run_vars_here(out, cap);
 }
 
 const char *gmp_run_vars_value(const char *vars, size_t cap, const char *name)

@@ -35,9 +35,10 @@ static char out[1 << 17], err[1 << 16];
 static char launcher[700];
 
 /* launcher.py MODE [NODE] [RUN_ID]: MODE "one" (local rank 1 runs out),
- * "every" (all do; local rank 1 raises last) or "staggered" (all do, rank
- * 1 first, the others 0.7 s later).  Ranks NODE*3 .. NODE*3+2 of a
- * world of 3 per node (NODES in the environment, 1 unless set). */
+ * "every" (all do; local rank 1 raises last), "staggered" (all do, rank
+ * 1 first, the others 0.7 s later) or "healthy" (all exit 0 at once).
+ * Ranks NODE*3 .. NODE*3+2 of a world of 3 per node (NODES in the
+ * environment, 1 unless set). */
 static const char launcher_py[] =
     "import os, signal, subprocess, sys, time\n"
     "mode = sys.argv[1]\n"
@@ -48,7 +49,7 @@ static const char launcher_py[] =
     "rank, mode = int(os.environ['LOCAL_RANK']), sys.argv[1]\n"
     "if mode == 'staggered' and rank != 1:\n"
     "    time.sleep(0.7)  # rank 1 runs out first, the others after it\n"
-    "if mode != 'one' or rank == 1:\n"
+    "if mode not in ('one', 'healthy') or rank == 1 and mode == 'one':\n"
     "    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
     "    hold = []\n"
     "    def fill():\n"
@@ -59,7 +60,8 @@ static const char launcher_py[] =
     "    except MemoryError:\n"
     "        time.sleep(1.5 if rank == 1 else 60)  # the others still at it when stopped\n"
     "        raise\n"
-    "time.sleep(60)\n"
+    "if mode != 'healthy':\n"
+    "    time.sleep(60)\n"
     "'''\n"
     "env = dict(os.environ, WORLD_SIZE=str(3 * nodes), LOCAL_WORLD_SIZE='3', "
     "MASTER_ADDR='127.0.0.1', MASTER_PORT='29511', GROUP_RANK=str(node))\n"
@@ -68,6 +70,8 @@ static const char launcher_py[] =
     "ranks = [subprocess.Popen([sys.executable, '-c', rank_code, mode],\n"
     "                          env=dict(env, RANK=str(3 * node + r), LOCAL_RANK=str(r)))\n"
     "         for r in range(3)]\n"
+    "if mode == 'healthy':\n"
+    "    sys.exit(max(p.wait() for p in ranks))\n"
     "while all(p.poll() is None for p in ranks):\n"
     "    time.sleep(0.05)\n"
     "for p in ranks:\n"
@@ -180,6 +184,37 @@ static void test_retention_keeps_the_first(void **state)
     expect_said("the first kept", "rank 1 ran out of host memory first, at ");
 }
 
+/* gmp-run around the launcher: its last line is the run's verdict, the two
+ * ranks the launcher stopped told from the ends the launcher noted ("ended
+ * by SIGTERM"), and triage later says the same from the notes kept beside
+ * the bundle.  A healthy run says nothing and leaves nothing. */
+static void test_gmp_run_tells_the_run(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    char script[4096];
+    snprintf(script, sizeof script,
+             "'%s/gmp-run' --dump-dir \"$GMP_DUMP_DIR\" -- python3 '%s' one 2>&1 | tail -1; "
+             "'%s' triage \"$GMP_DUMP_DIR\"",
+             paths.build, launcher, inspect_path());
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    expect_said("gmp-run's last line", "gpumemprof: run at rendezvous 127.0.0.1:29511 (launcher pid ");
+    expect_said("the verdict", "), 3 ranks on ");
+    expect_said("the ranks it stopped", "; ranks 0 and 2 ended by SIGTERM ");
+    char *later = strstr(out, "\n1 run(s)");
+    if (!later || !strstr(later, "; ranks 0 and 2 ended by SIGTERM ") ||
+        !strstr(later, "(1 bundle(s))"))
+        fail_msg("triage after gmp-run does not tell the stopped ranks:\n%s", out);
+
+    snprintf(script, sizeof script,
+             "'%s/gmp-run' --dump-dir \"$GMP_DUMP_DIR\" -- python3 '%s' healthy; echo \"status $?\"; "
+             "ls -A \"$GMP_DUMP_DIR\" 2>/dev/null | wc -l",
+             paths.build, launcher);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    if (strcmp(out, "status 0\n0\n") || strstr(err, "gpumemprof"))
+        fail_msg("a healthy run: %s\nstderr: %s", out, err);
+}
+
 /* ---- the real torchrun and torch.multiprocessing.spawn ------------------ */
 
 /* The venv's python with torch (mk/torch-venv.sh), else skip with a line. */
@@ -193,6 +228,8 @@ static const char *torch_python(void)
     return python;
 }
 
+/* COMMAND in a scratch directory holding train.py, with torch's venv on
+ * the PATH; its output's last line, then `triage FORMAT`, in out. */
 static void run_torch(const char *command, const char *format)
 {
     const char *python = torch_python();
@@ -201,7 +238,8 @@ static void run_torch(const char *command, const char *format)
     char commands[3000];
     snprintf(commands, sizeof commands,
              "export PATH=\"$(dirname '%s'):$PATH\" OMP_NUM_THREADS=1; "
-             "cp '%s/../../examples/train_ddp.py' '%s/train.py' && cd '%s' && %s >torch.out 2>&1",
+             "cp '%s/../../examples/train_ddp.py' '%s/train.py' && cd '%s' && "
+             "{ %s; } >torch.out 2>&1; tail -1 torch.out",
              python, fixtures ? fixtures : "test/fixtures", paths.scratch, paths.scratch, command);
     run_launchers(commands, format);
 }
@@ -235,6 +273,22 @@ static void test_torchrun_every_rank(void **state)
     expect_said("three deaths", " 3 out-of-memory death(s)");
 }
 
+/* gmp-run around torchrun, rank 1 out: gmp-run's last line tells the
+ * two ranks torchrun stopped, from the ends torchrun's preload noted. */
+static void test_torchrun_under_gmp_run(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    char command[sizeof paths.build + 128];
+    snprintf(command, sizeof command,
+             "'%s/gmp-run' --dump-dir \"$GMP_DUMP_DIR\" -- torchrun --nproc-per-node 3 train.py",
+             paths.build);
+    run_torch(command, "text");
+    expect_said("gmp-run's last line", "gpumemprof: torchrun run ");
+    expect_said("rank 1 first", ": rank 1 ran out of host memory first, at ");
+    expect_said("the ranks torchrun stopped", "; ranks 0 and 2 ended by SIGTERM ");
+}
+
 /* torch.multiprocessing.spawn: the parent's relay of rank 1's error is no
  * death; the ranks are one run, of their launcher. */
 static void test_mp_spawn(void **state)
@@ -264,8 +318,10 @@ int main(void)
         cmocka_unit_test(test_every_rank_runs_out),
         cmocka_unit_test(test_runs_told_apart_and_joined),
         cmocka_unit_test(test_retention_keeps_the_first),
+        cmocka_unit_test(test_gmp_run_tells_the_run),
         cmocka_unit_test(test_torchrun_one_rank),
         cmocka_unit_test(test_torchrun_every_rank),
+        cmocka_unit_test(test_torchrun_under_gmp_run),
         cmocka_unit_test(test_mp_spawn),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

@@ -252,7 +252,7 @@ static void test_exit_status_table(void **state)
     const char *bad[] = {inspect_path(), "triage", "--format", "xml", quiet, NULL};
     int status = run_capture(bad, out, sizeof out, err, sizeof err);
     assert_int_equal(WEXITSTATUS(status), 2);
-    assert_non_null(strstr(err, "unknown format 'xml' (text, json, markdown or junit)"));
+    assert_non_null(strstr(err, "unknown format 'xml' (text, json, markdown, junit or line)"));
 }
 
 /* A Python failure's site is its innermost frame of the program's own

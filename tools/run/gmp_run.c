@@ -20,6 +20,10 @@
  * loses nothing: its job directory, no longer held, is swept by the next
  * gmp-run (first thing) and by `gmp-inspect recover`.
  *
+ * When a distributed run in the job left a bundle, gmp-run's last line on
+ * stderr is its verdict (run_verdict.c): which rank ran out first, and how
+ * the others ended, from the ends its processes noted.
+ *
  * Its exit status is the command's (128 + the signal when it was killed).
  * Signals sent to gmp-run (a scheduler's SIGTERM, kill) go on to the
  * command once; those the terminal sends (Ctrl-C, Ctrl-\, a hangup) reach
@@ -34,6 +38,7 @@
 #include "job_watch.h"
 #include "kernel_log.h"
 #include "ring_recovery.h"
+#include "run_verdict.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -394,6 +399,12 @@ int main(int argc, char **argv)
     if (held >= 0) {
         gmp_recover_options opt = {.dump_dir = dump_dir ? abs_dump : NULL};
         gmp_rings_recover(run_dir, &opt, report, NULL);
+        /* a distributed run that left a bundle: its verdict, the last line */
+        static const char *const inspect_places[] = {"/gmp-inspect", "/../bin/gmp-inspect"};
+        char inspect[PATH_MAX];
+        run_verdict_tell(run_dir, job.dump_dir,
+                         find_beside(inspect_places, 2, inspect, sizeof inspect) == 0 ? inspect
+                                                                                        : NULL);
         /* while processes of the command still run (a daemon), their rings
          * keep the directory; the last to exit removes it, and a death
          * among them is swept later */

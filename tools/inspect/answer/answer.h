@@ -101,6 +101,8 @@ typedef struct run_member {
     double at;      /* the failure's time, else the bundle's (s since 1970) */
     gmp_verdict kind;
     char signal[12]; /* what ended it ("SIGTERM"), "" none known */
+    int ended;       /* from a note of its end alone (no bundle of its own) */
+    int exit_status; /* with ended and no signal: its exit status */
 } run_member;
 typedef struct run_story {
     char key[RUN_KEY_SIZE], title[200];
@@ -109,6 +111,7 @@ typedef struct run_story {
     int host_count;             /* hosts named; RUN_HOSTS_NAMED + 1: more than those */
     run_member *members;
     size_t n, cap;
+    long bundles;               /* members with a bundle (not an end noted alone) */
     long deaths;                /* members that died of memory */
     struct {                    /* the earliest of them, in full */
         run_member member;
@@ -123,6 +126,13 @@ typedef struct run_set {
 } run_set;
 int runs_add(run_set *s, bundle *b, const char *path, gmp_verdict kind, const char *site,
              char key[RUN_KEY_SIZE]);
+/* runs_add_end: a note of how a rank ended ("PID RANK EXIT SIGNAL NS KEY",
+ * as gmp-run keeps them beside the bundles in run_ends_*.txt), after the
+ * bundles: a member of its run unless a bundle of that pid tells its end
+ * already.  1 added, 0 not (another shape, or told), -1 without memory. */
+int runs_add_end(run_set *s, const char *line);
+/* The key of the run b belongs to in key (1), or "" (0). */
+int run_key_of(bundle *b, char key[RUN_KEY_SIZE]);
 void runs_order(run_set *s);
 void runs_free(run_set *s);
 void run_heading(const run_story *r, char *out, size_t cap);

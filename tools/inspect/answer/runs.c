@@ -87,6 +87,14 @@ static int run_of(bundle *b, char *key, size_t key_cap, char *title, size_t titl
     return named;
 }
 
+int run_key_of(bundle *b, char key[RUN_KEY_SIZE])
+{
+    char title[200];
+    if (!run_of(b, key, RUN_KEY_SIZE, title, sizeof title))
+        key[0] = '\0';
+    return key[0] != '\0';
+}
+
 /* The key being looked for, for index_find's callbacks. */
 typedef struct run_lookup {
     const run_set *s;
@@ -173,6 +181,7 @@ int runs_add(run_set *s, bundle *b, const char *path, gmp_verdict kind, const ch
     const bundle_run *where = bundle_run_of(b);
     const bundle_outcome *end = bundle_outcome_of(b);
     run_member *m = &r->members[r->n++];
+    r->bundles++;
     memset(m, 0, sizeof *m);
     m->rank = number_or_none(where->rank);
     json_t *pid = json_object_get(b->manifest, "pid");
@@ -206,6 +215,68 @@ int runs_add(run_set *s, bundle *b, const char *path, gmp_verdict kind, const ch
             snprintf(r->first.site, sizeof r->first.site, "%s", site ? site : "-");
             snprintf(r->first.bundle, sizeof r->first.bundle, "%s", path);
         }
+    }
+    return 1;
+}
+
+/* "-" or a number within [lo, hi], from one field; 0, else -1. */
+static int note_field(const char *s, size_t len, long long lo, long long hi, long long *out)
+{
+    if (len == 1 && s[0] == '-') {
+        *out = -1;
+        return 0;
+    }
+    long long v = 0;
+    if (!len || len > 19)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int runs_add_end(run_set *s, const char *line)
+{
+    long long v[5];
+    static const long long hi[5] = {1ll << 31, 1ll << 31, 255, 64, 1ll << 62};
+    const char *at = line;
+    for (int f = 0; f < 5; f++) {
+        const char *space = strchr(at, ' ');
+        if (!space || note_field(at, (size_t)(space - at), 0, hi[f], &v[f]) < 0)
+            return 0;
+        at = space + 1;
+    }
+    size_t k = strcspn(at, "\n");
+    if (!k || k >= RUN_KEY_SIZE || v[0] < 0 || (v[2] < 0) == (v[3] < 0))
+        return 0; /* no pid, or not one of an exit and a signal */
+    char key[RUN_KEY_SIZE], title[sizeof s->runs->title];
+    memcpy(key, at, k);
+    key[k] = '\0';
+    snprintf(title, sizeof title, "run %.180s", key);
+    run_story *r = story_of(s, key, title);
+    if (!r)
+        return -1;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->members[i].pid == v[0])
+            return 0; /* its own bundle tells its end */
+    if (array_room((void **)&r->members, &r->cap, r->n, sizeof *r->members) < 0)
+        return -1;
+    run_member *m = &r->members[r->n++];
+    memset(m, 0, sizeof *m);
+    m->rank = v[1] >= 0 ? (long)v[1] : -1;
+    m->pid = v[0];
+    m->at = (double)v[4] / 1e9;
+    m->ended = 1;
+    m->exit_status = v[2] >= 0 ? (int)v[2] : -1;
+    m->kind = GMP_VERDICT_KILLED_UNKNOWN;
+    if (v[3] > 0) {
+        const char *abbrev = sigabbrev_np((int)v[3]);
+        snprintf(m->signal, sizeof m->signal, "SIG%.8s", abbrev ? abbrev : "?");
     }
     return 1;
 }
@@ -273,6 +344,11 @@ void run_time_text(double at, char *out, size_t cap)
 static void member_words(const run_member *m, char *out, size_t cap)
 {
     const char *sig = m->signal[0] ? m->signal : NULL;
+    if (m->ended && !sig) { /* its end noted, no bundle: it exited */
+        snprintf(out, cap, "exited %d %%s%s", m->exit_status,
+                 m->exit_status ? ", not of memory" : "");
+        return;
+    }
     switch (m->kind) {
     case GMP_VERDICT_OUT_OF_MEMORY:
         snprintf(out, cap, "ran out of memory too, %%s%s%s", sig ? ", then ended by " : "",

@@ -18,7 +18,9 @@
 #include "answer.h"
 #include "verbs.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -137,12 +139,18 @@ static void add_bundle(const char *path, void *arg)
     triage *t = arg;
     char err[600];
     bundle b;
-    t->bundles++;
     if (bundle_open(&b, path, 1, 0, err, sizeof err) < 0) {
-        if (!t->unreadable++ && !t->missing)
+        t->bundles += !t->only_run; /* of no run that can be told */
+        if (!t->only_run && !t->unreadable++ && !t->missing)
             snprintf(t->first_unreadable, sizeof t->first_unreadable, "%s", err);
         return;
     }
+    char run[RUN_KEY_SIZE];
+    if (t->only_run && (!run_key_of(&b, run) || strcmp(run, t->only_run))) {
+        bundle_close(&b);
+        return; /* another run's, or none's */
+    }
+    t->bundles++;
     const char *s;
     const bundle_failure *fr = bundle_failure_of(&b);
     char backend[32], api[64], reason[200], site[320];
@@ -155,7 +163,6 @@ static void add_bundle(const char *path, void *arg)
     t->ooms += gmp_verdict_is_death_of_memory(kind);
 
     const char *const sig[4] = {backend, api, reason, site};
-    char run[RUN_KEY_SIZE];
     group *across = group_of(&t->signatures, "", kind, sig, path);
     if (across)
         count_in(across, &b, fr);
@@ -180,7 +187,8 @@ static int by_count(const void *a, const void *b)
 
 static void usage(FILE *f)
 {
-    fputs("usage: gmp-inspect triage PATH... [--format text|json|markdown|junit]\n"
+    fputs("usage: gmp-inspect triage PATH... [--format text|json|markdown|junit|line]\n"
+          "                          [--run KEY]\n"
           "Every bundle under the PATHs (bundle directories, or directories searched\n"
           "8 levels deep), grouped by kind and signature: backend, failing API, reason\n"
           "and the failure's site (the innermost Python frame of the program's own,\n"
@@ -190,7 +198,10 @@ static void usage(FILE *f)
           "run, a Slurm step, the ranks one launcher started): which rank ran out\n"
           "first, when and where, and what the others did after.  markdown suits a CI\n"
           "job summary, junit a CI test report (a failing test for each out-of-memory\n"
-          "signature, per run for a run's ranks; an error for unreadable input).\n"
+          "signature, per run for a run's ranks; an error for unreadable input); line\n"
+          "a line per run, its verdict (gmp-run's last word).  The ends gmp-run noted\n"
+          "of ranks that left no bundle (run_ends_*.txt in a PATH) are read too.\n"
+          "--run KEY: that run alone (a manifest's \"run\").\n"
           "Exit status, the same in every format:\n"
           "  0  no out-of-memory death (memory-pressure warnings, and kills or crashes\n"
           "     nothing ties to memory, are listed but are not failures)\n"
@@ -199,6 +210,45 @@ static void usage(FILE *f)
           "     or a bundle could not be read\n"
           "  2  usage error\n",
           f);
+}
+
+/* The notes gmp-run keeps beside a run's bundles (run_ends_*.txt, in the
+ * directory itself) of how each rank ended: members of their runs where
+ * no bundle tells that end.  A note of another shape is passed over. */
+static void add_end_notes(const char *dir, triage *t)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "run_ends_", 9) || len < 4 || strcmp(e->d_name + len - 4, ".txt"))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
+        if (!f) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        char line[RUN_KEY_SIZE + 128], key[RUN_KEY_SIZE];
+        while (fgets(line, sizeof line, f)) {
+            if (t->only_run) { /* its key, the last field: that run's alone */
+                const char *last = strrchr(line, ' ');
+                size_t k = last ? strcspn(last + 1, "\n") : 0;
+                if (!k || k >= sizeof key)
+                    continue;
+                memcpy(key, last + 1, k);
+                key[k] = '\0';
+                if (strcmp(key, t->only_run))
+                    continue;
+            }
+            runs_add_end(&t->runs, line);
+        }
+        fclose(f);
+    }
+    closedir(d);
 }
 
 /* A PATH that is no directory to search: a sentence for stderr, else NULL. */
@@ -216,25 +266,30 @@ static const char *path_problem(const char *path)
 
 int cmd_triage(int argc, char **argv)
 {
-    static const struct option options[] = {{"format", required_argument, NULL, 'f'}, {0}};
+    static const struct option options[] = {{"format", required_argument, NULL, 'f'},
+                                            {"run", required_argument, NULL, 'r'},
+                                            {0}};
     verb_args a = {.verb = "triage", .usage = usage, .longopts = options};
-    const char *format = "text";
+    const char *format = "text", *only_run = NULL;
     for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
-        if (c != 'f')
+        if (c == 'f')
+            format = optarg;
+        else if (c == 'r')
+            only_run = optarg;
+        else
             return VERB_EXIT(c);
-        format = optarg;
     }
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "markdown") &&
-        strcmp(format, "junit")) {
+        strcmp(format, "junit") && strcmp(format, "line")) {
         fputs("gmp-inspect triage: unknown format '", stderr);
         print_clean(stderr, format, 40);
-        fputs("' (text, json, markdown or junit)\n", stderr);
+        fputs("' (text, json, markdown, junit or line)\n", stderr);
         return EXIT_USAGE;
     }
     if (verb_operands(&a, argc, 1, argc) < 0)
         return EXIT_USAGE;
     inspect_raw_json = !strcmp(format, "json");
-    triage t = {0};
+    triage t = {.only_run = only_run};
     for (int i = optind; i < argc; i++) {
         const char *problem = path_problem(argv[i]);
         if (problem) {
@@ -249,6 +304,10 @@ int cmd_triage(int argc, char **argv)
         }
         for_each_bundle(argv[i], add_bundle, &t);
     }
+    /* then the ends gmp-run noted of ranks that left no bundle */
+    for (int i = optind; i < argc; i++)
+        if (!path_problem(argv[i]))
+            add_end_notes(argv[i], &t);
     for (group_list *l = &t.signatures; l; l = l == &t.signatures ? &t.per_run : NULL)
         if (l->n > 1)
             qsort(l->v, l->n, sizeof *l->v, by_count);
@@ -259,6 +318,8 @@ int cmd_triage(int argc, char **argv)
         triage_print_markdown(&t);
     else if (!strcmp(format, "junit"))
         triage_print_junit(&t);
+    else if (!strcmp(format, "line"))
+        triage_print_lines(&t);
     else
         triage_print_text(&t);
     int status = triage_exit_status(&t);

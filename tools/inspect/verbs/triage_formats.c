@@ -70,7 +70,7 @@ static void print_runs_text(const triage *t)
         run_verdict(r, verdict, sizeof verdict);
         printf("  run %zu  ", i + 1);
         print_clean(stdout, heading, sizeof heading);
-        printf(" (%zu bundle(s))\n    ", r->n);
+        printf(" (%ld bundle(s))\n    ", r->bundles);
         print_clean(stdout, verdict, sizeof verdict);
         if (r->deaths) {
             fputs("\n    first death: ", stdout);
@@ -131,7 +131,7 @@ static json_t *runs_json(const triage *t)
         json_object_set_new(o, "run", json_string(heading));
         json_object_set_new(o, "key", json_string(r->key));
         json_object_set_new(o, "world_size", r->world >= 0 ? json_integer(r->world) : json_null());
-        json_object_set_new(o, "bundles", json_integer((json_int_t)r->n));
+        json_object_set_new(o, "bundles", json_integer(r->bundles));
         json_object_set_new(o, "out_of_memory_deaths", json_integer(r->deaths));
         json_object_set_new(o, "verdict", json_string(verdict));
         json_object_set_new(o, "first_death_bundle",
@@ -149,6 +149,10 @@ static json_t *runs_json(const triage *t)
             json_object_set_new(mo, "out_of_memory",
                                 json_boolean(gmp_verdict_is_death_of_memory(m->kind)));
             json_object_set_new(mo, "signal", m->signal[0] ? json_string(m->signal) : json_null());
+            json_object_set_new(mo, "bundle", json_boolean(!m->ended)); /* else gmp-run's note */
+            json_object_set_new(mo, "exit_status", m->ended && m->exit_status >= 0
+                                                       ? json_integer(m->exit_status)
+                                                       : json_null());
             json_array_append_new(members, mo);
         }
         json_object_set_new(o, "members", members);
@@ -350,4 +354,20 @@ void triage_print_junit(const triage *t)
         puts("</error>\n    </testcase>");
     }
     puts("  </testsuite>\n</testsuites>");
+}
+
+/* One line a run, for gmp-run's last word: "gpumemprof: HEADING: VERDICT". */
+void triage_print_lines(const triage *t)
+{
+    char heading[400], verdict[2048];
+    for (size_t i = 0; i < t->runs.n; i++) {
+        const run_story *r = &t->runs.runs[i];
+        run_heading(r, heading, sizeof heading);
+        run_verdict(r, verdict, sizeof verdict);
+        fputs("gpumemprof: ", stdout);
+        print_clean(stdout, heading, sizeof heading);
+        fputs(": ", stdout);
+        print_clean(stdout, verdict, sizeof verdict);
+        putchar('\n');
+    }
 }

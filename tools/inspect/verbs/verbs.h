@@ -104,6 +104,7 @@ typedef struct triage {
     group_list signatures; /* across runs: the text, JSON and Markdown */
     group_list per_run;    /* per run and signature: JUnit's test cases */
     run_set runs;
+    const char *only_run; /* --run: the one run looked at, or NULL */
     long bundles, ooms, unreadable, missing;
     long kinds[GMP_VERDICT_COUNT];
     char first_unreadable[4096];
@@ -113,5 +114,6 @@ void triage_print_text(const triage *t);
 void triage_print_json(const triage *t);
 void triage_print_markdown(const triage *t);
 void triage_print_junit(const triage *t);
+void triage_print_lines(const triage *t);
 
 #endif
