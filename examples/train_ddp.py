@@ -7,6 +7,7 @@ exchange a few all_reduce, then rank 1 (ONE=1, the default) or every rank
 launcher stops them.
 
     torchrun --nproc-per-node 3 examples/train_ddp.py
+    accelerate launch --multi_gpu --num_processes 3 examples/train_ddp.py
     python examples/train_ddp.py spawn      # torch.multiprocessing.spawn
 """
 import os
@@ -16,8 +17,10 @@ import time
 
 import torch
 import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
 
 
+@record  # torchrun's error file gets the rank's traceback
 def main(rank=None, world=None):
     if rank is None:
         dist.init_process_group("gloo")

@@ -245,7 +245,9 @@ static void run_torch(const char *command, const char *format)
 }
 
 /* torchrun, rank 1 out of host memory: its run id and world, the line
- * that asked, and the two ranks torchrun stopped leaving nothing. */
+ * that asked, and the two ranks torchrun stopped leaving nothing.  torchrun
+ * relays rank 1's traceback (@record's error file) in its own summary: no
+ * death of torchrun's (it was one). */
 static void test_torchrun_one_rank(void **state)
 {
     (void)state;
@@ -255,22 +257,45 @@ static void test_torchrun_one_rank(void **state)
                                   "  run 1  torchrun run ");
     expect_said("the world", ", 3 ranks on ");
     expect_said("rank 1 and the line", "\n    rank 1 ran out of host memory at ");
-    expect_said("the line", " at train.py:36 in main); ranks 0 and 2 left no bundle\n");
+    expect_said("the line", " at train.py:39 in main); ranks 0 and 2 left no bundle\n");
     expect_said("one death", " 1 out-of-memory death(s), 0 memory-pressure warning(s)");
 }
 
 /* torchrun, every rank out on the same step: one run, three deaths of
- * memory, the others' ended by torchrun's SIGTERM. */
+ * memory, the others' ended by torchrun's SIGTERM.  With --tee, torchrun
+ * copies each rank's log to its own stderr ("[default1]:..."): the ranks'
+ * words, no deaths of torchrun's. */
 static void test_torchrun_every_rank(void **state)
 {
     (void)state;
     skip_under_preload_sanitizer("RLIMIT_AS");
-    run_torch("ONE=0 torchrun --nproc-per-node 3 train.py", "text");
+    run_torch("ONE=0 torchrun --nproc-per-node 3 --tee 3 train.py", "text");
     expect_said("one run", "\n1 run(s), 1 with an out-of-memory death:\n");
     expect_said("the first", " ran out of host memory first, at ");
     expect_said("the cascade", " ran out of memory too, ");
     expect_said("torchrun's SIGTERM", "then ended by SIGTERM");
     expect_said("three deaths", " 3 out-of-memory death(s)");
+}
+
+/* accelerate's launcher, which is torchrun's machinery in another
+ * process: one death, rank 1's (skipped where the venv has no accelerate). */
+static void test_accelerate_launch(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    char accelerate[1200];
+    const char *python = torch_python(), *bin_end = strrchr(python, '/');
+    snprintf(accelerate, sizeof accelerate, "%.*s/accelerate", (int)(bin_end - python), python);
+    if (access(accelerate, X_OK)) {
+        printf("SKIP: no accelerate beside %s\n", torch_python());
+        skip();
+    }
+    run_torch("accelerate launch --multi_gpu --num_processes 3 --num_machines 1 "
+              "--mixed_precision no --dynamo_backend no train.py",
+              "text");
+    expect_said("one death", " 1 out-of-memory death(s), 0 memory-pressure warning(s)");
+    expect_said("rank 1 and the line", "\n    rank 1 ran out of host memory at ");
+    expect_said("the site", " at train.py:39 in main); ranks 0 and 2 left no bundle\n");
 }
 
 /* gmp-run around torchrun, rank 1 out: gmp-run's last line tells the
@@ -299,7 +324,7 @@ static void test_mp_spawn(void **state)
     expect_said("one death", " 1 out-of-memory death(s), 0 memory-pressure warning(s)");
     expect_said("the launcher's run", "\n  run 1  multiprocessing run of launcher pid ");
     expect_said("the line", " ran out of host memory at ");
-    expect_said("the site", " at train.py:36 in main)\n");
+    expect_said("the site", " at train.py:39 in main)\n");
 }
 
 static int setup(void **state)
@@ -322,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_torchrun_one_rank),
         cmocka_unit_test(test_torchrun_every_rank),
         cmocka_unit_test(test_torchrun_under_gmp_run),
+        cmocka_unit_test(test_accelerate_launch),
         cmocka_unit_test(test_mp_spawn),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);

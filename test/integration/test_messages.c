@@ -366,6 +366,59 @@ static void test_relayed_traceback_is_no_death(void **state)
         fail_msg("bundles: %d; stderr: %s", count_prefixed(paths.dumps, "oom_dump_"), err);
 }
 
+/* torchrun's agent relays its ranks' words twice: with --tee, each line
+ * of a rank's log, behind "[default1]:"; at its end, its ChildFailedError's
+ * summary, whose "Root Cause" holds the traceback of a rank that used
+ * @record, indented.  Neither is a death of the agent (torch is loaded in
+ * it: it wrote a false bundle for each).  What the agent says of its own
+ * after the summary's closing rule is its own: one bundle, its words. */
+static void test_torchrun_relays_are_no_death(void **state)
+{
+    (void)state;
+    char script[8192], file[700];
+    snprintf(file, sizeof file, "%s/agent.py", paths.scratch);
+    static const char program[] =
+        "import sys\n"
+        "relayed = ('Traceback (most recent call last):\\n'\n"
+        "           '  File \"/w/train.py\", line 9, in main\\n'\n"
+        "           '    step(batch)\\n'\n"
+        "           'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.')\n"
+        "for line in relayed.splitlines():\n"
+        "    print('[default1]:' + line, file=sys.stderr, flush=True)\n"
+        "print('[default1]:RuntimeError: DefaultCPUAllocator: can\\'t allocate memory: you tried "
+        "to allocate 268435456 bytes. Error code 12 (Cannot allocate memory)', file=sys.stderr)\n"
+        "summary = ('Traceback (most recent call last):\\n'\n"
+        "           '  File \"/v/bin/torchrun\", line 8, in <module>\\n'\n"
+        "           '    sys.exit(main())\\n'\n"
+        "           'torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \\n'\n"
+        "           '=' * 60 + '\\ntrain.py FAILED\\n' + '-' * 60 + '\\nFailures:\\n'\n"
+        "           '  <NO_OTHER_FAILURES>\\n' + '-' * 60 + '\\n'\n"
+        "           'Root Cause (first observed failure):\\n[0]:\\n'\n"
+        "           '  rank      : 1 (local_rank: 1)\\n'\n"
+        "           '  exitcode  : 1 (pid: 17244)\\n'\n"
+        "           '  error_file: /tmp/torchelastic_u/attempt_0/1/error.json\\n'\n"
+        "           '  traceback : ' + relayed.replace('\\n', '\\n  ') + '\\n  \\n' + '=' * 60)\n"
+        "print(summary, file=sys.stderr, flush=True)\n"
+        "class OutOfMemoryError(RuntimeError):\n"
+        "    pass\n"
+        "OutOfMemoryError.__module__ = 'torch'\n"
+        "raise OutOfMemoryError('" TORCH_MESSAGE "')\n";
+    write_file(file, program, sizeof program - 1);
+    snprintf(script, sizeof script, "export LD_PRELOAD='%s %s'; python3 '%s'; echo $?",
+             paths.preload, speaker("libtorch_cpu.so"), file);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "1\n");
+    if (!strstr(err, "[default1]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                     "2.00 GiB.\n") ||
+        !strstr(err, "\n  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 "
+                     "GiB.\n"))
+        fail_msg("the relays were not printed: %s", err);
+    char bundle[1024];
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "exception_message"), TORCH_MESSAGE);
+    json_decref(md);
+}
+
 /* Each framework's own last line, as it prints it, from a process that
  * writes it to stderr: one bundle whose exception is the framework's type,
  * module and words. */
@@ -648,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_printed_traceback_is_masked),
         cmocka_unit_test(test_rank_prefixed_lines),
         cmocka_unit_test(test_relayed_traceback_is_no_death),
+        cmocka_unit_test(test_torchrun_relays_are_no_death),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
