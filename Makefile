@@ -169,7 +169,7 @@ $(BUILD)/preload/hooks/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isy
 # (each room finds the headers of the rooms it builds on)
 $(INSPECT_OBJ): ROOM_CFLAGS := $(INSPECT_INCLUDES)
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
-	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm -lpthread
 
 # with the recorder's verdict on a bundle, the one triage reads
 SPANK_SRC := $(wildcard slurm/*.c) recorder/verdict.c base/json_text.c
@@ -346,7 +346,7 @@ $(BUILD)/fuzz/obj/%.o: %.c
 $(BUILD)/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz_common.h $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) $(JANSSON_LIBS) \
-	    $(DW_LIBS) -lm
+	    $(DW_LIBS) -lm -lpthread
 
 .SECONDARY: $(FUZZ_LIB_OBJ)
 
@@ -365,8 +365,9 @@ fuzz: $(FUZZERS)
 # with ASan+UBSan in everything of ours (test binaries, recorder, gmp-inspect,
 # preload); those under `ulimit -v` skip there (no shadow fits), so all the
 # tests once more with the preload under UBSan alone; then under TSan the
-# ring's 8-writer test and, with the preload under TSan, the concurrency
-# tests (test_stress, test_gpu).  TSan's function entry hooks are left out:
+# ring's 8-writer test, triage's tests with gmp-inspect under TSan (its
+# reader threads) and, with the preload under TSan, the concurrency tests
+# (test_stress, test_gpu).  TSan's function entry hooks are left out:
 # our malloc runs inside TSan's thread start, before it can keep a stack.
 # test_noalloc replaces malloc itself: it runs only as built.  Then the
 # fuzzers, FUZZ_SECONDS each (skipped, with a line, where clang cannot build
@@ -404,9 +405,11 @@ sanitize: unit-programs
 	else echo "SKIP: $(CC) has no libasan.so to preload; the preload runs under UBSan alone"; fi; \
 	echo "== under ASan+UBSan, the preload under UBSan alone"; \
 	$(SAN_ENV) sh test/run.sh $(UBSAN_BUILD) $(abspath $(ASAN_BUILD)/gmp-inspect) $(SAN_UNIT) || failed=1; \
-	echo "== the ring and the clock under TSan"; \
+	echo "== the ring and the clock under TSan, and triage's reader threads"; \
 	TSAN_OPTIONS=halt_on_error=1 sh test/run.sh $(UBSAN_BUILD) $(abspath $(INSPECT)) \
 	    $(TSAN_BUILD)/test/test_ring $(TSAN_BUILD)/test/test_clock || failed=1; \
+	TSAN_OPTIONS=halt_on_error=1 sh test/run.sh $(UBSAN_BUILD) \
+	    $(abspath $(TSAN_BUILD)/gmp-inspect) $(BUILD)/test/test_triage || failed=1; \
 	if [ -n "$$tsan" ]; then \
 	    echo "== the concurrency tests with the preload under TSan"; \
 	    GMP_TEST_SAN_RUNTIME="$$tsan" sh test/run.sh $(TSAN_BUILD) $(abspath $(INSPECT)) \

@@ -155,6 +155,31 @@ for pair in $(seq "${GMP_BENCH_STARTUP_PAIRS:-40}"); do
     echo "supervised pair $g $e" >> "$RES"
 done
 "$B/bench/recorder_bench" "$W" | sed 's/^/recorder /' >> "$RES"
+# triage at a cluster's scale: 100,000 bundles of 1,000 torchrun runs, each
+# a copy of one real rank's bundle (python3 out of memory under ulimit -v,
+# with a torchrun rank's variables); the median of 5 warm runs, and the
+# most memory one took
+TRIAGE_BUNDLES=${GMP_BENCH_TRIAGE_BUNDLES:-100000}
+mkdir -p "$W/rank"
+GMP_DUMP_DIR="$W/rank" RANK=1 LOCAL_RANK=1 WORLD_SIZE=100 TORCHELASTIC_RUN_ID=bench \
+    TORCHELASTIC_RESTART_COUNT=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 LD_PRELOAD="$PRELOAD" \
+    sh -c 'ulimit -v 600000; exec "$1" -c "x = [bytearray(64 << 20) for _ in range(100)]"' \
+    sh "$PY" >/dev/null 2>&1
+TEMPLATE=$(ls -d "$W"/rank/oom_dump_* 2>/dev/null | head -n 1)
+if [ -n "$TEMPLATE" ] && "$PY" "$HERE/triage_corpus.py" "$TEMPLATE" "$W/week" "$TRIAGE_BUNDLES" \
+    $((TRIAGE_BUNDLES / 100)) 2>"$W/corpus.err"; then
+    "$B/gmp-inspect" triage "$W/week" >/dev/null 2>&1 # warm: the files in the page cache
+    echo "triage count 0 $TRIAGE_BUNDLES" >> "$RES"
+    "$PY" - "$B/gmp-inspect" "$W/week" >> "$RES" <<'PY'
+import resource, subprocess, sys, time
+for i in range(5):
+    a = time.monotonic()
+    subprocess.run([sys.argv[1], "triage", sys.argv[2]], stdout=subprocess.DEVNULL)
+    print("triage gpumemprof %d %.3f" % (i, time.monotonic() - a))
+print("triage rss 0 %d" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+PY
+fi
+rm -rf "$W/week"
 "$B/bench/rss" | sed 's/^/rss none /' >> "$RES"
 LD_PRELOAD=$PRELOAD "$B/bench/rss" | sed 's/^/rss gpumemprof /' >> "$RES"
 
@@ -211,6 +236,11 @@ print("| ring push, 1 thread / 2 threads | %.1f / %.1f ns | | | | | <= 10 ns (1 
     rec.get("push1", 0), rec.get("push2", 0)))
 print("| dump with 10k / 1M events | %.1f / %.0f ms | | | | | <= 20 ms / <= 1 s |" % (
     rec.get("dump10k", 0), rec.get("dump1m", 0)))
+t = sorted(times("triage", "gpumemprof").values())
+if t:
+    n = int(times("triage", "count").get("0", 0))
+    print("| `gmp-inspect triage` of {:,} bundles from {:,} torchrun runs ({} warm runs; at most {:.0f} MiB) | {:.2f} s ({:.2f}-{:.2f}) | | | | | <= 6 s (100,000) |".format(
+        n, n // 100, len(t), times("triage", "rss").get("0", 0) / 1024, statistics.median(t), t[0], t[-1]))
 def rss(tool):
     r = [x for x in rows if x[0] == "rss" and x[1] == tool]
     return (int(r[0][3]), int(r[0][5])) if r else (0, 0)

@@ -253,13 +253,17 @@ void gmp_bundle_fill_run(gmp_jw *w, const gmp_ring_header *dead, int self,
                          const gmp_job_place *place, int dump_dirfd, int warning)
 {
     char vars[GMP_RUN_VARS_SIZE], key[GMP_RUN_KEY_SIZE];
-    if (dead)
-        gmp_run_key(dead->run_vars, sizeof dead->run_vars, place, key, sizeof key);
-    else if (self) {
+    const char *of = vars;
+    size_t cap = sizeof vars;
+    if (dead) {
+        of = dead->run_vars;
+        cap = sizeof dead->run_vars;
+    } else if (self) {
         gmp_run_vars_here(vars, sizeof vars);
-        gmp_run_key(vars, sizeof vars, place, key, sizeof key);
-    } else
+    } else {
         return;
+    }
+    gmp_run_key(of, cap, place, key, sizeof key);
     if (!key[0])
         return;
     run_search search = {key, 0};
@@ -268,4 +272,11 @@ void gmp_bundle_fill_run(gmp_jw *w, const gmp_ring_header *dead, int self,
     gmp_jw_kstr(w, "run", key);
     gmp_jw_key(w, "run_first");
     gmp_jw_bool(w, !warning && !search.found);
+    /* the run's size where its launcher said it (WORLD_SIZE, which readers
+     * take first too): with rank and host, all that a reader of many
+     * bundles (triage) asks of environment.json */
+    const char *world_text = gmp_run_vars_value(of, cap, "WORLD_SIZE");
+    long world = world_text ? gmp_decimal(world_text, strlen(world_text), 7) : -1;
+    if (world > 0)
+        gmp_jw_ki64(w, "world_size", world);
 }

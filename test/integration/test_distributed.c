@@ -136,7 +136,8 @@ static void test_every_rank_runs_out(void **state)
 
 /* Two runs of the same launcher, one after the other, into one directory:
  * two runs, each with its own verdict.  One torchrun run id over two
- * launchers (its two nodes): one run of six ranks. */
+ * launchers (its two nodes): one run of six ranks, told the same from the
+ * manifests alone. */
 static void test_runs_told_apart_and_joined(void **state)
 {
     (void)state;
@@ -168,6 +169,16 @@ static void test_runs_told_apart_and_joined(void **state)
     expect_said("the first of the two", "ran out of host memory first, at ");
     expect_said("the second", " ran out of memory too, ");
     expect_said("the silent ranks", "; ranks 0, 2, 3 and 5 left no bundle\n");
+
+    /* the manifest names the run, rank, host and world size: triage tells
+     * the same from it with every environment.json gone (and so reads
+     * none of them, at a cluster's scale) */
+    run_launchers("export NODES=2; python3 \"$L\" one 0 job43 & python3 \"$L\" one 1 job43; wait; "
+                  "rm \"$GMP_DUMP_DIR\"/oom_dump_*/environment.json",
+                  "text");
+    expect_said("the run from the manifests", "\n1 run(s), 1 with an out-of-memory death:\n"
+                                              "  run 1  torchrun run job43, 6 ranks on ");
+    expect_said("the silent ranks from them", "; ranks 0, 2, 3 and 5 left no bundle\n");
 }
 
 /* Ranks running out 1, then 0 and 2, with room for two bundles: rank 1's,

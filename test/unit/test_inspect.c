@@ -238,6 +238,29 @@ static void test_cgroup_kills_are_not_all_this_process(void **state)
     json_decref(md);
 }
 
+/* A string a bundle's writer chose, with DEL as it is (valid JSON) or a
+ * terminal's escape spelled \u001b: each is shown escaped, never raw,
+ * though text with neither (the most of them) skips the cleaning. */
+static void test_raw_control_characters_shown_escaped(void **state)
+{
+    (void)state;
+    static const char *const messages[] = {"cudaMalloc\x7f failed", "cudaMalloc\\u001b]0;x failed"};
+    for (int i = 0; i < 2; i++) {
+        char b[4096], name[16], metadata[1024];
+        snprintf(name, sizeof name, "raw%d", i);
+        copy_good(name, b, sizeof b);
+        int n = snprintf(metadata, sizeof metadata,
+                         "{\"kind\":\"out_of_memory\",\"reason\":\"x\",\"backend\":\"cuda\","
+                         "\"exception_message\":\"%s\"}",
+                         messages[i]);
+        put(b, "metadata.json", metadata, (size_t)n);
+        assert_int_equal(run_verb("show", b, NULL), 0);
+        if (strchr(out, '\x7f') || strchr(out, '\x1b') ||
+            !strstr(out, i ? "cudaMalloc\\x1b]0;x failed" : "cudaMalloc\\x7f failed"))
+            fail_msg("show says:\n%s", out);
+    }
+}
+
 static void test_hostile_bundles(void **state)
 {
     (void)state;
@@ -516,6 +539,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_bundles),
+        cmocka_unit_test(test_raw_control_characters_shown_escaped),
         cmocka_unit_test(test_pinned_host_said_so),
         cmocka_unit_test(test_cgroup_kills_are_not_all_this_process),
         cmocka_unit_test(test_hostile_bundles),

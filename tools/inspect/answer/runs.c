@@ -72,11 +72,35 @@ static int run_named_by(bundle *b, char *key, size_t key_cap, char *title, size_
     return 1;
 }
 
+/* The title of a torchrun run or a Slurm step from its key alone
+ * ("torchrun|ID|RESTART", "slurm|JOB.STEP"), as run_named_by titles it
+ * from the variables; 0 for a key of another kind. */
+static int title_of_key(const char *key, char *title, size_t title_cap)
+{
+    if (!strncmp(key, "slurm|", 6)) {
+        snprintf(title, title_cap, "Slurm step %.100s", key + 6);
+        return 1;
+    }
+    const char *restart = strrchr(key, '|');
+    if (strncmp(key, "torchrun|", 9) || restart < key + 9)
+        return 0;
+    int id_len = (int)(restart - (key + 9));
+    restart++;
+    int again = strcmp(restart, "0") != 0;
+    snprintf(title, title_cap, "torchrun run %.*s%s%.12s%s", id_len < 80 ? id_len : 80, key + 9,
+             again ? " (restart " : "", again ? restart : "", again ? ")" : "");
+    return 1;
+}
+
 /* The run b belongs to: the manifest's "run" where the writer named it,
  * else the one its variables name; 0 when it is in none. */
 static int run_of(bundle *b, char *key, size_t key_cap, char *title, size_t title_cap)
 {
     const char *written = jstr(b->manifest, "run");
+    if (written && *written && title_of_key(written, title, title_cap)) {
+        snprintf(key, key_cap, "%s", written);
+        return 1; /* environment.json not asked: triage of many bundles */
+    }
     int named = run_named_by(b, key, key_cap, title, title_cap);
     if (written && *written) {
         if (!named)

@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +33,9 @@ typedef struct module_cache {
 
 static module_cache cache[MAX_MODULES];
 static int cached;
+/* triage's reader threads (bundle_batch.c) name sites at once: one at a
+ * time through the caches and libdw */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int inside(int dirfd, const char *path)
 {
@@ -125,8 +129,20 @@ static struct answer *answer_slot(const module_cache *m, uint64_t offset)
     return &answers[h >> (64 - 10)];
 }
 
+static int symbolise_locked(int dirfd, const char *path, uint64_t offset, char *fn,
+                            size_t fn_cap, char *file, size_t file_cap, int *line);
+
 int symbolise(int dirfd, const char *path, uint64_t offset, char *fn, size_t fn_cap,
               char *file, size_t file_cap, int *line)
+{
+    pthread_mutex_lock(&lock);
+    int found = symbolise_locked(dirfd, path, offset, fn, fn_cap, file, file_cap, line);
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+static int symbolise_locked(int dirfd, const char *path, uint64_t offset, char *fn,
+                            size_t fn_cap, char *file, size_t file_cap, int *line)
 {
     fn[0] = file[0] = '\0';
     *line = 0;
@@ -167,9 +183,11 @@ static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_c
 
 void symbols_release(void)
 {
+    pthread_mutex_lock(&lock);
     memset(answers, 0, sizeof answers);
     for (int i = 0; i < cached; i++)
         if (cache[i].dwfl)
             dwfl_end(cache[i].dwfl);
     cached = 0;
+    pthread_mutex_unlock(&lock);
 }

@@ -130,6 +130,21 @@ static char *cleaned(const char *s, size_t n)
     return out;
 }
 
+int json_text_needs_cleaning(const char *text, size_t len)
+{
+    for (const char *p = text, *end = text + len; p < end; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x7f || (c < 0x20 && c != '\n' && c != '\t' && c != '\r'))
+            return 1; /* DEL is valid JSON as it is; the others, as text's own */
+        if (*p == '\\') {
+            if (p + 1 == end || !strchr("\"\\/", p[1]))
+                return 1;
+            p++;
+        }
+    }
+    return 0;
+}
+
 void json_clean_strings(json_t *v)
 {
     if (json_is_string(v) && !json_is_wide_size(v, NULL)) { /* the reader's own mark stays */

@@ -107,7 +107,8 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
     if (!buf)
         return NULL;
     buf = json_text_widen_integers(buf, &len);
-    size_t cost = json_text_cost(buf, len);
+    /* at most 200 a byte (all "{"): a short text cannot pass the bound */
+    size_t cost = len * 190 + 64 <= (1u << 20) ? 0 : json_text_cost(buf, len);
     if (cost > JSON_COST_MAX || cost > 10 * len + (1u << 20)) {
         char why[200], size[32], need[32];
         fmt_bytes(len, size, sizeof size);
@@ -124,6 +125,7 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
     json_t *root = json_loadb(buf, len, JSON_ALLOW_NUL, &jerr);
     int no_memory = !root && (json_error_code(&jerr) == json_error_out_of_memory ||
                               (!jerr.text[0] && errno == ENOMEM)); /* not always said */
+    int to_clean = root && !inspect_raw_json && json_text_needs_cleaning(buf, len);
     free(buf);
     if (!root) {
         char where[300], size[32];
@@ -135,7 +137,7 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
             snprintf(where, sizeof where, "invalid JSON at line %d column %d: %s", jerr.line,
                      jerr.column, jerr.text);
         set_err(err, err_cap, name, where);
-    } else if (!inspect_raw_json) {
+    } else if (to_clean) {
         json_clean_strings(root);
     }
     return root;
@@ -168,7 +170,9 @@ json_t *bundle_json(bundle *b, const char *file)
     for (int i = 0; i < b->kept_count; i++)
         if (!strcmp(b->kept[i].name, file))
             return b->kept[i].doc;
+    json_arena *was = json_arena_use(b->arena);
     json_t *doc = b->dirfd >= 0 ? load_json_at(b->dirfd, file, SMALL_FILE_MAX, NULL, 0) : NULL;
+    json_arena_use(was);
     if (env && json_is_object(doc)) {
         b->environment = doc;
         return doc;
@@ -222,6 +226,8 @@ void bundle_close(bundle *b)
     json_decref(b->environment);
     events_free(&b->events);
     b->manifest = b->metadata = b->environment = NULL;
+    json_arena_free(b->arena); /* after every value of its documents is let go */
+    b->arena = NULL;
     if (b->dirfd >= 0)
         close(b->dirfd);
     b->dirfd = -1;
@@ -252,15 +258,19 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
         return -1;
     }
     char why[512];
-    if (!(b->manifest = load_json_at(b->dirfd, "manifest.json", SMALL_FILE_MAX,
-                                     why, sizeof why)) ||
-        !(b->metadata = load_json_at(b->dirfd, "metadata.json", SMALL_FILE_MAX,
-                                     why, sizeof why)) ||
-        (want_env && !(b->environment = load_json_at(b->dirfd, "environment.json",
-                                                     SMALL_FILE_MAX, why, sizeof why))) ||
-        (want_events && events_load_at(b->dirfd, &b->events,
-                                       json_object_get(b->metadata, "failed_request"), why,
-                                       sizeof why) < 0)) {
+    b->arena = inspect_bundle_arenas ? json_arena_new() : NULL;
+    json_arena *was = json_arena_use(b->arena);
+    int failed = !(b->manifest = load_json_at(b->dirfd, "manifest.json", SMALL_FILE_MAX, why,
+                                              sizeof why)) ||
+                 !(b->metadata = load_json_at(b->dirfd, "metadata.json", SMALL_FILE_MAX, why,
+                                              sizeof why)) ||
+                 (want_env && !(b->environment = load_json_at(b->dirfd, "environment.json",
+                                                              SMALL_FILE_MAX, why, sizeof why))) ||
+                 (want_events && events_load_at(b->dirfd, &b->events,
+                                                json_object_get(b->metadata, "failed_request"),
+                                                why, sizeof why) < 0);
+    json_arena_use(was);
+    if (failed) {
         set_err(err, err_cap, b->name, why);
         bundle_close(b);
         return -1;
@@ -304,14 +314,18 @@ static void walk(const char *path, int depth, void (*fn)(const char *, void *), 
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue; /* ., .., hidden temporaries of writers */
-        char child[4096];
+        char child[BUNDLE_PATH_MAX];
         if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
             continue;
-        struct stat st;
         /* never follow a symlink; one named as a bundle goes to the reader,
-         * which refuses it and counts it unreadable (not a silent pass) */
-        if (lstat(child, &st) == 0 &&
-            (S_ISDIR(st.st_mode) || (S_ISLNK(st.st_mode) && is_bundle_name(e->d_name))))
+         * which refuses it and counts it unreadable (not a silent pass).
+         * The entry's type where the file system tells it (a stat of each of
+         * 100,000 bundles saved), else lstat's. */
+        unsigned char type = e->d_type;
+        struct stat st;
+        if (type == DT_UNKNOWN && lstat(child, &st) == 0)
+            type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISLNK(st.st_mode) ? DT_LNK : DT_REG;
+        if (type == DT_DIR || (type == DT_LNK && is_bundle_name(e->d_name)))
             walk(child, depth + 1, fn, arg);
     }
     closedir(d);
@@ -325,12 +339,43 @@ void for_each_bundle(char *path, void (*fn)(const char *bundle, void *arg), void
     walk(path, 0, fn, arg);
 }
 
+/* Whether the manifest alone says what triage asks of a bundle's run (a
+ * writer that names the run also writes its rank, host and world size):
+ * then a bundle opened without environment.json is not made to read it.
+ * A launcher's run is titled from environment.json's variables, and is
+ * read there. */
+static int manifest_tells_run(const bundle *b)
+{
+    const char *run = jstr(b->manifest, "run");
+    return run && (!strncmp(run, "torchrun|", 9) || !strncmp(run, "slurm|", 6)) &&
+           json_is_integer(json_object_get(b->manifest, "rank")) &&
+           json_is_integer(json_object_get(b->manifest, "world_size")) &&
+           jstr(b->manifest, "host");
+}
+
 const bundle_run *bundle_run_of(bundle *b)
 {
+    if (!b->run_read && !b->environment && manifest_tells_run(b)) {
+        b->run_read = 1;
+        bundle_run *r = &b->run;
+        memset(r, 0, sizeof *r);
+        snprintf(r->rank_text, sizeof r->rank_text, "%lld",
+                 (long long)json_integer_value(json_object_get(b->manifest, "rank")));
+        snprintf(r->world_text, sizeof r->world_text, "%lld",
+                 (long long)json_integer_value(json_object_get(b->manifest, "world_size")));
+        r->rank = r->rank_text;
+        r->world_size = r->world_text;
+        r->host = jstr(b->manifest, "host");
+        const char *named = jstr(b->manifest, "slurm_job");
+        if (named)
+            snprintf(r->job_text, sizeof r->job_text, "%.60s", named);
+        r->job = named ? r->job_text : NULL;
+    }
     if (!b->run_read) {
         b->run_read = 1;
         bundle_run *r = &b->run;
         memset(r, 0, sizeof *r);
+        bundle_json(b, "environment.json"); /* where the bundle was opened without it */
         static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
                                            "PMI_RANK", "LOCAL_RANK"};
         r->rank = jstr(b->manifest, "rank");

@@ -156,9 +156,26 @@ typedef struct bundle_run {
     const char *error_file, *nccl_dump;
     const char *launcher; /* the process that started it, "PID:TICKS" */
     int multiprocessing;  /* started by Python's multiprocessing (torch's spawn) */
+    char rank_text[24], world_text[24]; /* the manifest's numbers, as text */
 } bundle_run;
 
 #define BUNDLE_FILES_KEPT 8
+/* json_arena.c: a bundle's documents' values cut from a few blocks and
+ * handed back at once when it is closed (triage's thousands of bundles).
+ * json_arena_install, before any JSON value is made, routes jansson's
+ * allocations through it; json_arena_use makes a the calling thread's
+ * arena (NULL: the heap) and returns the one before. */
+typedef struct json_arena json_arena;
+void json_arena_install(void);
+json_arena *json_arena_new(void);
+json_arena *json_arena_use(json_arena *a);
+void json_arena_free(json_arena *a);
+/* json_dumps' text, which jansson made by the allocator installed */
+void json_arena_free_text(char *text);
+/* Set by a verb that opens many bundles, one after another, and keeps no
+ * value of theirs past bundle_close: each bundle's documents in an arena. */
+extern int inspect_bundle_arenas;
+
 typedef struct bundle {
     char path[4096];
     char name[4096];
@@ -186,6 +203,7 @@ typedef struct bundle {
     int outcome_read;
     bundle_run run; /* bundle_run_of's, once read */
     int run_read;
+    json_arena *arena; /* its documents' values, with inspect_bundle_arenas */
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -275,6 +293,20 @@ void events_free(event_list *l);
 /* Calls fn for every bundle directory at or under path (8 levels deep, no
  * symlink followed, hidden names skipped); trailing slashes are trimmed. */
 void for_each_bundle(char *path, void (*fn)(const char *bundle, void *arg), void *arg);
+/* bundle_batch.c: the same bundles read by a thread per CPU (up to 8) and
+ * merged in the order for_each_bundle finds them.  read() answers one
+ * bundle into a slot of slot_size bytes (zeroed, or as the last merge left
+ * it), on a reader thread, touching nothing shared; merge() takes the
+ * slots in order, on the calling thread.  -1, having read nothing, when
+ * its batches cannot be had. */
+#define BUNDLE_PATH_MAX 4096
+typedef struct bundle_batch_ops {
+    size_t slot_size;
+    void (*read)(void *slot, const char *bundle, void *arg);
+    void (*merge)(void *slot, void *arg);
+    void *arg;
+} bundle_batch_ops;
+int for_each_bundle_read(char *path, const bundle_batch_ops *ops);
 /* The rank (manifest, else RANK and friends in environment.json) and the
  * host of a bundle opened with its environment; NULL when unknown. */
 const char *bundle_rank(bundle *b);
@@ -309,6 +341,8 @@ size_t json_widened_integer_end(const char *text, size_t len, size_t i);
 /* Where a marked string token at text[i] ends (past its closing quote), its
  * digits from *digits_at; 0 when there is none. */
 size_t json_wide_size_end(const char *text, size_t len, size_t i, size_t *digits_at);
+/* The markers of widened integers, made now: before threads parse. */
+void json_wide_markers_ready(void);
 /* json_dumps, each marked size as its integer (free it); json_dumpf so. */
 char *json_text_exact(json_t *v, size_t flags);
 int json_dumpf_exact(json_t *v, FILE *f, size_t flags);
@@ -391,6 +425,11 @@ size_t clean_text_n(const char *s, size_t n, char *out, size_t cap);
 void print_clean(FILE *f, const char *s, size_t max);
 /* Every string and key of a document, cleaned in place. */
 void json_clean_strings(json_t *v);
+/* Whether JSON text of len bytes may hold a string json_clean_strings would
+ * change: one with DEL or a byte past ASCII, or an escape other than \" \\ \/
+ * (a control character, or any character as \uNNNN).  Text without either
+ * is left as it is, and the walk over its strings is saved. */
+int json_text_needs_cleaning(const char *text, size_t len);
 /* Set by a verb that prints JSON: documents are loaded as they are (the
  * encoder escapes them); otherwise load_json_at cleans what it loads. */
 extern int inspect_raw_json;

@@ -37,6 +37,11 @@ static void make_markers(void)
     snprintf(text_marker, sizeof text_marker, "\\u0001gmp-u64-%0*llx:", NONCE_HEX, nonce);
 }
 
+void json_wide_markers_ready(void)
+{
+    make_markers();
+}
+
 /* Where a number token that starts at text[i] ends, when it is an integer
  * past what jansson holds (int64: 2^63-1, or -2^63); 0 otherwise. */
 static size_t wide_integer_end(const char *text, size_t len, size_t i)
@@ -129,9 +134,28 @@ static size_t widen(const char *text, size_t n, char *out)
     return o;
 }
 
+/* Whether text may hold an integer past jansson's: a run of 19 digits or
+ * more (2^63 has 19).  Most documents have none, and are left as they are
+ * after this one quick look. */
+static int may_hold_wide(const char *text, size_t len)
+{
+    size_t run = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] >= '0' && text[i] <= '9') {
+            if (++run >= 19)
+                return 1;
+        } else {
+            run = 0;
+        }
+    }
+    return 0;
+}
+
 char *json_text_widen_integers(char *text, size_t *len)
 {
     make_markers();
+    if (!may_hold_wide(text, *len))
+        return text;
     size_t wide_len = widen(text, *len, NULL);
     if (wide_len == *len)
         return text;
@@ -190,7 +214,9 @@ int ju64(json_t *obj, const char *key, uint64_t *out)
 
 char *json_text_exact(json_t *v, size_t flags)
 {
-    char *t = json_dumps(v, flags);
+    char *dumped = json_dumps(v, flags);
+    char *t = dumped ? strdup(dumped) : NULL; /* the caller's to free() */
+    json_arena_free_text(dumped);
     if (!t)
         return NULL;
     make_markers();

@@ -45,6 +45,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    json_arena_install(); /* before any JSON value is made */
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

@@ -134,44 +134,70 @@ static void count_in(group *g, bundle *b, const bundle_failure *fr)
     add_name(&g->jobs, bundle_job(b, job, sizeof job));
 }
 
-static void add_bundle(const char *path, void *arg)
-{
-    triage *t = arg;
+/* One bundle as a reader thread answered it (bundle_batch.c): opened,
+ * its run, site and kind found; merged into the groups and runs in the
+ * order the bundles were found. */
+typedef struct triage_slot {
+    int opened, of_another_run;
     char err[600];
     bundle b;
-    if (bundle_open(&b, path, 1, 0, err, sizeof err) < 0) {
+    char run[RUN_KEY_SIZE], site[320];
+    gmp_verdict kind;
+} triage_slot;
+
+/* On a reader thread: everything that reads the bundle's files, so that
+ * merge_bundle reads only what this left in memory. */
+static void read_bundle(void *slot, const char *path, void *arg)
+{
+    triage_slot *s = slot;
+    const triage *t = arg;
+    /* environment.json read only where the manifest does not say enough */
+    s->opened = bundle_open(&s->b, path, 0, 0, s->err, sizeof s->err) == 0;
+    if (!s->opened)
+        return;
+    s->of_another_run = t->only_run && (!run_key_of(&s->b, s->run) || strcmp(s->run, t->only_run));
+    if (s->of_another_run)
+        return;
+    bundle_failure_of(&s->b);
+    bundle_run_of(&s->b);
+    bundle_outcome_of(&s->b);
+    top_site(&s->b, s->site, sizeof s->site);
+    s->kind = bundle_kind_of(&s->b);
+}
+
+static void merge_bundle(void *slot, void *arg)
+{
+    triage_slot *s = slot;
+    triage *t = arg;
+    if (!s->opened) {
         t->bundles += !t->only_run; /* of no run that can be told */
         if (!t->only_run && !t->unreadable++ && !t->missing)
-            snprintf(t->first_unreadable, sizeof t->first_unreadable, "%s", err);
+            snprintf(t->first_unreadable, sizeof t->first_unreadable, "%s", s->err);
         return;
     }
-    char run[RUN_KEY_SIZE];
-    if (t->only_run && (!run_key_of(&b, run) || strcmp(run, t->only_run))) {
-        bundle_close(&b);
-        return; /* another run's, or none's */
-    }
-    t->bundles++;
-    const char *s;
-    const bundle_failure *fr = bundle_failure_of(&b);
-    char backend[32], api[64], reason[200], site[320];
-    snprintf(backend, sizeof backend, "%s", (s = jstr(b.manifest, "backend")) ? s : "?");
-    snprintf(api, sizeof api, "%s", fr && fr->api ? fr->api : "-");
-    snprintf(reason, sizeof reason, "%s", (s = jstr(b.manifest, "reason")) ? s : "?");
-    top_site(&b, site, sizeof site);
-    gmp_verdict kind = bundle_kind_of(&b);
-    t->kinds[kind]++;
-    t->ooms += gmp_verdict_is_death_of_memory(kind);
+    bundle *b = &s->b;
+    if (!s->of_another_run) {
+        t->bundles++;
+        const char *v;
+        const bundle_failure *fr = bundle_failure_of(b);
+        char backend[32], api[64], reason[200];
+        snprintf(backend, sizeof backend, "%s", (v = jstr(b->manifest, "backend")) ? v : "?");
+        snprintf(api, sizeof api, "%s", fr && fr->api ? fr->api : "-");
+        snprintf(reason, sizeof reason, "%s", (v = jstr(b->manifest, "reason")) ? v : "?");
+        t->kinds[s->kind]++;
+        t->ooms += gmp_verdict_is_death_of_memory(s->kind);
 
-    const char *const sig[4] = {backend, api, reason, site};
-    group *across = group_of(&t->signatures, "", kind, sig, path);
-    if (across)
-        count_in(across, &b, fr);
-    if (runs_add(&t->runs, &b, path, kind, site, run) >= 0) {
-        group *in_run = group_of(&t->per_run, run, kind, sig, path);
-        if (in_run)
-            count_in(in_run, &b, fr);
+        const char *const sig[4] = {backend, api, reason, s->site};
+        group *across = group_of(&t->signatures, "", s->kind, sig, b->path);
+        if (across)
+            count_in(across, b, fr);
+        if (runs_add(&t->runs, b, b->path, s->kind, s->site, s->run) >= 0) {
+            group *in_run = group_of(&t->per_run, s->run, s->kind, sig, b->path);
+            if (in_run)
+                count_in(in_run, b, fr);
+        }
     }
-    bundle_close(&b);
+    bundle_close(b);
 }
 
 /* Out-of-memory deaths first, then by count. */
@@ -289,7 +315,9 @@ int cmd_triage(int argc, char **argv)
     if (verb_operands(&a, argc, 1, argc) < 0)
         return EXIT_USAGE;
     inspect_raw_json = !strcmp(format, "json");
+    inspect_bundle_arenas = 1; /* groups and runs keep text, never a bundle's values */
     triage t = {.only_run = only_run};
+    const bundle_batch_ops ops = {sizeof(triage_slot), read_bundle, merge_bundle, &t};
     for (int i = optind; i < argc; i++) {
         const char *problem = path_problem(argv[i]);
         if (problem) {
@@ -302,7 +330,10 @@ int cmd_triage(int argc, char **argv)
                 snprintf(t.first_unreadable, sizeof t.first_unreadable, "%s", line);
             continue;
         }
-        for_each_bundle(argv[i], add_bundle, &t);
+        if (for_each_bundle_read(argv[i], &ops) < 0) {
+            fputs("gmp-inspect triage: out of memory\n", stderr);
+            t.missing++;
+        }
     }
     /* then the ends gmp-run noted of ranks that left no bundle */
     for (int i = optind; i < argc; i++)
