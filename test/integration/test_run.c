@@ -518,7 +518,7 @@ static void test_killed_bundle_names_sites(void **state)
 /* A rank of a torchrun run killed by SIGKILL: its ring kept its launcher's
  * variables, so the bundle written after its death names its rank (in its
  * name, _r2_, and in triage's ranks) and its run as its own would have
- * (show's Run line). */
+ * (show's Run line); triage sites it where it held the most. */
 static void test_killed_rank_names_its_run(void **state)
 {
     (void)state;
@@ -542,6 +542,12 @@ static void test_killed_rank_names_its_run(void **state)
     run_capture(triage, out, sizeof out, err, sizeof err);
     if (!strstr(out, "    ranks 2  hosts "))
         fail_msg("triage names no rank:\n%s", out);
+    /* no call failed: the site is where it held the most, as show's "Held
+     * by" says (it was "-") */
+    const char *signature = strstr(out, "  SIGKILL  at ");
+    if (!signature || !strncmp(signature, "  SIGKILL  at -", 15) ||
+        !strstr(signature, " (host_oom.c:"))
+        fail_msg("triage names no site for the killed rank:\n%s", out);
 }
 
 /* Without gmp-run: the ring stays until `gmp-inspect recover`, which leaves

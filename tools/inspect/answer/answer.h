@@ -29,6 +29,9 @@ void print_top_sites(bundle *b);
  * no failed request); "no live allocation on cuda:0" when that device held
  * none of ours; nothing when no site is known. */
 void print_held_by(bundle *b);
+/* That site alone, as print_held_by names it, into out; -1 when none is
+ * known. */
+int name_holder_site(bundle *b, char *out, size_t cap);
 /* torch_blocks.c: torch_blocks.json's largest live blocks, when the bundle
  * has it. */
 void print_torch_blocks(bundle *b);

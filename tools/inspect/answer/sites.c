@@ -310,34 +310,66 @@ static void memory_words(const char *backend, int64_t device, char *out, size_t 
         snprintf(out, cap, " on %s:%lld", backend, (long long)device);
 }
 
-void print_held_by(bundle *b)
+/* What held the memory that ran out, by site, largest first (named[0] the
+ * most): allocations.json's live allocations in that memory (every kind
+ * where the bundle does not say which ran out, or lists only some), else,
+ * for a bundle recovered from a ring, the events' allocations not freed
+ * before the end (events.json read here when the bundle was opened
+ * without it).  The count of sites named; the memory's words, and the
+ * totals held, in *where, *count and *bytes. */
+static size_t held_sites(bundle *b, named_site *named, size_t cap, char *where,
+                         size_t where_cap, const char **backend_out, int64_t *count,
+                         int64_t *bytes)
 {
     json_t *held = bundle_json(b, "allocations.json");
-    int64_t count = 0, bytes = 0, device = -1;
+    int64_t device = -1;
     const char *backend = NULL;
     site sites[256];
     size_t ns = 0;
+    *count = *bytes = 0;
     if (json_is_object(held)) {
-        /* What held the memory that ran out; every kind where the bundle
-         * does not say which ran out, or lists only some allocations. */
         if (failed_memory(b, &backend, &device) ||
-            sites_in(held, backend, device, sites, 256, &ns, &count, &bytes)) {
+            sites_in(held, backend, device, sites, 256, &ns, count, bytes)) {
             backend = NULL;
             ns = top_stacks_of(held, sites, 16);
-            if (jint(held, "live_count", &count) || jint(held, "live_bytes", &bytes))
+            if (jint(held, "live_count", count) || jint(held, "live_bytes", bytes))
                 ns = 0;
         }
     } else { /* recovered: the events' allocations, none freed before the end */
+        if (!b->events.text && b->dirfd >= 0)
+            events_load_at(b->dirfd, &b->events,
+                           json_object_get(b->metadata, "failed_request"), NULL, 0);
         ns = replayed_sites(b, sites, 64);
         for (size_t i = 0; i < ns; i++) {
-            count += (int64_t)sites[i].count;
-            bytes += (int64_t)sites[i].bytes;
+            *count += (int64_t)sites[i].count;
+            *bytes += (int64_t)sites[i].bytes;
         }
     }
-    char where[64];
-    memory_words(backend, device, where, sizeof where);
+    memory_words(backend, device, where, where_cap);
+    *backend_out = backend;
+    return ns ? name_sites(b, sites, ns, 1, named, cap) : 0;
+}
+
+int name_holder_site(bundle *b, char *out, size_t cap)
+{
     named_site named[16];
-    size_t nn = ns ? name_sites(b, sites, ns, 1, named, 16) : 0;
+    char where[64];
+    const char *backend;
+    int64_t count, bytes;
+    if (!held_sites(b, named, 16, where, sizeof where, &backend, &count, &bytes) ||
+        !named[0].bytes)
+        return -1;
+    snprintf(out, cap, "%s", named[0].where);
+    return 0;
+}
+
+void print_held_by(bundle *b)
+{
+    named_site named[16];
+    char where[64];
+    const char *backend;
+    int64_t count, bytes;
+    size_t nn = held_sites(b, named, 16, where, sizeof where, &backend, &count, &bytes);
     if (!nn || !named[0].bytes) {
         if (backend && strcmp(backend, "cpu")) /* nothing of ours was on the full device */
             printf("%-18sno live allocation%s at the failure\n", "Held by:", where);

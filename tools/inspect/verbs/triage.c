@@ -13,7 +13,9 @@
  * Python frame of the program's own (else of a library's), the script
  * inside its interpreter, else the failing call's innermost frame of the
  * program's own, symbolised, or as module+offset (modules.json) where
- * nothing symbolises it: the same in every process whatever ASLR did.
+ * nothing symbolises it: the same in every process whatever ASLR did.  A
+ * process that died with no failing call (killed by the OOM killer, a
+ * SIGKILL) is sited where it held the most, as show's "Held by" says.
  */
 #include "answer.h"
 #include "verbs.h"
@@ -45,10 +47,11 @@ static void add_name(name_set *s, const char *v)
  * its interpreter ("inside the Perl interpreter, running grow.pl"), the
  * native frame symbolised ("fill (gpu_oom.c:70)") or, where nothing
  * symbolises it, module+offset ("train+0x1a2b", the same whatever ASLR
- * did); "-" when the bundle says nothing of it. */
+ * did); with no failing call, the site that held the most (show's "Held
+ * by"); "-" when the bundle says nothing of either. */
 static void top_site(bundle *b, char *out, size_t cap)
 {
-    if (name_failure_site(b, out, cap) < 0)
+    if (name_failure_site(b, out, cap) < 0 && name_holder_site(b, out, cap) < 0)
         snprintf(out, cap, "-");
 }
 
