@@ -35,6 +35,26 @@ static long number_or_none(const char *s)
     return *end || v < 0 ? -1 : v;
 }
 
+/* The title of a torchrun run or a Slurm step from its key alone
+ * ("torchrun|ID|RESTART", "slurm|JOB.STEP"): "torchrun run ID (restart
+ * 1)", "Slurm step JOB.STEP"; 0 for a key of another kind. */
+static int title_of_key(const char *key, char *title, size_t title_cap)
+{
+    if (!strncmp(key, "slurm|", 6)) {
+        snprintf(title, title_cap, "Slurm step %.100s", key + 6);
+        return 1;
+    }
+    if (strncmp(key, "torchrun|", 9))
+        return 0;
+    const char *restart = strrchr(key + 9, '|'); /* none in a key cut short */
+    int id_len = restart ? (int)(restart - (key + 9)) : (int)strlen(key + 9);
+    restart = restart ? restart + 1 : "0";
+    int again = strcmp(restart, "0") != 0;
+    snprintf(title, title_cap, "torchrun run %.*s%s%.12s%s", id_len < 80 ? id_len : 80, key + 9,
+             again ? " (restart " : "", again ? restart : "", again ? ")" : "");
+    return 1;
+}
+
 /* The run b belongs to by the variables it recorded: its key (as the
  * writer's gmp_run_key makes it, for bundles written before manifests named
  * their run) and its title; 0 when it is in none. */
@@ -43,17 +63,12 @@ static int run_named_by(bundle *b, char *key, size_t key_cap, char *title, size_
     const bundle_run *r = bundle_run_of(b);
     const char *host = r->host ? r->host : "?";
     if (r->run_id && *r->run_id && strcmp(r->run_id, "none")) {
-        const char *restart = r->restart ? r->restart : "0";
-        snprintf(key, key_cap, "torchrun|%s|%s", r->run_id, restart);
-        snprintf(title, title_cap, "torchrun run %.80s%s%.12s%s", r->run_id,
-                 strcmp(restart, "0") ? " (restart " : "", strcmp(restart, "0") ? restart : "",
-                 strcmp(restart, "0") ? ")" : "");
-        return 1;
+        snprintf(key, key_cap, "torchrun|%s|%s", r->run_id, r->restart ? r->restart : "0");
+        return title_of_key(key, title, title_cap);
     }
     if (r->job) {
         snprintf(key, key_cap, "slurm|%s", r->job);
-        snprintf(title, title_cap, "Slurm step %s", r->job);
-        return 1;
+        return title_of_key(key, title, title_cap);
     }
     int ranked = r->rank || r->world_size || r->master_addr || r->multiprocessing;
     if (!ranked || !r->launcher)
@@ -69,26 +84,6 @@ static int run_named_by(bundle *b, char *key, size_t key_cap, char *title, size_
     else
         snprintf(title, title_cap, "%s run of launcher pid %s",
                  r->multiprocessing ? "multiprocessing" : "a", launcher_pid);
-    return 1;
-}
-
-/* The title of a torchrun run or a Slurm step from its key alone
- * ("torchrun|ID|RESTART", "slurm|JOB.STEP"), as run_named_by titles it
- * from the variables; 0 for a key of another kind. */
-static int title_of_key(const char *key, char *title, size_t title_cap)
-{
-    if (!strncmp(key, "slurm|", 6)) {
-        snprintf(title, title_cap, "Slurm step %.100s", key + 6);
-        return 1;
-    }
-    const char *restart = strrchr(key, '|');
-    if (strncmp(key, "torchrun|", 9) || restart < key + 9)
-        return 0;
-    int id_len = (int)(restart - (key + 9));
-    restart++;
-    int again = strcmp(restart, "0") != 0;
-    snprintf(title, title_cap, "torchrun run %.*s%s%.12s%s", id_len < 80 ? id_len : 80, key + 9,
-             again ? " (restart " : "", again ? restart : "", again ? ")" : "");
     return 1;
 }
 

@@ -341,9 +341,9 @@ void for_each_bundle(char *path, void (*fn)(const char *bundle, void *arg), void
 
 /* Whether the manifest alone says what triage asks of a bundle's run (a
  * writer that names the run also writes its rank, host and world size):
- * then a bundle opened without environment.json is not made to read it.
- * A launcher's run is titled from environment.json's variables, and is
- * read there. */
+ * then a lean bundle opened without environment.json is not made to read
+ * it.  A launcher's run is titled from environment.json's variables, and
+ * is read there. */
 static int manifest_tells_run(const bundle *b)
 {
     const char *run = jstr(b->manifest, "run");
@@ -355,7 +355,7 @@ static int manifest_tells_run(const bundle *b)
 
 const bundle_run *bundle_run_of(bundle *b)
 {
-    if (!b->run_read && !b->environment && manifest_tells_run(b)) {
+    if (!b->run_read && b->lean && !b->environment && manifest_tells_run(b)) {
         b->run_read = 1;
         bundle_run *r = &b->run;
         memset(r, 0, sizeof *r);

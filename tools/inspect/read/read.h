@@ -204,6 +204,9 @@ typedef struct bundle {
     bundle_run run; /* bundle_run_of's, once read */
     int run_read;
     json_arena *arena; /* its documents' values, with inspect_bundle_arenas */
+    int lean; /* set by a reader of many (triage): bundle_run_of takes the
+               * manifest's run, rank, host and world size where it has
+               * them, and reads no environment.json for the rest */
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
