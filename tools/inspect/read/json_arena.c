@@ -17,7 +17,8 @@
  * one.  A value of an arena must not outlive its bundle: readers copy what
  * they keep (triage's groups and runs hold text, never values).  What
  * jansson hands its caller to free (json_dumps' text) is tagged too, and
- * goes back through json_arena_free_text.
+ * goes back through json_arena_free_text (by whichever allocator jansson
+ * has: a program that never installed this one, a fuzzer, frees it so).
  */
 #include "read.h"
 
@@ -44,7 +45,6 @@ struct json_arena {
 int inspect_bundle_arenas;
 
 static _Thread_local json_arena *in_use;
-static _Thread_local arena_block *spare; /* one block kept for the next bundle */
 
 static void *tagged(unsigned char *p, uint64_t tag)
 {
@@ -65,12 +65,8 @@ static void *arena_malloc(size_t n)
     arena_block *b = a->blocks;
     if (!b || b->cap - b->used < need) {
         size_t cap = need > BLOCK_MIN ? need : BLOCK_MIN;
-        if (cap == BLOCK_MIN && spare) {
-            b = spare;
-            spare = NULL;
-        } else if (!(b = malloc(sizeof *b + cap))) {
+        if (!(b = malloc(sizeof *b + cap)))
             return NULL;
-        }
         b->cap = cap;
         b->used = 0;
         b->next = a->blocks;
@@ -95,7 +91,9 @@ static void arena_free(void *v)
 
 void json_arena_free_text(char *text)
 {
-    arena_free(text);
+    json_free_t free_fn;
+    json_get_alloc_funcs(NULL, &free_fn); /* ours, or jansson's own where not installed */
+    free_fn(text);
 }
 
 void json_arena_install(void)
@@ -122,10 +120,7 @@ void json_arena_free(json_arena *a)
         return;
     for (arena_block *b = a->blocks, *next; b; b = next) {
         next = b->next;
-        if (!spare && b->cap == BLOCK_MIN)
-            spare = b;
-        else
-            free(b);
+        free(b);
     }
     free(a);
 }
