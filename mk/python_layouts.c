@@ -65,20 +65,31 @@ int main(void)
 #endif
     printf("%zu, %zu, ", sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject));
 #if PY_VERSION_HEX >= 0x030e0000
-    printf("%d)\n", (int)Py_TAG_BITS); /* f_executable is a tagged _PyStackRef */
+    printf("%d, ", (int)Py_TAG_BITS); /* f_executable is a tagged _PyStackRef */
 #else
-    printf("0)\n");
+    printf("0, ");
+#endif
+    /* a frame's locals (its arguments first), and an int's first digit */
+#if PY_VERSION_HEX < 0x030b0000
+    printf("%zu, ", offsetof(PyFrameObject, f_localsplus));
+#else
+    printf("%zu, ", offsetof(_PyInterpreterFrame, localsplus));
+#endif
+#if PY_VERSION_HEX >= 0x030c0000
+    printf("%zu)\n", offsetof(PyLongObject, long_value.ob_digit));
+#else
+    printf("%zu)\n", offsetof(PyLongObject, ob_digit));
 #endif
 #if PY_VERSION_HEX >= 0x030d0000
     /* FOR_EACH_DEBUG_OFFSETS's line: where this version's _Py_DebugOffsets
      * keeps offsets that the line above also gives */
 #define AT(field) offsetof(_Py_DebugOffsets, field)
-    printf("X(%d, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu)\n", minor,
+    printf("X(%d, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu, %zu)\n", minor,
            AT(free_threaded), AT(thread_state.current_frame), AT(interpreter_frame.executable),
            AT(interpreter_frame.previous), AT(interpreter_frame.instr_ptr),
            AT(interpreter_frame.owner), AT(code_object.co_code_adaptive),
            AT(code_object.filename), AT(code_object.qualname), AT(pyobject.ob_type),
-           AT(unicode_object.asciiobject_size));
+           AT(unicode_object.asciiobject_size), AT(interpreter_frame.localsplus));
 #endif
     return 0;
 }

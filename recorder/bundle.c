@@ -360,6 +360,20 @@ static int32_t subject_pid(const gmp_bundle_input *in)
     return in->pid ? in->pid : (int32_t)getpid();
 }
 
+/* The rank of the bundle's process: this one's, or a dead one's from its
+ * ring (its Slurm task, else its launcher's RANK or the spawn index its
+ * preload read); -1 for none. */
+static long subject_rank(const gmp_bundle_input *in)
+{
+    if (in->pid == 0)
+        return gmp_bundle_rank();
+    if (!in->ring)
+        return -1;
+    const gmp_ring_header *h = in->ring->hdr;
+    long r = gmp_decimal(h->place.task, sizeof h->place.task, 7);
+    return r >= 0 ? r : gmp_run_vars_rank(h->run_vars, sizeof h->run_vars);
+}
+
 static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
 {
     const gmp_bundle_input *in = ctx->in;
@@ -387,15 +401,17 @@ static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
     if (in->pid == 0) { /* a recovered bundle's process was another's */
         struct utsname u;
         gmp_jw_kstr(w, "host", uname(&u) == 0 ? u.nodename : NULL);
-        long rank = gmp_bundle_rank();
+        gmp_job_place_here(&here);
+    } else {
+        place = in->ring ? &in->ring->hdr->place : NULL;
+    }
+    long rank = subject_rank(in);
+    if (in->pid == 0 || rank >= 0) {
         gmp_jw_key(w, "rank");
         if (rank >= 0)
             gmp_jw_i64(w, rank);
         else
             gmp_jw_null(w);
-        gmp_job_place_here(&here);
-    } else {
-        place = in->ring ? &in->ring->hdr->place : NULL;
     }
     /* a Slurm job's bundles name it, for triage to group them across nodes */
     char job[64];
@@ -458,12 +474,7 @@ static void make_name(char *out, size_t cap, int tmp, const gmp_bundle_input *in
     const char *prefix = in->req->kind == GMP_BUNDLE_LEAKS
                              ? (tmp ? GMP_LEAK_REPORT_TMP_PREFIX : GMP_LEAK_REPORT_PREFIX)
                              : (tmp ? GMP_BUNDLE_TMP_PREFIX : GMP_BUNDLE_PREFIX);
-    long r = in->pid == 0 ? gmp_bundle_rank() : -1;
-    if (in->pid != 0 && in->ring) { /* a dead Slurm task's rank, from its ring */
-        r = gmp_decimal(in->ring->hdr->place.task, sizeof in->ring->hdr->place.task, 7);
-        if (r < 0) /* not a Slurm task: its launcher's RANK */
-            r = gmp_run_vars_rank(in->ring->hdr->run_vars, sizeof in->ring->hdr->run_vars);
-    }
+    long r = subject_rank(in);
     if (r >= 0) {
         rank[0] = '_';
         rank[1] = 'r';

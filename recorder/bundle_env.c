@@ -288,7 +288,7 @@ long gmp_bundle_rank(void)
         if (r >= 0)
             return r;
     }
-    return -1;
+    return gmp_run_rank_learned_here(); /* torch.multiprocessing.spawn's index */
 }
 
 static void knumber_or_null(gmp_jw *w, const char *key, long v)
@@ -310,6 +310,7 @@ static void write_rank(gmp_jw *w)
     knumber_or_null(w, "world_size", env_number("WORLD_SIZE"));
     knumber_or_null(w, "slurm_procid", env_number("SLURM_PROCID"));
     knumber_or_null(w, "ompi_comm_world_rank", env_number("OMPI_COMM_WORLD_RANK"));
+    knumber_or_null(w, "torch_spawn_index", gmp_run_rank_learned_here());
     gmp_jw_obj_end(w);
 }
 

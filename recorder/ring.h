@@ -106,6 +106,18 @@ GMP_HIDDEN const char *gmp_run_vars_next(const char *at, const char *end, size_t
 /* The value of NAME in such a block, or NULL; RANK's as a number, or -1. */
 GMP_HIDDEN const char *gmp_run_vars_value(const char *vars, size_t cap, const char *name);
 GMP_HIDDEN long gmp_run_vars_rank(const char *vars, size_t cap);
+/* A rank the process's own code gave it where its environment names none:
+ * torch.multiprocessing.spawn's index of the process (the preload reads it
+ * from the interpreter).  Kept as GMP_SPAWN_RANK_VAR in the run variables
+ * of every ring made from now on and appended to `ring_vars` (this
+ * process's ring's, or NULL), which a reader after a SIGKILL goes by;
+ * gmp_run_vars_rank takes it where RANK is not.  The first one stays.
+ * gmp_run_rank_to_ring appends the one learned, if any, to a ring's block
+ * that lacks it (a ring made while it was being learned). */
+#define GMP_SPAWN_RANK_VAR "GMP_SPAWN_RANK"
+GMP_HIDDEN void gmp_run_rank_learned(long rank, char *ring_vars, size_t cap);
+GMP_HIDDEN void gmp_run_rank_to_ring(char *ring_vars, size_t cap);
+GMP_HIDDEN long gmp_run_rank_learned_here(void); /* -1: none */
 /* The process that started this one, as "PID:TICKS" (its pid and its start
  * in clock ticks since boot, which tells a reused pid apart): the ranks a
  * launcher started are one run where nothing else names it (torch's

@@ -54,10 +54,17 @@ static void put_run_var(char *out, size_t cap, size_t *n, const char *name, cons
     *n += k + l + 2;
 }
 
+static long learned_rank = -1; /* atomic */
+
+long gmp_run_rank_learned_here(void)
+{
+    return __atomic_load_n(&learned_rank, __ATOMIC_ACQUIRE);
+}
+
 void gmp_run_vars_here(char *out, size_t cap)
 {
     size_t n = 0;
-    char launcher[GMP_LAUNCHER_SIZE];
+    char launcher[GMP_LAUNCHER_SIZE], learned[24];
     gmp_launcher_here(launcher);
     if (launcher[0])
         put_run_var(out, cap, &n, GMP_LAUNCHER_VAR, launcher);
@@ -66,8 +73,45 @@ void gmp_run_vars_here(char *out, size_t cap)
         if (v)
             put_run_var(out, cap, &n, run_var_names[i], v);
     }
+    long rank = gmp_run_rank_learned_here();
+    if (rank >= 0) {
+        gmp_fmt_u64((uint64_t)rank, learned);
+        put_run_var(out, cap, &n, GMP_SPAWN_RANK_VAR, learned);
+    }
     if (n < cap)
         out[n] = '\0';
+}
+
+void gmp_run_rank_learned(long rank, char *ring_vars, size_t cap)
+{
+    long none = -1;
+    if (rank >= 0 && __atomic_compare_exchange_n(&learned_rank, &none, rank, 0, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE))
+        gmp_run_rank_to_ring(ring_vars, cap);
+}
+
+void gmp_run_rank_to_ring(char *ring_vars, size_t cap)
+{
+    long rank = gmp_run_rank_learned_here();
+    if (rank < 0 || !ring_vars || gmp_run_vars_value(ring_vars, cap, GMP_SPAWN_RANK_VAR))
+        return;
+    /* appended after the block's last variable: all of it but its first
+     * byte, then that byte over the empty string that ended the block, so a
+     * reader of the file (this process may be killed meanwhile) sees the
+     * block as it was or with the variable whole */
+    size_t name_len, end = 0;
+    for (const char *at = ring_vars; (at = gmp_run_vars_next(at, ring_vars + cap, &name_len));
+         at += strlen(at) + 1)
+        end = (size_t)(at - ring_vars) + strlen(at) + 1;
+    char entry[64], num[24];
+    gmp_fmt_u64((uint64_t)rank, num);
+    size_t len = 0;
+    put_run_var(entry, sizeof entry, &len, GMP_SPAWN_RANK_VAR, num);
+    if (!len || end + len + 1 > cap)
+        return;
+    memcpy(ring_vars + end + 1, entry + 1, len - 1);
+    ring_vars[end + len] = '\0';
+    __atomic_store_n(&ring_vars[end], entry[0], __ATOMIC_RELEASE);
 }
 
 /* NAME=VALUE of an environment kept when NAME is a run variable. */
@@ -141,6 +185,8 @@ const char *gmp_run_vars_value(const char *vars, size_t cap, const char *name)
 long gmp_run_vars_rank(const char *vars, size_t cap)
 {
     const char *v = gmp_run_vars_value(vars, cap, "RANK");
+    if (!v)
+        v = gmp_run_vars_value(vars, cap, GMP_SPAWN_RANK_VAR);
     return v ? gmp_decimal(v, strlen(v), 7) : -1;
 }
 
@@ -203,6 +249,7 @@ void gmp_run_key(const char *vars, size_t cap, const gmp_job_place *place, char 
         parts[0] = "slurm|", parts[1] = job;
     } else if (launcher && uname(&u) == 0 &&
                (addr || gmp_run_vars_value(vars, cap, "RANK") ||
+                gmp_run_vars_value(vars, cap, GMP_SPAWN_RANK_VAR) ||
                 gmp_run_vars_value(vars, cap, "WORLD_SIZE"))) {
         const char *port = gmp_run_vars_value(vars, cap, "MASTER_PORT");
         put_key_part(out, out_cap, &n, "launcher|");

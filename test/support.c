@@ -383,3 +383,30 @@ int throwaway_user(const char *name)
     struct passwd *pw = system(script) == 0 ? getpwnam(name) : NULL;
     return pw ? (int)pw->pw_uid : -1;
 }
+
+size_t other_cpythons(glob_t *out, const char *build, size_t *from_pyenv)
+{
+    const char *home = getenv("HOME");
+    char pattern[1200];
+    int flags = 0;
+    memset(out, 0, sizeof *out);
+    snprintf(pattern, sizeof pattern, "%s/.pyenv/versions/3.1[0-3]*/bin/python3",
+             home ? home : "/root");
+    if (glob(pattern, flags, NULL, out) == 0)
+        flags = GLOB_APPEND;
+    snprintf(pattern, sizeof pattern, "%s/.pyenv/versions/3.9*/bin/python3",
+             home ? home : "/root");
+    if (glob(pattern, flags, NULL, out) == 0)
+        flags = GLOB_APPEND;
+    *from_pyenv = flags ? out->gl_pathc : 0;
+    snprintf(pattern, sizeof pattern, "%s/debian-python/3.1[4-9]/python", build);
+    if (glob(pattern, flags, NULL, out) == 0)
+        flags = GLOB_APPEND;
+    static const char *const fetched[] = {"3.14", "3.15"};
+    for (size_t v = 0; v < sizeof fetched / sizeof *fetched; v++) {
+        snprintf(pattern, sizeof pattern, "%s/debian-python/%s/python", build, fetched[v]);
+        if (access(pattern, X_OK))
+            printf("SKIP no CPython %s (mk/debian-python.sh could not fetch it)\n", fetched[v]);
+    }
+    return flags ? out->gl_pathc : 0;
+}

@@ -6,6 +6,7 @@
 #ifndef GMP_TEST_SUPPORT_H
 #define GMP_TEST_SUPPORT_H
 
+#include <glob.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -108,5 +109,14 @@ int throwaway_user(const char *name);
 
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);
+
+/* The CPythons beside the system's, for tests of what the preload reads
+ * from an interpreter's own structures (each version lays them out its own
+ * way): pyenv's 3.9 to 3.13 under $HOME, then Debian unstable's 3.14 and
+ * later that `make test` fetches into BUILD/debian-python
+ * (mk/debian-python.sh).  Their paths in out->gl_pathv (globfree it when
+ * out->gl_pathc), pyenv's first, *from_pyenv of them; a SKIP line for each
+ * of 3.14 and 3.15 not fetched.  0 when there is none. */
+size_t other_cpythons(glob_t *out, const char *build, size_t *from_pyenv);
 
 #endif

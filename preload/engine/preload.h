@@ -437,6 +437,9 @@ GMP_HIDDEN void gmp_stack_foreach_known(void (*fn)(uint32_t id, const uint64_t *
 struct gmp_ring;
 GMP_HIDDEN void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth);
 GMP_HIDDEN void gmp_python_frame_ring_note(uint32_t id, const gmp_python_frame *frame);
+/* The rank torch.multiprocessing.spawn gave this process (python_frames.c
+ * reads it), for its bundles and its ring. */
+GMP_HIDDEN void gmp_spawn_index_note(long index);
 GMP_HIDDEN void gmp_stack_ring_ready(struct gmp_ring *ring);
 /* Does a loaded segment of the object hold `at`?  The extent of all its
  * segments in *lo, *hi either way. */

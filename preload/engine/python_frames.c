@@ -45,23 +45,28 @@
  *   co_file, co_name    co_filename; co_qualname, else co_name
  *   str_ascii, str_compact  sizeof PyASCIIObject, PyCompactUnicodeObject
  *   code_tags    low bits of f_code that tag the reference, not the address
- *                (3.14's and 3.15's _PyStackRef: Py_TAG_BITS) */
+ *                (3.14's and 3.15's _PyStackRef: Py_TAG_BITS; their locals
+ *                are tagged alike)
+ *   f_locals     the frame's locals, its arguments first (f_localsplus)
+ *   long_digit   an int's first 30-bit digit; its size is the word at 16
+ *                (ob_size to 3.11; from 3.12 lv_tag: the sign in its low
+ *                two bits, the number of digits from bit 3) */
 #define FOR_EACH_PYTHON_LAYOUT(X)                                                                 \
     /* minor walk ts_frame ts_cframe cf_frame f_code f_back f_instr lasti_scale f_owner          \
      * owner_gen owner_cstack co_code co_first co_file co_name str_ascii str_compact         \
-     * code_tags */                                                                           \
-    X(9, 1, 24, -1, -1, 32, 24, 104, 1, -1, -1, -1, -1, -1, 104, 112, 48, 72, 0)                  \
-    X(10, 1, 24, -1, -1, 32, 24, 96, 2, -1, -1, -1, -1, -1, 104, 112, 48, 72, 0)                  \
-    X(11, 2, -1, 56, 8, 32, 48, 56, 0, 69, 1, -1, 184, 168, 112, 128, 48, 72, 0)                  \
-    X(12, 2, -1, 56, 0, 0, 8, 56, 0, 70, 1, 3, 192, 176, 112, 128, 40, 56, 0)                     \
-    X(13, 2, 72, -1, -1, 0, 8, 56, 0, 70, 1, 3, 200, 184, 112, 128, 40, 56, 0)                    \
-    X(14, 2, 72, -1, -1, 0, 8, 56, 0, 74, 1, 3, 208, 192, 112, 128, 40, 56, 3)                    \
-    X(15, 2, 72, -1, -1, 0, 8, 56, 0, 74, 1, 3, 208, 192, 112, 128, 40, 56, 3)
+     * code_tags f_locals long_digit */                                                       \
+    X(9, 1, 24, -1, -1, 32, 24, 104, 1, -1, -1, -1, -1, -1, 104, 112, 48, 72, 0, 360, 24)         \
+    X(10, 1, 24, -1, -1, 32, 24, 96, 2, -1, -1, -1, -1, -1, 104, 112, 48, 72, 0, 352, 24)         \
+    X(11, 2, -1, 56, 8, 32, 48, 56, 0, 69, 1, -1, 184, 168, 112, 128, 48, 72, 0, 72, 24)          \
+    X(12, 2, -1, 56, 0, 0, 8, 56, 0, 70, 1, 3, 192, 176, 112, 128, 40, 56, 0, 72, 24)             \
+    X(13, 2, 72, -1, -1, 0, 8, 56, 0, 70, 1, 3, 200, 184, 112, 128, 40, 56, 0, 72, 24)            \
+    X(14, 2, 72, -1, -1, 0, 8, 56, 0, 74, 1, 3, 208, 192, 112, 128, 40, 56, 3, 80, 24)            \
+    X(15, 2, 72, -1, -1, 0, 8, 56, 0, 74, 1, 3, 208, 192, 112, 128, 40, 56, 3, 80, 24)
 
 typedef struct py_layout {
     int minor, walk, ts_frame, ts_cframe, cf_frame, f_code, f_back, f_instr, lasti_scale,
         f_owner, owner_gen, owner_cstack, co_code, co_first, co_file, co_name, str_ascii,
-        str_compact, code_tags;
+        str_compact, code_tags, f_locals, long_digit;
 } py_layout;
 
 #define AS_LAYOUT(...) {__VA_ARGS__},
@@ -80,14 +85,14 @@ static const py_layout layouts[] = {FOR_EACH_PYTHON_LAYOUT(AS_LAYOUT)};
  *   ob_type        PyObject's type pointer, read at 8 by is_code */
 #define FOR_EACH_DEBUG_OFFSETS(X)                                                                 \
     /* minor free_threaded ts_frame f_code f_back f_instr f_owner co_code co_file co_name         \
-     * ob_type str_ascii */                                                                       \
-    X(13, 16, 184, 240, 232, 248, 264, 344, 280, 296, 360, 560)                                   \
-    X(14, 16, 208, 264, 256, 272, 288, 384, 320, 336, 408, 640)                                   \
-    X(15, 16, 208, 328, 320, 336, 352, 448, 384, 400, 472, 736)
+     * ob_type str_ascii f_locals */                                                              \
+    X(13, 16, 184, 240, 232, 248, 264, 344, 280, 296, 360, 560, 256)                              \
+    X(14, 16, 208, 264, 256, 272, 288, 384, 320, 336, 408, 640, 280)                              \
+    X(15, 16, 208, 328, 320, 336, 352, 448, 384, 400, 472, 736, 344)
 
 typedef struct debug_offsets_at {
     int minor, free_threaded, ts_frame, f_code, f_back, f_instr, f_owner, co_code, co_file,
-        co_name, ob_type, str_ascii;
+        co_name, ob_type, str_ascii, f_locals;
 } debug_offsets_at;
 
 static const debug_offsets_at debug_offsets[] = {FOR_EACH_DEBUG_OFFSETS(AS_LAYOUT)};
@@ -120,7 +125,7 @@ static int agrees_with_runtime(const py_layout *l)
                             {at->f_instr, l->f_instr}, {at->f_owner, l->f_owner},
                             {at->co_code, l->co_code}, {at->co_file, l->co_file},
                             {at->co_name, l->co_name}, {at->ob_type, 8},
-                            {at->str_ascii, l->str_ascii}};
+                            {at->str_ascii, l->str_ascii}, {at->f_locals, l->f_locals}};
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
         uint64_t offset;
         memcpy(&offset, runtime + pairs[i][0], sizeof offset);
@@ -133,7 +138,7 @@ static int agrees_with_runtime(const py_layout *l)
 static struct {
     int state; /* atomic: 0 unknown, 1 a known CPython, 2 not, 3 being found out */
     const py_layout *layout;
-    const void *code_type;
+    const void *code_type, *long_type;
     int (*is_initialized)(void);
     void *(*this_thread)(void);
     int (*addr2line)(void *code, int offset);
@@ -154,6 +159,7 @@ static int have_python(void)
     *(void **)&py.this_thread = gmp_global_symbol("PyGILState_GetThisThreadState");
     *(void **)&py.addr2line = gmp_global_symbol("PyCode_Addr2Line");
     py.code_type = gmp_global_symbol("PyCode_Type");
+    py.long_type = gmp_global_symbol("PyLong_Type");
     state = 2;
     const char *v = version ? version() : NULL; /* "3.11.2 (main, ...": a static buffer */
     /* "3.13.0 experimental free-threading build (main, ...": no line fits */
@@ -184,6 +190,58 @@ static int is_code(const void *code)
     return code && !((uintptr_t)code & 7) && ptr_at(code, 8) == py.code_type; /* ob_type */
 }
 
+/* ---- the rank of a torch.multiprocessing.spawn process ------------------ */
+
+/* torch.multiprocessing.spawn runs each process of its world as
+ * _wrap(fn, i, args, error_file), which calls the program's fn(i, *args):
+ * i is the process's index, the rank the program gives init_process_group
+ * in a spawn of one node.  Nothing in the environment says it (RANK is
+ * torchrun's), so without it a bundle names the process by pid only.
+ * While _wrap runs, its frame lies under every Python stack of the
+ * process's main thread: the first walk that passes it reads i, once. */
+static int spawn_index_read; /* atomic: 1 once tried */
+
+static int is_spawn_wrap(const gmp_python_frame *named)
+{
+    static const char file[] = "torch/multiprocessing/spawn.py";
+    size_t n = strlen(named->file), k = sizeof file - 1;
+    return !strcmp(named->function, "_wrap") && n > k && named->file[n - k - 1] == '/' &&
+           !strcmp(named->file + n - k, file);
+}
+
+/* The value of a Python int that fits one digit (below 2^30), or -1 for
+ * anything else (another type, a negative or larger int, no object). */
+static long small_int(const void *o)
+{
+    const py_layout *l = py.layout;
+    if (!o || ((uintptr_t)o & 7) || !py.long_type || ptr_at(o, 8) != py.long_type)
+        return -1; /* an exact int: a bool or a subclass is not the index */
+    uint64_t size;
+    uint32_t digit;
+    memcpy(&size, (const char *)o + 16, sizeof size);
+    memcpy(&digit, (const char *)o + l->long_digit, sizeof digit);
+    if (l->minor < 12)
+        return size == 0 ? 0 : size == 1 ? (long)digit : -1;
+    unsigned sign = (unsigned)(size & 3);
+    uint64_t digits = size >> 3;
+    return sign == 1 ? 0 : sign == 0 && digits == 1 ? (long)digit : -1;
+}
+
+/* f, a running _wrap's frame: its second local, i, is the spawn index. */
+static void read_spawn_index(const void *f)
+{
+    int none = 0;
+    if (!__atomic_compare_exchange_n(&spawn_index_read, &none, 1, 0, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_ACQUIRE))
+        return;
+    const py_layout *l = py.layout;
+    const void *i = (const void *)((uintptr_t)ptr_at(f, l->f_locals + 8) &
+                                   ~(uintptr_t)l->code_tags);
+    long index = small_int(i);
+    if (index >= 0 && index < (1L << 20))
+        gmp_spawn_index_note(index);
+}
+
 /* ---- the table of frames ----------------------------------------------- */
 
 #define TABLE_SLOTS 8192 /* distinct (code, offset) pairs named; more get none */
@@ -194,6 +252,7 @@ typedef struct frame_entry {
     const void *code, *file_obj, *name_obj;
     uint32_t offset;
     uint32_t ready; /* atomic: the rest is whole */
+    uint32_t spawn_wrap; /* torch.multiprocessing.spawn's _wrap: see spawn_index */
     gmp_python_frame named;
 } frame_entry;
 
@@ -275,6 +334,7 @@ static uint32_t frame_id(frame_entry *t, const void *code, uint32_t offset)
         str_text(name_obj, e->named.function, sizeof e->named.function);
         int line = py.addr2line((void *)code, (int)offset);
         e->named.line = line > 0 ? (uint32_t)line : 0;
+        e->spawn_wrap = is_spawn_wrap(&e->named);
         __atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
         gmp_python_frame_ring_note(i + 1, &e->named);
         return i + 1;
@@ -340,8 +400,13 @@ uint32_t gmp_python_frames(uint64_t *out, uint32_t max, int may_map)
         uint32_t offset;
         if (frame_place(l, f, &code, &offset)) {
             uint32_t id = frame_id(t, code, offset);
-            if (id)
+            if (id) {
                 out[n++] = GMP_PYTHON_FRAME_TAG | id;
+                if (!__atomic_load_n(&spawn_index_read, __ATOMIC_RELAXED) &&
+                    __atomic_load_n(&t[id - 1].ready, __ATOMIC_ACQUIRE) &&
+                    GMP_UNLIKELY(t[id - 1].spawn_wrap))
+                    read_spawn_index(f);
+            }
         }
         f = ptr_at(f, l->f_back);
     }

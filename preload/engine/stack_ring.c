@@ -15,7 +15,9 @@
  * the recorder calls gmp_stack_ring_ready on each new ring, which copies
  * everything known so far.  A stack or object added while that copy runs
  * is copied by one side or both (sequentially consistent fences on either
- * side); a second copy is harmless, the reader takes the first.
+ * side); a second copy is harmless, the reader takes the first.  So does
+ * the rank that torch.multiprocessing.spawn gave the process, which its
+ * Python frames tell (python_frames.c): a killed rank's bundle names it.
  */
 #include "preload.h"
 #include "recorder.h"
@@ -147,6 +149,13 @@ void gmp_python_frame_ring_note(uint32_t id, const gmp_python_frame *frame)
         gmp_ring_add_python(ring, id, frame);
 }
 
+void gmp_spawn_index_note(long index)
+{
+    gmp_ring *ring = gmp_recorder_ring(gmp_pl.rec);
+    gmp_run_rank_learned(index, ring ? ring->hdr->run_vars : NULL,
+                         ring ? sizeof ring->hdr->run_vars : 0);
+}
+
 static void copy_stack(uint32_t id, const uint64_t *frames, uint32_t depth, void *ring)
 {
     gmp_ring_add_stack(ring, id, frames, depth);
@@ -166,4 +175,5 @@ void gmp_stack_ring_ready(gmp_ring *ring)
             gmp_ring_add_module(ring, &t[i]);
     gmp_python_frames_foreach_known(copy_python, ring);
     gmp_stack_foreach_known(copy_stack, ring);
+    gmp_run_rank_to_ring(ring->hdr->run_vars, sizeof ring->hdr->run_vars);
 }

@@ -334,8 +334,93 @@ static void test_mp_spawn(void **state)
     run_torch("python train.py spawn", "text");
     expect_said("one death", " 1 out-of-memory death(s), 0 memory-pressure warning(s)");
     expect_said("the launcher's run", "\n  run 1  multiprocessing run of launcher pid ");
-    expect_said("the line", " ran out of host memory at ");
+    expect_said("the rank spawn gave it", "\n    rank 1 ran out of host memory at ");
     expect_said("the site", " at train.py:39 in main)\n");
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+    const char *shown = show_output(bundle);
+    if (!strstr(bundle, "_cpu_r1_") ||
+        !strstr(shown, "\nRun:              rank 1 (torch.multiprocessing.spawn's process "
+                       "index), launcher pid "))
+        fail_msg("rank 1 of the spawn is not named:\n%s\n%s", bundle, shown);
+}
+
+/* A stand-in of torch.multiprocessing.spawn's _wrap (its file's path and
+ * the function's name and arguments, which is what the preload goes by):
+ * the program's fn(i, *args) under it. */
+static const char spawn_standin[] = "def _wrap(fn, i, args, error_file):\n"
+                                    "    fn(i, *args)\n";
+
+/* SCRIPT's lines after a stand-in spawn's import, in scratch/x.py. */
+static void write_spawned(const char *script)
+{
+    char path[1200], text[2048];
+    snprintf(path, sizeof path, "mkdir -p '%s/standin/torch/multiprocessing' && "
+             "touch '%s/standin/torch/__init__.py' '%s/standin/torch/multiprocessing/__init__.py'",
+             paths.scratch, paths.scratch, paths.scratch);
+    run_script(&paths, path, out, sizeof out, err, sizeof err);
+    snprintf(path, sizeof path, "%s/standin/torch/multiprocessing/spawn.py", paths.scratch);
+    write_file(path, spawn_standin, sizeof spawn_standin - 1);
+    snprintf(text, sizeof text,
+             "import os, signal, sys\n"
+             "sys.path.insert(0, %s + '/standin')\n"
+             "from torch.multiprocessing.spawn import _wrap\n%s",
+             "os.path.dirname(os.path.abspath(__file__))", script);
+    snprintf(path, sizeof path, "%s/x.py", paths.scratch);
+    write_file(path, text, strlen(text));
+}
+
+/* The rank a spawned process was given is read from _wrap's frame, as
+ * each CPython lays its frames and ints out: the system's, pyenv's 3.9 to
+ * 3.13, Debian unstable's 3.14 and 3.15 (an index past the interpreter's
+ * cache of small ints, an int object of its own). */
+static void test_spawn_rank_on_every_cpython(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    write_spawned("def main(rank):\n"
+                  "    hold = []\n"
+                  "    while True:\n"
+                  "        hold.append(bytearray(64 << 20))\n"
+                  "_wrap(main, 1001, (), None)\n");
+    glob_t g;
+    size_t from_pyenv, others = other_cpythons(&g, paths.build, &from_pyenv);
+    for (size_t i = 0; i <= others; i++) {
+        const char *python = i < others ? g.gl_pathv[i] : "python3";
+        char script[4096], bundle[1024];
+        snprintf(script, sizeof script,
+                 "rm -rf \"$GMP_DUMP_DIR\"/*; ulimit -v 1048576; "
+                 "LD_PRELOAD='%s' GMP_WATCHDOG=0 %s '%s/x.py' 2>/dev/null; echo \"status $?\"",
+                 paths.preload, python, paths.scratch);
+        run_script(&paths, script, out, sizeof out, err, sizeof err);
+        json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+        const char *shown = show_output(bundle);
+        if (!strstr(bundle, "_cpu_r1001_") ||
+            !strstr(shown, "\nRun:              rank 1001 (torch.multiprocessing.spawn's "))
+            fail_msg("%s: the spawned rank is not named:\n%s\n%s", python, bundle, shown);
+    }
+    printf("tried the system's python3 and %zu other CPython(s)\n", others);
+    if (others)
+        globfree(&g);
+}
+
+/* A spawned rank killed by SIGKILL (as the OOM killer kills) under
+ * gmp-run: the bundle written from its ring names its rank too. */
+static void test_killed_spawn_rank_named(void **state)
+{
+    (void)state;
+    write_spawned("def main(rank):\n"
+                  "    hold = [bytearray(64 << 20) for _ in range(4)]\n"
+                  "    os.kill(os.getpid(), signal.SIGKILL)\n"
+                  "_wrap(main, 2, (), None)\n");
+    char script[2400];
+    snprintf(script, sizeof script,
+             "'%s/gmp-run' --dump-dir \"$GMP_DUMP_DIR\" -- python3 '%s/x.py'; "
+             "ls \"$GMP_DUMP_DIR\"; '%s' triage \"$GMP_DUMP_DIR\"",
+             paths.build, paths.scratch, inspect_path());
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    expect_said("its rank in the bundle's name", "_r2_");
+    expect_said("its rank in the verdict", "; rank 2 ended by SIGKILL at ");
 }
 
 static int setup(void **state)
@@ -360,6 +445,8 @@ int main(void)
         cmocka_unit_test(test_torchrun_under_gmp_run),
         cmocka_unit_test(test_accelerate_launch),
         cmocka_unit_test(test_mp_spawn),
+        cmocka_unit_test(test_spawn_rank_on_every_cpython),
+        cmocka_unit_test(test_killed_spawn_rank_named),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -237,23 +237,9 @@ static void test_every_cpython_layout(void **state)
 {
     (void)state;
     skip_under_preload_sanitizer("`ulimit -v`");
-    const char *home = getenv("HOME");
-    char pattern[1200];
     glob_t g;
-    int flags = 0;
-    snprintf(pattern, sizeof pattern, "%s/.pyenv/versions/3.1[0-3]*/bin/python3",
-             home ? home : "/root");
-    if (glob(pattern, flags, NULL, &g) == 0)
-        flags = GLOB_APPEND;
-    snprintf(pattern, sizeof pattern, "%s/.pyenv/versions/3.9*/bin/python3",
-             home ? home : "/root");
-    if (glob(pattern, flags, NULL, &g) == 0)
-        flags = GLOB_APPEND;
-    size_t from_pyenv = flags ? g.gl_pathc : 0;
-    snprintf(pattern, sizeof pattern, "%s/debian-python/3.1[4-9]/python", paths.build);
-    if (glob(pattern, flags, NULL, &g) == 0)
-        flags = GLOB_APPEND;
-    if (!flags) {
+    size_t from_pyenv;
+    if (!other_cpythons(&g, paths.build, &from_pyenv)) {
         printf("SKIP no other CPython here (pyenv's, or Debian unstable's that "
                "mk/debian-python.sh fetches): only the system python3 was tried\n");
         return;
@@ -262,12 +248,6 @@ static void test_every_cpython_layout(void **state)
         batches_under(g.gl_pathv[i]);
     printf("tried %zu CPython version(s) from pyenv, %zu from Debian unstable\n", from_pyenv,
            g.gl_pathc - from_pyenv);
-    static const char *const fetched[] = {"3.14", "3.15"};
-    for (size_t v = 0; v < sizeof fetched / sizeof *fetched; v++) {
-        snprintf(pattern, sizeof pattern, "%s/debian-python/%s/python", paths.build, fetched[v]);
-        if (access(pattern, X_OK))
-            printf("SKIP no CPython %s (mk/debian-python.sh could not fetch it)\n", fetched[v]);
-    }
     globfree(&g);
 }
 

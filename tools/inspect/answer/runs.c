@@ -546,14 +546,18 @@ void run_verdict(const run_story *r, char *out, size_t cap)
             lo = fmin(lo, r->members[k].at);
             hi = fmax(hi, r->members[k].at);
         }
-        char who[512], delta[96], said[400];
+        char who[512], delta[112], said[400];
         who_words(alike, n, who, sizeof who);
         if (r->deaths) {
             delta_words(lo - r->first.at, hi - r->first.at, delta, sizeof delta);
-        } else {
-            char when[48];
+        } else { /* no death to count from: the time itself, or its span */
+            char when[48], until[48];
             run_time_text(lo, when, sizeof when);
-            snprintf(delta, sizeof delta, "from %s", when);
+            run_time_text(hi, until, sizeof until);
+            if (hi - lo < 0.0005)
+                snprintf(delta, sizeof delta, "at %s", when);
+            else
+                snprintf(delta, sizeof delta, "from %s to %s", when, until);
         }
         /* how holds one %s, put there by member_words */
 #pragma GCC diagnostic push

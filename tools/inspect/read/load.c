@@ -379,6 +379,14 @@ const bundle_run *bundle_run_of(bundle *b)
         static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
                                            "PMI_RANK", "LOCAL_RANK"};
         r->rank = jstr(b->manifest, "rank");
+        json_t *written = json_object_get(b->manifest, "rank");
+        if (json_is_integer(written) && json_integer_value(written) >= 0) {
+            /* the writer's: RANK and friends, or a rank the process's own
+             * code gave it (torch.multiprocessing.spawn's index) */
+            snprintf(r->rank_text, sizeof r->rank_text, "%lld",
+                     (long long)json_integer_value(written));
+            r->rank = r->rank_text;
+        }
         json_t *vals = json_object_get(b->environment, "environment");
         for (size_t i = 0; i < sizeof vars / sizeof *vars && !r->rank; i++)
             r->rank = jstr(vals, vars[i]);

@@ -290,12 +290,17 @@ static void print_process(bundle *b)
 
 /* The run the process was a rank of, from its launcher's variables:
  * "torchrun run 7f3a (restart 1), rank 1 of 3 (local 1) on node 0,
- * rendezvous 10.0.0.5:29500"; and where the run's other records went. */
+ * rendezvous 10.0.0.5:29500", or, for torch.multiprocessing.spawn's
+ * processes, "rank 1 (torch.multiprocessing.spawn's process index),
+ * launcher pid 4242"; and where the run's other records went. */
 static void print_run(bundle *b)
 {
     const bundle_run *r = bundle_run_of(b);
-    if (!r->run_id && !r->master_addr && !r->world_size)
+    if (!r->run_id && !r->master_addr && !r->world_size && !(r->rank && r->launcher))
         return; /* a process of its own */
+    json_t *ranks = json_object_get(json_object_get(b->environment, "process"), "rank");
+    int spawned = json_is_integer(json_object_get(ranks, "torch_spawn_index")) &&
+                  !jstr(json_object_get(b->environment, "environment"), "RANK");
     char line[600];
     size_t n = 0;
 #define SAY(...) (n += n < sizeof line ? (size_t)snprintf(line + n, sizeof line - n, __VA_ARGS__) : 0)
@@ -310,12 +315,16 @@ static void print_run(bundle *b)
             SAY(" of %.16s", r->world_size);
         if (r->local_rank)
             SAY(" (local %.16s)", r->local_rank);
+        if (spawned)
+            SAY(" (torch.multiprocessing.spawn's process index)");
     }
     if (r->node)
         SAY("%snode %.16s", n ? " on " : "", r->node);
     if (r->master_addr)
         SAY("%srendezvous %.128s%s%.16s", n ? ", " : "", r->master_addr,
             r->master_port ? ":" : "", r->master_port ? r->master_port : "");
+    else if (!r->run_id && !r->job && r->launcher)
+        SAY("%slauncher pid %.*s", n ? ", " : "", (int)strcspn(r->launcher, ":"), r->launcher);
 #undef SAY
     printf("%-18s", "Run:");
     print_clean(stdout, line, sizeof line);
