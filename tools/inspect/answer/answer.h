@@ -119,7 +119,8 @@ typedef struct run_story {
     struct {                    /* the earliest of them, in full */
         run_member member;
         double at;
-        char memory[40], reason[64], api[48], site[200], bundle[4096];
+        char memory[40], reason[64], api[48], site[200];
+        char *bundle; /* its path (heap; runs_free frees it) */
     } first;
 } run_story;
 typedef struct run_set {

@@ -222,8 +222,12 @@ int runs_add(run_set *s, bundle *b, const char *path, gmp_verdict kind, const ch
             r->host_count++; /* one past the named: "more", its hosts not told apart */
     }
     if (gmp_verdict_is_death_of_memory(kind)) {
-        r->deaths++;
-        if (r->deaths == 1 || m->at < r->first.at) { /* the earliest death, in full */
+        if (r->deaths == 0 || m->at < r->first.at) { /* the earliest death, in full */
+            char *path_copy = strdup(path);
+            if (!path_copy)
+                return -1;
+            free(r->first.bundle);
+            r->first.bundle = path_copy;
             r->first.member = *m;
             r->first.at = m->at;
             memory_words(b, r->first.memory, sizeof r->first.memory);
@@ -232,8 +236,8 @@ int runs_add(run_set *s, bundle *b, const char *path, gmp_verdict kind, const ch
             snprintf(r->first.reason, sizeof r->first.reason, "%s", reason ? reason : "");
             snprintf(r->first.api, sizeof r->first.api, "%s", f && f->api ? f->api : "");
             snprintf(r->first.site, sizeof r->first.site, "%s", site ? site : "-");
-            snprintf(r->first.bundle, sizeof r->first.bundle, "%s", path);
         }
+        r->deaths++;
     }
     return 1;
 }
@@ -335,8 +339,10 @@ void runs_order(run_set *s)
 
 void runs_free(run_set *s)
 {
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         free(s->runs[i].members);
+        free(s->runs[i].first.bundle);
+    }
     free(s->runs);
     index_free(&s->index);
     memset(s, 0, sizeof *s);

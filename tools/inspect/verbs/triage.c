@@ -28,18 +28,43 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *name_set_next(const name_set *s, const char *at)
+{
+    if (!s->len)
+        return NULL;
+    if (!at)
+        return s->text;
+    at += strlen(at) + 1;
+    return at < s->text + s->len ? at : NULL;
+}
+
+/* v added to s, unless there already; without memory, left out. */
 static void add_name(name_set *s, const char *v)
 {
     if (!v || !*v)
         return;
-    for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->v[i], v))
+    size_t k = strnlen(v, 63);
+    for (const char *at = NULL; (at = name_set_next(s, at)) != NULL;)
+        if (strlen(at) == k && !strncmp(at, v, k))
             return;
     if (s->n == MAX_NAMES) {
         s->more = 1;
         return;
     }
-    snprintf(s->v[s->n++], sizeof s->v[0], "%s", v);
+    if (s->len + k + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 32;
+        while (cap < s->len + k + 1)
+            cap *= 2;
+        char *grown = realloc(s->text, cap);
+        if (!grown)
+            return;
+        s->text = grown;
+        s->cap = cap;
+    }
+    memcpy(s->text + s->len, v, k);
+    s->text[s->len + k] = '\0';
+    s->len += k + 1;
+    s->n++;
 }
 
 /* The failure's site as show names it (name_failure_site): the Python
@@ -100,21 +125,30 @@ static group *group_of(group_list *l, const char *run, gmp_verdict kind,
         return &l->v[l->index.slots[at] - 1];
     if (array_room((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
         return NULL;
+    char *example = strdup(path);
+    if (!example)
+        return NULL;
     group *g = &l->v[l->n];
     memset(g, 0, sizeof *g);
+    g->example = example;
     g->kind = kind;
     snprintf(g->run, sizeof g->run, "%s", run);
     snprintf(g->backend, sizeof g->backend, "%s", sig[0]);
     snprintf(g->api, sizeof g->api, "%s", sig[1]);
     snprintf(g->reason, sizeof g->reason, "%s", sig[2]);
     snprintf(g->site, sizeof g->site, "%s", sig[3]);
-    snprintf(g->example, sizeof g->example, "%s", path);
     l->index.slots[at] = ++l->n;
     return g;
 }
 
 static void group_list_free(group_list *l)
 {
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].example);
+        free(l->v[i].ranks.text);
+        free(l->v[i].hosts.text);
+        free(l->v[i].jobs.text);
+    }
     free(l->v);
     index_free(&l->index);
 }

@@ -18,8 +18,8 @@ int triage_exit_status(const triage *t)
 static void join(const name_set *s, char *out, size_t cap)
 {
     out[0] = '\0';
-    for (int i = 0; i < s->n; i++)
-        snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? "," : "", s->v[i]);
+    for (const char *at = NULL; (at = name_set_next(s, at)) != NULL;)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%s", at != s->text ? "," : "", at);
     if (s->more)
         snprintf(out + strlen(out), cap - strlen(out), ",...");
     if (!out[0])
@@ -114,8 +114,8 @@ void triage_print_text(const triage *t)
 static json_t *names_json(const name_set *s)
 {
     json_t *a = json_array();
-    for (int i = 0; i < s->n; i++)
-        json_array_append_new(a, json_string(s->v[i]));
+    for (const char *at = NULL; (at = name_set_next(s, at)) != NULL;)
+        json_array_append_new(a, json_string(at));
     return a;
 }
 

@@ -75,10 +75,16 @@ int verb_misuse(verb_args *a, const char *fmt, ...) __attribute__((format(printf
  * 1: a path missing or a bundle unreadable; else 0). */
 #define MAX_NAMES 64 /* ranks or hosts listed per group */
 
+/* Up to MAX_NAMES names, each cut at 63 bytes, one after another in text
+ * (each NUL-ended; heap, grown as they come: a run's group of a thousand
+ * ranks holds a few hundred bytes, not MAX_NAMES full slots). */
 typedef struct name_set {
     int n, more;
-    char v[MAX_NAMES][64];
+    char *text;
+    size_t len, cap;
 } name_set;
+/* The name after `at` (NULL: the first), or NULL after the last. */
+const char *name_set_next(const name_set *s, const char *at);
 
 typedef struct group {
     char run[RUN_KEY_SIZE]; /* "" in the groups across runs, and outside a run */
@@ -89,7 +95,7 @@ typedef struct group {
     uint64_t largest; /* with has_largest */
     int has_largest;
     name_set ranks, hosts, jobs; /* jobs: Slurm's "JOB.STEP" */
-    char example[4096];
+    char *example; /* a bundle's path (heap) */
 } group;
 
 /* Groups found by key in a hash table of their indexes (100,000 bundles in
