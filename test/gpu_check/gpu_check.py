@@ -818,6 +818,113 @@ def leak_held_by_line(c):
         held, device, top.get("count")), ok)
 
 
+# ---- case 20: a run of two ranks ---------------------------------------
+
+RANK_TORCH = r"""
+import time, torch, torch.distributed as dist
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    t = torch.ones(1 << 16)
+    for _ in range(10):
+        dist.all_reduce(t)
+    torch.zeros(1, device="cuda")  # both ranks on GPU 0
+    if rank == 1:
+        total = torch.cuda.mem_get_info()[1]
+        x = torch.empty(2 * total, dtype=torch.uint8, device="cuda")  # <- the line
+    time.sleep(60)
+main()
+"""
+
+RANK_DOUBLE = r"""
+import ctypes, os, time
+cudart = ctypes.CDLL("libcudart.so.13")
+def main():
+    if os.environ["RANK"] == "1":
+        p, n = ctypes.c_void_p(), ctypes.c_size_t(1 << 40)
+        if cudart.cudaMalloc(ctypes.byref(p), n): raise MemoryError("CUDA out of memory")  # <- the line
+    time.sleep(60)
+main()
+"""
+
+# torchrun's part, where there is no torch: two ranks with its variables;
+# the first to end has the other stopped by SIGTERM
+LAUNCHER_STANDIN = r"""
+import os, signal, subprocess, sys, time
+env = dict(os.environ, WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+           MASTER_PORT="29541", TORCHELASTIC_RUN_ID="gpucheck", TORCHELASTIC_RESTART_COUNT="0")
+ranks = [subprocess.Popen([sys.executable, sys.argv[1]], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
+         for r in range(2)]
+while all(p.poll() is None for p in ranks):
+    time.sleep(0.05)
+for p in ranks:
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+sys.exit(max(abs(p.wait()) for p in ranks))
+"""
+
+
+def two_ranks(c):
+    """torchrun's two gloo ranks on one GPU, rank 1's CUDA allocation
+    fails (far beyond the device), torchrun stops rank 0: one bundle,
+    rank 1's, of the torchrun run, failed at the marked line; and triage's
+    verdict says so: rank 1 ran out of cuda:0 memory, at that line, rank 0
+    left no bundle (where the build's gmp-inspect runs here; the bundles
+    are kept to triage elsewhere when it does not)."""
+    label = "20 two ranks on one GPU, rank 1 out"
+    want = ("one bundle, rank 1's, the run's first, at the marked line; triage: "
+            "1 death, rank 1 out of cuda:0 memory, rank 0 left no bundle")
+    code = RANK_DOUBLE if c.doubles else RANK_TORCH
+    line = marked_line(code)
+    d = os.path.join(c.bin, "20_ranks")
+    os.makedirs(d, exist_ok=True)
+    rank_py = os.path.join(d, "rank.py")
+    with open(rank_py, "w") as f:
+        f.write(code)
+    if c.doubles:
+        launcher = os.path.join(d, "launcher.py")
+        with open(launcher, "w") as f:
+            f.write(LAUNCHER_STANDIN)
+        argv = [sys.executable, launcher, rank_py]
+    else:
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                "--master-port", "29541", rank_py]
+    rc, out, err, dumps = c.run("20_two_ranks", argv, {"OMP_NUM_THREADS": "1"}, timeout=300)
+    found = bundles(dumps)
+    problems = []
+    if len(found) != 1:
+        problems.append("%d bundles" % len(found))
+    man = (load(found[0], "manifest.json") or {}) if found else {}
+    md = (load(found[0], "metadata.json") or {}) if found else {}
+    frames = python_frames(found[0], failed(md).get("stack_id")) if found else []
+    if man.get("rank") != 1 or not str(man.get("run", "")).startswith("torchrun|") or \
+            man.get("run_first") is not True:
+        problems.append("manifest rank %s run %s" % (man.get("rank"), man.get("run")))
+    if failed(md).get("device") != 0 or not at_line(frames, line, "main"):
+        problems.append("failed at %s" % ("%s:%s" % (frames[0].get("function"),
+                                                        frames[0].get("line"))
+                                           if frames else "-"))
+    verdict = "triage not run"
+    try:
+        p = subprocess.run([os.path.join(c.build, "gmp-inspect"), "triage", dumps],
+                           capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        p = subprocess.CompletedProcess([], 127, "", str(e))
+    if p.returncode in (0, 1, 3) and "run(s)" in p.stdout:
+        said = re.search(r"\n    (rank .*)\n", p.stdout)
+        verdict = said.group(1) if said else p.stdout.strip()[-300:]
+        if p.returncode != 3 or " 1 out-of-memory death(s)" not in p.stdout or \
+                not re.search(r"rank 1 ran out of cuda:0 memory at [^\n]* at rank\.py:%d in main"
+                              r"\); rank 0 left no bundle" % line, p.stdout):
+            problems.append("triage")
+    else:
+        verdict = "gmp-inspect cannot run here (rc %s); triage %s elsewhere" % (
+            p.returncode, dumps)
+    c.row(label, want, "rc %s, %d bundle(s); %s%s" % (
+        rc, len(found), verdict, " [wrong: %s]" % ", ".join(problems) if problems else ""),
+        not problems)
+
+
 def cases(c, only):
     """The cases, by number; `only` (a set of numbers, or empty for all)
     picks some: a case fixed in the preload is run again alone."""
@@ -876,6 +983,8 @@ def cases(c, only):
         caught_oom(c)
     if want(19):
         leak_held_by_line(c)
+    if want(20):
+        two_ranks(c)
     if want(15, True):  # after 19: its bundle is the snapshot's, unless one is given
         memory_viz(c)
 
