@@ -131,6 +131,10 @@ GMP_HIDDEN int gmp_bundle_patch_program(const char *bundle, const char *type,
  * 0, or -1 with the file untouched (a bundle without the key too). */
 GMP_HIDDEN int gmp_bundle_patch_outcome(const char *bundle, const gmp_outcome *outcome, char *buf,
                                         size_t cap);
+/* The same, naming death_bundle (NULL: none), the process's later bundle
+ * that tells its death: this one's failure it went on from. */
+GMP_HIDDEN int gmp_bundle_patch_outcome_of(const char *bundle, const gmp_outcome *outcome,
+                                           const char *death_bundle, char *buf, size_t cap);
 /* The bundles in dump_dir of process pid (started at start_ns, realtime)
  * that still say "running", rewritten with how it ended: a death it never
  * saw (SIGKILL), written up afterwards in the bundle named death_bundle,

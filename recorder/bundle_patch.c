@@ -221,6 +221,12 @@ int gmp_bundle_patch_outcome(const char *bundle, const gmp_outcome *outcome, cha
     return patch_outcome(bundle, outcome, NULL, buf, cap);
 }
 
+int gmp_bundle_patch_outcome_of(const char *bundle, const gmp_outcome *outcome,
+                                const char *death_bundle, char *buf, size_t cap)
+{
+    return patch_outcome(bundle, outcome, death_bundle, buf, cap);
+}
+
 int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, size_t len,
                         char *buf, size_t cap)
 {

@@ -21,6 +21,13 @@
  * event, not a second episode; and a fatal signal then is that episode's
  * death, which its bundle's outcome says (outcome.c), not a bundle of its
  * own.  One death, one bundle.  GMP_OOM_POLICY=first writes one for each.
+ * A failure made from another Python stack than the episode's (both
+ * known) is no retry: the program went on from the first (it caught the
+ * MemoryError, or the OutOfMemoryError, and ran on to another line), so
+ * the first is written up now (another_failure) and the second opens an
+ * episode of its own, whose bundle tells how the process ended; the first
+ * one's outcome then names it (outcome.c), and readers call the first
+ * survived.
  * Else a later success there of at least the failed size closes the episode
  * as recovered (an event, counted in the next bundle).  Each episode's state
  * moves by CAS, so exactly one thread commits it: at most one bundle per
@@ -47,6 +54,7 @@ typedef struct episode {
     gmp_failed_request failed; /* the call that opened it */
     int python_traceback_fd;   /* its thread's Python stack then, or -1 */
     uint64_t written_ns; /* atomic: when its last bundle was written, monotonic; 0 none */
+    uint64_t python_stack; /* atomic: gmp_python_stack_hash of the call that opened it */
 } episode;
 
 static episode episodes[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
@@ -381,22 +389,30 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
     gmp_failed_request f = {.present = 1, .api = api, .size = size, .device = device,
                             .code = code, .in_use = in_use, .time_ns = now,
                             .stack_id = stack_id};
+    uint64_t python_stack = gmp_python_stack_hash();
     if (backend == GMP_BACKEND_CPU)
         f.vm_size = address_space_now();
     f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);
     gmp_pl_probe_python(); /* now, not in the signal handler a crash may bring */
     note_recent(backend, &f);
+    gmp_watchdog_failed(backend, device);
     __atomic_store_n(&any_failure, 1, __ATOMIC_RELEASE);
     gmp_crash_arm();
     episode *ep = &episodes[backend][gmp_device_index(device)];
     int state = __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE);
-    if (state == EP_OPEN) {
+    uint64_t its_stack = __atomic_load_n(&ep->python_stack, __ATOMIC_RELAXED);
+    int another = python_stack && its_stack && python_stack != its_stack;
+    if (state == EP_OPEN && another) {
+        if (try_take(ep))
+            commit(backend, ep, "another_failure", NULL);
+        state = __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE); /* this one opens its own */
+    } else if (state == EP_OPEN) {
         if (!__atomic_exchange_n(&ep->success_since, 0, __ATOMIC_ACQ_REL) &&
             size >= __atomic_load_n(&ep->failed_size, __ATOMIC_RELAXED) && try_take(ep))
             commit(backend, ep, "second_failure", NULL);
         return; /* smaller retries (a BFC allocator's) keep the episode open */
     }
-    if (state == EP_IDLE && written_lately(ep))
+    if (state == EP_IDLE && written_lately(ep) && !another)
         return;
     int expected = EP_IDLE;
     if (state != EP_IDLE ||
@@ -404,6 +420,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
                                      __ATOMIC_RELAXED))
         return; /* being opened or committed by another thread right now */
     ep->failed = f;
+    __atomic_store_n(&ep->python_stack, python_stack, __ATOMIC_RELAXED);
     /* what was held, the host and the device then, not at the bundle's writing */
     gmp_failure_snapshot_take(backend, device, now, device_then);
     __atomic_fetch_add(&opened, 1, __ATOMIC_RELAXED);

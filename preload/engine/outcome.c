@@ -13,6 +13,14 @@
  * fulfils (oom_messages.c).  A death no code in the process sees (SIGKILL) leaves "running";
  * gmp-run's bundle of that death says who killed it.
  *
+ * Each failure keeps its own outcome: when the process dies (a non-zero
+ * exit, a fatal signal) after failures of several episodes, the newest
+ * failure's bundle tells the death, and each older one's outcome names that
+ * bundle (death_bundle): the process went on from those, and readers call
+ * them survived.  A bundle written after the end was noted (a crash's, an
+ * episode the exit confirms) is the newest, and the others are rewritten
+ * to name it.
+ *
  * No allocation and no lock (a try-flag, skipped when taken): the crash
  * path runs it in a signal handler.  A forked child forgets the parent's
  * bundles; a vfork child, which shares our memory, is told apart by its pid.
@@ -21,11 +29,13 @@
 #include "preload.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define KEPT 8 /* the newest bundles of this process whose outcome is written */
 
 static char written[KEPT][GMP_PATH_MAX];
+static int written_failure[KEPT]; /* of a failure (not a pressure warning) */
 /* atomic: slot k holds bundle n once written_seq[k] is n + 1 (the path is
  * copied in before, so a reader that sees it reads the whole path) */
 static unsigned written_seq[KEPT];
@@ -47,14 +57,58 @@ void gmp_outcome_now(gmp_outcome *o)
     o->code = __atomic_load_n(&ending_code, __ATOMIC_RELAXED);
 }
 
-void gmp_outcome_note_bundle(const char *path)
+/* A death: an end that is not an exit of 0. */
+static int died(const gmp_outcome *o)
+{
+    return o->state == GMP_OUTCOME_KILLED || (o->state == GMP_OUTCOME_EXITED && o->code != 0);
+}
+
+/* Rewrite the outcome of the bundles kept (patching held): the newest
+ * failure's bundle tells a death, the older failures' name it. */
+static void patch_kept(unsigned n)
+{
+    gmp_outcome o;
+    gmp_outcome_now(&o);
+    unsigned first = n > KEPT ? n - KEPT : 0;
+    long death = -1;
+    for (unsigned i = first; died(&o) && i < n; i++)
+        if (__atomic_load_n(&written_seq[i % KEPT], __ATOMIC_ACQUIRE) == i + 1 &&
+            written_failure[i % KEPT])
+            death = (long)i;
+    const char *death_name = NULL;
+    if (death >= 0) {
+        death_name = strrchr(written[death % KEPT], '/');
+        death_name = death_name ? death_name + 1 : written[death % KEPT];
+    }
+    for (unsigned i = first; i < n; i++)
+        if (__atomic_load_n(&written_seq[i % KEPT], __ATOMIC_ACQUIRE) == i + 1) /* whole */
+            gmp_bundle_patch_outcome_of(written[i % KEPT], &o,
+                                        death >= 0 && (long)i != death &&
+                                                written_failure[i % KEPT]
+                                            ? death_name
+                                            : NULL,
+                                        patch_buf, sizeof patch_buf);
+}
+
+void gmp_outcome_note_bundle(const char *path, int failure)
 {
     if (!ours())
         return;
     unsigned n = __atomic_fetch_add(&written_count, 1, __ATOMIC_ACQ_REL);
     __atomic_store_n(&written_seq[n % KEPT], 0, __ATOMIC_RELAXED);
     gmp_strlcpy(written[n % KEPT], path, sizeof written[0]);
+    written_failure[n % KEPT] = failure;
     __atomic_store_n(&written_seq[n % KEPT], n + 1, __ATOMIC_RELEASE);
+    /* written after the end was told (it carries that outcome): it is the
+     * death of the failures before it, when there are any */
+    if (!failure || n == 0 ||
+        __atomic_load_n(&ending_state, __ATOMIC_ACQUIRE) == GMP_OUTCOME_RUNNING ||
+        __atomic_exchange_n(&patching, 1, __ATOMIC_ACQUIRE))
+        return;
+    int saved = errno;
+    patch_kept(n + 1);
+    __atomic_store_n(&patching, 0, __ATOMIC_RELEASE);
+    errno = saved;
 }
 
 GMP_START_EXIT_TEXT void gmp_outcome_end(gmp_outcome_state state, int code)
@@ -72,11 +126,7 @@ GMP_START_EXIT_TEXT void gmp_outcome_end(gmp_outcome_state state, int code)
     if (n == 0 || __atomic_exchange_n(&patching, 1, __ATOMIC_ACQUIRE))
         return;
     int saved = errno;
-    gmp_outcome o;
-    gmp_outcome_now(&o);
-    for (unsigned i = n > KEPT ? n - KEPT : 0; i < n; i++)
-        if (__atomic_load_n(&written_seq[i % KEPT], __ATOMIC_ACQUIRE) == i + 1) /* whole */
-            gmp_bundle_patch_outcome(written[i % KEPT], &o, patch_buf, sizeof patch_buf);
+    patch_kept(n);
     __atomic_store_n(&patching, 0, __ATOMIC_RELEASE);
     errno = saved;
 }
@@ -96,8 +146,10 @@ GMP_START_EXIT_TEXT void gmp_outcome_watch_exit(void)
 void gmp_outcome_after_fork(void)
 {
     __atomic_store_n(&written_count, 0, __ATOMIC_RELAXED);
-    for (int k = 0; k < KEPT; k++)
+    for (int k = 0; k < KEPT; k++) {
         __atomic_store_n(&written_seq[k], 0, __ATOMIC_RELAXED);
+        written_failure[k] = 0;
+    }
     __atomic_store_n(&ending_state, GMP_OUTCOME_RUNNING, __ATOMIC_RELAXED);
     __atomic_store_n(&patching, 0, __ATOMIC_RELAXED);
 }

@@ -495,11 +495,12 @@ GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
 
 /* outcome.c: how the process ended, in every bundle it wrote.  now gives
  * the outcome for a bundle written at this moment; note_bundle remembers a
- * bundle written; end says how the process ends (first call wins) and
+ * bundle written (failure: of a failure, not a pressure warning); end says
+ * how the process ends (first call wins) and
  * rewrites the bundles it wrote (async-signal-safe); watch_exit asks glibc
  * for exit()'s status (on_exit). */
 GMP_HIDDEN void gmp_outcome_now(gmp_outcome *o);
-GMP_HIDDEN void gmp_outcome_note_bundle(const char *path);
+GMP_HIDDEN void gmp_outcome_note_bundle(const char *path, int failure);
 GMP_HIDDEN void gmp_outcome_end(gmp_outcome_state state, int code);
 GMP_HIDDEN void gmp_outcome_watch_exit(void);
 GMP_HIDDEN void gmp_outcome_after_fork(void);
@@ -534,6 +535,13 @@ GMP_HIDDEN int gmp_watchdog_take_warning(char *path, size_t cap);
  * warned after its death); a check below the threshold ends it. */
 #define GMP_CONFIRMED_BY_WATCHDOG "watchdog"
 GMP_HIDDEN void gmp_watchdog_death_told(void);
+/* An allocation of backend's device (the host's: GMP_BACKEND_CPU, every
+ * host limit) failed (episode.c): no warning of that memory ever after.  A
+ * warning is written before the failure of its crossing, never while or
+ * after it (PyTorch's frees after a failed cudaMalloc bring the device
+ * below the threshold and back, and a warning then came after the death's
+ * bundle). */
+GMP_HIDDEN void gmp_watchdog_failed(gmp_backend backend, int device);
 GMP_HIDDEN void gmp_watchdog_after_fork(void);
 
 /* sampler.c: one sample event per collector's device into the ring. */
@@ -636,6 +644,10 @@ GMP_HIDDEN int gmp_python_traceback_fd(void);
  * runs none.  gmp_python_frame_lookup names an id (a
  * gmp_python_frame_lookup_fn for bundles). */
 GMP_HIDDEN uint32_t gmp_python_frames(uint64_t *out, uint32_t max, int may_map);
+/* This thread's Python stack as one number (its frames' code objects and
+ * lines, hashed; nothing named, nothing mapped): two failures with the
+ * same one are the same request made again.  0 when it runs no Python. */
+GMP_HIDDEN uint64_t gmp_python_stack_hash(void);
 GMP_HIDDEN int gmp_python_frame_lookup(uint32_t id, gmp_python_frame *out, void *arg);
 GMP_HIDDEN void gmp_python_frames_foreach_known(void (*fn)(uint32_t id, const gmp_python_frame *f,
                                                            void *arg),

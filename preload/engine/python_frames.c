@@ -413,6 +413,30 @@ uint32_t gmp_python_frames(uint64_t *out, uint32_t max, int may_map)
     return n;
 }
 
+uint64_t gmp_python_stack_hash(void)
+{
+    if (!have_python() || !py.is_initialized())
+        return 0;
+    const py_layout *l = py.layout;
+    const void *ts = py.this_thread();
+    if (!ts || ((uintptr_t)ts & 7))
+        return 0;
+    uint64_t hash = 0xcbf29ce484222325ull;
+    int frames = 0;
+    const void *f = innermost(l, ts);
+    for (int walked = 0; f && !((uintptr_t)f & 7) && walked < MAX_WALK; walked++) {
+        const void *code;
+        uint32_t offset;
+        if (frame_place(l, f, &code, &offset)) { /* by line: `f() or f()` asks once */
+            hash = (hash ^ (uintptr_t)code) * 0x100000001b3ull;
+            hash = (hash ^ (uint32_t)py.addr2line((void *)code, (int)offset)) * 0x100000001b3ull;
+            frames++;
+        }
+        f = ptr_at(f, l->f_back);
+    }
+    return frames ? hash | 1 : 0;
+}
+
 int gmp_python_frame_lookup(uint32_t id, gmp_python_frame *out, void *arg)
 {
     (void)arg;

@@ -122,11 +122,14 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     gmp_failure_snapshot_done(then);
     if (p && req->kind == GMP_BUNDLE_OOM) {
         __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);
-        gmp_outcome_note_bundle(p);
+        gmp_outcome_note_bundle(p, !req->confirmed_by ||
+                                       strcmp(req->confirmed_by, GMP_CONFIRMED_BY_WATCHDOG));
         /* a failure told, whoever told it (an episode, a framework's words,
          * the program's own report): no pressure warning after it */
-        if (!req->confirmed_by || strcmp(req->confirmed_by, GMP_CONFIRMED_BY_WATCHDOG))
+        if (!req->confirmed_by || strcmp(req->confirmed_by, GMP_CONFIRMED_BY_WATCHDOG)) {
             gmp_watchdog_death_told();
+            gmp_watchdog_failed(req->backend, req->failed.present ? req->failed.device : -1);
+        }
     }
     return p;
 }

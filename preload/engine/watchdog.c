@@ -19,7 +19,9 @@
  * its evidence), and again only after a check has found usage back below.
  * When the death it warned of follows within that crossing, the death's
  * bundle replaces the warning's: one episode, one bundle (episode.c takes
- * the warning's path with gmp_watchdog_take_warning).
+ * the warning's path with gmp_watchdog_take_warning).  A memory that has
+ * had a failed allocation (a device, or the host's limits) is watched no
+ * more: a warning comes before a failure, never after one.
  * GMP_WATCHDOG=0 turns it off.  No thread does this: a healthy process keeps the threads it made
  * (Python 3.12 warns at every fork of a multi-threaded process); a process
  * whose memory grows allocates, and so is checked.  A thread is started
@@ -62,6 +64,33 @@ static limit_sample make_sample(const char *name, const char *what, uint64_t use
 static uint64_t known_or_0(uint64_t v)
 {
     return v == GMP_UNKNOWN ? 0 : v;
+}
+
+/* The memories an allocation failed in (atomic each): their limits warn
+ * no more. */
+static int failed_in[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
+static int any_failed; /* atomic: one of them is set */
+
+/* Where in failed_in a memory's flag is: the host's limits share one. */
+static int *flag_of(gmp_backend backend, int device)
+{
+    return &failed_in[backend][backend == GMP_BACKEND_CPU ? 0 : gmp_device_index(device)];
+}
+
+void gmp_watchdog_failed(gmp_backend backend, int device)
+{
+    if ((unsigned)backend >= GMP_BACKEND_COUNT)
+        return;
+    __atomic_store_n(&any_failed, 1, __ATOMIC_RELAXED);
+    /* a framework's words that name no device: each of its backend's */
+    for (int d = device < 0 && backend != GMP_BACKEND_CPU ? 0 : device;
+         d <= (device < 0 && backend != GMP_BACKEND_CPU ? GMP_MAX_DEVICES - 1 : device); d++)
+        __atomic_store_n(flag_of(backend, d), 1, __ATOMIC_RELAXED);
+}
+
+static int has_failed(const limit_sample *s)
+{
+    return __atomic_load_n(flag_of(s->backend, s->device), __ATOMIC_RELAXED);
 }
 
 /* The memory cgroup, found at the first check (2 v2, 1 v1, -1 none, 0 not yet). */
@@ -186,26 +215,31 @@ static uint64_t check_pressure(uint64_t now, uint64_t *above_since, char *buf, s
 {
     limit_sample all[MAX_SAMPLES];
     int n = sample(all, buf, cap);
-    const limit_sample *nearest = NULL;
+    const limit_sample *nearest = NULL, *warnable = NULL; /* of all; of those not failed */
     uint64_t tightest = 0;
     for (int i = 0; i < n; i++) {
         if (!nearest || pct(&all[i]) > pct(nearest))
             nearest = &all[i];
+        if (!has_failed(&all[i]) && (!warnable || pct(&all[i]) > pct(warnable)))
+            warnable = &all[i];
         if (!tightest || all[i].limit < tightest)
             tightest = all[i].limit;
     }
-    if (!nearest || pct(nearest) < gmp_pl.cfg->pressure_pct) {
+    uint32_t threshold = gmp_pl.cfg->pressure_pct;
+    if (!nearest || pct(nearest) < threshold) {
         *above_since = 0;
         __atomic_store_n(&warning_kept, 0, __ATOMIC_RELEASE); /* it stands on its own */
         __atomic_store_n(&death_told, 0, __ATOMIC_RELAXED);
     }
-    else if (gmp_any_episode_open() || __atomic_load_n(&death_told, __ATOMIC_RELAXED))
-        *above_since = UINT64_MAX; /* the crossing's death is told: no warning after it */
+    else if (gmp_any_episode_open() || __atomic_load_n(&death_told, __ATOMIC_RELAXED) ||
+             !warnable || pct(warnable) < threshold)
+        *above_since = UINT64_MAX; /* the crossing's death is told, or only a memory that
+                                    * failed is near: no warning after it */
     else if (!*above_since)
         *above_since = now;
     else if (*above_since != UINT64_MAX && now > *above_since &&
              now - *above_since >= (uint64_t)SAMPLE_MS * 1000000) {
-        write_pressure_bundle(all, n, nearest, buf, cap);
+        write_pressure_bundle(all, n, warnable, buf, cap);
         *above_since = UINT64_MAX;
     }
     return tightest;
@@ -315,4 +349,8 @@ void gmp_watchdog_after_fork(void)
     GMP_CLEAR_IN_CHILD(above_since);
     GMP_CLEAR_IN_CHILD(warning_kept);
     GMP_CLEAR_IN_CHILD(death_told);
+    if (__atomic_load_n(&any_failed, __ATOMIC_RELAXED)) { /* the child's memory is its own */
+        memset(failed_in, 0, sizeof failed_in);
+        __atomic_store_n(&any_failed, 0, __ATOMIC_RELAXED);
+    }
 }

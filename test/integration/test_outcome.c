@@ -7,7 +7,10 @@
  * forked child's exit never speaks for its parent's bundle.  A process
  * killed by SIGKILL after a failure it went on from: whoever writes up the
  * kill (gmp-run) says it in the failure's bundle too, and the kill's own
- * bundle does not tell the failure again.
+ * bundle does not tell the failure again.  A caught failure, then an
+ * uncaught one at another line: each its own bundle and outcome (survived,
+ * naming the death's bundle; the death); a request retried at one line is
+ * one bundle.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,6 +169,63 @@ static void test_killed_later_said_in_the_failure_bundle(void **state)
         fail_msg("the failure's bundle does not say it was killed later:\n%s", out);
 }
 
+/* A failure caught in one function, then another, uncaught, in the next:
+ * two bundles, each with its own outcome.  The first says the process went
+ * on from it and names the bundle of the death; the second, at its own
+ * line, is the death (exited 1).  triage: one death, one survived. */
+static void test_caught_then_fatal_each_its_own(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    assert_int_equal(python("def probe():\n"
+                            "    try:\n"
+                            "        bytearray(1 << 46)\n"
+                            "    except MemoryError:\n"
+                            "        print(\"caught\")\n"
+                            "def main():\n"
+                            "    bytearray(1 << 47)\n"
+                            "probe()\n"
+                            "main()\n",
+                            0),
+                     1);
+    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 2);
+    assert_int_equal(inspect("triage", paths.dumps), 3);
+    if (!strstr(out, " 1 out-of-memory death(s), ") || !strstr(out, ", 1 failure(s) survived") ||
+        !strstr(out, "  ENOMEM  at <string>:7 in main\n") ||
+        !strstr(out, "  ENOMEM  at <string>:3 in probe\n"))
+        fail_msg("triage does not tell the death from the failure survived:\n%s", out);
+    char *failure = strstr(out, "survived a failed allocation");
+    char *example = failure ? strstr(failure, "e.g. ") : NULL;
+    assert_non_null(example);
+    char path[1024];
+    snprintf(path, sizeof path, "%.*s", (int)strcspn(example + 5, "\n"), example + 5);
+    assert_int_equal(inspect("show", path), 0);
+    if (!strstr(out, "\nWhat happened:    the process survived: an allocation of host memory "
+                     "failed (ENOMEM), and it went on; exited 1 later, of another failure "
+                     "written up in oom_dump_") ||
+        !strstr(out, "(another_failure)"))
+        fail_msg("the caught failure's bundle does not say the process went on:\n%s", out);
+}
+
+/* The same request failing again at the same line (a loop that retries
+ * it) is one failure: one bundle, the process's death. */
+static void test_retries_of_one_request_are_one(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    assert_int_equal(python("for _ in range(3):\n"
+                            "    try:\n"
+                            "        bytearray(1 << 46)\n"
+                            "    except MemoryError:\n"
+                            "        pass\n"
+                            "raise SystemExit(1)\n",
+                            0),
+                     1);
+    assert_string_equal(outcome_of_the_bundle(), "exited 1");
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -181,6 +241,8 @@ int main(void)
         cmocka_unit_test(test_written_while_running_then_rewritten),
         cmocka_unit_test(test_forked_child_does_not_speak_for_its_parent),
         cmocka_unit_test(test_killed_later_said_in_the_failure_bundle),
+        cmocka_unit_test(test_caught_then_fatal_each_its_own),
+        cmocka_unit_test(test_retries_of_one_request_are_one),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

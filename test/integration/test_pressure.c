@@ -4,7 +4,7 @@
  * memory_pressure bundle per crossing of GMP_PRESSURE_PCT (not one per
  * sample), names the limit and the usage, and writes nothing when
  * GMP_WATCHDOG=0; the death it warned of, when it follows in the same
- * crossing, is one bundle with it.
+ * crossing, is one bundle with it; and no warning follows a failure.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,6 +99,43 @@ static void test_again_after_falling_below(void **state)
     assert_int_equal(count_lines(err), 2);
 }
 
+/* A warning comes before a failure, never after one: python3 whose
+ * allocation failed under the limit (caught), and which later grows to 95%
+ * of it and holds there, gets the failure's bundle alone (a warning came
+ * after it). */
+static void test_no_warning_after_a_failure(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    char script[4096];
+    snprintf(script, sizeof script,
+             "ulimit -v 600000; export LD_PRELOAD='%s'; exec python3 -c 'import resource, time\n"
+             "try:\n"
+             "    bytearray(1 << 40)\n"
+             "except MemoryError:\n"
+             "    pass\n"
+             "time.sleep(1.5)  # its bundle written (GMP_OOM_CONFIRM_MS), far below the limit\n"
+             "soft = resource.getrlimit(resource.RLIMIT_AS)[0]\n"
+             "def vm():\n"
+             "    return [int(l.split()[1]) << 10 for l in open(\"/proc/self/status\")\n"
+             "            if l.startswith(\"VmSize:\")][0]\n"
+             "keep = []\n"
+             "while vm() + (16 << 20) < soft // 100 * 95:\n"
+             "    keep.append(bytearray(8 << 20))\n"
+             "    time.sleep(0.01)\n"
+             "time.sleep(0.5)\n"
+             "print(\"held\")'",
+             paths.preload);
+    int status = run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(exit_code_of(status), 0);
+    assert_string_equal(out, "held\n");
+    if (pressure_bundles() != 1 || strstr(err, "memory pressure"))
+        fail_msg("%d bundle(s); stderr: %s", pressure_bundles(), err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
+    assert_string_equal(json_str(md, "reason"), "ENOMEM");
+    json_decref(md);
+}
+
 static void test_watchdog_off(void **state)
 {
     (void)state;
@@ -167,6 +204,7 @@ int main(void)
         cmocka_unit_test(test_one_bundle_per_crossing),
         cmocka_unit_test(test_the_death_it_warned_of_is_one_bundle),
         cmocka_unit_test(test_again_after_falling_below),
+        cmocka_unit_test(test_no_warning_after_a_failure),
         cmocka_unit_test(test_watchdog_off),
         cmocka_unit_test(test_threshold_is_honoured),
         cmocka_unit_test(test_small_process_starts_no_thread),

@@ -518,6 +518,85 @@ static void test_limit_without_a_failed_call(void **state)
         fail_msg("show:\n%s", out);
 }
 
+/* A device failure whose printed Python stack is a framework's Cython
+ * frame alone (CuPy's pool: "cupy/cuda/memory.pyx"), while the failing
+ * call's frames, walked from the interpreter, reach the program's line:
+ * "Failed at" and the Python stack are the program's. */
+static void test_failed_at_past_cython_frames(void **state)
+{
+    (void)state;
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/cython", scratch);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_dump_request req = {.reason = "cudaErrorMemoryAllocation", .backend = GMP_BACKEND_CUDA,
+                            .exception_type = "OutOfMemoryError",
+                            .exception_message = "Out of memory allocating 1,073,741,824 bytes",
+                            .failed = {.present = 1, .api = GMP_API_CUDA_MALLOC,
+                                       .size = 1ull << 30, .device = 0, .code = 2,
+                                       .stack_id = 7}};
+    char bundle[4096];
+    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
+    gmp_recorder_destroy(rec);
+    static const char stacks[] =
+        "[{\"id\": 7, \"frames\": [], \"python\": ["
+        "{\"file\": \"/home/u/train.py\", \"line\": 12, \"function\": \"step\"},"
+        "{\"file\": \"/home/u/train.py\", \"line\": 30, \"function\": \"<module>\"}]}]";
+    static const char printed[] =
+        "Stack (most recent call first):\n"
+        "  File \"cupy/cuda/memory.pyx\", line 1560 in "
+        "cupy.cuda.memory.SingleDeviceMemoryPool._try_malloc\n";
+    put(bundle, "stacks.json", stacks, sizeof stacks - 1);
+    assert_int_equal(gmp_bundle_attach(bundle, "python_traceback.txt", printed,
+                                       sizeof printed - 1),
+                     0);
+    assert_int_equal(run_verb("show", bundle, NULL), 0);
+    if (!strstr(out, "\nFailed at:        train.py:12 in step\n") ||
+        !strstr(out, "\nPython stack:     /home/u/train.py:12 in step  (innermost first)\n") ||
+        strstr(out, "memory.pyx"))
+        fail_msg("show:\n%s", out);
+}
+
+/* A pressure warning whose evidence lists its cgroup at PCT% of its limit,
+ * written at a threshold of 90%: show of it into out. */
+static void warning_with_cgroup_at(const char *name, int pct)
+{
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/%s", scratch, name);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    char evidence[300];
+    snprintf(evidence, sizeof evidence,
+             "cuda:0 in use 140.0 GiB of cuda:0 memory 140.0 GiB (99%%); cgroup usage %d.0 GiB "
+             "of cgroup memory limit 100.0 GiB (%d%%)",
+             pct, pct);
+    gmp_dump_request req = {.reason = "memory_pressure", .exception_type = "memory_pressure",
+                            .exception_message = "cuda:0 in use 140.0 GiB is 99% of cuda:0 "
+                                                 "memory 140.0 GiB (threshold 90%).",
+                            .backend = GMP_BACKEND_CUDA, .confirmed_by = "watchdog",
+                            .evidence = evidence};
+    char bundle[4096];
+    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
+    gmp_recorder_destroy(rec);
+    assert_int_equal(run_verb("show", bundle, NULL), 0);
+}
+
+/* "near" is at or above the threshold the warning was written at: a
+ * cgroup at 2% of its limit is not near (a warning of an H200 that was
+ * full called it so), one at 95% is. */
+static void test_near_is_past_the_threshold(void **state)
+{
+    (void)state;
+    warning_with_cgroup_at("far", 2);
+    if (strstr(out, "host limit was near"))
+        fail_msg("a cgroup at 2%% called near:\n%s", out);
+    warning_with_cgroup_at("near", 95);
+    if (!strstr(out, "a host limit was near (the memory cgroup)"))
+        fail_msg("a cgroup at 95%% not called near:\n%s", out);
+}
+
 static void test_help_and_usage(void **state)
 {
     (void)state;
@@ -546,6 +625,8 @@ int main(void)
         cmocka_unit_test(test_list_reports_unreadable_bundles),
         cmocka_unit_test(test_the_request_the_framework_states),
         cmocka_unit_test(test_limit_without_a_failed_call),
+        cmocka_unit_test(test_near_is_past_the_threshold),
+        cmocka_unit_test(test_failed_at_past_cython_frames),
         cmocka_unit_test(test_help_and_usage),
     };
     return cmocka_run_group_tests_name("inspect", tests, setup, teardown);

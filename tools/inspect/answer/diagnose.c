@@ -407,6 +407,29 @@ static void runtime_cause(bundle *b, causes *cs, const char *ending, const char 
     add(cs, what, ev);
 }
 
+/* A pressure warning's evidence lists every limit it watched ("cgroup
+ * usage 1.0 GiB of cgroup memory limit 48.0 GiB (2%); ..."): the memory
+ * cgroup's share of its limit, or -1 where it lists none. */
+static int cgroup_share(const char *evidence)
+{
+    const char *at = evidence ? strstr(evidence, "cgroup usage ") : NULL;
+    if (!at)
+        return -1;
+    size_t entry = strcspn(at, ";");
+    const char *open = memchr(at, '(', entry);
+    int share;
+    return open && sscanf(open, "(%d%%)", &share) == 1 ? share : -1;
+}
+
+/* The threshold a warning's message states ("... (threshold 90%)."), else
+ * GMP_PRESSURE_PCT's default. */
+static int warning_threshold(const char *message)
+{
+    const char *at = message ? strstr(message, "(threshold ") : NULL;
+    int pct;
+    return at && sscanf(at, "(threshold %d%%)", &pct) == 1 && pct > 0 && pct <= 100 ? pct : 90;
+}
+
 static void collect(bundle *b, causes *cs)
 {
     json_t *md = b->metadata;
@@ -552,7 +575,9 @@ static void collect(bundle *b, causes *cs)
                  at_failure ? "when it failed" : "when the bundle was written");
         add(cs, "a host limit was reached (the address-space limit)", ev);
     }
-    if (evidence && strstr(evidence, "cgroup usage") && !(etype && !strcmp(etype, "oom_killer")))
+    /* near: at or above the threshold the warning was written at */
+    if (cgroup_share(evidence) >= warning_threshold(jstr(md, "exception_message")) &&
+        !(etype && !strcmp(etype, "oom_killer")))
         add(cs, "a host limit was near (the memory cgroup)", evidence);
     if (f && !growth_first && !impossible) {
         if (!grown_known)

@@ -50,6 +50,9 @@ const char *outcome_words(bundle *b, char *out, size_t cap)
             snprintf(raw, sizeof raw, "exited 0: no death followed the warning");
         else if (code == 0)
             snprintf(raw, sizeof raw, "exited 0: it went on after the failure, so this was no death");
+        else if (o->death_bundle) /* the bundle's string: made inert below */
+            snprintf(raw, sizeof raw, "exited %lld later, of another failure written up in %.100s",
+                     code, o->death_bundle);
         else
             snprintf(raw, sizeof raw, "exited %lld", code);
         break;

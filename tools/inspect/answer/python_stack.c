@@ -40,6 +40,28 @@ static void frames_from_json(json_t *frames, python_stack *st)
     }
 }
 
+/* A frame of an installed package or the standard library (numpy's
+ * numeric.py), not of the program; or a Cython module's source (CuPy's
+ * memory.pyx, named as its package built it: "cupy/cuda/memory.pyx"). */
+static int is_library_file(const char *file)
+{
+    size_t n = strlen(file);
+    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
+           strstr(file, "/lib/python3") || !strncmp(file, "<frozen ", 8) ||
+           (n > 4 && (!strcmp(file + n - 4, ".pyx") || !strcmp(file + n - 4, ".pxd") ||
+                      !strcmp(file + n - 4, ".pxi")));
+}
+
+static int has_program_frame(const python_stack *st)
+{
+    for (size_t k = 0; k < st->n; k++)
+        if (!is_library_file(st->frames[k].file))
+            return 1;
+    return 0;
+}
+
+
+
 /* The failing call's own Python frames (stacks.json, by the failed
  * request's stack_id), for a failure with no traceback file: a device
  * allocation's, whose call may have let go of the GIL.  Their strings are
@@ -116,6 +138,19 @@ int python_stack_read(bundle *b, python_stack *st)
         free(st->text);
         return -1;
     }
+    /* a traceback of the framework's machinery alone (CuPy's pool printed
+     * its Cython frame, one frame): the failing call's own frames, walked
+     * from the interpreter, reach the program's line */
+    python_stack *walked = has_program_frame(st) ? NULL : malloc(sizeof *walked);
+    if (walked && failed_call_frames(b, walked) == 0) {
+        if (has_program_frame(walked)) {
+            free(st->text);
+            *st = *walked;
+        } else {
+            free(walked->text);
+        }
+    }
+    free(walked);
     return 0;
 }
 
@@ -138,14 +173,6 @@ void print_python_stack(bundle *b)
     if (more)
         printf("%-18s... %zu outer frame(s) more in python_traceback.txt\n", "", more);
     free(st.text);
-}
-
-/* A frame of an installed package or the standard library (numpy's
- * numeric.py), not of the program. */
-static int is_library_file(const char *file)
-{
-    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
-           strstr(file, "/lib/python3") || !strncmp(file, "<frozen ", 8);
 }
 
 /* The site of a stack's frames (innermost first): its innermost frame of

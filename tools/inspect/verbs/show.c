@@ -218,6 +218,7 @@ static void print_confirmed_by(const char *how)
 {
     static const struct { const char *how, *words; } said[] = {
         {"second_failure", "a second failure as large, with no success between"},
+        {"another_failure", "the program went on to fail at another line"},
         {"exit", "the process exited with the failure unresolved"},
         {"timeout", "no success within GMP_OOM_CONFIRM_MS"},
         {"first", "written at the first failure (GMP_OOM_POLICY=first)"},
