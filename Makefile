@@ -28,6 +28,8 @@ CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 DW_CFLAGS = $(shell $(PKG_CONFIG) --cflags libdw 2>/dev/null)
 DW_LIBS = $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null || echo -ldw -lelf)
+# libiberty's demanglers (C++, and Rust's legacy and v0 manglings), static
+DEMANGLE_LIBS = -liberty
 
 # The base (strings, files, time, logging, the JSON writer), the collectors
 # and the recorder: one library, linked into the preload and the tools.
@@ -169,7 +171,7 @@ $(BUILD)/preload/hooks/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isy
 # (each room finds the headers of the rooms it builds on)
 $(INSPECT_OBJ): ROOM_CFLAGS := $(INSPECT_INCLUDES)
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
-	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) -lm -lpthread
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) $(DEMANGLE_LIBS) -lm -lpthread
 
 # with the recorder's verdict on a bundle, the one triage reads
 SPANK_SRC := $(wildcard slurm/*.c) recorder/verdict.c base/json_text.c
@@ -346,7 +348,7 @@ $(BUILD)/fuzz/obj/%.o: %.c
 $(BUILD)/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz_common.h $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) $(JANSSON_LIBS) \
-	    $(DW_LIBS) -lm -lpthread
+	    $(DW_LIBS) $(DEMANGLE_LIBS) -lm -lpthread
 
 .SECONDARY: $(FUZZ_LIB_OBJ)
 

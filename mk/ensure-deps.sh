@@ -1,6 +1,7 @@
 #!/bin/sh
 # ensure-deps.sh — make sure what the build and tests need is present:
-# jansson (the tools), cmocka (the tests), the allocators the tests preload
+# jansson (the tools), libdw and libiberty (their names of native frames),
+# cmocka (the tests), the allocators the tests preload
 # behind ours (jemalloc, tcmalloc, mimalloc), and Debian's HIP (headers to check our
 # hook prototypes against, the real library for a no-GPU smoke test), and
 # the tools the tests check output with, clang with its sanitizer
@@ -27,6 +28,7 @@ need pkg-config command -v pkg-config
 need libjansson-dev pkg-config --exists jansson
 need libcmocka-dev pkg-config --exists cmocka
 need libdw-dev pkg-config --exists libdw      # gmp-inspect symbolises allocation sites
+need libiberty-dev test -f /usr/include/libiberty/demangle.h  # and demangles C++'s and Rust's names
 need libjemalloc2 sh -c 'ldconfig -p | grep -q "libjemalloc.so.2 "'
 need libtcmalloc-minimal4 sh -c 'ldconfig -p | grep -q "libtcmalloc_minimal.so.4 "'
 need libmimalloc2.0 sh -c 'ldconfig -p | grep -q "libmimalloc.so.2 "'

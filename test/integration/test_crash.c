@@ -304,6 +304,49 @@ static void test_rust_allocation_failure(void **state)
         fail_msg("show:\n%s", out);
 }
 
+/* Rust's names as Rust writes them: a program named rust_oom (the name of
+ * Rust's own handler of a failed allocation) built with v0 mangling (as
+ * rustc builds its standard library from 1.95; legacy where this rustc has
+ * no v0), its vec! growing under `ulimit -v` until the runtime aborts:
+ * "Failed at" and "Held by" are the program's rust_oom::main at its line,
+ * not the C main shim nor <u8 as alloc::...>::from_elem, and nothing show
+ * prints is mangled. */
+static void test_rust_names_demangled(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    char script[8192], rust[600];
+    snprintf(rust, sizeof rust, "%s/rust_oom", paths.scratch);
+    snprintf(script, sizeof script,
+             "command -v rustc >/dev/null || exit 77; printf '%%s\\n' 'fn main() {' "
+             "'    let mut kept: Vec<Vec<u8>> = Vec::new();' '    loop {' "
+             "'        let v = vec![1u8; 64 << 20];' '        kept.push(v);' '    }' '}' "
+             "> '%s.rs' && { rustc -g -C symbol-mangling-version=v0 -o '%s' '%s.rs' 2>/dev/null || "
+             "rustc -g -o '%s' '%s.rs'; }",
+             rust, rust, rust, rust, rust);
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    int built = exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err));
+    if (built == 77) {
+        printf("SKIP  test_rust_names_demangled: rustc is not installed\n");
+        return;
+    }
+    if (built != 0)
+        fail_msg("rustc: %s", err);
+    snprintf(script, sizeof script,
+             "ulimit -v 1000000; LD_PRELOAD='%s' '%s' 2>/dev/null; echo \"status $?\"",
+             paths.preload, rust);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "status 134\n");
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *show[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(show, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "\nFailed at:        rust_oom::main (rust_oom.rs:4)\n") ||
+        !strstr(out, "\nHeld by:          ") || !strstr(out, " made at rust_oom::main (rust_oom.rs:4)") ||
+        strstr(out, "_R") || strstr(out, "$LT$") || strstr(out, "17h"))
+        fail_msg("show:\n%s", out);
+}
+
 /* A small alternate stack of the program's own: the bundle is written on
  * ours, and the death is the same. */
 static void test_program_alt_stack_too_small(void **state)
@@ -446,6 +489,7 @@ int main(void)
         cmocka_unit_test_setup(test_malloc_through_a_library_handle, naive_program),
         cmocka_unit_test_setup(test_uncaught_bad_alloc, naive_program),
         cmocka_unit_test_setup(test_rust_allocation_failure, naive_program),
+        cmocka_unit_test(test_rust_names_demangled),
         cmocka_unit_test_setup(test_program_alt_stack_too_small, naive_program),
         cmocka_unit_test_setup(test_crash_names_its_own_thread_failure, naive_program),
         cmocka_unit_test(test_stopped_while_a_failure_is_open),

@@ -43,7 +43,7 @@ int runtime_allocation_name(const char *fn)
 {
     static const char *const machinery[] = {
         "std::", "__gnu_cxx::", "operator new", "alloc::", "<alloc::", "__rust_", "__rdl_",
-        "__rg_", "core::", "<core::", "<std::", "rust_oom",
+        "__rg_", "core::", "<core::", "<std::",
         /* OCaml's runtime, linked into each native program: its heap grows
          * in caml_alloc_for_heap, called from expand_heap */
         "caml_", "expand_heap",
@@ -52,7 +52,20 @@ int runtime_allocation_name(const char *fn)
     for (size_t i = 0; i < sizeof machinery / sizeof *machinery; i++)
         if (!strncmp(fn, machinery[i], strlen(machinery[i])))
             return 1;
-    /* Rust's v0 mangling, which the C++ demangler leaves as it is: a path
+    /* Rust's handler of a failed allocation: that name alone (a program
+     * may be called rust_oom, and its rust_oom::main is its own) */
+    if (!strcmp(fn, "rust_oom"))
+        return 1;
+    /* a Rust trait's method as the standard library implements it for a
+     * type: "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem" */
+    static const char *const traits[] = {" as alloc::", " as core::", " as std::"};
+    const char *qualifier_end = fn[0] == '<' ? strstr(fn, ">::") : NULL;
+    for (size_t i = 0; qualifier_end && i < sizeof traits / sizeof *traits; i++) {
+        const char *at = strstr(fn, traits[i]);
+        if (at && at < qualifier_end)
+            return 1;
+    }
+    /* Rust's v0 mangling, where no demangler named it: a path
      * through the crates alloc, std or core (crate roots "C<hash>_5alloc") */
     return !strncmp(fn, "_R", 2) &&
            (strstr(fn, "_5alloc") || strstr(fn, "_3std") || strstr(fn, "_4core"));

@@ -7,14 +7,15 @@
  * ELF the bundle's author shipped inside it for libdw's parser).  Each ELF
  * is opened once and kept (up to MAX_MODULES): a snapshot names thousands
  * of frames in a few libraries; and each answer is kept, by module and
- * offset: triage asks the same sites of thousands of bundles.  A C++ name is given as C++ (c10::alloc_cpu
- * (unsigned long), not _ZN3c109alloc_cpuEm) by libstdc++'s demangler,
- * found at run time: where there is none, the symbol stays as it is.
+ * offset: triage asks the same sites of thousands of bundles.  A C++ name
+ * is given as C++ (c10::alloc_cpu(unsigned long), not _ZN3c109alloc_cpuEm)
+ * and a Rust name as Rust (rust_oom::main, not _RNvCs..._8rust_oom4main),
+ * by libiberty's demanglers (linked in statically).
  */
 #include "answer.h"
 
-#include <dlfcn.h>
 #include <elfutils/libdwfl.h>
+#include <libiberty/demangle.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -86,25 +87,20 @@ static module_cache *module(int dirfd, const char *path)
     return m;
 }
 
-/* A mangled C++ name in fn as C++, in place; left as it is otherwise.
- * Names come from this machine's ELF files; a bound on their length keeps
- * the demangler's work bounded too. */
+/* A mangled name in fn as its language writes it, in place: Rust's (its
+ * legacy mangling, "_ZN...17h<hash>E", without the hash; and v0, "_R...",
+ * which rustc uses in its standard library from 1.95) as Rust paths
+ * ("<alloc::raw_vec::RawVec<u8>>::reserve"), else C++'s; left as it is
+ * otherwise.  Names come from this machine's ELF files; a bound on their
+ * length keeps the demangler's work bounded too. */
 static void demangle(char *fn, size_t fn_cap)
 {
-    typedef char *(*demangler)(const char *, char *, size_t *, int *);
-    static demangler cxa_demangle;
-    static int looked;
-    if (strncmp(fn, "_Z", 2) || strlen(fn) > 1024)
+    if ((strncmp(fn, "_Z", 2) && strncmp(fn, "_R", 2)) || strlen(fn) > 1024)
         return;
-    if (!looked) {
-        looked = 1;
-        void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-        if (lib)
-            cxa_demangle = (demangler)(uintptr_t)dlsym(lib, "__cxa_demangle");
-    }
-    int status = -1;
-    char *plain = cxa_demangle ? cxa_demangle(fn, NULL, NULL, &status) : NULL;
-    if (plain && status == 0)
+    char *plain = rust_demangle(fn, DMGL_PARAMS);
+    if (!plain && fn[1] == 'Z')
+        plain = cplus_demangle(fn, DMGL_PARAMS | DMGL_ANSI);
+    if (plain)
         snprintf(fn, fn_cap, "%s", plain);
     free(plain);
 }
