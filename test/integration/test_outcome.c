@@ -60,6 +60,18 @@ static int inspect(const char *verb, const char *path)
     return exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err));
 }
 
+/* After triage into out: show of the bundle of its survived failure's
+ * group ("e.g. PATH"), into out. */
+static void show_the_survived(void)
+{
+    char *failure = strstr(out, "survived a failed allocation");
+    char *example = failure ? strstr(failure, "e.g. ") : NULL;
+    assert_non_null(example);
+    char path[1024];
+    snprintf(path, sizeof path, "%.*s", (int)strcspn(example + 5, "\n"), example + 5);
+    assert_int_equal(inspect("show", path), 0);
+}
+
 #define CAUGHT "try:\n    bytearray(1 << 46)\nexcept MemoryError:\n    print(\"caught\")\n"
 
 static void test_caught_memory_error_survived(void **state)
@@ -156,12 +168,7 @@ static void test_killed_later_said_in_the_failure_bundle(void **state)
         !strstr(out, "1 killed or crashed with no sign of memory, 1 failure(s) survived"))
         fail_msg("triage:\n%s", out);
     /* the failure's bundle, the one with the Python line, names the other */
-    char *failure = strstr(out, "survived a failed allocation");
-    char *example = failure ? strstr(failure, "e.g. ") : NULL;
-    assert_non_null(example);
-    char path[1024];
-    snprintf(path, sizeof path, "%.*s", (int)strcspn(example + 5, "\n"), example + 5);
-    assert_int_equal(inspect("show", path), 0);
+    show_the_survived();
     const char *headline = "\nWhat happened:    the process survived: an allocation of host "
                            "memory failed (ENOMEM), and it went on; killed by SIGKILL later; "
                            "its death is written up in oom_dump_";
@@ -195,12 +202,7 @@ static void test_caught_then_fatal_each_its_own(void **state)
         !strstr(out, "  ENOMEM  at <string>:7 in main\n") ||
         !strstr(out, "  ENOMEM  at <string>:3 in probe\n"))
         fail_msg("triage does not tell the death from the failure survived:\n%s", out);
-    char *failure = strstr(out, "survived a failed allocation");
-    char *example = failure ? strstr(failure, "e.g. ") : NULL;
-    assert_non_null(example);
-    char path[1024];
-    snprintf(path, sizeof path, "%.*s", (int)strcspn(example + 5, "\n"), example + 5);
-    assert_int_equal(inspect("show", path), 0);
+    show_the_survived();
     if (!strstr(out, "\nWhat happened:    the process survived: an allocation of host memory "
                      "failed (ENOMEM), and it went on; exited 1 later, of another failure "
                      "written up in oom_dump_") ||

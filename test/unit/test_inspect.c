@@ -75,16 +75,22 @@ static int teardown(void **state)
     return 0;
 }
 
+/* A recorder whose bundles go to scratch/NAME. */
+static gmp_recorder *recorder_in(const char *name)
+{
+    gmp_config cfg;
+    gmp_config_defaults(&cfg);
+    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/%s", scratch, name);
+    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
+    return gmp_recorder_create(&cfg);
+}
+
 /* Pinned host memory is said as such in "In use at dump", beside the
  * host's own: never two lines of "host". */
 static void test_pinned_host_said_so(void **state)
 {
     (void)state;
-    gmp_config cfg;
-    gmp_config_defaults(&cfg);
-    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/pinned", scratch);
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
-    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_recorder *rec = recorder_in("pinned");
     gmp_event host = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CPU, .device = -1,
                       .api = GMP_API_MALLOC, .size = 2u << 20, .in_use = 2u << 20};
     gmp_event pinned = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CUDA, .device = -1,
@@ -418,11 +424,7 @@ static void test_list_reports_unreadable_bundles(void **state)
 static void show_of(const char *name, const char *reason, int allocs, uint64_t failed_size,
                     uint64_t free_bytes, const char *message)
 {
-    gmp_config cfg;
-    gmp_config_defaults(&cfg);
-    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/%s", scratch, name);
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
-    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_recorder *rec = recorder_in(name);
     for (int i = 0; i < allocs; i++) {
         gmp_event ev = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CUDA, .device = 0,
                         .api = GMP_API_CU_MEM_CREATE, .address = 0x1000u + (uint64_t)i,
@@ -487,11 +489,7 @@ static void test_the_request_the_framework_states(void **state)
 static void test_limit_without_a_failed_call(void **state)
 {
     (void)state;
-    gmp_config cfg;
-    gmp_config_defaults(&cfg);
-    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/no-call", scratch);
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
-    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_recorder *rec = recorder_in("no-call");
     gmp_dump_request req = {.reason = "MemoryError", .exception_type = "MemoryError",
                             .exception_message = "", .backend = GMP_BACKEND_CPU};
     char bundle[4096];
@@ -525,11 +523,7 @@ static void test_limit_without_a_failed_call(void **state)
 static void test_failed_at_past_cython_frames(void **state)
 {
     (void)state;
-    gmp_config cfg;
-    gmp_config_defaults(&cfg);
-    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/cython", scratch);
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
-    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_recorder *rec = recorder_in("cython");
     gmp_dump_request req = {.reason = "cudaErrorMemoryAllocation", .backend = GMP_BACKEND_CUDA,
                             .exception_type = "OutOfMemoryError",
                             .exception_message = "Out of memory allocating 1,073,741,824 bytes",
@@ -562,11 +556,7 @@ static void test_failed_at_past_cython_frames(void **state)
  * written at a threshold of 90%: show of it into out. */
 static void warning_with_cgroup_at(const char *name, int pct)
 {
-    gmp_config cfg;
-    gmp_config_defaults(&cfg);
-    snprintf(cfg.dump_dir, sizeof cfg.dump_dir, "%s/%s", scratch, name);
-    snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s/run", scratch);
-    gmp_recorder *rec = gmp_recorder_create(&cfg);
+    gmp_recorder *rec = recorder_in(name);
     char evidence[300];
     snprintf(evidence, sizeof evidence,
              "cuda:0 in use 140.0 GiB of cuda:0 memory 140.0 GiB (99%%); cgroup usage %d.0 GiB "
