@@ -395,7 +395,6 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
     f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);
     gmp_pl_probe_python(); /* now, not in the signal handler a crash may bring */
     note_recent(backend, &f);
-    gmp_watchdog_failed(backend, device);
     __atomic_store_n(&any_failure, 1, __ATOMIC_RELEASE);
     gmp_crash_arm();
     episode *ep = &episodes[backend][gmp_device_index(device)];

@@ -535,12 +535,13 @@ GMP_HIDDEN int gmp_watchdog_take_warning(char *path, size_t cap);
  * warned after its death); a check below the threshold ends it. */
 #define GMP_CONFIRMED_BY_WATCHDOG "watchdog"
 GMP_HIDDEN void gmp_watchdog_death_told(void);
-/* An allocation of backend's device (the host's: GMP_BACKEND_CPU, every
- * host limit) failed (episode.c): no warning of that memory ever after.  A
- * warning is written before the failure of its crossing, never while or
- * after it (PyTorch's frees after a failed cudaMalloc bring the device
- * below the threshold and back, and a warning then came after the death's
- * bundle). */
+/* A failure of backend's device (the host's: GMP_BACKEND_CPU, every host
+ * limit; device -1 of a GPU backend: each of its devices) was written up
+ * (gmp_pl_dump): no warning of that memory ever after.  A warning is
+ * written before the failure of its crossing, never while (an episode is
+ * open) or after it (PyTorch's frees after a failed cudaMalloc bring the
+ * device below the threshold and back, and a warning then came after the
+ * death's bundle).  A failure recovered from, with no bundle, stops none. */
 GMP_HIDDEN void gmp_watchdog_failed(gmp_backend backend, int device);
 GMP_HIDDEN void gmp_watchdog_after_fork(void);
 

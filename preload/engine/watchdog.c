@@ -20,7 +20,7 @@
  * When the death it warned of follows within that crossing, the death's
  * bundle replaces the warning's: one episode, one bundle (episode.c takes
  * the warning's path with gmp_watchdog_take_warning).  A memory that has
- * had a failed allocation (a device, or the host's limits) is watched no
+ * had a failure written up (a device, or the host's limits) is watched no
  * more: a warning comes before a failure, never after one.
  * GMP_WATCHDOG=0 turns it off.  No thread does this: a healthy process keeps the threads it made
  * (Python 3.12 warns at every fork of a multi-threaded process); a process
@@ -66,8 +66,8 @@ static uint64_t known_or_0(uint64_t v)
     return v == GMP_UNKNOWN ? 0 : v;
 }
 
-/* The memories an allocation failed in (atomic each): their limits warn
- * no more. */
+/* The memories whose failure was written up (atomic each): their limits
+ * warn no more. */
 static int failed_in[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
 static int any_failed; /* atomic: one of them is set */
 
