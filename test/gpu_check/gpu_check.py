@@ -925,6 +925,73 @@ def two_ranks(c):
         not problems)
 
 
+# ---- case 21: a caught failure, then a fatal one ---------------------------
+
+THEN_FATAL_TORCH = r"""
+import torch
+def probe():
+    try:
+        torch.empty(1 << 40, dtype=torch.uint8, device="cuda")
+    except torch.cuda.OutOfMemoryError:
+        print("caught")
+def main():
+    torch.empty(2 << 40, dtype=torch.uint8, device="cuda")  # <- the line
+probe()
+main()
+"""
+
+THEN_FATAL_DOUBLE = r"""
+import ctypes
+cudart = ctypes.CDLL("libcudart.so.13")
+def probe():
+    try:
+        p = ctypes.c_void_p()
+        if cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 40)): raise MemoryError("OOM")
+    except MemoryError:
+        print("caught")
+def main():
+    p, n = ctypes.c_void_p(), ctypes.c_size_t(2 << 40)
+    if cudart.cudaMalloc(ctypes.byref(p), n): raise MemoryError("CUDA out of memory")  # <- the line
+probe()
+main()
+"""
+
+
+def caught_then_fatal(c):
+    """A 1 TiB request caught in probe(), then a 2 TiB one in main() that
+    ends the process: two bundles, each with its own outcome: the caught
+    one names the other as its death (survived), the other exited 1, its
+    failed call at the marked line."""
+    label = "21 caught, then a fatal failure"
+    want = "2 bundles: the caught one survived (names the other), the fatal one exited 1 at its line"
+    code = THEN_FATAL_DOUBLE if c.doubles else THEN_FATAL_TORCH
+    line = marked_line(code)
+    rc, out, err, dumps = c.python("21_then_fatal", code)
+    found = bundles(dumps)
+    outcomes = {os.path.basename(b): (load(b, "metadata.json") or {}).get("outcome") or {}
+                for b in found}
+    deaths = [n for n, o in outcomes.items() if not o.get("death_bundle")]
+    survived = [n for n, o in outcomes.items() if o.get("death_bundle")]
+    problems = []
+    if rc != 1 or "caught" not in out:
+        problems.append("rc %s" % rc)
+    if len(found) != 2 or len(deaths) != 1 or len(survived) != 1:
+        problems.append("%d bundle(s), %d death(s)" % (len(found), len(deaths)))
+    else:
+        death = os.path.join(dumps, deaths[0])
+        md = load(death, "metadata.json") or {}
+        frames = python_frames(death, failed(md).get("stack_id"))
+        if outcomes[survived[0]].get("death_bundle") != deaths[0] or \
+                outcomes[deaths[0]] != {"state": "exited", "exit_status": 1}:
+            problems.append("outcomes %s" % outcomes)
+        if not at_line(frames, line, "main"):
+            problems.append("the death failed at %s" % (
+                "%s:%s" % (frames[0].get("function"), frames[0].get("line")) if frames else "-"))
+    c.row(label, want, "rc %s, %d bundle(s), %d survived%s" % (
+        rc, len(found), len(survived), " [wrong: %s]" % ", ".join(problems) if problems else ""),
+        not problems)
+
+
 def cases(c, only):
     """The cases, by number; `only` (a set of numbers, or empty for all)
     picks some: a case fixed in the preload is run again alone."""
@@ -985,6 +1052,8 @@ def cases(c, only):
         leak_held_by_line(c)
     if want(20):
         two_ranks(c)
+    if want(21):
+        caught_then_fatal(c)
     if want(15, True):  # after 19: its bundle is the snapshot's, unless one is given
         memory_viz(c)
 
