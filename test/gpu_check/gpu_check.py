@@ -759,6 +759,11 @@ def python_frames(bundle, stack_id):
     return []
 
 
+def innermost_words(frames, none="none"):
+    """The innermost frame as "function:line", or `none` where there is none."""
+    return "%s:%s" % (frames[0].get("function"), frames[0].get("line")) if frames else none
+
+
 def at_line(frames, line, function):
     return bool(frames) and frames[0].get("line") == line and frames[0].get("function") == function
 
@@ -779,8 +784,7 @@ def caught_oom(c):
         if md.get("outcome") != {"state": "exited", "exit_status": 0}:
             problems.append("outcome %s" % md.get("outcome"))
         frames = python_frames(b, failed(md).get("stack_id"))
-        sites.append("%s:%s" % (frames[0].get("function"), frames[0].get("line"))
-                     if frames else "none")
+        sites.append(innermost_words(frames))
         if not at_line(frames, line, "try_batch"):
             problems.append("site")
     if rc != 0 or "fitted" not in out:
@@ -814,7 +818,7 @@ def leak_held_by_line(c):
     held = top.get("bytes") or 0
     ok = at_line(frames, line, "step") and device > 0 and held >= 0.9 * device
     c.row(label, want, "top site %s holds %s of %s device bytes in %s allocation(s)" % (
-        "%s:%s" % (frames[0].get("function"), frames[0].get("line")) if frames else "none",
+        innermost_words(frames),
         held, device, top.get("count")), ok)
 
 
@@ -901,9 +905,7 @@ def two_ranks(c):
             man.get("run_first") is not True:
         problems.append("manifest rank %s run %s" % (man.get("rank"), man.get("run")))
     if failed(md).get("device") != 0 or not at_line(frames, line, "main"):
-        problems.append("failed at %s" % ("%s:%s" % (frames[0].get("function"),
-                                                        frames[0].get("line"))
-                                           if frames else "-"))
+        problems.append("failed at %s" % innermost_words(frames, "-"))
     verdict = "triage not run"
     try:
         p = subprocess.run([os.path.join(c.build, "gmp-inspect"), "triage", dumps],
@@ -985,8 +987,7 @@ def caught_then_fatal(c):
                 outcomes[deaths[0]] != {"state": "exited", "exit_status": 1}:
             problems.append("outcomes %s" % outcomes)
         if not at_line(frames, line, "main"):
-            problems.append("the death failed at %s" % (
-                "%s:%s" % (frames[0].get("function"), frames[0].get("line")) if frames else "-"))
+            problems.append("the death failed at %s" % innermost_words(frames, "-"))
     c.row(label, want, "rc %s, %d bundle(s), %d survived%s" % (
         rc, len(found), len(survived), " [wrong: %s]" % ", ".join(problems) if problems else ""),
         not problems)
