@@ -1,7 +1,8 @@
 /*
  * bundle_live.c — allocations.json (and a leak report's leaks.json): the
- * allocations alive when the bundle is written, largest first, with totals
- * per device, per API and per allocating stack.  "What held the memory."
+ * allocations alive when the bundle is written (and, in a failure's bundle,
+ * made before the failure), largest first, with totals per device, per API
+ * and per allocating stack.  "What held the memory."
  *
  * gmp_bundle_live_snapshot writes the same at a failure, into a memfd, for
  * a bundle written later (at the process's exit, after it let go).
@@ -37,6 +38,8 @@ typedef struct live_ctx {
     struct { uint32_t id; tally t; } stacks[MAX_STACK_KEYS];
     uint32_t stack_n;
     tally other_stacks; /* beyond MAX_STACK_KEYS distinct ones, or none */
+    uint64_t until_ns;  /* made after this (the failure), not listed; 0: all */
+    tally after;
 } live_ctx;
 
 static gmp_live_allocation big_list[LIST_MAX];
@@ -78,6 +81,10 @@ static void sift_up(gmp_live_allocation *h, uint32_t i)
 static void visit(const gmp_live_allocation *a, void *arg)
 {
     live_ctx *c = arg;
+    if (c->until_ns && a->time_ns > c->until_ns) {
+        add(&c->after, a->size); /* held nothing when it failed */
+        return;
+    }
     add(&c->all, a->size);
     uint32_t i;
     for (i = 0; i < c->device_n; i++)
@@ -152,6 +159,10 @@ void gmp_bundle_fill_live(gmp_jw *w, const gmp_dump_request *req, uint64_t now_n
     int own_big = !__atomic_exchange_n(&big_list_taken, 1, __ATOMIC_ACQUIRE);
     c.heap = own_big ? big_list : small;
     c.cap = own_big ? LIST_MAX : LIST_FALLBACK;
+    /* what held the memory when the failure happened: what the program
+     * (or its runtime's panic printing, its exception's traceback) made
+     * after it is counted apart */
+    c.until_ns = req->failed.present ? req->failed.time_ns : 0;
     if (req->live_foreach)
         req->live_foreach(visit, &c, req->live_arg);
     /* heap sort: the smallest goes last each round, so largest first */
@@ -168,6 +179,10 @@ void gmp_bundle_fill_live(gmp_jw *w, const gmp_dump_request *req, uint64_t now_n
     gmp_jw_ku64(w, "listed_count", c.n);
     gmp_jw_ku64(w, "omitted_count", c.omitted.count);
     gmp_jw_ku64(w, "omitted_bytes", c.omitted.bytes);
+    if (c.until_ns) {
+        gmp_jw_ku64(w, "made_after_failure_count", c.after.count);
+        gmp_jw_ku64(w, "made_after_failure_bytes", c.after.bytes);
+    }
     gmp_jw_key(w, "by_device");
     gmp_jw_arr_begin(w);
     for (uint32_t i = 0; i < c.device_n; i++) {

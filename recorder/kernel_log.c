@@ -33,6 +33,7 @@ static struct {
     int fd;
     pid_t pid;           /* whose: a forked child shares fd's place, so reads its own */
     uint64_t from_ticks; /* 0: read from its first record; else from this clock tick on */
+    uint64_t oldest_us;  /* read from its first record: that record's time */
     unsigned seen;       /* victims noted; the newest in kept[(seen - 1) % VICTIMS_KEPT] */
     victim kept[VICTIMS_KEPT];
 } log_cache;
@@ -68,8 +69,10 @@ static int record_victim(const char *rec, uint64_t *us)
 }
 
 /* Each record fd has not read yet, until note says it has its answer: 1
- * when it read to the log's end, 0 when it stopped before. */
-static int read_records(int fd, int (*note)(int pid, uint64_t us, void *arg), void *arg)
+ * when it read to the log's end, 0 when it stopped before.  *oldest, when
+ * 0, becomes the first record's time (the log holds nothing older). */
+static int read_records(int fd, int (*note)(int pid, uint64_t us, void *arg), void *arg,
+                        uint64_t *oldest)
 {
     char rec[2048];
     for (int i = 0; i < READS_PER_PASS; i++) {
@@ -81,6 +84,8 @@ static int read_records(int fd, int (*note)(int pid, uint64_t us, void *arg), vo
         rec[n] = '\0';
         uint64_t us;
         int pid = record_victim(rec, &us);
+        if (oldest && !*oldest)
+            *oldest = us ? us : 1;
         if (pid > 0 && note(pid, us, arg))
             return 0;
     }
@@ -98,40 +103,53 @@ typedef struct question {
     int pid;
     uint64_t started_us;
     int found;
+    int other; /* a victim of the process's life that is not it */
 } question;
 
 static int answers(int pid, uint64_t us, void *arg)
 {
     question *q = arg;
     q->found = pid == q->pid && us >= q->started_us;
+    if (!q->found && !q->other && us >= q->started_us)
+        q->other = pid;
     return q->found;
 }
 
-/* The whole log, on a descriptor of its own. */
+/* The whole log, on a descriptor of its own.  Another victim counts only
+ * where the log still holds the process's start. */
 static int read_whole_log(question *q)
 {
     int fd = open_log();
     if (fd < 0)
         return 0;
-    read_records(fd, answers, q);
+    uint64_t oldest = 0;
+    read_records(fd, answers, q, &oldest);
     close(fd);
+    if (!oldest || oldest > q->started_us)
+        q->other = 0;
     return q->found;
 }
 
 /* The cache's answer, read to the log's end: 1 or 0, or -1 where it cannot
  * say (it began after the process started; victims of the process's life
  * went out of the table). */
-static int cached_answer(const question *q, uint64_t start_ticks)
+static int cached_answer(question *q, uint64_t start_ticks)
 {
     if (log_cache.from_ticks && !(start_ticks > log_cache.from_ticks))
         return -1; /* started before the first record read, or in its tick */
+    if (!log_cache.from_ticks && !(log_cache.oldest_us && log_cache.oldest_us <= q->started_us))
+        return -1; /* the log no longer holds its start */
     unsigned n = log_cache.seen < VICTIMS_KEPT ? log_cache.seen : VICTIMS_KEPT;
     if (log_cache.seen > VICTIMS_KEPT &&
         log_cache.kept[log_cache.seen % VICTIMS_KEPT].us >= q->started_us)
         return -1; /* victims of its life went out of the table */
     for (unsigned i = 0; i < n; i++)
-        if (log_cache.kept[i].pid == q->pid && log_cache.kept[i].us >= q->started_us)
-            return 1;
+        if (log_cache.kept[i].us >= q->started_us) {
+            if (log_cache.kept[i].pid == q->pid)
+                return 1;
+            if (!q->other)
+                q->other = log_cache.kept[i].pid;
+        }
     return 0;
 }
 
@@ -145,15 +163,24 @@ static uint64_t clock_ticks_now(void)
     return (uint64_t)t.tv_sec * (uint64_t)hz + (uint64_t)t.tv_nsec / (1000000000u / (uint64_t)hz);
 }
 
-int gmp_kernel_log_names_victim(int pid, uint64_t start_ticks)
+static int whole_log_answer(question *q, int *other)
+{
+    q->other = 0;
+    int found = read_whole_log(q);
+    *other = q->other;
+    return found;
+}
+
+int gmp_kernel_log_names_victim(int pid, uint64_t start_ticks, int *other)
 {
     long hz = sysconf(_SC_CLK_TCK);
-    question q = {pid, hz > 0 ? start_ticks * (1000000 / (uint64_t)hz) : 0, 0};
+    question q = {pid, hz > 0 ? start_ticks * (1000000 / (uint64_t)hz) : 0, 0, 0};
+    *other = 0;
     if (__atomic_exchange_n(&log_cache.busy, 1, __ATOMIC_ACQUIRE))
-        return read_whole_log(&q); /* another thread reads the cache's */
+        return whole_log_answer(&q, other); /* another thread reads the cache's */
     if (log_cache.open && log_cache.pid != getpid()) {
         __atomic_store_n(&log_cache.busy, 0, __ATOMIC_RELEASE);
-        return read_whole_log(&q);
+        return whole_log_answer(&q, other);
     }
     if (!log_cache.open && (log_cache.fd = open_log()) >= 0) {
         log_cache.open = 1;
@@ -161,13 +188,16 @@ int gmp_kernel_log_names_victim(int pid, uint64_t start_ticks)
     }
     int said = -1;
     if (log_cache.open) {
-        if (read_records(log_cache.fd, keep_victim, NULL))
+        if (read_records(log_cache.fd, keep_victim, NULL,
+                         log_cache.from_ticks ? NULL : &log_cache.oldest_us))
             said = cached_answer(&q, start_ticks);
     }
     __atomic_store_n(&log_cache.busy, 0, __ATOMIC_RELEASE);
-    if (said >= 0)
+    if (said >= 0) {
+        *other = said ? 0 : q.other;
         return said;
-    return log_cache.open ? read_whole_log(&q) : 0;
+    }
+    return log_cache.open ? whole_log_answer(&q, other) : 0;
 }
 
 void gmp_kernel_log_follow(void)
@@ -176,7 +206,8 @@ void gmp_kernel_log_follow(void)
         return;
     if (log_cache.open) {
         if (log_cache.pid == getpid()) /* read from the first: stays whole */
-            read_records(log_cache.fd, keep_victim, NULL);
+            read_records(log_cache.fd, keep_victim, NULL,
+                         log_cache.from_ticks ? NULL : &log_cache.oldest_us);
     } else if ((log_cache.fd = open_log()) >= 0) {
         uint64_t now = clock_ticks_now();
         if (now && lseek(log_cache.fd, 0, SEEK_END) >= 0) {

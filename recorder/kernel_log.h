@@ -14,8 +14,11 @@
 /* Whether the kernel log (when this user may read it) names pid as the OOM
  * killer's victim after the process started (start_ticks: its /proc
  * starttime; 0 unknown): an earlier process under the same pid is not
- * this one. */
-GMP_HIDDEN int gmp_kernel_log_names_victim(int pid, uint64_t start_ticks);
+ * this one.  When it does not, *other is a victim it names that the OOM
+ * killer killed since then (the OOM killer ran, and chose another), or 0:
+ * none, or the log cannot say (unreadable, or it no longer reaches back to
+ * the process's start). */
+GMP_HIDDEN int gmp_kernel_log_names_victim(int pid, uint64_t start_ticks, int *other);
 
 /* From now on this process asks only of processes that start after this
  * call (gmp-run, of its job, before it starts the command): the log is

@@ -211,6 +211,15 @@ static void note_end(int dirfd, const char *run_dir, const gmp_ring_header *h, i
     close(fd);
 }
 
+void gmp_ring_note_own_end(const char *run_dir, const gmp_ring_header *h, int sig)
+{
+    int dirfd = gmp_run_dir_open(run_dir, NULL, 0);
+    if (dirfd < 0)
+        return;
+    note_end(dirfd, run_dir, h, sig & 0x7f); /* the status a parent would read */
+    close(dirfd);
+}
+
 int gmp_rings_reaped(const char *run_dir, int pid, int status)
 {
     if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status)))

@@ -31,6 +31,14 @@ GMP_API int gmp_rings_forget_exec(const char *run_dir);
  * failed allocation removes it.  Returns 1 when a ring was kept. */
 GMP_API int gmp_rings_reaped(const char *run_dir, int pid, int status);
 
+/* The same note of how a rank ended (GMP_RUN_ENDS_FILE), written by the
+ * process itself as a signal that is no death of memory ends it: its ring
+ * goes with it, and the parent that reaps it then finds none.  In a signal
+ * handler: no allocation. */
+struct gmp_ring_header;
+GMP_API void gmp_ring_note_own_end(const char *run_dir, const struct gmp_ring_header *h,
+                                   int sig);
+
 /* Bounds on the rings of dead processes nobody recovered (0: the default). */
 typedef struct gmp_rings_limits {
     uint32_t max_count;  /* rings of dead processes kept, newest first (64, at most 64) */

@@ -122,12 +122,12 @@ static int death_evidence(const gmp_recover_options *opt, const gmp_ring_header 
     }
     long hz = sysconf(_SC_CLK_TCK);
     uint64_t started_us = hz > 0 ? live->proc_start_ticks * (1000000 / (uint64_t)hz) : 0;
-    int named = 0;
+    int named = 0, other = 0;
     for (int i = 0; i < opt->n_oom_victims && opt->oom_victims && !named; i++)
         named = opt->oom_victims[i].pid == live->pid &&
                 opt->oom_victims[i].killed_us >= started_us;
     if (!named)
-        named = gmp_kernel_log_names_victim(live->pid, live->proc_start_ticks);
+        named = gmp_kernel_log_names_victim(live->pid, live->proc_start_ticks, &other);
     char num[24];
     if (named) {
         gmp_fmt_u64((uint64_t)live->pid, num);
@@ -140,11 +140,21 @@ static int death_evidence(const gmp_recover_options *opt, const gmp_ring_header 
         char a[24], b[24];
         gmp_fmt_u64(kills_then, a);
         gmp_fmt_u64(kills_now, b);
+        gmp_fmt_u64((uint64_t)other, num);
+        /* the log names every victim since it started, and not this one:
+         * the kill the cgroup counted was another's, this one's was not
+         * the OOM killer's */
         gmp_strjoin(out + strlen(out), cap - strlen(out), out[0] ? "; " : "",
-                    named ? "oom_killer: oom_kill in " : "cgroup_oom_kill: oom_kill in ",
+                    named   ? "oom_killer: oom_kill in "
+                    : other ? "kernel_log: oom_kill in "
+                            : "cgroup_oom_kill: oom_kill in ",
                     cgroup_file, " rose from ", a, " to ", b, " while it ran",
-                    named ? "" : "; the cgroup's OOM killer killed a process while it ran, and "
-                                 "nothing here says which",
+                    named   ? ""
+                    : other ? "; the kernel log names the OOM killer's victim since it started, "
+                              "pid "
+                            : "; the cgroup's OOM killer killed a process while it ran, and "
+                              "nothing here says which",
+                    !named && other ? num : "", !named && other ? ", not this one" : "",
                     (char *)NULL);
     }
     return named;

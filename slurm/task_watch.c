@@ -349,13 +349,27 @@ void task_watch_verdict(const task_note *t, int status, task_verdict *v)
     if (named)
         n = (size_t)snprintf(v->evidence, sizeof v->evidence,
                              "oom_killer: the kernel log says \"Killed process %d\"", (int)t->pid);
+    /* the log names the victims in its cgroup, and not this task: the kill
+     * the cgroup counted was another's, this one's was not the OOM killer's */
+    int other = 0;
+    for (int i = 0; i < watch.n_victims && !named && !other; i++)
+        if (watch.victims[i].memcg[0] && within(watch.victims[i].memcg, t->memcg))
+            other = (int)watch.victims[i].pid;
+    char others[96] = "";
+    if (other)
+        snprintf(others, sizeof others,
+                 "; the kernel log names the OOM killer's victim since it started, pid %d, not "
+                 "this one",
+                 other);
     if (rose && killed && n < sizeof v->evidence)
         snprintf(v->evidence + n, sizeof v->evidence - n,
                  "%s%soom_kill in %s rose from %llu to %llu while it ran%s", n ? "; " : "",
-                 named ? "oom_killer: " : "cgroup_oom_kill: ", t->oom_counter,
-                 (unsigned long long)t->kills_at_start, (unsigned long long)now,
-                 named ? "" : "; the cgroup's OOM killer killed a process while it ran, and "
-                              "nothing here says which");
+                 named ? "oom_killer: " : other ? "kernel_log: " : "cgroup_oom_kill: ",
+                 t->oom_counter, (unsigned long long)t->kills_at_start, (unsigned long long)now,
+                 named   ? ""
+                 : other ? others
+                         : "; the cgroup's OOM killer killed a process while it ran, and "
+                           "nothing here says which");
 }
 
 void task_watch_end(void)

@@ -540,7 +540,7 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
     if (!gmp_pl_active() || gmp_pl.cfg->on_crash == GMP_ON_CRASH_NEVER ||
         (!failed && gmp_pl.cfg->on_crash != GMP_ON_CRASH_ALWAYS))
         return 0;
-    if (sig == SIGTERM) {
+    if (gmp_signal_is_stop(sig)) {
         /* stopped from outside while a failure is open: that failure is the
          * death's cause, told as it is (no crash, nothing else written) */
         int written = 0;

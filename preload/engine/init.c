@@ -86,6 +86,8 @@ static void ring_ready(gmp_ring *ring)
     }
     if (gmp_pl.cfg->stacks)
         gmp_stack_ring_ready(ring);
+    if (ring->is_file) /* a stop must not leave it behind */
+        gmp_crash_ring_made();
 }
 
 /* Runs once, when the dynamic linker initialises the preload. */

@@ -23,7 +23,8 @@
  *   unwind.c      return addresses, by rules learned per address (x86-64)
  *   stack.c       the return addresses of a failing call; allocation stacks
  *   stack_ring.c  those stacks and their objects in the ring, for recover
- *   crash.c       fatal signals after a failed allocation
+ *   crash.c       deaths by a signal: crashes after a failed allocation, stops
+ *   signal_actions.c sigaction and signal: the program sees its own dispositions
  *   outcome.c     how the process ended, in every bundle it wrote
  *   exit_and_wait.c _exit and the wait family: what a ring left behind means
  *   slurm_launchers.c srun, sbatch, salloc: never recorded, never handed the
@@ -509,6 +510,17 @@ GMP_HIDDEN void gmp_outcome_after_fork(void);
  * gives the calling thread an alternate stack; called at start (always) or
  * at a thread's first failed allocation (after-failure). */
 GMP_HIDDEN void gmp_crash_arm(void);
+/* ... and with the stop handlers, once the process has a ring to remove. */
+GMP_HIDDEN void gmp_crash_ring_made(void);
+/* sig ends the process by default and is no crash (SIGTERM, SIGINT, ...). */
+GMP_HIDDEN int gmp_signal_is_stop(int sig);
+/* For signal_actions.c: whether a handler (an SA_SIGINFO one's address) is
+ * ours; whether ours stands in for sig's default action now (and which, in
+ * ours). */
+GMP_HIDDEN int gmp_signal_handler_is_ours(const void *handler);
+GMP_HIDDEN int gmp_signal_default_is_ours(int sig, struct sigaction *ours);
+/* signal_actions.c: libc's sigaction, past our hook. */
+GMP_HIDDEN int gmp_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
 /* watchdog.c: memory worth watching is in use (a large heap, GPU memory)
  * and this thread just allocated `allocated` bytes: pressure (GMP_WATCHDOG)

@@ -11,6 +11,9 @@
  *   slow-oom  64 MiB every 20 ms until one fails; exits 3
  *   wait      cudaMalloc of 64, 256 and 128 MiB ("alloc ADDRESS SIZE" each),
  *             then "ready PID", and waits to be killed
+ *   wait-mixed from one line of allocate_each(): 64 MiB of device memory,
+ *             32 MiB pinned (cudaMallocHost), 16 MiB from malloc; then
+ *             "ready PID", and waits to be killed
  * GMP_TEST_DLOPEN=A:B:... dlopen those first, as PyTorch loads NVML itself,
  * or to load a library that looks like libtorch.
  */
@@ -24,6 +27,7 @@
 int cudaMalloc(void **p, size_t size);
 int cudaMallocManaged(void **p, size_t size, unsigned flags);
 int cudaFree(void *p);
+int cudaMallocHost(void **p, size_t size);
 int cudaSetDevice(int device);
 
 #define MIB ((size_t)1 << 20)
@@ -33,6 +37,19 @@ __attribute__((noinline)) static void *allocate_weights(size_t size, int managed
 {
     void *p = NULL;
     int rc = managed ? cudaMallocManaged(&p, size, 1) : cudaMalloc(&p, size);
+    return rc == 0 ? p : NULL;
+}
+
+/* One line, three kinds of memory (kind 0 the device's, 1 pinned, 2 the
+ * host's), as a framework's tensor constructor is. */
+__attribute__((noinline)) static void *allocate_each(int kind, size_t size)
+{
+    void *p = NULL;
+    int rc = kind == 0 ? cudaMalloc(&p, size)
+             : kind == 1 ? cudaMallocHost(&p, size)
+                         : ((p = malloc(size)) ? 0 : 1);
+    if (rc == 0 && kind == 2)
+        memset(p, 1, size);
     return rc == 0 ? p : NULL;
 }
 
@@ -94,6 +111,16 @@ int main(int argc, char **argv)
                 return 5;
             printf("alloc %p %zu\n", p, sizes[i]);
         }
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (!strcmp(mode, "wait-mixed")) {
+        static const size_t sizes[] = {64 * MIB, 32 * MIB, 16 * MIB};
+        for (int i = 0; i < 3; i++)
+            if (!allocate_each(i, sizes[i]))
+                return 5;
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
         for (;;)

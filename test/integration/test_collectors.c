@@ -71,6 +71,31 @@ static long long printed_total(const char *text, const char *tag)
     return total;
 }
 
+/* One line of a program holding device, pinned and host memory, killed
+ * by SIGKILL: the recovered bundle's top sites list that line once per
+ * kind of memory, and each row says which; so does "Held by", whose total
+ * is of every kind. */
+static void test_killed_sites_name_their_memory(void **state)
+{
+    (void)state;
+    char script[8192];
+    snprintf(script, sizeof script,
+             "export LD_PRELOAD='%s'; %s/test/gpu/held wait-mixed > '%s/held.out' & pid=$!; "
+             "for i in $(seq 100); do grep -q ready '%s/held.out' && break; sleep 0.1; done; "
+             "kill -9 $pid; wait $pid; unset LD_PRELOAD; '%s' recover \"$GMP_RUN_DIR\" "
+             ">/dev/null; '%s' show \"$GMP_DUMP_DIR\"/oom_dump_*",
+             paths.preload, paths.build, paths.scratch, paths.scratch, inspect_path(),
+             inspect_path());
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    const char *sites = strstr(out, "\nTop allocation sites");
+    if (!sites || !strstr(sites, "64.0 MiB in 1 allocation(s) of cuda:0 memory  allocate_each (held.c:") ||
+        !strstr(sites, "32.0 MiB in 1 allocation(s) of pinned host memory  allocate_each (held.c:") ||
+        !strstr(sites, "16.0 MiB in 1 allocation(s) of host memory  allocate_each (held.c:") ||
+        !strstr(out, "\nHeld by:          64.0 MiB of cuda:0 memory in 1 allocation(s) made at "
+                     "allocate_each (held.c:"))
+        fail_msg("show:\n%s\nstderr: %s", out, err);
+}
+
 static void test_device_state_from_nvml_the_program_loaded(void **state)
 {
     (void)state;
@@ -490,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_python_version),
         cmocka_unit_test(test_sample_events),
         cmocka_unit_test(test_info),
+        cmocka_unit_test(test_killed_sites_name_their_memory),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -347,6 +347,31 @@ static void test_rust_names_demangled(void **state)
         fail_msg("show:\n%s", out);
 }
 
+/* 16 MiB held, a failed malloc, 64 MiB more, then the crash: what held the
+ * memory when it failed is the 16 MiB; the 64 MiB made after is counted
+ * apart and named nowhere. */
+static void test_held_by_is_what_was_live_at_the_failure(void **state)
+{
+    (void)state;
+    char bundle[1024];
+    same_death(NULL, "held-after", HUGE, "status 139\n");
+    json_decref(crash_bundle("gpumemprof: SIGSEGV after failed allocation", bundle,
+                             sizeof bundle));
+    json_t *held = bundle_file(bundle, "allocations.json");
+    if (json_int(held, "made_after_failure_count") != 1 ||
+        json_int(held, "made_after_failure_bytes") != 64 << 20 ||
+        json_int(held, "live_bytes") >= 64 << 20)
+        fail_msg("allocations.json: after %lld (%lld B), live %lld B",
+                 json_int(held, "made_after_failure_count"),
+                 json_int(held, "made_after_failure_bytes"), json_int(held, "live_bytes"));
+    json_decref(held);
+    const char *show[] = {inspect_path(), "show", bundle, NULL};
+    run_capture(show, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "\nHeld by:          16.0 MiB in 1 allocation(s) made at hold_before") ||
+        strstr(out, "made_after") || strstr(out, "64.0 MiB"))
+        fail_msg("show:\n%s", out);
+}
+
 /* A small alternate stack of the program's own: the bundle is written on
  * ours, and the death is the same. */
 static void test_program_alt_stack_too_small(void **state)
@@ -491,6 +516,7 @@ int main(void)
         cmocka_unit_test_setup(test_rust_allocation_failure, naive_program),
         cmocka_unit_test(test_rust_names_demangled),
         cmocka_unit_test_setup(test_program_alt_stack_too_small, naive_program),
+        cmocka_unit_test_setup(test_held_by_is_what_was_live_at_the_failure, naive_program),
         cmocka_unit_test_setup(test_crash_names_its_own_thread_failure, naive_program),
         cmocka_unit_test(test_stopped_while_a_failure_is_open),
     };

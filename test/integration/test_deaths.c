@@ -112,6 +112,67 @@ static void test_signals_and_plain_crashes_leave_nothing(void **state)
     }
 }
 
+/* The same deaths with nobody preloaded to reap the process (its parent is
+ * a plain shell, as slurmstepd, a container's runtime or a scheduler is):
+ * a stop (SIGTERM, Ctrl-C, a closed pipe, ...) or a crash no failed
+ * allocation came before takes the ring with it, so recover finds nothing;
+ * the exit status is the bare run's. */
+static void test_unreaped_deaths_leave_nothing(void **state)
+{
+    (void)state;
+    static const char *const stops[] = {"PIPE", "INT",  "TERM", "HUP",  "QUIT",
+                                        "ALRM", "USR1", "USR2", "segv", "ABRT"};
+    for (size_t i = 0; i < sizeof stops / sizeof *stops; i++) {
+        char script[4096];
+        static char bare[sizeof out];
+        snprintf(script, sizeof script, "%s hold-die %s; echo \"status $?\"", program, stops[i]);
+        run_bare(script);
+        snprintf(bare, sizeof bare, "%s", out);
+        snprintf(script, sizeof script,
+                 "LD_PRELOAD='%s' %s hold-die %s; echo \"status $?\"; %s recover \"$GMP_RUN_DIR\"",
+                 paths.preload, program, stops[i], inspect_path());
+        run_bare(script);
+        if (strncmp(out, bare, strlen(bare)) || !strstr(out, "no ring of a dead process") ||
+            rings() || bundles())
+            fail_msg("%s: %s (bare %s), %d ring(s), %d bundle(s)", stops[i], out, bare, rings(),
+                     bundles());
+    }
+
+}
+
+/* What the program sees of the signals it never touched, once the preload
+ * has a ring (and its handlers): the default action, always; what it sets
+ * is what it gets back; the default it restores still takes the ring away
+ * when the signal comes. */
+static void test_dispositions_are_the_programs(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "LD_PRELOAD='%s' %s dispositions; echo \"status $?\"; ls \"$GMP_RUN_DIR\" | wc -l",
+             paths.preload, program);
+    run_bare(script);
+    assert_string_equal(out, "TERM dfl signal-was-dfl mine old-mine dfl signal-was-dfl\n"
+                             "HUP dfl signal-was-dfl mine old-mine dfl signal-was-dfl\n"
+                             "status 143\n0\n");
+    assert_int_equal(bundles(), 0);
+    /* Python's view: the default, and a handler set and restored by what
+     * getsignal said (None there would make signal.signal raise) */
+    snprintf(script, sizeof script,
+             "LD_PRELOAD='%s' python3 -c 'import signal, os\n"
+             "held = bytearray(64 << 20)\n"
+             "for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):\n"
+             "    was = signal.getsignal(s)\n"
+             "    signal.signal(s, lambda *a: None)\n"
+             "    signal.signal(s, was)\n"
+             "    print(s.name, was == signal.SIG_DFL)\n"
+             "os.kill(os.getpid(), signal.SIGTERM)\n'; echo \"status $?\"; "
+             "ls \"$GMP_RUN_DIR\" | wc -l",
+             paths.preload);
+    run_bare(script);
+    assert_string_equal(out, "SIGTERM True\nSIGHUP True\nSIGUSR1 True\nstatus 143\n0\n");
+}
+
 /* A crash after a failed allocation: the process writes its bundle, and
  * that is the only one (gmp-run finds no ring to write another from). */
 static void test_crash_after_failure_is_one_bundle(void **state)
@@ -191,12 +252,13 @@ static void test_dead_rings_are_bounded(void **state)
     assert_string_equal(out, "60\n");
 }
 
-/* Each test starts with no ring in the run directory. */
+/* Each test starts with no ring in the run directory and no bundle. */
 static int empty_run_dir(void **state)
 {
     (void)state;
-    char script[1200];
-    snprintf(script, sizeof script, "rm -f '%s'/ring_*", paths.rundir);
+    char script[2400];
+    snprintf(script, sizeof script, "rm -f '%s'/ring_*; rm -rf '%s'/oom_dump_*", paths.rundir,
+             paths.dumps);
     return system(script) == 0 ? 0 : -1;
 }
 
@@ -213,6 +275,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_pipeline_sigpipe, empty_run_dir),
         cmocka_unit_test_setup(test_signals_and_plain_crashes_leave_nothing, empty_run_dir),
+        cmocka_unit_test_setup(test_unreaped_deaths_leave_nothing, empty_run_dir),
+        cmocka_unit_test_setup(test_dispositions_are_the_programs, empty_run_dir),
         cmocka_unit_test_setup(test_crash_after_failure_is_one_bundle, empty_run_dir),
         cmocka_unit_test_setup(test_exec_is_not_a_death, empty_run_dir),
         cmocka_unit_test_setup(test_dead_rings_are_bounded, empty_run_dir),

@@ -28,6 +28,10 @@
  *                a signal's name (PIPE, TERM, ...: the default action),
  *                segv (writes through NULL), exec-clean (execs sh -c
  *                'exit 3' with an empty environment: no preload)
+ *   dispositions holds 16 MiB (a ring), then prints what sigaction and
+ *                signal() say of SIGTERM and SIGHUP, sets, restores and
+ *                asks again ("TERM dfl, set, dfl-back ..."), then dies of
+ *                the SIGTERM it restored to the default
  *   fork-kill    holds 16 MiB, forks; the child holds 16 MiB more from the
  *                same call site (a stack its parent already knew), then is
  *                killed by SIGKILL; the parent exits with 128+signal
@@ -275,6 +279,52 @@ static int hold_die(const char *how)
     return 2;
 }
 
+static void on_some_signal(int sig)
+{
+    (void)sig;
+}
+
+/* What the program sees of one signal's disposition: "dfl", "ign",
+ * "mine" (on_some_signal) or "other". */
+static const char *seen(int sig)
+{
+    struct sigaction now;
+    if (sigaction(sig, NULL, &now) != 0)
+        return "error";
+    if (!(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_DFL)
+        return "dfl";
+    if (!(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN)
+        return "ign";
+    return !(now.sa_flags & SA_SIGINFO) && now.sa_handler == on_some_signal ? "mine" : "other";
+}
+
+static int dispositions(void)
+{
+    char *held = malloc(16u << 20);
+    if (!held)
+        return 2;
+    memset(held, 1, 16u << 20);
+    static const struct { const char *name; int sig; } sigs[] = {{"TERM", SIGTERM},
+                                                                {"HUP", SIGHUP}};
+    for (size_t i = 0; i < 2; i++) {
+        int sig = sigs[i].sig;
+        printf("%s %s", sigs[i].name, seen(sig));
+        void (*was)(int) = signal(sig, on_some_signal);
+        printf(" signal-was-%s %s", was == SIG_DFL ? "dfl" : "other", seen(sig));
+        struct sigaction dfl, old;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(sig, &dfl, &old);
+        printf(" old-%s %s", old.sa_handler == on_some_signal ? "mine" : "other", seen(sig));
+        was = signal(sig, SIG_DFL);
+        printf(" signal-was-%s\n", was == SIG_DFL ? "dfl" : "other");
+    }
+    fflush(stdout);
+    kill(getpid(), SIGTERM);
+    pause();
+    return 2;
+}
+
 /* 16 MiB, touched, kept: one call site for both processes of fork_kill. */
 static __attribute__((noinline)) void *hold_16_mib(void)
 {
@@ -478,6 +528,8 @@ int main(int argc, char **argv)
         return hold_die(argc > 2 ? argv[2] : "");
     if (!strcmp(mode, "fork-kill"))
         return fork_kill();
+    if (!strcmp(mode, "dispositions"))
+        return dispositions();
     if (!strcmp(mode, "hold-fail"))
         return hold_fail(argc > 2 ? atoi(argv[2]) : 64);
     if (!strcmp(mode, "slow-grow"))

@@ -14,6 +14,9 @@
  *                              as CPython's faulthandler does, then as SIZE
  *   naive_malloc other-thread SIZE  malloc(SIZE) fails; then another thread's
  *                              malloc(2^60) fails too; then write through NULL
+ *   naive_malloc held-after SIZE  holds 16 MiB (hold_before), malloc(SIZE)
+ *                              fails, then 64 MiB more (made_after), then
+ *                              write through NULL
  * allocate_unchecked is the function a bundle's native stack must name.
  */
 #include <pthread.h>
@@ -29,6 +32,23 @@ __attribute__((noinline)) char *allocate_unchecked(size_t size)
     char *data = malloc(size);
     __asm__ volatile("" ::"r"(data) : "memory"); /* a real call, not a tail call */
     return data;
+}
+
+/* 16 MiB before the failure, 64 MiB after it, every page touched. */
+__attribute__((noinline)) static char *hold_before(void)
+{
+    char *p = malloc(16u << 20);
+    if (p)
+        memset(p, 1, 16u << 20);
+    return p;
+}
+
+__attribute__((noinline)) static char *made_after(void)
+{
+    char *p = malloc(64u << 20);
+    if (p)
+        memset(p, 1, 64u << 20);
+    return p;
 }
 
 static void *fail_elsewhere(void *arg)
@@ -62,6 +82,15 @@ int main(int argc, char **argv)
         char *second = allocate_unchecked(2 * size);
         if (!first && !second)
             abort();
+        return 0;
+    }
+    if (!strcmp(argv[1], "held-after") && argc > 2) {
+        char *volatile before = hold_before();
+        char *data = allocate_unchecked(strtoull(argv[2], NULL, 10));
+        char *volatile after = made_after();
+        (void)before;
+        (void)after;
+        data[0] = 'O';
         return 0;
     }
     if (!strcmp(argv[1], "abort") && argc > 2) {

@@ -465,8 +465,20 @@ static void collect(bundle *b, causes *cs)
         add(cs, "killed while its cgroup's OOM killer ran (which process it killed, nothing here "
                 "says)",
             evidence);
-    else if (reason && (!strcmp(reason, "SIGKILL") || !strcmp(reason, "killed")))
+    else if (evidence && !strncmp(evidence, "kernel_log:", 11))
+        add(cs,
+            reason && !strcmp(reason, "killed")
+                ? "ended by a signal nobody saw; not by the OOM killer, which the kernel log "
+                  "says killed another process"
+                : "killed by SIGKILL; not by the OOM killer, which the kernel log says killed "
+                  "another process",
+            evidence);
+    else if (reason && !strcmp(reason, "SIGKILL"))
         add(cs, "killed without a word (SIGKILL)",
+            "no evidence that the OOM killer did it: no memory cgroup counted a kill and the "
+            "kernel log did not name it");
+    else if (reason && !strcmp(reason, "killed")) /* nobody saw the signal */
+        add(cs, "ended by a signal nobody saw (SIGKILL, or a crash with nobody to reap it)",
             "no evidence that the OOM killer did it: no memory cgroup counted a kill and the "
             "kernel log did not name it");
     if (reason && strstr(reason, " after failed allocation")) {

@@ -432,6 +432,17 @@ static void who_words(const run_member *const *m, size_t n, char *out, size_t ca
     }
 }
 
+/* Members by rank, those without one after, by pid. */
+static int by_rank(const void *a, const void *b)
+{
+    const run_member *x = *(const run_member *const *)a, *y = *(const run_member *const *)b;
+    if ((x->rank < 0) != (y->rank < 0))
+        return x->rank < 0 ? 1 : -1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
 /* "0.9 s later", "0.2 to 0.9 s later", "at the same moment", "3.1 s before". */
 static void delta_words(double lo, double hi, char *out, size_t cap)
 {
@@ -553,6 +564,7 @@ void run_verdict(const run_story *r, char *out, size_t cap)
             hi = fmax(hi, r->members[k].at);
         }
         char who[512], delta[112], said[400];
+        qsort(alike, n, sizeof *alike, by_rank); /* "ranks 0 and 2", whoever ended first */
         who_words(alike, n, who, sizeof who);
         if (r->deaths) {
             delta_words(lo - r->first.at, hi - r->first.at, delta, sizeof delta);

@@ -18,10 +18,42 @@
 
 #define MAX_SITES 5
 
+/* Which memory a site's allocations are of (kind_of): the host's, a GPU
+ * runtime's pinned host memory, or one device's; a site from
+ * allocations.json's top stacks alone is of every kind at once. */
+#define KIND_UNKNOWN UINT32_MAX
 typedef struct site {
     int64_t stack;
     uint64_t bytes, count;
+    uint32_t kind;
 } site;
+
+static const char *const kind_backends[] = {"cpu", "cuda", "rocm"};
+#define KIND_BACKENDS (sizeof kind_backends / sizeof *kind_backends)
+
+static uint32_t kind_of(const char *backend, int64_t device)
+{
+    uint32_t b = 0;
+    while (b < KIND_BACKENDS && (!backend || strcmp(backend, kind_backends[b])))
+        b++;
+    if (!backend || b == 0)
+        return 0; /* the host's, whatever its device says */
+    if (b == KIND_BACKENDS)
+        return KIND_UNKNOWN; /* a name this reader does not know */
+    return b << 16 | (uint32_t)(device >= 0 && device < 0xffff ? device + 1 : 0);
+}
+
+/* "host", "pinned host", "cuda:0" */
+static void kind_words(uint32_t kind, char *out, size_t cap)
+{
+    uint32_t b = kind >> 16, dev = kind & 0xffff;
+    if (kind == 0)
+        snprintf(out, cap, "host");
+    else if (!dev)
+        snprintf(out, cap, "pinned host");
+    else
+        snprintf(out, cap, "%s:%u", kind_backends[b], dev - 1);
+}
 
 static int by_bytes(const void *a, const void *b)
 {
@@ -29,17 +61,19 @@ static int by_bytes(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-/* size more bytes, one more allocation, at stack's site among *ns (a new
+/* size more bytes, one more allocation, at stack's site of that kind of
+ * memory among *ns (a new
  * one at the end); -1 when it is new and cap are there already. */
-static int site_add(site *sites, size_t *ns, size_t cap, int64_t stack, uint64_t size)
+static int site_add(site *sites, size_t *ns, size_t cap, int64_t stack, uint32_t kind,
+                    uint64_t size)
 {
     size_t k = 0;
-    while (k < *ns && sites[k].stack != stack)
+    while (k < *ns && (sites[k].stack != stack || sites[k].kind != kind))
         k++;
     if (k == *ns) {
         if (*ns == cap)
             return -1;
-        sites[(*ns)++] = (site){stack, 0, 0};
+        sites[(*ns)++] = (site){stack, 0, 0, kind};
     }
     sites[k].bytes += size;
     sites[k].count++;
@@ -177,6 +211,7 @@ int name_failure_site(bundle *b, char *out, size_t cap)
 typedef struct named_site {
     char where[512];
     uint64_t count, bytes;
+    uint32_t kind;
 } named_site;
 
 /* Sites (largest first) named: at most cap of them, largest first again
@@ -194,12 +229,13 @@ static size_t name_sites(bundle *b, const site *sites, size_t ns, int merge, nam
         char where[512];
         describe(dirfd, stacks, mods, env, sites[i].stack, where, sizeof where);
         size_t k = 0;
-        while (merge && k < nn && strcmp(named[k].where, where))
+        while (merge && k < nn && (strcmp(named[k].where, where) || named[k].kind != sites[i].kind))
             k++;
         if (!merge || k == nn) {
             k = nn++;
             snprintf(named[k].where, sizeof named[k].where, "%s", where);
             named[k].count = named[k].bytes = 0;
+            named[k].kind = sites[i].kind;
         }
         named[k].count += sites[i].count;
         named[k].bytes += sites[i].bytes;
@@ -218,17 +254,24 @@ static size_t name_sites(bundle *b, const site *sites, size_t ns, int merge, nam
     return nn;
 }
 
-/* Sites named and printed under heading, MAX_SITES of them. */
+/* Sites named and printed under heading, MAX_SITES of them; where they
+ * are of more than one kind of memory, each row says which. */
 static void print_sites(bundle *b, const site *sites, size_t ns, const char *heading,
                         int merge)
 {
     named_site named[16];
     size_t nn = name_sites(b, sites, ns, merge, named, 16);
+    int mixed = 0;
+    for (size_t k = 1; k < nn && k < MAX_SITES; k++)
+        mixed |= named[k].kind != named[0].kind;
     printf("%s\n", heading);
     for (size_t k = 0; k < nn && k < MAX_SITES; k++) {
-        char amount[32];
+        char amount[32], kind[32] = "";
         fmt_bytes(named[k].bytes, amount, sizeof amount);
-        printf("  %10s in %llu allocation(s)  ", amount, (unsigned long long)named[k].count);
+        if (mixed && named[k].kind != KIND_UNKNOWN)
+            kind_words(named[k].kind, kind, sizeof kind);
+        printf("  %10s in %llu allocation(s)%s%s%s  ", amount, (unsigned long long)named[k].count,
+               kind[0] ? " of " : "", kind, kind[0] ? " memory" : "");
         print_clean(stdout, named[k].where, 400);
         putchar('\n');
     }
@@ -243,7 +286,7 @@ static size_t top_stacks_of(json_t *held, site *sites, size_t cap)
         int64_t id = 0, n = 0, sb = 0;
         if (ns == cap || jint(t, "stack_id", &id) || jint(t, "count", &n) || jint(t, "bytes", &sb))
             break;
-        sites[ns++] = (site){id, (uint64_t)sb, (uint64_t)n};
+        sites[ns++] = (site){id, (uint64_t)sb, (uint64_t)n, KIND_UNKNOWN};
     }
     return ns;
 }
@@ -288,7 +331,7 @@ static int sites_in(json_t *held, const char *backend, int64_t device, site *sit
         if (size > INT64_MAX - *bytes) /* no real process's; the totals say what they can */
             return -1;
         jint(a, "stack_id", &stack);
-        if (site_add(sites, &n, cap, stack, (uint64_t)size))
+        if (site_add(sites, &n, cap, stack, kind_of(be, dev), (uint64_t)size))
             return -1;
         *count += 1;
         *bytes += size;
@@ -375,10 +418,16 @@ void print_held_by(bundle *b)
             printf("%-18sno live allocation%s at the failure\n", "Held by:", where);
         return;
     }
-    char amount[32], all[32];
+    char amount[32], all[32], kind[32] = "";
     fmt_bytes(named[0].bytes, amount, sizeof amount);
-    printf("%-18s%s in %llu allocation(s) made %s", "Held by:", amount,
-           (unsigned long long)named[0].count,
+    /* sites of every kind of memory at once: the largest says which it is */
+    int mixed = 0;
+    for (size_t k = 1; k < nn; k++)
+        mixed |= named[k].kind != named[0].kind;
+    if (mixed && named[0].kind != KIND_UNKNOWN)
+        kind_words(named[0].kind, kind, sizeof kind);
+    printf("%-18s%s%s%s%s in %llu allocation(s) made %s", "Held by:", amount, kind[0] ? " of " : "",
+           kind, kind[0] ? " memory" : "", (unsigned long long)named[0].count,
            strncmp(named[0].where, "inside ", 7) ? "at " : ""); /* "inside the Perl..." */
     print_clean(stdout, named[0].where, 400);
     if (bytes > 0 && named[0].bytes < (uint64_t)bytes) {
@@ -437,15 +486,17 @@ static size_t replayed_sites(bundle *b, site *sites, size_t cap)
     live_set live;
     live_set_init(&live, REPLAY_LIVE_MAX);
     event_records_until(&b->events, events_until_failure(&b->events), i, ev, &r) {
+        /* a device's addresses and the host's are apart: a space each */
         if (r.address && r.type == GMP_EV_ALLOC)
-            live_alloc(&live, 0, r.address, (uint64_t)r.size, r.stack_id);
+            live_alloc(&live, kind_of(r.backend, r.device), r.address, (uint64_t)r.size,
+                       r.stack_id);
         else if (r.address && r.type == GMP_EV_FREE)
-            live_free(&live, 0, r.address);
+            live_free(&live, kind_of(r.backend, r.device), r.address);
     }
     size_t ns = 0;
     for (live_block *l = NULL; (l = live_next(&live, l)) != NULL;)
         if (l->stack > 0) /* a new stack past cap is left out */
-            site_add(sites, &ns, cap, l->stack, l->size);
+            site_add(sites, &ns, cap, l->stack, l->space, l->size);
     live_set_release(&live);
     qsort(sites, ns, sizeof *sites, by_bytes);
     return ns;

@@ -404,8 +404,19 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
         print_clean(stdout, sig ? signame : "SIGKILL", 20);
         printf(")\n");
         return;
-    case GMP_VERDICT_KILLED_UNKNOWN:
-        if (sig) {
+    case GMP_VERDICT_KILLED_UNKNOWN: {
+        const char *evidence = jstr(md, "evidence");
+        const char *other = evidence && !strncmp(evidence, "kernel_log:", 11)
+                                ? strstr(evidence, " victim since it started, pid ")
+                                : NULL;
+        if (other) { /* "pid 773, not this one" */
+            other += strlen(" victim since it started, pid ");
+            printf("the process was %s", sig ? "killed by " : "ended by a signal nobody saw");
+            print_clean(stdout, sig ? signame : "", 20);
+            printf("; not by the OOM killer: the kernel log names its victim, pid %.*s, and not "
+                   "this process\n",
+                   (int)strspn(other, "0123456789"), other);
+        } else if (sig) {
             printf("the process was killed by ");
             print_clean(stdout, signame, 20);
             printf(", cause unknown (no sign that it was out of memory)\n");
@@ -414,6 +425,7 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
                    "of memory)\n");
         }
         return;
+    }
     case GMP_VERDICT_CRASH_AFTER_FAILED:
         if (words && sig && !strcmp(signame, "SIGABRT")) { /* the runtime's own abort */
             printf("%s ended the program (SIGABRT): %s\n", words->runtime, words->what);
