@@ -122,6 +122,9 @@ static ring_fate dump_ring_fate;
  * sets one of a few KiB) holds no more than the handler's own frame. */
 static void dump_now(void)
 {
+    /* ours went only where the default action was: it follows (bundles
+     * written before, by the confirmation's watcher, are rewritten) */
+    gmp_outcome_end(GMP_OUTCOME_KILLED, dump_sig);
     /* the failure's bundle, else that of the last words this death fulfils
      * (an abort or a crash, not a stop sent from outside) */
     dump_written = gmp_episode_crash(dump_sig, dump_info) ||
@@ -179,8 +182,6 @@ static void on_fatal(int sig, siginfo_t *info, void *ucontext)
     if (!__atomic_exchange_n(&crashing, 1, __ATOMIC_ACQ_REL)) {
         GMP_IN_HOOK_SCOPE();
         gmp_in_signal++;
-        /* ours went only where the default action was: it follows */
-        gmp_outcome_end(GMP_OUTCOME_KILLED, sig);
         /* when the default action follows, nothing is left of a death
          * written up here, nor of a crash no allocation failed before */
         dump_for(sig, info,
@@ -223,7 +224,6 @@ static void on_stop(int sig, siginfo_t *info, void *ucontext)
         !__atomic_exchange_n(&crashing, 1, __ATOMIC_ACQ_REL)) {
         GMP_IN_HOOK_SCOPE();
         gmp_in_signal++;
-        gmp_outcome_end(GMP_OUTCOME_KILLED, sig);
         dump_for(sig, info, RING_GOES);
         gmp_in_signal--;
     }

@@ -345,6 +345,32 @@ static void test_rust_names_demangled(void **state)
         !strstr(out, "\nHeld by:          ") || !strstr(out, " made at rust_oom::main (rust_oom.rs:4)") ||
         strstr(out, "_R") || strstr(out, "$LT$") || strstr(out, "17h"))
         fail_msg("show:\n%s", out);
+
+    /* optimised, its own function inlined into main and std's allocation
+     * code into that: the inlined function at its own line, never main at
+     * std's alloc.rs line, nor a caller in std's runtime */
+    snprintf(script, sizeof script,
+             "printf '%%s\\n' '#[inline(always)]' 'fn grow_table(kept: &mut Vec<Vec<u8>>) {' "
+             "'    let v = vec![1u8; 64 << 20];' '    kept.push(v);' '}' 'fn main() {' "
+             "'    let mut kept: Vec<Vec<u8>> = Vec::new();' '    loop {' "
+             "'        grow_table(&mut kept);' '    }' '}' > '%s.rs' && "
+             "{ rustc -g -C opt-level=2 -C symbol-mangling-version=v0 -o '%s' '%s.rs' 2>/dev/null "
+             "|| rustc -g -C opt-level=2 -o '%s' '%s.rs'; }",
+             rust, rust, rust, rust, rust);
+    if (exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)) != 0)
+        fail_msg("rustc -C opt-level=2: %s", err);
+    snprintf(script, sizeof script,
+             "rm -rf '%s'/*; ulimit -v 1000000; LD_PRELOAD='%s' '%s' 2>/dev/null; "
+             "echo \"status $?\"",
+             paths.dumps, paths.preload, rust);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_string_equal(out, "status 134\n");
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    run_capture(show, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "\nFailed at:        rust_oom::grow_table (rust_oom.rs:3)\n") ||
+        !strstr(out, " made at rust_oom::grow_table (rust_oom.rs:3)") ||
+        strstr(out, "alloc.rs") || strstr(out, "called from std::"))
+        fail_msg("optimised, show:\n%s", out);
 }
 
 /* 16 MiB held, a failed malloc, 64 MiB more, then the crash: what held the

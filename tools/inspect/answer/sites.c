@@ -120,8 +120,12 @@ static int describe(int dirfd, const stack_index *stacks, const module_table *mo
         if (path && !is_library_frame(path) && found) {
             char caller[300];
             name_frame(dirfd, path, at - bias, caller, sizeof caller);
-            char *where = strstr(caller, " (");
-            if (where && where != caller) /* "fn (file:line)": the function */
+            if (runtime_allocation_name(caller))
+                continue; /* Rust's std::rt, C++'s std::: the runtime's, not a caller */
+            char *where = NULL; /* "fn (file:line)": the function; fn may hold " (" */
+            for (char *p = strstr(caller, " ("); p; p = strstr(p + 1, " ("))
+                where = p;
+            if (where && where != caller)
                 *where = '\0';
             size_t n = strlen(out);
             if (n + 16 < cap)

@@ -11,9 +11,19 @@
  * is given as C++ (c10::alloc_cpu(unsigned long), not _ZN3c109alloc_cpuEm)
  * and a Rust name as Rust (rust_oom::main, not _RNvCs..._8rust_oom4main),
  * by libiberty's demanglers (linked in statically).
+ *
+ * An optimised build inlines: the address's symbol is the function the
+ * code was inlined into, its line the inlined code's (std's alloc.rs in
+ * rust_oom::main).  So the name and line go together: of the inlined
+ * functions the address lies in (DWARF's inlined subroutines, innermost
+ * first), the first that is not a runtime's allocation machinery (std::,
+ * alloc::, a standard library's source), at its line; where all of them
+ * are, the function they were inlined into, at the line that called them.
  */
 #include "answer.h"
 
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <libiberty/demangle.h>
 #include <limits.h>
@@ -161,6 +171,118 @@ static int symbolise_locked(int dirfd, const char *path, uint64_t offset, char *
     return found;
 }
 
+/* Source of a standard library's inlined code: Rust's (rustc's own path,
+ * /rustc/<hash>/library/...), C++'s headers. */
+static int runtime_source(const char *file)
+{
+    return (strstr(file, "/rustc/") && strstr(file, "/library/")) ||
+           strstr(file, "/include/c++/") || strstr(file, "/.rustup/toolchains/");
+}
+
+/* An inlined subroutine's function, demangled, in fn; 0, or -1 unnamed. */
+static int inlined_name(Dwarf_Die *scope, char *fn, size_t fn_cap)
+{
+    Dwarf_Attribute attr;
+    const char *name = dwarf_formstring(dwarf_attr_integrate(scope, DW_AT_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(dwarf_attr_integrate(scope, DW_AT_MIPS_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(dwarf_attr_integrate(scope, DW_AT_name, &attr));
+    if (!name)
+        return -1;
+    snprintf(fn, fn_cap, "%s", name);
+    demangle(fn, fn_cap);
+    return 0;
+}
+
+/* Where scope (an inlined subroutine) was called from: its call site's
+ * file and line; 0, or -1 when DWARF does not say. */
+static int call_site(Dwarf_Die *cu, Dwarf_Die *scope, char *file, size_t file_cap, int *line)
+{
+    Dwarf_Attribute attr;
+    Dwarf_Word file_index, call_line;
+    Dwarf_Files *files;
+    size_t nfiles;
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &file_index) != 0 ||
+        dwarf_formudata(dwarf_attr(scope, DW_AT_call_line, &attr), &call_line) != 0 ||
+        dwarf_getsrcfiles(cu, &files, &nfiles) != 0 || file_index >= nfiles)
+        return -1;
+    const char *name = dwarf_filesrc(files, file_index, NULL, NULL);
+    if (!name)
+        return -1;
+    snprintf(file, file_cap, "%s", name);
+    *line = (int)call_line;
+    return 0;
+}
+
+/* The DIEs that hold pc below parent, outermost first, into chain from
+ * depth on (at most cap in all); the depth reached.  Functions may lie in
+ * namespaces and types (Rust puts each in its module's namespace, a
+ * method in its type), which hold no address themselves; libdw's
+ * dwarf_getscopes does not look inside them.  *budget bounds the DIEs
+ * looked at, in a CU of thousands. */
+static int scopes_at(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, int depth, int cap,
+                     int *budget)
+{
+    Dwarf_Die child;
+    if (depth >= cap || dwarf_child(parent, &child) != 0)
+        return depth;
+    do {
+        if (--*budget < 0)
+            return depth;
+        if (dwarf_haspc(&child, pc) > 0) {
+            chain[depth] = child;
+            return scopes_at(&chain[depth], pc, chain, depth + 1, cap, budget);
+        }
+        int tag = dwarf_tag(&child);
+        if (tag == DW_TAG_namespace || tag == DW_TAG_structure_type ||
+            tag == DW_TAG_class_type || tag == DW_TAG_union_type ||
+            tag == DW_TAG_enumeration_type) {
+            int reached = scopes_at(&child, pc, chain, depth, cap, budget);
+            if (reached > depth)
+                return reached;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return depth;
+}
+
+#define SCOPES_MAX 64
+#define DIES_LOOKED_AT_MAX 200000
+
+/* The name and line an inlining build gives at, put together (above): fn,
+ * file and line hold the symbol's name and at's line on entry. */
+static void through_inlining(module_cache *m, Dwarf_Addr at, char *fn, size_t fn_cap,
+                             char *file, size_t file_cap, int *line)
+{
+    Dwarf_Addr cu_bias;
+    Dwarf_Die *cu = dwfl_module_addrdie(m->mod, at, &cu_bias);
+    Dwarf_Die scopes[SCOPES_MAX];
+    int budget = DIES_LOOKED_AT_MAX;
+    int n = cu ? scopes_at(cu, at - cu_bias, scopes, 0, SCOPES_MAX, &budget) : 0;
+    char name[256], here[PATH_MAX];
+    int here_line = *line;
+    snprintf(here, sizeof here, "%s", file);
+    for (int i = n - 1; i >= 0; i--) { /* innermost first */
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram)
+            break;
+        if (tag != DW_TAG_inlined_subroutine)
+            continue;
+        if (inlined_name(&scopes[i], name, sizeof name) == 0 && !runtime_allocation_name(name) &&
+            !runtime_source(here)) {
+            snprintf(fn, fn_cap, "%s", name);
+            snprintf(file, file_cap, "%s", here);
+            *line = here_line;
+            break;
+        }
+        /* machinery: where it was called from is the next one out's line */
+        if (call_site(cu, &scopes[i], here, sizeof here, &here_line) != 0)
+            break;
+        snprintf(file, file_cap, "%s", here);
+        *line = here_line;
+    }
+}
+
 static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_cap, char *file,
                          size_t file_cap, int *line)
 {
@@ -174,6 +296,8 @@ static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_c
     }
     if (where)
         snprintf(file, file_cap, "%s", where);
+    if (name && where)
+        through_inlining(m, at, fn, fn_cap, file, file_cap, line);
     return name ? 0 : -1;
 }
 
