@@ -211,7 +211,7 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
     if (replaces)
         gmp_strjoin(line + strlen(line), sizeof line - strlen(line),
                     " (replaces the memory-pressure warning ", warning_name, ")", (char *)NULL);
-    gmp_log("%s", line);
+    gmp_log("%s" GMP_READ_IT "%s", line, path);
     return 1;
 }
 
@@ -580,7 +580,7 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
     };
     if (!gmp_pl_dump(&req, path, sizeof path))
         return 0;
-    gmp_log("%s; bundle: %s", signal_name(sig), path);
+    gmp_log("%s; bundle: %s" GMP_READ_IT "%s", signal_name(sig), path, path);
     return 1;
 }
 

@@ -360,7 +360,7 @@ static int write_bundle(const exception_text *t, const char *pattern, const char
         /* a death may follow (a framework's abort): our handlers, where the
          * action is still the default, then say so in the bundle's outcome */
         gmp_crash_arm();
-        gmp_log("OOM message on stderr (%s); bundle: %s", pattern, path);
+        gmp_log("OOM message on stderr (%s); bundle: %s" GMP_READ_IT "%s", pattern, path, path);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);
         last_bundle_ns = gmp_now_realtime_ns();
         last_bundle_level = t->level;

@@ -40,6 +40,9 @@
 #ifndef GMP_PRELOAD_H
 #define GMP_PRELOAD_H
 
+/* How the line naming a bundle ends: how to read it, ready to paste. */
+#define GMP_READ_IT "; read it: gmp-inspect show "
+
 #include "dump_request.h"
 #include "gpumemprof.h"
 #include "util.h"

@@ -90,8 +90,9 @@ GMP_EXPORT const char *gmp_preload_dump_exception(gmp_recorder *rec, const char 
             close(episode_fd);
         if (path) {
             gmp_messages_note_bundle(path, GMP_MESSAGES_PROGRAM);
-            gmp_log("OOM on %s caught by the program (%s); bundle: %s",
-                    gmp_backend_name(req.backend), exception_type ? exception_type : "?", path);
+            gmp_log("OOM on %s caught by the program (%s); bundle: %s" GMP_READ_IT "%s",
+                    gmp_backend_name(req.backend), exception_type ? exception_type : "?", path,
+                    path);
         }
         return path;
     }
@@ -137,7 +138,8 @@ GMP_EXPORT int gmp_preload_torch_snapshot(int device, uint64_t request, uint64_t
         if (!gmp_pl_dump(&req, path, sizeof path))
             return -1;
         gmp_messages_note_bundle(path, 1); /* torch's printed message says more */
-        gmp_log("OOM in PyTorch's allocator on cuda:%s; bundle: %s", dev, path);
+        gmp_log("OOM in PyTorch's allocator on cuda:%s; bundle: %s" GMP_READ_IT "%s", dev, path,
+                path);
     }
     if (!take_scratch(path))
         return -1;

@@ -189,7 +189,8 @@ static void write_pressure_bundle(const limit_sample *all, int n, const limit_sa
         .evidence = evidence,
     };
     if (gmp_pl_dump(&req, warning_path, sizeof warning_path)) {
-        gmp_log("memory pressure: %s bundle: %s", message, warning_path);
+        gmp_log("memory pressure: %s bundle: %s" GMP_READ_IT "%s", message, warning_path,
+                warning_path);
         __atomic_store_n(&warning_kept, 1, __ATOMIC_RELEASE);
     }
 }

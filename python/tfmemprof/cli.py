@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from gpumemprof import collectors
+from gpumemprof import __version__, collectors
 from gpumemprof.commands import _until, plot_readings, readings_series
 from gpumemprof.leaks import detect_leaks
 from gpumemprof.utils import format_memory
@@ -258,6 +258,7 @@ def parser():
     p = argparse.ArgumentParser(prog="tfmemprof", description="TensorFlow memory profiler: "
                                 "the devices' memory through gpumemprof's collectors, and "
                                 "analysis of what was read.")
+    p.add_argument("--version", action="version", version="tfmemprof " + __version__)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     info = sub.add_parser("info", help="system, TensorFlow and GPU information")
     info.add_argument("--json", action="store_true", help="one JSON document")

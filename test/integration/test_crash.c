@@ -78,10 +78,20 @@ static void program_path(const char *name, char *path, size_t cap)
 /* The one bundle's metadata; its stderr line starts with `line`. */
 static json_t *crash_bundle(const char *line, char *path, size_t cap)
 {
+    char own[1024], read_it[1200];
+    if (!path) {
+        path = own;
+        cap = sizeof own;
+    }
     if (strncmp(err, line, strlen(line)) || count_lines(err) != 1)
         fail_msg("want one line \"%s...\", got: %s", line, err);
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", path, cap);
     assert_string_equal(json_str(md, "confirmed_by"), "signal");
+    /* the line ends with how to read the bundle */
+    snprintf(read_it, sizeof read_it, "; read it: gmp-inspect show %s\n", path);
+    size_t n = strlen(err), k = strlen(read_it);
+    if (n < k || strcmp(err + n - k, read_it))
+        fail_msg("the line does not end \"%s\": %s", read_it, err);
     return md;
 }
 

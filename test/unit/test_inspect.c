@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -587,6 +588,39 @@ static void test_near_is_past_the_threshold(void **state)
         fail_msg("a cgroup at 95%% not called near:\n%s", out);
 }
 
+/* A dump directory where one bundle is meant: show and plot read its
+ * newest (by name: names begin with the UTC time), and say so on stderr. */
+static void test_a_directory_means_its_newest(void **state)
+{
+    (void)state;
+    const char *fixtures = getenv("GMP_TEST_FIXTURES");
+    assert_non_null(fixtures);
+    char dir[1024], newest[256] = "", want[400];
+    snprintf(dir, sizeof dir, "%s/bundles_v1/bundles", fixtures);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, "oom_dump_", 9) && ++n && strcmp(e->d_name, newest) > 0)
+            snprintf(newest, sizeof newest, "%s", e->d_name);
+    closedir(d);
+    assert_int_equal(run_verb("show", dir, NULL), 0);
+    snprintf(want, sizeof want, "Bundle            %s\n", newest);
+    if (strncmp(out, want, strlen(want)))
+        fail_msg("show of the directory: %.300s", out);
+    snprintf(want, sizeof want, " holds %d bundle(s) (`gmp-inspect list` names them); the newest: ",
+             n);
+    if (!strstr(err, want) || !strstr(err, newest))
+        fail_msg("stderr: %s", err);
+    char svg[sizeof scratch + 32];
+    snprintf(svg, sizeof svg, "%s/newest.svg", scratch);
+    const char *argv[] = {inspect_path(), "plot", dir, "-o", svg, NULL};
+    assert_int_equal(exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)), 0);
+    struct stat st;
+    assert_int_equal(stat(svg, &st), 0);
+    assert_non_null(strstr(err, newest));
+}
+
 static void test_help_and_usage(void **state)
 {
     (void)state;
@@ -617,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_limit_without_a_failed_call),
         cmocka_unit_test(test_near_is_past_the_threshold),
         cmocka_unit_test(test_failed_at_past_cython_frames),
+        cmocka_unit_test(test_a_directory_means_its_newest),
         cmocka_unit_test(test_help_and_usage),
     };
     return cmocka_run_group_tests_name("inspect", tests, setup, teardown);

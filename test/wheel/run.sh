@@ -60,7 +60,7 @@ case "$preload" in
         fail "--preload-path names a file that is not there: $preload" ;;
 *) fail "--preload-path is not inside the venv: $preload" ;;
 esac
-for cmd in "gpumemprof --version" "gmp-run --version" "gmp-inspect --version"; do
+for cmd in "gpumemprof --version" "tfmemprof --version" "gmp-run --version" "gmp-inspect --version"; do
     set -- $cmd
     seen=$("$venv/bin/$1" "$2" 2>&1)
     if [ "$seen" = "$1 $version" ]; then ok "$cmd: $seen"; else fail "$cmd said: $seen"; fi

@@ -62,3 +62,41 @@ int verb_misuse(verb_args *a, const char *fmt, ...)
     a->usage(stderr);
     return VERB_DONE_USAGE;
 }
+
+typedef struct dir_bundles {
+    long n;
+    char *newest;
+    size_t cap;
+} dir_bundles;
+
+static void note_bundle(const char *path, void *arg)
+{
+    dir_bundles *d = arg;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *newest = strrchr(d->newest, '/');
+    newest = newest ? newest + 1 : d->newest;
+    d->n++;
+    if (!d->newest[0] || strcmp(base, newest) > 0) /* names begin with the UTC time */
+        snprintf(d->newest, d->cap, "%s", path);
+}
+
+long verb_newest_bundle(const char *verb, const char *path, char *newest, size_t cap)
+{
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    dir_bundles d = {0, newest, cap};
+    newest[0] = '\0';
+    const char *base = strrchr(copy, '/');
+    if (!strncmp(base ? base + 1 : copy, "oom_dump_", 9))
+        return 0;
+    for_each_bundle(copy, note_bundle, &d);
+    if (!d.n)
+        return 0;
+    fprintf(stderr, "gmp-inspect %s: ", verb);
+    print_clean(stderr, path, 1000);
+    fprintf(stderr, " holds %ld bundle(s) (`gmp-inspect list` names them); the newest: ", d.n);
+    print_clean(stderr, newest, 2000);
+    fputc('\n', stderr);
+    return d.n;
+}

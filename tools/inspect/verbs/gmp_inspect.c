@@ -27,7 +27,8 @@ static const verb verbs[] = {
     {"diff", cmd_diff, "what changed between two bundles"},
     {"plot", cmd_plot, "memory over time, the OOM marked: one SVG or HTML file"},
     {"leaks", cmd_leaks, "memory that grew and was never given back, by site (exit 3)"},
-    {"export", cmd_export, "bundles for Perfetto and chrome://tracing (trace-json)"},
+    {"export", cmd_export, "bundles for Perfetto and chrome://tracing (trace-json) or PyTorch's "
+                           "memory viz (torch-snapshot)"},
     {"watch", cmd_watch, "a live view of a running process, from its ring"},
     {"prune", cmd_prune, "apply the retention rules to a dump directory"},
     {"metrics", cmd_metrics, "a Prometheus textfile from bundles"},

@@ -34,6 +34,9 @@ int cmd_plot(int argc, char **argv)
     if (verb_operands(&a, argc, 1, 1) < 0)
         return EXIT_USAGE;
     const char *path = argv[optind];
+    static char newest[4096];
+    if (verb_newest_bundle("plot", path, newest, sizeof newest) > 0)
+        path = newest; /* a dump directory: its newest bundle */
     size_t olen = outp ? strlen(outp) : 0;
     int html = olen > 5 && !strcmp(outp + olen - 5, ".html");
     if (!outp || (!html && !(olen > 4 && !strcmp(outp + olen - 4, ".svg"))))

@@ -484,45 +484,6 @@ static void print_what_happened(bundle *b, const char *reason, const char *backe
     printf(")\n");
 }
 
-/* A dump directory given where a bundle was meant: how many bundles it
- * holds and the newest, instead of "manifest.json: no such file". */
-typedef struct dir_bundles {
-    long n;
-    char newest[4096];
-} dir_bundles;
-
-static void note_bundle(const char *path, void *arg)
-{
-    dir_bundles *d = arg;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    const char *newest = strrchr(d->newest, '/');
-    newest = newest ? newest + 1 : d->newest;
-    d->n++;
-    if (!d->newest[0] || strcmp(base, newest) > 0) /* names begin with the UTC time */
-        snprintf(d->newest, sizeof d->newest, "%s", path);
-}
-
-static int is_dump_directory(const char *path)
-{
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", path);
-    dir_bundles d = {0, ""};
-    const char *base = strrchr(copy, '/');
-    if (!strncmp(base ? base + 1 : copy, "oom_dump_", 9))
-        return 0;
-    for_each_bundle(copy, note_bundle, &d);
-    if (!d.n)
-        return 0;
-    fputs("gmp-inspect show: ", stderr);
-    print_clean(stderr, path, 1000);
-    fprintf(stderr, " is a directory of %ld bundle(s), not a bundle; `gmp-inspect list` names "
-                    "them; the newest is ", d.n);
-    print_clean(stderr, d.newest, 2000);
-    fputc('\n', stderr);
-    return 1;
-}
-
 static int show_one(const char *path, long last);
 
 int cmd_show(int argc, char **argv)
@@ -554,14 +515,15 @@ int cmd_show(int argc, char **argv)
 
 static int show_one(const char *path, long last)
 {
+    static char newest[4096];
+    if (verb_newest_bundle("show", path, newest, sizeof newest) > 0)
+        path = newest; /* a dump directory: its newest bundle */
     int leak_rc = show_leak_report(path);
     if (leak_rc >= 0)
         return leak_rc;
     bundle b;
     char err[1024];
     if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {
-        if (is_dump_directory(path))
-            return EXIT_INVALID;
         fprintf(stderr, "gmp-inspect show: ");
         print_clean(stderr, err, 1000);
         fputc('\n', stderr);

@@ -69,6 +69,11 @@ int verb_option(verb_args *a, int argc, char **argv);
 int verb_operands(verb_args *a, int argc, int min, int max);
 /* "gmp-inspect VERB: <what>" and the usage on stderr; VERB_DONE_USAGE. */
 int verb_misuse(verb_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A dump directory given where one bundle is meant (show, plot): its
+ * newest bundle (names begin with the UTC time) in newest, said on stderr
+ * with how many it holds; that count, or 0 where path is a bundle, or no
+ * directory of bundles. */
+long verb_newest_bundle(const char *verb, const char *path, char *newest, size_t cap);
 
 /* triage.c gathers bundles into groups and runs; triage_formats.c says
  * them in a format and decides the exit status (3: an out-of-memory death;
