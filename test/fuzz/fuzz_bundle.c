@@ -2,7 +2,7 @@
  * fuzz_bundle.c — libFuzzer harness for gmp-inspect's bundle reader: the
  * input is a bundle, its files separated by lines "--8<-- NAME" (NAME one
  * of the files a bundle or a leak report may hold), written into a scratch
- * bundle directory; then validate, show, events --json, triage (text, json,
+ * bundle directory; then validate, show (and --json), events --json, triage (text, json,
  * junit, markdown), diff, leaks, plot, metrics and export (trace-json,
  * torch-snapshot) read it as they would a hostile bundle from another
  * machine.  Each must return (0, 1
@@ -89,6 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unpack(bundle_dir, data, size);
     run(cmd_validate, bundle_dir, NULL, NULL);
     run(cmd_show, bundle_dir, NULL, NULL);
+    run(cmd_show, bundle_dir, "--json", NULL);
     run(cmd_events, bundle_dir, "--json", NULL);
     run(cmd_triage, fuzz_dir, "--format", "json");
     run(cmd_triage, fuzz_dir, "--format", "junit");

@@ -621,6 +621,40 @@ static void test_a_directory_means_its_newest(void **state)
     assert_non_null(strstr(err, newest));
 }
 
+/* show --json: the same answer as the text, as JSON a script reads. */
+static void test_show_as_json(void **state)
+{
+    (void)state;
+    assert_int_equal(run_verb("show", good, NULL), 0);
+    static char text[sizeof out];
+    snprintf(text, sizeof text, "%s", out);
+    assert_int_equal(run_verb("show", "--json", good), 0);
+    json_error_t jerr;
+    json_t *doc = json_loads(out, 0, &jerr);
+    if (!json_is_object(doc))
+        fail_msg("not one JSON object (%s): %s", jerr.text, out);
+    const char *kind = json_string_value(json_object_get(doc, "kind"));
+    const char *headline = json_string_value(json_object_get(doc, "what_happened"));
+    json_t *causes = json_object_get(doc, "likely_causes");
+    const char *first = json_string_value(json_object_get(json_array_get(causes, 0), "cause"));
+    char line[600], cause[600];
+    snprintf(line, sizeof line, "\nWhat happened:    %s\n", headline ? headline : "?");
+    snprintf(cause, sizeof cause, "\n  1. %s\n", first ? first : "?");
+    if (!kind || strcmp(kind, "out_of_memory") ||
+        !json_is_true(json_object_get(doc, "death_of_memory")) || !strstr(text, line) ||
+        !strstr(text, cause) ||
+        json_integer_value(json_object_get(json_object_get(doc, "failed_request"), "size")) !=
+            3ll << 30)
+        fail_msg("show --json:\n%s\nshow:\n%s", out, text);
+    json_decref(doc);
+    /* two bundles: an array of two */
+    const char *argv[] = {inspect_path(), "show", "--json", good, good, NULL};
+    assert_int_equal(exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)), 0);
+    doc = json_loads(out, 0, &jerr);
+    assert_int_equal(json_array_size(doc), 2);
+    json_decref(doc);
+}
+
 static void test_help_and_usage(void **state)
 {
     (void)state;
@@ -652,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_near_is_past_the_threshold),
         cmocka_unit_test(test_failed_at_past_cython_frames),
         cmocka_unit_test(test_a_directory_means_its_newest),
+        cmocka_unit_test(test_show_as_json),
         cmocka_unit_test(test_help_and_usage),
     };
     return cmocka_run_group_tests_name("inspect", tests, setup, teardown);

@@ -28,7 +28,7 @@ void print_top_sites(bundle *b);
  * failed request's device, or the host; every kind where the bundle names
  * no failed request); "no live allocation on cuda:0" when that device held
  * none of ours; nothing when no site is known. */
-void print_held_by(bundle *b);
+void print_held_by(FILE *f, bundle *b);
 /* That site alone, as print_held_by names it, into out; -1 when none is
  * known. */
 int name_holder_site(bundle *b, char *out, size_t cap);
@@ -169,6 +169,13 @@ int python_frames_site(json_t *frames, char *out, size_t cap);
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */
 void diagnose(bundle *b, int colour);
+/* The same causes, each handed to fn in turn (evidence "" where none). */
+void diagnose_each(bundle *b, void (*fn)(const char *what, const char *evidence, void *arg),
+                   void *arg);
+/* what_happened.c: the headline ("the process ran out of host memory
+ * (ENOMEM)"), one sentence, no newline; reason and backend as the bundle
+ * names them (metadata, else manifest). */
+void what_happened(FILE *f, bundle *b, const char *reason, const char *backend);
 /* The request the framework's message (exception_message) states ("Tried
  * to allocate 79.66 GiB") when the failed call of `piece` bytes was one
  * piece of it (expandable segments map it 20 MiB at a time), else -1. */

@@ -619,3 +619,12 @@ void diagnose(bundle *b, int colour)
         }
     }
 }
+
+void diagnose_each(bundle *b, void (*fn)(const char *what, const char *evidence, void *arg),
+                   void *arg)
+{
+    causes cs = {.n = 0};
+    collect(b, &cs);
+    for (int i = 0; i < cs.n; i++)
+        fn(cs.c[i].what, cs.c[i].evidence, arg);
+}

@@ -371,127 +371,74 @@ static void print_environment(bundle *b)
 
 static void show_usage(FILE *f)
 {
-    fputs("usage: gmp-inspect show BUNDLE... [--events N]\n"
+    fputs("usage: gmp-inspect show BUNDLE|DIR... [--events N] [--json]\n"
           "Say in plain words what failed, when and where: the likely causes, most\n"
           "certain first, with their evidence; the Python stack when there is one;\n"
           "then the failed request, reason, exception, context, custom metadata,\n"
           "bytes in use, and the last N events up to the failure (default 10).\n"
-          "Several bundles are shown one after another.\n"
+          "Several bundles are shown one after another.  A dump directory: its\n"
+          "newest bundle.  --json: the same answer as JSON (kind, death_of_memory,\n"
+          "what_happened, held_by, failed_at, outcome, likely_causes [{cause,\n"
+          "evidence}], when, pid, reason, backend, exception_type,\n"
+          "exception_message, failed_request, confirmed_by); several bundles, an\n"
+          "array of them.\n"
           "Exit status: 0, 1 when a bundle cannot be read, 2 usage error.\n",
           f);
 }
 
-/* The headline, one per kind of bundle (kind.c).  A death written up after
- * the fact (gmp-run, recover) is an out-of-memory death only with
- * evidence: the kernel's OOM killer named, or an allocation that failed
- * before the signal. */
-static void print_what_happened(bundle *b, const char *reason, const char *backend)
+static int show_one(const char *path, long last);
+
+/* The bundle at path (a dump directory: its newest), opened; -1 said. */
+static int open_shown(const char *path, bundle *b)
 {
-    json_t *md = b->metadata;
-    const char *memory = backend && strcmp(backend, "cpu") ? backend : "host";
-    const char *sig = reason && !strncmp(reason, "SIG", 3) ? reason : NULL;
-    char signame[24] = "";
-    if (sig) /* "SIGSEGV after failed allocation": the signal alone */
-        snprintf(signame, sizeof signame, "%.*s", (int)strcspn(sig, " "), sig);
-    const runtime_words *words = runtime_words_of(b);
-    printf("\nWhat happened:    ");
-    switch (bundle_kind_of(b)) {
-    case GMP_VERDICT_PRESSURE:
-        printf("memory came close to a limit; a warning, written before anything failed\n");
-        return;
-    case GMP_VERDICT_OOM_KILLED:
-        printf("the process was killed by the kernel's OOM killer (");
-        print_clean(stdout, sig ? signame : "SIGKILL", 20);
-        printf(")\n");
-        return;
-    case GMP_VERDICT_KILLED_UNKNOWN: {
-        const char *evidence = jstr(md, "evidence");
-        const char *other = evidence && !strncmp(evidence, "kernel_log:", 11)
-                                ? strstr(evidence, " victim since it started, pid ")
-                                : NULL;
-        if (other) { /* "pid 773, not this one" */
-            other += strlen(" victim since it started, pid ");
-            printf("the process was %s", sig ? "killed by " : "ended by a signal nobody saw");
-            print_clean(stdout, sig ? signame : "", 20);
-            printf("; not by the OOM killer: the kernel log names its victim, pid %.*s, and not "
-                   "this process\n",
-                   (int)strspn(other, "0123456789"), other);
-        } else if (sig) {
-            printf("the process was killed by ");
-            print_clean(stdout, signame, 20);
-            printf(", cause unknown (no sign that it was out of memory)\n");
-        } else {
-            printf("the process died without exiting, cause unknown (no sign that it was out "
-                   "of memory)\n");
-        }
-        return;
+    static char newest[4096];
+    if (verb_newest_bundle("show", path, newest, sizeof newest) > 0)
+        path = newest;
+    char err[1024];
+    if (bundle_open(b, path, 0, 1, err, sizeof err) < 0) {
+        fprintf(stderr, "gmp-inspect show: ");
+        print_clean(stderr, err, 1000);
+        fputc('\n', stderr);
+        return -1;
     }
-    case GMP_VERDICT_CRASH_AFTER_FAILED:
-        if (words && sig && !strcmp(signame, "SIGABRT")) { /* the runtime's own abort */
-            printf("%s ended the program (SIGABRT): %s\n", words->runtime, words->what);
-            return;
-        }
-        printf("the process crashed (");
-        print_clean(stdout, sig ? signame : "a signal", 20);
-        printf(") after an allocation of ");
-        print_clean(stdout, memory, 20);
-        printf(" memory failed\n");
-        return;
-    case GMP_VERDICT_CRASH:
-        printf("the process crashed (");
-        print_clean(stdout, sig ? signame : "a signal", 20);
-        printf("); no allocation had failed, so memory is not the known cause\n");
-        return;
-    case GMP_VERDICT_CGROUP_OOM_KILL:
-        printf("the process was killed (");
-        print_clean(stdout, sig ? signame : "SIGKILL", 20);
-        printf(") while its cgroup's OOM killer ran: it killed a process while this one ran, "
-               "and nothing here says which\n");
-        return;
-    case GMP_VERDICT_SURVIVED: {
-        char later[200];
-        printf("the process survived: an allocation of ");
-        print_clean(stdout, memory, 20);
-        printf(" memory failed (");
-        print_clean(stdout, reason ? reason : "unknown reason", 200);
-        if (bundle_outcome_of(b)->death_bundle)
-            printf("), and it went on; %s\n", outcome_words(b, later, sizeof later));
-        else
-            printf("), and it went on and exited 0; no death\n");
-        return;
-    }
-    case GMP_VERDICT_OUT_OF_MEMORY:
-    case GMP_VERDICT_COUNT: /* not a kind */
-        break;
-    }
-    const char *confirmed = jstr(md, "confirmed_by");
-    if (confirmed && !strcmp(confirmed, "recovered")) {
-        printf(sig ? "the process was killed by " : "the process died");
-        print_clean(stdout, sig ? signame : "", 20);
-        printf(" after an allocation of ");
-        print_clean(stdout, memory, 20);
-        printf(" memory failed\n");
-        return;
-    }
-    if (words) {
-        printf("%s ran out of memory: %s\n", words->runtime, words->what);
-        return;
-    }
-    printf("the process ran out of ");
-    print_clean(stdout, memory, 20);
-    printf(" memory (");
-    print_clean(stdout, reason ? reason : "unknown reason", 200);
-    printf(")\n");
+    bundle_json(b, "environment.json"); /* optional: a damaged one loses a line only */
+    return 0;
 }
 
-static int show_one(const char *path, long last);
+/* --json: one document per bundle; several, an array of them. */
+static int show_json_all(char **paths, int n)
+{
+    int status = EXIT_OK;
+    json_t *all = json_array();
+    for (int i = 0; i < n; i++) {
+        bundle b;
+        if (open_shown(paths[i], &b) < 0) {
+            status = EXIT_INVALID;
+            continue;
+        }
+        json_array_append_new(all, show_json(&b));
+        bundle_close(&b);
+    }
+    json_t *doc = n == 1 ? json_array_get(all, 0) : all;
+    if (doc && json_dumpf_exact(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) == 0)
+        putchar('\n');
+    json_decref(all);
+    return status;
+}
 
 int cmd_show(int argc, char **argv)
 {
-    static const struct option options[] = {{"events", required_argument, NULL, 'e'}, {0}};
+    static const struct option options[] = {{"events", required_argument, NULL, 'e'},
+                                            {"json", no_argument, NULL, 'j'},
+                                            {0}};
     verb_args a = {.verb = "show", .usage = show_usage, .longopts = options};
     long last = SHOW_LAST_EVENTS;
+    int as_json = 0;
     for (int c; (c = verb_option(&a, argc, argv)) != -1;) {
+        if (c == 'j') {
+            as_json = 1;
+            continue;
+        }
         if (c != 'e')
             return VERB_EXIT(c);
         char *end;
@@ -501,6 +448,8 @@ int cmd_show(int argc, char **argv)
     }
     if (verb_operands(&a, argc, 1, argc) < 0)
         return EXIT_USAGE;
+    if (as_json)
+        return show_json_all(argv + optind, argc - optind);
     int status = EXIT_OK, shown = 0;
     for (int i = optind; i < argc; i++) {
         if (shown++)
@@ -515,22 +464,12 @@ int cmd_show(int argc, char **argv)
 
 static int show_one(const char *path, long last)
 {
-    static char newest[4096];
-    if (verb_newest_bundle("show", path, newest, sizeof newest) > 0)
-        path = newest; /* a dump directory: its newest bundle */
     int leak_rc = show_leak_report(path);
     if (leak_rc >= 0)
         return leak_rc;
     bundle b;
-    char err[1024];
-    if (bundle_open(&b, path, 0, 1, err, sizeof err) < 0) {
-        fprintf(stderr, "gmp-inspect show: ");
-        print_clean(stderr, err, 1000);
-        fputc('\n', stderr);
+    if (open_shown(path, &b) < 0)
         return EXIT_INVALID;
-    }
-    /* environment.json is optional for show: a damaged one loses a line only */
-    bundle_json(&b, "environment.json");
     json_t *md = b.metadata;
     const char *reason = jstr(md, "reason");
     if (!reason)
@@ -541,8 +480,10 @@ static int show_one(const char *path, long last)
 
     printf("Bundle            ");
     print_clean(stdout, b.name, 300);
-    print_what_happened(&b, reason, backend);
-    print_held_by(&b);
+    fputs("\nWhat happened:    ", stdout);
+    what_happened(stdout, &b, reason, backend);
+    putchar('\n');
+    print_held_by(stdout, &b);
     char outcome[200];
     if (bundle_kind_of(&b) != GMP_VERDICT_SURVIVED)
         print_field("Outcome:", outcome_words(&b, outcome, sizeof outcome));

@@ -74,6 +74,8 @@ int verb_misuse(verb_args *a, const char *fmt, ...) __attribute__((format(printf
  * with how many it holds; that count, or 0 where path is a bundle, or no
  * directory of bundles. */
 long verb_newest_bundle(const char *verb, const char *path, char *newest, size_t cap);
+/* show_json.c: show's answer for b as one JSON object (the caller's). */
+json_t *show_json(bundle *b);
 
 /* triage.c gathers bundles into groups and runs; triage_formats.c says
  * them in a format and decides the exit status (3: an out-of-memory death;
