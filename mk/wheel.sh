@@ -35,6 +35,7 @@ version=$(sed -n 's/^#define GMP_VERSION_STRING "\(.*\)"$/\1/p' "$root/include/g
 rm -rf "$stage" "$raw"
 mkdir -p "$stage" "$raw" "$dist"
 cp -R "$root/python/." "$stage/"
+cp "$root/LICENSE" "$stage/LICENSE" # the wheel's metadata carries it
 native=$stage/gpumemprof/_native
 mkdir -p "$native"
 for f in gmp-run gmp-inspect libgpumemprof_preload.so libgpumemprof.so; do

@@ -52,6 +52,16 @@ venv=$work/venv
 py=$venv/bin/python
 cd "$work" || exit 1
 
+# the license, as pip shows it and as the metadata carries its text
+licensed=$("$venv/bin/pip" show gpumemprof 2>/dev/null | sed -n 's/^License: //p')
+license_file=$(ls "$venv"/lib/python*/site-packages/gpumemprof-"$version".dist-info/LICENSE \
+    "$venv"/lib/python*/site-packages/gpumemprof-"$version".dist-info/licenses/LICENSE 2>/dev/null | head -1)
+if [ "$licensed" = "Apache-2.0" ] && [ -n "$license_file" ] && cmp -s "$license_file" "$root/LICENSE"; then
+    ok "the installed metadata: License Apache-2.0, the LICENSE file with it"
+else
+    fail "the installed metadata: License '$licensed', LICENSE file '${license_file:-none}'"
+fi
+
 # the preload inside the installed package, for LD_PRELOAD
 preload=$("$py" -m gpumemprof --preload-path)
 case "$preload" in

@@ -11,7 +11,8 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: gmp-inspect plot BUNDLE|READINGS.json -o FILE.svg|FILE.html\n"
+    fputs("usage: gmp-inspect plot BUNDLE|DIR|READINGS.json -o FILE.svg|FILE.html\n"
+          "A dump directory (DIR): its newest bundle, named on stderr.\n"
           "Memory in use over time (one line per device, one for the host), the\n"
           "allocations and frees under the axis, each OOM marked with its request\n"
           "drawn on top of what was in use.  One self-contained file: SVG, or HTML\n"
