@@ -19,7 +19,7 @@ void what_happened(FILE *f, bundle *b, const char *reason, const char *backend)
     if (sig) /* "SIGSEGV after failed allocation": the signal alone */
         snprintf(signame, sizeof signame, "%.*s", (int)strcspn(sig, " "), sig);
     const runtime_words *words = runtime_words_of(b);
-        switch (bundle_kind_of(b)) {
+    switch (bundle_kind_of(b)) {
     case GMP_VERDICT_PRESSURE:
         fprintf(f, "memory came close to a limit; a warning, written before anything failed");
         return;
