@@ -27,8 +27,9 @@ void print_top_sites(bundle *b);
  * most at the failure (allocations.json) in the memory that ran out (the
  * failed request's device, or the host; every kind where the bundle names
  * no failed request); "no live allocation on cuda:0" when that device held
- * none of ours; nothing when no site is known. */
-void print_held_by(FILE *f, bundle *b);
+ * none of ours; nothing when no site is known.  labelled: show's line
+ * ("Held by:" and a newline), else the bare sentence. */
+void print_held_by(FILE *f, bundle *b, int labelled);
 /* That site alone, as print_held_by names it, into out; -1 when none is
  * known. */
 int name_holder_site(bundle *b, char *out, size_t cap);

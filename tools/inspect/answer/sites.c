@@ -410,7 +410,7 @@ int name_holder_site(bundle *b, char *out, size_t cap)
     return 0;
 }
 
-void print_held_by(FILE *f, bundle *b)
+void print_held_by(FILE *f, bundle *b, int labelled)
 {
     named_site named[16];
     char where[64];
@@ -419,7 +419,8 @@ void print_held_by(FILE *f, bundle *b)
     size_t nn = held_sites(b, named, 16, where, sizeof where, &backend, &count, &bytes);
     if (!nn || !named[0].bytes) {
         if (backend && strcmp(backend, "cpu")) /* nothing of ours was on the full device */
-            fprintf(f, "%-18sno live allocation%s at the failure\n", "Held by:", where);
+            fprintf(f, "%-*sno live allocation%s at the failure%s", labelled ? 18 : 0,
+                    labelled ? "Held by:" : "", where, labelled ? "\n" : "");
         return;
     }
     char amount[32], all[32], kind[32] = "";
@@ -430,15 +431,17 @@ void print_held_by(FILE *f, bundle *b)
         mixed |= named[k].kind != named[0].kind;
     if (mixed && named[0].kind != KIND_UNKNOWN)
         kind_words(named[0].kind, kind, sizeof kind);
-    fprintf(f, "%-18s%s%s%s%s in %llu allocation(s) made %s", "Held by:", amount, kind[0] ? " of " : "",
-           kind, kind[0] ? " memory" : "", (unsigned long long)named[0].count,
-           strncmp(named[0].where, "inside ", 7) ? "at " : ""); /* "inside the Perl..." */
+    fprintf(f, "%-*s%s%s%s%s in %llu allocation(s) made %s", labelled ? 18 : 0,
+            labelled ? "Held by:" : "", amount, kind[0] ? " of " : "", kind,
+            kind[0] ? " memory" : "", (unsigned long long)named[0].count,
+            strncmp(named[0].where, "inside ", 7) ? "at " : ""); /* "inside the Perl..." */
     print_clean(f, named[0].where, 400);
     if (bytes > 0 && named[0].bytes < (uint64_t)bytes) {
         fmt_bytes((uint64_t)bytes, all, sizeof all);
         fprintf(f, ", of %s held%s in all (%lld allocation(s))", all, where, (long long)count);
     }
-    fputc('\n', f);
+    if (labelled)
+        fputc('\n', f);
 }
 
 /* A live-allocations file (allocations.json, a leak report's leaks.json):

@@ -483,7 +483,7 @@ static int show_one(const char *path, long last)
     fputs("\nWhat happened:    ", stdout);
     what_happened(stdout, &b, reason, backend);
     putchar('\n');
-    print_held_by(stdout, &b);
+    print_held_by(stdout, &b, 1);
     char outcome[200];
     if (bundle_kind_of(&b) != GMP_VERDICT_SURVIVED)
         print_field("Outcome:", outcome_words(&b, outcome, sizeof outcome));

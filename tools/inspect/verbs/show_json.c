@@ -40,21 +40,10 @@ static void headline(FILE *f, bundle *b, void *arg)
     what_happened(f, b, h->reason, h->backend);
 }
 
-/* print_held_by's line without its label */
 static void holder(FILE *f, bundle *b, void *arg)
 {
     (void)arg;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *line = open_memstream(&text, &len);
-    if (!line)
-        return;
-    print_held_by(line, b);
-    fclose(line);
-    const char *label = "Held by:";
-    const char *at = len > 18 && !strncmp(text, label, strlen(label)) ? text + 18 : "";
-    fputs(at, f);
-    free(text);
+    print_held_by(f, b, 0);
 }
 
 static void add_cause(const char *what, const char *evidence, void *arg)
