@@ -30,6 +30,10 @@ DW_CFLAGS = $(shell $(PKG_CONFIG) --cflags libdw 2>/dev/null)
 DW_LIBS = $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null || echo -ldw -lelf)
 # libiberty's demanglers (C++, and Rust's legacy and v0 manglings), static
 DEMANGLE_LIBS = -liberty
+# The parts of the C library a glibc before 2.34 keeps in files of their own
+# (dlopen, pthread_create): linked only where they are such files, so on a
+# newer glibc nothing more is loaded (the wheel is built on an older one).
+LIBC_PARTS = -Wl,--push-state,--as-needed -ldl -lpthread -Wl,--pop-state
 
 # The base (strings, files, time, logging, the JSON writer), the collectors
 # and the recorder: one library, linked into the preload and the tools.
@@ -94,7 +98,7 @@ TEST_BIN := $(UNIT_BIN) $(INTEGRATION_BIN)
 TEST_SUPPORT := $(BUILD)/test/support.o
 
 .PHONY: all deps check test test-after-deps demo demo-after-deps bench gpu-check fuzz sanitize \
-        unit-programs test-programs bench-programs install uninstall clean wheel docs docs-check
+        unit-programs test-programs bench-programs install uninstall clean wheel docs docs-check native
 
 # Our GPU hook prototypes against the real headers, where they are installed.
 DECL_CHECKS := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(BUILD)/check/cuda_decls.ok) \
@@ -108,6 +112,9 @@ SPANK_PLUGIN := $(if $(wildcard $(SPANK_H)),$(BUILD)/spank_gmp.so)
 
 all: $(RECORDER_LIB) $(SHARED_LIB) $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(SITE) $(EXAMPLES) $(DECL_CHECKS) \
      $(SPANK_PLUGIN) $(if $(HAVE_PYTHON),$(PY_TYPES))
+
+# What the Python package holds (setup.py builds it: pip install .).
+native: $(PRELOAD) $(INSPECT) $(RUN_TOOL) $(SHARED_LIB)
 
 $(PY_TYPES): include/gpumemprof.h mk/c_types.py
 	python3 mk/c_types.py $< $@
@@ -153,7 +160,8 @@ $(RECORDER_LIB): $(RECORDER_OBJ)
 # process a page fault at exit (our destructor runs from .fini_array).
 $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
-	    -Wl,-Bsymbolic-functions -Wl,-fini=gmp_no_such_symbol -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ)
+	    -Wl,-Bsymbolic-functions -Wl,-fini=gmp_no_such_symbol -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ) \
+	    $(LIBC_PARTS)
 
 # The files that run before the ASan runtime has mapped its shadow (it calls
 # our dlsym and malloc while it starts; TSan's calls our mmap) take
@@ -171,7 +179,7 @@ $(BUILD)/preload/hooks/cupti.o: ALL_CFLAGS += -isystem $(CUDA_HOME)/include -isy
 # (each room finds the headers of the rooms it builds on)
 $(INSPECT_OBJ): ROOM_CFLAGS := $(INSPECT_INCLUDES)
 $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
-	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) $(DEMANGLE_LIBS) -lm -lpthread
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) $(DEMANGLE_LIBS) -lm $(LIBC_PARTS)
 
 # with the recorder's verdict on a bundle, the one triage reads
 SPANK_SRC := $(wildcard slurm/*.c) recorder/verdict.c base/json_text.c
@@ -182,11 +190,11 @@ $(BUILD)/spank_gmp.so: $(SPANK_SRC) slurm/spank_gmp.h recorder/verdict.h base/js
 
 $(SHARED_LIB): $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libgpumemprof.so \
-	    -Wl,-Bsymbolic -o $@ $(RECORDER_OBJ)
+	    -Wl,-Bsymbolic -o $@ $(RECORDER_OBJ) $(LIBC_PARTS)
 
 RUN_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/run/*.c))
 $(RUN_TOOL): $(RUN_OBJ) $(RECORDER_LIB)
-	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(RUN_OBJ) $(RECORDER_LIB)
+	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(RUN_OBJ) $(RECORDER_LIB) $(LIBC_PARTS)
 
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
@@ -426,34 +434,43 @@ test:
 # The inner loop: the unit tests alone, as built (no set-up step).
 check: all $(UNIT_BIN)
 	@sh mk/check-layers.sh
+	@bash test/unit/completion_check.sh $(BUILD)
 	@CC="$(CC)" python3 test/unit/c_types_check.py $(BUILD)
 	@sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN)
 
+# Each stage that fails is named on the last line, with what failed in it
+# (the names its runner writes to GMP_TEST_FAILED_LOG): no log to grep.
+FAILED_LOG := $(BUILD)/failed-tests.txt
 test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZZERS) \
                  $(BUILD)/bench/device_pairs
-	@failed=0; \
-	sh mk/check-layers.sh || failed=$$((failed+1)); \
-	CC="$(CC)" python3 test/unit/c_types_check.py $(BUILD) || failed=$$((failed+1)); \
+	@rm -f $(FAILED_LOG); failed=0; names=""; \
+	stage() { name=$$1; shift; "$$@" && return; \
+	    which=$$(tr '\n' ' ' 2>/dev/null <$(FAILED_LOG) | sed 's/ *$$//'); rm -f $(FAILED_LOG); \
+	    failed=$$((failed+1)); names="$$names$${names:+; }$$name$${which:+ ($$which)}"; }; \
+	GMP_TEST_FAILED_LOG=$(abspath $(FAILED_LOG)); export GMP_TEST_FAILED_LOG; \
+	stage "layers" sh mk/check-layers.sh; \
+	stage "C types" env CC="$(CC)" python3 test/unit/c_types_check.py $(BUILD); \
+	stage "completion" bash test/unit/completion_check.sh $(BUILD); \
 	for v in 3.14 3.15; do sh mk/debian-python.sh $(BUILD) $$v; done; \
 	GMP_TEST_TORCH_PYTHON=$$(sh mk/torch-venv.sh); export GMP_TEST_TORCH_PYTHON; \
-	sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN) || failed=$$((failed+1)); \
+	stage "test programs" sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(TEST_BIN); \
 	echo "== conformance: real software, bare and under the preload"; \
-	sh test/conformance/run.sh $(BUILD) || failed=$$((failed+1)); \
+	stage "conformance" sh test/conformance/run.sh $(BUILD); \
 	echo "== gpu-check: the real-GPU check's own path here, and its C cases against the doubles"; \
-	python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check || failed=$$((failed+1)); \
-	python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check-doubles \
-	    --doubles $(DOUBLES) || failed=$$((failed+1)); \
+	stage "gpu-check" python3 test/gpu_check/gpu_check.py --build $(BUILD) --out $(BUILD)/gpu-check; \
+	stage "gpu-check on the doubles" python3 test/gpu_check/gpu_check.py --build $(BUILD) \
+	    --out $(BUILD)/gpu-check-doubles --doubles $(DOUBLES); \
 	echo "== Slurm: srun --gmp and sbatch --gmp in a single-node Slurm stood up for the test"; \
-	sh test/slurm/run.sh $(BUILD) || failed=$$((failed+1)); \
+	stage "Slurm" sh test/slurm/run.sh $(BUILD); \
 	echo "== the wheel: built, installed with pip into a fresh venv, used as a Python user would"; \
-	sh test/wheel/run.sh $(BUILD) || failed=$$((failed+1)); \
+	stage "wheel" sh test/wheel/run.sh $(BUILD); \
 	echo "== docs: every command README.md and docs/ show, run as shown"; \
-	$(MAKE) --no-print-directory docs-check || failed=$$((failed+1)); \
-	if [ "$(SANITIZE)" != 0 ]; then $(MAKE) --no-print-directory sanitize || failed=$$((failed+1)); fi; \
+	stage "docs" $(MAKE) --no-print-directory docs-check; \
+	if [ "$(SANITIZE)" != 0 ]; then stage "sanitizers" $(MAKE) --no-print-directory sanitize; fi; \
 	echo "== fuzzing, $(FUZZ_SECONDS) s each"; \
 	if [ -z "$(HAVE_FUZZ)" ]; then echo "SKIP: $(FUZZ_CC) cannot build a libFuzzer harness here"; \
-	else sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) || failed=$$((failed+1)); fi; \
-	if [ $$failed -ne 0 ]; then echo "$$failed test stage(s) failed"; exit 1; fi; \
+	else stage "fuzzing" sh test/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS); fi; \
+	if [ $$failed -ne 0 ]; then echo "$$failed test stage(s) failed: $$names"; exit 1; fi; \
 	echo "all test stages passed"
 
 # The real-GPU check (test/gpu_check/): on a machine with an NVIDIA GPU,
@@ -533,6 +550,9 @@ install: all
 	install -m 0755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/libgpumemprof.so
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0644 docs/man/gmp-inspect.1 docs/man/gmp-run.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 0644 tools/completion/gmp-inspect.bash tools/completion/gmp-run.bash \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/
 ifneq ($(SPANK_PLUGIN),)
 	install -d $(DESTDIR)$(PREFIX)/lib/gpumemprof
 	install -m 0755 $(SPANK_PLUGIN) $(DESTDIR)$(PREFIX)/lib/gpumemprof/spank_gmp.so
@@ -546,6 +566,8 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/libgpumemprof.a $(DESTDIR)$(PREFIX)/lib/libgpumemprof.so \
 	      $(DESTDIR)$(PREFIX)/share/man/man1/gmp-inspect.1 $(DESTDIR)$(PREFIX)/share/man/man1/gmp-run.1 \
 	      $(DESTDIR)$(PREFIX)/share/gpumemprof/site/sitecustomize.py \
+	      $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gmp-inspect.bash \
+	      $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gmp-run.bash \
 	      $(DESTDIR)$(PREFIX)/lib/gpumemprof/spank_gmp.so
 	-rmdir $(DESTDIR)$(PREFIX)/lib/gpumemprof 2>/dev/null
 	-rmdir $(DESTDIR)$(PREFIX)/share/gpumemprof/site $(DESTDIR)$(PREFIX)/share/gpumemprof 2>/dev/null

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -441,10 +442,51 @@ ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
     return read_regular(path, buf, cap, 0);
 }
 
+/* Both read glibc's table as it is, with no lock and no locale: they run in
+ * signal handlers.  strerrordesc_np is glibc 2.32's; the wheel is built on
+ * an older glibc (it must run on 2.28), whose table is sys_errlist. */
 const char *gmp_strerror(int err)
 {
+#if __GLIBC_PREREQ(2, 32)
     const char *s = strerrordesc_np(err);
+#else
+    const char *s = err >= 0 && err < sys_nerr ? sys_errlist[err] : NULL;
+#endif
     return s ? s : "unknown error";
+}
+
+/* glibc's sigabbrev_np, which glibc 2.28 lacks, by each signal's number
+ * on this architecture */
+const char *gmp_signal_abbrev(int sig)
+{
+    static const char *const abbrev[] = {
+        [SIGHUP] = "HUP",       [SIGINT] = "INT",     [SIGQUIT] = "QUIT",   [SIGILL] = "ILL",
+        [SIGTRAP] = "TRAP",     [SIGABRT] = "ABRT",   [SIGBUS] = "BUS",     [SIGFPE] = "FPE",
+        [SIGKILL] = "KILL",     [SIGUSR1] = "USR1",   [SIGSEGV] = "SEGV",   [SIGUSR2] = "USR2",
+        [SIGPIPE] = "PIPE",     [SIGALRM] = "ALRM",   [SIGTERM] = "TERM",   [SIGCHLD] = "CHLD",
+        [SIGCONT] = "CONT",     [SIGSTOP] = "STOP",   [SIGTSTP] = "TSTP",   [SIGTTIN] = "TTIN",
+        [SIGTTOU] = "TTOU",     [SIGURG] = "URG",     [SIGXCPU] = "XCPU",   [SIGXFSZ] = "XFSZ",
+        [SIGVTALRM] = "VTALRM", [SIGPROF] = "PROF",   [SIGWINCH] = "WINCH", [SIGPOLL] = "POLL",
+        [SIGPWR] = "PWR",       [SIGSYS] = "SYS",
+#ifdef SIGSTKFLT
+        [SIGSTKFLT] = "STKFLT",
+#endif
+    };
+    return sig > 0 && sig < (int)(sizeof abbrev / sizeof *abbrev) ? abbrev[sig] : NULL;
+}
+
+/* Closes every descriptor from first up: close_range (Linux 5.9) where the
+ * kernel has it, else one by one.  System calls only: it runs between fork
+ * and exec. */
+void gmp_close_from(int first)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)first, ~0u, 0) == 0)
+        return;
+#endif
+    long max = sysconf(_SC_OPEN_MAX);
+    for (long fd = first; fd < (max > 0 && max < 1 << 20 ? max : 1 << 16); fd++)
+        close((int)fd);
 }
 
 int (*gmp_log_gate)(void);

@@ -109,6 +109,8 @@ GMP_HIDDEN int gmp_proc_parent(int pid);
 /* errno as English text, never translated, never allocating (strerror may
  * go through gettext, which can malloc). */
 GMP_HIDDEN const char *gmp_strerror(int err);
+GMP_HIDDEN const char *gmp_signal_abbrev(int sig); /* "TERM", or NULL */
+GMP_HIDDEN void gmp_close_from(int first);
 
 /* One line on stderr: "gpumemprof: <msg>\n".  Formats with vsnprintf into a
  * stack buffer; keep formats to %s %d %u %l* %z* on emergency paths. */

@@ -52,6 +52,10 @@ need patchelf command -v patchelf       # Debian unstable's CPython starting its
 want libslurm-dev test -f /usr/include/slurm/spank.h
 want slurm-wlm sh -c 'command -v srun && test -x /usr/sbin/slurmctld && test -x /usr/sbin/slurmd'
 want munge test -x /usr/sbin/munged
+# the wheel is built, and tried, in Debian 11's root (mk/old-root.sh)
+want debootstrap command -v debootstrap
+# bash-completion loads our completions from an installed tree (test_install)
+want bash-completion test -f /usr/share/bash-completion/bash_completion
 # language runtimes whose out-of-memory deaths test_runtimes.c shows (a
 # missing one skips with a line); installed without their recommendations,
 # which for R are the whole of CRAN's recommended packages.  GHC is not
@@ -87,7 +91,7 @@ if [ "$(id -u)" = 0 ]; then
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     sudo="sudo -n"
 else
-    [ -n "$optional" ] && echo "gpumemprof: not installed:$optional (the Slurm stage skips)" >&2
+    [ -n "$optional" ] && echo "gpumemprof: not installed:$optional (the stages that need them skip with a line)" >&2
     [ -n "$runtimes" ] && echo "gpumemprof: not installed:$runtimes (their runtime cases skip)" >&2
     [ -z "$missing" ] && exit 0
     echo "gpumemprof: missing Debian packages:$missing (install them with apt-get)" >&2
@@ -98,7 +102,7 @@ if [ -n "$optional" ]; then
     echo "gpumemprof: installing$optional" >&2
     $sudo apt-get install -y -q $optional >/dev/null 2>&1 ||
         { $sudo apt-get update -q >/dev/null 2>&1 && $sudo apt-get install -y -q $optional >/dev/null 2>&1; } ||
-        echo "gpumemprof: apt-get could not install$optional (the Slurm stage skips)" >&2
+        echo "gpumemprof: apt-get could not install$optional (the stages that need them skip with a line)" >&2
 fi
 if [ -n "$runtimes" ]; then
     echo "gpumemprof: installing$runtimes" >&2

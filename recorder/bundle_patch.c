@@ -183,7 +183,7 @@ static void write_outcome(gmp_jw *w, const gmp_outcome *o, const char *death_bun
         gmp_jw_ki64(w, "exit_status", o->code);
     } else if (o->state == GMP_OUTCOME_KILLED) {
         char name[24] = "SIG";
-        const char *abbrev = sigabbrev_np(o->code);
+        const char *abbrev = gmp_signal_abbrev(o->code);
         gmp_strlcat(name, abbrev ? abbrev : "?", sizeof name);
         gmp_jw_kstr(w, "state", "killed");
         gmp_jw_kstr(w, "signal", name);

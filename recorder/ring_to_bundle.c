@@ -215,7 +215,7 @@ static int recover_one(int dirfd, const char *name, void *arg)
                                                                             __ATOMIC_RELAXED);
     char signame[24] = "killed", evidence[512] = "";
     if (sig > 0 && sig < 65) {
-        const char *abbrev = sigabbrev_np(sig);
+        const char *abbrev = gmp_signal_abbrev(sig);
         gmp_strjoin(signame, sizeof signame, "SIG", abbrev ? abbrev : "?", (char *)NULL);
     }
     char cgroup_file[sizeof live->cgroup_oom_file];

@@ -33,6 +33,8 @@ for t in "$@"; do
         rm -f "$logs"/*
     fi
     failed=$((failed + bad))
+    # (for `make test`'s last line)
+    [ "$bad" = 0 ] || [ -z "${GMP_TEST_FAILED_LOG:-}" ] || basename "$t" >>"$GMP_TEST_FAILED_LOG"
 done
 if [ "$failed" -ne 0 ]; then
     echo "$failed test program(s) failed"

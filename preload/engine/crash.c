@@ -49,6 +49,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #define ALT_STACK_SIZE (256 * 1024)
 #define EMERGENCY_STACK_SIZE (256 * 1024)

@@ -264,7 +264,7 @@ void perror(const char *s)
         int saved = errno;
         char text[512];
         gmp_strjoin(text, sizeof text, s && *s ? s : "", s && *s ? ": " : "",
-                    strerrordesc_np(err) ? strerrordesc_np(err) : "Unknown error", "\n",
+                    gmp_strerror(err), "\n",
                     (char *)NULL);
         wrote(text, strlen(text));
         errno = saved;

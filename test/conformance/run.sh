@@ -57,7 +57,11 @@ failed=0
 
 say() { printf '%s\n' "$*"; }
 pass() { passed=$((passed + 1)); say "ok    $1"; }
-fail() { failed=$((failed + 1)); say "FAIL  $1: $2"; }
+fail() {
+    failed=$((failed + 1))
+    say "FAIL  $1: $2"
+    [ -z "${GMP_TEST_FAILED_LOG:-}" ] || echo "$1" >>"$GMP_TEST_FAILED_LOG"
+}
 skip() { say "SKIP  $1: $2"; }
 
 # run NAME MODE CMD: CMD by sh in $work/NAME.MODE.{out,err,rc}, with the

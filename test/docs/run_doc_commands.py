@@ -50,6 +50,8 @@ SKIPPED = [
     (r"^sh test/conformance/run\.sh\b", "make test runs the conformance suite as a stage of its own",
      lambda: True),
     (r"^make check(\s|$)", "make test runs the unit tests as a stage of its own", lambda: True),
+    (r"^pip install \.(\s|$)", "the wheel stage runs it in a copy of the tree (test/wheel/from_source.sh), "
+     "with PyPI for pip's build isolation", lambda: True),
     (r"^make fuzz\b", "make test runs the fuzzers as a stage of its own", lambda: True),
     (r"\btorchrun\b|\bddp_dumps\b",
      "no torch here (make test gets one with mk/torch-venv.sh, its python in GMP_TEST_TORCH_PYTHON)",

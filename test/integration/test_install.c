@@ -1,7 +1,8 @@
 /*
  * test_install.c — `make install DESTDIR=...`: the tools, the preload, the
- * header, the library and the man pages land under PREFIX; the man pages
- * render without a warning; the installed gmp-run finds the installed
+ * header, the library, the man pages and bash's completions land under
+ * PREFIX; the man pages render without a warning; bash-completion loads
+ * the completions from there; the installed gmp-run finds the installed
  * preload in ../lib and runs a command through it.
  */
 #include <setjmp.h>
@@ -39,7 +40,9 @@ static void test_install(void **state)
         "bin/gmp-inspect", "bin/gmp-run", "lib/libgpumemprof_preload.so",
         "lib/libgpumemprof.a", "lib/libgpumemprof.so", "include/gpumemprof.h",
         "share/man/man1/gmp-inspect.1",
-        "share/man/man1/gmp-run.1", "share/gpumemprof/site/sitecustomize.py"};
+        "share/man/man1/gmp-run.1", "share/gpumemprof/site/sitecustomize.py",
+        "share/bash-completion/completions/gmp-inspect.bash",
+        "share/bash-completion/completions/gmp-run.bash"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/root/opt/gmp/%s", scratch, files[i]);
@@ -74,6 +77,12 @@ static void test_install(void **state)
         assert_string_equal(err, "");
         assert_string_equal(out, "1\n");
     }
+    /* bash-completion finds the completions under PREFIX by itself, and
+     * they complete what the installed gmp-inspect says it takes */
+    snprintf(cmd, sizeof cmd, "bash test/unit/completion_check.sh '%s' '%s/root/opt/gmp'",
+             build && *build ? build : "build", scratch);
+    if (sh(cmd) != 0)
+        fail_msg("the installed completion: %s%s", out, err);
     /* the installed gmp-run finds the installed preload, and puts it before
      * what LD_PRELOAD already named (a sanitizer's runtime where ours is
      * built with one) */

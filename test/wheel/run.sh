@@ -8,7 +8,9 @@
 # Python recorder API (api_check.py), alone and under the preload;
 # MemoryTracker (tracker_check.py); the profiler and device collectors
 # (profiler_check.py); the seed's example (seed_example.py);
-# the info/monitor/track/analyze verbs on the collectors' doubles.  The
+# the info/monitor/track/analyze verbs on the collectors' doubles; its
+# glibc (manylinux_2_28), man pages and completions; on Debian 11
+# (old_root.sh); and the package built from source (from_source.sh).  The
 # installed gmp-inspect must take jansson and libdw from the wheel's own
 # copies, not the machine's -dev packages.  Skipped, with a line, where the
 # build tools cannot be had from PyPI.
@@ -51,6 +53,38 @@ venv=$work/venv
 }
 py=$venv/bin/python
 cd "$work" || exit 1
+
+# the tag says glibc 2.28 or older, and so does every symbol version the
+# programs and libraries in it ask for (where the wheel could be built in
+# Debian 11's root: mk/wheel.sh says when it could not)
+here_built=$(grep "^wheel: built against this machine's glibc" "$work/wheel.out")
+if [ -n "$here_built" ]; then
+    echo "SKIP  wheel: manylinux_2_28: ${here_built#wheel: }"
+else
+    newest=$(for f in "$venv"/lib/python*/site-packages/gpumemprof/_native/* \
+        "$venv"/lib/python*/site-packages/gpumemprof.libs/*; do
+        objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'
+    done | sort -uV | tail -1)
+    case "$(basename "$whl")" in
+    *-manylinux_2_2[0-8]_x86_64.whl | *-manylinux_2_1[0-9]_x86_64.whl | *-manylinux_2_[5-9]_x86_64.whl)
+        if [ -n "$newest" ] && [ "$(printf '%s\n' "$newest" GLIBC_2.28 | sort -V | tail -1)" = GLIBC_2.28 ]; then
+            ok "$(basename "$whl"): its binaries ask for $newest at most"
+        else
+            fail "the binaries in $(basename "$whl") ask for ${newest:-nothing of glibc}"
+        fi
+        ;;
+    *) fail "the wheel is not for glibc 2.28 or older: $(basename "$whl")" ;;
+    esac
+fi
+
+# the man pages where man looks (beside the venv's bin/ on PATH), and the
+# completions where bash-completion loads them from
+man=$(PATH="$venv/bin:/usr/bin:/bin" man -w gmp-inspect 2>&1)
+[ "$man" = "$venv/share/man/man1/gmp-inspect.1" ] && ok "man gmp-inspect: $man" ||
+    fail "man -w gmp-inspect with the venv's bin/ on PATH: $man"
+bash "$root/test/unit/completion_check.sh" "$build" "$venv" >"$work/completion.out" 2>&1 &&
+    ok "the completions, under the venv's share/, loaded by bash-completion" ||
+    fail "the installed completions: $(cat "$work/completion.out")"
 
 # the license, as pip shows it and as the metadata carries its text
 licensed=$("$venv/bin/pip" show gpumemprof 2>/dev/null | sed -n 's/^License: //p')
@@ -461,4 +495,8 @@ fi
 rc=$?
 [ $rc = 2 ] && grep -q "unknown command" "$work/bad.err" && ok "an unknown command: exit 2 and a line" ||
     fail "an unknown command: exit $rc, $(cat "$work/bad.err")"
+
+# on an older distribution; and built from the source tree
+sh "$root/test/wheel/old_root.sh" "$whl" || failed=1
+sh "$root/test/wheel/from_source.sh" || failed=1
 exit $failed

@@ -15,6 +15,7 @@
  * command have them from the terminal alone.
  */
 #include "group_signal.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,7 +65,7 @@ static void canary_main(pid_t parent, const int *sigs, size_t n)
         dup2(canary_write, 3);
         canary_write = 3;
     }
-    close_range(4, ~0u, 0); /* no pipe of the job's held open here */
+    gmp_close_from(4); /* no pipe of the job's held open here */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int fd = 0; fd < 3 && null >= 0; fd++)
         dup2(null, fd);

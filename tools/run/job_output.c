@@ -19,6 +19,7 @@
  *   a terminal, or anything else: left alone, and not read.
  */
 #include "job_output.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,7 +75,7 @@ static void relay(int from)
         dup2(from, 3);
         from = 3;
     }
-    close_range(4, ~0u, 0);
+    gmp_close_from(4);
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
         dup2(null, 0);

@@ -298,7 +298,7 @@ int runs_add_end(run_set *s, const char *line)
     m->exit_status = v[2] >= 0 ? (int)v[2] : -1;
     m->kind = GMP_VERDICT_KILLED_UNKNOWN;
     if (v[3] > 0) {
-        const char *abbrev = sigabbrev_np((int)v[3]);
+        const char *abbrev = gmp_signal_abbrev((int)v[3]);
         snprintf(m->signal, sizeof m->signal, "SIG%.8s", abbrev ? abbrev : "?");
     }
     return 1;
