@@ -11,9 +11,11 @@
  * list, leaks, metrics, diff, both exports, plot — and its output must be
  * that version's, byte for byte, and its exit status too: a reader
  * restructured, or a field added to the bundle, must not change what an
- * older bundle says.  One change was made on purpose since:
+ * older bundle says.  Two changes were made on purpose since:
  * expected/triage_json has triage's "runs" key (an empty list: none of
- * these processes was a rank of a run), added when triage learnt runs.
+ * these processes was a rank of a run), added when triage learnt runs; and
+ * expected/plot_* are the HTML report's pages, show's answer above the
+ * chart and hover text on its marks (the chart otherwise the same).
  */
 #include <setjmp.h>
 #include <stdarg.h>

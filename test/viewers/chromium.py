@@ -2,7 +2,9 @@
 pipe (--remote-debugging-pipe: no port, no WebSocket library), a local web
 server for the pages it opens, and the count of inked pixels in a PNG.
 Used by render_trace.py; `python3 chromium.py ink FILE.png` prints
-"WIDTH HEIGHT INK" (pixels that are not white) for the other tests."""
+"WIDTH HEIGHT INK" (pixels that are not white) for the other tests, and
+`python3 chromium.py report FILE.html WIDTH HEIGHT SHOT.png` what a reader
+of that page gets (report() below), as one JSON object."""
 import base64
 import functools
 import http.server
@@ -37,6 +39,7 @@ class Browser:
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self.buf, self.next_id, self.session = b"", 0, None
+        self.events = []  # what the browser told unasked (console, network), in order
 
     def call(self, method, params=None, session=True):
         self.next_id += 1
@@ -48,7 +51,9 @@ class Browser:
             while b"\0" in self.buf:
                 raw, self.buf = self.buf.split(b"\0", 1)
                 reply = json.loads(raw)
-                if reply.get("id") == self.next_id:
+                if "method" in reply:
+                    self.events.append(reply)
+                elif reply.get("id") == self.next_id:
                     if "error" in reply:
                         raise RuntimeError("%s: %s" % (method, reply["error"]))
                     return reply["result"]
@@ -164,5 +169,47 @@ def ink(path, box=None, colored=False):
     return w, h, count
 
 
+def report(path, width, height, shot):
+    """A page opened from its file as a reader opens it: its text, the
+    chart's width and the window's, the hover texts (SVG titles), what the
+    console said (messages, exceptions, errors), every request beyond the
+    page itself, and a screenshot."""
+    b = Browser(width, height)
+    try:
+        b.open("about:blank")
+        for domain in ("Runtime", "Log", "Network", "Page"):
+            b.call(domain + ".enable")
+        url = "file://" + os.path.abspath(path)
+        b.call("Page.navigate", {"url": url})
+        loaded = b.wait_for("document.readyState === 'complete'", 30)
+        time.sleep(0.5)  # a late request or message has its chance
+        facts = b.eval("""(() => {
+            const svg = document.querySelector('svg');
+            return {text: document.body.innerText,
+                    chart_width: svg ? svg.getBoundingClientRect().width : 0,
+                    window_width: document.documentElement.clientWidth,
+                    hover: Array.from(document.querySelectorAll('svg title'), t => t.textContent)};
+        })()""")
+        b.screenshot(shot)
+        said = []
+        for e in b.events:
+            m, p = e["method"], e.get("params", {})
+            if m == "Runtime.consoleAPICalled":
+                said.append("console.%s: %s" % (p.get("type"), [a.get("value") for a in p.get("args", [])]))
+            elif m == "Runtime.exceptionThrown":
+                said.append("exception: %s" % p.get("exceptionDetails", {}).get("text"))
+            elif m == "Log.entryAdded" and p["entry"].get("level") in ("error", "warning"):
+                said.append("%s: %s" % (p["entry"]["level"], p["entry"].get("text")))
+        requests = [e["params"]["request"]["url"] for e in b.events
+                    if e["method"] == "Network.requestWillBeSent"
+                    and e["params"]["request"]["url"] != url]
+        facts.update(loaded=loaded, console=said, requests=requests)
+        return facts
+    finally:
+        b.close()
+
+
 if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "ink":
     print(*ink(sys.argv[2]))
+elif __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "report":
+    print(json.dumps(report(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])))

@@ -5,14 +5,15 @@
  * the axis, the memory-pressure moments, each OOM with its request drawn
  * on top of what was in use — on the address space the failing call found
  * (VmSize) when RLIMIT_AS is the limit, so the box crosses the line it
- * hit), and a legend for all of it; then, for a page, the same SVG in a
- * self-contained HTML file (no script, no network).  What fills a chart is
- * bundle_chart.c's (a bundle's events) or readings_chart.c's (a file of
- * readings).
+ * hit), and a legend for all of it.  Each mark, line and limit carries its
+ * words as an SVG <title>, which a browser shows on hover (the HTML page,
+ * verbs/report.c, holds the SVG).  What fills a chart is bundle_chart.c's
+ * (a bundle's events) or readings_chart.c's (a file of readings).
  */
 #include "draw.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,21 @@ void plot_xml_text(FILE *f, const char *raw)
         else
             fputc(c, f);
     }
+}
+
+/* A hover text, as the <title> of the element it closes: "><title>...
+ * </title></TAG>\n" (the element was opened without its "/>"). */
+__attribute__((format(printf, 3, 4))) static void hover(FILE *f, const char *tag,
+                                                        const char *fmt, ...)
+{
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fputs("><title>", f);
+    plot_xml_text(f, text);
+    fprintf(f, "</title></%s>\n", tag);
 }
 
 /* The series of name (made with label when new). */
@@ -190,12 +206,19 @@ static void lines(FILE *f, const plot *p)
         const series *s = &p->s[i];
         const char *c = colours[i % 8];
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
+        size_t peak = 0;
         for (size_t k = 0; k < s->n; k++) {
             if (k) /* a step: in use holds until the next event */
                 fprintf(f, "%.1f,%.1f ", px(p, s->t[k]), py(p, s->y[k - 1]));
             fprintf(f, "%.1f,%.1f ", px(p, s->t[k]), py(p, s->y[k]));
+            peak = s->y[k] > s->y[peak] ? k : peak;
         }
-        fputs("\"/>\n", f);
+        fputc('"', f);
+        char amount[32] = "nothing";
+        if (s->n)
+            fmt_bytes((uint64_t)s->y[peak], amount, sizeof amount);
+        hover(f, "polyline", "%s: at most %s, at %.3g s", s->label, amount,
+              s->n ? s->t[peak] - p->t0 : 0.0);
     }
 }
 
@@ -245,9 +268,10 @@ static void limit_lines(FILE *f, const plot *p)
             continue;
         double y = py(p, p->lim[k].bytes);
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"" LIMIT "\" "
-                   "stroke-width=\"2\" stroke-dasharray=\"8,3\"/>\n<text x=\"%d\" y=\"%.1f\" "
-                   "font-size=\"11\" fill=\"" LIMIT "\">",
-                L, y, W - R, y, L + 4, y - 4);
+                   "stroke-width=\"2\" stroke-dasharray=\"8,3\"",
+                L, y, W - R, y);
+        hover(f, "line", "the limit: %s", p->lim[k].label);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"" LIMIT "\">", L + 4, y - 4);
         plot_xml_text(f, p->lim[k].label);
         fputs("</text>\n", f);
     }
@@ -271,15 +295,24 @@ static void marks(FILE *f, plot *p, json_t *metadata)
             int up = r.type == GMP_EV_ALLOC;
             p->has_alloc |= up;
             p->has_free |= !up;
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\"/>\n",
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\"",
                     x, H - B + 4, x, H - B + (up ? 14 : 10), up ? ALLOC_TICK : FREE_TICK);
+            char amount[32] = "?";
+            if (r.has_size_real)
+                fmt_bytes((uint64_t)size, amount, sizeof amount);
+            hover(f, "line", "%s %.40s of %s at %.3g s", up ? "allocation:" : "free:",
+                  r.api ? r.api : "?", amount, t - p->t0);
         } else if (r.type == GMP_EV_PRESSURE) {
             p->has_pressure = 1;
             fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
-                       "stroke=\"" PRESSURE "\" stroke-width=\"2\" stroke-dasharray=\"2,2\"/>\n"
-                       "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"" PRESSURE "\" "
-                       "text-anchor=\"middle\">pressure</text>\n",
-                    x, T, x, H - B, x, T - 4);
+                       "stroke=\"" PRESSURE "\" stroke-width=\"2\" stroke-dasharray=\"2,2\"",
+                    x, T, x, H - B);
+            char amount[32] = "?";
+            if (r.has_in_use_real)
+                fmt_bytes((uint64_t)y, amount, sizeof amount);
+            hover(f, "line", "memory-pressure warning at %.3g s, %s in use", t - p->t0, amount);
+            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"" PRESSURE "\" "
+                       "text-anchor=\"middle\">pressure</text>\n", x, T - 4);
         } else if (r.type == GMP_EV_OOM && r.has_in_use_real) {
             p->has_oom = 1;
             json_t *fr = json_object_get(metadata, "failed_request");
@@ -300,8 +333,13 @@ static void marks(FILE *f, plot *p, json_t *metadata)
                        "stroke-dasharray=\"6,4\" stroke-width=\"2\"/>\n", x, T, x, H - B);
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"%.1f\" "
                        "fill=\"" FAILED "\" fill-opacity=\"0.35\" stroke=\"" FAILED "\" "
-                       "stroke-width=\"2\"/>\n",
+                       "stroke-width=\"2\"",
                     x - 8, top, bottom - top);
+            char held[32];
+            fmt_bytes((uint64_t)y, held, sizeof held);
+            hover(f, "rect", "the failed request: %.40s of %s at %.3g s, on top of the %s %s",
+                  r.api ? r.api : "?", req, t - p->t0, held,
+                  y == p->vm_size ? "of address space then (VmSize)" : "in use then");
             int left = x > L + (W - L - R) / 2; /* keep the label inside the plot */
             fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"" FAILED "\" "
                        "text-anchor=\"%s\">", left ? x - 10 : x + 10, T + 14,
@@ -324,11 +362,15 @@ static void marks(FILE *f, plot *p, json_t *metadata)
             over_limit |= p->lim[k].bytes <= p->ymax && fabs(py(p, p->lim[k].bytes) - y) < 14;
         if (over_limit)
             continue;
+        char amount[32];
+        fmt_bytes((uint64_t)(total - free_b), amount, sizeof amount);
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"" LIMIT "\" "
-                   "stroke-dasharray=\"2,3\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
+                   "stroke-dasharray=\"2,3\"", L, y, W - R, y);
+        hover(f, "line", "%s in use on the device by all processes when it failed", amount);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
                    "fill=\"" LIMIT "\" text-anchor=\"end\">in use on the device (all "
                    "processes)</text>\n",
-                L, y, W - R, y, W - R - 24, y + 13);
+                W - R - 24, y + 13);
     }
 }
 
@@ -360,25 +402,4 @@ void plot_free(plot *p)
         free(p->s[i].t);
         free(p->s[i].y);
     }
-}
-
-void plot_page(FILE *f, plot *p, const char *title, const char *page_title, const char *words,
-               bundle *b, int html)
-{
-    if (html) {
-        fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
-        plot_xml_text(f, page_title);
-        fputs("</title>\n<style>body{font-family:sans-serif;margin:24px;background:#fff}"
-              "</style></head>\n<body>\n", f);
-        if (words) { /* a bundle's page: its name, and what it said */
-            fputs("<h1>", f);
-            plot_xml_text(f, page_title);
-            fputs("</h1>\n<p>", f);
-            plot_xml_text(f, words);
-            fputs("</p>\n", f);
-        }
-    }
-    plot_svg(f, p, title, b);
-    if (html)
-        fputs("</body></html>\n", f);
 }

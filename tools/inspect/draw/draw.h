@@ -56,11 +56,6 @@ void plot_axis(plot *p);
  * marks (b NULL: none) and the legend. */
 void plot_svg(FILE *f, plot *p, const char *title, bundle *b);
 void plot_free(plot *p);
-/* The chart in a file: its SVG (title over it), or with html an HTML page
- * titled page_title holding it, and, for a bundle's (words not NULL),
- * page_title as a heading and words under it. */
-void plot_page(FILE *f, plot *p, const char *title, const char *page_title, const char *words,
-               bundle *b, int html);
 /* s as SVG text (escaped). */
 void plot_xml_text(FILE *f, const char *s);
 /* bundle_chart.c: b's events as p (zeroed by the caller), its limits and axis. */

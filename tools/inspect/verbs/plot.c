@@ -1,7 +1,8 @@
 /*
  * plot.c — `gmp-inspect plot BUNDLE|READINGS.json -o FILE.svg|FILE.html`:
  * memory over time, each OOM marked (draw/), as one self-contained file
- * written whole (output.c).
+ * written whole (output.c): the SVG, or the HTML page (report.c) that
+ * holds show's answer above it.
  */
 #include "draw.h"
 #include "verbs.h"
@@ -15,8 +16,11 @@ static void usage(FILE *f)
           "A dump directory (DIR): its newest bundle, named on stderr.\n"
           "Memory in use over time (one line per device, one for the host), the\n"
           "allocations and frees under the axis, each OOM marked with its request\n"
-          "drawn on top of what was in use.  One self-contained file: SVG, or HTML\n"
-          "with the SVG inside (no script, no network).  READINGS.json: what\n"
+          "drawn on top of what was in use; hover over a mark, a line or a limit\n"
+          "for its words.  One self-contained file: SVG, or an HTML page that\n"
+          "answers first (show's what happened, who held the memory, the likely\n"
+          "causes and the Python stack), then draws the chart across the window's\n"
+          "width (no script, no network).  READINGS.json: what\n"
           "`gpumemprof monitor --format json` wrote, one line per device read.\n"
           "Exit status: 0, 1 when the input cannot be read or FILE written, 2 usage.\n",
           f);
@@ -62,9 +66,10 @@ int cmd_plot(int argc, char **argv)
     FILE *f = out_open(&o, outp);
     int bad = !f;
     if (f) {
-        const char *said = is_bundle ? jstr(b.metadata, "exception_message") : NULL;
-        plot_page(f, &p, title, is_bundle ? b.name : title,
-                  is_bundle ? (said ? said : "") : NULL, is_bundle ? &b : NULL, html);
+        if (html)
+            report_page(f, &p, title, is_bundle ? b.name : title, is_bundle ? &b : NULL);
+        else
+            plot_svg(f, &p, title, is_bundle ? &b : NULL);
         bad = out_commit(&o) != 0;
     }
     plot_free(&p);

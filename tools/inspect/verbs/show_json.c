@@ -3,8 +3,9 @@
  * document per bundle, for a script or CI to read without parsing prose:
  * the kind (verdict.h) and whether it is a death of memory, the headline,
  * who held the memory, where it failed, how the process ended, the likely
- * causes with their evidence, and the facts they rest on as the bundle
- * wrote them (reason, exception, failed request, pid, time).  The words are
+ * causes with their evidence, the Python stack, and the facts they rest on
+ * as the bundle wrote them (reason, exception, failed request, pid, time).
+ * The HTML report (report.c) is this document, drawn.  The words are
  * the text show prints, from the same functions.
  */
 #include "answer.h"
@@ -67,6 +68,24 @@ static json_t *copied(json_t *md, const char *key)
     return v ? json_deep_copy(v) : json_null();
 }
 
+/* innermost first: {"file", "line", "function"}; empty without one */
+static json_t *python_frames(bundle *b)
+{
+    json_t *frames = json_array();
+    python_stack st;
+    if (python_stack_read(b, &st) < 0)
+        return frames;
+    for (size_t k = 0; k < st.n; k++) {
+        json_t *fr = json_object();
+        json_object_set_new(fr, "file", text_or_null(st.frames[k].file));
+        json_object_set_new(fr, "line", json_integer(st.frames[k].line));
+        json_object_set_new(fr, "function", text_or_null(st.frames[k].fn));
+        json_array_append_new(frames, fr);
+    }
+    free(st.text);
+    return frames;
+}
+
 json_t *show_json(bundle *b)
 {
     json_t *md = b->metadata;
@@ -88,6 +107,7 @@ json_t *show_json(bundle *b)
     json_t *causes = json_array();
     diagnose_each(b, add_cause, causes);
     json_object_set_new(doc, "likely_causes", causes);
+    json_object_set_new(doc, "python_stack", python_frames(b));
     json_object_set_new(doc, "when", text_or_null(jstr(b->manifest, "created_at_utc")));
     json_object_set_new(doc, "pid", copied(b->manifest, "pid"));
     json_object_set_new(doc, "reason", text_or_null(h.reason));

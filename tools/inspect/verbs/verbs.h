@@ -8,6 +8,7 @@
 #define GMP_INSPECT_VERBS_H
 
 #include "answer.h"
+#include "draw.h"
 #include "read.h"
 
 #include <getopt.h>
@@ -76,6 +77,9 @@ int verb_misuse(verb_args *a, const char *fmt, ...) __attribute__((format(printf
 long verb_newest_bundle(const char *verb, const char *path, char *newest, size_t cap);
 /* show_json.c: show's answer for b as one JSON object (the caller's). */
 json_t *show_json(bundle *b);
+/* report.c: the HTML page of a chart: for a bundle (b), show's answer above
+ * it; page_title its heading. */
+void report_page(FILE *f, plot *p, const char *chart_title, const char *page_title, bundle *b);
 
 /* triage.c gathers bundles into groups and runs; triage_formats.c says
  * them in a format and decides the exit status (3: an out-of-memory death;
