@@ -41,6 +41,7 @@
 #include "redact.h"
 #include "preload.h"
 
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -70,6 +71,20 @@ static int pending_traceback; /* the whole one belongs to the open episode */
 static int try_lock(void)
 {
     return !__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE);
+}
+
+/* For what a bundle's fate hangs on (which bundle a program's report
+ * joins): a writer of stderr may hold the lock for a moment, so wait for
+ * it a while, yielding, rather than lose the note.  Bounded: a holder this
+ * thread interrupted (a signal handler's) is never waited for long. */
+static int lock_patiently(void)
+{
+    for (int i = 0; i < 4096; i++) {
+        if (try_lock())
+            return 1;
+        sched_yield();
+    }
+    return 0;
 }
 
 static void unlock(void)
@@ -136,7 +151,7 @@ static void traceback_line(const char *line)
 
 void gmp_messages_note_bundle(const char *path, int level)
 {
-    if (!try_lock())
+    if (!lock_patiently())
         return;
     gmp_strlcpy(last_bundle, path, sizeof last_bundle);
     last_bundle_ns = gmp_now_realtime_ns();
@@ -158,7 +173,7 @@ int gmp_messages_recent(char *path, size_t cap)
 
 int gmp_messages_claim_recent(char *path, size_t cap)
 {
-    if (!try_lock())
+    if (!lock_patiently())
         return 0;
     int found = last_bundle[0] && !last_bundle_claimed &&
                 gmp_now_realtime_ns() - last_bundle_ns < RECENT_NS;

@@ -7,6 +7,8 @@ for Python users.
     python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py [ARG...]
                                                  this Python under gmp-run
     python -m gpumemprof inspect ARG...          gmp-inspect
+    python -m gpumemprof kernel install [...]    a Jupyter kernel under gmp-run
+                                                 (notebook.py)
     python -m gpumemprof info|monitor|track|analyze ...
                                                  the seed's verbs (commands.py)
     python -m gpumemprof --version
@@ -24,6 +26,8 @@ from .commands import VERBS
 USAGE = """usage: python -m gpumemprof --preload-path | --site-path | --version
        python -m gpumemprof run [--dump-dir DIR] [--] SCRIPT.py|-m MODULE|-c CODE [ARG...]
        python -m gpumemprof inspect ARG...   (gmp-inspect; `inspect --help` lists its verbs)
+       python -m gpumemprof kernel install [--user|--sys-prefix|--prefix DIR] [--name NAME]
+                                           [--display-name TEXT] [--dump-dir DIR]
        python -m gpumemprof info [--json]
        python -m gpumemprof monitor [--duration S] [--interval S] [--output FILE] [--format text|csv|json]
        python -m gpumemprof track [--duration S] [--interval S] [--output FILE] [--format csv|json]
@@ -90,6 +94,9 @@ def main(argv=None):
         return run(rest)
     if verb == "inspect":
         return exec_program("gmp-inspect", rest)
+    if verb == "kernel":
+        from .notebook import kernel_main
+        return kernel_main(rest)
     if verb in VERBS:
         return VERBS[verb](rest)
     sys.stderr.write("gpumemprof: unknown command %r\n%s" % (verb, USAGE))

@@ -9,8 +9,9 @@
 # MemoryTracker (tracker_check.py); the profiler and device collectors
 # (profiler_check.py); the seed's example (seed_example.py);
 # the info/monitor/track/analyze verbs on the collectors' doubles; its
-# glibc (manylinux_2_28), man pages and completions; on Debian 11
-# (old_root.sh); and the package built from source (from_source.sh).  The
+# glibc (manylinux_2_28), man pages and completions; a notebook on its
+# kernel (notebook.sh); on Debian 11 (old_root.sh); and the package built
+# from source (from_source.sh).  The
 # installed gmp-inspect must take jansson and libdw from the wheel's own
 # copies, not the machine's -dev packages.  Skipped, with a line, where the
 # build tools cannot be had from PyPI.
@@ -496,7 +497,8 @@ rc=$?
 [ $rc = 2 ] && grep -q "unknown command" "$work/bad.err" && ok "an unknown command: exit 2 and a line" ||
     fail "an unknown command: exit $rc, $(cat "$work/bad.err")"
 
-# on an older distribution; and built from the source tree
+# in a notebook; on an older distribution; and built from the source tree
+sh "$root/test/wheel/notebook.sh" "$build" "$whl" || failed=1
 sh "$root/test/wheel/old_root.sh" "$whl" || failed=1
 sh "$root/test/wheel/from_source.sh" || failed=1
 exit $failed

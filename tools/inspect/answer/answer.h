@@ -157,6 +157,11 @@ typedef struct python_stack {
  * Python frames (stacks.json): 0 with st filled (free st->text), -1 when
  * the bundle has neither. */
 int python_stack_read(bundle *b, python_stack *st);
+/* The custom metadata's "jupyter_cells": each notebook cell's file's hash
+ * and its execution count (NULL: none); a frame's place, "/path/x.py:10",
+ * or a notebook cell's "In [2], line 10". */
+json_t *notebook_cells(bundle *b);
+void python_frame_place(bundle *b, const char *file, long line, char *out, size_t cap);
 void print_python_stack(bundle *b);
 /* The failure's Python site ("train.py:42 in step"): the innermost frame of
  * the program's own (SITE_PROGRAM), else the innermost of a library's
@@ -165,7 +170,7 @@ int python_site(bundle *b, char *out, size_t cap);
 /* The same of a stack's "python" frames (stacks.json: file, line,
  * function), and the next frame of the program's own outward: "x.py:10 in
  * extract_features (called from x.py:17)". */
-int python_frames_site(json_t *frames, char *out, size_t cap);
+int python_frames_site(json_t *frames, json_t *cells, char *out, size_t cap);
 
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */

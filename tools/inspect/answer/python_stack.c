@@ -8,6 +8,11 @@
  * traceback is printed then) has the failing call's own Python frames in
  * stacks.json, which stand in for it.
  *
+ * A notebook's cell is named as Jupyter names it, "In [2], line 4": the
+ * kernel compiles each cell to <tmp>/ipykernel_<pid>/<hash>.py, and the
+ * kernel extension (gpumemprof.notebook) writes each hash's execution
+ * count into the custom metadata's "jupyter_cells".
+ *
  * The file holds faulthandler's words at the failure (innermost frame
  * first, `File "f.py", line 4 in fn`), or the traceback Python printed
  * (outermost first, `File "f.py", line 4, in fn`, its source lines
@@ -50,6 +55,52 @@ static int is_library_file(const char *file)
            strstr(file, "/lib/python3") || !strncmp(file, "<frozen ", 8) ||
            (n > 4 && (!strcmp(file + n - 4, ".pyx") || !strcmp(file + n - 4, ".pxd") ||
                       !strcmp(file + n - 4, ".pxi")));
+}
+
+/* 1 when file is a notebook cell's, its execution count in *number (0 when
+ * the bundle does not say it) */
+static int notebook_cell(const char *file, json_t *cells, int64_t *number)
+{
+    const char *dir = strstr(file, "/ipykernel_"), *base = strrchr(file, '/');
+    if (!dir || !base || dir >= base)
+        return 0;
+    base++;
+    size_t n = strlen(base);
+    char key[32];
+    if (n < 4 || n - 3 >= sizeof key || strcmp(base + n - 3, ".py") ||
+        strspn(base, "0123456789") != n - 3)
+        return 0;
+    memcpy(key, base, n - 3);
+    key[n - 3] = '\0';
+    json_t *v = json_object_get(cells, key);
+    *number = json_is_integer(v) ? json_integer_value(v) : 0;
+    return 1;
+}
+
+/* "x.py:10" (the whole path with full_path), or a cell's "In [2], line 10" */
+static void frame_place(const char *file, long line, json_t *cells, int full_path, char *out,
+                        size_t cap)
+{
+    int64_t number;
+    if (notebook_cell(file, cells, &number)) {
+        if (number > 0)
+            snprintf(out, cap, "In [%lld], line %ld", (long long)number, line);
+        else
+            snprintf(out, cap, "a notebook cell, line %ld", line);
+        return;
+    }
+    const char *slash = full_path ? NULL : strrchr(file, '/');
+    snprintf(out, cap, "%s:%ld", slash ? slash + 1 : file, line);
+}
+
+json_t *notebook_cells(bundle *b)
+{
+    return json_object_get(json_object_get(b->metadata, "custom_metadata"), "jupyter_cells");
+}
+
+void python_frame_place(bundle *b, const char *file, long line, char *out, size_t cap)
+{
+    frame_place(file, line, notebook_cells(b), 1, out, cap);
 }
 
 static int has_program_frame(const python_stack *st)
@@ -161,8 +212,9 @@ void print_python_stack(bundle *b)
         return;
     for (size_t k = 0; k < st.n && k < PYTHON_FRAMES_SHOWN; k++) {
         printf("%-18s", k ? "" : "Python stack:");
-        print_clean(stdout, st.frames[k].file, 300);
-        printf(":%ld", st.frames[k].line);
+        char place[400];
+        python_frame_place(b, st.frames[k].file, st.frames[k].line, place, sizeof place);
+        print_clean(stdout, place, 400);
         if (st.frames[k].fn) {
             fputs(" in ", stdout);
             print_clean(stdout, st.frames[k].fn, 200);
@@ -179,7 +231,8 @@ void print_python_stack(bundle *b)
  * the program's own, "x.py:10 in extract_features"; with_caller, the next
  * one of the program's own outward too, when there is one: " (called from
  * x.py:17)". */
-static int pick_site(const python_stack *st, int with_caller, char *out, size_t cap)
+static int pick_site(const python_stack *st, json_t *cells, int with_caller, char *out,
+                     size_t cap)
 {
     size_t k = 0;
     while (k < st->n && is_library_file(st->frames[k].file))
@@ -193,17 +246,17 @@ static int pick_site(const python_stack *st, int with_caller, char *out, size_t 
         for (k = 0; k + 1 < st->n && !strncmp(st->frames[k].file, "<frozen ", 8); k++)
             ;
     }
-    const char *file = st->frames[k].file, *slash = strrchr(file, '/');
-    int n = snprintf(out, cap, "%s:%ld%s%s", slash ? slash + 1 : file, st->frames[k].line,
-                     st->frames[k].fn ? " in " : "", st->frames[k].fn ? st->frames[k].fn : "");
+    char place[300];
+    frame_place(st->frames[k].file, st->frames[k].line, cells, 0, place, sizeof place);
+    int n = snprintf(out, cap, "%s%s%s", place, st->frames[k].fn ? " in " : "",
+                     st->frames[k].fn ? st->frames[k].fn : "");
     size_t caller = k + 1;
     while (with_caller && caller < st->n && is_library_file(st->frames[caller].file))
         caller++;
     if (with_caller && found == SITE_PROGRAM && caller < st->n && n > 0 && (size_t)n < cap) {
-        file = st->frames[caller].file;
-        slash = strrchr(file, '/');
-        snprintf(out + n, cap - (size_t)n, " (called from %s:%ld)", slash ? slash + 1 : file,
-                 st->frames[caller].line);
+        frame_place(st->frames[caller].file, st->frames[caller].line, cells, 0, place,
+                    sizeof place);
+        snprintf(out + n, cap - (size_t)n, " (called from %s)", place);
     }
     return found;
 }
@@ -213,14 +266,14 @@ int python_site(bundle *b, char *out, size_t cap)
     python_stack st;
     if (python_stack_read(b, &st) < 0)
         return SITE_UNKNOWN;
-    int found = pick_site(&st, 0, out, cap);
+    int found = pick_site(&st, notebook_cells(b), 0, out, cap);
     free(st.text);
     return found;
 }
 
-int python_frames_site(json_t *frames, char *out, size_t cap)
+int python_frames_site(json_t *frames, json_t *cells, char *out, size_t cap)
 {
     python_stack st = {.n = 0};
     frames_from_json(frames, &st);
-    return st.n ? pick_site(&st, 1, out, cap) : SITE_UNKNOWN;
+    return st.n ? pick_site(&st, cells, 1, out, cap) : SITE_UNKNOWN;
 }

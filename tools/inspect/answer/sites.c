@@ -81,12 +81,13 @@ static int site_add(site *sites, size_t *ns, size_t cap, int64_t stack, uint32_t
 }
 
 static int describe(int dirfd, const stack_index *stacks, const module_table *mods, json_t *env,
-                    int64_t id, char *out, size_t cap);
+                    json_t *cells, int64_t id, char *out, size_t cap);
 
 int name_site(bundle *b, int64_t stack, char *out, size_t cap)
 {
     return describe(b->dirfd, bundle_stacks(b), bundle_modules(b),
-                    bundle_json(b, "environment.json"), stack, out, cap);
+                    bundle_json(b, "environment.json"),
+                    notebook_cells(b), stack, out, cap);
 }
 
 /* The innermost frame of the program's own, with the function of the next
@@ -95,14 +96,14 @@ int name_site(bundle *b, int64_t stack, char *out, size_t cap)
  * one function are one site); else, when every frame is a library's, the
  * innermost outside the C library and us, said so. */
 static int describe(int dirfd, const stack_index *stacks, const module_table *mods, json_t *env,
-                    int64_t id, char *out, size_t cap)
+                    json_t *cells, int64_t id, char *out, size_t cap)
 {
     snprintf(out, cap, "a stack this bundle does not hold (stack id %lld)", (long long)id);
     json_t *s = stack_with_id(stacks, id);
     if (!s)
         return SITE_UNKNOWN;
     /* a Python thread's stack: its own line, not the library's C */
-    int python = python_frames_site(json_object_get(s, "python"), out, cap);
+    int python = python_frames_site(json_object_get(s, "python"), cells, out, cap);
     if (python == SITE_PROGRAM)
         return SITE_PROGRAM;
     /* a script's, inside its interpreter: the script */
@@ -231,7 +232,8 @@ static size_t name_sites(bundle *b, const site *sites, size_t ns, int merge, nam
     size_t nn = 0;
     for (size_t i = 0; i < ns && nn < cap && (merge || nn < MAX_SITES); i++) {
         char where[512];
-        describe(dirfd, stacks, mods, env, sites[i].stack, where, sizeof where);
+        describe(dirfd, stacks, mods, env, notebook_cells(b),
+                 sites[i].stack, where, sizeof where);
         size_t k = 0;
         while (merge && k < nn && (strcmp(named[k].where, where) || named[k].kind != sites[i].kind))
             k++;

@@ -97,11 +97,9 @@ static void answer(FILE *f, bundle *b)
     if (json_array_size(stack)) {
         fputs("<h2>Python stack, innermost first</h2>\n<ol class=\"stack\">\n", f);
         json_array_foreach(stack, i, v) {
-            int64_t line = 0;
-            jint(v, "line", &line);
             fputs("<li><code>", f);
-            text(f, jstr(v, "file"));
-            fprintf(f, ":%lld</code>", (long long)line);
+            text(f, jstr(v, "place"));
+            fputs("</code>", f);
             if (jstr(v, "function")) {
                 fputs(" in <code>", f);
                 text(f, jstr(v, "function"));

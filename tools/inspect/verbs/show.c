@@ -191,13 +191,16 @@ static void print_host(bundle *bd)
 static void print_custom(json_t *md)
 {
     json_t *cm = json_object_get(md, "custom_metadata");
-    if (!json_is_object(cm) || !json_object_size(cm))
+    size_t ours = json_object_get(cm, "jupyter_cells") != NULL; /* the sites' names say it */
+    if (!json_is_object(cm) || json_object_size(cm) <= ours)
         return;
     printf("%-18s", "Custom metadata:");
     const char *key;
     json_t *val;
     int first = 1;
     json_object_foreach(cm, key, val) {
+        if (!strcmp(key, "jupyter_cells"))
+            continue;
         char *txt = json_is_string(val) && !json_is_wide_size(val, NULL)
                         ? NULL
                         : json_text_exact(val, JSON_ENCODE_ANY | JSON_COMPACT |

@@ -68,7 +68,7 @@ static json_t *copied(json_t *md, const char *key)
     return v ? json_deep_copy(v) : json_null();
 }
 
-/* innermost first: {"file", "line", "function"}; empty without one */
+/* innermost first: {"file", "line", "function", "place"}; empty without one */
 static json_t *python_frames(bundle *b)
 {
     json_t *frames = json_array();
@@ -80,6 +80,9 @@ static json_t *python_frames(bundle *b)
         json_object_set_new(fr, "file", text_or_null(st.frames[k].file));
         json_object_set_new(fr, "line", json_integer(st.frames[k].line));
         json_object_set_new(fr, "function", text_or_null(st.frames[k].fn));
+        char place[400]; /* "x.py:10", a notebook cell's "In [2], line 10" */
+        python_frame_place(b, st.frames[k].file, st.frames[k].line, place, sizeof place);
+        json_object_set_new(fr, "place", json_string(place));
         json_array_append_new(frames, fr);
     }
     free(st.text);
