@@ -178,18 +178,23 @@ int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t capacity, in
     return 0;
 }
 
-void gmp_ring_proxy_refresh(gmp_ring *ring)
+void gmp_ring_cgroup_refresh(gmp_ring *ring)
 {
     gmp_ring_header *h = ring->hdr;
-    int pid = h->pid;
     char file[sizeof h->cgroup_oom_file];
-    if (read_command(pid, h->exe, h->cmdline) < 0)
-        return; /* gone, or going: what it was stays */
-    if (gmp_cgroup_oom_file_of(pid, file, sizeof file) == 0 &&
+    if (gmp_cgroup_oom_file_of(h->pid, file, sizeof file) == 0 &&
         strncmp(file, h->cgroup_oom_file, sizeof file)) {
         h->oom_kills_at_start = gmp_cgroup_oom_kills(file);
         memcpy(h->cgroup_oom_file, file, sizeof file);
     }
+}
+
+void gmp_ring_proxy_refresh(gmp_ring *ring)
+{
+    gmp_ring_header *h = ring->hdr;
+    if (read_command(h->pid, h->exe, h->cmdline) < 0)
+        return; /* gone, or going: what it was stays */
+    gmp_ring_cgroup_refresh(ring);
 }
 
 void gmp_ring_config_fill(gmp_ring_config_copy *c, const gmp_config *cfg, uint32_t capacity)

@@ -221,6 +221,11 @@ GMP_HIDDEN int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t c
  * (its program and command line), a move to another memory cgroup (the
  * file that counts its OOM kills, and the count from now). */
 GMP_HIDDEN void gmp_ring_proxy_refresh(gmp_ring *ring);
+/* The cgroup part alone, for a process's own ring too: a process that
+ * moved itself into a cgroup after its ring was made (a shell's `echo $$ >
+ * cgroup.procs; exec java`, whose ring the shell made) is recovered with
+ * the cgroup it died in. */
+GMP_HIDDEN void gmp_ring_cgroup_refresh(gmp_ring *ring);
 /* The config a ring's reader goes by (its dump directory, retention,
  * context): the process's own, or for a proxy its supervisor's (gmp-run's
  * command's, which the process would have used had it made a ring). */

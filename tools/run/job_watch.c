@@ -161,6 +161,8 @@ static void sample(watched *w)
         w->cgroup_dir[0] = '\0';
     if (w->is_proxy)
         gmp_ring_proxy_refresh(&w->ring);
+    else
+        gmp_ring_cgroup_refresh(&w->ring);
     uint64_t moved = rss > w->last_rss ? rss - w->last_rss : w->last_rss - rss;
     uint64_t step = w->last_rss / 64 > (1u << 20) ? w->last_rss / 64 : (1u << 20);
     if (w->last_sample_ns && moved < step && now - w->last_sample_ns < QUIET_SAMPLE_NS)
