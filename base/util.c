@@ -489,7 +489,7 @@ void gmp_close_from(int first)
         close((int)fd);
 }
 
-int (*gmp_log_gate)(void);
+int (*gmp_log_gate)(void) GMP_STARTUP_DATA; /* set as every process starts */
 
 void gmp_log(const char *fmt, ...)
 {

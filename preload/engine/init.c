@@ -54,7 +54,7 @@ static void after_fork_in_child(void)
     gmp_metrics_after_fork();
 }
 
-static void set_state(enum gmp_preload_state state)
+GMP_START_EXIT_TEXT static void set_state(enum gmp_preload_state state)
 {
     __atomic_store_n(&gmp_pl.state, state, __ATOMIC_RELEASE);
     gmp_host_fast_path_refresh();

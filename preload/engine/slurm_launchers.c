@@ -29,7 +29,7 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path ? path : "";
 }
 
-int gmp_is_slurm_launcher(const char *path)
+GMP_START_EXIT_TEXT int gmp_is_slurm_launcher(const char *path)
 {
     const char *name = base_name(path);
     return !strcmp(name, "srun") || !strcmp(name, "sbatch") || !strcmp(name, "salloc");
@@ -129,7 +129,7 @@ void gmp_launcher_env_done(char *const *used, char *const *envp)
     __atomic_store_n(&copy.busy, 0, __ATOMIC_RELEASE);
 }
 
-int gmp_slurm_launcher_start(void)
+GMP_START_EXIT_TEXT int gmp_slurm_launcher_start(void)
 {
     if (!gmp_is_slurm_launcher((const char *)getauxval(AT_EXECFN)))
         return 0;

@@ -48,7 +48,7 @@ static struct {
     dev_t dev;
     ino_t ino;
     int known;
-} started_with;
+} started_with GMP_STARTUP_DATA; /* written as every process starts */
 static int mid_line;
 
 /* gmp_log's gate in this process: a line of ours goes only to the stderr
@@ -64,7 +64,7 @@ static int may_speak(void)
            fstat(2, &st) == 0 && st.st_dev == started_with.dev && st.st_ino == started_with.ino;
 }
 
-void gmp_stderr_start(void)
+GMP_START_EXIT_TEXT void gmp_stderr_start(void)
 {
     struct stat st;
     started_with.known = fstat(2, &st) == 0;
