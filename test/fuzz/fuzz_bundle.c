@@ -24,7 +24,7 @@ static const char *const names[] = {
 };
 #define NAMES (sizeof names / sizeof *names)
 
-static char bundle_dir[512], leak_report[512], plot_svg[512], plot_html[512];
+static char bundle_dir[512], leak_report[512], svg_out[512], html_out[512];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,8 +37,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(bundle_dir, sizeof bundle_dir, "%s/oom_dump_20260303T120000Z_42_cuda_1", fuzz_dir);
     snprintf(leak_report, sizeof leak_report, "%s/leak_report_20260303T120000Z_42_cuda_1",
              fuzz_dir);
-    snprintf(plot_svg, sizeof plot_svg, "%s.svg", fuzz_dir); /* beside: emptied with it never */
-    snprintf(plot_html, sizeof plot_html, "%s.html", fuzz_dir);
+    snprintf(svg_out, sizeof svg_out, "%s.svg", fuzz_dir); /* beside: emptied with it never */
+    snprintf(html_out, sizeof html_out, "%s.html", fuzz_dir);
     return 0;
 }
 
@@ -98,8 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_diff, bundle_dir, bundle_dir, NULL);
     run(cmd_leaks, bundle_dir, "--json", NULL);
     run(cmd_leaks, bundle_dir, "--window", "5");
-    run(cmd_plot, bundle_dir, "-o", plot_svg);
-    run(cmd_plot, bundle_dir, "-o", plot_html);
+    run(cmd_plot, bundle_dir, "-o", svg_out);
+    run(cmd_plot, bundle_dir, "-o", html_out);
     run(cmd_metrics, fuzz_dir, NULL, NULL);
     run(cmd_list, fuzz_dir, NULL, NULL);
     FILE *trace = fopen("/dev/null", "w");
