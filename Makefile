@@ -182,8 +182,8 @@ $(INSPECT): $(INSPECT_OBJ) $(RECORDER_LIB)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -o $@ $(INSPECT_OBJ) $(RECORDER_LIB) $(JANSSON_LIBS) $(DW_LIBS) $(DEMANGLE_LIBS) -lm $(LIBC_PARTS)
 
 # with the recorder's verdict on a bundle, the one triage reads
-SPANK_SRC := $(wildcard slurm/*.c) recorder/verdict.c base/json_text.c
-$(BUILD)/spank_gmp.so: $(SPANK_SRC) slurm/spank_gmp.h recorder/verdict.h base/json_text.h
+SPANK_SRC := $(wildcard slurm/*.c) recorder/verdict.c base/json_text.c base/fds.c
+$(BUILD)/spank_gmp.so: $(SPANK_SRC) slurm/spank_gmp.h recorder/verdict.h base/json_text.h base/util.h
 	@mkdir -p $(@D)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined \
 	    -Wl,--unresolved-symbols=ignore-in-object-files -o $@ $(SPANK_SRC)

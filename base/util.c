@@ -475,20 +475,6 @@ const char *gmp_signal_abbrev(int sig)
     return sig > 0 && sig < (int)(sizeof abbrev / sizeof *abbrev) ? abbrev[sig] : NULL;
 }
 
-/* Closes every descriptor from first up: close_range (Linux 5.9) where the
- * kernel has it, else one by one.  System calls only: it runs between fork
- * and exec. */
-void gmp_close_from(int first)
-{
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, (unsigned)first, ~0u, 0) == 0)
-        return;
-#endif
-    long max = sysconf(_SC_OPEN_MAX);
-    for (long fd = first; fd < (max > 0 && max < 1 << 20 ? max : 1 << 16); fd++)
-        close((int)fd);
-}
-
 int (*gmp_log_gate)(void) GMP_STARTUP_DATA; /* set as every process starts */
 
 void gmp_log(const char *fmt, ...)

@@ -26,6 +26,7 @@
  * first, and then the pid is simply no longer ours to kill.
  */
 #include "spank_gmp.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,22 +65,11 @@ static void write_text(const char *path, const char *text)
     }
 }
 
-static void close_all_from(int first)
-{
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, (unsigned)first, ~0u, 0) == 0)
-        return;
-#endif
-    long max = sysconf(_SC_OPEN_MAX);
-    for (long fd = first; fd < (max > 0 && max < 1 << 20 ? max : 1 << 16); fd++)
-        close((int)fd);
-}
-
 /* The child, between fork and exec: system calls only (slurmstepd has
  * threads, whose locks a child of the fork may find held). */
 static void child(const recover_job *job)
 {
-    close_all_from(3); /* slurmstepd's, all of them: sockets, the kernel log */
+    gmp_close_from(3); /* slurmstepd's, all of them: sockets, the kernel log */
     /* every signal unblocked and to its default action: by the system
      * calls, since glibc's wrappers refuse its own two (32 and 33), which an
      * ignoring ancestor may have passed down */
@@ -119,7 +109,7 @@ static void child(const recover_job *job)
     dup2(null, 0);
     dup2(null, 1);
     dup2(out >= 0 ? out : null, 2);
-    close_all_from(3);
+    gmp_close_from(3);
     if (!job->home[0] || chdir(job->home) != 0)
         if (chdir("/") != 0)
             _exit(126);
