@@ -260,14 +260,17 @@ int gmp_cgroup_oom_file(char *out, size_t cap)
     return gmp_cgroup_oom_file_of(0, out, cap);
 }
 
+int gmp_cgroup_oom_file_in(const char *dir, int version, char *out, size_t cap)
+{
+    return gmp_strjoin(out, cap, dir, version == 2 ? "/memory.events" : "/memory.oom_control",
+                       (char *)NULL);
+}
+
 int gmp_cgroup_oom_file_of(int pid, char *out, size_t cap)
 {
     char dir[4096];
     int version = gmp_cgroup_memory_dir_of(pid, dir, sizeof dir);
-    if (version < 0)
-        return -1;
-    return gmp_strjoin(out, cap, dir, version == 2 ? "/memory.events" : "/memory.oom_control",
-                       (char *)NULL);
+    return version < 0 ? -1 : gmp_cgroup_oom_file_in(dir, version, out, cap);
 }
 
 static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_flags);

@@ -78,6 +78,8 @@ GMP_HIDDEN int gmp_cgroup_oom_file(char *out, size_t cap);
 /* The same of process pid (0: this one). */
 GMP_HIDDEN int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap);
 GMP_HIDDEN int gmp_cgroup_oom_file_of(int pid, char *out, size_t cap);
+/* The same of a memory cgroup's directory (gmp_cgroup_memory_dir_of's). */
+GMP_HIDDEN int gmp_cgroup_oom_file_in(const char *dir, int version, char *out, size_t cap);
 /* Its "oom_kill N" count, or UINT64_MAX when it cannot be read or is not
  * such a file under /sys/fs/cgroup (the name may come from a ring). */
 GMP_HIDDEN uint64_t gmp_cgroup_oom_kills(const char *file);

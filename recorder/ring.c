@@ -178,23 +178,19 @@ int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t capacity, in
     return 0;
 }
 
-void gmp_ring_cgroup_refresh(gmp_ring *ring)
+void gmp_ring_cgroup_moved(gmp_ring *ring, const char *oom_file)
 {
     gmp_ring_header *h = ring->hdr;
-    char file[sizeof h->cgroup_oom_file];
-    if (gmp_cgroup_oom_file_of(h->pid, file, sizeof file) == 0 &&
-        strncmp(file, h->cgroup_oom_file, sizeof file)) {
-        h->oom_kills_at_start = gmp_cgroup_oom_kills(file);
-        memcpy(h->cgroup_oom_file, file, sizeof file);
-    }
+    if (!strncmp(oom_file, h->cgroup_oom_file, sizeof h->cgroup_oom_file))
+        return;
+    h->oom_kills_at_start = gmp_cgroup_oom_kills(oom_file);
+    gmp_strlcpy(h->cgroup_oom_file, oom_file, sizeof h->cgroup_oom_file);
 }
 
 void gmp_ring_proxy_refresh(gmp_ring *ring)
 {
     gmp_ring_header *h = ring->hdr;
-    if (read_command(h->pid, h->exe, h->cmdline) < 0)
-        return; /* gone, or going: what it was stays */
-    gmp_ring_cgroup_refresh(ring);
+    read_command(h->pid, h->exe, h->cmdline); /* gone, or going: what it was stays */
 }
 
 void gmp_ring_config_fill(gmp_ring_config_copy *c, const gmp_config *cfg, uint32_t capacity)

@@ -217,15 +217,15 @@ GMP_HIDDEN int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacit
  * and cgroup as its own ring would, flagged GMP_RING_FLAG_PROXY.  0 or -1. */
 GMP_HIDDEN int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t capacity,
                                      int pid);
-/* A proxy's header brought up to date with its process: an exec since
- * (its program and command line), a move to another memory cgroup (the
- * file that counts its OOM kills, and the count from now). */
+/* A proxy's header brought up to date with its process after an exec: its
+ * program and command line. */
 GMP_HIDDEN void gmp_ring_proxy_refresh(gmp_ring *ring);
-/* The cgroup part alone, for a process's own ring too: a process that
- * moved itself into a cgroup after its ring was made (a shell's `echo $$ >
- * cgroup.procs; exec java`, whose ring the shell made) is recovered with
- * the cgroup it died in. */
-GMP_HIDDEN void gmp_ring_cgroup_refresh(gmp_ring *ring);
+/* A ring's process (its own ring's or a proxy's) in the memory cgroup whose
+ * OOM kills oom_file counts: when that is a move, the file and the count
+ * from now.  A process that moved itself after its ring was made (a
+ * shell's `echo $$ > cgroup.procs; exec java`, whose ring the shell made)
+ * is recovered with the cgroup it died in. */
+GMP_HIDDEN void gmp_ring_cgroup_moved(gmp_ring *ring, const char *oom_file);
 /* The config a ring's reader goes by (its dump directory, retention,
  * context): the process's own, or for a proxy its supervisor's (gmp-run's
  * command's, which the process would have used had it made a ring). */

@@ -159,10 +159,12 @@ static void sample(watched *w)
     w->cgroup_version = gmp_cgroup_memory_dir_of(w->pid, w->cgroup_dir, sizeof w->cgroup_dir);
     if (w->cgroup_version < 0)
         w->cgroup_dir[0] = '\0';
+    char oom_file[sizeof w->ring.hdr->cgroup_oom_file];
+    if (w->cgroup_dir[0] && gmp_cgroup_oom_file_in(w->cgroup_dir, w->cgroup_version, oom_file,
+                                                   sizeof oom_file) == 0)
+        gmp_ring_cgroup_moved(&w->ring, oom_file);
     if (w->is_proxy)
         gmp_ring_proxy_refresh(&w->ring);
-    else
-        gmp_ring_cgroup_refresh(&w->ring);
     uint64_t moved = rss > w->last_rss ? rss - w->last_rss : w->last_rss - rss;
     uint64_t step = w->last_rss / 64 > (1u << 20) ? w->last_rss / 64 : (1u << 20);
     if (w->last_sample_ns && moved < step && now - w->last_sample_ns < QUIET_SAMPLE_NS)
