@@ -228,12 +228,11 @@ static size_t name_sites(bundle *b, const site *sites, size_t ns, int merge, nam
     int dirfd = b->dirfd;
     const stack_index *stacks = bundle_stacks(b);
     const module_table *mods = bundle_modules(b);
-    json_t *env = bundle_json(b, "environment.json");
+    json_t *env = bundle_json(b, "environment.json"), *cells = notebook_cells(b);
     size_t nn = 0;
     for (size_t i = 0; i < ns && nn < cap && (merge || nn < MAX_SITES); i++) {
         char where[512];
-        describe(dirfd, stacks, mods, env, notebook_cells(b),
-                 sites[i].stack, where, sizeof where);
+        describe(dirfd, stacks, mods, env, cells, sites[i].stack, where, sizeof where);
         size_t k = 0;
         while (merge && k < nn && (strcmp(named[k].where, where) || named[k].kind != sites[i].kind))
             k++;
