@@ -17,7 +17,8 @@
  * Age is the manifest's created_at_ns (the name's time in seconds and the
  * directory's mtime for bundles without one, e.g. the Python recorder's).
  * Temporaries of writers that died mid-bundle (.tmp_oom_dump_*, pid gone,
- * older than a minute) are removed too.
+ * older than a minute) are removed too, and gmp-run's notes of a run's
+ * ranks (run_ends_*.txt) once the bundles of their runs are all gone.
  *
  * A bundle written for a stderr message alone (reason message_pattern:...)
  * says less than one written for a failed allocation: such bundles go
@@ -29,6 +30,7 @@
  * ranks the launcher stopped go before it, oldest first.
  */
 #include "bundle.h"
+#include "ring_recovery.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -316,6 +318,28 @@ static int remove_stale_tmp(int dirfd, const char *name, void *arg)
     return 0;
 }
 
+/* run_ends_<ns>_<pid>.txt: gmp-run's note of the ranks of a run that left
+ * no bundle, written after that run's bundles.  Once no bundle older than
+ * the note is left, none of the runs it speaks of has a bundle here and
+ * triage has nothing to join it to: it goes with them.  Only a regular
+ * file of ours. */
+static int remove_orphan_run_ends(int dirfd, const char *name, void *arg)
+{
+    const int64_t *oldest_ns = arg;
+    size_t pl = strlen(GMP_RUN_ENDS_NOTE_PREFIX);
+    if (strncmp(name, GMP_RUN_ENDS_NOTE_PREFIX, pl) != 0)
+        return 0;
+    char *end;
+    long long ns = strtoll(name + pl, &end, 10);
+    struct stat st;
+    if (end == name + pl || *end != '_' || ns >= *oldest_ns ||
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid())
+        return 0;
+    unlinkat(dirfd, name, 0);
+    return 0;
+}
+
 static int take_lock(int dirfd)
 {
     int fd = openat(dirfd, LOCK_NAME,
@@ -374,6 +398,15 @@ int gmp_retention_apply(const char *dump_dir, uint32_t max_dumps,
             if (passed_over_count == PASSED_OVER_MAX)
                 break;
             gmp_strlcpy(passed_over[passed_over_count++], victim->name, 256);
+        }
+    }
+    if (removed) { /* the notes of runs whose bundles are all gone */
+        scan_state left;
+        memset(&left, 0, sizeof left);
+        left.passed_over = passed_over;
+        if (gmp_dir_foreach(dirfd, scan_one, &left) == 0) {
+            int64_t oldest_ns = left.oldest.have ? left.oldest.info.created_ns : INT64_MAX;
+            gmp_dir_foreach(dirfd, remove_orphan_run_ends, &oldest_ns);
         }
     }
     gmp_dir_foreach(dirfd, remove_stale_tmp, NULL);

@@ -116,5 +116,9 @@ GMP_API int gmp_is_job_dir(const char *dir);
  * ended, a line each, "PID RANK EXIT SIGNAL NS KEY" ("-" for none; KEY the
  * run's, as a manifest's "run"); gmp-run reads it at its end. */
 #define GMP_RUN_ENDS_FILE "run_ends"
+/* Those lines gmp-run keeps beside a run's bundles in the dump directory,
+ * <prefix><ns>_<pid>.txt, for triage; retention removes them with the
+ * last bundle of their runs. */
+#define GMP_RUN_ENDS_NOTE_PREFIX GMP_RUN_ENDS_FILE "_"
 
 #endif

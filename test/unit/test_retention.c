@@ -3,7 +3,8 @@
  * size cap remove oldest first, the newest bundle survives even alone over
  * the cap, foreign files and symlinks (and what they point to) are never
  * touched, two processes writing and pruning at once end at exactly
- * max_dumps valid bundles, and dead writers' temporaries are reaped.
+ * max_dumps valid bundles, and dead writers' temporaries are reaped, and
+ * gmp-run's notes of a run's ranks with the last bundle of their runs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,6 +66,40 @@ static void test_count_cap_removes_oldest(void **state)
     assert_int_equal(gmp_retention_apply(dir, 3, 256, names[5]), 3);
     for (int i = 0; i < 6; i++)
         assert_int_equal(exists(dir, names[i]), i >= 3);
+    scratch_remove(dir);
+}
+
+/* gmp-run's notes of a run's ranks go with the last bundle older than
+ * them; a newer one, a symlink and a file of another shape stay. */
+static void test_run_notes_go_with_their_bundles(void **state)
+{
+    (void)state;
+    char dir[256], path[1024];
+    scratch_make(dir, sizeof dir, "run_ends");
+    for (int i = 0; i < 6; i++)
+        fake_bundle(dir, names[i], 100);
+    /* 2026-01-01T00:00:00Z is 1767225600 s */
+    static const char *const notes[] = {
+        "run_ends_1767225601000000500_7.txt", /* after names[1]: its run's bundles go */
+        "run_ends_1767225604000000000_8.txt", /* after names[3], which stays */
+        "run_ends_1767225601000000500_9.link", "run_ends_x_1.txt",
+    };
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, notes[i]);
+        if (i == 2)
+            assert_int_equal(symlink("/etc/hostname", path), 0);
+        else
+            write_file(path, "1 0 - 9 1 run\n", 14);
+    }
+    assert_int_equal(gmp_retention_apply(dir, 3, 256, names[5]), 3);
+    assert_false(exists(dir, notes[0]));
+    for (int i = 1; i < 4; i++)
+        assert_true(exists(dir, notes[i]));
+    /* nothing pruned, nothing of the notes looked at */
+    snprintf(path, sizeof path, "%s/%s", dir, notes[0]);
+    write_file(path, "1 0 - 9 1 run\n", 14);
+    assert_int_equal(gmp_retention_apply(dir, 3, 256, names[5]), 0);
+    assert_true(exists(dir, notes[0]));
     scratch_remove(dir);
 }
 
@@ -309,6 +344,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count_cap_removes_oldest),
+        cmocka_unit_test(test_run_notes_go_with_their_bundles),
         cmocka_unit_test(test_a_run_keeps_its_first),
         cmocka_unit_test(test_size_cap_and_newest_kept),
         cmocka_unit_test(test_message_bundles_never_evict_failures),

@@ -136,8 +136,8 @@ void run_verdict_tell(const char *job_dir, const char *dump_dir, const char *ins
             char path[4096];
             struct timespec now;
             clock_gettime(CLOCK_REALTIME, &now);
-            snprintf(path, sizeof path, "%s/run_ends_%lld%09ld_%d.txt", dump_dir,
-                     (long long)now.tv_sec, now.tv_nsec, (int)getpid());
+            snprintf(path, sizeof path, "%s/" GMP_RUN_ENDS_NOTE_PREFIX "%lld%09ld_%d.txt",
+                     dump_dir, (long long)now.tv_sec, now.tv_nsec, (int)getpid());
             int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
             kept = fd >= 0 ? fdopen(fd, "w") : NULL;
             if (!kept && fd >= 0)
