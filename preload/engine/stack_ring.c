@@ -120,9 +120,16 @@ static void note_object(gmp_ring_module_record *t, uint64_t at)
     uint32_t i = __atomic_fetch_add(&modules_used, 1, __ATOMIC_RELAXED);
     if (i >= MODULE_SLOTS)
         return;
-    t[i] = q.found;
-    __atomic_store_n(&t[i].ready, 1, __ATOMIC_RELEASE);
-    copy_module(&t[i]);
+    /* every field but ready, which a reader may be loading (the slot is
+     * counted already): it is written once, by the store that publishes */
+    gmp_ring_module_record *slot = &t[i];
+    slot->start = q.found.start;
+    slot->end = q.found.end;
+    slot->base = q.found.base;
+    memcpy(slot->build_id, q.found.build_id, sizeof slot->build_id);
+    memcpy(slot->path, q.found.path, sizeof slot->path);
+    __atomic_store_n(&slot->ready, 1, __ATOMIC_RELEASE);
+    copy_module(slot);
 }
 
 void gmp_stack_ring_note(uint32_t id, const uint64_t *frames, uint32_t depth)
