@@ -515,13 +515,17 @@ demo-after-deps: all
 # Benchmarks (docs/performance.md): built with the same flags, run side by side
 # with the peers this machine has.
 BENCH_PROGRAMS := $(BUILD)/bench/churn $(BUILD)/bench/device_pairs $(BUILD)/bench/rss \
-                  $(BUILD)/bench/recorder_bench $(BUILD)/bench/libempty.so
-$(BUILD)/bench/churn $(BUILD)/bench/rss: $(BUILD)/bench/%: bench/%.c
+                  $(BUILD)/bench/recorder_bench $(BUILD)/bench/libempty.so $(BUILD)/bench/timed \
+                  $(BUILD)/bench/libforward.so
+$(BUILD)/bench/churn $(BUILD)/bench/rss $(BUILD)/bench/timed: $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread
 $(BUILD)/bench/libempty.so: bench/empty.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -o $@ $<
+$(BUILD)/bench/libforward.so: bench/forward.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -o $@ $< -ldl
 $(BUILD)/bench/device_pairs: bench/device_pairs.c $(DOUBLES)/libcudart.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(DOUBLES_RPATH) -lcudart

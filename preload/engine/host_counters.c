@@ -13,7 +13,9 @@
  * the rest of its bookkeeping.  A slot also counts its thread's GPU calls
  * for the one device the thread is on (device.c's cell); they move to
  * device.c's shared counters when the thread turns to another device, and
- * when it exits.
+ * when it exits.  And it holds the allocator hooks' bound for the common
+ * case (gmp_host_fast_below_publish), so that the hooks read one line of
+ * their own and test nothing else.
  */
 #include "preload.h"
 
@@ -29,7 +31,9 @@ static uint64_t retired_allocs, retired_frees, overflow_allocs, overflow_frees; 
 static pthread_key_t slot_key;
 static int key_ready; /* atomic: see ensure_key */
 
-__thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec")));
+host_slot gmp_host_unclaimed;
+__thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec"))) = &gmp_host_unclaimed;
+static size_t fast_below; /* atomic: what gmp_host_fast_below_publish last stored */
 
 /* How many slots a reader sums: up to the highest ever claimed. */
 static inline int slots_to_sum(void)
@@ -87,7 +91,33 @@ static void release_slot(void *p)
     __atomic_store_n(&s->allocs, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->frees, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->claimed, 0, __ATOMIC_RELEASE);
-    gmp_host_slot = NULL;
+    gmp_host_slot = &gmp_host_unclaimed;
+}
+
+/* Each slot's bound, then the thread that stored looks again (see
+ * gmp_host_fast_path_refresh): a slot claimed meanwhile takes the bound
+ * itself (take_bound), so every slot ends with the last one stored. */
+void gmp_host_fast_below_publish(size_t below)
+{
+    __atomic_store_n(&fast_below, below, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (int i = 0, n = slots_to_sum(); i < n; i++)
+        __atomic_store_n(&slots[i].below, below, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* A newly claimed slot's bound: published (slots_seen) before this, so a
+ * publisher that stores after our look stores into it too. */
+static void take_bound(host_slot *s)
+{
+    for (;;) {
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        size_t below = __atomic_load_n(&fast_below, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&s->below, below, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&fast_below, __ATOMIC_SEQ_CST) == below)
+            return;
+    }
 }
 
 /* The key that returns a slot when its thread exits, made at the process's
@@ -134,6 +164,7 @@ static host_slot *claim_slot(void)
                                                                 __ATOMIC_ACQ_REL,
                                                                 __ATOMIC_RELAXED))
                 ;
+            take_bound(&slots[i]);
             gmp_host_slot = &slots[i];
             return gmp_host_slot;
         }

@@ -252,15 +252,30 @@ GMP_HIDDEN void *gmp_dlsym_real(void *handle, const char *name);
 typedef struct host_slot {
     _Alignas(64) int64_t bytes; /* allocated minus freed by this thread */
     uint64_t allocs, frees;     /* calls that added / returned bytes */
+    /* atomic: the allocator hooks' common-case bound for this thread, a
+     * copy of gmp_host_fast_below kept by gmp_host_fast_below_publish: on
+     * the line the hook writes anyway, and 0 in the unclaimed slot, so the
+     * hook tests neither the slot nor a shared word */
+    size_t below;
     int claimed;                /* atomic */
     uint32_t device_cell;       /* atomic: 1 + the device counter cell below; 0 none */
     uint64_t device_allocs, device_frees; /* that cell's GPU calls by this thread */
 } host_slot;
 _Static_assert(sizeof(host_slot) == 64, "a thread's counters, one cache line");
 
+/* This thread's slot; until it claims one (and after it exits), the
+ * unclaimed slot, which is never written and whose bound is 0. */
 GMP_HIDDEN extern __thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec")));
+GMP_HIDDEN extern host_slot gmp_host_unclaimed;
+static inline int gmp_host_slot_claimed(const host_slot *s)
+{
+    return s != &gmp_host_unclaimed;
+}
 /* A thread's first call: claims its slot (or counts into the overflow). */
 GMP_HIDDEN void gmp_host_account_first(int64_t delta_bytes);
+/* The common-case bound into every slot (libc.c decides it): a store into
+ * each, then the caller looks again (gmp_host_fast_path_refresh). */
+GMP_HIDDEN void gmp_host_fast_below_publish(size_t below);
 
 /* delta added to a word of a slot by the slot's own thread, its only
  * writer: a thread frees what others allocated, so its own count may go
@@ -290,7 +305,7 @@ static inline void gmp_host_slot_add(host_slot *s, int64_t delta, uint64_t *coun
 static inline void gmp_host_account_alloc(uint64_t bytes)
 {
     host_slot *s = gmp_host_slot;
-    if (GMP_LIKELY(s != NULL))
+    if (GMP_LIKELY(gmp_host_slot_claimed(s)))
         gmp_host_slot_add(s, (int64_t)bytes, &s->allocs);
     else
         gmp_host_account_first((int64_t)bytes); /* once per thread */
@@ -299,7 +314,7 @@ static inline void gmp_host_account_alloc(uint64_t bytes)
 static inline void gmp_host_account_free(uint64_t bytes)
 {
     host_slot *s = gmp_host_slot;
-    if (GMP_LIKELY(s != NULL))
+    if (GMP_LIKELY(gmp_host_slot_claimed(s)))
         gmp_host_slot_add(s, -(int64_t)bytes, &s->frees);
     else
         gmp_host_account_first(-(int64_t)bytes);
@@ -327,7 +342,7 @@ GMP_HIDDEN void gmp_thread_device_calls(uint32_t cell, uint64_t *allocs, uint64_
 static inline void gmp_count_device_call(uint32_t cell, int is_free, int64_t delta)
 {
     host_slot *s = gmp_host_slot;
-    if (GMP_UNLIKELY(!s)) {
+    if (GMP_UNLIKELY(!gmp_host_slot_claimed(s))) {
         gmp_device_calls_shared(cell, is_free ? 0 : (uint64_t)delta, is_free ? (uint64_t)delta : 0);
         return;
     }

@@ -37,13 +37,12 @@ typedef enum size_source {
     SIZE_GLIBC_CHUNK, /* glibc's malloc: its chunk header, without a call */
 } size_source;
 
+static void *malloc_first(size_t size);
+
 typedef struct libc_real {
-    /* The one word the common case tests, beside malloc and free on the
-     * cache line every hook reads: host_event_min while blocks are glibc's,
-     * the preload is active and no episode is open; 0 otherwise, and then
-     * no request is below it and every call takes the full path.  Kept by
-     * gmp_host_fast_path_refresh whenever one of those changes. */
-    size_t fast_below;
+    /* What the malloc hook calls: malloc_first until the real functions
+     * are resolved, then the real malloc, so the hook tests nothing first. */
+    void *(*malloc_entry)(size_t);
     /* how a block's size is known; set before malloc is published
      * (SIZE_TABLE until then: no block comes from the real allocator yet) */
     size_source sizes_from;
@@ -60,7 +59,7 @@ typedef struct libc_real {
     size_t (*malloc_usable_size)(void *);
 } libc_real;
 
-static libc_real real GMP_STARTUP_DATA; /* every process sets fast_below */
+static libc_real real GMP_STARTUP_DATA = {.malloc_entry = malloc_first}; /* every process resolves */
 static int resolving; /* atomic: a thread is inside dlsym for the reals */
 
 /* ---- bootstrap pool --------------------------------------------------- */
@@ -142,6 +141,8 @@ static void resolve_libc(void)
     void *(*m)(size_t) = (void *(*)(size_t))gmp_real_function("malloc");
     real.sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
     __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
+    if (m)
+        __atomic_store_n(&real.malloc_entry, m, __ATOMIC_RELEASE);
     gmp_host_fast_path_refresh();
     errno = saved;
 }
@@ -152,6 +153,15 @@ static int have_real(void)
         return 1;
     resolve_libc();
     return __atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) != NULL;
+}
+
+/* The malloc hook's callee until the real functions are resolved: dlsym's
+ * own requests while we resolve are served by the pool. */
+static void *malloc_first(size_t size)
+{
+    if (!have_real())
+        return pool_alloc(size, 16);
+    return real.malloc(size);
 }
 
 /* ---- lookups past us --------------------------------------------------- */
@@ -321,6 +331,8 @@ static inline void before_free(gmp_api api, void *p)
  * real call set it. */
 static __attribute__((noinline)) void *finish_alloc_slow(gmp_api api, void *p, size_t size)
 {
+    if (GMP_UNLIKELY(in_pool(p)))
+        return p; /* malloc_first's, while another thread resolves: not counted */
     if (GMP_LIKELY(p != NULL)) {
         if (ACCOUNTING())
             after_alloc(api, p, size);
@@ -333,25 +345,33 @@ static __attribute__((noinline)) void *finish_alloc_slow(gmp_api api, void *p, s
     return p;
 }
 
-/* The same, its common case inline: a small request while fast_below
- * holds (a block of glibc's, active, no episode open), this thread's
- * counter made.  Two stores and no call: the hook's own frame stays a push
- * and a pop around the real call. */
+/* The same, its common case inline: a small request while this thread's
+ * slot's bound holds (a block of glibc's, active, no episode open: see
+ * fast_below_now), and its block's size word below it too, as free
+ * decides: a pool block (malloc_first's, while another thread resolved)
+ * has SIZE_MAX there.  Two adds and no call: the hook's own frame stays a
+ * push and a pop around the real call. */
 static inline __attribute__((always_inline)) void *finish_alloc(gmp_api api, void *p,
                                                                 size_t size)
 {
     host_slot *s = gmp_host_slot;
-    if (GMP_LIKELY(p != NULL && s != NULL &&
-                   size < __atomic_load_n(&real.fast_below, __ATOMIC_RELAXED))) {
-        gmp_host_slot_add(s, (int64_t)glibc_chunk_bytes(p), &s->allocs);
-        return p;
+    size_t below = __atomic_load_n(&s->below, __ATOMIC_RELAXED);
+    if (GMP_LIKELY(p != NULL && size < below)) { /* a block of glibc's: its word can be read */
+        size_t word = glibc_chunk_word(p);
+        if (GMP_LIKELY(word < below + 8)) {
+            gmp_host_slot_add(s, (int64_t)glibc_chunk_bytes_of_word(word), &s->allocs);
+            return p;
+        }
     }
     return finish_alloc_slow(api, p, size);
 }
 
 /* ---- the hooks -------------------------------------------------------- */
 
-/* What fast_below should be now. */
+/* The bound below which a block's size word sends malloc and free down
+ * their common case: host_event_min while blocks are glibc's, the preload
+ * is active and no episode is open; 0 otherwise, and then every call takes
+ * the full path. */
 GMP_START_EXIT_TEXT static size_t fast_below_now(void)
 {
     if (real.sizes_from != SIZE_GLIBC_CHUNK || !gmp_pl_active() || gmp_any_episode_open())
@@ -368,8 +388,7 @@ GMP_START_EXIT_TEXT void gmp_host_fast_path_refresh(void)
     for (;;) {
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         size_t below = fast_below_now();
-        __atomic_store_n(&real.fast_below, below, __ATOMIC_SEQ_CST);
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        gmp_host_fast_below_publish(below);
         if (fast_below_now() == below)
             return;
     }
@@ -377,9 +396,7 @@ GMP_START_EXIT_TEXT void gmp_host_fast_path_refresh(void)
 
 GMP_EXPORT void *malloc(size_t size)
 {
-    if (GMP_UNLIKELY(!have_real()))
-        return pool_alloc(size, 16);
-    void *p = real.malloc(size);
+    void *p = __atomic_load_n(&real.malloc_entry, __ATOMIC_ACQUIRE)(size);
     return finish_alloc(GMP_API_MALLOC, p, size);
 }
 
@@ -395,15 +412,15 @@ static __attribute__((noinline)) void free_slow(void *p)
 }
 
 /* The common case inline, as finish_alloc's: a small block of glibc's
- * while fast_below holds, this thread's counter made; no register saved,
- * the real free a tail call.  One compare of the raw size word decides it:
- * word < below + 8 means the block's bytes are below `below` (the flags
- * are under 8), and a pool block's word is SIZE_MAX. */
+ * while this thread's bound holds; no register saved, the real free a tail
+ * call.  One compare of the raw size word decides it: word < below + 8
+ * means the block's bytes are below `below` (the flags are under 8), and
+ * a pool block's word is SIZE_MAX. */
 GMP_EXPORT void free(void *p)
 {
     host_slot *s = gmp_host_slot;
-    size_t below = __atomic_load_n(&real.fast_below, __ATOMIC_RELAXED);
-    if (GMP_LIKELY(s != NULL && p != NULL && below != 0)) {
+    size_t below = __atomic_load_n(&s->below, __ATOMIC_RELAXED);
+    if (GMP_LIKELY(p != NULL && below != 0)) { /* a block of glibc's: its word can be read */
         size_t word = glibc_chunk_word(p);
         if (GMP_LIKELY(word < below + 8)) {
             gmp_host_slot_add(s, -(int64_t)glibc_chunk_bytes_of_word(word), &s->frees);

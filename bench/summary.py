@@ -1,0 +1,160 @@
+"""summary.py RESULTS — the tables and the verdict of `make bench`.
+
+RESULTS has one line per run, written by bench/run.sh: "KIND TOOL ROUND
+WALL CPU" for a timed workload (seconds), "pairs TOOL ROUND NS" for the
+device pair, and the one-off rows of the recorder, triage and rss.  A
+ratio cell is the median of the rounds' own ratios (a round's time under a
+tool over the baseline's time in the same round) with their lowest and
+highest; a row meets its target when both its wall-time and its CPU-time
+medians do.  Prints Markdown: the ratios, the other costs, then one line
+per target missed and the verdict.
+"""
+import statistics
+import sys
+
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+TOOLS = [("gpumemprof", "gpumemprof"), ("empty", "empty preload"),
+         ("forward", "forwarding hook"), ("heaptrack", "heaptrack"),
+         ("libmemusage", "libmemusage.so"), ("memray", "Memray --native"), ("fil", "Fil")]
+# kind, label, baseline, target ratio for gpumemprof (and gmp-run for start-up)
+WORKLOADS = [
+    ("churn1", "malloc/free churn, 1 thread", "none", 1.10),
+    ("churn2", "malloc/free churn, 2 threads", "none", 1.10),
+    ("python", "python3 dict of 300k, JSON round-trip", "none", 1.03),
+    ("pylarge", "python3, 20,000 blocks of 2 MiB, each an event with a stack", "none", 1.05),
+    ("pystderr", "python3 printing 20,000 lines on stderr that read as OOM messages", "none", 1.30),
+    ("gcc", "gcc -O2 -c recorder/bundle.c", "none", 1.05),
+    ("startup", "start-up: 300 `/bin/true` in a shell loop", "empty", 1.05),
+]
+missed = []
+met = 0
+
+
+def times(kind, tool, column):
+    """{round: seconds} of one workload under one tool (column 0 wall, 1 CPU)"""
+    return {r[2]: float(r[3 + column]) for r in rows
+            if r[0] == kind and r[1] == tool and len(r) > 4}
+
+
+def ratios(kind, tool, base, column):
+    b, t = times(kind, base, column), times(kind, tool, column)
+    return sorted(t[k] / b[k] for k in t if k in b and b[k] > 0)
+
+
+def cell(r):
+    return "%.2fx (%.2f-%.2f)" % (statistics.median(r), r[0], r[-1]) if r else "-"
+
+
+def verdict(name, target, wall, cpu):
+    global met
+    if not wall or not cpu:
+        missed.append("%s: not measured" % name)
+        return "not measured"
+    w, c = statistics.median(wall), statistics.median(cpu)
+    if w <= target and c <= target:
+        met += 1
+        return "meets"
+    missed.append("%s: wall %.2fx, CPU %.2fx, target <= %.2fx" % (name, w, c, target))
+    return "misses"
+
+
+def bare(kind, base):
+    v = list(times(kind, base, 0).values())
+    return statistics.median(v) if v else 0
+
+
+for column, title in ((0, "Wall time"), (1, "CPU time (user + system)")):
+    print("%s, against the same round's bare run (start-up: against the empty preload):" % title)
+    print()
+    print("| workload | " + " | ".join(label for _, label in TOOLS) + " | target |")
+    print("| --- |" + " ---: |" * len(TOOLS) + " --- |")
+    for kind, label, base, target in WORKLOADS:
+        if kind == "startup":
+            for tool, name in (("gpumemprof", label), ("gmp-run", "the same loop under `gmp-run`")):
+                what = "%s (%.3f s with the empty preload)" % (name, bare(kind, base))
+                print("| %s | %s | 1.00x | - | - | - | - | - | <= %.2fx |" % (
+                    what, cell(ratios(kind, tool, base, column)), target))
+            continue
+        what = "%s (%.3f s bare)" % (label, bare(kind, base))
+        cells = [cell(ratios(kind, tool, base, column)) for tool, _ in TOOLS]
+        print("| %s | %s | <= %.2fx |" % (what, " | ".join(cells), target))
+    print()
+
+results = []
+for kind, label, base, target in WORKLOADS:
+    tools = (("gpumemprof", label), ("gmp-run", label + " under gmp-run")) \
+        if kind == "startup" else (("gpumemprof", label),)
+    for tool, name in tools:
+        results.append((name, verdict(name, target, ratios(kind, tool, base, 0),
+                                      ratios(kind, tool, base, 1))))
+
+
+def added(tool):
+    base, t = {r[2]: float(r[3]) for r in rows if r[0] == "pairs" and r[1] == "none"}, \
+        {r[2]: float(r[3]) for r in rows if r[0] == "pairs" and r[1] == tool}
+    return sorted(t[k] - base[k] for k in t if k in base)
+
+
+def limit(name, value, target, text):
+    """a row with a fixed bound: its verdict counted like the ratios'"""
+    global met
+    if value is None:
+        missed.append("%s: not measured" % name)
+        return "| %s | - | <= %s | not measured |" % (name, text)
+    ok = value <= target
+    met += ok
+    if not ok:
+        missed.append("%s: over %s" % (name, text))
+    return "| %s | %%s | <= %s | %s |" % (name, text, "meets" if ok else "misses")
+
+
+print("Other costs:")
+print()
+print("| what | gpumemprof | target | verdict |")
+print("| --- | ---: | --- | --- |")
+pair_base = [float(r[3]) for r in rows if r[0] == "pairs" and r[1] == "none"]
+for tool, name, bound in (("gpumemprof", "device alloc/free pair, cudart double (%.0f ns bare), GMP_STACKS=0", 100),
+                          ("stacks", "the same with allocation stacks (the default)", 400)):
+    d = added(tool)
+    label = name % statistics.median(pair_base) if "%" in name and pair_base else name
+    line = limit(label, statistics.median(d) if d else None, bound, "%d ns" % bound)
+    print(line % ("+%.0f ns (%+.0f to %+.0f)" % (statistics.median(d), d[0], d[-1])) if d else line)
+rec = {r[1]: float(r[2]) for r in rows if r[0] == "recorder"}
+line = limit("ring push, 1 thread (2 threads beside it)", rec.get("push1"), 10, "10 ns")
+print(line % ("%.1f ns (%.1f ns)" % (rec.get("push1", 0), rec.get("push2", 0))) if "push1" in rec else line)
+line = limit("dump with 10k events", rec.get("dump10k"), 20, "20 ms")
+print(line % ("%.1f ms" % rec["dump10k"]) if "dump10k" in rec else line)
+line = limit("dump with 1M events", rec.get("dump1m"), 1000, "1 s")
+print(line % ("%.0f ms" % rec["dump1m"]) if "dump1m" in rec else line)
+
+
+def rss(tool):
+    r = [x for x in rows if x[0] == "rss" and x[1] == tool]
+    return (int(r[0][3]), int(r[0][5])) if r else None
+
+
+if rss("none") and rss("gpumemprof"):
+    (n, _), (g, ring) = rss("none"), rss("gpumemprof")
+    mib = (g - ring - n) / 1024
+    print(limit("memory added to a process, apart from the ring", mib, 2, "2 MiB") %
+          ("%.2f MiB (ring %.2f MiB)" % (mib, ring / 1024)))
+else:
+    print(limit("memory added to a process, apart from the ring", None, 2, "2 MiB"))
+t = sorted(float(r[3]) for r in rows if r[0] == "triage" and r[1] == "gpumemprof")
+if t:
+    n = int(next(float(r[3]) for r in rows if r[0] == "triage" and r[1] == "count"))
+    most = next((float(r[3]) for r in rows if r[0] == "triage" and r[1] == "rss"), 0)
+    print(limit("`gmp-inspect triage` of {:,} bundles from {:,} torchrun runs ({} warm runs; at most {:.0f} MiB)".format(
+        n, n // 100, len(t), most / 1024), statistics.median(t), 6, "6 s") %
+        ("%.2f s (%.2f-%.2f)" % (statistics.median(t), t[0], t[-1])))
+print()
+print("Verdict, row by row (both wall and CPU medians at or under the target):")
+print()
+for name, v in results:
+    print("- %s: %s" % (name, v))
+print()
+total = met + len(missed)
+if missed:
+    print("Verdict: %d of %d targets met; missed: %s." % (met, total, "; ".join(missed)))
+else:
+    print("Verdict: all %d targets met." % total)
