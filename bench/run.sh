@@ -12,8 +12,15 @@ set -u
 B=$(cd "$1" && pwd)
 ROUNDS=${GMP_BENCH_ROUNDS:-21}
 # the python3 workloads take seconds each (Fil makes one 10): the first
-# LONG_ROUNDS rounds run them too
+# LONG_ROUNDS rounds run them too, and the 2 MiB blocks, which vary most
+# from run to run here, the first ROUNDS bare and under the preloads
 LONG_ROUNDS=${GMP_BENCH_LONG_ROUNDS:-7}
+# the churn takes 0.1 s bare: CHURN_ROUNDS rounds of it bare and under the
+# preloads (the peers, 3-30 times slower, in the first ROUNDS), enough for
+# its median to hold within a few hundredths on a noisy 2-core VM
+CHURN_ROUNDS=${GMP_BENCH_CHURN_ROUNDS:-61}
+STARTUP_ROUNDS=${GMP_BENCH_STARTUP_ROUNDS:-60}
+[ "$CHURN_ROUNDS" -ge "$ROUNDS" ] || CHURN_ROUNDS=$ROUNDS
 OPS=${GMP_BENCH_OPS:-5000000}
 PRELOAD=$B/libgpumemprof_preload.so
 W=$(mktemp -d "${TMPDIR:-/tmp}/gmp-bench.XXXXXX")
@@ -118,16 +125,22 @@ order() { # ROUND TOOL...
     fi
 }
 
-for round in $(seq "$ROUNDS"); do
+for round in $(seq "$CHURN_ROUNDS"); do
     for threads in 1 2; do
         for tool in $(order "$round" none empty forward gpumemprof heaptrack libmemusage); do
+            case $tool in heaptrack | libmemusage) [ "$round" -le "$ROUNDS" ] || continue ;; esac
             available $tool || continue
             record churn$threads $tool $round "$(churn $threads $tool)"
         done
     done
+done
+for round in $(seq "$ROUNDS"); do
     for tool in $(order "$round" none empty gpumemprof memray fil); do
-        [ "$round" -le "$LONG_ROUNDS" ] && available $tool || continue
-        record python $tool $round "$(python $tool "$HERE/pyload.py")"
+        available $tool || continue
+        if [ "$round" -le "$LONG_ROUNDS" ]; then
+            record python $tool $round "$(python $tool "$HERE/pyload.py")"
+        fi
+        case $tool in memray | fil) [ "$round" -le "$LONG_ROUNDS" ] || continue ;; esac
         record pylarge $tool $round "$(python $tool "$HERE/pylarge.py")"
     done
     for tool in $(order "$round" none empty gpumemprof); do
@@ -137,7 +150,7 @@ for round in $(seq "$ROUNDS"); do
         available $tool || continue
         record gcc $tool $round "$(compile $tool)"
     done
-# the doubles read their settings with getenv on every call: the bare
+    # the doubles read their settings with getenv on every call: the bare
     # run gets an environment as long (an empty preload, the same variables)
     echo "pairs none $round $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$B/bench/libempty.so \
         "$B/bench/device_pairs" 1000000)" >> "$RES"
@@ -151,7 +164,7 @@ done
 # the job 20 times a second, a proxy ring for the shell); both against the
 # loop under an empty preload
 LOOP='i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done'
-for round in $(seq "${GMP_BENCH_STARTUP_ROUNDS:-40}"); do
+for round in $(seq "$STARTUP_ROUNDS"); do
     for tool in $(order "$round" empty gpumemprof gmp-run); do
         case $tool in
         gmp-run) record startup gmp-run $round "$(timed "$B/gmp-run" sh -c "$LOOP")" ;;
@@ -188,7 +201,7 @@ rm -rf "$W/week"
 "$B/bench/rss" | sed 's/^/rss none /' >> "$RES"
 LD_PRELOAD=$PRELOAD "$B/bench/rss" | sed 's/^/rss gpumemprof /' >> "$RES"
 
-echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r); $ROUNDS rounds ($LONG_ROUNDS for python3, $("$PY" -V 2>&1) at $PY; ${GMP_BENCH_STARTUP_ROUNDS:-40} for start-up):"
+echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r); $ROUNDS rounds ($CHURN_ROUNDS for the churn bare and under the preloads; $LONG_ROUNDS for the python3 dict and for Memray and Fil, $("$PY" -V 2>&1) at $PY; $STARTUP_ROUNDS for start-up):"
 echo
 python3 "$HERE/summary.py" "$RES"
 echo
@@ -199,7 +212,7 @@ if have perf && perf record -q -o "$W/perf.data" -- env LD_PRELOAD="$PRELOAD" \
     "$B/bench/churn" 1 "$OPS" >/dev/null 2>"$W/perf.err"; then
     echo "Where the churn's time goes under the preload (perf, the 8 largest):"
     echo
-    echo '```'
+    echo '```text'
     perf report -i "$W/perf.data" --stdio --no-children --sort dso,sym 2>/dev/null |
         grep -E '^ +[0-9]' | head -n 8
     echo '```'

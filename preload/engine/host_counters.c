@@ -24,7 +24,7 @@
 #define HOST_SLOTS 512
 
 static host_slot slots[HOST_SLOTS];
-static int slots_seen;   /* atomic: 1 + the highest slot ever claimed */
+static int slots_seen GMP_STARTUP_DATA; /* atomic: 1 + the highest slot ever claimed */
 static int64_t retired;  /* atomic: totals of exited threads */
 static int64_t overflow; /* atomic: threads that found no slot */
 static uint64_t retired_allocs, retired_frees, overflow_allocs, overflow_frees; /* atomic */
@@ -33,7 +33,8 @@ static int key_ready; /* atomic: see ensure_key */
 
 host_slot gmp_host_unclaimed;
 __thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec"))) = &gmp_host_unclaimed;
-static size_t fast_below; /* atomic: what gmp_host_fast_below_publish last stored */
+/* atomic: what gmp_host_fast_below_publish last stored (at every start) */
+static size_t fast_below GMP_STARTUP_DATA;
 
 /* How many slots a reader sums: up to the highest ever claimed. */
 static inline int slots_to_sum(void)
@@ -97,7 +98,7 @@ static void release_slot(void *p)
 /* Each slot's bound, then the thread that stored looks again (see
  * gmp_host_fast_path_refresh): a slot claimed meanwhile takes the bound
  * itself (take_bound), so every slot ends with the last one stored. */
-void gmp_host_fast_below_publish(size_t below)
+GMP_START_EXIT_TEXT void gmp_host_fast_below_publish(size_t below)
 {
     __atomic_store_n(&fast_below, below, __ATOMIC_SEQ_CST);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);

@@ -54,7 +54,7 @@
 #include <unistd.h>
 
 #define PRELOAD_NAME "libgpumemprof_preload.so"
-#define LOOK_EVERY_NS (50ll * 1000 * 1000) /* job_watch_tick: twenty looks a second */
+#define LOOK_EVERY_NS (JOB_WATCH_LOOK_MS * 1000ll * 1000)
 
 static volatile pid_t child;
 

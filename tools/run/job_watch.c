@@ -9,7 +9,12 @@
  *     preload, or none of its allocations was worth one yet), makes a
  *     proxy ring for it (gmp_ring_create_proxy): its start time,
  *     command line and cgroup, so that a SIGKILL leaves a ring to recover
- *     whatever the runtime; the proxy goes once the process has its own;
+ *     whatever the runtime; the proxy goes once the process has its own.
+ *     A process younger than a look (50 ms) is left for the next one: a
+ *     build's or a shell loop's thousands of short processes would each
+ *     cost a file made, mapped, unmapped and removed.  So a process killed
+ *     within 50-100 ms of its start leaves no proxy, as one killed before
+ *     the first look it lived through never did;
  *   - pushes a host `sample` event into that ring (as the preload's
  *     GMP_SAMPLE_MS does: address = the memory left under its cgroup's
  *     limit, size = that limit, in_use = the process's RSS) whenever the
@@ -116,9 +121,26 @@ static void unmap(watched *w, int remove_proxy)
     w->is_proxy = 0;
 }
 
+/* Whether the process started less than a look ago (start times are in
+ * clock ticks since boot). */
+static int younger_than_a_look(const watched *w)
+{
+    static long hz;
+    if (!hz)
+        hz = sysconf(_SC_CLK_TCK);
+    struct timespec t;
+    if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &t) != 0)
+        return 0;
+    uint64_t now_ms = (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+    uint64_t started_ms = w->start_ticks * 1000 / (uint64_t)hz;
+    return now_ms < started_ms + JOB_WATCH_LOOK_MS;
+}
+
 /* Its own ring when it has one (a proxy it had goes); else a proxy. */
 static void ensure_ring(watched *w)
 {
+    if (!w->mapped && younger_than_a_look(w))
+        return;
     if (w->mapped && !w->is_proxy) {
         if (access(w->ring.path, F_OK) == 0)
             return;

@@ -14,6 +14,9 @@
 /* The job directory the rings live in, and the config a process of the job
  * goes by (a proxy's bundle goes where the process's own would have). */
 void job_watch_init(const char *job_dir, const gmp_config *job);
+/* How often gmp-run looks (job_watch_tick): twenty times a second. */
+#define JOB_WATCH_LOOK_MS 50
+
 /* One look at every process under gmp-run: rings made or found, samples
  * pushed; processes gone since the last look are let go. */
 void job_watch_tick(void);
