@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static __thread uint32_t cached_tid __attribute__((tls_model("initial-exec")));
@@ -351,6 +352,15 @@ int gmp_proc_parent(int pid)
 uint64_t gmp_proc_start_ticks(int pid)
 {
     return proc_stat_number(pid, 22);
+}
+
+uint64_t gmp_clock_ticks_now(void)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    struct timespec t;
+    if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &t) != 0)
+        return 0;
+    return (uint64_t)t.tv_sec * (uint64_t)hz + (uint64_t)t.tv_nsec / (1000000000u / (uint64_t)hz);
 }
 
 uint64_t gmp_proc_start_and_state(int pid, char *state)

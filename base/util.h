@@ -100,6 +100,9 @@ GMP_HIDDEN int gmp_dir_foreach(int dirfd, gmp_dir_entry_fn fn, void *arg);
 /* The start time of process pid (0: this one) in clock ticks since boot,
  * field 22 of /proc/PID/stat; 0 when it cannot be read (no such process). */
 GMP_HIDDEN uint64_t gmp_proc_start_ticks(int pid);
+/* Now, on the clock those start times count (CLOCK_BOOTTIME in clock
+ * ticks); 0 when it cannot be read. */
+GMP_HIDDEN uint64_t gmp_clock_ticks_now(void);
 /* Both from one read of /proc/PID/stat: the start time, and the state
  * letter in *state (0 when it cannot be read). */
 GMP_HIDDEN uint64_t gmp_proc_start_and_state(int pid, char *state);

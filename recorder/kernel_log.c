@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define VICTIMS_KEPT 256
@@ -153,16 +152,6 @@ static int cached_answer(question *q, uint64_t start_ticks)
     return 0;
 }
 
-/* The current tick of the clock /proc/PID/stat's starttime counts. */
-static uint64_t clock_ticks_now(void)
-{
-    long hz = sysconf(_SC_CLK_TCK);
-    struct timespec t;
-    if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &t) != 0)
-        return 0;
-    return (uint64_t)t.tv_sec * (uint64_t)hz + (uint64_t)t.tv_nsec / (1000000000u / (uint64_t)hz);
-}
-
 static int whole_log_answer(question *q, int *other)
 {
     q->other = 0;
@@ -209,7 +198,7 @@ void gmp_kernel_log_follow(void)
             read_records(log_cache.fd, keep_victim, NULL,
                          log_cache.from_ticks ? NULL : &log_cache.oldest_us);
     } else if ((log_cache.fd = open_log()) >= 0) {
-        uint64_t now = clock_ticks_now();
+        uint64_t now = gmp_clock_ticks_now();
         if (now && lseek(log_cache.fd, 0, SEEK_END) >= 0) {
             log_cache.from_ticks = now;
             log_cache.open = 1;

@@ -121,19 +121,12 @@ static void unmap(watched *w, int remove_proxy)
     w->is_proxy = 0;
 }
 
-/* Whether the process started less than a look ago (start times are in
- * clock ticks since boot). */
+/* Whether the process started less than a look ago. */
 static int younger_than_a_look(const watched *w)
 {
-    static long hz;
-    if (!hz)
-        hz = sysconf(_SC_CLK_TCK);
-    struct timespec t;
-    if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &t) != 0)
-        return 0;
-    uint64_t now_ms = (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-    uint64_t started_ms = w->start_ticks * 1000 / (uint64_t)hz;
-    return now_ms < started_ms + JOB_WATCH_LOOK_MS;
+    long hz = sysconf(_SC_CLK_TCK);
+    uint64_t now = gmp_clock_ticks_now();
+    return hz > 0 && now && now - w->start_ticks < (uint64_t)(JOB_WATCH_LOOK_MS * hz / 1000);
 }
 
 /* Its own ring when it has one (a proxy it had goes); else a proxy. */
