@@ -195,10 +195,8 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
         gmp_messages_note_bundle(path, framework);
     /* the death the pressure warning of this crossing warned of: one
      * episode, one bundle, this one */
-    char warning[GMP_PATH_MAX];
-    int replaces = gmp_watchdog_take_warning(warning, sizeof warning) &&
-                   gmp_bundle_remove(warning) == 0;
-    const char *warning_name = replaces ? strrchr(warning, '/') + 1 : "";
+    char warning_name[GMP_PATH_MAX];
+    int replaces = gmp_watchdog_replace_warning(warning_name, sizeof warning_name);
     /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P
      * gpumemprof: SIGSEGV after failed allocation (malloc 1.0 TiB on host, ENOMEM); bundle: P
      * ...; bundle: P (replaces the memory-pressure warning W) */

@@ -555,9 +555,10 @@ GMP_HIDDEN void gmp_watchdog_start_sampler(void);
  * free is then worth a check (the usage held there a while); otherwise a
  * free, which can only lower usage, costs nothing. */
 GMP_HIDDEN int gmp_watchdog_above(void);
-/* The memory-pressure warning written in the crossing still under way, for
- * the death's bundle to replace: 1 and its path, once; 0 when there is none. */
-GMP_HIDDEN int gmp_watchdog_take_warning(char *path, size_t cap);
+/* The death's bundle is written: the memory-pressure warning written in the
+ * crossing still under way, the death it warned of, is removed (one
+ * episode, one bundle) and its name goes into name; 1 then, once, else 0. */
+GMP_HIDDEN int gmp_watchdog_replace_warning(char *name, size_t cap);
 /* A bundle that tells a failure was written (gmp_pl_dump calls it for every
  * bundle but the watchdog's own warning, confirmed_by
  * GMP_CONFIRMED_BY_WATCHDOG): no warning in this crossing after it (a rank

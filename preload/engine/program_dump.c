@@ -7,7 +7,8 @@
  *   - its episode is open (the bundle not written yet): the program adopts
  *     it, and its report — exception, context, metadata, Python stack — is
  *     written with the episode's failed request as that episode's bundle
- *     (confirmed_by "exception");
+ *     (confirmed_by "exception"), which replaces the memory-pressure
+ *     warning of the crossing, as the episode's own would;
  *   - its bundle was written in the last 10 s (a second failure confirmed
  *     it, as PyTorch's retry does): the report is patched into that bundle
  *     (bundle_patch.c), whose path is returned;
@@ -90,9 +91,13 @@ GMP_EXPORT const char *gmp_preload_dump_exception(gmp_recorder *rec, const char 
             close(episode_fd);
         if (path) {
             gmp_messages_note_bundle(path, GMP_MESSAGES_PROGRAM);
-            gmp_log("OOM on %s caught by the program (%s); bundle: %s" GMP_READ_IT "%s",
+            /* the death the pressure warning of this crossing warned of */
+            char warning[GMP_PATH_MAX];
+            int replaces = gmp_watchdog_replace_warning(warning, sizeof warning);
+            gmp_log("OOM on %s caught by the program (%s); bundle: %s%s%s%s" GMP_READ_IT "%s",
                     gmp_backend_name(req.backend), exception_type ? exception_type : "?", path,
-                    path);
+                    replaces ? " (replaces the memory-pressure warning " : "",
+                    replaces ? warning : "", replaces ? ")" : "", path);
         }
         return path;
     }

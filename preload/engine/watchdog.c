@@ -18,8 +18,9 @@
  * bundle alone), it writes one memory_pressure bundle (with PSI memory in
  * its evidence), and again only after a check has found usage back below.
  * When the death it warned of follows within that crossing, the death's
- * bundle replaces the warning's: one episode, one bundle (episode.c takes
- * the warning's path with gmp_watchdog_take_warning).  A memory that has
+ * bundle replaces the warning's: one episode, one bundle (whoever writes
+ * it, episode.c or a program's own report, calls
+ * gmp_watchdog_replace_warning).  A memory that has
  * had a failure written up (a device, or the host's limits) is watched no
  * more: a warning comes before a failure, never after one.
  * GMP_WATCHDOG=0 turns it off.  No thread does this: a healthy process keeps the threads it made
@@ -27,6 +28,7 @@
  * whose memory grows allocates, and so is checked.  A thread is started
  * only for GMP_SAMPLE_MS's sample events (sampler.c), and checks too.
  */
+#include "bundle.h"
 #include "collector.h"
 #include "preload.h"
 #include "verdict.h"
@@ -310,13 +312,15 @@ static void *sampler_main(void *arg)
 
 static int sampler_started; /* atomic; reset in a forked child */
 
-int gmp_watchdog_take_warning(char *path, size_t cap)
+int gmp_watchdog_replace_warning(char *name, size_t cap)
 {
     /* the crossing still on: no check has found usage back below since */
     if (__atomic_load_n(&above_since, __ATOMIC_RELAXED) != UINT64_MAX ||
-        !__atomic_exchange_n(&warning_kept, 0, __ATOMIC_ACQ_REL))
+        !__atomic_exchange_n(&warning_kept, 0, __ATOMIC_ACQ_REL) ||
+        gmp_bundle_remove(warning_path) != 0)
         return 0;
-    gmp_strlcpy(path, warning_path, cap);
+    const char *base = strrchr(warning_path, '/');
+    gmp_strlcpy(name, base ? base + 1 : warning_path, cap);
     return 1;
 }
 

@@ -3,9 +3,11 @@
 # venv with ipykernel, nbclient and nbformat from PyPI (kept under BUILD)
 # and the wheel, `python -m gpumemprof kernel install` makes the kernel,
 # and nbclient runs a notebook on it whose third cell runs out of memory
-# under RLIMIT_AS.  That cell's output holds the MemoryError and the line
-# of its bundle, which is there when the notebook is done (the one that
-# stays); the next cell runs (the kernel lives); the bundle names the
+# under RLIMIT_AS, slowly enough (50 ms a step) that a memory-pressure
+# warning is written first.  That cell's output holds the MemoryError and
+# the line of its bundle, which is the one bundle there when the notebook
+# is done (the OOM's replaces the warning's, as it does when the preload
+# writes it); the next cell runs (the kernel lives); the bundle names the
 # cells as Jupyter does ("In [2], line 2"), not the kernel's temporary
 # files.  Skipped, with a line, where PyPI cannot be reached.
 set -u
@@ -43,11 +45,11 @@ import json, sys
 import nbformat
 from nbclient import NotebookClient
 cells = [
-    "import resource\n"
+    "import resource, time\n"
     "resource.setrlimit(resource.RLIMIT_AS, (1500 << 20, resource.RLIM_INFINITY))\n"
     "kept = []",
     "def load_batch():\n    kept.append(bytearray(40 << 20))",
-    "for i in range(100):\n    load_batch()",
+    "for i in range(100):\n    load_batch()\n    time.sleep(0.05)",
     "kept.clear()\nprint('alive')",
 ]
 nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
