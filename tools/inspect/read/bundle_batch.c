@@ -6,7 +6,10 @@
  * So the bundles are read in batches: while the reader threads open and
  * answer one batch (the caller's read(), on a slot of its own per bundle),
  * the calling thread merges the batch before (the caller's merge(), in
- * order), so what the caller builds, and prints, is what one thread would.
+ * order), so what the caller builds, and prints, is what one thread would;
+ * then it reads beside them until the batch is done.  Each reader takes
+ * the batch's next bundle as it finishes one, so no thread waits at the
+ * batch's end while another still has a share to read.
  * Memory stays flat: two batches of slots, whatever the count of bundles.
  *
  * read() runs on a reader thread: it may open and answer a bundle (its
@@ -29,6 +32,7 @@ typedef struct batch {
     unsigned char *slots; /* BATCH slots of ops->slot_size */
     char (*paths)[BUNDLE_PATH_MAX];
     size_t n;
+    size_t next; /* atomic: the next bundle a reader takes */
 } batch;
 
 typedef struct reader {
@@ -36,7 +40,6 @@ typedef struct reader {
     int started;
     const bundle_batch_ops *ops;
     batch *b;
-    size_t first, step;
 } reader;
 
 typedef struct pipeline {
@@ -53,21 +56,28 @@ static void *slot_of(const pipeline *p, const batch *b, size_t i)
     return b->slots + i * p->ops->slot_size;
 }
 
+/* Reads the batch's bundles not yet taken, one at a time. */
+static void read_rest(const bundle_batch_ops *ops, batch *b)
+{
+    for (size_t i; (i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED)) < b->n;)
+        ops->read(b->slots + i * ops->slot_size, b->paths[i], ops->arg);
+}
+
 static void *read_share(void *arg)
 {
     reader *r = arg;
-    for (size_t i = r->first; i < r->b->n; i += r->step)
-        r->ops->read(r->b->slots + i * r->ops->slot_size, r->b->paths[i], r->ops->arg);
+    read_rest(r->ops, r->b);
     return NULL;
 }
 
 static void start_reading(pipeline *p, int which)
 {
     batch *b = &p->batches[which];
+    b->next = 0;
     int count = p->reader_count;
     for (int t = 0; t < count; t++) {
         reader *r = &p->readers[t];
-        *r = (reader){.ops = p->ops, .b = b, .first = (size_t)t, .step = (size_t)count};
+        *r = (reader){.ops = p->ops, .b = b};
         r->started = count > 1 && pthread_create(&r->thread, NULL, read_share, r) == 0;
         if (!r->started)
             read_share(r); /* one reader, or no thread to be had: read here */
@@ -91,7 +101,8 @@ static void merge(pipeline *p, int which)
     b->n = 0;
 }
 
-/* The batch filled is read, while the one read before it is merged. */
+/* The batch filled is read, while the one read before it is merged; then
+ * this thread reads beside the readers what they have not taken. */
 static void turn(pipeline *p)
 {
     int was_read = p->being_read;
@@ -101,6 +112,7 @@ static void turn(pipeline *p)
     p->filling ^= 1;
     if (was_read >= 0)
         merge(p, was_read);
+    read_rest(p->ops, &p->batches[p->being_read]);
 }
 
 static void collect(const char *path, void *arg)
@@ -134,6 +146,7 @@ int for_each_bundle_read(char *path, const bundle_batch_ops *ops)
         if (read >= 0)
             merge(&p, read);
         if (p.being_read >= 0) {
+            read_rest(ops, &p.batches[p.being_read]);
             finish_reading(&p);
             merge(&p, p.filling);
         }

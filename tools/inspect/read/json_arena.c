@@ -5,7 +5,7 @@
  * a malloc, and closing it as many frees: a third of triage's time over a
  * cluster's week of bundles.  So a bundle opened with an arena has its
  * documents' values cut from a few large blocks, handed back all at once
- * when the bundle is closed.
+ * when the bundle is closed, without a walk through its documents.
  *
  * Every block jansson asks for carries a word in front saying whose it is:
  * an arena's (freeing it is a no-op: the arena's end frees it) or the

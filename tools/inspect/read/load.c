@@ -207,10 +207,19 @@ const char *bundle_text(bundle *b, const char *file, size_t *len)
     return k->text;
 }
 
+/* A document of the bundle let go.  An arena's are not walked, value by
+ * value, to reach frees that do nothing: its values go with the arena
+ * (json_arena.c), and nothing is set into a document after its load. */
+static void let_go(const bundle *b, json_t *doc)
+{
+    if (!b->arena)
+        json_decref(doc);
+}
+
 void bundle_close(bundle *b)
 {
     for (int i = 0; i < b->kept_count; i++) {
-        json_decref(b->kept[i].doc);
+        let_go(b, b->kept[i].doc);
         free(b->kept[i].text);
     }
     b->kept_count = 0;
@@ -221,9 +230,9 @@ void bundle_close(bundle *b)
     b->devices = NULL;
     b->device_count = 0;
     b->devices_read = b->failure_read = b->host_read = 0;
-    json_decref(b->manifest);
-    json_decref(b->metadata);
-    json_decref(b->environment);
+    let_go(b, b->manifest);
+    let_go(b, b->metadata);
+    let_go(b, b->environment);
     events_free(&b->events);
     b->manifest = b->metadata = b->environment = NULL;
     json_arena_free(b->arena); /* after every value of its documents is let go */

@@ -173,7 +173,9 @@ void json_arena_free(json_arena *a);
 /* json_dumps' text, which jansson made by the allocator installed */
 void json_arena_free_text(char *text);
 /* Set by a verb that opens many bundles, one after another, and keeps no
- * value of theirs past bundle_close: each bundle's documents in an arena. */
+ * value of theirs past bundle_close: each bundle's documents in an arena,
+ * read only once loaded (bundle_close frees the arena without walking them:
+ * a value set into one would be lost with it). */
 extern int inspect_bundle_arenas;
 
 typedef struct bundle {
