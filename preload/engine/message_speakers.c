@@ -34,9 +34,34 @@
 #include <time.h>
 #include <unistd.h>
 
-static int has_ci(const char *hay, const char *needle)
+/* The line in lower case, made once for the dozen words looked for in
+ * it (a test suite printing its expected "out of memory" errors asks for
+ * each of its lines); a line longer than the copy is searched as it is.
+ * One thread at a time, as loaded() below. */
+typedef struct lowered {
+    const char *line;
+    int whole; /* the copy holds all of line */
+    char text[1024];
+} lowered;
+
+static void lower_line(lowered *l, const char *line)
 {
-    return gmp_find_ci(hay, strlen(hay), needle) != NULL; /* strcasestr's set-up costs more */
+    size_t i = 0;
+    for (; line[i] && i + 1 < sizeof l->text; i++) {
+        unsigned char c = (unsigned char)line[i];
+        l->text[i] = (char)(c >= 'A' && c <= 'Z' ? c | 0x20 : c);
+    }
+    l->text[i] = '\0';
+    l->line = line;
+    l->whole = line[i] == '\0';
+}
+
+/* needle in lower case */
+static int has_ci(const lowered *l, const char *needle)
+{
+    if (l->whole)
+        return strstr(l->text, needle) != NULL;
+    return gmp_find_ci(l->line, strlen(l->line), needle) != NULL; /* strcasestr's set-up costs more */
 }
 
 typedef struct wanted {
@@ -107,20 +132,22 @@ int gmp_message_speaker_here(const char *pattern, const char *line, int ends_tra
                                           "_pywrap_tensorflow", "cupy", NULL};
     if (!strcmp(pattern, "std::bad_alloc") || !strcmp(pattern, "memory allocation of"))
         return 0; /* those runtimes' words in another form: quoted */
-    if (!strcmp(pattern, "MemoryError") && !has_ci(line, "numpy"))
+    static lowered l;
+    lower_line(&l, line);
+    if (!strcmp(pattern, "MemoryError") && !has_ci(&l, "numpy"))
         return ends_traceback && loaded(python);
-    if (has_ci(line, "java.lang.OutOfMemoryError"))
+    if (has_ci(&l, "java.lang.outofmemoryerror"))
         return loaded(jvm);
-    if (has_ci(line, "torch") || has_ci(line, "tried to allocate"))
+    if (has_ci(&l, "torch") || has_ci(&l, "tried to allocate"))
         return loaded(torch);
-    if (has_ci(line, "numpy") || !strcmp(pattern, "unable to allocate"))
+    if (has_ci(&l, "numpy") || !strcmp(pattern, "unable to allocate"))
         return loaded(numpy);
-    if (has_ci(line, "cupy"))
+    if (has_ci(&l, "cupy"))
         return loaded(cupy);
-    if (has_ci(line, "tensorflow") || has_ci(line, "bfc_allocator") ||
+    if (has_ci(&l, "tensorflow") || has_ci(&l, "bfc_allocator") ||
         !strcmp(pattern, "oom when allocating") || !strcmp(pattern, "ResourceExhaustedError"))
         return loaded(tensorflow);
-    if (has_ci(line, "xla") || has_ci(line, "jax") || has_ci(line, "RESOURCE_EXHAUSTED") ||
+    if (has_ci(&l, "xla") || has_ci(&l, "jax") || has_ci(&l, "resource_exhausted") ||
         !strcmp(pattern, "failed to allocate"))
         return loaded(xla);
     if (!strcmp(pattern, "hip out of memory") || strstr(line, "HIP") || strstr(line, "ROCm"))
