@@ -3,7 +3,8 @@
  * the real one and returns its block (a hook must see the block to count
  * it), and whose free jumps on to the real free, counting nothing.  The
  * churn's "forwarding hook" column: what interposing malloc and free costs
- * before gpumemprof counts anything.
+ * before gpumemprof counts anything.  The build hides symbols by default,
+ * so the two are exported by name: hidden, they would interpose nothing.
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -26,14 +27,14 @@ static void *first_malloc(size_t size)
     return real_malloc(size);
 }
 
-void *malloc(size_t size)
+__attribute__((visibility("default"))) void *malloc(size_t size)
 {
     void *p = real_malloc(size);
     __asm__ volatile("" ::: "memory"); /* a call and a return, as a counting hook has */
     return p;
 }
 
-void free(void *p)
+__attribute__((visibility("default"))) void free(void *p)
 {
     if (__builtin_expect(real_free == NULL, 0))
         resolve();

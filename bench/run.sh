@@ -7,7 +7,9 @@
 # machine drift cancels, each timed in wall and CPU time.  bench/summary.py
 # makes the tables (medians of the rounds' own ratios, with their range)
 # and the verdict against each target.  Then where the time goes under the
-# preload (perf).  Prints Markdown; see docs/performance.md.
+# preload (perf).  Prints Markdown; see docs/performance.md.  With
+# GMP_BENCH_RESULTS=FILE the rounds' raw times are kept there, for
+# `python3 bench/summary.py FILE` to read again.
 set -u
 B=$(cd "$1" && pwd)
 ROUNDS=${GMP_BENCH_ROUNDS:-21}
@@ -172,7 +174,11 @@ for round in $(seq "$STARTUP_ROUNDS"); do
         esac
     done
 done
-"$B/bench/recorder_bench" "$W" | sed 's/^/recorder /' >> "$RES"
+# the recorder alone, LONG_ROUNDS times: one run of its pushes moves by a
+# tenth from the next here
+for round in $(seq "$LONG_ROUNDS"); do
+    "$B/bench/recorder_bench" "$W" | sed "s/^\([a-z0-9]*\) /recorder \1 $round /" >> "$RES"
+done
 # triage at a cluster's scale: 100,000 bundles of 1,000 torchrun runs, each
 # a copy of one real rank's bundle (python3 out of memory under ulimit -v,
 # with a torchrun rank's variables); the median of 5 warm runs, and the
@@ -205,6 +211,7 @@ echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /
 echo
 python3 "$HERE/summary.py" "$RES"
 echo
+[ -z "${GMP_BENCH_RESULTS:-}" ] || cp "$RES" "$GMP_BENCH_RESULTS"
 
 # Where the time goes: the churn (1 thread) under the preload, by function.
 echo

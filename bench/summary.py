@@ -2,13 +2,18 @@
 
 RESULTS has one line per run, written by bench/run.sh: "KIND TOOL ROUND
 WALL CPU" for a timed workload (seconds), "pairs TOOL ROUND NS" for the
-device pair, and the one-off rows of the recorder, triage and rss.  A
-ratio cell is the median of the rounds' own ratios (a round's time under a
-tool over the baseline's time in the same round) with their lowest and
-highest; a row meets its target when both its wall-time and its CPU-time
-medians do.  Prints Markdown: the ratios, the other costs, then one line
-per target missed and the verdict.
+device pair, "recorder WHAT ROUND VALUE" for the recorder's, and the rows
+of triage and rss.  A ratio cell is the median of the rounds' own ratios
+(a round's time under a tool over the baseline's time in the same round)
+with their lowest and highest.  A verdict says only what the rounds can tell apart from this
+machine's noise: each median has its distribution-free 95% interval (two
+of the rounds' own values, by the binomial count of rounds on either side
+of the true median); a row meets its target when the wall-time and the
+CPU-time intervals both lie at or under it, misses it when either lies
+wholly over it, and is too close to call otherwise.  Prints Markdown: the
+ratios, the other costs, then each row's verdict with its intervals.
 """
+import math
 import statistics
 import sys
 
@@ -27,6 +32,7 @@ WORKLOADS = [
     ("startup", "start-up: 300 `/bin/true` in a shell loop", "empty", 1.05),
 ]
 missed = []
+close = []
 met = 0
 
 
@@ -45,17 +51,36 @@ def cell(r):
     return "%.2fx (%.2f-%.2f)" % (statistics.median(r), r[0], r[-1]) if r else "-"
 
 
+def interval(r):
+    """(low, high): the 95% interval of the median of the sorted values r,
+    the k-th lowest and k-th highest of them, k the largest for which
+    fewer than k rounds fall under the true median with at most 2.5% odds
+    (k is 1, the whole range, where even that is likelier)"""
+    n, k, below = len(r), 1, 1
+    while k < (n + 1) // 2:
+        below += math.comb(n, k)  # P(Binomial(n, 1/2) <= k) * 2^n
+        if below > 0.025 * 2 ** n:
+            break
+        k += 1
+    return r[k - 1], r[n - k]
+
+
 def verdict(name, target, wall, cpu):
     global met
     if not wall or not cpu:
         missed.append("%s: not measured" % name)
         return "not measured"
-    w, c = statistics.median(wall), statistics.median(cpu)
-    if w <= target and c <= target:
+    (wl, wh), (cl, ch) = interval(wall), interval(cpu)
+    said = "wall %.2fx (%.2f-%.2f), CPU %.2fx (%.2f-%.2f), target <= %.2fx" % (
+        statistics.median(wall), wl, wh, statistics.median(cpu), cl, ch, target)
+    if wh <= target and ch <= target:
         met += 1
-        return "meets"
-    missed.append("%s: wall %.2fx, CPU %.2fx, target <= %.2fx" % (name, w, c, target))
-    return "misses"
+        return "meets: " + said
+    if wl > target or cl > target:
+        missed.append("%s: %s" % (name, said))
+        return "misses: " + said
+    close.append(name)
+    return "too close to call: " + said
 
 
 def bare(kind, base):
@@ -95,17 +120,24 @@ def added(tool):
     return sorted(t[k] - base[k] for k in t if k in base)
 
 
-def limit(name, value, target, text):
-    """a row with a fixed bound: its verdict counted like the ratios'"""
+def limit(name, value, target, text, rounds=None):
+    """a row with a fixed bound: its verdict counted like the ratios', on
+    the interval of its median where it has rounds (sorted)"""
     global met
     if value is None:
         missed.append("%s: not measured" % name)
         return "| %s | - | <= %s | not measured |" % (name, text)
-    ok = value <= target
-    met += ok
-    if not ok:
+    low, high = interval(rounds) if rounds else (value, value)
+    if high <= target:
+        met += 1
+        said = "meets"
+    elif low > target:
         missed.append("%s: over %s" % (name, text))
-    return "| %s | %%s | <= %s | %s |" % (name, text, "meets" if ok else "misses")
+        said = "misses"
+    else:
+        close.append(name)
+        said = "too close to call"
+    return "| %s | %%s | <= %s | %s |" % (name, text, said)
 
 
 print("Other costs:")
@@ -117,15 +149,33 @@ for tool, name, bound in (("gpumemprof", "device alloc/free pair, cudart double 
                           ("stacks", "the same with allocation stacks (the default)", 400)):
     d = added(tool)
     label = name % statistics.median(pair_base) if "%" in name and pair_base else name
-    line = limit(label, statistics.median(d) if d else None, bound, "%d ns" % bound)
+    line = limit(label, statistics.median(d) if d else None, bound, "%d ns" % bound, d)
     print(line % ("+%.0f ns (%+.0f to %+.0f)" % (statistics.median(d), d[0], d[-1])) if d else line)
-rec = {r[1]: float(r[2]) for r in rows if r[0] == "recorder"}
-line = limit("ring push, 1 thread (2 threads beside it)", rec.get("push1"), 10, "10 ns")
-print(line % ("%.1f ns (%.1f ns)" % (rec.get("push1", 0), rec.get("push2", 0))) if "push1" in rec else line)
-line = limit("dump with 10k events", rec.get("dump10k"), 20, "20 ms")
-print(line % ("%.1f ms" % rec["dump10k"]) if "dump10k" in rec else line)
-line = limit("dump with 1M events", rec.get("dump1m"), 1000, "1 s")
-print(line % ("%.0f ms" % rec["dump1m"]) if "dump1m" in rec else line)
+rec = {}
+for r in rows:
+    if r[0] == "recorder":  # "recorder WHAT ROUND VALUE"
+        rec.setdefault(r[1], []).append(float(r[-1]))
+for v in rec.values():
+    v.sort()
+
+
+def rec_median(what):
+    return statistics.median(rec[what]) if what in rec else None
+
+
+def rec_cell(what, form):
+    v = rec[what]
+    return (form + " (" + form + "-" + form + ")") % (statistics.median(v), v[0], v[-1])
+
+
+line = limit("ring push, 1 thread (2 threads beside it)", rec_median("push1"), 10, "10 ns",
+             rec.get("push1"))
+print(line % ("%s; %.1f ns" % (rec_cell("push1", "%.1f ns"), rec_median("push2") or 0))
+      if "push1" in rec else line)
+line = limit("dump with 10k events", rec_median("dump10k"), 20, "20 ms", rec.get("dump10k"))
+print(line % rec_cell("dump10k", "%.1f ms") if "dump10k" in rec else line)
+line = limit("dump with 1M events", rec_median("dump1m"), 1000, "1 s", rec.get("dump1m"))
+print(line % rec_cell("dump1m", "%.0f ms") if "dump1m" in rec else line)
 
 
 def rss(tool):
@@ -145,16 +195,19 @@ if t:
     n = int(next(float(r[3]) for r in rows if r[0] == "triage" and r[1] == "count"))
     most = next((float(r[3]) for r in rows if r[0] == "triage" and r[1] == "rss"), 0)
     print(limit("`gmp-inspect triage` of {:,} bundles from {:,} torchrun runs ({} warm runs; at most {:.0f} MiB)".format(
-        n, n // 100, len(t), most / 1024), statistics.median(t), 6, "6 s") %
+        n, n // 100, len(t), most / 1024), statistics.median(t), 6, "6 s", t) %
         ("%.2f s (%.2f-%.2f)" % (statistics.median(t), t[0], t[-1])))
 print()
-print("Verdict, row by row (both wall and CPU medians at or under the target):")
+print("Verdict, row by row (each median with its 95% interval; met when both intervals lie "
+      "at or under the target, missed when either lies over it):")
 print()
 for name, v in results:
     print("- %s: %s" % (name, v))
 print()
-total = met + len(missed)
+total = met + len(missed) + len(close)
+said = "Verdict: %d of %d targets met" % (met, total)
+if close:
+    said += "; too close to call: %s" % "; ".join(close)
 if missed:
-    print("Verdict: %d of %d targets met; missed: %s." % (met, total, "; ".join(missed)))
-else:
-    print("Verdict: all %d targets met." % total)
+    said += "; missed: %s" % "; ".join(missed)
+print(said + ".")

@@ -81,7 +81,8 @@ def slurm_answers():
                               stderr=subprocess.DEVNULL, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
-NEEDS_WHEEL = re.compile(r"^make wheel\b|\bpip install\b|\bpython3? -m gpumemprof\b|^(\S+=\S+ )*gpumemprof ")
+NEEDS_WHEEL = re.compile(r"^make wheel\b|\bpip install\b|\bpython3? -m gpumemprof\b|"
+                         r"^(\S+=\S+ )*(gpumemprof|tfmemprof) ")
 
 
 class Command:
@@ -221,11 +222,18 @@ def session(repo, build, venv, page, commands, have_wheel, work):
     script = ["make() { command make -C \"$GMP_DOC_REPO\" --no-print-directory \"$@\"; }",
               "exec 3>\"$GMP_DOC_STATUS\""]
     skipped, ran = [], []
+    python_skipped = False  # a Python block before this one, skipped: no wheel
     for i, c in enumerate(commands):
         reason = skip_reason(c, have_wheel)
         if reason:
+            python_skipped |= c.kind == "python"
             skipped.append((c, reason))
             continue
+        # bundles that block would have written: the command runs when
+        # another made some, and is skipped when none are there
+        guarded = python_skipped and "oom_dumps" in c.text
+        if guarded:
+            script.append("if [ ! -d oom_dumps ]; then echo %d skip >&3; else" % i)
         if c.kind == "python":
             block = os.path.join(blocks, "block_%d.py" % c.line)
             with open(block, "w") as f:
@@ -237,6 +245,8 @@ def session(repo, build, venv, page, commands, have_wheel, work):
         script += ["echo '+ %s' >&2" % c.where(),
                    "{ %s" % text, "}",
                    "__s=$?; echo %d $__s >&3; [ $__s = %d ] || exit 99" % (i, c.expected)]
+        if guarded:
+            script.append("fi")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GMP_") and k not in ("LD_PRELOAD", "MAKEFLAGS", "MAKELEVEL",
                                                       "MFLAGS", "VIRTUAL_ENV", "PYTHONPATH")}
@@ -259,7 +269,12 @@ def session(repo, build, venv, page, commands, have_wheel, work):
     statuses = {}
     for line in open(status_file):
         idx, status = line.split()
-        statuses[int(idx)] = int(status)
+        statuses[int(idx)] = None if status == "skip" else int(status)
+    for i, c in enumerate(commands):
+        if c in ran and i in statuses and statuses[i] is None:
+            ran.remove(c)
+            skipped.append((c, "no bundles here: a Python block skipped before it (no wheel) "
+                               "writes them"))
     output = open(log, errors="replace").read()
     for i, c in enumerate(commands):
         if c not in ran:
