@@ -195,20 +195,17 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
         gmp_messages_note_bundle(path, framework);
     /* the death the pressure warning of this crossing warned of: one
      * episode, one bundle, this one */
-    char warning_name[GMP_PATH_MAX];
-    int replaces = gmp_watchdog_replace_warning(warning_name, sizeof warning_name);
+    char replaced[GMP_PATH_MAX];
+    gmp_watchdog_replace_warning(replaced, sizeof replaced);
     /* gpumemprof: OOM on cuda:0 (cudaMalloc 256.0 MiB, cudaErrorMemoryAllocation); bundle: P
      * gpumemprof: SIGSEGV after failed allocation (malloc 1.0 TiB on host, ENOMEM); bundle: P
      * ...; bundle: P (replaces the memory-pressure warning W) */
     if (cr)
         gmp_strjoin(line, sizeof line, reason, " (", gmp_api_name(f->api), " ", size, " on ",
-                    place, ", ", c.reason, "); bundle: ", path, (char *)NULL);
+                    place, ", ", c.reason, "); bundle: ", path, replaced, (char *)NULL);
     else
         gmp_strjoin(line, sizeof line, "OOM on ", place, " (", gmp_api_name(f->api), " ",
-                    size, ", ", c.reason, "); bundle: ", path, (char *)NULL);
-    if (replaces)
-        gmp_strjoin(line + strlen(line), sizeof line - strlen(line),
-                    " (replaces the memory-pressure warning ", warning_name, ")", (char *)NULL);
+                    size, ", ", c.reason, "); bundle: ", path, replaced, (char *)NULL);
     gmp_log("%s" GMP_READ_IT "%s", line, path);
     return 1;
 }

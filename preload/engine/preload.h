@@ -557,8 +557,10 @@ GMP_HIDDEN void gmp_watchdog_start_sampler(void);
 GMP_HIDDEN int gmp_watchdog_above(void);
 /* The death's bundle is written: the memory-pressure warning written in the
  * crossing still under way, the death it warned of, is removed (one
- * episode, one bundle) and its name goes into name; 1 then, once, else 0. */
-GMP_HIDDEN int gmp_watchdog_replace_warning(char *name, size_t cap);
+ * episode, one bundle) and what the death's line says of it goes into
+ * note, " (replaces the memory-pressure warning W)"; 1 then, once, else 0
+ * and note is "". */
+GMP_HIDDEN int gmp_watchdog_replace_warning(char *note, size_t cap);
 /* A bundle that tells a failure was written (gmp_pl_dump calls it for every
  * bundle but the watchdog's own warning, confirmed_by
  * GMP_CONFIRMED_BY_WATCHDOG): no warning in this crossing after it (a rank

@@ -92,12 +92,11 @@ GMP_EXPORT const char *gmp_preload_dump_exception(gmp_recorder *rec, const char 
         if (path) {
             gmp_messages_note_bundle(path, GMP_MESSAGES_PROGRAM);
             /* the death the pressure warning of this crossing warned of */
-            char warning[GMP_PATH_MAX];
-            int replaces = gmp_watchdog_replace_warning(warning, sizeof warning);
-            gmp_log("OOM on %s caught by the program (%s); bundle: %s%s%s%s" GMP_READ_IT "%s",
+            char replaced[GMP_PATH_MAX];
+            gmp_watchdog_replace_warning(replaced, sizeof replaced);
+            gmp_log("OOM on %s caught by the program (%s); bundle: %s%s" GMP_READ_IT "%s",
                     gmp_backend_name(req.backend), exception_type ? exception_type : "?", path,
-                    replaces ? " (replaces the memory-pressure warning " : "",
-                    replaces ? warning : "", replaces ? ")" : "", path);
+                    replaced, path);
         }
         return path;
     }

@@ -312,15 +312,18 @@ static void *sampler_main(void *arg)
 
 static int sampler_started; /* atomic; reset in a forked child */
 
-int gmp_watchdog_replace_warning(char *name, size_t cap)
+int gmp_watchdog_replace_warning(char *note, size_t cap)
 {
+    if (cap)
+        note[0] = '\0';
     /* the crossing still on: no check has found usage back below since */
     if (__atomic_load_n(&above_since, __ATOMIC_RELAXED) != UINT64_MAX ||
         !__atomic_exchange_n(&warning_kept, 0, __ATOMIC_ACQ_REL) ||
         gmp_bundle_remove(warning_path) != 0)
         return 0;
     const char *base = strrchr(warning_path, '/');
-    gmp_strlcpy(name, base ? base + 1 : warning_path, cap);
+    gmp_strjoin(note, cap, " (replaces the memory-pressure warning ",
+                base ? base + 1 : warning_path, ")", (char *)NULL);
     return 1;
 }
 
