@@ -62,7 +62,7 @@ if ! (cd "$work/nb" && timeout 300 "$venv/bin/python" "$work/drive.py" "$work/nb
     echo "FAIL  wheel: notebooks: nbclient could not run the notebook: $(tail -5 "$work/drive.err")"
     exit 1
 fi
-verdict=$("$venv/bin/python" - "$work/cells.json" "$work/nb/oom_dumps" <<'EOF'
+verdict=$("$venv/bin/python" - "$work/cells.json" "$work/nb/oom_dumps" 2>"$work/verdict.err" <<'EOF'
 import json, os, re, sys
 cells = json.load(open(sys.argv[1]))
 failing = cells[2]
@@ -81,7 +81,7 @@ print(m.group(1))
 EOF
 )
 if [ $? != 0 ]; then
-    echo "FAIL  wheel: notebooks: $verdict"
+    echo "FAIL  wheel: notebooks: $(cat "$work/verdict.err")" # the reason sys.exit gave
     exit 1
 fi
 "$venv/bin/gmp-inspect" show "$verdict" >"$work/show.out" 2>&1
