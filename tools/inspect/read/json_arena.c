@@ -102,6 +102,13 @@ void json_arena_install(void)
     json_object_seed(0); /* its hash seed, before reader threads make objects */
 }
 
+int json_arena_holds_values(const json_arena *a)
+{
+    json_malloc_t malloc_fn;
+    json_get_alloc_funcs(&malloc_fn, NULL); /* a program that never installed ours (a fuzzer) */
+    return a && malloc_fn == arena_malloc;
+}
+
 json_arena *json_arena_new(void)
 {
     return calloc(1, sizeof(json_arena));

@@ -212,7 +212,7 @@ const char *bundle_text(bundle *b, const char *file, size_t *len)
  * (json_arena.c), and nothing is set into a document after its load. */
 static void let_go(const bundle *b, json_t *doc)
 {
-    if (!b->arena)
+    if (!json_arena_holds_values(b->arena))
         json_decref(doc);
 }
 

@@ -170,6 +170,9 @@ void json_arena_install(void);
 json_arena *json_arena_new(void);
 json_arena *json_arena_use(json_arena *a);
 void json_arena_free(json_arena *a);
+/* Whether a's values are cut from it (its allocator installed), so that
+ * freeing a frees them: not where jansson allocates on its own */
+int json_arena_holds_values(const json_arena *a);
 /* json_dumps' text, which jansson made by the allocator installed */
 void json_arena_free_text(char *text);
 /* Set by a verb that opens many bundles, one after another, and keeps no
