@@ -242,7 +242,9 @@ static const char *torch_python(void)
 }
 
 /* COMMAND in a scratch directory holding train.py, with torch's venv on
- * the PATH; its output's last line, then `triage FORMAT`, in out. */
+ * the PATH and the scratch directory as TMPDIR (torchrun's
+ * torchelastic_* directories and error files go with it); its output's
+ * last line, then `triage FORMAT`, in out. */
 static void run_torch(const char *command, const char *format)
 {
     const char *python = torch_python();
@@ -250,10 +252,11 @@ static void run_torch(const char *command, const char *format)
     const char *fixtures = getenv("GMP_TEST_FIXTURES");
     char commands[3000];
     snprintf(commands, sizeof commands,
-             "export PATH=\"$(dirname '%s'):$PATH\" OMP_NUM_THREADS=1; "
+             "export PATH=\"$(dirname '%s'):$PATH\" OMP_NUM_THREADS=1 TMPDIR='%s'; "
              "cp '%s/../../examples/train_ddp.py' '%s/train.py' && cd '%s' && "
              "{ %s; } >torch.out 2>&1; tail -1 torch.out",
-             python, fixtures ? fixtures : "test/fixtures", paths.scratch, paths.scratch, command);
+             python, paths.scratch, fixtures ? fixtures : "test/fixtures", paths.scratch,
+             paths.scratch, command);
     run_launchers(commands, format);
 }
 
