@@ -158,10 +158,15 @@ $(RECORDER_LIB): $(RECORDER_OBJ)
 # -fini names no symbol, so there is no DT_FINI: the C runtime's _fini is an
 # empty function at the far end of the text, and calling it cost every
 # process a page fault at exit (our destructor runs from .fini_array).
+# noseparate-code maps the library as two segments, code with its
+# read-only data and the data, where separate-code makes four: each
+# segment is an mmap at every exec and a mapping that every fork copies
+# and every exit tears down, 3% of a short process's start here
+# (docs/performance.md).  The data stays unexecutable, relro read-only.
 $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
-	    -Wl,-Bsymbolic-functions -Wl,-fini=gmp_no_such_symbol -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ) \
-	    $(LIBC_PARTS)
+	    -Wl,-z,noseparate-code -Wl,-Bsymbolic-functions -Wl,-fini=gmp_no_such_symbol \
+	    -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ) $(LIBC_PARTS)
 
 # The files that run before the ASan runtime has mapped its shadow (it calls
 # our dlsym and malloc while it starts; TSan's calls our mmap) take
