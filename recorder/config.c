@@ -4,8 +4,8 @@
  * The names and defaults follow those of the Python OOM flight recorder
  * this project generalises, so one environment drives both.  A
  * bad value never stops the program: it becomes one stderr line naming the
- * variable and the value used instead.  Reads the environment with getenv
- * only, at start-up, never on an emergency path.
+ * variable and the value used instead.  Reads the environment in one pass
+ * over environ, at start-up, never on an emergency path.
  *
  * Each option is one line of GMP_OPTIONS: its field, name, default, range
  * or choices, and the user guide's words for it.  The defaults, the parser, its
@@ -250,74 +250,115 @@ static int parse_json(const char *var, const char *s, char *dst, size_t cap)
     return 0;
 }
 
-static int parse_environment(gmp_config *cfg);
+/* Each option's place among the values one pass over the environment
+ * found (environment_options). */
+#define OPTION_INDEX(field, ...) OPTION_##field,
+enum { GMP_OPTIONS(OPTION_INDEX, OPTION_INDEX, OPTION_INDEX, OPTION_INDEX, OPTION_INDEX)
+           OPTION_COUNT };
+#undef OPTION_INDEX
+
+/* What one pass over the environment found: each option's value (the first
+ * of its name, as getenv would give it) and LOCAL_WORLD_SIZE's. */
+typedef struct environment_options {
+    const char *value[OPTION_COUNT];
+    const char *local_world_size;
+    int any; /* a GMP_ variable, named here or not */
+} environment_options;
+
+/* "NAME=value" against one name, '=' included: GMP_WATCHDOG is not
+ * GMP_WATCHDOG_MIN_MB's prefix. */
+#define FIND(field, name, ...)                                                                   \
+    if (!found->value[OPTION_##field] && !strncmp(entry, name "=", sizeof name)) {               \
+        found->value[OPTION_##field] = entry + sizeof name;                                      \
+        continue;                                                                                \
+    }
+
+/* One pass, where a getenv of each option would be two dozen: every process
+ * the preload is loaded into reads them at its start (every one under
+ * gmp-run has GMP_RUN_DIR), in an environment of a hundred variables on a
+ * cluster. */
+GMP_START_EXIT_TEXT static void read_environment(environment_options *found)
+{
+    extern char **environ;
+    memset(found, 0, sizeof *found);
+    for (char **e = environ; e && *e; e++) {
+        const char *entry = *e;
+        if (entry[0] == 'L' && !found->local_world_size &&
+            !strncmp(entry, "LOCAL_WORLD_SIZE=", 17)) {
+            found->local_world_size = entry + 17;
+            continue;
+        }
+        if (entry[0] != 'G' || strncmp(entry, "GMP_", 4))
+            continue;
+        found->any = 1;
+        GMP_OPTIONS(FIND, FIND, FIND, FIND, FIND)
+    }
+}
+#undef FIND
 
 /* A node's ranks share its dump directory, and when one runs out they all
  * end: unless GMP_MAX_DUMPS says otherwise, room for a bundle of each
  * (torchrun's LOCAL_WORLD_SIZE), so the node's first is not pruned by the
  * ranks that followed it. */
-GMP_START_EXIT_TEXT static void keep_a_node_of_ranks(gmp_config *cfg)
+GMP_START_EXIT_TEXT static void keep_a_node_of_ranks(gmp_config *cfg,
+                                                     const environment_options *found)
 {
-    const char *ranks = getenv("LOCAL_WORLD_SIZE");
-    if (!ranks || getenv("GMP_MAX_DUMPS"))
+    const char *ranks = found->local_world_size;
+    if (!ranks || found->value[OPTION_max_dumps])
         return;
     long n = gmp_decimal(ranks, strlen(ranks), 6);
     if (n > (long)cfg->max_dumps)
         cfg->max_dumps = (uint32_t)n;
 }
 
+static int parse_environment(gmp_config *cfg, const environment_options *found);
+
 int gmp_config_from_env(gmp_config *cfg)
 {
+    environment_options found;
+    read_environment(&found);
     gmp_config_defaults(cfg);
-    int bad = parse_environment(cfg);
-    keep_a_node_of_ranks(cfg);
+    int bad = parse_environment(cfg, &found);
+    keep_a_node_of_ranks(cfg, &found);
     return bad;
-}
-
-/* Any GMP_ variable at all?  Most processes have none: one pass over the
- * environment instead of a getenv for each. */
-GMP_START_EXIT_TEXT static int any_gmp_variable(void)
-{
-    extern char **environ;
-    for (char **e = environ; e && *e; e++)
-        if ((*e)[0] == 'G' && !strncmp(*e, "GMP_", 4))
-            return 1;
-    return 0;
 }
 
 GMP_START_EXIT_TEXT int gmp_config_from_env_onto_zero(gmp_config *cfg)
 {
+    environment_options found;
+    read_environment(&found);
     set_nonzero_defaults(cfg);
-    int bad = any_gmp_variable() ? parse_environment(cfg) : 0;
-    keep_a_node_of_ranks(cfg);
+    int bad = found.any ? parse_environment(cfg, &found) : 0;
+    keep_a_node_of_ranks(cfg, &found);
     return bad;
 }
 
 #define PARSE_BOOL(field, name, def, doc)                                                        \
-    if ((v = getenv(name)))                                                                      \
+    if ((v = found->value[OPTION_##field]))                                                                      \
         bad += parse_bool(name, v, &cfg->field) < 0;
 #define PARSE_NUM(field, name, def, lo, hi, doc)                                                 \
-    if ((v = getenv(name))) {                                                                    \
+    if ((v = found->value[OPTION_##field])) {                                                                    \
         uint64_t n = cfg->field;                                                                 \
         bad += parse_u64(name, v, lo, hi, &n) < 0;                                               \
         cfg->field = (__typeof__(cfg->field))n;                                                  \
     }
 #define PARSE_TEXT(field, name, def, room, empty, def_doc, doc)                                  \
-    if ((v = getenv(name)))                                                                      \
+    if ((v = found->value[OPTION_##field]))                                                                      \
         bad += parse_string(name, v, cfg->field, sizeof cfg->field - (room), empty) < 0;
 #define PARSE_CHOICE(field, name, choices, doc)                                                  \
-    if ((v = getenv(name))) {                                                                    \
+    if ((v = found->value[OPTION_##field])) {                                                                    \
         int index = (int)cfg->field;                                                             \
         bad += parse_choice(name, v, choices, &index) < 0;                                       \
         cfg->field = (__typeof__(cfg->field))index;                                              \
     }
 #define PARSE_JSON(field, name, doc)                                                             \
-    if ((v = getenv(name)))                                                                      \
+    if ((v = found->value[OPTION_##field]))                                                                      \
         bad += parse_json(name, v, cfg->field, sizeof cfg->field) < 0;
 
 /* Under gmp-run every process has GMP_RUN_DIR: what it parses then is on
  * the start-up text, and the fields of what is not set are not read. */
-GMP_START_EXIT_TEXT static int parse_environment(gmp_config *cfg)
+GMP_START_EXIT_TEXT static int parse_environment(gmp_config *cfg,
+                                                 const environment_options *found)
 {
     forget_complaints();
     int bad = 0;
@@ -327,9 +368,9 @@ GMP_START_EXIT_TEXT static int parse_environment(gmp_config *cfg)
         gmp_log("%s", complaints);
     /* the credentials environment.json masks in these variables are masked
      * wherever their values go (metadata.json's context and custom_metadata) */
-    if (getenv("GMP_CONTEXT"))
+    if (found->value[OPTION_context])
         gmp_redact_text(cfg->context, strlen(cfg->context));
-    if (!getenv("GMP_METADATA"))
+    if (!found->value[OPTION_metadata_json])
         return bad;
     gmp_redact_text(cfg->metadata_json, strlen(cfg->metadata_json));
     if (cfg->metadata_json[0] && /* "" is read as {} */

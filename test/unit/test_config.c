@@ -231,6 +231,26 @@ static void test_a_node_of_ranks_is_kept(void **state)
     unsetenv("LOCAL_WORLD_SIZE");
 }
 
+/* The options are read in one pass over the environment: an environment
+ * built by hand with a name twice (execve allows it) gives the first, as
+ * getenv does, and a name that begins another's is not taken for it. */
+static void test_environment_read_as_getenv_reads_it(void **state)
+{
+    (void)state;
+    extern char **environ;
+    char **saved = environ;
+    char *twice[] = {"PATH=/usr/bin", "GMP_WATCHDOG_MIN_MB=512", "GMP_MAX_DUMPS=7",
+                     "LOCAL_WORLD_SIZE=16", "GMP_MAX_DUMPS=9", "GMP_WATCHDOG=0", NULL};
+    environ = twice;
+    gmp_config c;
+    int bad = gmp_config_from_env(&c);
+    environ = saved;
+    assert_int_equal(bad, 0);
+    assert_int_equal(c.max_dumps, 7); /* the first; GMP_MAX_DUMPS beats LOCAL_WORLD_SIZE */
+    assert_int_equal(c.watchdog_min_mb, 512);
+    assert_int_equal(c.watchdog, 0);
+}
+
 static void test_guide_table_is_the_option_list(void **state)
 {
     (void)state;
@@ -261,6 +281,7 @@ int main(void)
         cmocka_unit_test_setup(test_all_bad_one_line, clear_env),
         cmocka_unit_test(test_set_by_name),
         cmocka_unit_test_setup(test_a_node_of_ranks_is_kept, clear_env),
+        cmocka_unit_test(test_environment_read_as_getenv_reads_it),
         cmocka_unit_test(test_guide_table_is_the_option_list),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
