@@ -208,18 +208,19 @@ const char *bundle_text(bundle *b, const char *file, size_t *len)
 }
 
 /* A document of the bundle let go.  An arena's are not walked, value by
- * value, to reach frees that do nothing: its values go with the arena
- * (json_arena.c), and nothing is set into a document after its load. */
-static void let_go(const bundle *b, json_t *doc)
+ * value, to reach frees that do nothing (arena_holds: its values go with
+ * the arena, json_arena.c); nothing is set into a document after its load. */
+static void let_go(int arena_holds, json_t *doc)
 {
-    if (!json_arena_holds_values(b->arena))
+    if (!arena_holds)
         json_decref(doc);
 }
 
 void bundle_close(bundle *b)
 {
+    int arena_holds = json_arena_holds_values(b->arena);
     for (int i = 0; i < b->kept_count; i++) {
-        let_go(b, b->kept[i].doc);
+        let_go(arena_holds, b->kept[i].doc);
         free(b->kept[i].text);
     }
     b->kept_count = 0;
@@ -230,9 +231,9 @@ void bundle_close(bundle *b)
     b->devices = NULL;
     b->device_count = 0;
     b->devices_read = b->failure_read = b->host_read = 0;
-    let_go(b, b->manifest);
-    let_go(b, b->metadata);
-    let_go(b, b->environment);
+    let_go(arena_holds, b->manifest);
+    let_go(arena_holds, b->metadata);
+    let_go(arena_holds, b->environment);
     events_free(&b->events);
     b->manifest = b->metadata = b->environment = NULL;
     json_arena_free(b->arena); /* after every value of its documents is let go */

@@ -177,8 +177,9 @@ int json_arena_holds_values(const json_arena *a);
 void json_arena_free_text(char *text);
 /* Set by a verb that opens many bundles, one after another, and keeps no
  * value of theirs past bundle_close: each bundle's documents in an arena,
- * read only once loaded (bundle_close frees the arena without walking them:
- * a value set into one would be lost with it). */
+ * read only once loaded (bundle_close frees the arena without walking them
+ * where the arena's allocator is installed: a value set into one would be
+ * lost with it). */
 extern int inspect_bundle_arenas;
 
 typedef struct bundle {
