@@ -167,8 +167,8 @@ done
 # loop under an empty preload.  The loops run on one CPU (the last): a
 # fork, an exec and a wait that cross between two CPUs differ from run to
 # run by more than the library costs (a round's own ratio ranged over
-# 0.85-1.46x unpinned; the middle half of the rounds lies within +-2%
-# pinned); every tool of the row alike, gmp-run's looks on that CPU too.
+# 0.85-1.46x unpinned, and the median's 95% interval was 1.01-1.10x; 1.04-
+# 1.07x pinned); every tool of the row alike, gmp-run's looks on that CPU too.
 LOOP='i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done'
 PIN_CPU=$(($(nproc) - 1))
 pinned() {

@@ -334,25 +334,25 @@ GMP_START_EXIT_TEXT int gmp_config_from_env_onto_zero(gmp_config *cfg)
 }
 
 #define PARSE_BOOL(field, name, def, doc)                                                        \
-    if ((v = found->value[OPTION_##field]))                                                                      \
+    if ((v = found->value[OPTION_##field]))                                                      \
         bad += parse_bool(name, v, &cfg->field) < 0;
 #define PARSE_NUM(field, name, def, lo, hi, doc)                                                 \
-    if ((v = found->value[OPTION_##field])) {                                                                    \
+    if ((v = found->value[OPTION_##field])) {                                                    \
         uint64_t n = cfg->field;                                                                 \
         bad += parse_u64(name, v, lo, hi, &n) < 0;                                               \
         cfg->field = (__typeof__(cfg->field))n;                                                  \
     }
 #define PARSE_TEXT(field, name, def, room, empty, def_doc, doc)                                  \
-    if ((v = found->value[OPTION_##field]))                                                                      \
+    if ((v = found->value[OPTION_##field]))                                                      \
         bad += parse_string(name, v, cfg->field, sizeof cfg->field - (room), empty) < 0;
 #define PARSE_CHOICE(field, name, choices, doc)                                                  \
-    if ((v = found->value[OPTION_##field])) {                                                                    \
+    if ((v = found->value[OPTION_##field])) {                                                    \
         int index = (int)cfg->field;                                                             \
         bad += parse_choice(name, v, choices, &index) < 0;                                       \
         cfg->field = (__typeof__(cfg->field))index;                                              \
     }
 #define PARSE_JSON(field, name, doc)                                                             \
-    if ((v = found->value[OPTION_##field]))                                                                      \
+    if ((v = found->value[OPTION_##field]))                                                      \
         bad += parse_json(name, v, cfg->field, sizeof cfg->field) < 0;
 
 /* Under gmp-run every process has GMP_RUN_DIR: what it parses then is on
