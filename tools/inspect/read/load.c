@@ -208,19 +208,18 @@ const char *bundle_text(bundle *b, const char *file, size_t *len)
 }
 
 /* A document of the bundle let go.  An arena's are not walked, value by
- * value, to reach frees that do nothing (arena_holds: its values go with
- * the arena, json_arena.c); nothing is set into a document after its load. */
-static void let_go(int arena_holds, json_t *doc)
+ * value, to reach frees that do nothing: its values go with the arena
+ * (json_arena.c), and nothing is set into a document after its load. */
+static void let_go(const bundle *b, json_t *doc)
 {
-    if (!arena_holds)
+    if (!b->arena)
         json_decref(doc);
 }
 
 void bundle_close(bundle *b)
 {
-    int arena_holds = json_arena_holds_values(b->arena);
     for (int i = 0; i < b->kept_count; i++) {
-        let_go(arena_holds, b->kept[i].doc);
+        let_go(b, b->kept[i].doc);
         free(b->kept[i].text);
     }
     b->kept_count = 0;
@@ -231,9 +230,9 @@ void bundle_close(bundle *b)
     b->devices = NULL;
     b->device_count = 0;
     b->devices_read = b->failure_read = b->host_read = 0;
-    let_go(arena_holds, b->manifest);
-    let_go(arena_holds, b->metadata);
-    let_go(arena_holds, b->environment);
+    let_go(b, b->manifest);
+    let_go(b, b->metadata);
+    let_go(b, b->environment);
     events_free(&b->events);
     b->manifest = b->metadata = b->environment = NULL;
     json_arena_free(b->arena); /* after every value of its documents is let go */
@@ -268,7 +267,8 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
         return -1;
     }
     char why[512];
-    b->arena = inspect_bundle_arenas ? json_arena_new() : NULL;
+    /* an arena only where its allocator cuts the values from it */
+    b->arena = inspect_bundle_arenas && json_arena_installed() ? json_arena_new() : NULL;
     json_arena *was = json_arena_use(b->arena);
     int failed = !(b->manifest = load_json_at(b->dirfd, "manifest.json", SMALL_FILE_MAX, why,
                                               sizeof why)) ||

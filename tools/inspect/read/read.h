@@ -170,16 +170,17 @@ void json_arena_install(void);
 json_arena *json_arena_new(void);
 json_arena *json_arena_use(json_arena *a);
 void json_arena_free(json_arena *a);
-/* Whether a's values are cut from it (its allocator installed), so that
- * freeing a frees them: not where jansson allocates on its own */
-int json_arena_holds_values(const json_arena *a);
+/* Whether the arenas' allocator is installed: only then are values cut
+ * from an arena, and freeing it frees them (not where jansson allocates on
+ * its own, as in a program that never installed it: a fuzzer) */
+int json_arena_installed(void);
 /* json_dumps' text, which jansson made by the allocator installed */
 void json_arena_free_text(char *text);
 /* Set by a verb that opens many bundles, one after another, and keeps no
- * value of theirs past bundle_close: each bundle's documents in an arena,
- * read only once loaded (bundle_close frees the arena without walking them
- * where the arena's allocator is installed: a value set into one would be
- * lost with it). */
+ * value of theirs past bundle_close: each bundle's documents in an arena
+ * where the arenas' allocator is installed, read only once loaded
+ * (bundle_close frees the arena without walking them: a value set into
+ * one would be lost with it). */
 extern int inspect_bundle_arenas;
 
 typedef struct bundle {
