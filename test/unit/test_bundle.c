@@ -627,6 +627,33 @@ static void test_sizes_past_int64_are_integers(void **state)
     scratch_remove(dir);
 }
 
+/* 2^63+1 has 19 digits, as many as a time in nanoseconds in every
+ * manifest: in a document with no longer number it is read exactly all the
+ * same. */
+static void test_nineteen_digits_past_int64(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], out[1 << 15], err[4096];
+    scratch_make(dir, sizeof dir, "bundle-19");
+    gmp_recorder *rec = make_recorder(dir, 64, 5);
+    gmp_event just_past = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CPU, .device = -1,
+                           .api = GMP_API_MALLOC, .size = (1ull << 63) + 1};
+    assert_int_equal(gmp_record(rec, &just_past), 0);
+    gmp_dump_request req = {.reason = "ENOMEM", .exception_type = "ENOMEM",
+                            .backend = GMP_BACKEND_CPU,
+                            .failed = {.present = 1, .api = GMP_API_MALLOC, .size = 1 << 20,
+                                       .device = -1, .code = 12}};
+    assert_non_null(gmp_dump(rec, &req, path, sizeof path));
+    const char *events[] = {inspect_path(), "events", path, "--json", NULL};
+    assert_int_equal(run_capture(events, out, sizeof out, err, sizeof err), 0);
+    if (!strstr(out, "\"size\":9223372036854775809,") || strstr(out, "e+18"))
+        fail_msg("events --json:\n%s\n%s", out, err);
+    const char *show[] = {inspect_path(), "show", path, NULL};
+    assert_int_equal(run_capture(show, out, sizeof out, err, sizeof err), 0);
+    gmp_recorder_destroy(rec);
+    scratch_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_patch_program),
         cmocka_unit_test(test_kind_decided_by_writer_and_patcher),
         cmocka_unit_test(test_sizes_past_int64_are_integers),
+        cmocka_unit_test(test_nineteen_digits_past_int64),
     };
     return cmocka_run_group_tests_name("bundle", tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
  */
 #include "read.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,9 +131,28 @@ static char *cleaned(const char *s, size_t n)
     return out;
 }
 
+/* Whether any of the 8 bytes of w is a control character, past ASCII's
+ * printable range, or a backslash: word-at-a-time tests (each exact as to
+ * whether any byte matches, which is all that is asked). */
+static int word_may_need_cleaning(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t del = w ^ (ones * 0x7f), backslash = w ^ (ones * '\\');
+    uint64_t below_space = (w - ones * 0x20) & ~w, past_ascii = w;
+    uint64_t is_del = (del - ones) & ~del, is_backslash = (backslash - ones) & ~backslash;
+    return ((below_space | past_ascii | is_del | is_backslash) & highs) != 0;
+}
+
 int json_text_needs_cleaning(const char *text, size_t len)
 {
-    for (const char *p = text, *end = text + len; p < end; p++) {
+    const char *end = text + len;
+    for (const char *p = text; p < end; p++) {
+        /* eight plain bytes at a time: a bundle's text is mostly plain */
+        uint64_t w;
+        while (end - p >= 8 && (memcpy(&w, p, 8), !word_may_need_cleaning(w)))
+            p += 8;
+        if (p == end)
+            break;
         unsigned char c = (unsigned char)*p;
         if (c >= 0x7f || (c < 0x20 && c != '\n' && c != '\t' && c != '\r'))
             return 1; /* DEL is valid JSON as it is; the others, as text's own */

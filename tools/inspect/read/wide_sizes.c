@@ -134,19 +134,32 @@ static size_t widen(const char *text, size_t n, char *out)
     return o;
 }
 
-/* Whether text may hold an integer past jansson's: a run of 19 digits or
- * more (2^63 has 19).  Most documents have none, and are left as they are
- * after this one quick look. */
+static int is_digit(char c)
+{
+    return (unsigned char)(c - '0') <= 9;
+}
+
+/* Whether text may hold an integer past jansson's: a run of more than 19
+ * digits, or of 19 above 2^63-1.  Most documents have none, and are left
+ * as they are after this one quick look; a manifest's nanosecond times
+ * (19 digits, below 2^63) are not made to go through widen's two passes.
+ * Any 19 bytes in a row hold one of every 19th, so only those are looked
+ * at, and the run of digits around one that is a digit. */
 static int may_hold_wide(const char *text, size_t len)
 {
-    size_t run = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] >= '0' && text[i] <= '9') {
-            if (++run >= 19)
-                return 1;
-        } else {
-            run = 0;
-        }
+    for (size_t i = 18; i < len; i += 19) {
+        if (!is_digit(text[i]))
+            continue;
+        size_t start = i, end = i + 1;
+        while (start > 0 && is_digit(text[start - 1]))
+            start--;
+        while (end < len && is_digit(text[end]))
+            end++;
+        size_t run = end - start;
+        if (run > 19 || (run == 19 && memcmp(text + start, "9223372036854775807", 19) > 0))
+            return 1;
+        while (i + 19 < end) /* on from the first one past this run */
+            i += 19;
     }
     return 0;
 }
