@@ -12,6 +12,8 @@
 #include <sys/types.h>
 
 #define GMP_HIDDEN __attribute__((visibility("hidden")))
+#define GMP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GMP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* Code that every preloaded process runs as it starts or exits, most of
  * them doing little else: kept together, after the constructor, so that it
