@@ -1,13 +1,14 @@
 /*
  * answer.h — gmp-inspect's second room: what a bundle means, read from the
  * first room (read.h).  Its kind as the writer decided it (kind.c), the
- * likely causes (diagnose.c), the site that held the memory and the
- * failure's own (sites.c, named through libdw by symbols.c, whose a frame
- * is by frames.c and interpreter.c, the Python side by python_stack.c), a
- * runtime's own words and the limit they name (runtime_words.c), memory
- * that grew and stayed (leak_scan.c), PyTorch's blocks (torch_blocks.c), a
- * leak report's (leak_report.c).  Answers are said in words on stdout or
- * handed back as values; nothing here draws, exports or parses options.
+ * likely causes (diagnose.c; growth before the failure, window_growth.c),
+ * the site that held the memory and the failure's own (sites.c, named
+ * through libdw by symbols.c, whose a frame is by frames.c and
+ * interpreter.c, the Python side by python_stack.c), a runtime's own words
+ * and the limit they name (runtime_words.c), memory that grew and stayed
+ * (leak_scan.c), PyTorch's blocks (torch_blocks.c), a leak report's
+ * (leak_report.c).  Answers are said in words on stdout or handed back as
+ * values; nothing here draws, exports or parses options.
  */
 #ifndef GMP_INSPECT_ANSWER_H
 #define GMP_INSPECT_ANSWER_H
@@ -15,6 +16,10 @@
 #include "gpumemprof.h"
 #include "read.h"
 #include "verdict.h"
+
+/* Counts of bytes past this (1 PiB) are a hostile file's, not a process's:
+ * a rule weighs them as nothing rather than overflow on them. */
+#define HOSTILE_BYTES ((int64_t)1 << 50)
 
 /* sites.c: the top allocation sites by live bytes, symbolised (libdw);
  * name_site: one stack's site, its innermost frame of the program's own
@@ -172,6 +177,13 @@ int python_site(bundle *b, char *out, size_t cap);
  * extract_features (called from x.py:17)". */
 int python_frames_site(json_t *frames, json_t *cells, char *out, size_t cap);
 
+/* window_growth.c: growth on the failed request's device (backend, device;
+ * -1 the host) before the failure, as diagnose words it: a sentence of what
+ * (into what) and of the evidence (into evidence, with the site of what
+ * stayed when one site made it); the bytes it grew by, 0 when the events
+ * show no such growth (what and evidence then untouched). */
+int64_t window_growth(bundle *b, const char *backend, int64_t device, char *what,
+                      size_t what_cap, char *evidence, size_t evidence_cap);
 /* diagnose.c: the likely causes of the bundle's OOM, most certain first,
  * each with its evidence (ANSI bold and red when colour). */
 void diagnose(bundle *b, int colour);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BYTES_MAX ((double)((int64_t)1 << 50)) /* past this a count is a hostile file's */
 #define MIB (1024.0 * 1024.0)
 
 static void add_point(leak_track *k, double t, double v)
@@ -49,11 +48,11 @@ static leak_track *track_of(leak_scan *s, int is_device, int64_t stack, const ch
     return k;
 }
 
-/* An event's count of bytes when it is one: a number in [0, BYTES_MAX],
+/* An event's count of bytes when it is one: a number in [0, HOSTILE_BYTES],
  * else -1 (past that it is a hostile file's). */
 static double amount(int has, double v)
 {
-    return has && v >= 0 && v <= BYTES_MAX ? v : -1;
+    return has && v >= 0 && v <= HOSTILE_BYTES ? v : -1;
 }
 
 /* Every allocation and free up to the failure (what a dying process gave
