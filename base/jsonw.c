@@ -339,6 +339,7 @@ typedef struct checker {
     const unsigned char *s;
     size_t n, i;
     int depth, max_depth;
+    unsigned long_numbers; /* with an exponent, or past 300 characters */
 } checker;
 
 static void skip_ws(checker *c)
@@ -408,6 +409,10 @@ static int check_string(checker *c)
             c->i++;
             continue;
         }
+        if (ch < 0x80) { /* the common case, without a call */
+            c->i++;
+            continue;
+        }
         size_t len = utf8_len(c->s + c->i, c->n - c->i);
         if (!len)
             return -1;
@@ -426,6 +431,7 @@ static int digits(checker *c)
 
 static int check_number(checker *c)
 {
+    size_t start = c->i;
     if (c->i < c->n && c->s[c->i] == '-')
         c->i++;
     if (c->i < c->n && c->s[c->i] == '0')
@@ -443,6 +449,9 @@ static int check_number(checker *c)
             c->i++;
         if (digits(c) < 0)
             return -1;
+        c->long_numbers++;
+    } else if (c->i - start > 300) {
+        c->long_numbers++;
     }
     return 0;
 }
@@ -514,7 +523,7 @@ static int check_value(checker *c)
 
 int gmp_json_check_object(const char *s, size_t n, int max_depth)
 {
-    checker c = {(const unsigned char *)s, n, 0, 0, max_depth};
+    checker c = {(const unsigned char *)s, n, 0, 0, max_depth, 0};
     skip_ws(&c);
     if (c.i >= c.n || c.s[c.i] != '{')
         return -1;
@@ -522,4 +531,15 @@ int gmp_json_check_object(const char *s, size_t n, int max_depth)
         return -1;
     skip_ws(&c);
     return c.i == c.n ? 0 : -1;
+}
+
+size_t gmp_json_value_end(const char *s, size_t n, size_t at, int max_depth,
+                          unsigned *long_numbers)
+{
+    checker c = {(const unsigned char *)s, n, at, 0, max_depth, 0};
+    if (at >= n || check_value(&c) < 0)
+        return 0;
+    if (long_numbers)
+        *long_numbers = c.long_numbers;
+    return c.i;
 }

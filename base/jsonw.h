@@ -59,5 +59,11 @@ GMP_HIDDEN int gmp_jw_finish(gmp_jw *w);
 /* 0 when s[0..n) is exactly one JSON object (surrounding white space allowed),
  * with strict RFC 8259 grammar, valid UTF-8 and nesting <= max_depth. */
 GMP_HIDDEN int gmp_json_check_object(const char *s, size_t n, int max_depth);
+/* Where the JSON value that starts at s[at] ends (the index past it), by the
+ * same grammar; 0 when none starts there.  long_numbers (NULL: not asked):
+ * how many of its numbers have an exponent or more than 300 characters,
+ * those a parser into doubles may refuse as out of range. */
+GMP_HIDDEN size_t gmp_json_value_end(const char *s, size_t n, size_t at, int max_depth,
+                                     unsigned *long_numbers);
 
 #endif

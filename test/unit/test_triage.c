@@ -335,6 +335,68 @@ static void test_run_time_past_any_clock(void **state)
     assert_null(strstr(out, "an unknown time"));
 }
 
+/* triage parses metadata.json without the host and device state it never
+ * reads (half the text); a bundle it so reads is one every verb reads, and
+ * one no verb can read is unreadable to it too: host_state written first
+ * and indented, or holding what reads as keys and braces inside strings,
+ * is cut and the bundle read; a number past a double's range, a bad token
+ * or a byte that is not UTF-8 in host_state leaves the bundle unreadable,
+ * as show finds it. */
+static void test_lean_reading_reads_as_every_verb(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *host_state;
+        int first, readable;
+    } variants[] = {
+        {"indented-first", "{\n  \"process\": {\"vm_rss\": 1024},\n  \"machine\": []\n}", 1, 1},
+        {"strings", "{\"a\":\"}\\\",\\\"kind\\\":\\\"x\",\"host_state\":\"{[\",\"b\":[\"]\"]}", 0,
+         1},
+        {"overflow", "{\"process\":{\"vm_rss\":1e999}}", 0, 0},
+        {"bad-token", "{\"process\":tru}", 0, 0},
+        {"not-utf8", "{\"process\":\"\xff\xfe\"}", 1, 0},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
+        char dir[600], pattern[700];
+        snprintf(dir, sizeof dir, "%s/lean-%s", scratch, variants[v].name);
+        gmp_dump_request failed = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
+                                   .failed = {1, GMP_API_MALLOC, 4096, -1, 12, 0, 0, {0}}};
+        dump_one(dir, &failed);
+        snprintf(pattern, sizeof pattern, "%s/oom_dump_*/metadata.json", dir);
+        glob_t g;
+        assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+        json_t *md = json_load_file(g.gl_pathv[0], 0, NULL);
+        assert_non_null(md);
+        json_object_del(md, "host_state");
+        char *rest = json_dumps(md, JSON_INDENT(variants[v].first ? 2 : 0));
+        json_decref(md);
+        assert_non_null(rest);
+        /* rest is "{...}": host_state spliced in as its first or last member */
+        static char text[1 << 16];
+        size_t n = strlen(rest);
+        if (variants[v].first)
+            snprintf(text, sizeof text, "{\n  \"host_state\": %s,%s", variants[v].host_state,
+                     rest + 1);
+        else
+            snprintf(text, sizeof text, "%.*s,\"host_state\":%s}", (int)(n - 1), rest,
+                     variants[v].host_state);
+        free(rest);
+        write_file(g.gl_pathv[0], text, strlen(text));
+        char bundle[4200];
+        snprintf(bundle, sizeof bundle, "%.*s", (int)(strlen(g.gl_pathv[0]) - 14),
+                 g.gl_pathv[0]);
+        globfree(&g);
+        const char *show[] = {inspect_path(), "show", bundle, NULL};
+        int shown = run_capture(show, out, sizeof out, err, sizeof err) == 0;
+        if (shown != variants[v].readable)
+            fail_msg("%s: show %s it\n%s%s", variants[v].name, shown ? "reads" : "cannot read",
+                     out, err);
+        expect_everywhere(dir, dir, variants[v].readable ? 3 : 1,
+                          variants[v].readable ? "2 out-of-memory death(s), 0 memory-pressure"
+                                               : "2 unreadable");
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -361,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_exit_status_table),
         cmocka_unit_test(test_python_site),
         cmocka_unit_test(test_run_time_past_any_clock),
+        cmocka_unit_test(test_lean_reading_reads_as_every_verb),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

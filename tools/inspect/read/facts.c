@@ -39,6 +39,7 @@ const bundle_device *bundle_devices_of(bundle *b, size_t *n)
 {
     if (!b->devices_read) {
         b->devices_read = 1;
+        bundle_metadata_whole(b);
         json_t *all = json_object_get(b->metadata, "device_state");
         size_t i, count = json_array_size(all);
         json_t *st;
@@ -68,6 +69,7 @@ const bundle_host_state *bundle_host_state_of(bundle *b)
         b->host_read = 1;
         bundle_host_state *h = &b->host;
         memset(h, 0, sizeof *h);
+        bundle_metadata_whole(b);
         json_t *hs = json_object_get(b->metadata, "host_state");
         b->has_host = json_is_object(hs);
         json_t *proc = json_object_get(hs, "process"), *mach = json_object_get(hs, "machine");

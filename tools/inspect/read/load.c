@@ -99,13 +99,20 @@ static size_t json_text_cost(const char *s, size_t n)
     return objects * 200 + arrays * 80 + values * 64;
 }
 
-json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
-                     size_t err_cap)
+/* load_json_at's, the members named in drop (NULL: none) cut before the
+ * parse where lean_text.c can (*cut set then). */
+static json_t *load_json_cut(int dirfd, const char *name, size_t max_bytes,
+                             const char *const *drop, int *cut, char *err, size_t err_cap)
 {
     size_t len;
     char *buf = read_file_at(dirfd, name, max_bytes, &len, err, err_cap);
     if (!buf)
         return NULL;
+    if (drop) {
+        size_t whole = len;
+        len = json_text_drop_members(buf, len, drop);
+        *cut = len != whole;
+    }
     buf = json_text_widen_integers(buf, &len);
     /* at most 200 a byte (all "{"): a short text cannot pass the bound */
     size_t cost = len * 190 + 64 <= (1u << 20) ? 0 : json_text_cost(buf, len);
@@ -143,6 +150,33 @@ json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
     return root;
 }
 
+json_t *load_json_at(int dirfd, const char *name, size_t max_bytes, char *err,
+                     size_t err_cap)
+{
+    return load_json_cut(dirfd, name, max_bytes, NULL, NULL, err, err_cap);
+}
+
+/* What triage never reads of metadata.json, cut from a lean bundle's. */
+static const char *const lean_cut[] = {"host_state", "device_state", NULL};
+
+void bundle_metadata_whole(bundle *b)
+{
+    if (!b->metadata_cut)
+        return;
+    b->metadata_cut = 0;
+    json_arena *was = json_arena_use(b->arena);
+    json_t *whole = b->dirfd >= 0 ? load_json_at(b->dirfd, "metadata.json", SMALL_FILE_MAX,
+                                                 NULL, 0)
+                                  : NULL;
+    for (int k = 0; json_is_object(whole) && lean_cut[k]; k++) {
+        json_t *v = json_object_get(whole, lean_cut[k]);
+        if (v) /* into the document every pointer already taken points into */
+            json_object_set(b->metadata, lean_cut[k], v);
+    }
+    json_decref(whole);
+    json_arena_use(was);
+}
+
 const char *jstr(json_t *obj, const char *key)
 {
     json_t *v = json_object_get(obj, key);
@@ -162,8 +196,10 @@ json_t *bundle_json(bundle *b, const char *file)
 {
     if (!strcmp(file, "manifest.json"))
         return b->manifest;
-    if (!strcmp(file, "metadata.json"))
+    if (!strcmp(file, "metadata.json")) {
+        bundle_metadata_whole(b); /* asked for whole, whatever it is for */
         return b->metadata;
+    }
     int env = !strcmp(file, "environment.json");
     if (env && b->environment)
         return b->environment;
@@ -242,8 +278,8 @@ void bundle_close(bundle *b)
     b->dirfd = -1;
 }
 
-int bundle_open(bundle *b, const char *path, int want_env, int want_events,
-                char *err, size_t err_cap)
+static int open_bundle(bundle *b, const char *path, int want_env, int want_events, int lean,
+                       char *err, size_t err_cap)
 {
     memset(b, 0, sizeof *b);
     b->dirfd = -1;
@@ -272,8 +308,9 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
     json_arena *was = json_arena_use(b->arena);
     int failed = !(b->manifest = load_json_at(b->dirfd, "manifest.json", SMALL_FILE_MAX, why,
                                               sizeof why)) ||
-                 !(b->metadata = load_json_at(b->dirfd, "metadata.json", SMALL_FILE_MAX, why,
-                                              sizeof why)) ||
+                 !(b->metadata = load_json_cut(b->dirfd, "metadata.json", SMALL_FILE_MAX,
+                                               lean ? lean_cut : NULL, &b->metadata_cut, why,
+                                               sizeof why)) ||
                  (want_env && !(b->environment = load_json_at(b->dirfd, "environment.json",
                                                               SMALL_FILE_MAX, why, sizeof why))) ||
                  (want_events && events_load_at(b->dirfd, &b->events,
@@ -292,6 +329,20 @@ int bundle_open(bundle *b, const char *path, int want_env, int want_events,
         bundle_close(b);
         return -1;
     }
+    return 0;
+}
+
+int bundle_open(bundle *b, const char *path, int want_env, int want_events,
+                char *err, size_t err_cap)
+{
+    return open_bundle(b, path, want_env, want_events, 0, err, err_cap);
+}
+
+int bundle_open_lean(bundle *b, const char *path, char *err, size_t err_cap)
+{
+    if (open_bundle(b, path, 0, 0, 1, err, err_cap) < 0)
+        return -1;
+    b->lean = 1;
     return 0;
 }
 

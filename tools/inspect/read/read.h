@@ -214,6 +214,8 @@ typedef struct bundle {
     int lean; /* set by a reader of many (triage): bundle_run_of takes the
                * manifest's run, rank, host and world size where it has
                * them, and reads no environment.json for the rest */
+    int metadata_cut; /* a lean bundle's metadata without host_state and
+                       * device_state, until bundle_metadata_whole */
 } bundle;
 
 /* Open a bundle directory and load manifest.json and metadata.json
@@ -221,7 +223,13 @@ typedef struct bundle {
  * sentence and -1 is returned; the bundle is closed. */
 int bundle_open(bundle *b, const char *path, int want_env, int want_events,
                 char *err, size_t err_cap);
+/* The same for a reader of many bundles (triage): lean, and metadata.json
+ * parsed without host_state and device_state, which bundle_host_state_of,
+ * bundle_devices_of and bundle_json read back whole when asked. */
+int bundle_open_lean(bundle *b, const char *path, char *err, size_t err_cap);
 void bundle_close(bundle *b);
+/* A lean bundle's metadata made whole (the members cut put back). */
+void bundle_metadata_whole(bundle *b);
 /* FILE of the bundle (stacks.json, modules.json, allocations.json,
  * environment.json, ...), parsed the first time it is asked for and kept
  * until bundle_close: every verb's parts ask, and each file is opened
@@ -342,6 +350,11 @@ json_t *json_u64(uint64_t v);
 /* 1 when v is a size past INT64_MAX as the reader marks it; *out (if not
  * NULL) its value. */
 int json_is_wide_size(json_t *v, uint64_t *out);
+/* lean_text.c: text (len bytes, NUL after them) without the top-level
+ * members named in names (NULL-terminated), cut in place where the whole
+ * text is one object by the strict grammar and jansson would take the cut
+ * values; the new length, len when nothing was cut. */
+size_t json_text_drop_members(char *text, size_t len, const char *const *names);
 /* text with each integer past int64 marked or widened (a new buffer; text
  * is freed), else text itself.  *len is updated. */
 char *json_text_widen_integers(char *text, size_t *len);

@@ -189,10 +189,9 @@ static void read_bundle(void *slot, const char *path, void *arg)
     triage_slot *s = slot;
     const triage *t = arg;
     /* environment.json read only where the manifest does not say enough */
-    s->opened = bundle_open(&s->b, path, 0, 0, s->err, sizeof s->err) == 0;
+    s->opened = bundle_open_lean(&s->b, path, s->err, sizeof s->err) == 0;
     if (!s->opened)
         return;
-    s->b.lean = 1;
     s->of_another_run = t->only_run && (!run_key_of(&s->b, s->run) || strcmp(s->run, t->only_run));
     if (s->of_another_run)
         return;
