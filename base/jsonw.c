@@ -333,7 +333,7 @@ int gmp_jw_finish(gmp_jw *w)
     return w->err ? -1 : 0;
 }
 
-/* ---- strict checker for JSON given to us (GMP_METADATA) ------------------ */
+/* ---- strict checker for JSON given to us (GMP_METADATA; gmp-inspect's lean reads) */
 
 typedef struct checker {
     const unsigned char *s;

@@ -10,6 +10,7 @@
  */
 #include "read.h"
 
+#include <ctype.h>
 #include <math.h>
 
 #include <stdio.h>
@@ -134,11 +135,6 @@ static size_t widen(const char *text, size_t n, char *out)
     return o;
 }
 
-static int is_digit(char c)
-{
-    return (unsigned char)(c - '0') <= 9;
-}
-
 /* Whether text may hold an integer past jansson's: a run of more than 19
  * digits, or of 19 above 2^63-1.  Most documents have none, and are left
  * as they are after this one quick look; a manifest's nanosecond times
@@ -148,12 +144,12 @@ static int is_digit(char c)
 static int may_hold_wide(const char *text, size_t len)
 {
     for (size_t i = 18; i < len; i += 19) {
-        if (!is_digit(text[i]))
+        if (!isdigit((unsigned char)text[i]))
             continue;
         size_t start = i, end = i + 1;
-        while (start > 0 && is_digit(text[start - 1]))
+        while (start > 0 && isdigit((unsigned char)text[start - 1]))
             start--;
-        while (end < len && is_digit(text[end]))
+        while (end < len && isdigit((unsigned char)text[end]))
             end++;
         size_t run = end - start;
         if (run > 19 || (run == 19 && memcmp(text + start, "9223372036854775807", 19) > 0))
