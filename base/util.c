@@ -217,6 +217,8 @@ int gmp_cgroup_memory_dir(char *out, size_t cap)
     return gmp_cgroup_memory_dir_of(0, out, cap);
 }
 
+static int proc_exiting(int pid);
+
 int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap)
 {
     char buf[2048], file[48], num[24];
@@ -238,8 +240,13 @@ int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap)
                     break;
                 memcpy(path, hit + strlen(tag), plen);
                 path[plen] = '\0';
-                if (!strcmp(path, "/"))
+                if (!strcmp(path, "/")) {
+                    /* v1 names the root for any process that has begun
+                     * to exit: where it lived is no longer said */
+                    if (version == 1 && pid && proc_exiting(pid))
+                        return -1;
                     path[0] = '\0';
+                }
                 /* v2 only where the memory controller is on (memory.current) */
                 if (gmp_strjoin(out, cap, version == 2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory",
                                 path, (char *)NULL) == 0 &&
@@ -347,6 +354,35 @@ char gmp_proc_state(int pid)
 int gmp_proc_parent(int pid)
 {
     return (int)proc_stat_number(pid, 4);
+}
+
+/* Field 9 holds the kernel's task flags; PF_EXITING (0x4) is set first
+ * thing in the task's exit, before it lets its memory go. */
+#define GMP_PF_EXITING 0x4u
+
+static int proc_exiting(int pid)
+{
+    return (proc_stat_number(pid, 9) & GMP_PF_EXITING) != 0;
+}
+
+uint64_t gmp_proc_resident_bytes(int pid)
+{
+    char buf[1024];
+    const char *p = proc_stat_field(pid, 9, buf, sizeof buf);
+    uint64_t flags = 0, pages = 0;
+    for (; p && *p >= '0' && *p <= '9'; p++)
+        flags = flags * 10 + (uint64_t)(*p - '0');
+    if (!p || (flags & GMP_PF_EXITING))
+        return 0;
+    for (int f = 9; *p && f < 24; f++) { /* on to rss, field 24 */
+        while (*p && *p != ' ')
+            p++;
+        while (*p == ' ')
+            p++;
+    }
+    for (; *p >= '0' && *p <= '9'; p++)
+        pages = pages * 10 + (uint64_t)(*p - '0');
+    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 uint64_t gmp_proc_start_ticks(int pid)

@@ -77,7 +77,8 @@ GMP_HIDDEN int gmp_cgroup_memory_dir(char *out, size_t cap);
 /* The file of this process's memory cgroup that counts OOM kills:
  * memory.events (cgroup v2) or memory.oom_control (v1).  0, or -1. */
 GMP_HIDDEN int gmp_cgroup_oom_file(char *out, size_t cap);
-/* The same of process pid (0: this one). */
+/* The same of process pid (0: this one); -1 too for a process that has
+ * begun to exit where cgroup v1 would name the root cgroup for it. */
 GMP_HIDDEN int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap);
 GMP_HIDDEN int gmp_cgroup_oom_file_of(int pid, char *out, size_t cap);
 /* The same of a memory cgroup's directory (gmp_cgroup_memory_dir_of's). */
@@ -112,6 +113,10 @@ GMP_HIDDEN uint64_t gmp_proc_start_and_state(int pid, char *state);
  * its parent's pid, 0 if unknown (pid 0: this process, for both). */
 GMP_HIDDEN char gmp_proc_state(int pid);
 GMP_HIDDEN int gmp_proc_parent(int pid);
+/* Its resident memory in bytes (field 24 of /proc/PID/stat); 0 when it
+ * cannot be read or the process has begun to exit (its memory is still
+ * counted then, but what /proc says of it is the kernel's tidying). */
+GMP_HIDDEN uint64_t gmp_proc_resident_bytes(int pid);
 
 /* errno as English text, never translated, never allocating (strerror may
  * go through gettext, which can malloc). */

@@ -2,8 +2,10 @@
  * test_ring.c — the event ring: wrap-around keeps exactly the newest N in
  * order; 8 writers x 1M events with a reader snapshotting all along never
  * see a torn, duplicated or out-of-order record; another process reads the
- * ring after the writer is SIGKILLed; damaged ring files are refused; site
- * records (stacks and objects) are found by id and bounded when damaged.
+ * ring after the writer is SIGKILLed; a proxy ring of an exiting process
+ * names its cgroup, not cgroup v1's root; damaged ring files are refused;
+ * site records (stacks and objects) are found by id and bounded when
+ * damaged.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -228,6 +230,59 @@ static void test_read_after_sigkill(void **state)
     scratch_remove(dir);
 }
 
+static void *sleep_for_ever(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* A process that has begun to exit, its main thread gone while another
+ * runs on: cgroup v1 names the root cgroup for it.  A proxy ring made for
+ * it (gmp-run's, for a process it sees) names the cgroup it lives in, or
+ * none, never that root: a bundle written from it would say the root's
+ * limit and count the root's OOM kills. */
+static void test_proxy_of_an_exiting_process(void **state)
+{
+    (void)state;
+    char dir[256], own[512];
+    if (gmp_cgroup_oom_file(own, sizeof own) < 0) {
+        print_message("SKIP  no memory cgroup here\n");
+        return;
+    }
+    scratch_make(dir, sizeof dir, "ring");
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, sleep_for_ever, NULL) != 0)
+            _exit(1);
+        pthread_exit(NULL);
+    }
+    assert_true(pid > 0);
+    for (int i = 0; i < 500 && gmp_proc_state(pid) != 'Z'; i++)
+        usleep(10000);
+    if (gmp_proc_state(pid) != 'Z') { /* its main thread has not exited */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        fail_msg("the process's main thread did not exit");
+    }
+    gmp_ring ring;
+    int made = gmp_ring_create_proxy(&ring, dir, 1000, pid);
+    char named[sizeof ring.hdr->cgroup_oom_file] = "", cgroup_dir[512];
+    if (made == 0)
+        memcpy(named, ring.hdr->cgroup_oom_file, sizeof named);
+    int version = gmp_cgroup_memory_dir_of(pid, cgroup_dir, sizeof cgroup_dir);
+    kill(pid, SIGKILL); /* before any assertion: its thread holds our output open */
+    waitpid(pid, NULL, 0);
+    assert_int_equal(made, 0);
+    gmp_ring_close(&ring, 1);
+    scratch_remove(dir);
+    if (named[0] && strcmp(named, own))
+        fail_msg("the proxy names %s; the process lives in %s", named, own);
+    assert_true(version < 0 || !strncmp(own, cgroup_dir, strlen(cgroup_dir)));
+}
+
 static void test_attach_refuses_damaged_files(void **state)
 {
     (void)state;
@@ -432,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_wrap_around),
         cmocka_unit_test(test_concurrent_writers_and_reader),
         cmocka_unit_test(test_read_after_sigkill),
+        cmocka_unit_test(test_proxy_of_an_exiting_process),
         cmocka_unit_test(test_attach_refuses_damaged_files),
         cmocka_unit_test(test_truncated_under_reader),
         cmocka_unit_test(test_site_records),

@@ -74,17 +74,6 @@ void job_watch_init(const char *dir, const gmp_config *job)
     machine_total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-static uint64_t rss_of(int pid)
-{
-    char path[64], buf[128], num[24];
-    gmp_fmt_u64((uint64_t)pid, num);
-    gmp_strjoin(path, sizeof path, "/proc/", num, "/statm", (char *)NULL);
-    if (gmp_read_file(path, buf, sizeof buf) <= 0)
-        return 0;
-    const char *p = strchr(buf, ' ');
-    return p ? strtoull(p + 1, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
-}
-
 /* Its own ring's file in the job directory (not a proxy), into out. */
 static int own_ring_of(int pid, char *out, size_t cap)
 {
@@ -167,13 +156,13 @@ static void sample(watched *w)
 {
     if (!w->mapped)
         return;
-    uint64_t rss = rss_of(w->pid), now = gmp_now_realtime_ns();
-    if (!rss)
-        return; /* exiting, its memory already let go: no reading of it */
     /* where it is now: an exec since, a move into a cgroup of its own */
     w->cgroup_version = gmp_cgroup_memory_dir_of(w->pid, w->cgroup_dir, sizeof w->cgroup_dir);
     if (w->cgroup_version < 0)
         w->cgroup_dir[0] = '\0';
+    uint64_t rss = gmp_proc_resident_bytes(w->pid), now = gmp_now_realtime_ns();
+    if (!rss)
+        return; /* exiting: no reading of it */
     char oom_file[sizeof w->ring.hdr->cgroup_oom_file];
     if (w->cgroup_dir[0] && gmp_cgroup_oom_file_in(w->cgroup_dir, w->cgroup_version, oom_file,
                                                    sizeof oom_file) == 0)
