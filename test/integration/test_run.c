@@ -411,7 +411,11 @@ static void test_runtimes_oom_killed_under_gmp_run(void **state)
         "'    while (true) { l.add(new long[1 << 17]); Thread.sleep(5); } } }' > Grow.java && "
         "javac Grow.java",
         "java -Xmx2g -cp . Grow");
-    expect_runtime_oom_killed("node", "node", "",
+    /* node -e 0 first: the first read of node's 100 MB binary, charged to
+     * the 96 MiB cgroup, has the kernel reclaim and read back its text for
+     * ever instead of OOM-killing it (so it did on a fresh machine, with no
+     * preload either); read once outside, the pages are charged there */
+    expect_runtime_oom_killed("node", "node", "node -e 0",
                               "node -e \"const a = []; setInterval(() => "
                               "a.push(new Array(1e5).fill(a.length + 0.5)), 5)\"");
     expect_runtime_oom_killed(
