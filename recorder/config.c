@@ -17,6 +17,7 @@
 #include "jsonw.h"
 #include "recorder.h"
 #include "redact.h"
+#include "start_path.h"
 #include "util.h"
 
 #include <errno.h>
@@ -268,7 +269,7 @@ typedef struct environment_options {
 /* "NAME=value" against one name, '=' included: GMP_WATCHDOG is not
  * GMP_WATCHDOG_MIN_MB's prefix. */
 #define FIND(field, name, ...)                                                                   \
-    if (!found->value[OPTION_##field] && !strncmp(entry, name "=", sizeof name)) {               \
+    if (!found->value[OPTION_##field] && gmp_start_begins(entry, name "=")) {                    \
         found->value[OPTION_##field] = entry + sizeof name;                                      \
         continue;                                                                                \
     }
@@ -284,11 +285,11 @@ GMP_START_EXIT_TEXT static void read_environment(environment_options *found)
     for (char **e = environ; e && *e; e++) {
         const char *entry = *e;
         if (entry[0] == 'L' && !found->local_world_size &&
-            !strncmp(entry, "LOCAL_WORLD_SIZE=", 17)) {
+            gmp_start_begins(entry, "LOCAL_WORLD_SIZE=")) {
             found->local_world_size = entry + 17;
             continue;
         }
-        if (entry[0] != 'G' || strncmp(entry, "GMP_", 4))
+        if (entry[0] != 'G' || !gmp_start_begins(entry, "GMP_"))
             continue;
         found->any = 1;
         GMP_OPTIONS(FIND, FIND, FIND, FIND, FIND)

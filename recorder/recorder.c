@@ -15,6 +15,7 @@
 #include "ring.h"
 #include "ring_recovery.h"
 #include "rundir.h"
+#include "start_path.h"
 #include "util.h"
 
 #include <errno.h>
@@ -47,7 +48,7 @@ GMP_START_EXIT_TEXT static void absolutize(char *path, size_t cap)
     const char *rel = given;
     while (rel[0] == '.' && rel[1] == '/')
         rel += 2;
-    if (!getcwd(path, cap) || gmp_strlcat(path, "/", cap) < 0 ||
+    if (gmp_start_getcwd(path, cap) < 0 || gmp_strlcat(path, "/", cap) < 0 ||
         gmp_strlcat(path, rel, cap) < 0)
         gmp_strlcpy(path, given, cap);
 }

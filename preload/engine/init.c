@@ -20,6 +20,7 @@
 #include "recorder.h"
 #include "ring.h"
 #include "ring_recovery.h"
+#include "start_path.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -44,7 +45,7 @@ static void after_fork_in_child(void)
     gmp_walks_fork_child();
     gmp_gettid_after_fork();
     gmp_clock_after_fork();
-    __atomic_store_n(&gmp_pl.pid, (int)getpid(), __ATOMIC_RELAXED);
+    __atomic_store_n(&gmp_pl.pid, gmp_start_getpid(), __ATOMIC_RELAXED);
     if (!gmp_pl_active())
         return;
     gmp_recorder_after_fork(gmp_pl.rec);
@@ -90,6 +91,14 @@ static void ring_ready(gmp_ring *ring)
         gmp_crash_ring_made();
 }
 
+GMP_START_EXIT_TEXT static int environment_has(const char *name_equals)
+{
+    for (char **e = environ; e && *e; e++)
+        if (gmp_start_begins(*e, name_equals))
+            return 1;
+    return 0;
+}
+
 /* Runs once, when the dynamic linker initialises the preload. */
 __attribute__((constructor)) static void on_load(void)
 {
@@ -117,9 +126,10 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.confirm_ns = (uint64_t)cfg->oom_confirm_ms * 1000000ull;
     gmp_pl.watchdog_min = cfg->watchdog_min_mb << 20;
     /* without the variable, its page of the config is not even read */
-    gmp_pl.prom_file = getenv("GMP_PROM_FILE") && cfg->prom_file[0] ? cfg->prom_file : NULL;
+    gmp_pl.prom_file = environment_has("GMP_PROM_FILE=") && cfg->prom_file[0] ? cfg->prom_file
+                                                                               : NULL;
     gmp_recorder_on_new_ring(gmp_pl.rec, ring_ready);
-    gmp_pl.pid = (int)getpid();
+    gmp_pl.pid = gmp_start_getpid();
     if (gmp_cupti_prepare)
         gmp_cupti_prepare();
     else if (cfg->cuda_mode == GMP_CUDA_MODE_CUPTI)

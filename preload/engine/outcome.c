@@ -27,6 +27,7 @@
  */
 #include "bundle.h"
 #include "preload.h"
+#include "start_path.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ static char patch_buf[128 * 1024];
 
 GMP_START_EXIT_TEXT static int ours(void)
 {
-    return getpid() == __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
+    return gmp_start_getpid() == __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
 }
 
 void gmp_outcome_now(gmp_outcome *o)

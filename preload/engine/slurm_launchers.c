@@ -16,6 +16,7 @@
  * environment the launcher forwards.
  */
 #include "preload.h"
+#include "start_path.h"
 
 #include <string.h>
 #include <sys/auxv.h>
@@ -23,16 +24,20 @@
 
 extern char **environ;
 
-static const char *base_name(const char *path)
+GMP_START_EXIT_TEXT static const char *base_name(const char *path)
 {
-    const char *slash = path ? strrchr(path, '/') : NULL;
-    return slash ? slash + 1 : path ? path : "";
+    const char *name = path ? path : "";
+    for (const char *p = name; *p; p++)
+        if (*p == '/')
+            name = p + 1;
+    return name;
 }
 
 GMP_START_EXIT_TEXT int gmp_is_slurm_launcher(const char *path)
 {
     const char *name = base_name(path);
-    return !strcmp(name, "srun") || !strcmp(name, "sbatch") || !strcmp(name, "salloc");
+    return gmp_start_same(name, "srun") || gmp_start_same(name, "sbatch") ||
+           gmp_start_same(name, "salloc");
 }
 
 static int marked(char *const *envp)

@@ -14,6 +14,7 @@
  * (may_speak, below).
  */
 #include "preload.h"
+#include "start_path.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -67,7 +68,7 @@ static int may_speak(void)
 GMP_START_EXIT_TEXT void gmp_stderr_start(void)
 {
     struct stat st;
-    started_with.known = fstat(2, &st) == 0;
+    started_with.known = gmp_start_fstat(2, &st) == 0;
     started_with.dev = started_with.known ? st.st_dev : 0;
     started_with.ino = started_with.known ? st.st_ino : 0;
     gmp_log_gate = may_speak;
