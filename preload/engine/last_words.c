@@ -23,6 +23,7 @@
  */
 #include "bundle.h"
 #include "preload.h"
+#include "word_pairs.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -41,9 +42,13 @@ static int ends(const char *line, const char *words)
     return n >= w && !strcmp(line + n - w, words);
 }
 
+/* The pairs of the line the forms are asked about (word_pairs.h): one
+ * thread at a time, as the whole file. */
+static gmp_word_pairs line_pairs;
+
 static int has(const char *line, const char *words)
 {
-    return strstr(line, words) != NULL;
+    return gmp_word_pairs_may_hold(&line_pairs, words) && strstr(line, words) != NULL;
 }
 
 /* "memory allocation of 1099511627776 bytes failed", the whole line. */
@@ -178,6 +183,7 @@ int gmp_message_last_words(const char *line)
     if (!strstr(line, "emory") && !strstr(line, "alloc") && !strstr(line, "Heap exhausted") &&
         !strstr(line, "bad_array_new_length"))
         return GMP_LAST_WORDS_NONE;
+    gmp_word_pairs_of(&line_pairs, line);
     for (int i = 1; i < GMP_LAST_WORDS_COUNT; i++)
         if (forms[i].form(line))
             return i;

@@ -29,27 +29,34 @@
  */
 #include "bundle.h"
 #include "preload.h"
+#include "word_pairs.h"
 
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The line in lower case, made once for the dozen words looked for in
- * it (a test suite printing its expected "out of memory" errors asks for
- * each of its lines); a line longer than the copy is searched as it is.
- * One thread at a time, as loaded() below. */
+/* The line in lower case, and its pairs (word_pairs.h), made once for
+ * the dozen words looked for in it (a test suite printing its expected
+ * "out of memory" errors asks for each of its lines); a line longer than
+ * the copy is searched as it is.  One thread at a time, as loaded() below. */
 typedef struct lowered {
     const char *line;
-    int whole; /* the copy holds all of line */
+    int whole;            /* the copy holds all of line */
+    gmp_word_pairs pairs; /* the copy's */
     char text[1024];
 } lowered;
 
 static void lower_line(lowered *l, const char *line)
 {
     size_t i = 0;
-    for (; line[i] && i + 1 < sizeof l->text; i++) {
+    memset(&l->pairs, 0, sizeof l->pairs);
+    for (unsigned char before = 0; line[i] && i + 1 < sizeof l->text; i++) {
         unsigned char c = (unsigned char)line[i];
-        l->text[i] = (char)(c >= 'A' && c <= 'Z' ? c | 0x20 : c);
+        c = (unsigned char)(c >= 'A' && c <= 'Z' ? c | 0x20 : c);
+        l->text[i] = (char)c;
+        if (i)
+            gmp_word_pairs_add(&l->pairs, before, c);
+        before = c;
     }
     l->text[i] = '\0';
     l->line = line;
@@ -60,8 +67,15 @@ static void lower_line(lowered *l, const char *line)
 static int has_ci(const lowered *l, const char *needle)
 {
     if (l->whole)
-        return strstr(l->text, needle) != NULL;
+        return gmp_word_pairs_may_hold(&l->pairs, needle) && strstr(l->text, needle) != NULL;
     return gmp_find_ci(l->line, strlen(l->line), needle) != NULL; /* strcasestr's set-up costs more */
+}
+
+/* word (its own case) in the line, whose copy holds it in lower case */
+static int has_cs(const lowered *l, const char *word, const char *lower)
+{
+    return (!l->whole || gmp_word_pairs_may_hold(&l->pairs, lower)) &&
+           strstr(l->line, word) != NULL;
 }
 
 typedef struct wanted {
@@ -150,9 +164,10 @@ int gmp_message_speaker_here(const char *pattern, const char *line, int ends_tra
     if (has_ci(&l, "xla") || has_ci(&l, "jax") || has_ci(&l, "resource_exhausted") ||
         !strcmp(pattern, "failed to allocate"))
         return loaded(xla);
-    if (!strcmp(pattern, "hip out of memory") || strstr(line, "HIP") || strstr(line, "ROCm"))
+    if (!strcmp(pattern, "hip out of memory") || has_cs(&l, "HIP", "hip") ||
+        has_cs(&l, "ROCm", "rocm"))
         return loaded(hip);
-    if (!strcmp(pattern, "cuda out of memory") || strstr(line, "CUDA"))
+    if (!strcmp(pattern, "cuda out of memory") || has_cs(&l, "CUDA", "cuda"))
         return loaded(cuda);
     return loaded(any_gpu);
 }
