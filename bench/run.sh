@@ -78,17 +78,32 @@ python() {
     esac
 }
 
+# pinned CMD...: CMD on one CPU, the last (when there are two or more).
+PIN_CPU=$(($(nproc) - 1))
+pinned() {
+    if command -v taskset >/dev/null 2>&1 && [ "$PIN_CPU" -gt 0 ]; then
+        taskset -c "$PIN_CPU" "$@"
+    else
+        "$@"
+    fi
+}
 # churn THREADS TOOL: the program's own "WALL CPU" of its loop (tool
-# start-up left out)
+# start-up left out).  One thread runs pinned: a loop moved between CPUs
+# mid-run differs from the next by more than a hook costs (41 interleaved
+# rounds pinned put gpumemprof at 1.10-1.24x of the same round's bare run;
+# unpinned, 0.80-1.65x).  Every tool alike but heaptrack, whose separate
+# interpreter process would share the loop's CPU.
 churn() {
+    pin=
+    [ "$1" = 1 ] && pin=pinned
     case $2 in
-    none) "$B/bench/churn" "$1" "$OPS" ;;
-    empty) LD_PRELOAD=$B/bench/libempty.so "$B/bench/churn" "$1" "$OPS" ;;
-    forward) LD_PRELOAD=$B/bench/libforward.so "$B/bench/churn" "$1" "$OPS" ;;
-    gpumemprof) LD_PRELOAD=$PRELOAD "$B/bench/churn" "$1" "$OPS" ;;
+    none) $pin "$B/bench/churn" "$1" "$OPS" ;;
+    empty) $pin env LD_PRELOAD="$B/bench/libempty.so" "$B/bench/churn" "$1" "$OPS" ;;
+    forward) $pin env LD_PRELOAD="$B/bench/libforward.so" "$B/bench/churn" "$1" "$OPS" ;;
+    gpumemprof) $pin env LD_PRELOAD="$PRELOAD" "$B/bench/churn" "$1" "$OPS" ;;
     heaptrack) heaptrack -o "$W/ht" "$B/bench/churn" "$1" "$OPS" 2>/dev/null ;;
-    libmemusage) MEMUSAGE_OUTPUT=/dev/null LD_PRELOAD=$MEMUSAGE "$B/bench/churn" "$1" "$OPS" \
-        2>/dev/null ;;
+    libmemusage) $pin env MEMUSAGE_OUTPUT=/dev/null LD_PRELOAD="$MEMUSAGE" "$B/bench/churn" \
+        "$1" "$OPS" 2>/dev/null ;;
     esac | grep -E '^[0-9.]+ [0-9.]+$'
 }
 
@@ -170,14 +185,6 @@ done
 # 0.85-1.46x unpinned, and the median's 95% interval was 1.01-1.10x; 1.04-
 # 1.07x pinned); every tool of the row alike, gmp-run's looks on that CPU too.
 LOOP='i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done'
-PIN_CPU=$(($(nproc) - 1))
-pinned() {
-    if command -v taskset >/dev/null 2>&1 && [ "$PIN_CPU" -gt 0 ]; then
-        taskset -c "$PIN_CPU" "$@"
-    else
-        "$@"
-    fi
-}
 for round in $(seq "$STARTUP_ROUNDS"); do
     for tool in $(order "$round" empty gpumemprof gmp-run); do
         case $tool in
