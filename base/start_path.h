@@ -4,7 +4,7 @@
  * its start is most of what it costs them.  Each C library function the
  * start calls first costs a lazy binding (the loader's symbol lookup) and,
  * often, a page of the library's text or data faulted in: together about
- * 5 us of a /bin/true's 520 us here, for a compare or a system call that
+ * 6 us of a /bin/true's 520 us here, for a compare or a system call that
  * is a few instructions inline.  So the start path compares text and makes
  * its three system calls here; the rest of the preload uses the library.
  */
