@@ -334,14 +334,31 @@ static const char *proc_stat_field(int pid, int field, char *buf, size_t cap)
     return *p ? p : NULL;
 }
 
-static uint64_t proc_stat_number(int pid, int field)
+/* The field n fields on from the one p is at (NULL stays NULL). */
+static const char *proc_stat_skip(const char *p, int n)
 {
-    char buf[1024];
-    const char *p = proc_stat_field(pid, field, buf, sizeof buf);
+    for (; p && *p && n > 0; n--) {
+        while (*p && *p != ' ')
+            p++;
+        while (*p == ' ')
+            p++;
+    }
+    return p;
+}
+
+/* The decimal number p is at; 0 for none. */
+static uint64_t proc_stat_decimal(const char *p)
+{
     uint64_t v = 0;
     for (; p && *p >= '0' && *p <= '9'; p++)
         v = v * 10 + (uint64_t)(*p - '0');
     return v;
+}
+
+static uint64_t proc_stat_number(int pid, int field)
+{
+    char buf[1024];
+    return proc_stat_decimal(proc_stat_field(pid, field, buf, sizeof buf));
 }
 
 char gmp_proc_state(int pid)
@@ -368,21 +385,10 @@ static int proc_exiting(int pid)
 uint64_t gmp_proc_resident_bytes(int pid)
 {
     char buf[1024];
-    const char *p = proc_stat_field(pid, 9, buf, sizeof buf);
-    uint64_t flags = 0, pages = 0;
-    for (; p && *p >= '0' && *p <= '9'; p++)
-        flags = flags * 10 + (uint64_t)(*p - '0');
-    if (!p || (flags & GMP_PF_EXITING))
+    const char *flags = proc_stat_field(pid, 9, buf, sizeof buf);
+    if (!flags || (proc_stat_decimal(flags) & GMP_PF_EXITING))
         return 0;
-    for (int f = 9; *p && f < 24; f++) { /* on to rss, field 24 */
-        while (*p && *p != ' ')
-            p++;
-        while (*p == ' ')
-            p++;
-    }
-    for (; *p >= '0' && *p <= '9'; p++)
-        pages = pages * 10 + (uint64_t)(*p - '0');
-    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+    return proc_stat_decimal(proc_stat_skip(flags, 24 - 9)) * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 uint64_t gmp_proc_start_ticks(int pid)
@@ -404,16 +410,7 @@ uint64_t gmp_proc_start_and_state(int pid, char *state)
     char buf[1024];
     const char *p = proc_stat_field(pid, 3, buf, sizeof buf);
     *state = p ? *p : 0;
-    for (int f = 3; p && *p && f < 22; f++) { /* on to starttime, field 22 */
-        while (*p && *p != ' ')
-            p++;
-        while (*p == ' ')
-            p++;
-    }
-    uint64_t v = 0;
-    for (; p && *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (uint64_t)(*p - '0');
-    return v;
+    return proc_stat_decimal(proc_stat_skip(p, 22 - 3)); /* starttime, field 22 */
 }
 
 /* Never a FIFO or a device: one of those named where a file was expected
