@@ -14,7 +14,7 @@
  * for the one device the thread is on (device.c's cell); they move to
  * device.c's shared counters when the thread turns to another device, and
  * when it exits.  And it holds the allocator hooks' bound for the common
- * case (gmp_host_fast_below_publish), so that the hooks read one line of
+ * case (gmp_host_word_bound_publish), so that the hooks read one line of
  * their own and test nothing else.
  */
 #include "preload.h"
@@ -33,8 +33,8 @@ static int key_ready; /* atomic: see ensure_key */
 
 host_slot gmp_host_unclaimed;
 __thread host_slot *gmp_host_slot __attribute__((tls_model("initial-exec"))) = &gmp_host_unclaimed;
-/* atomic: what gmp_host_fast_below_publish last stored (at every start) */
-static size_t fast_below GMP_STARTUP_DATA;
+/* atomic: what gmp_host_word_bound_publish last stored (at every start) */
+static size_t word_bound GMP_STARTUP_DATA;
 
 /* How many slots a reader sums: up to the highest ever claimed. */
 static inline int slots_to_sum(void)
@@ -98,12 +98,12 @@ static void release_slot(void *p)
 /* Each slot's bound, then the thread that stored looks again (see
  * gmp_host_fast_path_refresh): a slot claimed meanwhile takes the bound
  * itself (take_bound), so every slot ends with the last one stored. */
-GMP_START_EXIT_TEXT void gmp_host_fast_below_publish(size_t below)
+GMP_START_EXIT_TEXT void gmp_host_word_bound_publish(size_t bound)
 {
-    __atomic_store_n(&fast_below, below, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&word_bound, bound, __ATOMIC_SEQ_CST);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     for (int i = 0, n = slots_to_sum(); i < n; i++)
-        __atomic_store_n(&slots[i].below, below, __ATOMIC_RELAXED);
+        __atomic_store_n(&slots[i].word_bound, bound, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
@@ -113,10 +113,10 @@ static void take_bound(host_slot *s)
 {
     for (;;) {
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        size_t below = __atomic_load_n(&fast_below, __ATOMIC_SEQ_CST);
-        __atomic_store_n(&s->below, below, __ATOMIC_RELAXED);
+        size_t bound = __atomic_load_n(&word_bound, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&s->word_bound, bound, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&fast_below, __ATOMIC_SEQ_CST) == below)
+        if (__atomic_load_n(&word_bound, __ATOMIC_SEQ_CST) == bound)
             return;
     }
 }

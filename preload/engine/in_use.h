@@ -23,11 +23,11 @@
 typedef struct host_slot {
     _Alignas(64) int64_t bytes; /* allocated minus freed by this thread */
     uint64_t allocs, frees;     /* calls that added / returned bytes */
-    /* atomic: the allocator hooks' common-case bound for this thread, a
-     * copy of gmp_host_fast_below kept by gmp_host_fast_below_publish: on
-     * the line the hook writes anyway, and 0 in the unclaimed slot, so the
-     * hook tests neither the slot nor a shared word */
-    size_t below;
+    /* atomic: the allocator hooks' common-case bound on a block's size
+     * word for this thread, a copy of what gmp_host_word_bound_publish
+     * last stored: on the line the hook writes anyway, and 0 in the
+     * unclaimed slot, so the hook tests neither the slot nor a shared word */
+    size_t word_bound;
     int claimed;                /* atomic */
     uint32_t device_cell;       /* atomic: 1 + the device counter cell below; 0 none */
     uint64_t device_allocs, device_frees; /* that cell's GPU calls by this thread */
@@ -46,7 +46,7 @@ static inline int gmp_host_slot_claimed(const host_slot *s)
 GMP_HIDDEN void gmp_host_account_first(int64_t delta_bytes);
 /* The common-case bound into every slot (libc.c decides it): a store into
  * each, then the caller looks again (gmp_host_fast_path_refresh). */
-GMP_HIDDEN void gmp_host_fast_below_publish(size_t below);
+GMP_HIDDEN void gmp_host_word_bound_publish(size_t bound);
 
 /* delta added to a word of a slot by the slot's own thread, its only
  * writer: a thread frees what others allocated, so its own count may go
