@@ -163,9 +163,12 @@ $(RECORDER_LIB): $(RECORDER_OBJ)
 # segment is an mmap at every exec and a mapping that every fork copies
 # and every exit tears down, 3% of a short process's start here
 # (docs/performance.md).  The data stays unexecutable, relro read-only.
-$(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ)
+# mk/preload_layout.ld puts what every start and exit writes in .bss on
+# the page the loader writes anyway.
+$(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ) mk/preload_layout.ld
 	$(CC) $(CODE_CFLAGS) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete \
 	    -Wl,-z,noseparate-code -Wl,-Bsymbolic-functions -Wl,-fini=gmp_no_such_symbol \
+	    -Wl,-T,mk/preload_layout.ld \
 	    -o $@ $(PRELOAD_OBJ) $(RECORDER_OBJ) $(LIBC_PARTS)
 
 # The files that run before the ASan runtime has mapped its shadow (it calls

@@ -12,9 +12,19 @@
 #define GMP_START_PATH_H
 
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* The C library functions every start calls (with init.c's
+ * __register_atfork), bound as the library loads, a slot among its other
+ * relocations, rather than at the first call through a lazy binding, whose
+ * trampoline saves and restores the vector registers around the same
+ * lookup. */
+extern __typeof__(on_exit) on_exit __attribute__((noplt));
+extern __typeof__(getauxval) getauxval __attribute__((noplt));
 
 /* Whether a and b are the same text. */
 static inline int gmp_start_same(const char *a, const char *b)

@@ -155,23 +155,25 @@ void gmp_fmt_bytes(uint64_t v, char out[32])
     gmp_strlcat(out, units[u], 32);
 }
 
+/* A byte at a time, for its texts are short (names, paths) and every
+ * process's start copies one (the dump directory made absolute): strnlen
+ * and memcpy there were two lazy bindings of the loader's in each. */
 GMP_START_EXIT_TEXT int gmp_strlcpy(char *dst, const char *src, size_t cap)
 {
     if (!cap)
         return -1;
-    size_t n = strnlen(src, cap);
-    if (n == cap) {
-        memcpy(dst, src, cap - 1);
-        dst[cap - 1] = '\0';
-        return -1;
-    }
-    memcpy(dst, src, n + 1);
-    return 0;
+    size_t i = 0;
+    for (; i + 1 < cap && src[i]; i++)
+        dst[i] = src[i];
+    dst[i] = '\0';
+    return src[i] ? -1 : 0;
 }
 
 GMP_START_EXIT_TEXT int gmp_strlcat(char *dst, const char *src, size_t cap)
 {
-    size_t have = strnlen(dst, cap);
+    size_t have = 0;
+    while (have < cap && dst[have])
+        have++;
     if (have == cap)
         return -1;
     return gmp_strlcpy(dst + have, src, cap - have);

@@ -19,6 +19,10 @@
  * them doing little else: kept together, after the constructor, so that it
  * is one page of text to fault in rather than one per file. */
 #define GMP_START_EXIT_TEXT __attribute__((section(".text.startup")))
+/* Constant data the start and exit read, beside that text: a first read of
+ * .rodata costs a page fault and 64 KB of the library mapped (the kernel
+ * maps a fault's neighbours too), and unmapped again at exit. */
+#define GMP_START_EXIT_RODATA __attribute__((section(".text.startup.rodata")))
 
 /* For the few variables every process reads or writes (most processes only
  * start and exit): in .data, on a page the loader has written already, so

@@ -91,7 +91,19 @@
  * one leaves it empty). */
 #define SET_BOOL(field, name, def, doc)                                                          \
     if ((def) != 0)                                                                              \
-        cfg->field = def;
+        cfg->field = opaque_##field(def);
+/* A default through a register the compiler cannot see into: it would
+ * merge neighbouring ones into constants in .rodata, a read of a page the
+ * start touches nowhere else. */
+#define OPAQUE(field, ...)                                                                       \
+    static inline __typeof__(((gmp_config *)0)->field) opaque_##field(                           \
+        __typeof__(((gmp_config *)0)->field) v)                                                  \
+    {                                                                                            \
+        __asm__("" : "+r"(v));                                                                   \
+        return v;                                                                                \
+    }
+GMP_OPTIONS(OPAQUE, OPAQUE, IGNORE, IGNORE, IGNORE)
+#undef OPAQUE
 #define SET_NUM(field, name, def, lo, hi, doc) SET_BOOL(field, name, def, doc)
 #define SET_TEXT(field, name, def, room, empty, def_doc, doc)                                    \
     if (sizeof def > 1) /* an empty one's page is not touched */                                 \
@@ -269,11 +281,26 @@ typedef struct environment_options {
     int any; /* a GMP_ variable, named here or not */
 } environment_options;
 
-/* "NAME=value" against one name, '=' included: GMP_WATCHDOG is not
- * GMP_WATCHDOG_MIN_MB's prefix. */
-#define FIND(field, name, ...)                                                                   \
-    if (!found->value[OPTION_##field] && gmp_start_begins(entry, name "=")) {                    \
-        found->value[OPTION_##field] = entry + sizeof name;                                      \
+/* The names read_environment looks for, '=' included (GMP_WATCHDOG is not
+ * GMP_WATCHDOG_MIN_MB's prefix), beside the start's text: as literals they
+ * were in .rodata, and comparing the first one faulted 64 KB of it in. */
+#define NAME_ROOM(field, name, ...) char field[sizeof name + 1];
+#define NAME_TEXT(field, name, ...) .field = name "=",
+static const struct start_names {
+    char local_world_size[sizeof "LOCAL_WORLD_SIZE="];
+    char gmp[sizeof "GMP_"];
+    GMP_OPTIONS(NAME_ROOM, NAME_ROOM, NAME_ROOM, NAME_ROOM, NAME_ROOM)
+} start_names GMP_START_EXIT_RODATA = {
+    .local_world_size = "LOCAL_WORLD_SIZE=",
+    .gmp = "GMP_",
+    GMP_OPTIONS(NAME_TEXT, NAME_TEXT, NAME_TEXT, NAME_TEXT, NAME_TEXT)};
+#undef NAME_ROOM
+#undef NAME_TEXT
+
+/* "NAME=value" against one name. */
+#define FIND(field, ...)                                                                         \
+    if (!found->value[OPTION_##field] && gmp_start_begins(entry, start_names.field)) {           \
+        found->value[OPTION_##field] = entry + sizeof start_names.field - 1;                     \
         continue;                                                                                \
     }
 
@@ -288,11 +315,11 @@ GMP_START_EXIT_TEXT static void read_environment(environment_options *found)
     for (char **e = environ; e && *e; e++) {
         const char *entry = *e;
         if (entry[0] == 'L' && !found->local_world_size &&
-            gmp_start_begins(entry, "LOCAL_WORLD_SIZE=")) {
-            found->local_world_size = entry + 17;
+            gmp_start_begins(entry, start_names.local_world_size)) {
+            found->local_world_size = entry + sizeof start_names.local_world_size - 1;
             continue;
         }
-        if (entry[0] != 'G' || !gmp_start_begins(entry, "GMP_"))
+        if (entry[0] != 'G' || !gmp_start_begins(entry, start_names.gmp))
             continue;
         found->any = 1;
         GMP_OPTIONS(FIND, FIND, FIND, FIND, FIND)

@@ -48,7 +48,8 @@ GMP_START_EXIT_TEXT static void absolutize(char *path, size_t cap)
     const char *rel = given;
     while (rel[0] == '.' && rel[1] == '/')
         rel += 2;
-    if (gmp_start_getcwd(path, cap) < 0 || gmp_strlcat(path, "/", cap) < 0 ||
+    const char slash[] = {'/', '\0'}; /* on the stack: a literal is a page of .rodata */
+    if (gmp_start_getcwd(path, cap) < 0 || gmp_strlcat(path, slash, cap) < 0 ||
         gmp_strlcat(path, rel, cap) < 0)
         gmp_strlcpy(path, given, cap);
 }
@@ -79,9 +80,12 @@ gmp_recorder *gmp_recorder_create(const gmp_config *cfg)
     return rec;
 }
 
-/* aligned so that those first bytes never straddle two pages (4096 is a
- * multiple of 1024), without moving .bss off the page .data shares with it */
-static gmp_recorder static_one __attribute__((aligned(1024)));
+/* In the preload, placed right after .data (mk/preload_layout.ld), on the
+ * page the loader has written: the defaults stored at every start, and the
+ * dump directory made absolute, cost no page of their own.  Aligned so
+ * that those first bytes never straddle two pages (4096 is a multiple of
+ * 128). */
+static gmp_recorder static_one __attribute__((aligned(128), section(".bss.gmp_startup")));
 
 GMP_START_EXIT_TEXT gmp_recorder *gmp_recorder_create_static_from_env(void)
 {

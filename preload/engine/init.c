@@ -35,7 +35,7 @@ gmp_preload gmp_pl GMP_STARTUP_DATA = {.cfg = &config_when_off};
 
 /* glibc's, behind pthread_atfork: the handler goes when this object does */
 extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
-                             void *dso_handle);
+                             void *dso_handle) __attribute__((noplt)); /* see start_path.h */
 extern void *__dso_handle;
 __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
 __thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
@@ -91,6 +91,8 @@ static void ring_ready(gmp_ring *ring)
         gmp_crash_ring_made();
 }
 
+static const char prom_file_equals[] GMP_START_EXIT_RODATA = "GMP_PROM_FILE=";
+
 GMP_START_EXIT_TEXT static int environment_has(const char *name_equals)
 {
     for (char **e = environ; e && *e; e++)
@@ -126,7 +128,7 @@ __attribute__((constructor)) static void on_load(void)
     gmp_pl.confirm_ns = (uint64_t)cfg->oom_confirm_ms * 1000000ull;
     gmp_pl.watchdog_min = cfg->watchdog_min_mb << 20;
     /* without the variable, its page of the config is not even read */
-    gmp_pl.prom_file = environment_has("GMP_PROM_FILE=") && cfg->prom_file[0] ? cfg->prom_file
+    gmp_pl.prom_file = environment_has(prom_file_equals) && cfg->prom_file[0] ? cfg->prom_file
                                                                                : NULL;
     gmp_recorder_on_new_ring(gmp_pl.rec, ring_ready);
     gmp_pl.pid = gmp_start_getpid();

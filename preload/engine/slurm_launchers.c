@@ -33,11 +33,15 @@ GMP_START_EXIT_TEXT static const char *base_name(const char *path)
     return name;
 }
 
+static const char launcher_names[][8] GMP_START_EXIT_RODATA = {"srun", "sbatch", "salloc"};
+
 GMP_START_EXIT_TEXT int gmp_is_slurm_launcher(const char *path)
 {
     const char *name = base_name(path);
-    return gmp_start_same(name, "srun") || gmp_start_same(name, "sbatch") ||
-           gmp_start_same(name, "salloc");
+    for (size_t i = 0; i < sizeof launcher_names / sizeof *launcher_names; i++)
+        if (gmp_start_same(name, launcher_names[i]))
+            return 1;
+    return 0;
 }
 
 static int marked(char *const *envp)
