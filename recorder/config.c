@@ -202,10 +202,12 @@ static int parse_bool(const char *var, const char *s, int *out)
 GMP_START_EXIT_TEXT static int parse_string(const char *var, const char *s, char *dst,
                                             size_t cap, int allow_empty)
 {
-    /* strnlen, which the copy below binds anyway: every process under gmp-run
-     * comes here for GMP_RUN_DIR, and a strlen of its own was one more lazy
-     * binding at its start */
-    if ((!allow_empty && !*s) || strnlen(s, cap) >= cap) {
+    /* counted here: every process under gmp-run comes here for GMP_RUN_DIR,
+     * and strnlen was a lazy binding at its start */
+    size_t len = 0;
+    while (len < cap && s[len])
+        len++;
+    if ((!allow_empty && !*s) || len >= cap) {
         complain(var, s, *s ? "is too long" : "is empty", *dst ? dst : "\"\"");
         return -1;
     }

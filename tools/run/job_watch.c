@@ -266,29 +266,42 @@ static void visit_children(int pid, int depth)
     closedir(tasks);
 }
 
+/* A proxy whose process is gone, another's to reap (perhaps before the
+ * proxy was made), is kept only if its cgroup's OOM killer killed while it
+ * lived: 1 when it was not, and the proxy goes. */
+static int proxy_without_a_kill(const watched *w)
+{
+    if (!w->mapped || !w->is_proxy)
+        return 0;
+    char file[sizeof w->ring.hdr->cgroup_oom_file];
+    memcpy(file, w->ring.hdr->cgroup_oom_file, sizeof file);
+    file[sizeof file - 1] = '\0';
+    uint64_t then = w->ring.hdr->oom_kills_at_start, now = gmp_cgroup_oom_kills(file);
+    return then != UINT64_MAX && now == then;
+}
+
+/* Whether the process has ended (a zombie, or no longer that process). */
+static int ended(const watched *w)
+{
+    char state = 0;
+    uint64_t start = gmp_proc_start_and_state(w->pid, &state);
+    return start != w->start_ticks || state == 'Z' || state == 'X';
+}
+
 void job_watch_tick(void)
 {
     for (size_t i = 0; i < count; i++)
         table[i].alive = 0;
     visit_children((int)getpid(), 0);
-    /* gone since the last tick: their own rings are the reaper's to judge;
-     * a proxy, whose process another reaped (perhaps before the proxy was
-     * made), is kept only if its cgroup's OOM killer killed while it lived */
+    /* gone since the last tick: their own rings are the reaper's to judge,
+     * a proxy as proxy_without_a_kill says */
     for (size_t i = 0; i < count;) {
         watched *w = &table[i];
         if (w->alive) {
             i++;
             continue;
         }
-        int no_kill = 0;
-        if (w->mapped && w->is_proxy) {
-            char file[sizeof w->ring.hdr->cgroup_oom_file];
-            memcpy(file, w->ring.hdr->cgroup_oom_file, sizeof file);
-            file[sizeof file - 1] = '\0';
-            uint64_t then = w->ring.hdr->oom_kills_at_start, now = gmp_cgroup_oom_kills(file);
-            no_kill = then != UINT64_MAX && now == then;
-        }
-        unmap(w, no_kill);
+        unmap(w, proxy_without_a_kill(w));
         table[i] = table[--count];
     }
 }
@@ -323,9 +336,15 @@ int job_watch_go_last_words(int pid, char *out, size_t cap)
     return -1;
 }
 
+/* The job is over.  A process that ended since the last look is judged as
+ * the look would have: a proxy kept for it would be recovered next, and
+ * its death asked of the whole kernel log (the cache cannot answer for a
+ * process that started in the tick gmp-run began following it), 5 ms
+ * after every `gmp-run sh -c 'sleep 1'` here.  One still running (a
+ * daemon) keeps its proxy, for a death later. */
 void job_watch_end(void)
 {
     for (size_t i = 0; i < count; i++)
-        unmap(&table[i], 0);
+        unmap(&table[i], ended(&table[i]) && proxy_without_a_kill(&table[i]));
     count = 0;
 }
