@@ -384,15 +384,6 @@ static int proc_exiting(int pid)
     return (proc_stat_number(pid, 9) & GMP_PF_EXITING) != 0;
 }
 
-uint64_t gmp_proc_resident_bytes(int pid)
-{
-    char buf[1024];
-    const char *flags = proc_stat_field(pid, 9, buf, sizeof buf);
-    if (!flags || (proc_stat_decimal(flags) & GMP_PF_EXITING))
-        return 0;
-    return proc_stat_decimal(proc_stat_skip(flags, 24 - 9)) * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 uint64_t gmp_proc_start_ticks(int pid)
 {
     return proc_stat_number(pid, 22);
@@ -407,12 +398,18 @@ uint64_t gmp_clock_ticks_now(void)
     return (uint64_t)t.tv_sec * (uint64_t)hz + (uint64_t)t.tv_nsec / (1000000000u / (uint64_t)hz);
 }
 
-uint64_t gmp_proc_start_and_state(int pid, char *state)
+uint64_t gmp_proc_start_and_state(int pid, char *state, uint64_t *resident)
 {
     char buf[1024];
     const char *p = proc_stat_field(pid, 3, buf, sizeof buf);
     *state = p ? *p : 0;
-    return proc_stat_decimal(proc_stat_skip(p, 22 - 3)); /* starttime, field 22 */
+    const char *flags = proc_stat_skip(p, 9 - 3), *start = proc_stat_skip(flags, 22 - 9);
+    if (resident)
+        *resident = !p || (proc_stat_decimal(flags) & GMP_PF_EXITING)
+                        ? 0
+                        : proc_stat_decimal(proc_stat_skip(start, 24 - 22)) *
+                              (uint64_t)sysconf(_SC_PAGESIZE);
+    return proc_stat_decimal(start); /* starttime, field 22 */
 }
 
 /* Never a FIFO or a device: one of those named where a file was expected

@@ -110,17 +110,16 @@ GMP_HIDDEN uint64_t gmp_proc_start_ticks(int pid);
 /* Now, on the clock those start times count (CLOCK_BOOTTIME in clock
  * ticks); 0 when it cannot be read. */
 GMP_HIDDEN uint64_t gmp_clock_ticks_now(void);
-/* Both from one read of /proc/PID/stat: the start time, and the state
- * letter in *state (0 when it cannot be read). */
-GMP_HIDDEN uint64_t gmp_proc_start_and_state(int pid, char *state);
+/* From one read of /proc/PID/stat: the start time, the state letter in
+ * *state (0 when it cannot be read) and, unless resident is NULL, its
+ * resident memory in bytes (field 24) in *resident: 0 when it cannot be
+ * read or the process has begun to exit (its memory is still counted
+ * then, but what /proc says of it is the kernel's tidying). */
+GMP_HIDDEN uint64_t gmp_proc_start_and_state(int pid, char *state, uint64_t *resident);
 /* Its state letter in /proc/PID/stat ('R', 'S', 'Z' a zombie), 0 if none;
  * its parent's pid, 0 if unknown (pid 0: this process, for both). */
 GMP_HIDDEN char gmp_proc_state(int pid);
 GMP_HIDDEN int gmp_proc_parent(int pid);
-/* Its resident memory in bytes (field 24 of /proc/PID/stat); 0 when it
- * cannot be read or the process has begun to exit (its memory is still
- * counted then, but what /proc says of it is the kernel's tidying). */
-GMP_HIDDEN uint64_t gmp_proc_resident_bytes(int pid);
 
 /* errno as English text, never translated, never allocating (strerror may
  * go through gettext, which can malloc). */

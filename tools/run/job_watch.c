@@ -59,6 +59,7 @@ typedef struct watched {
     uint64_t last_rss, last_sample_ns;
     long long stderr_from; /* the job's stderr file's size when first seen; -1 none */
     int alive;             /* seen this tick */
+    uint64_t rss_now;      /* read as this tick saw it (0: exiting, or unknown) */
 } watched;
 
 static watched table[MAX_WATCHED];
@@ -74,8 +75,10 @@ void job_watch_init(const char *dir, const gmp_config *job)
     machine_total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-/* Its own ring's file in the job directory (not a proxy), into out. */
-static int own_ring_of(int pid, char *out, size_t cap)
+/* Its own ring's file in the job directory (not a proxy), into out; the
+ * file named mine (the proxy made for it, "" none) is not opened: a look
+ * at every proxied process asks this again. */
+static int own_ring_of(int pid, const char *mine, char *out, size_t cap)
 {
     DIR *d = opendir(job_dir);
     if (!d)
@@ -88,6 +91,8 @@ static int own_ring_of(int pid, char *out, size_t cap)
         if (strncmp(e->d_name, prefix, strlen(prefix)))
             continue;
         gmp_strjoin(out, cap, job_dir, "/", e->d_name, (char *)NULL);
+        if (!strcmp(out, mine))
+            continue;
         /* its header's flags alone, not a mapping of the whole ring */
         gmp_ring_header h;
         int fd = open(out, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -130,7 +135,7 @@ static void ensure_ring(watched *w)
     }
     char path[4200];
     gmp_ring own;
-    if (own_ring_of(w->pid, path, sizeof path) == 0 &&
+    if (own_ring_of(w->pid, w->mapped ? w->ring.path : "", path, sizeof path) == 0 &&
         gmp_ring_attach_writable(&own, path, NULL, 0) == 0) {
         if (own.hdr->proc_start_ticks == w->start_ticks) {
             unmap(w, 1);
@@ -160,7 +165,7 @@ static void sample(watched *w)
     w->cgroup_version = gmp_cgroup_memory_dir_of(w->pid, w->cgroup_dir, sizeof w->cgroup_dir);
     if (w->cgroup_version < 0)
         w->cgroup_dir[0] = '\0';
-    uint64_t rss = gmp_proc_resident_bytes(w->pid), now = gmp_now_realtime_ns();
+    uint64_t rss = w->rss_now, now = gmp_now_realtime_ns();
     if (!rss)
         return; /* exiting: no reading of it */
     char oom_file[sizeof w->ring.hdr->cgroup_oom_file];
@@ -245,7 +250,7 @@ static void visit_children(int pid, int depth)
             if (child == job_output_relay_pid() || child == group_signal_canary_pid())
                 continue; /* gmp-run's own, not the job's */
             char state;
-            uint64_t ticks = gmp_proc_start_and_state(child, &state);
+            uint64_t rss, ticks = gmp_proc_start_and_state(child, &state, &rss);
             if (state == 'Z') { /* dead, not reaped: kept for its reaper */
                 for (size_t i = 0; i < count; i++)
                     table[i].alive |= table[i].pid == child;
@@ -254,6 +259,7 @@ static void visit_children(int pid, int depth)
             watched *w = ticks ? find(child, ticks) : NULL;
             if (w) {
                 w->alive = 1;
+                w->rss_now = rss;
                 ensure_ring(w);
                 sample(w);
             }
@@ -284,7 +290,7 @@ static int proxy_without_a_kill(const watched *w)
 static int ended(const watched *w)
 {
     char state = 0;
-    uint64_t start = gmp_proc_start_and_state(w->pid, &state);
+    uint64_t start = gmp_proc_start_and_state(w->pid, &state, NULL);
     return start != w->start_ticks || state == 'Z' || state == 'X';
 }
 
