@@ -223,10 +223,8 @@ static int proc_exiting(int pid);
 
 int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap)
 {
-    char buf[2048], file[48], num[24];
-    gmp_fmt_u64((uint64_t)pid, num);
-    gmp_strjoin(file, sizeof file, "/proc/", pid ? num : "self", "/cgroup", (char *)NULL);
-    if (gmp_read_file(file, buf, sizeof buf) <= 0)
+    char buf[2048];
+    if (gmp_read_proc_file(pid, "cgroup", buf, sizeof buf) <= 0)
         return -1;
     /* "0::/path" (v2) and "N:memory:/path" (v1), one a line */
     for (int version = 2; version >= 1; version--) {
@@ -283,7 +281,8 @@ int gmp_cgroup_oom_file_of(int pid, char *out, size_t cap)
     return version < 0 ? -1 : gmp_cgroup_oom_file_in(dir, version, out, cap);
 }
 
-static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_flags);
+static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_flags,
+                            int known_regular);
 
 /* A cgroup's OOM file as we name one: under /sys/fs/cgroup, no ".." in it.
  * The path may come from a ring another process wrote. */
@@ -298,7 +297,7 @@ static int is_cgroup_oom_file(const char *file)
 uint64_t gmp_cgroup_oom_kills(const char *file)
 {
     char buf[1024];
-    if (!is_cgroup_oom_file(file) || read_regular(file, buf, sizeof buf, O_NOFOLLOW) <= 0)
+    if (!is_cgroup_oom_file(file) || read_regular(file, buf, sizeof buf, O_NOFOLLOW, 0) <= 0)
         return UINT64_MAX;
     for (const char *p = buf; (p = strstr(p, "oom_kill ")); p++) {
         if (p != buf && p[-1] != '\n')
@@ -316,10 +315,7 @@ uint64_t gmp_cgroup_oom_kills(const char *file)
  * from after the command's name, which may hold spaces and parentheses. */
 static const char *proc_stat_field(int pid, int field, char *buf, size_t cap)
 {
-    char path[48], num[24];
-    gmp_fmt_u64((uint64_t)pid, num);
-    gmp_strjoin(path, sizeof path, "/proc/", pid ? num : "self", "/stat", (char *)NULL);
-    if (gmp_read_file(path, buf, cap) <= 0)
+    if (gmp_read_proc_file(pid, "stat", buf, cap) <= 0)
         return NULL;
     const char *p = strrchr(buf, ')');
     if (!p)
@@ -413,8 +409,10 @@ uint64_t gmp_proc_start_and_state(int pid, char *state, uint64_t *resident)
 }
 
 /* Never a FIFO or a device: one of those named where a file was expected
- * would block the reader for ever or read without end. */
-static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_flags)
+ * would block the reader for ever or read without end (known_regular: a
+ * file procfs makes, not looked at). */
+static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_flags,
+                            int known_regular)
 {
     if (!cap)
         return -1;
@@ -422,7 +420,7 @@ static ssize_t read_regular(const char *path, char *buf, size_t cap, int extra_f
     if (fd < 0)
         return -1;
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    if (!known_regular && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
         close(fd);
         return -1;
     }
@@ -484,7 +482,16 @@ const char *gmp_find_ci(const char *s, size_t n, const char *needle)
 
 ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
 {
-    return read_regular(path, buf, cap, 0);
+    return read_regular(path, buf, cap, 0, 0);
+}
+
+ssize_t gmp_read_proc_file(int pid, const char *name, char *buf, size_t cap)
+{
+    char path[96], num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    if (gmp_strjoin(path, sizeof path, "/proc/", pid ? num : "self", "/", name, (char *)NULL) < 0)
+        return -1;
+    return read_regular(path, buf, cap, 0, 1);
 }
 
 /* Both read glibc's table as it is, with no lock and no locale: they run in

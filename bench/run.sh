@@ -50,8 +50,9 @@ has_module filprofiler || timeout 300 "$PY" -m pip install -q filprofiler >/dev/
 have perf || sh "$HERE/../mk/install-optional.sh" linux-perf
 MEMUSAGE=$(ls /usr/lib/*/libmemusage.so /lib/*/libmemusage.so 2>/dev/null | head -n 1)
 
-# timed CMD...: "WALL CPU" of the whole command, start-up included (the CPU
-# time of the command and the children it waited for)
+# timed CMD...: "WALL CPU FAULTS" of the whole command, start-up included
+# (the CPU time and the page faults of the command and the children it
+# waited for)
 timed() { "$B/bench/timed" "$@"; }
 
 # under TOOL CMD...: CMD run under a tool (the bare run and the preloads
@@ -123,8 +124,8 @@ compile() { # TOOL
         -I"$ROOT/recorder" -I"$ROOT/collectors" -c "$ROOT/recorder/bundle.c" -o "$W/bundle.o"
 }
 
-# record KIND TOOL ROUND "WALL CPU": one result line (nothing when the run
-# gave no times)
+# record KIND TOOL ROUND "WALL CPU [FAULTS]": one result line (nothing when
+# the run gave no times)
 record() {
     [ -n "$4" ] && echo "$1 $2 $3 $4" >> "$RES"
 }

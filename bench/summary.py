@@ -197,6 +197,19 @@ if t:
     print(limit("`gmp-inspect triage` of {:,} bundles from {:,} torchrun runs ({} warm runs; at most {:.0f} MiB)".format(
         n, n // 100, len(t), most / 1024), statistics.median(t), 6, "6 s", t) %
         ("%.2f s (%.2f-%.2f)" % (statistics.median(t), t[0], t[-1])))
+loop_faults = {}
+for tool in ("empty", "gpumemprof", "gmp-run"):
+    f = sorted(float(r[5]) / 301 for r in rows if r[0] == "startup" and r[1] == tool and len(r) > 5)
+    if f:
+        loop_faults[tool] = statistics.median(f)
+if len(loop_faults) == 3:
+    print()
+    print("Page faults a process of the start-up loop takes (the shell's share included, "
+          "medians): %.1f under the empty preload, %.1f under the library (%+.1f), %.1f under "
+          "`gmp-run` (%+.1f)." % (loop_faults["empty"], loop_faults["gpumemprof"],
+                                  loop_faults["gpumemprof"] - loop_faults["empty"],
+                                  loop_faults["gmp-run"],
+                                  loop_faults["gmp-run"] - loop_faults["empty"]))
 print()
 print("Verdict, row by row (each median with its 95% interval; met when both intervals lie "
       "at or under the target, missed when either lies over it):")

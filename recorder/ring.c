@@ -85,8 +85,7 @@ static int read_command(int pid, char exe[1024], char cmdline[1024])
     if (n <= 0)
         return -1;
     e[n] = '\0';
-    proc_path(path, sizeof path, pid, "cmdline");
-    n = gmp_read_file(path, text, sizeof text);
+    n = gmp_read_proc_file(pid, "cmdline", text, sizeof text);
     if (n <= 0)
         return -1;
     gmp_redact_args(text, (size_t)n);

@@ -240,8 +240,8 @@ static void visit_children(int pid, int depth)
         if (t->d_name[0] < '0' || t->d_name[0] > '9')
             continue;
         char file[160], buf[4096];
-        gmp_strjoin(file, sizeof file, path, "/", t->d_name, "/children", (char *)NULL);
-        if (gmp_read_file(file, buf, sizeof buf) <= 0)
+        gmp_strjoin(file, sizeof file, "task/", t->d_name, "/children", (char *)NULL);
+        if (gmp_read_proc_file(pid, file, buf, sizeof buf) <= 0)
             continue;
         for (char *p = buf; *p;) {
             int child = (int)strtol(p, &p, 10);
