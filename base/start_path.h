@@ -23,8 +23,16 @@
  * relocations, rather than at the first call through a lazy binding, whose
  * trampoline saves and restores the vector registers around the same
  * lookup. */
-extern __typeof__(on_exit) on_exit __attribute__((noplt));
-extern __typeof__(getauxval) getauxval __attribute__((noplt));
+#if defined(__has_attribute)
+#if __has_attribute(noplt)
+#define GMP_BOUND_AT_LOAD __attribute__((noplt))
+#endif
+#endif
+#ifndef GMP_BOUND_AT_LOAD
+#define GMP_BOUND_AT_LOAD /* clang: lazily, as before */
+#endif
+extern __typeof__(on_exit) on_exit GMP_BOUND_AT_LOAD;
+extern __typeof__(getauxval) getauxval GMP_BOUND_AT_LOAD;
 
 /* Whether a and b are the same text. */
 static inline int gmp_start_same(const char *a, const char *b)

@@ -35,7 +35,7 @@ gmp_preload gmp_pl GMP_STARTUP_DATA = {.cfg = &config_when_off};
 
 /* glibc's, behind pthread_atfork: the handler goes when this object does */
 extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
-                             void *dso_handle) __attribute__((noplt)); /* see start_path.h */
+                             void *dso_handle) GMP_BOUND_AT_LOAD; /* see start_path.h */
 extern void *__dso_handle;
 __thread int gmp_in_hook __attribute__((tls_model("initial-exec")));
 __thread uint16_t gmp_event_flags __attribute__((tls_model("initial-exec")));
