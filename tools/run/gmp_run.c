@@ -347,6 +347,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (r > 0) {
+            job_watch_reaped((int)r);
             char words[512];
             if (held >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
                 job_watch_go_last_words((int)r, words, sizeof words) == 0) {

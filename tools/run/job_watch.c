@@ -60,6 +60,7 @@ typedef struct watched {
     long long stderr_from; /* the job's stderr file's size when first seen; -1 none */
     int alive;             /* seen this tick */
     uint64_t rss_now;      /* read as this tick saw it (0: exiting, or unknown) */
+    int reaped_here;       /* gmp-run reaped it: gmp_rings_reaped judged its rings */
 } watched;
 
 static watched table[MAX_WATCHED];
@@ -342,15 +343,25 @@ int job_watch_go_last_words(int pid, char *out, size_t cap)
     return -1;
 }
 
-/* The job is over.  A process that ended since the last look is judged as
- * the look would have: a proxy kept for it would be recovered next, and
- * its death asked of the whole kernel log (the cache cannot answer for a
- * process that started in the tick gmp-run began following it), 5 ms
- * after every `gmp-run sh -c 'sleep 1'` here.  One still running (a
- * daemon) keeps its proxy, for a death later. */
-void job_watch_end(void)
+void job_watch_reaped(int pid)
 {
     for (size_t i = 0; i < count; i++)
-        unmap(&table[i], ended(&table[i]) && proxy_without_a_kill(&table[i]));
+        if (table[i].pid == pid)
+            table[i].reaped_here = 1;
+}
+
+/* The job is over.  A process another reaped since the last look (a shell's
+ * last command) is judged as the look would have judged it: a proxy kept
+ * for it would be recovered next, and its death asked of the whole kernel
+ * log (the log read since gmp-run began cannot answer for a process that
+ * started in the same clock tick), 5 ms after every `gmp-run sh -c 'sleep
+ * 1'` here.  One gmp-run reaped keeps what the reaper decided; one still
+ * running (a daemon) keeps its proxy, for a death later. */
+void job_watch_end(void)
+{
+    for (size_t i = 0; i < count; i++) {
+        watched *w = &table[i];
+        unmap(w, !w->reaped_here && ended(w) && proxy_without_a_kill(w));
+    }
     count = 0;
 }

@@ -25,7 +25,11 @@ void job_watch_tick(void);
  * (job_output.h), into out; 0, or -1 when there is none (or nothing could
  * be read). */
 int job_watch_go_last_words(int pid, char *out, size_t cap);
-/* Let every ring go (the files stay: the reaper and recovery decide). */
+/* gmp-run reaped pid (gmp_rings_reaped judged its rings). */
+void job_watch_reaped(int pid);
+/* Let every ring go.  The files stay for the reaper and recovery to
+ * decide, but for the proxy of a process another reaped since the last
+ * look, which goes as the look would have let it go. */
 void job_watch_end(void);
 
 #endif
