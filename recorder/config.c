@@ -89,21 +89,15 @@
  * process's static one is set without touching its pages of empty strings
  * or reading a table (an empty metadata_json is read as "{}", so the static
  * one leaves it empty). */
-#define SET_BOOL(field, name, def, doc)                                                          \
-    if ((def) != 0)                                                                              \
-        cfg->field = opaque_##field(def);
-/* A default through a register the compiler cannot see into: it would
+/* Each default through a register the compiler cannot see into: it would
  * merge neighbouring ones into constants in .rodata, a read of a page the
  * start touches nowhere else. */
-#define OPAQUE(field, ...)                                                                       \
-    static inline __typeof__(((gmp_config *)0)->field) opaque_##field(                           \
-        __typeof__(((gmp_config *)0)->field) v)                                                  \
-    {                                                                                            \
-        __asm__("" : "+r"(v));                                                                   \
-        return v;                                                                                \
+#define SET_BOOL(field, name, def, doc)                                                          \
+    if ((def) != 0) {                                                                            \
+        __typeof__(cfg->field) value = (def);                                                    \
+        __asm__("" : "+r"(value));                                                               \
+        cfg->field = value;                                                                      \
     }
-GMP_OPTIONS(OPAQUE, OPAQUE, IGNORE, IGNORE, IGNORE)
-#undef OPAQUE
 #define SET_NUM(field, name, def, lo, hi, doc) SET_BOOL(field, name, def, doc)
 #define SET_TEXT(field, name, def, room, empty, def_doc, doc)                                    \
     if (sizeof def > 1) /* an empty one's page is not touched */                                 \

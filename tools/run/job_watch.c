@@ -287,14 +287,6 @@ static int proxy_without_a_kill(const watched *w)
     return then != UINT64_MAX && now == then;
 }
 
-/* Whether the process has ended (a zombie, or no longer that process). */
-static int ended(const watched *w)
-{
-    char state = 0;
-    uint64_t start = gmp_proc_start_and_state(w->pid, &state, NULL);
-    return start != w->start_ticks || state == 'Z' || state == 'X';
-}
-
 void job_watch_tick(void)
 {
     for (size_t i = 0; i < count; i++)
@@ -361,7 +353,8 @@ void job_watch_end(void)
 {
     for (size_t i = 0; i < count; i++) {
         watched *w = &table[i];
-        unmap(w, !w->reaped_here && ended(w) && proxy_without_a_kill(w));
+        unmap(w, !w->reaped_here && proxy_without_a_kill(w) &&
+                     gmp_ring_process_gone(w->ring.hdr));
     }
     count = 0;
 }
