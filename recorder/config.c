@@ -350,11 +350,28 @@ int gmp_config_from_env(gmp_config *cfg)
     return bad;
 }
 
-GMP_START_EXIT_TEXT int gmp_config_from_env_onto_zero(gmp_config *cfg)
+/* GMP_RUN_DIR into held when it fits there (and is not empty, which is
+ * parse_string's to refuse): 1 when it went there. */
+GMP_START_EXIT_TEXT static int hold_run_dir(const char *v, char *held, size_t cap)
+{
+    size_t len = 0;
+    while (v && len < cap && v[len])
+        len++;
+    if (!v || !len || len >= cap)
+        return 0;
+    for (size_t i = 0; i <= len; i++)
+        held[i] = v[i];
+    return 1;
+}
+
+GMP_START_EXIT_TEXT int gmp_config_from_env_onto_zero(gmp_config *cfg, char *run_dir_held,
+                                                      size_t held_cap)
 {
     environment_options found;
     read_environment(&found);
     set_nonzero_defaults(cfg);
+    if (hold_run_dir(found.value[OPTION_run_dir], run_dir_held, held_cap))
+        found.value[OPTION_run_dir] = NULL; /* cfg->run_dir stays "" */
     int bad = found.any ? parse_environment(cfg, &found) : 0;
     keep_a_node_of_ranks(cfg, &found);
     return bad;

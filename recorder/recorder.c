@@ -33,6 +33,10 @@ struct gmp_recorder {
     uint64_t early_drops;  /* events dropped while the ring was being made */
     /* set as every process starts: on the page the config's first fields share */
     void (*on_new_ring)(gmp_ring *ring); /* atomic */
+    /* the static recorder's GMP_RUN_DIR, when short ("" otherwise: then
+     * cfg.run_dir): on the page of the config's first fields, where
+     * cfg.run_dir is two pages on (gmp_config_from_env_onto_zero) */
+    char run_dir_held[256];
     gmp_config cfg;        /* dump_dir made absolute; metadata_json "" = "{}" */
     gmp_ring ring;
 };
@@ -92,7 +96,8 @@ GMP_START_EXIT_TEXT gmp_recorder *gmp_recorder_create_static_from_env(void)
     static int available = 1; /* atomic; initialised, so on a page the loader wrote */
     if (!__atomic_exchange_n(&available, 0, __ATOMIC_ACQ_REL))
         return NULL;
-    gmp_config_from_env_onto_zero(&static_one.cfg);
+    gmp_config_from_env_onto_zero(&static_one.cfg, static_one.run_dir_held,
+                                  sizeof static_one.run_dir_held);
     init_recorder(&static_one);
     return &static_one;
 }
@@ -102,12 +107,23 @@ GMP_START_EXIT_TEXT const gmp_config *gmp_recorder_config(const gmp_recorder *re
     return &rec->cfg;
 }
 
+/* GMP_RUN_DIR as configured ("" unset) */
+static const char *configured_run_dir(const gmp_recorder *rec)
+{
+    return rec->run_dir_held[0] ? rec->run_dir_held : rec->cfg.run_dir;
+}
+
+void gmp_recorder_run_dir(const gmp_recorder *rec, char *out, size_t cap)
+{
+    gmp_run_dir_resolve(configured_run_dir(rec), out, cap);
+}
+
 static void make_ring(gmp_recorder *rec)
 {
     char dir[GMP_PATH_MAX], why[128];
-    gmp_run_dir_resolve(rec->cfg.run_dir, dir, sizeof dir);
+    gmp_recorder_run_dir(rec, dir, sizeof dir);
     const char *use = dir;
-    if (gmp_run_dir_taken(rec->cfg.run_dir) && strncmp(dir, "/tmp/gpumemprof-", 16))
+    if (gmp_run_dir_taken(configured_run_dir(rec)) && strncmp(dir, "/tmp/gpumemprof-", 16))
         gmp_log("/tmp/gpumemprof-%u belongs to another user; rings go to %s", (unsigned)getuid(),
                 dir);
     if (gmp_run_dir_ensure(dir, why, sizeof why) < 0) {

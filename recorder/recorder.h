@@ -18,6 +18,9 @@
  * do).  NULL when called twice.  Its config, for the caller to read. */
 GMP_HIDDEN gmp_recorder *gmp_recorder_create_static_from_env(void);
 GMP_HIDDEN const gmp_config *gmp_recorder_config(const gmp_recorder *rec);
+/* The directory its ring goes to (gmp_run_dir_path of its config, with the
+ * GMP_RUN_DIR the static recorder holds apart). */
+GMP_HIDDEN void gmp_recorder_run_dir(const gmp_recorder *rec, char *out, size_t cap);
 /* gmp_dump_exception's request from its plain arguments (the backend by
  * name: "cuda", "rocm" or "hip", anything else cpu). */
 GMP_HIDDEN gmp_dump_request gmp_exception_request(const char *reason, const char *exception_type,
@@ -26,8 +29,13 @@ GMP_HIDDEN gmp_dump_request gmp_exception_request(const char *reason, const char
                                                   const char *context, const char *backend,
                                                   const char *metadata_json, int traceback_fd);
 
-/* gmp_config_from_env onto a config that is all zero (static storage). */
-GMP_HIDDEN int gmp_config_from_env_onto_zero(gmp_config *cfg);
+/* gmp_config_from_env onto a config that is all zero (static storage),
+ * except that GMP_RUN_DIR, when shorter than held_cap, goes to run_dir_held
+ * and cfg->run_dir stays "": under gmp-run every process has it, and
+ * cfg->run_dir lies two pages into the config (a page each process would
+ * fault in, for a directory it may never use). */
+GMP_HIDDEN int gmp_config_from_env_onto_zero(gmp_config *cfg, char *run_dir_held,
+                                             size_t held_cap);
 
 /* The user guide's table of GMP_* variables, from the option list (markdown,
  * NUL-terminated into out); the length it needs, like snprintf. */

@@ -76,7 +76,7 @@ const char *gmp_pl_run_dir(void)
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2 &&
         __atomic_compare_exchange_n(&state, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
-        gmp_run_dir_path(gmp_recorder_config(gmp_pl.rec), run_dir, sizeof run_dir);
+        gmp_recorder_run_dir(gmp_pl.rec, run_dir, sizeof run_dir);
         __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
     }
     return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2 ? run_dir : "";

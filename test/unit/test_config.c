@@ -251,6 +251,55 @@ static void test_environment_read_as_getenv_reads_it(void **state)
     assert_int_equal(c.watchdog, 0);
 }
 
+/* The preload's start holds a short GMP_RUN_DIR apart from the config (its
+ * page of the config is not touched): the directory the rings go to is the
+ * same, however long the value, and an empty one is still refused. */
+static int start_reading(const char *run_dir_entry, gmp_config *c, char *held, size_t cap)
+{
+    extern char **environ;
+    char **saved = environ;
+    char *only[] = {(char *)run_dir_entry, NULL};
+    environ = only;
+    memset(c, 0, sizeof *c);
+    memset(held, 0, cap);
+    int bad = gmp_config_from_env_onto_zero(c, held, cap);
+    environ = saved;
+    return bad;
+}
+
+static void test_run_dir_held_apart_at_start(void **state)
+{
+    (void)state;
+    static gmp_config c;
+    char held[16], err[512];
+    assert_int_equal(start_reading("GMP_RUN_DIR=/run/short", &c, held, sizeof held), 0);
+    assert_string_equal(held, "/run/short");
+    assert_string_equal(c.run_dir, "");
+    assert_string_equal(c.dump_dir, "./oom_dumps");
+
+    assert_int_equal(start_reading("GMP_RUN_DIR=/run/longer/than/held", &c, held, sizeof held),
+                     0);
+    assert_string_equal(held, "");
+    assert_string_equal(c.run_dir, "/run/longer/than/held");
+
+    stderr_capture_begin();
+    int bad = start_reading("GMP_RUN_DIR=", &c, held, sizeof held);
+    stderr_capture_end(err, sizeof err);
+    assert_int_equal(bad, 1);
+    assert_non_null(strstr(err, "GMP_RUN_DIR"));
+    assert_string_equal(held, "");
+    assert_string_equal(c.run_dir, "");
+
+    /* the static recorder's rings go to the variable's directory */
+    setenv("GMP_RUN_DIR", "/run/short", 1);
+    gmp_recorder *rec = gmp_recorder_create_static_from_env();
+    unsetenv("GMP_RUN_DIR");
+    assert_non_null(rec);
+    char dir[4096];
+    gmp_recorder_run_dir(rec, dir, sizeof dir);
+    assert_string_equal(dir, "/run/short");
+}
+
 static void test_guide_table_is_the_option_list(void **state)
 {
     (void)state;
@@ -283,6 +332,7 @@ int main(void)
         cmocka_unit_test_setup(test_a_node_of_ranks_is_kept, clear_env),
         cmocka_unit_test(test_environment_read_as_getenv_reads_it),
         cmocka_unit_test(test_guide_table_is_the_option_list),
+        cmocka_unit_test_setup(test_run_dir_held_apart_at_start, clear_env),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
