@@ -394,18 +394,22 @@ uint64_t gmp_clock_ticks_now(void)
     return (uint64_t)t.tv_sec * (uint64_t)hz + (uint64_t)t.tv_nsec / (1000000000u / (uint64_t)hz);
 }
 
-uint64_t gmp_proc_start_and_state(int pid, char *state, uint64_t *resident)
+int gmp_proc_look_at(int pid, gmp_proc_look *out)
 {
     char buf[1024];
     const char *p = proc_stat_field(pid, 3, buf, sizeof buf);
-    *state = p ? *p : 0;
-    const char *flags = proc_stat_skip(p, 9 - 3), *start = proc_stat_skip(flags, 22 - 9);
-    if (resident)
-        *resident = !p || (proc_stat_decimal(flags) & GMP_PF_EXITING)
-                        ? 0
-                        : proc_stat_decimal(proc_stat_skip(start, 24 - 22)) *
-                              (uint64_t)sysconf(_SC_PAGESIZE);
-    return proc_stat_decimal(start); /* starttime, field 22 */
+    memset(out, 0, sizeof *out);
+    if (!p)
+        return -1;
+    out->state = *p;
+    const char *flags = proc_stat_skip(p, 9 - 3), *threads = proc_stat_skip(flags, 20 - 9),
+               *start = proc_stat_skip(threads, 22 - 20);
+    out->threads = (long)proc_stat_decimal(threads);
+    out->start_ticks = proc_stat_decimal(start);
+    if (!(proc_stat_decimal(flags) & GMP_PF_EXITING))
+        out->resident = proc_stat_decimal(proc_stat_skip(start, 24 - 22)) *
+                        (uint64_t)sysconf(_SC_PAGESIZE);
+    return 0;
 }
 
 /* Never a FIFO or a device: one of those named where a file was expected

@@ -114,12 +114,17 @@ GMP_HIDDEN uint64_t gmp_proc_start_ticks(int pid);
 /* Now, on the clock those start times count (CLOCK_BOOTTIME in clock
  * ticks); 0 when it cannot be read. */
 GMP_HIDDEN uint64_t gmp_clock_ticks_now(void);
-/* From one read of /proc/PID/stat: the start time, the state letter in
- * *state (0 when it cannot be read) and, unless resident is NULL, its
- * resident memory in bytes (field 24) in *resident: 0 when it cannot be
- * read or the process has begun to exit (its memory is still counted
- * then, but what /proc says of it is the kernel's tidying). */
-GMP_HIDDEN uint64_t gmp_proc_start_and_state(int pid, char *state, uint64_t *resident);
+/* What one read of /proc/PID/stat says of a process: 0, or -1 (all zero)
+ * when it cannot be read. */
+typedef struct gmp_proc_look {
+    char state;           /* 'R', 'S', 'Z' a zombie... */
+    long threads;         /* field 20 */
+    uint64_t start_ticks; /* field 22 */
+    uint64_t resident;    /* bytes (field 24); 0 once it has begun to exit (its
+                           * memory is still counted then, but what /proc says
+                           * of it is the kernel's tidying) */
+} gmp_proc_look;
+GMP_HIDDEN int gmp_proc_look_at(int pid, gmp_proc_look *out);
 /* Its state letter in /proc/PID/stat ('R', 'S', 'Z' a zombie), 0 if none;
  * its parent's pid, 0 if unknown (pid 0: this process, for both). */
 GMP_HIDDEN char gmp_proc_state(int pid);
