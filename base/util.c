@@ -226,6 +226,11 @@ int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap)
     char buf[2048];
     if (gmp_read_proc_file(pid, "cgroup", buf, sizeof buf) <= 0)
         return -1;
+    return gmp_cgroup_memory_dir_in(pid, buf, out, cap);
+}
+
+int gmp_cgroup_memory_dir_in(int pid, char *buf, char *out, size_t cap)
+{
     /* "0::/path" (v2) and "N:memory:/path" (v1), one a line */
     for (int version = 2; version >= 1; version--) {
         const char *tag = version == 2 ? "0::" : ":memory:";

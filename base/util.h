@@ -88,6 +88,8 @@ GMP_HIDDEN int gmp_cgroup_oom_file(char *out, size_t cap);
 /* The same of process pid (0: this one); -1 too for a process that has
  * begun to exit where cgroup v1 would name the root cgroup for it. */
 GMP_HIDDEN int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap);
+/* The same from the text of its /proc/PID/cgroup, already read. */
+GMP_HIDDEN int gmp_cgroup_memory_dir_in(int pid, char *cgroup_text, char *out, size_t cap);
 GMP_HIDDEN int gmp_cgroup_oom_file_of(int pid, char *out, size_t cap);
 /* The same of a memory cgroup's directory (gmp_cgroup_memory_dir_of's). */
 GMP_HIDDEN int gmp_cgroup_oom_file_in(const char *dir, int version, char *out, size_t cap);

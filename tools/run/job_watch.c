@@ -56,6 +56,7 @@ typedef struct watched {
     gmp_ring ring;
     char cgroup_dir[512]; /* as last sampled; "" unknown */
     int cgroup_version;
+    uint64_t cgroup_text_hash; /* of the /proc/PID/cgroup it was found from */
     uint64_t last_rss, last_sample_ns;
     long long stderr_from; /* the job's stderr file's size when first seen; -1 none */
     int alive;             /* seen this tick */
@@ -76,34 +77,84 @@ void job_watch_init(const char *dir, const gmp_config *job)
     machine_total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-/* Its own ring's file in the job directory (not a proxy), into out; the
- * file named mine (the proxy made for it, "" none) is not opened: a look
- * at every proxied process asks this again. */
-static int own_ring_of(int pid, const char *mine, char *out, size_t cap)
+/* The ring files in the job directory as this look listed them, each
+ * NUL-ended: every proxied process asks which is its own, and one listing
+ * a look instead of one a process saves five system calls a process.  A
+ * ring made since shows at the next look, as one made just after a
+ * listing always did.  whole: 0 when they did not all fit (the directory
+ * is then asked again). */
+static struct {
+    int done, whole;
+    size_t len;
+    char names[64 * 1024];
+} listed;
+
+static void list_job_dir(void)
 {
+    listed.done = 1;
+    listed.whole = 1;
+    listed.len = 0;
     DIR *d = opendir(job_dir);
     if (!d)
-        return -1;
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t n = strlen(e->d_name) + 1;
+        if (strncmp(e->d_name, "ring_", 5))
+            continue;
+        if (listed.len + n > sizeof listed.names) {
+            listed.whole = 0;
+            break;
+        }
+        memcpy(listed.names + listed.len, e->d_name, n);
+        listed.len += n;
+    }
+    closedir(d);
+}
+
+/* Whether the file name (in the job directory) is its own ring, its path
+ * then in out: name begins with prefix, is not the file named mine (the
+ * proxy made for it, "" none: a look at every proxied process asks this
+ * again), and its header, alone, says a ring that is no proxy. */
+static int is_own_ring(const char *name, const char *prefix, const char *mine, char *out,
+                       size_t cap)
+{
+    if (strncmp(name, prefix, strlen(prefix)))
+        return 0;
+    gmp_strjoin(out, cap, job_dir, "/", name, (char *)NULL);
+    if (!strcmp(out, mine))
+        return 0;
+    gmp_ring_header h;
+    int fd = open(out, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int own = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+              !memcmp(h.magic, GMP_RING_MAGIC, 8) && !(h.flags & GMP_RING_FLAG_PROXY);
+    close(fd);
+    return own;
+}
+
+/* Its own ring's file in the job directory (not a proxy), into out: 0, or
+ * -1 when it has none. */
+static int own_ring_of(int pid, const char *mine, char *out, size_t cap)
+{
     char prefix[40], num[24];
     gmp_fmt_u64((uint64_t)pid, num);
     gmp_strjoin(prefix, sizeof prefix, "ring_", num, "_", (char *)NULL);
-    int found = -1;
-    for (struct dirent *e; found < 0 && (e = readdir(d)) != NULL;) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)))
-            continue;
-        gmp_strjoin(out, cap, job_dir, "/", e->d_name, (char *)NULL);
-        if (!strcmp(out, mine))
-            continue;
-        /* its header's flags alone, not a mapping of the whole ring */
-        gmp_ring_header h;
-        int fd = open(out, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-            !memcmp(h.magic, GMP_RING_MAGIC, 8) && !(h.flags & GMP_RING_FLAG_PROXY))
-            found = 0;
-        close(fd);
+    if (!listed.done)
+        list_job_dir();
+    if (listed.whole) {
+        for (size_t at = 0; at < listed.len; at += strlen(listed.names + at) + 1)
+            if (is_own_ring(listed.names + at, prefix, mine, out, cap))
+                return 0;
+        return -1;
     }
+    DIR *d = opendir(job_dir);
+    if (!d)
+        return -1;
+    int found = -1;
+    for (struct dirent *e; found < 0 && (e = readdir(d)) != NULL;)
+        if (is_own_ring(e->d_name, prefix, mine, out, cap))
+            found = 0;
     closedir(d);
     return found;
 }
@@ -158,12 +209,31 @@ static void ensure_ring(watched *w)
     }
 }
 
+/* FNV-1a of a text, never 0 */
+static uint64_t text_hash(const char *text)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (; *text; text++)
+        h = (h ^ (unsigned char)*text) * 1099511628211ull;
+    return h ? h : 1;
+}
+
 static void sample(watched *w)
 {
     if (!w->mapped)
         return;
-    /* where it is now: an exec since, a move into a cgroup of its own */
-    w->cgroup_version = gmp_cgroup_memory_dir_of(w->pid, w->cgroup_dir, sizeof w->cgroup_dir);
+    /* where it is now: an exec since, a move into a cgroup of its own (the
+     * directory found again only when its /proc/PID/cgroup says another) */
+    char text[2048];
+    uint64_t hash = gmp_read_proc_file(w->pid, "cgroup", text, sizeof text) > 0
+                        ? text_hash(text)
+                        : 0;
+    if (!hash || hash != w->cgroup_text_hash || w->cgroup_version < 0) {
+        w->cgroup_version =
+            hash ? gmp_cgroup_memory_dir_in(w->pid, text, w->cgroup_dir, sizeof w->cgroup_dir)
+                 : -1;
+        w->cgroup_text_hash = w->cgroup_version < 0 ? 0 : hash;
+    }
     if (w->cgroup_version < 0)
         w->cgroup_dir[0] = '\0';
     uint64_t rss = w->rss_now, now = gmp_now_realtime_ns();
@@ -310,6 +380,7 @@ static int proxy_without_a_kill(const watched *w)
 
 void job_watch_tick(void)
 {
+    listed.done = 0;
     for (size_t i = 0; i < count; i++)
         table[i].alive = 0;
     visit_children((int)getpid(), 0, 0);
