@@ -50,10 +50,25 @@ has_module filprofiler || timeout 300 "$PY" -m pip install -q filprofiler >/dev/
 have perf || sh "$HERE/../mk/install-optional.sh" linux-perf
 MEMUSAGE=$(ls /usr/lib/*/libmemusage.so /lib/*/libmemusage.so 2>/dev/null | head -n 1)
 
+# pinned CMD...: CMD on one CPU, the last (when there are two or more).
+PIN_CPU=$(($(nproc) - 1))
+pinned() {
+    if command -v taskset >/dev/null 2>&1 && [ "$PIN_CPU" -gt 0 ]; then
+        taskset -c "$PIN_CPU" "$@"
+    else
+        "$@"
+    fi
+}
+
 # timed CMD...: "WALL CPU FAULTS" of the whole command, start-up included
 # (the CPU time and the page faults of the command and the children it
-# waited for)
-timed() { "$B/bench/timed" "$@"; }
+# waited for), on one CPU: a process moved between the two CPUs of this
+# VM mid-run differs from the next by more than a tool costs (seven
+# rounds of the python3 dict under the preload ranged over 0.82-1.07x of
+# bare unpinned, 1.00-1.02x pinned).  Every tool alike but heaptrack, whose
+# interpreter process would share that CPU (timed_unpinned).
+timed() { pinned "$B/bench/timed" "$@"; }
+timed_unpinned() { "$B/bench/timed" "$@"; }
 
 # under TOOL CMD...: CMD run under a tool (the bare run and the preloads
 # through env alike, so that env's own exec is in each)
@@ -64,7 +79,7 @@ under() {
     none) timed env "$@" ;;
     empty) timed env LD_PRELOAD="$B/bench/libempty.so" "$@" ;;
     gpumemprof) timed env LD_PRELOAD="$PRELOAD" "$@" ;;
-    heaptrack) timed heaptrack -o "$W/ht" "$@" ;;
+    heaptrack) timed_unpinned heaptrack -o "$W/ht" "$@" ;;
     libmemusage) timed env MEMUSAGE_OUTPUT=/dev/null LD_PRELOAD="$MEMUSAGE" "$@" ;;
     esac
 }
@@ -79,15 +94,6 @@ python() {
     esac
 }
 
-# pinned CMD...: CMD on one CPU, the last (when there are two or more).
-PIN_CPU=$(($(nproc) - 1))
-pinned() {
-    if command -v taskset >/dev/null 2>&1 && [ "$PIN_CPU" -gt 0 ]; then
-        taskset -c "$PIN_CPU" "$@"
-    else
-        "$@"
-    fi
-}
 # churn THREADS TOOL: the program's own "WALL CPU" of its loop (tool
 # start-up left out).  One thread runs pinned: a loop moved between CPUs
 # mid-run differs from the next by more than a hook costs (41 interleaved
@@ -170,12 +176,12 @@ for round in $(seq "$ROUNDS"); do
     done
     # the doubles read their settings with getenv on every call: the bare
     # run gets an environment as long (an empty preload, the same variables)
-    echo "pairs none $round $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$B/bench/libempty.so \
-        "$B/bench/device_pairs" 1000000)" >> "$RES"
-    echo "pairs gpumemprof $round $(GMP_STACKS=0 GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD \
-        "$B/bench/device_pairs" 1000000)" >> "$RES"
-    echo "pairs stacks $round $(GMP_STACKS=1 GMP_WATCHDOG=0 LD_PRELOAD=$PRELOAD \
-        "$B/bench/device_pairs" 1000000)" >> "$RES"
+    echo "pairs none $round $(pinned env GMP_STACKS=0 GMP_WATCHDOG=0 \
+        LD_PRELOAD="$B/bench/libempty.so" "$B/bench/device_pairs" 1000000)" >> "$RES"
+    echo "pairs gpumemprof $round $(pinned env GMP_STACKS=0 GMP_WATCHDOG=0 \
+        LD_PRELOAD="$PRELOAD" "$B/bench/device_pairs" 1000000)" >> "$RES"
+    echo "pairs stacks $round $(pinned env GMP_STACKS=1 GMP_WATCHDOG=0 \
+        LD_PRELOAD="$PRELOAD" "$B/bench/device_pairs" 1000000)" >> "$RES"
 done
 # start-up: a shell loop of 300 /bin/true with the library in every
 # process, and the same loop under gmp-run (its job directory, its look at
