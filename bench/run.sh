@@ -65,7 +65,7 @@ pinned() {
 # waited for), on one CPU: a process moved between the two CPUs of this
 # VM mid-run differs from the next by more than a tool costs (seven
 # rounds of the python3 dict under the preload ranged over 0.82-1.07x of
-# bare unpinned, 1.00-1.02x pinned).  Every tool alike but heaptrack, whose
+# bare unpinned, 0.97-1.04x pinned).  Every tool alike but heaptrack, whose
 # interpreter process would share that CPU (timed_unpinned).
 timed() { pinned "$B/bench/timed" "$@"; }
 timed_unpinned() { "$B/bench/timed" "$@"; }
