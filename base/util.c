@@ -268,6 +268,13 @@ int gmp_cgroup_memory_dir_in(int pid, char *buf, char *out, size_t cap)
     return -1;
 }
 
+uint64_t gmp_text_hash(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 int gmp_cgroup_oom_file(char *out, size_t cap)
 {
     return gmp_cgroup_oom_file_of(0, out, cap);

@@ -209,15 +209,6 @@ static void ensure_ring(watched *w)
     }
 }
 
-/* FNV-1a of a text, never 0 */
-static uint64_t text_hash(const char *text)
-{
-    uint64_t h = 14695981039346656037ull;
-    for (; *text; text++)
-        h = (h ^ (unsigned char)*text) * 1099511628211ull;
-    return h ? h : 1;
-}
-
 static void sample(watched *w)
 {
     if (!w->mapped)
@@ -225,14 +216,13 @@ static void sample(watched *w)
     /* where it is now: an exec since, a move into a cgroup of its own (the
      * directory found again only when its /proc/PID/cgroup says another) */
     char text[2048];
-    uint64_t hash = gmp_read_proc_file(w->pid, "cgroup", text, sizeof text) > 0
-                        ? text_hash(text)
-                        : 0;
-    if (!hash || hash != w->cgroup_text_hash || w->cgroup_version < 0) {
+    int got = gmp_read_proc_file(w->pid, "cgroup", text, sizeof text) > 0;
+    uint64_t hash = got ? gmp_text_hash(14695981039346656037ull, text) : 0;
+    if (!got || hash != w->cgroup_text_hash || w->cgroup_version < 0) {
         w->cgroup_version =
-            hash ? gmp_cgroup_memory_dir_in(w->pid, text, w->cgroup_dir, sizeof w->cgroup_dir)
-                 : -1;
-        w->cgroup_text_hash = w->cgroup_version < 0 ? 0 : hash;
+            got ? gmp_cgroup_memory_dir_in(w->pid, text, w->cgroup_dir, sizeof w->cgroup_dir)
+                : -1;
+        w->cgroup_text_hash = hash;
     }
     if (w->cgroup_version < 0)
         w->cgroup_dir[0] = '\0';

@@ -128,14 +128,15 @@ static int run_is(size_t i, const void *arg)
 
 static uint64_t run_hash(size_t i, const void *arg)
 {
-    return text_hash(TEXT_HASH_START, ((const run_lookup *)arg)->s->runs[i].key);
+    return gmp_text_hash(TEXT_HASH_START, ((const run_lookup *)arg)->s->runs[i].key);
 }
 
 /* The run of key, made when new; NULL without memory. */
 static run_story *story_of(run_set *s, const char *key, const char *title)
 {
     run_lookup l = {s, key};
-    long at = index_find(&s->index, s->n, text_hash(TEXT_HASH_START, key), run_is, run_hash, &l);
+    long at = index_find(&s->index, s->n, gmp_text_hash(TEXT_HASH_START, key), run_is, run_hash,
+                         &l);
     if (at < 0)
         return NULL;
     if (s->index.slots[at])

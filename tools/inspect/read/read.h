@@ -82,7 +82,7 @@ typedef struct bundle_host_state {
 
 /* tables.c: arrays and indexes that grow.  array_room: room in *v (cap
  * elements of elem bytes) for element n, doubling; -1 without memory.
- * text_hash: FNV-1a of s continuing from h (start at TEXT_HASH_START).
+ * TEXT_HASH_START: the seed of the keys' hashes (gmp_text_hash).
  * index_table: the positions of an array's elements by a hash of their key,
  * open addressing, at most half full.  index_find: the slot of the element
  * same() accepts among those of hash h, or the empty slot it would take
@@ -90,7 +90,6 @@ typedef struct bundle_host_state {
  * rehashing the n elements with hash_of; -1 without memory. */
 int array_room(void **v, size_t *cap, size_t n, size_t elem);
 #define TEXT_HASH_START 1469598103934665603ull
-uint64_t text_hash(uint64_t h, const char *s);
 typedef struct index_table {
     size_t *slots, count;
 } index_table;

@@ -147,13 +147,6 @@ int array_room(void **v, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
-uint64_t text_hash(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 long index_find(index_table *t, size_t n, uint64_t h, index_same same, index_hash hash_of,
                 const void *arg)
 {

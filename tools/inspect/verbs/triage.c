@@ -82,9 +82,9 @@ static void top_site(bundle *b, char *out, size_t cap)
 
 static uint64_t group_hash(const char *run, gmp_verdict kind, const char *const sig[4])
 {
-    uint64_t h = text_hash(TEXT_HASH_START ^ (uint64_t)kind, run);
+    uint64_t h = gmp_text_hash(TEXT_HASH_START ^ (uint64_t)kind, run);
     for (int i = 0; i < 4; i++)
-        h = text_hash(h, sig[i]);
+        h = gmp_text_hash(h, sig[i]);
     return h;
 }
 
