@@ -90,7 +90,9 @@ GMP_HIDDEN int gmp_cgroup_oom_file(char *out, size_t cap);
 GMP_HIDDEN int gmp_cgroup_memory_dir_of(int pid, char *out, size_t cap);
 /* The same from the text of its /proc/PID/cgroup, already read. */
 GMP_HIDDEN int gmp_cgroup_memory_dir_in(int pid, char *cgroup_text, char *out, size_t cap);
-/* FNV-1a of the text s, continuing from h (a seed, or an earlier text's). */
+/* FNV-1a of the text s, continuing from h (GMP_TEXT_HASH_SEED, FNV's
+ * offset basis, or an earlier text's hash). */
+#define GMP_TEXT_HASH_SEED 14695981039346656037ull
 GMP_HIDDEN uint64_t gmp_text_hash(uint64_t h, const char *s);
 GMP_HIDDEN int gmp_cgroup_oom_file_of(int pid, char *out, size_t cap);
 /* The same of a memory cgroup's directory (gmp_cgroup_memory_dir_of's). */

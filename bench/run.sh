@@ -195,10 +195,10 @@ LOOP='i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done'
 for round in $(seq "$STARTUP_ROUNDS"); do
     for tool in $(order "$round" empty gpumemprof gmp-run); do
         case $tool in
-        gmp-run) record startup gmp-run $round "$(pinned "$B/bench/timed" "$B/gmp-run" sh -c "$LOOP")" ;;
-        empty) record startup empty $round "$(pinned "$B/bench/timed" env \
+        gmp-run) record startup gmp-run $round "$(timed "$B/gmp-run" sh -c "$LOOP")" ;;
+        empty) record startup empty $round "$(timed env \
             LD_PRELOAD="$B/bench/libempty.so" sh -c "$LOOP")" ;;
-        gpumemprof) record startup gpumemprof $round "$(pinned "$B/bench/timed" env \
+        gpumemprof) record startup gpumemprof $round "$(timed env \
             LD_PRELOAD="$PRELOAD" sh -c "$LOOP")" ;;
         esac
     done

@@ -359,8 +359,7 @@ GMP_START_EXIT_TEXT static int hold_run_dir(const char *v, char *held, size_t ca
         len++;
     if (!v || !len || len >= cap)
         return 0;
-    for (size_t i = 0; i <= len; i++)
-        held[i] = v[i];
+    gmp_strlcpy(held, v, cap);
     return 1;
 }
 

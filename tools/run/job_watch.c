@@ -217,7 +217,7 @@ static void sample(watched *w)
      * directory found again only when its /proc/PID/cgroup says another) */
     char text[2048];
     int got = gmp_read_proc_file(w->pid, "cgroup", text, sizeof text) > 0;
-    uint64_t hash = got ? gmp_text_hash(14695981039346656037ull, text) : 0;
+    uint64_t hash = got ? gmp_text_hash(GMP_TEXT_HASH_SEED, text) : 0;
     if (!got || hash != w->cgroup_text_hash || w->cgroup_version < 0) {
         w->cgroup_version =
             got ? gmp_cgroup_memory_dir_in(w->pid, text, w->cgroup_dir, sizeof w->cgroup_dir)
