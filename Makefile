@@ -444,6 +444,7 @@ check: all $(UNIT_BIN)
 	@sh mk/check-layers.sh
 	@bash test/unit/completion_check.sh $(BUILD)
 	@CC="$(CC)" python3 test/unit/c_types_check.py $(BUILD)
+	@python3 test/unit/preload_pages_check.py $(BUILD)
 	@sh test/run.sh $(BUILD) $(abspath $(INSPECT)) $(UNIT_BIN)
 
 # Each stage that fails is named on the last line, with what failed in it
@@ -458,6 +459,7 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZ
 	GMP_TEST_FAILED_LOG=$(abspath $(FAILED_LOG)); export GMP_TEST_FAILED_LOG; \
 	stage "layers" sh mk/check-layers.sh; \
 	stage "C types" env CC="$(CC)" python3 test/unit/c_types_check.py $(BUILD); \
+	stage "preload pages" python3 test/unit/preload_pages_check.py $(BUILD); \
 	stage "completion" bash test/unit/completion_check.sh $(BUILD); \
 	for v in 3.14 3.15; do sh mk/debian-python.sh $(BUILD) $$v; done; \
 	GMP_TEST_TORCH_PYTHON=$$(sh mk/torch-venv.sh); export GMP_TEST_TORCH_PYTHON; \

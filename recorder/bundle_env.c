@@ -18,37 +18,40 @@
 extern char **environ;
 
 /* Exact names worth knowing when memory ran out, then whole prefixes (only
- * those no other tool shares: Terraform's TF_* are not TensorFlow's). */
-static const char *const env_names[] = {
-    "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_VMODULE", "TF_FORCE_GPU_ALLOW_GROWTH",
-    "TF_GPU_ALLOCATOR", "TF_GPU_THREAD_MODE", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS",
-    "TF_FORCE_UNIFIED_MEMORY", "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC",
-    "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
-    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-    "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF",
-    "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
-    "OMP_NUM_THREADS", "MALLOC_ARENA_MAX", "LD_PRELOAD", "RANK", "LOCAL_RANK",
-    "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "SLURM_JOB_ID", "SLURM_PROCID",
-    "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-    "PMI_RANK", "PMI_SIZE",
+ * those no other tool shares: Terraform's TF_* are not TensorFlow's).  The
+ * names are one string, each NUL-ended, an empty name last: an array of
+ * pointers to them would be relocated, a page of the preload written by
+ * the loader in every process at start. */
+static const char env_names[] =
+    "TF_CPP_MIN_LOG_LEVEL\0" "TF_CPP_VMODULE\0" "TF_FORCE_GPU_ALLOW_GROWTH\0"
+    "TF_GPU_ALLOCATOR\0" "TF_GPU_THREAD_MODE\0" "TF_XLA_FLAGS\0" "TF_ENABLE_ONEDNN_OPTS\0"
+    "TF_FORCE_UNIFIED_MEMORY\0" "TF_DETERMINISTIC_OPS\0" "TF_CUDNN_DETERMINISTIC\0"
+    "TF_NUM_INTEROP_THREADS\0" "TF_NUM_INTRAOP_THREADS\0"
+    "CUDA_VISIBLE_DEVICES\0" "HIP_VISIBLE_DEVICES\0" "ROCR_VISIBLE_DEVICES\0"
+    "CUDA_LAUNCH_BLOCKING\0" "CUDA_MODULE_LOADING\0" "PYTORCH_CUDA_ALLOC_CONF\0"
+    "PYTORCH_HIP_ALLOC_CONF\0" "PYTORCH_ALLOC_CONF\0" "PYTORCH_NO_CUDA_MEMORY_CACHING\0"
+    "OMP_NUM_THREADS\0" "MALLOC_ARENA_MAX\0" "LD_PRELOAD\0" "RANK\0" "LOCAL_RANK\0"
+    "WORLD_SIZE\0" "LOCAL_WORLD_SIZE\0" "NODE_RANK\0" "SLURM_JOB_ID\0" "SLURM_PROCID\0"
+    "SLURM_LOCALID\0" "OMPI_COMM_WORLD_RANK\0" "OMPI_COMM_WORLD_SIZE\0"
+    "PMI_RANK\0" "PMI_SIZE\0"
     /* the run a rank belongs to, and its other records: torchrun's (torch
      * elastic) run, restarts and error file, the rendezvous, PyTorch's NCCL
      * flight recorder */
-    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-    "TORCHELASTIC_ERROR_FILE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT",
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
-    "TORCH_NCCL_DUMP_ON_TIMEOUT", "SLURM_STEP_ID", "SLURM_NODEID", "SLURM_NTASKS",
+    "TORCHELASTIC_RUN_ID\0" "TORCHELASTIC_RESTART_COUNT\0" "TORCHELASTIC_MAX_RESTARTS\0"
+    "TORCHELASTIC_ERROR_FILE\0" "GROUP_RANK\0" "ROLE_RANK\0" "MASTER_ADDR\0" "MASTER_PORT\0"
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE\0" "TORCH_NCCL_TRACE_BUFFER_SIZE\0"
+    "TORCH_NCCL_DUMP_ON_TIMEOUT\0" "SLURM_STEP_ID\0" "SLURM_NODEID\0" "SLURM_NTASKS\0"
     /* a runtime's own limits: the JVM's -Xmx, V8's --max-old-space-size, Go's,
      * GHC's -M, Mono's max-heap-size, the Boehm GC's, PyPy's, R's */
-    "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "NODE_OPTIONS", "GOMEMLIMIT",
-    "GOGC", "GHCRTS", "MONO_GC_PARAMS", "MONO_ENV_OPTIONS", "GC_MAXIMUM_HEAP_SIZE",
-    "PYPY_GC_MAX", "R_MAX_VSIZE",
-};
+    "JAVA_TOOL_OPTIONS\0" "JDK_JAVA_OPTIONS\0" "_JAVA_OPTIONS\0" "NODE_OPTIONS\0" "GOMEMLIMIT\0"
+    "GOGC\0" "GHCRTS\0" "MONO_GC_PARAMS\0" "MONO_ENV_OPTIONS\0" "GC_MAXIMUM_HEAP_SIZE\0"
+    "PYPY_GC_MAX\0" "R_MAX_VSIZE\0"
+    "";
 static const char *const env_prefixes[] = {"GMP_", "XLA_", "NCCL_", "JAX_"};
 static int env_name_allowed(const char *name, size_t len)
 {
-    for (size_t i = 0; i < sizeof env_names / sizeof *env_names; i++)
-        if (strlen(env_names[i]) == len && !memcmp(env_names[i], name, len))
+    for (const char *n = env_names; *n; n += strlen(n) + 1)
+        if (strlen(n) == len && !memcmp(n, name, len))
             return 1;
     for (size_t i = 0; i < sizeof env_prefixes / sizeof *env_prefixes; i++) {
         size_t pl = strlen(env_prefixes[i]);

@@ -26,12 +26,22 @@ static const char *const backend_names[GMP_BACKEND_COUNT] = {
     [GMP_BACKEND_ROCM] = "rocm",
 };
 
+/* Arrays of characters, not of pointers: pointers would be relocated, a
+ * page of the preload written by the loader in every process at start. */
+#define API_NAME_MAX 32
 #define GMP_API_NAME_ENTRY(id, name, library) [GMP_API_##id] = name,
-static const char *const api_names[GMP_API_COUNT] = {GMP_API_LIST(GMP_API_NAME_ENTRY)};
+static const char api_names[GMP_API_COUNT][API_NAME_MAX] = {GMP_API_LIST(GMP_API_NAME_ENTRY)};
 #undef GMP_API_NAME_ENTRY
 #define GMP_API_LIBRARY_ENTRY(id, name, library) [GMP_API_##id] = library,
-static const char *const api_libraries[GMP_API_COUNT] = {GMP_API_LIST(GMP_API_LIBRARY_ENTRY)};
+static const char api_libraries[GMP_API_COUNT][API_NAME_MAX] = {
+    GMP_API_LIST(GMP_API_LIBRARY_ENTRY)};
 #undef GMP_API_LIBRARY_ENTRY
+/* each with room for its NUL (a string exactly as long as the array would
+ * lose it without a word) */
+#define GMP_API_FITS(id, name, library)                                                  \
+    _Static_assert(sizeof(name) <= API_NAME_MAX && sizeof(library) <= API_NAME_MAX, #id);
+GMP_API_LIST(GMP_API_FITS)
+#undef GMP_API_FITS
 
 const char *gmp_event_type_name(unsigned type)
 {

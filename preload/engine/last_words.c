@@ -125,7 +125,12 @@ static int ocaml_form(const char *l) { return !strcmp(l, "Fatal error: exception
  *   object name prefixes, or an ELF section and what it holds,
  *   can die so with no call failing)
  * The id is GMP_LAST_WORDS_<id>, in this order. */
-#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+/* NAMES("a", "b"): "a\0b\0", the list's end an empty name */
+#define NAMES_1(a) a "\0"
+#define NAMES_2(a, b) a "\0" b "\0"
+#define NAMES_3(a, b, c) a "\0" b "\0" c "\0"
+#define NAMES_PICK(_1, _2, _3, pick, ...) pick
+#define NAMES(...) NAMES_PICK(__VA_ARGS__, NAMES_3, NAMES_2, NAMES_1, _)(__VA_ARGS__)
 #define FOR_EACH_LAST_WORDS(X)                                                                     \
     X(CXX, cxx_form, "std::bad_alloc", "std", "bad_alloc", NAMES("libstdc++"), NULL, NULL, 1)      \
     X(RUST, rust_form, "memory allocation of", NULL, NULL, NULL, ".comment", "rustc", 1)           \
@@ -158,23 +163,48 @@ static int ocaml_form(const char *l) { return !strcmp(l, "Fatal error: exception
       NAMES("ocamlrun", "libasmrun", "libcamlrun"), ".rodata", "Fatal error: exception %s", 0)
 
 typedef struct last_words_form {
-    int (*form)(const char *line);
     const char *pattern, *module, *type;
-    const char *const *objects; /* basename prefixes, or NULL */
+    const char *objects;          /* basename prefixes (NAMES), or NULL */
     const char *section, *marker; /* or an object whose section holds marker */
     int own_limit;
 } last_words_form;
-
-#define AS_FORM(id, form, pattern, module, type, objects, section, marker, own_limit)             \
-    {form, pattern, module, type, objects, section, marker, own_limit},
-static const last_words_form forms[] = {{0}, FOR_EACH_LAST_WORDS(AS_FORM)};
-#undef AS_FORM
 
 #define AS_CHECK(id, ...)                                                                          \
     _Static_assert(GMP_LAST_WORDS_##id > 0 && GMP_LAST_WORDS_##id < GMP_LAST_WORDS_COUNT, #id);
 FOR_EACH_LAST_WORDS(AS_CHECK)
 #undef AS_CHECK
-_Static_assert(sizeof forms / sizeof *forms == GMP_LAST_WORDS_COUNT, "one form per id");
+#define PLUS_ONE(...) +1
+_Static_assert(1 FOR_EACH_LAST_WORDS(PLUS_ONE) == GMP_LAST_WORDS_COUNT, "one form per id");
+#undef PLUS_ONE
+
+/* The form of id into *f, made by code as the test below is: a table of
+ * their pointers would be relocated, a page of the library written by the
+ * loader, in every process at start.  0, or -1 for no id. */
+static int form_of(int id, last_words_form *f)
+{
+    switch (id) {
+#define AS_FORM(id, form, pattern, module, type, objects, section, marker, own_limit)             \
+    case GMP_LAST_WORDS_##id:                                                                      \
+        *f = (last_words_form){pattern, module, type, objects, section, marker, own_limit};       \
+        return 0;
+        FOR_EACH_LAST_WORDS(AS_FORM)
+#undef AS_FORM
+    }
+    return -1;
+}
+
+/* Whether the line is in the form of id's words. */
+static int says(int id, const char *line)
+{
+    switch (id) {
+#define AS_TEST(id, form, ...)                                                                     \
+    case GMP_LAST_WORDS_##id:                                                                      \
+        return form(line);
+        FOR_EACH_LAST_WORDS(AS_TEST)
+#undef AS_TEST
+    }
+    return 0;
+}
 
 int gmp_message_last_words(const char *line)
 {
@@ -185,7 +215,7 @@ int gmp_message_last_words(const char *line)
         return GMP_LAST_WORDS_NONE;
     gmp_word_pairs_of(&line_pairs, line);
     for (int i = 1; i < GMP_LAST_WORDS_COUNT; i++)
-        if (forms[i].form(line))
+        if (says(i, line))
             return i;
     return GMP_LAST_WORDS_NONE;
 }
@@ -193,15 +223,16 @@ int gmp_message_last_words(const char *line)
 const char *gmp_message_last_words_said(int runtime, const char **module, const char **type,
                                         int *own_limit)
 {
-    if (runtime <= 0 || runtime >= GMP_LAST_WORDS_COUNT)
+    last_words_form f;
+    if (form_of(runtime, &f) < 0)
         return NULL;
     if (module)
-        *module = forms[runtime].module;
+        *module = f.module;
     if (type)
-        *type = forms[runtime].type;
+        *type = f.type;
     if (own_limit)
-        *own_limit = forms[runtime].own_limit;
-    return forms[runtime].pattern;
+        *own_limit = f.own_limit;
+    return f.pattern;
 }
 
 /* Whether the ELF object at path has a section named section holding
@@ -265,13 +296,14 @@ int gmp_message_last_words_own(int runtime, const void *writer)
     static char buf[16384]; /* one line at a time: oom_messages.c's lock */
     char path[4096];
     gmp_maps_object_at(writer, buf, sizeof buf, path, sizeof path);
-    const last_words_form *f = &forms[runtime];
+    last_words_form f;
+    form_of(runtime, &f);
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     int own = 0;
-    for (size_t i = 0; path[0] && f->objects && f->objects[i] && !own; i++)
-        own = starts(base, f->objects[i]);
-    if (path[0] && !own && f->section)
-        own = section_holds(path, f->section, f->marker);
+    for (const char *o = f.objects; path[0] && o && *o && !own; o += strlen(o) + 1)
+        own = starts(base, o);
+    if (path[0] && !own && f.section)
+        own = section_holds(path, f.section, f.marker);
     asked_writer = writer;
     asked_runtime = runtime;
     answer = own;

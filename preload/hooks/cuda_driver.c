@@ -155,23 +155,34 @@ typedef struct route {
     void *wrappers[GMP_ROUTE_SLOTS];
 } route;
 
-#define ROUTE(name, base, since)                                                           \
-    {#name, #base, since, (void *)name, (void **)name##_targets,                           \
-     {(void *)name##_routed_0, (void *)name##_routed_1, (void *)name##_routed_2,           \
-      (void *)name##_routed_3}},
-#define ROUTE_ALLOC(name, base, since, ...) ROUTE(name, base, since)
-#define ROUTE_FREE(name, base, since, ...) ROUTE(name, base, since)
-#define ROUTE_MAP(name, base, since, ...) ROUTE(name, base, since)
+#define ROUTE_ENTRIES(M)                                                                   \
+    GMP_CUDA_DRIVER_ALLOCS(M)                                                              \
+    GMP_CUDA_DRIVER_FREES(M)                                                               \
+    GMP_CUDA_DRIVER_MAPS(M)                                                                \
+    M(cuGetProcAddress_v2, cuGetProcAddress, 12000, _)                                     \
+    M(cuGetProcAddress, cuGetProcAddress, 0, _)
 
-/* Entries of one base name: the higher `since` first. */
-static const route routes[] = {
-    GMP_CUDA_DRIVER_ALLOCS(ROUTE_ALLOC)
-    GMP_CUDA_DRIVER_FREES(ROUTE_FREE)
-    GMP_CUDA_DRIVER_MAPS(ROUTE_MAP)
-    ROUTE(cuGetProcAddress_v2, cuGetProcAddress, 12000)
-    ROUTE(cuGetProcAddress, cuGetProcAddress, 0)
-};
-#define ROUTE_COUNT ((int)(sizeof routes / sizeof routes[0]))
+#define ROUTE_INDEX(name, ...) ROUTE_AT_##name,
+enum { ROUTE_ENTRIES(ROUTE_INDEX) ROUTE_COUNT };
+#undef ROUTE_INDEX
+
+/* Route i (entries of one base name: the higher `since` first), made by
+ * code: a table of these pointers would be relocated, a page of the
+ * library written by the loader, in every process at start. */
+static void route_at(int i, route *r)
+{
+    switch (i) {
+#define ROUTE_CASE(name, base, since, ...)                                                 \
+    case ROUTE_AT_##name:                                                                  \
+        *r = (route){#name, #base, since, (void *)name, (void **)name##_targets,           \
+                     {(void *)name##_routed_0, (void *)name##_routed_1,                    \
+                      (void *)name##_routed_2, (void *)name##_routed_3}};                  \
+        return;
+        ROUTE_ENTRIES(ROUTE_CASE)
+#undef ROUTE_CASE
+    }
+    *r = (route){0};
+}
 
 /* The wrapper of `r` that calls exactly `real`. */
 static void *wrap(const route *r, void *real)
@@ -190,26 +201,38 @@ static void *wrap(const route *r, void *real)
     return real;
 }
 
+/* The route dlsym of name takes into *r: its index, or -1. */
+static int route_named(const char *name, route *r)
+{
+    for (int i = 0; i < ROUTE_COUNT; i++) {
+        route_at(i, r);
+        if (!strcmp(name, r->name))
+            return i;
+    }
+    return -1;
+}
+
 int gmp_cuda_routed_name(const char *name)
 {
-    for (int i = 0; i < ROUTE_COUNT; i++)
-        if (!strcmp(name, routes[i].name))
-            return i;
-    return -1;
+    route r;
+    return route_named(name, &r);
 }
 
 void *gmp_cuda_route_by_name(const char *name, void *real)
 {
-    int i = gmp_cuda_routed_name(name);
-    return i < 0 ? real : wrap(&routes[i], real);
+    route r;
+    return route_named(name, &r) < 0 ? real : wrap(&r, real);
 }
 
 static void *route_by_proc(const char *symbol, void *real, int version)
 {
     if (symbol[0] != 'c' || symbol[1] != 'u')
         return real;
-    for (int i = 0; i < ROUTE_COUNT; i++)
-        if (version >= routes[i].since && !strcmp(symbol, routes[i].base))
-            return wrap(&routes[i], real);
+    route r;
+    for (int i = 0; i < ROUTE_COUNT; i++) {
+        route_at(i, &r);
+        if (version >= r.since && !strcmp(symbol, r.base))
+            return wrap(&r, real);
+    }
     return real;
 }
