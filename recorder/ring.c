@@ -148,6 +148,11 @@ static int map_ring_file(const char *dir, size_t len, gmp_ring *ring, int of_pid
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int saved = errno;
     close(fd);
+    /* a fault on a page not yet in the page cache reads ahead 32 more,
+     * each zeroed and cached, of a ring that may never hold an event there
+     * (gmp-run watching 60 processes took 59-61 ms of CPU, 44-52 without) */
+    if (p != MAP_FAILED)
+        madvise(p, len, MADV_RANDOM);
     if (p == MAP_FAILED) {
         unlink(ring->path);
         errno = saved;
