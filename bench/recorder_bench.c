@@ -2,7 +2,10 @@
  * recorder_bench.c — the recorder alone: nanoseconds per event pushed into
  * the ring by 1 and by 2 threads at once, and the latency of a dump (a whole
  * bundle written, retention applied) with 10k and with 1M events in the
- * ring.  Prints "push1 NS", "push2 NS", "dump10k MS", "dump1m MS".
+ * ring.  Prints "push1 NS", "push2 NS", "dump10k MS", "dump1m MS"; with a
+ * second argument, push1, push2 or dump, only those (bench/run.sh times
+ * the pushes every round, one thread's pinned, and the dumps less often).
+ * Usage: recorder_bench DIR [push1|push2|dump]
  */
 #include "gpumemprof.h"
 #include "ring.h"
@@ -78,13 +81,18 @@ static double dump_ms(const char *dir, uint32_t events)
 
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "/tmp";
+    const char *dir = argc > 1 ? argv[1] : "/tmp", *only = argc > 2 ? argv[2] : "";
+    int all = !*only;
     if (gmp_ring_create(&ring, NULL, 1 << 16) < 0)
         return 3;
-    printf("push1 %.2f\n", push_ns(1));
-    printf("push2 %.2f\n", push_ns(2));
+    if (all || !strcmp(only, "push1"))
+        printf("push1 %.2f\n", push_ns(1));
+    if (all || !strcmp(only, "push2"))
+        printf("push2 %.2f\n", push_ns(2));
     gmp_ring_close(&ring, 0);
-    printf("dump10k %.2f\n", dump_ms(dir, 10000));
-    printf("dump1m %.2f\n", dump_ms(dir, 1000000));
+    if (all || !strcmp(only, "dump")) {
+        printf("dump10k %.2f\n", dump_ms(dir, 10000));
+        printf("dump1m %.2f\n", dump_ms(dir, 1000000));
+    }
     return 0;
 }

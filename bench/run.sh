@@ -3,7 +3,7 @@
 # an empty preload (and, for the churn, a hook that only forwards) and
 # under the peers on this machine (heaptrack and glibc's libmemusage.so
 # from Debian; Memray and Fil from PyPI for python3), the commands
-# interleaved ROUNDS times (LONG_ROUNDS for the python3 workloads) so that
+# interleaved ROUNDS times (LONG_ROUNDS for Memray and Fil) so that
 # machine drift cancels, each timed in wall and CPU time.  bench/summary.py
 # makes the tables (medians of the rounds' own ratios, with their range)
 # and the verdict against each target.  Then where the time goes under the
@@ -13,9 +13,10 @@
 set -u
 B=$(cd "$1" && pwd)
 ROUNDS=${GMP_BENCH_ROUNDS:-21}
-# the python3 workloads take seconds each (Fil makes one 10): the first
-# LONG_ROUNDS rounds run them too, and the 2 MiB blocks, which vary most
-# from run to run here, the first ROUNDS bare and under the preloads
+# Memray and Fil take seconds a run (Fil's of the dict 12): they run in
+# the first LONG_ROUNDS rounds, the python3 workloads bare and under the
+# preloads in every round (seven rounds of the dict, an interval their
+# whole range, could not tell 0.99x from its target of 1.03)
 LONG_ROUNDS=${GMP_BENCH_LONG_ROUNDS:-7}
 # the churn takes 0.1 s bare: CHURN_ROUNDS rounds of it bare and under the
 # preloads (the peers, 3-30 times slower, in the first ROUNDS), enough for
@@ -161,10 +162,8 @@ done
 for round in $(seq "$ROUNDS"); do
     for tool in $(order "$round" none empty gpumemprof memray fil); do
         available $tool || continue
-        if [ "$round" -le "$LONG_ROUNDS" ]; then
-            record python $tool $round "$(python $tool "$HERE/pyload.py")"
-        fi
         case $tool in memray | fil) [ "$round" -le "$LONG_ROUNDS" ] || continue ;; esac
+        record python $tool $round "$(python $tool "$HERE/pyload.py")"
         record pylarge $tool $round "$(python $tool "$HERE/pylarge.py")"
     done
     for tool in $(order "$round" none empty gpumemprof); do
@@ -182,6 +181,11 @@ for round in $(seq "$ROUNDS"); do
         LD_PRELOAD="$PRELOAD" "$B/bench/device_pairs" 1000000)" >> "$RES"
     echo "pairs stacks $round $(pinned env GMP_STACKS=1 GMP_WATCHDOG=0 \
         LD_PRELOAD="$PRELOAD" "$B/bench/device_pairs" 1000000)" >> "$RES"
+    # the ring alone, 0.1 s a round: one thread pinned as the rest, two on
+    # two CPUs (seven rounds, each interval their whole range, had called
+    # 8.3 ns too close to 10 for one round of 19)
+    pinned "$B/bench/recorder_bench" "$W" push1 | sed "s/^\([a-z0-9]*\) /recorder \1 $round /" >> "$RES"
+    "$B/bench/recorder_bench" "$W" push2 | sed "s/^\([a-z0-9]*\) /recorder \1 $round /" >> "$RES"
 done
 # start-up: a shell loop of 300 /bin/true with the library in every
 # process, and the same loop under gmp-run (its job directory, its look at
@@ -203,10 +207,9 @@ for round in $(seq "$STARTUP_ROUNDS"); do
         esac
     done
 done
-# the recorder alone, LONG_ROUNDS times: one run of its pushes moves by a
-# tenth from the next here
+# the recorder's dumps, LONG_ROUNDS times (a second and more each)
 for round in $(seq "$LONG_ROUNDS"); do
-    "$B/bench/recorder_bench" "$W" | sed "s/^\([a-z0-9]*\) /recorder \1 $round /" >> "$RES"
+    "$B/bench/recorder_bench" "$W" dump | sed "s/^\([a-z0-9]*\) /recorder \1 $round /" >> "$RES"
 done
 # triage at a cluster's scale: 100,000 bundles of 1,000 torchrun runs, each
 # a copy of one real rank's bundle (python3 out of memory under ulimit -v,
@@ -236,7 +239,7 @@ rm -rf "$W/week"
 "$B/bench/rss" | sed 's/^/rss none /' >> "$RES"
 LD_PRELOAD=$PRELOAD "$B/bench/rss" | sed 's/^/rss gpumemprof /' >> "$RES"
 
-echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r); $ROUNDS rounds ($CHURN_ROUNDS for the churn bare and under the preloads; $LONG_ROUNDS for the python3 dict and for Memray and Fil, $("$PY" -V 2>&1) at $PY; $STARTUP_ROUNDS for start-up):"
+echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r); $ROUNDS rounds ($CHURN_ROUNDS for the churn bare and under the preloads; $LONG_ROUNDS for Memray and Fil, $("$PY" -V 2>&1) at $PY; $STARTUP_ROUNDS for start-up):"
 echo
 python3 "$HERE/summary.py" "$RES"
 echo
