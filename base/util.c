@@ -322,14 +322,12 @@ uint64_t gmp_cgroup_oom_kills(const char *file)
     return UINT64_MAX;
 }
 
-/* Field `field` (3: state, 4: ppid, 22: starttime) of /proc/PID/stat (pid
- * 0: this process), into buf; NULL when it cannot be read.  Fields count
- * from after the command's name, which may hold spaces and parentheses. */
-static const char *proc_stat_field(int pid, int field, char *buf, size_t cap)
+/* Field `field` (3: state, 4: ppid, 22: starttime) of a /proc/PID/stat
+ * text, or NULL.  Fields count from after the command's name, which may
+ * hold spaces and parentheses. */
+static const char *stat_text_field(const char *text, int field)
 {
-    if (gmp_read_proc_file(pid, "stat", buf, cap) <= 0)
-        return NULL;
-    const char *p = strrchr(buf, ')');
+    const char *p = strrchr(text, ')');
     if (!p)
         return NULL;
     p++;
@@ -342,6 +340,13 @@ static const char *proc_stat_field(int pid, int field, char *buf, size_t cap)
     while (*p == ' ')
         p++;
     return *p ? p : NULL;
+}
+
+/* The same of /proc/PID/stat (pid 0: this process), read into buf; NULL
+ * when it cannot be read. */
+static const char *proc_stat_field(int pid, int field, char *buf, size_t cap)
+{
+    return gmp_read_proc_file(pid, "stat", buf, cap) > 0 ? stat_text_field(buf, field) : NULL;
 }
 
 /* The field n fields on from the one p is at (NULL stays NULL). */
@@ -409,7 +414,16 @@ uint64_t gmp_clock_ticks_now(void)
 int gmp_proc_look_at(int pid, gmp_proc_look *out)
 {
     char buf[1024];
-    const char *p = proc_stat_field(pid, 3, buf, sizeof buf);
+    if (gmp_read_proc_file(pid, "stat", buf, sizeof buf) <= 0) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    return gmp_proc_look_in(buf, out);
+}
+
+int gmp_proc_look_in(const char *stat_text, gmp_proc_look *out)
+{
+    const char *p = stat_text_field(stat_text, 3);
     memset(out, 0, sizeof *out);
     if (!p)
         return -1;
@@ -499,6 +513,15 @@ const char *gmp_find_ci(const char *s, size_t n, const char *needle)
 ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
 {
     return read_regular(path, buf, cap, 0, 0);
+}
+
+int gmp_open_proc_file(int pid, const char *name)
+{
+    char path[96], num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    if (gmp_strjoin(path, sizeof path, "/proc/", pid ? num : "self", "/", name, (char *)NULL) < 0)
+        return -1;
+    return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 }
 
 ssize_t gmp_read_proc_file(int pid, const char *name, char *buf, size_t cap)

@@ -72,6 +72,8 @@ GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
  * (stat, cgroup, cmdline, task/TID/children): a system call fewer, for
  * gmp-run's looks read them by the dozen. */
 GMP_HIDDEN ssize_t gmp_read_proc_file(int pid, const char *name, char *buf, size_t cap);
+/* /proc/PID/name opened to be read (pid 0: this process): the fd, or -1. */
+GMP_HIDDEN int gmp_open_proc_file(int pid, const char *name);
 
 /* A line written to stderr, with nothing else known: the pattern or OOM
  * exception name that makes it a message about running out of memory, or
@@ -131,6 +133,8 @@ typedef struct gmp_proc_look {
                            * of it is the kernel's tidying) */
 } gmp_proc_look;
 GMP_HIDDEN int gmp_proc_look_at(int pid, gmp_proc_look *out);
+/* The same of a /proc/PID/stat text already read. */
+GMP_HIDDEN int gmp_proc_look_in(const char *stat_text, gmp_proc_look *out);
 /* Its state letter in /proc/PID/stat ('R', 'S', 'Z' a zombie), 0 if none;
  * its parent's pid, 0 if unknown (pid 0: this process, for both). */
 GMP_HIDDEN char gmp_proc_state(int pid);

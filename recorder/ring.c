@@ -74,20 +74,29 @@ static void proc_path(char *out, size_t cap, int pid, const char *name)
     gmp_strjoin(out, cap, "/proc/", pid ? num : "self", "/", name, (char *)NULL);
 }
 
-/* pid's program and its arguments joined by spaces, secrets masked, into
- * the header's sizes; 0, or -1 when either cannot be read (both left as
- * they were). */
-static int read_command(int pid, char exe[1024], char cmdline[1024])
+/* pid's program and its arguments (cmdline: /proc/PID/cmdline's n bytes
+ * already read, or NULL to read them) joined by spaces, secrets masked,
+ * into the header's sizes; 0, or -1 when either cannot be read (both left
+ * as they were). */
+static int read_command(int pid, const char *cmdline_text, ssize_t n, char exe[1024],
+                        char cmdline[1024])
 {
     char path[64], e[1024], text[1024];
     proc_path(path, sizeof path, pid, "exe");
-    ssize_t n = readlink(path, e, sizeof e - 1);
+    ssize_t got = readlink(path, e, sizeof e - 1);
+    if (got <= 0)
+        return -1;
+    e[got] = '\0';
+    if (cmdline_text) {
+        n = n < (ssize_t)sizeof text - 1 ? n : (ssize_t)sizeof text - 1;
+        if (n > 0)
+            memcpy(text, cmdline_text, (size_t)n);
+    } else {
+        n = gmp_read_proc_file(pid, "cmdline", text, sizeof text);
+    }
     if (n <= 0)
         return -1;
-    e[n] = '\0';
-    n = gmp_read_proc_file(pid, "cmdline", text, sizeof text);
-    if (n <= 0)
-        return -1;
+    text[n] = '\0';
     gmp_redact_args(text, (size_t)n);
     for (ssize_t i = 0; i + 1 < n; i++)
         if (text[i] == '\0')
@@ -95,6 +104,14 @@ static int read_command(int pid, char exe[1024], char cmdline[1024])
     memcpy(exe, e, sizeof e);
     memcpy(cmdline, text, sizeof text);
     return 0;
+}
+
+/* A site region's size in a ring for process pid (0: this one): none in a
+ * proxy, which gmp-run writes and which records no sites (its file 144 KB,
+ * not 356, to make, allocate and remove). */
+static uint32_t site_records(int pid, uint32_t records)
+{
+    return pid ? 0 : records;
 }
 
 /* The header of a ring for process pid (0: this one). */
@@ -106,9 +123,9 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots, i
     h->slot_size = sizeof(gmp_ring_slot);
     h->capacity = capacity;
     h->slot_count = slots;
-    h->stack_records = GMP_RING_STACK_RECORDS;
-    h->module_records = GMP_RING_MODULE_RECORDS;
-    h->python_records = GMP_RING_PYTHON_RECORDS;
+    h->stack_records = site_records(pid, GMP_RING_STACK_RECORDS);
+    h->module_records = site_records(pid, GMP_RING_MODULE_RECORDS);
+    h->python_records = site_records(pid, GMP_RING_PYTHON_RECORDS);
     h->pid = (int32_t)(pid ? pid : getpid());
     h->ppid = (int32_t)(pid ? gmp_proc_parent(pid) : getppid());
     h->uid = (uint32_t)getuid();
@@ -118,7 +135,7 @@ static void fill_header(gmp_ring_header *h, uint32_t capacity, uint64_t slots, i
         gmp_cgroup_oom_file_of(pid, h->cgroup_oom_file, sizeof h->cgroup_oom_file) == 0
             ? gmp_cgroup_oom_kills(h->cgroup_oom_file)
             : UINT64_MAX;
-    read_command(pid, h->exe, h->cmdline); /* a gone process's: empty */
+    read_command(pid, NULL, 0, h->exe, h->cmdline); /* a gone process's: empty */
     if (!pid) /* a proxy's process has its own environment */
         gmp_job_place_here(&h->place);
     gmp_run_vars_of(pid, h->run_vars, sizeof h->run_vars);
@@ -191,10 +208,10 @@ void gmp_ring_cgroup_moved(gmp_ring *ring, const char *oom_file)
     gmp_strlcpy(h->cgroup_oom_file, oom_file, sizeof h->cgroup_oom_file);
 }
 
-void gmp_ring_proxy_refresh(gmp_ring *ring)
+void gmp_ring_proxy_refresh(gmp_ring *ring, const char *cmdline, ssize_t n)
 {
     gmp_ring_header *h = ring->hdr;
-    read_command(h->pid, h->exe, h->cmdline); /* gone, or going: what it was stays */
+    read_command(h->pid, cmdline, n, h->exe, h->cmdline); /* gone, or going: what it was stays */
 }
 
 void gmp_ring_config_fill(gmp_ring_config_copy *c, const gmp_config *cfg, uint32_t capacity)
@@ -214,8 +231,9 @@ static int create_for(gmp_ring *ring, const char *dir, uint32_t capacity, int pi
     if (capacity > GMP_RING_MAX_EVENTS)
         capacity = GMP_RING_MAX_EVENTS;
     uint64_t slots = next_pow2(capacity);
-    size_t len = ring_bytes(slots, GMP_RING_STACK_RECORDS, GMP_RING_MODULE_RECORDS,
-                            GMP_RING_PYTHON_RECORDS);
+    size_t len = ring_bytes(slots, site_records(pid, GMP_RING_STACK_RECORDS),
+                            site_records(pid, GMP_RING_MODULE_RECORDS),
+                            site_records(pid, GMP_RING_PYTHON_RECORDS));
 
     if (!dir || map_ring_file(dir, len, ring, pid) < 0) {
         ring->path[0] = '\0';

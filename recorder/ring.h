@@ -218,8 +218,9 @@ GMP_HIDDEN int gmp_ring_create(gmp_ring *ring, const char *dir, uint32_t capacit
 GMP_HIDDEN int gmp_ring_create_proxy(gmp_ring *ring, const char *dir, uint32_t capacity,
                                      int pid);
 /* A proxy's header brought up to date with its process after an exec: its
- * program and command line. */
-GMP_HIDDEN void gmp_ring_proxy_refresh(gmp_ring *ring);
+ * program and command line (cmdline: the n bytes of /proc/PID/cmdline the
+ * caller read, or NULL to read them here). */
+GMP_HIDDEN void gmp_ring_proxy_refresh(gmp_ring *ring, const char *cmdline, ssize_t n);
 /* A ring's process (its own ring's or a proxy's) in the memory cgroup whose
  * OOM kills oom_file counts: when that is a move, the file and the count
  * from now.  A process that moved itself after its ring was made (a
