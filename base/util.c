@@ -515,20 +515,25 @@ ssize_t gmp_read_file(const char *path, char *buf, size_t cap)
     return read_regular(path, buf, cap, 0, 0);
 }
 
+int gmp_proc_path(char *out, size_t cap, int pid, const char *name)
+{
+    char num[24];
+    gmp_fmt_u64((uint64_t)pid, num);
+    return gmp_strjoin(out, cap, "/proc/", pid ? num : "self", "/", name, (char *)NULL);
+}
+
 int gmp_open_proc_file(int pid, const char *name)
 {
-    char path[96], num[24];
-    gmp_fmt_u64((uint64_t)pid, num);
-    if (gmp_strjoin(path, sizeof path, "/proc/", pid ? num : "self", "/", name, (char *)NULL) < 0)
+    char path[96];
+    if (gmp_proc_path(path, sizeof path, pid, name) < 0)
         return -1;
     return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 }
 
 ssize_t gmp_read_proc_file(int pid, const char *name, char *buf, size_t cap)
 {
-    char path[96], num[24];
-    gmp_fmt_u64((uint64_t)pid, num);
-    if (gmp_strjoin(path, sizeof path, "/proc/", pid ? num : "self", "/", name, (char *)NULL) < 0)
+    char path[96];
+    if (gmp_proc_path(path, sizeof path, pid, name) < 0)
         return -1;
     return read_regular(path, buf, cap, 0, 1);
 }

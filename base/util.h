@@ -74,6 +74,9 @@ GMP_HIDDEN ssize_t gmp_read_file(const char *path, char *buf, size_t cap);
 GMP_HIDDEN ssize_t gmp_read_proc_file(int pid, const char *name, char *buf, size_t cap);
 /* /proc/PID/name opened to be read (pid 0: this process): the fd, or -1. */
 GMP_HIDDEN int gmp_open_proc_file(int pid, const char *name);
+/* "/proc/PID/name" ("/proc/self/name" for pid 0) into out: 0, or -1 when
+ * it does not fit. */
+GMP_HIDDEN int gmp_proc_path(char *out, size_t cap, int pid, const char *name);
 
 /* A line written to stderr, with nothing else known: the pattern or OOM
  * exception name that makes it a message about running out of memory, or

@@ -66,14 +66,6 @@ static void place_regions(gmp_ring *ring, const gmp_ring_header *h)
         ring_bytes(h->slot_count, h->stack_records, h->module_records, h->python_records);
 }
 
-/* /proc/PID/NAME ("self" for pid 0). */
-static void proc_path(char *out, size_t cap, int pid, const char *name)
-{
-    char num[24];
-    gmp_fmt_u64((uint64_t)pid, num);
-    gmp_strjoin(out, cap, "/proc/", pid ? num : "self", "/", name, (char *)NULL);
-}
-
 /* pid's program and its arguments (cmdline: /proc/PID/cmdline's n bytes
  * already read, or NULL to read them) joined by spaces, secrets masked,
  * into the header's sizes; 0, or -1 when either cannot be read (both left
@@ -82,7 +74,7 @@ static int read_command(int pid, const char *cmdline_text, ssize_t n, char exe[1
                         char cmdline[1024])
 {
     char path[64], e[1024], text[1024];
-    proc_path(path, sizeof path, pid, "exe");
+    gmp_proc_path(path, sizeof path, pid, "exe");
     ssize_t got = readlink(path, e, sizeof e - 1);
     if (got <= 0)
         return -1;
