@@ -174,15 +174,20 @@ static host_slot *claim_slot(void)
     return NULL;
 }
 
-__attribute__((noinline)) void gmp_host_account_first(int64_t delta)
+__attribute__((noinline)) void gmp_host_account_first(uint64_t bytes, int is_free)
 {
+    uint64_t counted = bytes + GMP_HOST_CALL_EXTRA;
     host_slot *s = claim_slot();
     if (!s) {
-        __atomic_fetch_add(&overflow, delta, __ATOMIC_RELAXED);
-        __atomic_fetch_add(delta >= 0 ? &overflow_allocs : &overflow_frees, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&overflow, is_free ? -(int64_t)counted : (int64_t)counted,
+                           __ATOMIC_RELAXED);
+        __atomic_fetch_add(is_free ? &overflow_frees : &overflow_allocs, 1, __ATOMIC_RELAXED);
         return;
     }
-    gmp_host_slot_add(s, delta, delta >= 0 ? &s->allocs : &s->frees);
+    if (is_free)
+        gmp_host_slot_free(s, counted);
+    else
+        gmp_host_slot_alloc(s, counted);
 }
 
 void gmp_host_counts(uint64_t *allocs, uint64_t *frees)
@@ -203,7 +208,15 @@ uint64_t gmp_host_in_use(void)
 {
     uint64_t sum = (uint64_t)__atomic_load_n(&retired, __ATOMIC_RELAXED) +
                    (uint64_t)__atomic_load_n(&overflow, __ATOMIC_RELAXED);
-    for (int i = 0, n = slots_to_sum(); i < n; i++)
+    uint64_t calls = __atomic_load_n(&retired_allocs, __ATOMIC_RELAXED) +
+                     __atomic_load_n(&overflow_allocs, __ATOMIC_RELAXED) -
+                     __atomic_load_n(&retired_frees, __ATOMIC_RELAXED) -
+                     __atomic_load_n(&overflow_frees, __ATOMIC_RELAXED);
+    for (int i = 0, n = slots_to_sum(); i < n; i++) {
         sum += (uint64_t)__atomic_load_n(&slots[i].bytes, __ATOMIC_RELAXED);
+        calls += __atomic_load_n(&slots[i].allocs, __ATOMIC_RELAXED) -
+                 __atomic_load_n(&slots[i].frees, __ATOMIC_RELAXED);
+    }
+    sum -= calls * GMP_HOST_CALL_EXTRA;
     return (int64_t)sum > 0 ? sum : 0; /* racing threads may leave it below zero */
 }

@@ -185,14 +185,22 @@ int gmp_libc_routed_name(const char *name)
 
 /* ---- bookkeeping ------------------------------------------------------ */
 
-/* A block's bytes from glibc's chunk header: the size word before the
- * block, flags in its low 3 bits, less that word.  This is
- * malloc_usable_size's answer, but for an mmapped chunk (one word more of
- * header, so 8 bytes more here): malloc and free count the same number,
- * and no test of the flag stands in the common case. */
+/* What the counters add for a block of glibc's (GMP_HOST_CALL_EXTRA more
+ * than its bytes, see in_use.h): the size word before the block, its flags
+ * (the low 3 bits) masked. */
+static inline size_t glibc_chunk_counted_of_word(size_t word)
+{
+    return word & ~(size_t)7;
+}
+
+/* A block's bytes from glibc's chunk header: the size word, masked, less
+ * that word.  This is malloc_usable_size's answer, but for an mmapped
+ * chunk (one word more of header, so 8 bytes more here): malloc and free
+ * count the same number, and no test of the flag stands in the common
+ * case. */
 static inline size_t glibc_chunk_bytes_of_word(size_t word)
 {
-    return (word & ~(size_t)7) - sizeof(size_t);
+    return glibc_chunk_counted_of_word(word) - GMP_HOST_CALL_EXTRA;
 }
 
 static inline size_t glibc_chunk_word(const void *p)
@@ -367,7 +375,7 @@ static inline __attribute__((always_inline)) void *finish_alloc(gmp_api api, voi
     if (GMP_LIKELY(p != NULL && size < bound)) { /* a block of glibc's: its word can be read */
         size_t word = glibc_chunk_word(p);
         if (GMP_LIKELY(word < bound)) {
-            gmp_host_slot_add(s, (int64_t)glibc_chunk_bytes_of_word(word), &s->allocs);
+            gmp_host_slot_alloc(s, glibc_chunk_counted_of_word(word));
             return p;
         }
     }
@@ -434,7 +442,7 @@ GMP_EXPORT GMP_HOT_ALIGNED void free(void *p)
     if (GMP_LIKELY(p != NULL && bound != 0)) { /* a block of glibc's: its word can be read */
         size_t word = glibc_chunk_word(p);
         if (GMP_LIKELY(word < bound)) {
-            gmp_host_slot_add(s, -(int64_t)glibc_chunk_bytes_of_word(word), &s->frees);
+            gmp_host_slot_free(s, glibc_chunk_counted_of_word(word));
             real.free(p);
             return;
         }
