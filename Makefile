@@ -526,10 +526,11 @@ demo-after-deps: all
 # with the peers this machine has.
 BENCH_PROGRAMS := $(BUILD)/bench/churn $(BUILD)/bench/device_pairs $(BUILD)/bench/rss \
                   $(BUILD)/bench/recorder_bench $(BUILD)/bench/libempty.so $(BUILD)/bench/timed \
-                  $(BUILD)/bench/libforward.so
-$(BUILD)/bench/churn $(BUILD)/bench/rss $(BUILD)/bench/timed: $(BUILD)/bench/%: bench/%.c
+                  $(BUILD)/bench/libforward.so $(BUILD)/bench/start_pairs
+$(BUILD)/bench/churn $(BUILD)/bench/rss $(BUILD)/bench/timed $(BUILD)/bench/start_pairs: \
+        $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread
+	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread -ldl
 $(BUILD)/bench/libempty.so: bench/empty.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -o $@ $<

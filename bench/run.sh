@@ -18,9 +18,9 @@ ROUNDS=${GMP_BENCH_ROUNDS:-21}
 # preloads in every round (seven rounds of the dict, an interval their
 # whole range, could not tell 0.99x from its target of 1.03)
 LONG_ROUNDS=${GMP_BENCH_LONG_ROUNDS:-7}
-# the churn takes 0.1 s bare: CHURN_ROUNDS rounds of it bare and under the
-# preloads (the peers, 3-30 times slower, in the first ROUNDS), enough for
-# its median to hold within a few hundredths on a noisy 2-core VM
+# the churn takes 0.1 s bare (its passes through the PLT, and as many
+# straight to glibc): CHURN_ROUNDS rounds of it bare and under the preloads
+# (the peers, 3-30 times slower, in the first ROUNDS)
 CHURN_ROUNDS=${GMP_BENCH_CHURN_ROUNDS:-61}
 STARTUP_ROUNDS=${GMP_BENCH_STARTUP_ROUNDS:-60}
 [ "$CHURN_ROUNDS" -ge "$ROUNDS" ] || CHURN_ROUNDS=$ROUNDS
@@ -95,12 +95,13 @@ python() {
     esac
 }
 
-# churn THREADS TOOL: the program's own "WALL CPU" of its loop (tool
-# start-up left out).  One thread runs pinned: a loop moved between CPUs
-# mid-run differs from the next by more than a hook costs (41 interleaved
-# rounds pinned put gpumemprof at 1.10-1.24x of the same round's bare run;
-# unpinned, 0.80-1.65x).  Every tool alike but heaptrack, whose separate
-# interpreter process would share the loop's CPU.
+# churn THREADS TOOL: the program's own "WALL CPU WALL_RATIO CPU_RATIO":
+# its passes through the PLT (the tool's malloc and free) in seconds, and
+# the median ratio of each such pass over the same pass calling glibc's
+# own straight, in the same process a millisecond apart (bench/churn.c):
+# the tool's cost, the machine's drift between runs left out.  One thread
+# runs pinned, every tool alike but heaptrack, whose separate interpreter
+# process would share the loop's CPU.
 churn() {
     pin=
     [ "$1" = 1 ] && pin=pinned
@@ -112,7 +113,7 @@ churn() {
     heaptrack) heaptrack -o "$W/ht" "$B/bench/churn" "$1" "$OPS" 2>/dev/null ;;
     libmemusage) $pin env MEMUSAGE_OUTPUT=/dev/null LD_PRELOAD="$MEMUSAGE" "$B/bench/churn" \
         "$1" "$OPS" 2>/dev/null ;;
-    esac | grep -E '^[0-9.]+ [0-9.]+$'
+    esac | grep -E '^[0-9.]+ [0-9.]+ [0-9.]+ [0-9.]+$'
 }
 
 available() { # TOOL
@@ -187,14 +188,16 @@ for round in $(seq "$ROUNDS"); do
     pinned "$B/bench/recorder_bench" "$W" push1 | sed "s/^\([a-z0-9]*\) /recorder \1 $round /" >> "$RES"
     "$B/bench/recorder_bench" "$W" push2 | sed "s/^\([a-z0-9]*\) /recorder \1 $round /" >> "$RES"
 done
-# start-up: a shell loop of 300 /bin/true with the library in every
-# process, and the same loop under gmp-run (its job directory, its look at
-# the job 20 times a second, a proxy ring for the shell); both against the
-# loop under an empty preload.  The loops run on one CPU (the last): a
-# fork, an exec and a wait that cross between two CPUs differ from run to
-# run by more than the library costs (a round's own ratio ranged over
-# 0.85-1.46x unpinned, and the median's 95% interval was 1.01-1.10x; 1.04-
-# 1.07x pinned); every tool of the row alike, gmp-run's looks on that CPU too.
+# start-up: 300 /bin/true under the library, each beside one under an
+# empty preload a millisecond apart (bench/start_pairs.c: the loops of a
+# fifth of a second that this row timed until 2026-12-02 read 0.62-1.23x
+# of the same loop run again); and a shell loop of 300 /bin/true under
+# gmp-run (its job directory, its look at the job 20 times a second, a
+# proxy ring for the shell) against the same loop under the empty preload.
+# Everything on one CPU (the last): a fork, an exec and a wait that cross
+# between two CPUs differ from run to run by more than the library costs
+# (a round's own ratio ranged over 0.85-1.46x unpinned); gmp-run's looks
+# on that CPU too.
 LOOP='i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done'
 for round in $(seq "$STARTUP_ROUNDS"); do
     for tool in $(order "$round" empty gpumemprof gmp-run); do
@@ -202,8 +205,8 @@ for round in $(seq "$STARTUP_ROUNDS"); do
         gmp-run) record startup gmp-run $round "$(timed "$B/gmp-run" sh -c "$LOOP")" ;;
         empty) record startup empty $round "$(timed env \
             LD_PRELOAD="$B/bench/libempty.so" sh -c "$LOOP")" ;;
-        gpumemprof) record startup gpumemprof $round "$(timed env \
-            LD_PRELOAD="$PRELOAD" sh -c "$LOOP")" ;;
+        gpumemprof) record startup gpumemprof $round "$(pinned "$B/bench/start_pairs" 300 \
+            "$B/bench/libempty.so" "$PRELOAD" /bin/true)" ;;
         esac
     done
 done

@@ -1,11 +1,13 @@
 """summary.py RESULTS — the tables and the verdict of `make bench`.
 
 RESULTS has one line per run, written by bench/run.sh: "KIND TOOL ROUND
-WALL CPU" for a timed workload (seconds), "pairs TOOL ROUND NS" for the
+WALL CPU" for a timed workload (seconds; the churn adds its own
+"WALL_RATIO CPU_RATIO", see bench/churn.c), "pairs TOOL ROUND NS" for the
 device pair, "recorder WHAT ROUND VALUE" for the recorder's, and the rows
 of triage and rss.  A ratio cell is the median of the rounds' own ratios
-(a round's time under a tool over the baseline's time in the same round)
-with their lowest and highest.  A verdict says only what the rounds can tell apart from this
+(a round's time under a tool over the baseline's time in the same round;
+for the churn, the process's own ratio of its passes through the tool
+over its passes straight to glibc) with their lowest and highest.  A verdict says only what the rounds can tell apart from this
 machine's noise: each median has its distribution-free 95% interval (two
 of the rounds' own values, by the binomial count of rounds on either side
 of the true median); a row meets its target when the wall-time and the
@@ -29,7 +31,7 @@ WORKLOADS = [
     ("pylarge", "python3, 20,000 blocks of 2 MiB, each an event with a stack", "none", 1.05),
     ("pystderr", "python3 printing 20,000 lines on stderr that read as OOM messages", "none", 1.30),
     ("gcc", "gcc -O2 -c recorder/bundle.c", "none", 1.05),
-    ("startup", "start-up: 300 `/bin/true` in a shell loop", "empty", 1.05),
+    ("startup", "start-up: 300 `/bin/true`, each beside one under the empty preload", "empty", 1.05),
 ]
 missed = []
 close = []
@@ -43,6 +45,10 @@ def times(kind, tool, column):
 
 
 def ratios(kind, tool, base, column):
+    own = [float(r[5 + column]) for r in rows
+           if r[0] == kind and r[1] == tool and len(r) > 6]
+    if own:  # the run's own ratio (the churn's passes, start-up's pairs)
+        return sorted(own)
     b, t = times(kind, base, column), times(kind, tool, column)
     return sorted(t[k] / b[k] for k in t if k in b and b[k] > 0)
 
@@ -95,19 +101,29 @@ for column, title in ((0, "Wall time"), (1, "CPU time (user + system)")):
     print("| --- |" + " ---: |" * len(TOOLS) + " --- |")
     for kind, label, base, target in WORKLOADS:
         if kind == "startup":
-            for tool, name in (("gpumemprof", label), ("gmp-run", "the same loop under `gmp-run`")):
-                what = "%s (%.3f s with the empty preload)" % (name, bare(kind, base))
+            each = statistics.median(
+                float(r[3 + column]) / 300 for r in rows
+                if r[0] == kind and r[1] == "gpumemprof" and len(r) > 6) \
+                if ratios(kind, "gpumemprof", base, column) else 0
+            for tool, what in (
+                    ("gpumemprof", "%s (%.2f ms a process under the library)" % (label, each * 1e3)),
+                    ("gmp-run", "a shell loop of 300 `/bin/true` under `gmp-run` (%.3f s with the "
+                     "empty preload)" % bare(kind, base))):
                 print("| %s | %s | 1.00x | - | - | - | - | - | <= %.2fx |" % (
                     what, cell(ratios(kind, tool, base, column)), target))
             continue
         what = "%s (%.3f s bare)" % (label, bare(kind, base))
+        if kind.startswith("churn"):  # what the method reads where there is no tool
+            what = "%s (%.3f s bare, whose two kinds of pass read %s)" % (
+                label, bare(kind, base), cell(ratios(kind, base, base, column)))
         cells = [cell(ratios(kind, tool, base, column)) for tool, _ in TOOLS]
         print("| %s | %s | <= %.2fx |" % (what, " | ".join(cells), target))
     print()
 
 results = []
 for kind, label, base, target in WORKLOADS:
-    tools = (("gpumemprof", label), ("gmp-run", label + " under gmp-run")) \
+    tools = (("gpumemprof", label), ("gmp-run", "start-up: a shell loop of 300 `/bin/true` under "
+                                     "gmp-run")) \
         if kind == "startup" else (("gpumemprof", label),)
     for tool, name in tools:
         results.append((name, verdict(name, target, ratios(kind, tool, base, 0),
@@ -197,19 +213,20 @@ if t:
     print(limit("`gmp-inspect triage` of {:,} bundles from {:,} torchrun runs ({} warm runs; at most {:.0f} MiB)".format(
         n, n // 100, len(t), most / 1024), statistics.median(t), 6, "6 s", t) %
         ("%.2f s (%.2f-%.2f)" % (statistics.median(t), t[0], t[-1])))
-loop_faults = {}
-for tool in ("empty", "gpumemprof", "gmp-run"):
-    f = sorted(float(r[5]) / 301 for r in rows if r[0] == "startup" and r[1] == tool and len(r) > 5)
+faults = {}
+for tool, at, per in (("empty", 5, 301), ("gmp-run", 5, 301), ("library", 7, 1), ("beside", 8, 1)):
+    kind_tool = "gpumemprof" if tool in ("library", "beside") else tool
+    f = sorted(float(r[at]) / per for r in rows
+               if r[0] == "startup" and r[1] == kind_tool and len(r) > at)
     if f:
-        loop_faults[tool] = statistics.median(f)
-if len(loop_faults) == 3:
+        faults[tool] = statistics.median(f)
+if len(faults) == 4:
     print()
-    print("Page faults a process of the start-up loop takes (the shell's share included, "
-          "medians): %.1f under the empty preload, %.1f under the library (%+.1f), %.1f under "
-          "`gmp-run` (%+.1f)." % (loop_faults["empty"], loop_faults["gpumemprof"],
-                                  loop_faults["gpumemprof"] - loop_faults["empty"],
-                                  loop_faults["gmp-run"],
-                                  loop_faults["gmp-run"] - loop_faults["empty"]))
+    print("Page faults a process takes (medians): %.1f under the library, %.1f under the empty "
+          "preload beside it (%+.1f); in the shell loops (the shell's share included), %.1f under "
+          "the empty preload, %.1f under `gmp-run` (%+.1f)." % (
+              faults["library"], faults["beside"], faults["library"] - faults["beside"],
+              faults["empty"], faults["gmp-run"], faults["gmp-run"] - faults["empty"]))
 print()
 print("Verdict, row by row (each median with its 95% interval; met when both intervals lie "
       "at or under the target, missed when either lies over it):")
