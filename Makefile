@@ -528,7 +528,7 @@ BENCH_PROGRAMS := $(BUILD)/bench/churn $(BUILD)/bench/device_pairs $(BUILD)/benc
                   $(BUILD)/bench/recorder_bench $(BUILD)/bench/libempty.so $(BUILD)/bench/timed \
                   $(BUILD)/bench/libforward.so $(BUILD)/bench/start_pairs
 $(BUILD)/bench/churn $(BUILD)/bench/rss $(BUILD)/bench/timed $(BUILD)/bench/start_pairs: \
-        $(BUILD)/bench/%: bench/%.c
+        $(BUILD)/bench/%: bench/%.c bench/median.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $< -lpthread -ldl
 $(BUILD)/bench/libempty.so: bench/empty.c

@@ -21,6 +21,8 @@
  * median over every pair of passes of the one through the PLT over the
  * direct one, by each clock.  Usage: churn THREADS OPS
  */
+#include "median.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -80,6 +82,7 @@ static double seconds(clockid_t clock)
         to->cpu += seconds(CLOCK_THREAD_CPUTIME_ID) - cpu;                                        \
         to->wall += seconds(CLOCK_MONOTONIC) - wall;                                              \
     }
+
 /* A direct call to a jump through memory, as a call through the PLT is:
  * calling the pointer itself read 1% faster than the PLT in a bare process. */
 static __attribute__((noinline)) void *glibc_malloc_stub(size_t n)
@@ -136,18 +139,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 1;
@@ -176,8 +167,8 @@ int main(int argc, char **argv)
         plt.wall += sums[t].plt.wall;
         plt.cpu += sums[t].plt.cpu;
     }
-    printf("%.6f %.6f %.6f %.6f\n", plt.wall, plt.cpu, median(wall_ratio, most * threads),
-           median(cpu_ratio, most * threads));
+    printf("%.6f %.6f %.6f %.6f\n", plt.wall, plt.cpu, bench_median(wall_ratio, most * threads),
+           bench_median(cpu_ratio, most * threads));
     free(wall_ratio);
     free(cpu_ratio);
     return 0;

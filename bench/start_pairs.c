@@ -13,16 +13,15 @@
  * took under each, medians.  The programs' output is dropped.
  * Usage: start_pairs PAIRS BASE TOOL PROGRAM [ARG]...
  */
+#include "median.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 typedef struct run {
     double wall, cpu;
@@ -66,18 +65,6 @@ static int run_once(const char *preload, char **argv, run *out)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
     int pairs = argc > 1 ? atoi(argv[1]) : 0;
@@ -94,8 +81,9 @@ int main(int argc, char **argv)
     int cpu_pairs = 0;
     for (int i = 0; i < pairs; i++) {
         run base, tool;
-        int failed = i & 1 ? run_once(argv[3], argv + 4, &tool) | run_once(argv[2], argv + 4, &base)
-                           : run_once(argv[2], argv + 4, &base) | run_once(argv[3], argv + 4, &tool);
+        char **program = argv + 4;
+        int failed = i & 1 ? run_once(argv[3], program, &tool) | run_once(argv[2], program, &base)
+                           : run_once(argv[2], program, &base) | run_once(argv[3], program, &tool);
         if (failed) {
             fprintf(stderr, "start_pairs: %s did not run and exit 0\n", argv[4]);
             return 1;
@@ -108,8 +96,8 @@ int main(int argc, char **argv)
         faults[i] = (double)tool.faults;
         base_faults[i] = (double)base.faults;
     }
-    printf("%.6f %.6f %.6f %.6f %.1f %.1f\n", sum.wall, sum.cpu, median(wall, pairs),
-           cpu_pairs ? median(cpu, cpu_pairs) : 0.0, median(faults, pairs),
-           median(base_faults, pairs));
+    printf("%.6f %.6f %.6f %.6f %.1f %.1f\n", sum.wall, sum.cpu, bench_median(wall, pairs),
+           cpu_pairs ? bench_median(cpu, cpu_pairs) : 0.0, bench_median(faults, pairs),
+           bench_median(base_faults, pairs));
     return 0;
 }

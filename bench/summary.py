@@ -1,13 +1,14 @@
 """summary.py RESULTS — the tables and the verdict of `make bench`.
 
 RESULTS has one line per run, written by bench/run.sh: "KIND TOOL ROUND
-WALL CPU" for a timed workload (seconds; the churn adds its own
-"WALL_RATIO CPU_RATIO", see bench/churn.c), "pairs TOOL ROUND NS" for the
-device pair, "recorder WHAT ROUND VALUE" for the recorder's, and the rows
-of triage and rss.  A ratio cell is the median of the rounds' own ratios
-(a round's time under a tool over the baseline's time in the same round;
-for the churn, the process's own ratio of its passes through the tool
-over its passes straight to glibc) with their lowest and highest.  A verdict says only what the rounds can tell apart from this
+WALL CPU" for a timed workload (seconds; the churn and the library's
+start-up add their own "WALL_RATIO CPU_RATIO", see bench/churn.c and
+bench/start_pairs.c), "pairs TOOL ROUND NS" for the device pair,
+"recorder WHAT ROUND VALUE" for the recorder's, and the rows of triage
+and rss.  A ratio cell is the median of the rounds' own ratios (a
+round's time under a tool over the baseline's time in the same round, or
+the run's own ratio of its pairs where it has one) with their lowest and
+highest.  A verdict says only what the rounds can tell apart from this
 machine's noise: each median has its distribution-free 95% interval (two
 of the rounds' own values, by the binomial count of rounds on either side
 of the true median); a row meets its target when the wall-time and the
