@@ -146,11 +146,12 @@ static ssize_t read_of(watched *w, int which, int pid, const char *name, char *b
     return n;
 }
 
-/* The entry with kept files for pid, or NULL. */
-static watched *kept_for(int pid)
+/* pid's entry, or NULL: the table holds one a pid at most (find makes a
+ * reused pid's entry over). */
+static watched *entry_of(int pid)
 {
     for (size_t i = 0; i < count; i++)
-        if (table[i].pid == pid && table[i].kept)
+        if (table[i].pid == pid)
             return &table[i];
     return NULL;
 }
@@ -349,20 +350,20 @@ static void sample(watched *w)
 
 static watched *find(int pid, uint64_t start_ticks)
 {
-    for (size_t i = 0; i < count; i++)
-        if (table[i].pid == pid) {
-            if (table[i].start_ticks == start_ticks)
-                return &table[i];
-            unmap(&table[i], 0); /* the pid reused: another process */
-            let_files_go(&table[i]);
-            memset(&table[i], 0, sizeof table[i]);
-            table[i].pid = pid;
-            table[i].start_ticks = start_ticks;
-            return &table[i];
-        }
+    watched *w = entry_of(pid);
+    if (w) {
+        if (w->start_ticks == start_ticks)
+            return w;
+        unmap(w, 0); /* the pid reused: another process */
+        let_files_go(w);
+        memset(w, 0, sizeof *w);
+        w->pid = pid;
+        w->start_ticks = start_ticks;
+        return w;
+    }
     if (count == MAX_WATCHED)
         return NULL;
-    watched *w = &table[count++];
+    w = &table[count++];
     memset(w, 0, sizeof *w);
     w->pid = pid;
     w->start_ticks = start_ticks;
@@ -380,15 +381,16 @@ static void visit_child(int child, int depth)
         return; /* gmp-run's own, not the job's */
     gmp_proc_look look;
     char stat[1024];
-    watched *known = kept_for(child);
-    if ((known && read_of(known, KEPT_STAT, child, "stat", stat, sizeof stat) > 0) ||
-        gmp_read_proc_file(child, "stat", stat, sizeof stat) > 0)
+    watched *known = entry_of(child);
+    int kept = known && known->kept; /* a kept file that fails: the pid read afresh */
+    if (read_of(known, KEPT_STAT, child, "stat", stat, sizeof stat) > 0 ||
+        (kept && gmp_read_proc_file(child, "stat", stat, sizeof stat) > 0))
         gmp_proc_look_in(stat, &look);
     else
         memset(&look, 0, sizeof look);
     if (look.state == 'Z') { /* dead, not reaped: kept for its reaper */
-        for (size_t i = 0; i < count; i++)
-            table[i].alive |= table[i].pid == child;
+        if (known)
+            known->alive = 1;
         return;
     }
     watched *w = look.start_ticks ? find(child, look.start_ticks) : NULL;
@@ -487,10 +489,7 @@ static const char *const go_oom_lines[] = {"runtime: out of memory: cannot alloc
 
 int job_watch_go_last_words(int pid, char *out, size_t cap)
 {
-    watched *w = NULL;
-    for (size_t i = 0; i < count; i++)
-        if (table[i].pid == pid)
-            w = &table[i];
+    watched *w = entry_of(pid);
     if (!w || !w->is_proxy || w->stderr_from < 0)
         return -1;
     static char text[64 * 1024 + 1];
@@ -511,9 +510,9 @@ int job_watch_go_last_words(int pid, char *out, size_t cap)
 
 void job_watch_reaped(int pid)
 {
-    for (size_t i = 0; i < count; i++)
-        if (table[i].pid == pid)
-            table[i].reaped_here = 1;
+    watched *w = entry_of(pid);
+    if (w)
+        w->reaped_here = 1;
 }
 
 /* The job is over.  A process another reaped since the last look (a shell's
