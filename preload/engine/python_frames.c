@@ -258,6 +258,12 @@ typedef struct frame_entry {
 
 static frame_entry *table; /* atomic pointer */
 static int table_state;    /* atomic: gmp_lazy_table's */
+/* The ids in the order they were named, so that a new ring gets the known
+ * frames without a walk over the whole table: that walk read 3.4 MB of
+ * untouched pages, 860 page faults in the process's first event. */
+static uint16_t made[TABLE_SLOTS]; /* atomic entries; 0 not yet written */
+static uint32_t made_count;        /* atomic */
+_Static_assert(TABLE_SLOTS <= UINT16_MAX, "ids fit made[]");
 
 /* A str object's text as UTF-8 (compact strings: all that code objects
  * hold); "?" for anything else. */
@@ -336,6 +342,9 @@ static uint32_t frame_id(frame_entry *t, const void *code, uint32_t offset)
         e->named.line = line > 0 ? (uint32_t)line : 0;
         e->spawn_wrap = is_spawn_wrap(&e->named);
         __atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
+        uint32_t k = __atomic_fetch_add(&made_count, 1, __ATOMIC_RELAXED);
+        if (k < TABLE_SLOTS)
+            __atomic_store_n(&made[k], (uint16_t)(i + 1), __ATOMIC_RELEASE);
         gmp_python_frame_ring_note(i + 1, &e->named);
         return i + 1;
     }
@@ -452,7 +461,10 @@ void gmp_python_frames_foreach_known(void (*fn)(uint32_t id, const gmp_python_fr
                                      void *arg)
 {
     frame_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
-    for (uint32_t i = 0; t && i < TABLE_SLOTS; i++)
-        if (__atomic_load_n(&t[i].ready, __ATOMIC_ACQUIRE))
-            fn(i + 1, &t[i].named, arg);
+    uint32_t n = __atomic_load_n(&made_count, __ATOMIC_ACQUIRE);
+    for (uint32_t k = 0; t && k < n && k < TABLE_SLOTS; k++) {
+        uint32_t id = __atomic_load_n(&made[k], __ATOMIC_ACQUIRE);
+        if (id && __atomic_load_n(&t[id - 1].ready, __ATOMIC_ACQUIRE))
+            fn(id, &t[id - 1].named, arg);
+    }
 }

@@ -348,6 +348,28 @@ static void test_killed_names_the_line_from_its_ring(void **state)
         fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", h.mib, h.count, h.site, h.shown);
 }
 
+/* The same, its one large allocation the first event of all: the event
+ * makes the ring after its Python frames were named, so the ring has them
+ * only from the copy of what was known when it was made. */
+static void test_killed_first_event_names_its_line(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "LD_PRELOAD=\"%s\" exec %s/gmp-run -- python3 -c '"
+             "import os, signal\n"
+             "def load_shard():\n"
+             "    return bytearray(96 << 20)\n"
+             "shard = load_shard()\n"
+             "os.kill(os.getpid(), signal.SIGKILL)\n'",
+             paths.preload, paths.build);
+    held_answer h;
+    held_after(script, 128 + 9, &h);
+    if (h.count != 1 || h.mib < 95 || h.mib > 97 ||
+        strcmp(h.site, "<string>:3 in load_shard (called from <string>:4)"))
+        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", h.mib, h.count, h.site, h.shown);
+}
+
 /* An installed package (site-packages/torch) standing in for PyTorch's
  * CPU allocator: torch.empty(n) is posix_memalign(64, 4n) as c10 asks, and
  * a failure raises what PyTorch raises. */
@@ -543,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_native_call_paths),
         cmocka_unit_test(test_switched_stack_is_not_read_through),
         cmocka_unit_test(test_killed_names_the_line_from_its_ring),
+        cmocka_unit_test(test_killed_first_event_names_its_line),
         cmocka_unit_test(test_torch_cpu_standin),
         cmocka_unit_test(test_device_memory_held_by_a_python_line),
         cmocka_unit_test(test_failed_device_call_names_its_line),
