@@ -363,13 +363,18 @@ uint64_t gmp_ring_push(gmp_ring *ring, const gmp_event *ev)
     uint64_t seq = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
     gmp_ring_slot *slot = &ring->slots[seq & ring->mask];
     uint64_t whole = (seq + 1) << 1;
-    uint64_t cur = __atomic_load_n(&slot->stamp, __ATOMIC_RELAXED);
-    /* busy, or a writer that lapped us already owns it: never wait */
-    if ((cur & 1) || cur >= whole ||
-        !__atomic_compare_exchange_n(&slot->stamp, &cur, whole | 1, 0,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-        __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
-        return UINT64_MAX;
+    /* The slot's stamp is taken by compare-and-swap from what the last lap
+     * left there (0 before the first), not read first: a read of a page
+     * of the file not yet touched maps it read-only, and the write then
+     * faults again, two page faults where one does.  Busy, or a writer
+     * that lapped us already owns it: never wait. */
+    uint64_t cur = seq > ring->mask ? (seq - ring->mask) << 1 : 0;
+    while (!__atomic_compare_exchange_n(&slot->stamp, &cur, whole | 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+        if ((cur & 1) || cur >= whole) {
+            __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
+            return UINT64_MAX;
+        }
     }
     __atomic_thread_fence(__ATOMIC_RELEASE);
     uint64_t w[7];

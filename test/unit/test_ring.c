@@ -1,6 +1,7 @@
 /*
  * test_ring.c — the event ring: wrap-around keeps exactly the newest N in
- * order; 8 writers x 1M events with a reader snapshotting all along never
+ * order; a push takes its slot from any earlier lap, and leaves a busy one
+ * or one a later lap holds; 8 writers x 1M events with a reader snapshotting all along never
  * see a torn, duplicated or out-of-order record; another process reads the
  * ring after the writer is SIGKILLed; a proxy ring of an exiting process
  * names its cgroup, not cgroup v1's root; damaged ring files are refused;
@@ -98,6 +99,48 @@ static void test_wrap_around(void **state)
     wrap_keeps_newest(10000, 25037);
     wrap_keeps_newest(64, 10);      /* never wrapped */
     wrap_keeps_newest(16, 0);       /* empty */
+}
+
+/* A push takes its slot whatever the last lap left there: a stamp from a
+ * lap before (a push into it was dropped, or never finished before its
+ * writer lapped) is taken; a busy one (a writer killed mid-record) and
+ * one a later lap already holds are left as they are, the push counted
+ * as dropped; and a snapshot has what landed. */
+static void test_slot_taken_whatever_its_last_lap_left(void **state)
+{
+    (void)state;
+    gmp_ring ring;
+    assert_int_equal(gmp_ring_create(&ring, NULL, 16), 0);
+    uint64_t slots = ring.mask + 1;
+    for (uint64_t i = 0; i < slots; i++) {
+        gmp_event ev = make_event(0, i);
+        assert_int_equal(gmp_ring_push(&ring, &ev), i);
+    }
+    /* the next lap's slots 0, 1 and 2: two laps old, busy, a lap ahead */
+    ring.slots[0].stamp = 0;
+    ring.slots[1].stamp = (2 << 1) | 1;
+    ring.slots[2].stamp = (slots * 2 + 3) << 1;
+    uint64_t dropped = ring.hdr->dropped;
+    for (uint64_t i = slots; i < slots + 4; i++) {
+        gmp_event ev = make_event(0, i);
+        uint64_t got = gmp_ring_push(&ring, &ev);
+        assert_int_equal(got, i == slots || i == slots + 3 ? i : UINT64_MAX);
+    }
+    assert_int_equal(ring.hdr->dropped, dropped + 2);
+    assert_int_equal(ring.slots[1].stamp, (2 << 1) | 1);
+    assert_int_equal(ring.slots[2].stamp, (slots * 2 + 3) << 1);
+    gmp_event out[64];
+    uint64_t torn = 0;
+    size_t n = gmp_ring_snapshot(&ring, out, 64, &torn);
+    int saw_first = 0, saw_last = 0;
+    for (size_t k = 0; k < n; k++) {
+        assert_true(event_is_whole(&out[k]));
+        saw_first |= out[k].seq == slots;
+        saw_last |= out[k].seq == slots + 3;
+        assert_true(out[k].seq != slots + 1 && out[k].seq != slots + 2);
+    }
+    assert_true(saw_first && saw_last);
+    gmp_ring_close(&ring, 0);
 }
 
 typedef struct writer_arg {
@@ -488,6 +531,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrap_around),
+        cmocka_unit_test(test_slot_taken_whatever_its_last_lap_left),
         cmocka_unit_test(test_concurrent_writers_and_reader),
         cmocka_unit_test(test_read_after_sigkill),
         cmocka_unit_test(test_proxy_of_an_exiting_process),
