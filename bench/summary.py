@@ -221,6 +221,13 @@ for tool, at, per in (("empty", 5, 301), ("gmp-run", 5, 301), ("library", 7, 1),
                if r[0] == "startup" and r[1] == kind_tool and len(r) > at)
     if f:
         faults[tool] = statistics.median(f)
+
+def run_faults(kind, tool):
+    """the median page faults of a whole-process run (timed's third value)"""
+    f = sorted(float(r[5]) for r in rows if r[0] == kind and r[1] == tool and len(r) == 6)
+    return statistics.median(f) if f else None
+
+
 if len(faults) == 4:
     print()
     print("Page faults a process takes (medians): %.1f under the library, %.1f under the empty "
@@ -228,6 +235,10 @@ if len(faults) == 4:
           "the empty preload, %.1f under `gmp-run` (%+.1f)." % (
               faults["library"], faults["beside"], faults["library"] - faults["beside"],
               faults["empty"], faults["gmp-run"], faults["gmp-run"] - faults["empty"]))
+    big = [run_faults("pylarge", tool) for tool in ("gpumemprof", "none")]
+    if None not in big:
+        print("python3 with 20,000 blocks of 2 MiB, each an event: %.0f under the library, %.0f "
+              "bare (%+.0f)." % (big[0], big[1], big[0] - big[1]))
 print()
 print("Verdict, row by row (each median with its 95% interval; met when both intervals lie "
       "at or under the target, missed when either lies over it):")
