@@ -210,8 +210,10 @@ for round in $(seq "$STARTUP_ROUNDS"); do
         esac
     done
 done
-# the recorder's dumps, LONG_ROUNDS times (a second and more each)
-for round in $(seq "$LONG_ROUNDS"); do
+# the recorder's dumps, ROUNDS times (half a second both): in seven
+# rounds, each interval their whole range, one dump of 25 ms among 4-9 ms
+# had called the 10k dump too close to its 20 ms
+for round in $(seq "$ROUNDS"); do
     "$B/bench/recorder_bench" "$W" dump | sed "s/^\([a-z0-9]*\) /recorder \1 $round /" >> "$RES"
 done
 # triage at a cluster's scale: 100,000 bundles of 1,000 torchrun runs, each
