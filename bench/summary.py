@@ -222,6 +222,7 @@ for tool, at, per in (("empty", 5, 301), ("gmp-run", 5, 301), ("library", 7, 1),
     if f:
         faults[tool] = statistics.median(f)
 
+
 def run_faults(kind, tool):
     """the median page faults of a whole-process run (timed's third value)"""
     f = sorted(float(r[5]) for r in rows if r[0] == kind and r[1] == tool and len(r) == 6)
