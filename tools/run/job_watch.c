@@ -348,9 +348,11 @@ static void sample(watched *w)
     w->last_sample_ns = now;
 }
 
-static watched *find(int pid, uint64_t start_ticks)
+/* The entry of the process pid names now (started at start_ticks), given
+ * pid's entry as entry_of found it (NULL: none): that one, made over when
+ * the pid was reused, else a new one (NULL when the table is full). */
+static watched *find(watched *w, int pid, uint64_t start_ticks)
 {
-    watched *w = entry_of(pid);
     if (w) {
         if (w->start_ticks == start_ticks)
             return w;
@@ -393,7 +395,7 @@ static void visit_child(int child, int depth)
             known->alive = 1;
         return;
     }
-    watched *w = look.start_ticks ? find(child, look.start_ticks) : NULL;
+    watched *w = look.start_ticks ? find(known, child, look.start_ticks) : NULL;
     if (w) {
         w->alive = 1;
         w->rss_now = look.resident;
