@@ -31,20 +31,24 @@
 #include <string.h>
 #include <unistd.h>
 
-static int starts(const char *line, const char *words)
-{
-    return !strncmp(line, words, strlen(words));
-}
-
-static int ends(const char *line, const char *words)
-{
-    size_t n = strlen(line), w = strlen(words);
-    return n >= w && !strcmp(line + n - w, words);
-}
-
-/* The pairs of the line the forms are asked about (word_pairs.h): one
- * thread at a time, as the whole file. */
+/* The pairs of the line the forms are asked about (word_pairs.h), and its
+ * length: one thread at a time, as the whole file. */
 static gmp_word_pairs line_pairs;
+static size_t line_len;
+
+/* its first byte before the C library's compare: most forms start with
+ * another, and twenty calls cost more than the line's write */
+static inline int starts(const char *line, const char *words)
+{
+    return line[0] == words[0] && !strncmp(line, words, strlen(words));
+}
+
+/* line: the one whose length line_len is */
+static inline int ends(const char *line, const char *words)
+{
+    size_t w = strlen(words);
+    return line_len >= w && !memcmp(line + line_len - w, words, w);
+}
 
 static int has(const char *line, const char *words)
 {
@@ -214,6 +218,7 @@ int gmp_message_last_words(const char *line)
         !strstr(line, "bad_array_new_length"))
         return GMP_LAST_WORDS_NONE;
     gmp_word_pairs_of(&line_pairs, line);
+    line_len = strlen(line);
     for (int i = 1; i < GMP_LAST_WORDS_COUNT; i++)
         if (says(i, line))
             return i;
