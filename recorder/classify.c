@@ -78,9 +78,9 @@ static const char *const message_patterns[] = {
 /* "failed to allocate 2.00GiB", "Unable to allocate 74.5 TiB", "Failed to
  * allocate request for 1.2GiB": a size right after the words, as
  * allocators write it ("failed to allocate resources" is no such line). */
-static int names_a_size_after(const char *line, const char *words)
+static int names_a_size_after(const char *line, size_t n, const char *words)
 {
-    const char *at = find_ci(line, words);
+    const char *at = gmp_find_ci(line, n, words);
     if (!at)
         return 0;
     at += strlen(words);
@@ -91,36 +91,61 @@ static int names_a_size_after(const char *line, const char *words)
     return *at >= '0' && *at <= '9';
 }
 
-/* The OOM pattern a line's words name, if any. */
-static const char *oom_pattern(const char *line)
+/* The bytes of a dotted name ("numpy.core._exceptions._ArrayMemoryError")
+ * at the line's start: strspn with this set cost a table's set-up a line. */
+static size_t name_span(const char *line)
 {
-    /* every pattern below holds one of these three (ResourceExhaustedError
-     * the last): a line with none of them, as nearly every line a program
-     * writes to stderr, is searched three times, not a dozen */
-    if (!find_ci(line, "memory") && !find_ci(line, "alloc") && !find_ci(line, "exhausted"))
+    size_t i = 0;
+    for (;; i++) {
+        unsigned char c = (unsigned char)line[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.'))
+            return i;
+    }
+}
+
+/* The OOM pattern a line of n bytes names, if any.  Every pattern holds
+ * "memory" or "alloc" (ResourceExhaustedError "exhausted"), and is looked
+ * for only where its words are: nearly every line a program writes to
+ * stderr holds none, and an ML job logs "memory allocated" every step. */
+enum { MEMORY = 1, ALLOC = 2, OUT_OF_MEMORY = 4 };
+static const char *oom_pattern(const char *line, size_t n)
+{
+    unsigned have = (gmp_find_ci(line, n, "memory") ? MEMORY : 0) |
+                    (gmp_find_ci(line, n, "alloc") ? ALLOC : 0);
+    if (!have && !gmp_find_ci(line, n, "exhausted"))
         return NULL;
-    static const char *const phrases[] = {"cuda out of memory", "hip out of memory",
-                                          "out of memory", "oom when allocating",
-                                          "memory allocation failed",
-                                          "cannot allocate memory", /* ENOMEM's perror */
-                                          "java.lang.outofmemoryerror"};
+    if ((have & MEMORY) && gmp_find_ci(line, n, "out of memory"))
+        have |= OUT_OF_MEMORY;
+    static const struct {
+        const char *words;
+        unsigned needs;
+    } phrases[] = {
+        {"cuda out of memory", OUT_OF_MEMORY},
+        {"hip out of memory", OUT_OF_MEMORY},
+        {"out of memory", OUT_OF_MEMORY},
+        {"oom when allocating", ALLOC},
+        {"memory allocation failed", MEMORY | ALLOC},
+        {"cannot allocate memory", MEMORY | ALLOC}, /* ENOMEM's perror */
+        {"java.lang.outofmemoryerror", MEMORY},
+    };
     for (size_t i = 0; i < sizeof phrases / sizeof *phrases; i++)
-        if (find_ci(line, phrases[i]))
-            return phrases[i];
+        if (!(phrases[i].needs & ~have) && gmp_find_ci(line, n, phrases[i].words))
+            return phrases[i].words;
     /* "failed to allocate 2.00GiB" (XLA), "Unable to allocate 72.8 TiB"
      * (numpy), "you tried to allocate 8000000000000 bytes" (torch's
      * DefaultCPUAllocator), "memory allocation of 1024 bytes failed" (Rust) */
     static const char *const before_a_size[] = {"failed to allocate", "unable to allocate",
                                                 "you tried to allocate",
                                                 "memory allocation of"};
-    for (size_t i = 0; i < sizeof before_a_size / sizeof *before_a_size; i++)
-        if (names_a_size_after(line, before_a_size[i]))
+    for (size_t i = 0; (have & ALLOC) && i < sizeof before_a_size / sizeof *before_a_size; i++)
+        if (names_a_size_after(line, n, before_a_size[i]))
             return before_a_size[i];
-    if (strstr(line, "std::bad_alloc"))
+    if ((have & ALLOC) && strstr(line, "std::bad_alloc"))
         return "std::bad_alloc";
     /* a line that starts with an exception's name: "MemoryError",
      * "numpy.core._exceptions._ArrayMemoryError: ...", "...OutOfMemoryError: ..." */
-    size_t id = strspn(line, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.");
+    size_t id = name_span(line);
     if (id && (line[id] == '\0' || line[id] == ':' || line[id] == '\n' || line[id] == '\r')) {
         char type[160];
         if (id < sizeof type) {
@@ -139,14 +164,15 @@ static const char *oom_pattern(const char *line)
 
 const char *gmp_classify_oom_line(const char *line)
 {
-    const char *pattern = oom_pattern(line);
+    size_t n = strlen(line);
+    const char *pattern = oom_pattern(line, n);
     /* TensorFlow's BFC allocator warns so when a request with a fallback
      * did not fit, in jobs that run to the end: "Allocator (GPU_0_bfc) ran
      * out of memory trying to allocate 2.55GiB ... The caller indicates
      * that this is not a failure, but may mean that there could be
      * performance gains if more memory were available."  Looked for only
      * in a line that matched: every other stderr line costs nothing more. */
-    return pattern && !find_ci(line, "this is not a failure") ? pattern : NULL;
+    return pattern && !gmp_find_ci(line, n, "this is not a failure") ? pattern : NULL;
 }
 
 gmp_classification gmp_classify_exception(const char *type, const char *module,
