@@ -36,8 +36,8 @@
 static gmp_word_pairs line_pairs;
 static size_t line_len;
 
-/* its first byte before the C library's compare: most forms start with
- * another, and twenty calls cost more than the line's write */
+/* the first byte compared here: most forms start with another, and a
+ * line that reads as an OOM message is asked about every form */
 static inline int starts(const char *line, const char *words)
 {
     return line[0] == words[0] && !strncmp(line, words, strlen(words));
