@@ -104,26 +104,43 @@ static size_t name_span(const char *line)
     }
 }
 
+/* A line's "out of memory", first found at first: "cuda out of memory" or
+ * "hip out of memory" where one of its "out of memory" follows those words,
+ * as a search for each would find them, without two more passes. */
+static const char *out_of_memory_pattern(const char *line, size_t n, const char *first)
+{
+    static const struct {
+        const char *pattern, *before; /* the words before its "out of memory" */
+    } named[] = {{"cuda out of memory", "cuda "}, {"hip out of memory", "hip "}};
+    for (size_t k = 0; k < sizeof named / sizeof *named; k++) {
+        size_t before = strlen(named[k].before);
+        for (const char *at = first; at;
+             at = gmp_find_ci(at + 1, n - (size_t)(at + 1 - line), "out of memory"))
+            if ((size_t)(at - line) >= before &&
+                gmp_find_ci(at - before, before, named[k].before) == at - before)
+                return named[k].pattern;
+    }
+    return "out of memory";
+}
+
 /* The OOM pattern a line of n bytes names, if any.  Every pattern holds
  * "memory" or "alloc" (ResourceExhaustedError "exhausted"), and is looked
  * for only where its words are: nearly every line a program writes to
  * stderr holds none, and an ML job logs "memory allocated" every step. */
-enum { MEMORY = 1, ALLOC = 2, OUT_OF_MEMORY = 4 };
+enum { MEMORY = 1, ALLOC = 2 };
 static const char *oom_pattern(const char *line, size_t n)
 {
-    unsigned have = (gmp_find_ci(line, n, "memory") ? MEMORY : 0) |
-                    (gmp_find_ci(line, n, "alloc") ? ALLOC : 0);
+    unsigned have = gmp_find_ci(line, n, "memory") ? MEMORY : 0;
+    const char *out_of_memory = have ? gmp_find_ci(line, n, "out of memory") : NULL;
+    if (out_of_memory) /* the first patterns, and the commonest */
+        return out_of_memory_pattern(line, n, out_of_memory);
+    have |= gmp_find_ci(line, n, "alloc") ? ALLOC : 0;
     if (!have && !gmp_find_ci(line, n, "exhausted"))
         return NULL;
-    if ((have & MEMORY) && gmp_find_ci(line, n, "out of memory"))
-        have |= OUT_OF_MEMORY;
     static const struct {
         const char *words;
         unsigned needs;
     } phrases[] = {
-        {"cuda out of memory", OUT_OF_MEMORY},
-        {"hip out of memory", OUT_OF_MEMORY},
-        {"out of memory", OUT_OF_MEMORY},
         {"oom when allocating", ALLOC},
         {"memory allocation failed", MEMORY | ALLOC},
         {"cannot allocate memory", MEMORY | ALLOC}, /* ENOMEM's perror */

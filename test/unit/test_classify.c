@@ -165,6 +165,12 @@ static void test_oom_lines(void **state)
          "java.lang.outofmemoryerror"},
         {"fatal error: runtime: out of memory", "out of memory"},
         {"memory allocation of 1099511627776 bytes failed", "memory allocation of"},
+        {"hipErrorOutOfMemory: HIP out of memory", "hip out of memory"},
+        /* the device's words where the line's second "out of memory" follows them */
+        {"retrying after out of memory: CUDA out of memory. Tried to allocate 20 MiB",
+         "cuda out of memory"},
+        {"pool out of memory, then: HIP out of memory", "hip out of memory"},
+        {"cuda: out of memory", "out of memory"},
         /* not about memory */
         {"google.api_core.exceptions.ResourceExhausted: 429 Resource exhausted: Quota exceeded",
          NULL},
