@@ -128,6 +128,26 @@ static int loaded(const char *const *names)
     return w.found;
 }
 
+/* The names of sets[0..n) into out (cap entries, NULL-terminated), each
+ * once; -1 when they do not fit. */
+static int union_of(const char *const *const *sets, size_t n, const char **out, size_t cap)
+{
+    size_t have = 0;
+    for (size_t s = 0; s < n; s++)
+        for (const char *const *name = sets[s]; *name; name++) {
+            size_t i = 0;
+            while (i < have && strcmp(out[i], *name))
+                i++;
+            if (i < have)
+                continue;
+            if (have + 1 >= cap)
+                return -1;
+            out[have++] = *name;
+        }
+    out[have] = NULL;
+    return 0;
+}
+
 int gmp_message_speaker_here(const char *pattern, const char *line, int ends_traceback)
 {
     static const char *const torch[] = {"libtorch", "libc10", NULL};
@@ -144,16 +164,23 @@ int gmp_message_speaker_here(const char *pattern, const char *line, int ends_tra
     static const char *const any_gpu[] = {"libcuda.so", "libcudart", "libamdhip64", "libtorch",
                                           "libc10", "xla_extension", "jaxlib", "libtensorflow",
                                           "_pywrap_tensorflow", "cupy", NULL};
-    /* every set asked about below but python's, for its answer first: in
-     * a process with none of them (a test suite printing its expected
-     * errors), a line that is no traceback's end is looked at no further */
-    static const char *const any_speaker[] = {
-        "libtorch", "libc10", "_multiarray_umath", "cupy", "xla_extension", "jaxlib", "libxla",
-        "libtensorflow", "_pywrap_tensorflow", "libjvm", "libamdhip64", "libcuda.so",
-        "libcudart", NULL};
+    /* every set asked about below but python's: in a process with none of
+     * them loaded (a test suite printing its expected errors), no answer
+     * below is yes but a traceback's MemoryError's, and the line is looked
+     * at no further; their names, made once, are asked about as one set */
+    static const char *const *const speakers[] = {torch, numpy, cupy, xla, tensorflow,
+                                                  jvm, hip, cuda, any_gpu};
+    static const char *any_speaker[32];
+    static int any_speaker_made;
+    if (!any_speaker_made)
+        any_speaker_made = union_of(speakers, sizeof speakers / sizeof *speakers, any_speaker,
+                                    sizeof any_speaker / sizeof *any_speaker) == 0
+                               ? 1
+                               : -1;
     if (!strcmp(pattern, "std::bad_alloc") || !strcmp(pattern, "memory allocation of"))
         return 0; /* those runtimes' words in another form: quoted */
-    if (!(ends_traceback && !strcmp(pattern, "MemoryError")) && !loaded(any_speaker))
+    if (any_speaker_made > 0 && !(ends_traceback && !strcmp(pattern, "MemoryError")) &&
+        !loaded(any_speaker))
         return 0;
     static lowered l;
     lower_line(&l, line);
