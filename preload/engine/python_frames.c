@@ -22,10 +22,11 @@
  * the first time it is seen, while its code object is alive: file, line
  * (PyCode_Addr2Line: no allocation) and function (the qualified name where
  * the code object has one).  A code object freed and another made at its
- * address is told apart by its file and name objects too.  Lock-free, like
- * stack.c's table: a slot is claimed by CAS on its key's hash and published
- * by a ready flag.
+ * address is told apart by its file and name objects too.  Lock-free, as
+ * stack.c's table is (interned.c): a slot is claimed by CAS on its key's
+ * hash and published by a ready flag.
  */
+#include "interned.h"
 #include "preload.h"
 
 #include <string.h>
@@ -245,10 +246,9 @@ static void read_spawn_index(const void *f)
 /* ---- the table of frames ----------------------------------------------- */
 
 #define TABLE_SLOTS 8192 /* distinct (code, offset) pairs named; more get none */
-#define MAX_PROBES 32
 
 typedef struct frame_entry {
-    uint64_t hash; /* atomic: 0 free, else claimed */
+    uint64_t hash; /* atomic: the table's (interned.c) */
     const void *code, *file_obj, *name_obj;
     uint32_t offset;
     uint32_t ready; /* atomic: the rest is whole */
@@ -256,14 +256,7 @@ typedef struct frame_entry {
     gmp_python_frame named;
 } frame_entry;
 
-static frame_entry *table; /* atomic pointer */
-static int table_state;    /* atomic: gmp_lazy_table's */
-/* The ids in the order they were named, so that a new ring gets the known
- * frames without a walk over the whole table: that walk read 3.4 MB of
- * untouched pages, 860 page faults in the process's first event. */
-static uint16_t made[TABLE_SLOTS]; /* atomic entries; 0 not yet written */
-static uint32_t made_count;        /* atomic */
-_Static_assert(TABLE_SLOTS <= UINT16_MAX, "ids fit made[]");
+GMP_INTERNED(frames_named, frame_entry, TABLE_SLOTS);
 
 /* A str object's text as UTF-8 (compact strings: all that code objects
  * hold); "?" for anything else. */
@@ -303,35 +296,19 @@ static void str_text(const void *s, char *out, size_t cap)
     out[o] = '\0';
 }
 
-static frame_entry *get_table(void)
-{
-    return gmp_lazy_table((void **)&table, &table_state, sizeof(frame_entry) * TABLE_SLOTS);
-}
-
 /* The id of (code, offset), named now if new; 0 when the table is full. */
 static uint32_t frame_id(frame_entry *t, const void *code, uint32_t offset)
 {
     const py_layout *l = py.layout;
     const void *file_obj = ptr_at(code, l->co_file), *name_obj = ptr_at(code, l->co_name);
-    uint64_t hash = 0xcbf29ce484222325ull;
+    uint64_t hash = GMP_INTERNED_HASH_START;
     uint64_t key[4] = {(uintptr_t)code, offset, (uintptr_t)file_obj, (uintptr_t)name_obj};
     for (int i = 0; i < 4; i++)
-        hash = (hash ^ key[i]) * 0x100000001b3ull;
-    hash |= 1;
-    for (uint32_t probe = 0, i = (uint32_t)(hash >> 20) & (TABLE_SLOTS - 1); probe < MAX_PROBES;
-         probe++, i = (i + 1) & (TABLE_SLOTS - 1)) {
-        frame_entry *e = &t[i];
-        uint64_t cur = __atomic_load_n(&e->hash, __ATOMIC_ACQUIRE);
-        if (cur == hash)
-            return i + 1;
-        if (cur != 0)
-            continue;
-        if (!__atomic_compare_exchange_n(&e->hash, &cur, hash, 0, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_ACQUIRE)) {
-            if (cur == hash)
-                return i + 1;
-            continue;
-        }
+        hash = gmp_interned_mix(hash, key[i]);
+    int claimed;
+    uint32_t id = gmp_interned_find(&frames_named, t, gmp_interned_hash_done(hash), &claimed);
+    if (claimed) {
+        frame_entry *e = &t[id - 1];
         e->code = code;
         e->file_obj = file_obj;
         e->name_obj = name_obj;
@@ -342,13 +319,10 @@ static uint32_t frame_id(frame_entry *t, const void *code, uint32_t offset)
         e->named.line = line > 0 ? (uint32_t)line : 0;
         e->spawn_wrap = is_spawn_wrap(&e->named);
         __atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
-        uint32_t k = __atomic_fetch_add(&made_count, 1, __ATOMIC_RELAXED);
-        if (k < TABLE_SLOTS)
-            __atomic_store_n(&made[k], (uint16_t)(i + 1), __ATOMIC_RELEASE);
-        gmp_python_frame_ring_note(i + 1, &e->named);
-        return i + 1;
+        gmp_interned_made(&frames_named, id);
+        gmp_python_frame_ring_note(id, &e->named);
     }
-    return 0;
+    return id;
 }
 
 /* ---- the walk ----------------------------------------------------------- */
@@ -397,9 +371,7 @@ uint32_t gmp_python_frames(uint64_t *out, uint32_t max, int may_map)
         return 0;
     const py_layout *l = py.layout;
     const void *ts = py.this_thread();
-    frame_entry *t = !ts || ((uintptr_t)ts & 7) ? NULL
-                     : may_map                   ? get_table()
-                                                 : __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    frame_entry *t = !ts || ((uintptr_t)ts & 7) ? NULL : gmp_interned_entries(&frames_named, may_map);
     if (!t)
         return 0;
     uint32_t n = 0;
@@ -430,15 +402,15 @@ uint64_t gmp_python_stack_hash(void)
     const void *ts = py.this_thread();
     if (!ts || ((uintptr_t)ts & 7))
         return 0;
-    uint64_t hash = 0xcbf29ce484222325ull;
+    uint64_t hash = GMP_INTERNED_HASH_START;
     int frames = 0;
     const void *f = innermost(l, ts);
     for (int walked = 0; f && !((uintptr_t)f & 7) && walked < MAX_WALK; walked++) {
         const void *code;
         uint32_t offset;
         if (frame_place(l, f, &code, &offset)) { /* by line: `f() or f()` asks once */
-            hash = (hash ^ (uintptr_t)code) * 0x100000001b3ull;
-            hash = (hash ^ (uint32_t)py.addr2line((void *)code, (int)offset)) * 0x100000001b3ull;
+            hash = gmp_interned_mix(hash, (uintptr_t)code);
+            hash = gmp_interned_mix(hash, (uint32_t)py.addr2line((void *)code, (int)offset));
             frames++;
         }
         f = ptr_at(f, l->f_back);
@@ -449,7 +421,7 @@ uint64_t gmp_python_stack_hash(void)
 int gmp_python_frame_lookup(uint32_t id, gmp_python_frame *out, void *arg)
 {
     (void)arg;
-    frame_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    frame_entry *t = gmp_interned_entries(&frames_named, 0);
     if (!t || id == 0 || id > TABLE_SLOTS || !__atomic_load_n(&t[id - 1].ready, __ATOMIC_ACQUIRE))
         return -1;
     *out = t[id - 1].named;
@@ -460,10 +432,10 @@ void gmp_python_frames_foreach_known(void (*fn)(uint32_t id, const gmp_python_fr
                                                 void *arg),
                                      void *arg)
 {
-    frame_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
-    uint32_t n = __atomic_load_n(&made_count, __ATOMIC_ACQUIRE);
-    for (uint32_t k = 0; t && k < n && k < TABLE_SLOTS; k++) {
-        uint32_t id = __atomic_load_n(&made[k], __ATOMIC_ACQUIRE);
+    frame_entry *t = gmp_interned_entries(&frames_named, 0);
+    uint32_t n = gmp_interned_made_count(&frames_named);
+    for (uint32_t k = 0; t && k < n; k++) {
+        uint32_t id = gmp_interned_made_at(&frames_named, k);
         if (id && __atomic_load_n(&t[id - 1].ready, __ATOMIC_ACQUIRE))
             fn(id, &t[id - 1].named, arg);
     }

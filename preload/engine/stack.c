@@ -11,12 +11,14 @@
  * (its first call loads libgcc's FDE lookup), only for a device allocation
  * or a host one of GMP_HOST_EVENT_MIN_BYTES — never for a small malloc.
  * Frames inside the preload itself, and any above them, are left out: the
- * first address is the program's call.  The table is lock-free (a slot is
- * claimed by CAS on the stack's hash, published by a ready flag), in an
- * anonymous mapping made on first use: its untouched pages cost nothing.
+ * first address is the program's call.  The table is lock-free
+ * (interned.c: a slot claimed by CAS on the stack's hash, then published
+ * by a ready flag), in an anonymous mapping made on first use: its
+ * untouched pages cost nothing.
  * Each new stack also goes to the ring (stack_ring.c), for a bundle
  * recovered after the process is killed.
  */
+#include "interned.h"
 #include "preload.h"
 #include "ring.h"
 
@@ -67,34 +69,22 @@ uint32_t gmp_stack_capture(uint64_t *out, uint32_t max)
 /* ---- the table of allocation stacks ----------------------------------- */
 
 #define TABLE_SLOTS 4096 /* distinct stacks kept; more get stack_id 0 */
-#define MAX_PROBES 32
 
 typedef struct stack_entry {
-    uint64_t hash;  /* atomic: 0 free, else claimed */
+    uint64_t hash;  /* atomic: the table's (interned.c) */
     uint32_t depth;
     uint32_t ready; /* atomic: frames and depth are whole */
     uint64_t frames[GMP_ALLOC_STACK_DEPTH];
 } stack_entry;
 
-static stack_entry *table; /* atomic pointer */
-static int table_state;    /* atomic: gmp_lazy_table's */
-/* The ids in the order they were made, so that a new ring gets the known
- * stacks without a walk over the whole table. */
-static uint16_t made[TABLE_SLOTS]; /* atomic entries; 0 not yet written */
-static uint32_t made_count;        /* atomic */
-_Static_assert(TABLE_SLOTS <= UINT16_MAX, "ids fit made[]");
+GMP_INTERNED(stacks, stack_entry, TABLE_SLOTS);
 _Static_assert(GMP_ALLOC_STACK_DEPTH <= GMP_RING_STACK_DEPTH, "the ring keeps a whole stack");
-
-static stack_entry *get_table(void)
-{
-    return gmp_lazy_table((void **)&table, &table_state, sizeof(stack_entry) * TABLE_SLOTS);
-}
 
 static uint32_t stack_id(int may_map)
 {
     if (!gmp_pl.cfg->stacks)
         return 0;
-    stack_entry *t = may_map ? get_table() : __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    stack_entry *t = gmp_interned_entries(&stacks, may_map);
     if (!t)
         return 0;
     /* a Python thread's own lines first, then as many native frames as
@@ -107,33 +97,20 @@ static uint32_t stack_id(int may_map)
     depth += in_python;
     if (!depth)
         return 0;
-    uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a over the addresses */
+    uint64_t hash = GMP_INTERNED_HASH_START; /* over the addresses */
     for (uint32_t i = 0; i < depth; i++)
-        hash = (hash ^ frames[i]) * 0x100000001b3ull;
-    hash |= 1; /* never 0, the free mark */
-    for (uint32_t probe = 0, i = (uint32_t)(hash >> 20) & (TABLE_SLOTS - 1); probe < MAX_PROBES;
-         probe++, i = (i + 1) & (TABLE_SLOTS - 1)) {
-        uint64_t cur = __atomic_load_n(&t[i].hash, __ATOMIC_ACQUIRE);
-        if (cur == hash)
-            return i + 1; /* the same stack (or, rarely, one with its hash) */
-        if (cur != 0)
-            continue;
-        if (!__atomic_compare_exchange_n(&t[i].hash, &cur, hash, 0, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_ACQUIRE)) {
-            if (cur == hash)
-                return i + 1;
-            continue;
-        }
-        memcpy(t[i].frames, frames, depth * sizeof *frames);
-        t[i].depth = depth;
-        __atomic_store_n(&t[i].ready, 1, __ATOMIC_RELEASE);
-        uint32_t k = __atomic_fetch_add(&made_count, 1, __ATOMIC_RELAXED);
-        if (k < TABLE_SLOTS)
-            __atomic_store_n(&made[k], (uint16_t)(i + 1), __ATOMIC_RELEASE);
-        gmp_stack_ring_note(i + 1, frames, depth);
-        return i + 1;
+        hash = gmp_interned_mix(hash, frames[i]);
+    int claimed;
+    uint32_t id = gmp_interned_find(&stacks, t, gmp_interned_hash_done(hash), &claimed);
+    if (claimed) {
+        stack_entry *e = &t[id - 1];
+        memcpy(e->frames, frames, depth * sizeof *frames);
+        e->depth = depth;
+        __atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
+        gmp_interned_made(&stacks, id);
+        gmp_stack_ring_note(id, frames, depth);
     }
-    return 0;
+    return id;
 }
 
 uint32_t gmp_stack_id_here(void)
@@ -149,7 +126,7 @@ uint32_t gmp_stack_id_in_tables_made(void)
 uint32_t gmp_stack_lookup(uint32_t id, uint64_t *frames, uint32_t max, void *arg)
 {
     (void)arg;
-    stack_entry *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    stack_entry *t = gmp_interned_entries(&stacks, 0);
     if (!t || id == 0 || id > TABLE_SLOTS || !__atomic_load_n(&t[id - 1].ready, __ATOMIC_ACQUIRE))
         return 0;
     uint32_t depth = t[id - 1].depth < max ? t[id - 1].depth : max;
@@ -161,9 +138,9 @@ void gmp_stack_foreach_known(void (*fn)(uint32_t id, const uint64_t *frames, uin
                                         void *arg),
                              void *arg)
 {
-    uint32_t n = __atomic_load_n(&made_count, __ATOMIC_ACQUIRE);
-    for (uint32_t k = 0; k < n && k < TABLE_SLOTS; k++) {
-        uint32_t id = __atomic_load_n(&made[k], __ATOMIC_ACQUIRE);
+    uint32_t n = gmp_interned_made_count(&stacks);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t id = gmp_interned_made_at(&stacks, k);
         uint64_t frames[GMP_ALLOC_STACK_DEPTH];
         uint32_t depth = id ? gmp_stack_lookup(id, frames, GMP_ALLOC_STACK_DEPTH, NULL) : 0;
         if (depth)
