@@ -220,7 +220,7 @@ static void test_python_growth_story(void **state)
         "a host limit was reached (the address-space limit)",
         "was mapped (VmSize) when it failed, and 20.0 MiB more was asked for",
         "steady growth, like a leak or a cache that never lets go",
-        "frees before the failure, from one site: <string>:4 in load_batch (called from "
+        " before the failure, from one site: <string>:4 in load_batch (called from "
         "<string>:6)",
         "\nPython stack:     <string>:4 in load_batch  (innermost first)\n"
         "                  <string>:6 in <module>\n",

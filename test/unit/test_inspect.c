@@ -517,6 +517,38 @@ static void test_limit_without_a_failed_call(void **state)
         fail_msg("show:\n%s", out);
 }
 
+/* Growth with a single free among its allocations (a scratch given back
+ * once, as PyTorch's allocator does before a failure): the evidence counts
+ * it as "only 1 free", not "1 frees". */
+static void test_growth_with_one_free(void **state)
+{
+    (void)state;
+    gmp_recorder *rec = recorder_in("one-free");
+    uint64_t in_use = 0;
+    for (int i = 0; i < 8; i++) {
+        in_use += 256ull << 20;
+        gmp_event ev = {.type = GMP_EV_ALLOC, .backend = GMP_BACKEND_CPU, .device = -1,
+                        .api = GMP_API_MALLOC, .address = 0x10000000ull * (uint64_t)(i + 1),
+                        .size = 256ull << 20, .in_use = in_use};
+        gmp_record(rec, &ev);
+        if (i == 3) {
+            in_use -= 256ull << 20;
+            gmp_event gone = {.type = GMP_EV_FREE, .backend = GMP_BACKEND_CPU, .device = -1,
+                              .api = GMP_API_FREE, .address = 0x40000000ull,
+                              .size = 256ull << 20, .in_use = in_use};
+            gmp_record(rec, &gone);
+        }
+    }
+    gmp_dump_request req = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
+                            .failed = {1, GMP_API_MALLOC, 256ull << 20, -1, 12}};
+    char bundle[4096];
+    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
+    gmp_recorder_destroy(rec);
+    assert_int_equal(run_verb("show", bundle, NULL), 0);
+    if (!strstr(out, "in 8 allocations and only 1 free before the failure"))
+        fail_msg("show:\n%s", out);
+}
+
 /* A device failure whose printed Python stack is a framework's Cython
  * frame alone (CuPy's pool: "cupy/cuda/memory.pyx"), while the failing
  * call's frames, walked from the interpreter, reach the program's line:
@@ -683,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_list_reports_unreadable_bundles),
         cmocka_unit_test(test_the_request_the_framework_states),
         cmocka_unit_test(test_limit_without_a_failed_call),
+        cmocka_unit_test(test_growth_with_one_free),
         cmocka_unit_test(test_near_is_past_the_threshold),
         cmocka_unit_test(test_failed_at_past_cython_frames),
         cmocka_unit_test(test_a_directory_means_its_newest),

@@ -157,8 +157,8 @@ int64_t window_growth(bundle *b, const char *backend, int64_t device, char *what
                  (long long)allocs);
     else if (few_frees)
         snprintf(evidence, evidence_cap,
-                 "+%s over %s in %lld allocations and only %lld frees before the failure", grew,
-                 took, (long long)allocs, (long long)frees);
+                 "+%s over %s in %lld allocations and only %lld free%s before the failure", grew,
+                 took, (long long)allocs, (long long)frees, frees == 1 ? "" : "s");
     else
         snprintf(evidence, evidence_cap,
                  "what stays after the frees climbed in every quarter of the last %s, by %s "
