@@ -15,9 +15,9 @@
  * kernel has said can be read (page_readable: an error, not a fault),
  * from the walk's start up, a page at a time as the walk needs it.
  *
- * The FDE of an address is found by libgcc's _Unwind_Find_FDE (the
- * loaded objects' .eh_frame_hdr tables and frames registered by JITs);
- * its CFA program is run here up to the address.  Followed: the CFA as a
+ * The FDE of an address is found in its object's .eh_frame_hdr table
+ * (eh_frame_hdr.c), else by libgcc's _Unwind_Find_FDE (frames registered
+ * by JITs); its CFA program is run here up to the address.  Followed: the CFA as a
  * register (%rsp or %rbp) plus an offset, or as a small expression of them
  * (GCC's stack-realigning frames); %rbp and the return address saved at an
  * offset or an expression of the CFA.  Anything else (a signal frame, a
@@ -504,7 +504,9 @@ static int row_at(const void *fde, const gmp_eh_bases *bases, uintptr_t pc, row 
     if (!cie_offset || !read_cie(id_field, cie_offset, bases, &cie) || cie.signal_frame)
         return 0;
     uintptr_t start = encoded(&r, cie.fde_enc, bases);
-    encoded(&r, cie.fde_enc & PE_FORMAT, bases); /* the range: _Unwind_Find_FDE checked it */
+    uintptr_t range = encoded(&r, cie.fde_enc & PE_FORMAT, bases);
+    if (pc - 1 < start || pc - 1 - start >= range)
+        return 0; /* the FDE before pc's, pc itself in none (eh_frame_hdr.c's table) */
     if (cie.has_z) {
         uint64_t len = uleb(&r);
         if (len > (uint64_t)(r.end - r.p))

@@ -271,6 +271,9 @@ typedef struct gmp_eh_bases {
     void *tbase, *dbase, *func;
 } gmp_eh_bases;
 typedef const void *(*gmp_find_fde_fn)(void *pc, gmp_eh_bases *bases);
+/* eh_frame_hdr.c: the FDE that may cover pc, from its object's sorted
+ * table, neither mapping nor allocating (NULL: not in any such table) */
+GMP_HIDDEN const void *gmp_fde_in_tables(void *pc, gmp_eh_bases *bases);
 enum {
     GMP_STEP_UNKNOWN = -1, /* no call-frame information, one not followed, a read refused */
     GMP_STEP_END = 0,      /* the outermost frame */

@@ -229,9 +229,7 @@ __attribute__((no_sanitize_address)) static int walk_by_rules(const rule_slot *t
 
 static gmp_find_fde_fn find_fde; /* atomic: libgcc's _Unwind_Find_FDE */
 
-/* libgcc's lookup of an address's FDE, loaded the first time; NULL when
- * there is none. */
-static gmp_find_fde_fn fde_finder(void)
+static gmp_find_fde_fn libgcc_finder(void)
 {
     gmp_find_fde_fn f = __atomic_load_n(&find_fde, __ATOMIC_ACQUIRE);
     if (GMP_UNLIKELY(!f)) {
@@ -245,6 +243,19 @@ static gmp_find_fde_fn fde_finder(void)
             __atomic_store_n(&find_fde, f, __ATOMIC_RELEASE);
     }
     return f;
+}
+
+/* An address's FDE: from its object's table (eh_frame_hdr.c), which maps
+ * and allocates nothing, so a stack is walked where the address space is
+ * spent; else from libgcc, which also knows the frames JITs registered
+ * (loaded on first need, and only then). */
+static const void *find_fde_anywhere(void *pc, gmp_eh_bases *bases)
+{
+    const void *fde = gmp_fde_in_tables(pc, bases);
+    if (fde)
+        return fde;
+    gmp_find_fde_fn libgcc = libgcc_finder();
+    return libgcc ? libgcc(pc, bases) : NULL;
 }
 
 /* What the walk saw of each frame: its return address, its stack pointer
@@ -286,9 +297,6 @@ __attribute__((no_sanitize_address)) static uint64_t rule_from(const slow_walk *
 static uint32_t slow_path(rule_slot *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp,
                           uint64_t *out, uint32_t max)
 {
-    gmp_find_fde_fn find = fde_finder();
-    if (!find)
-        return 0;
     gmp_stack_span span = {sp, sp};
     slow_walk w = {.n = 0};
     gmp_frame f = {.pc = pc, .sp = sp, .rbp = rbp, .rbp_known = 1};
@@ -301,7 +309,8 @@ static uint32_t slow_path(rule_slot *t, uintptr_t pc, uintptr_t sp, uintptr_t rb
             break;
         gmp_frame caller;
         /* a return address below the first page is a stale word, not code */
-        if (gmp_cfi_step(find, &span, &f, &caller) != GMP_STEP_CALLER || caller.pc < 4096)
+        if (gmp_cfi_step(find_fde_anywhere, &span, &f, &caller) != GMP_STEP_CALLER ||
+            caller.pc < 4096)
             break;
         f = caller;
     }

@@ -636,8 +636,9 @@ static void test_node_heap_limit(void **state)
 /* The JVM's heap reaches -Xmx: an uncaught java.lang.OutOfMemoryError (the
  * filled list unreachable by then, so the JVM has the memory to say so),
  * then the JVM's exit 1.  One bundle, which says the JVM's Java heap was full,
- * that the command line set -Xmx16m, and that the process exited 1; the
- * JVM's words on stderr are whole.  A second program catches the error,
+ * that the command line set -Xmx16m, and that the process exited 1, and
+ * names none of the JVM's native blocks as what held the heap (nor does
+ * triage as its site); the JVM's words on stderr are whole.  A second program catches the error,
  * prints it and exits 0: its bundle says it survived.  Skipped with a line
  * where no JDK is installed. */
 static void test_jvm_heap_space(void **state)
@@ -677,6 +678,14 @@ static void test_jvm_heap_space(void **state)
             expect_first_cause(bundle, "the JVM ran out of memory: its Java heap was full");
             if (!strstr(show_output(bundle), "; the command line sets -Xmx16m\n"))
                 fail_msg("show does not say where the limit was set:\n%s", show_output(bundle));
+            /* the JVM's own native blocks (os::malloc's) did not hold its heap */
+            if (strstr(show_output(bundle), "\nHeld by:"))
+                fail_msg("show names a holder of the Java heap:\n%s", show_output(bundle));
+            const char *argv[] = {inspect_path(), "triage", paths.dumps, NULL};
+            static char triaged[1 << 14], terr[4096];
+            run_capture(argv, triaged, sizeof triaged, terr, sizeof terr);
+            if (!strstr(triaged, "message_pattern:java.lang.outofmemoryerror  at -\n"))
+                fail_msg("triage sites the Java heap's death:\n%s", triaged);
         } else {
             expect_headline(bundle, "the process survived");
         }

@@ -8,7 +8,11 @@
  * runtime and what ran out, whose message quotes the runtime's words with
  * the size they state, and whose failure site is the script inside its
  * interpreter ("inside the Perl interpreter, running grow.pl") or the
- * program's own native function (OCaml), the same in triage as in show.
+ * program's own native function (OCaml), the same in triage as in show;
+ * where the heap that ran out is one the runtime maps itself (SBCL's
+ * dynamic space, PHP's Zend heap, GHC's, Mono's, the Boehm collector's,
+ * BEAM's carriers, LuaJIT's arena), show names no native block as what
+ * held it.
  * A runtime that is not installed skips with a line.  Words a runtime
  * wrote are no death when the process goes on, nor when another program
  * prints them.
@@ -68,6 +72,24 @@ static void test_mmap_heap_refused(void **state)
         fail_msg("show says:\n%s", shown);
 }
 
+/* A malloc that fails once RLIMIT_AS leaves no address space at all, the
+ * process's first stack to walk: the bundle is sited at the program's
+ * function.  The walk's lookups map and allocate nothing; through libgcc
+ * (a dlopen, refused here) the stack was empty and show named no site. */
+static void test_stack_when_address_space_is_spent(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    assert_int_equal(run_limited("spent", 200000), 1);
+    if (!strstr(err, "gpumemprof: OOM on host (malloc 64.0 MiB, ENOMEM); bundle: "))
+        fail_msg("stderr: %s", err);
+    char bundle[1024];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *shown = show_output(bundle);
+    if (!strstr(shown, "\nFailed at:        ask_when_spent"))
+        fail_msg("show says:\n%s", shown);
+}
+
 /* Address space reserved and refused, then less reserved; huge pages
  * refused, then plain ones taken: the program goes on as it would, and
  * nothing is written. */
@@ -91,6 +113,7 @@ typedef struct runtime_case {
     const char *site;     /* show's "Failed at:" begins so (NULL: no call failed) */
     const char *said;     /* in show's "Message:" line: the runtime's words */
     const char *evidence; /* in show's causes, or NULL */
+    int own_heap;         /* its heap is its own (mapped, not malloc's): show names no holder */
 } runtime_case;
 
 static const char *fixtures(void)
@@ -161,6 +184,8 @@ static void runtime_death(const runtime_case *c)
     const char *said = message ? strstr(message, c->said) : NULL;
     ok &= said && said < strchr(message + 1, '\n');
     ok &= !c->evidence || strstr(shown, c->evidence);
+    /* the native blocks beside a heap the runtime manages did not hold it */
+    ok &= !c->own_heap || !strstr(shown, "\nHeld by:");
     if (!ok)
         fail_msg("show says:\n%s\nstderr: %s", shown, err);
     if (c->site) { /* triage names the site as show does */
@@ -183,65 +208,66 @@ static void runtime_death(const runtime_case *c)
     }
 RUNTIME_CASE(luajit, "luajit", NULL, "luajit $F/grow.lua", 1000000,
              "LuaJIT ran out of memory: the system gave it no more memory",
-             "inside LuaJIT, running grow.lua", "luajit: not enough memory", NULL)
+             "inside LuaJIT, running grow.lua", "luajit: not enough memory", NULL, 1)
 RUNTIME_CASE(lua, "lua5.4", NULL, "lua5.4 $F/grow.lua", 1000000,
              "Lua ran out of memory: the system gave it no more memory",
-             "inside the Lua interpreter, running grow.lua", "lua5.4: not enough memory", NULL)
+             "inside the Lua interpreter, running grow.lua", "lua5.4: not enough memory", NULL, 0)
 RUNTIME_CASE(php_limit, "php", NULL, "php -d memory_limit=256M -d display_errors=stderr -d log_errors=0 $F/grow.php", 0,
              "PHP ran out of memory: its memory_limit was reached", NULL,
              "Allowed memory size of 268435456 bytes exhausted (tried to allocate ",
-             "the command line sets memory_limit=256M")
+             "the command line sets memory_limit=256M", 1)
 RUNTIME_CASE(php_mmap, "php", NULL, "php -d memory_limit=-1 -d display_errors=stderr -d log_errors=0 $F/grow.php",
              1000000,
              "PHP ran out of memory: the system gave it no more memory",
              "inside the PHP interpreter, running grow.php",
-             "mmap() failed: [12] Cannot allocate memory", NULL)
+             "mmap() failed: [12] Cannot allocate memory", NULL, 1)
 RUNTIME_CASE(ghc, "ghc", "ghc -v0 -O0 -rtsopts -outputdir . -o grow_hs $F/grow.hs",
              "./grow_hs +RTS -M256m", 0,
              "the GHC runtime ran out of memory: its heap reached the size +RTS -M sets", NULL,
              "Heap exhausted; Current maximum heap size is 268435456 bytes",
-             "the command line sets -M256m")
+             "the command line sets -M256m", 1)
 RUNTIME_CASE(guile_limit, "guile", NULL,
              "env GC_MAXIMUM_HEAP_SIZE=300000000 guile --no-auto-compile $F/grow.scm", 0,
              "the Boehm garbage collector ran out of memory", NULL,
-             "GC Warning: Out of Memory! Heap size: ", "GC_MAXIMUM_HEAP_SIZE=300000000 sets it")
+             "GC Warning: Out of Memory! Heap size: ", "GC_MAXIMUM_HEAP_SIZE=300000000 sets it",
+             1)
 RUNTIME_CASE(guile, "guile", NULL, "guile --no-auto-compile $F/grow.scm", 1000000,
              "the Boehm garbage collector ran out of memory",
              "inside the Guile interpreter, running grow.scm",
-             "GC Warning: Out of Memory! Heap size: ", NULL)
+             "GC Warning: Out of Memory! Heap size: ", NULL, 1)
 RUNTIME_CASE(sbcl, "sbcl", NULL,
              "sbcl --dynamic-space-size 256MB --script $F/grow.lisp",
              0, "SBCL ran out of memory: its dynamic space was full", NULL,
              "Heap exhausted during allocation: ",
-             "the command line sets --dynamic-space-size 256MB")
+             "the command line sets --dynamic-space-size 256MB", 1)
 RUNTIME_CASE(mono, "mcs mono", "mcs -out:Grow.exe $F/Grow.cs",
              "env MONO_GC_PARAMS=max-heap-size=256m mono Grow.exe", 0,
              "the .NET runtime (Mono) ran out of memory: its managed heap could not grow", NULL,
-             "System.OutOfMemoryException: ", "MONO_GC_PARAMS sets max-heap-size=256m")
+             "System.OutOfMemoryException: ", "MONO_GC_PARAMS sets max-heap-size=256m", 1)
 RUNTIME_CASE(pypy, "pypy3", NULL, "env PYPY_GC_MAX=256MB pypy3 $F/grow.py", 0,
-             "PyPy ran out of memory", NULL, "MemoryError", "PYPY_GC_MAX=256MB sets it")
+             "PyPy ran out of memory", NULL, "MemoryError", "PYPY_GC_MAX=256MB sets it", 0)
 RUNTIME_CASE(ruby, "ruby", NULL, "ruby $F/grow.rb", 1000000,
              "Ruby ran out of memory: the system gave it no more memory",
              "inside the Ruby interpreter, running grow.rb",
-             "failed to allocate memory (NoMemoryError)", NULL)
+             "failed to allocate memory (NoMemoryError)", NULL, 0)
 RUNTIME_CASE(r, "Rscript", NULL, "Rscript $F/grow.R", 1500000,
              "R ran out of memory: the system gave it no more memory",
              "inside the R interpreter, running grow.R", "cannot allocate vector of size 7.6 Mb",
-             NULL)
+             NULL, 0)
 RUNTIME_CASE(beam, "erl erlc", "erlc $F/grow.erl", "erl -noshell -s grow main", 1500000,
              "the Erlang VM (BEAM) ran out of memory: the system gave it no more memory",
              "inside the Erlang VM (BEAM), running grow",
-             "binary_alloc: Cannot allocate 8000000 bytes of memory", NULL)
+             "binary_alloc: Cannot allocate 8000000 bytes of memory", NULL, 1)
 RUNTIME_CASE(perl, "perl", NULL, "perl $F/grow.pl", 1000000,
              "Perl ran out of memory: the system gave it no more memory",
-             "inside the Perl interpreter, running grow.pl", "Out of memory!", NULL)
+             "inside the Perl interpreter, running grow.pl", "Out of memory!", NULL, 0)
 RUNTIME_CASE(tcl, "tclsh", NULL, "tclsh $F/grow.tcl", 1000000,
              "Tcl ran out of memory: the system gave it no more memory",
              "inside the Tcl interpreter, running grow.tcl",
-             "out of memory allocating 8000001 bytes", NULL)
+             "out of memory allocating 8000001 bytes", NULL, 0)
 RUNTIME_CASE(ocaml, "ocamlopt", "cp $F/grow.ml . && ocamlopt -g grow.ml -o grow_ml",
              "./grow_ml", 1000000, "OCaml ran out of memory: the system gave it no more memory",
-             "Grow.grow (grow.ml:2)", "Fatal error: exception Out_of_memory", NULL)
+             "Grow.grow (grow.ml:2)", "Fatal error: exception Out_of_memory", NULL, 0)
 #undef RUNTIME_CASE
 
 /* A runtime's words are its death only when the death follows, and only
@@ -279,6 +305,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mmap_heap_refused),
+        cmocka_unit_test(test_stack_when_address_space_is_spent),
         cmocka_unit_test(test_reservation_refused_is_no_failure),
         cmocka_unit_test(test_luajit),
         cmocka_unit_test(test_lua),

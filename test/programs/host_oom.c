@@ -44,6 +44,9 @@
  *   mmap-heap    grows a heap of its own from mmap (32 MiB at a time, every
  *                page touched) until mmap fails, as LuaJIT and GHC do; says
  *                "not enough memory"; exit 1
+ *   spent        under RLIMIT_AS: reserves every 64 KiB of address space
+ *                left, then malloc(64 MiB) fails in ask_when_spent; says "not
+ *                enough memory"; exit 1
  *   reserve-less reserves 64 GiB of address space (PROT_NONE, MAP_NORESERVE),
  *                which RLIMIT_AS refuses, then 64 MiB, as V8 and the JVM
  *                do; then asks for 66 MiB of huge pages (refused where none
@@ -81,6 +84,15 @@ __attribute__((noinline)) static char *map_heap_chunk(size_t n)
     char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     __asm__ volatile("" ::"r"(p) : "memory"); /* a real call, not a tail call */
     return p == MAP_FAILED ? NULL : p;
+}
+
+/* A request made when the address space is spent: its own frame, for the
+ * bundle to be sited at. */
+__attribute__((noinline)) static void *ask_when_spent(size_t n)
+{
+    void *p = malloc(n);
+    __asm__ volatile("" ::"r"(p) : "memory"); /* a real call, not a tail call */
+    return p;
 }
 
 /* VmSize from /proc/self/status, in bytes. */
@@ -460,6 +472,17 @@ int main(int argc, char **argv)
             }
             memset(p, 1, (size_t)32 << 20);
         }
+    }
+    if (!strcmp(mode, "spent")) {
+        /* every 64 KiB of address space RLIMIT_AS leaves, reserved (no
+         * allocation: the preload is quiet), then 64 MiB asked for */
+        while (mmap(NULL, (size_t)64 << 10, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    -1, 0) != MAP_FAILED)
+            ;
+        if (ask_when_spent((size_t)64 << 20))
+            return 0;
+        fputs("not enough memory\n", stderr);
+        return 1;
     }
     if (!strcmp(mode, "reserve-less")) {
         void *big = mmap(NULL, (size_t)64 << 30, PROT_NONE,

@@ -211,6 +211,7 @@ typedef struct runtime_words {
     const char *what;           /* "its Java heap was full" */
     const char *flag;           /* "-Xmx", or NULL */
     const char *variable;       /* "PYPY_GC_MAX": sets the limit itself, or NULL */
+    int own_heap;               /* the memory is a heap the runtime manages: no site held it */
 } runtime_words;
 const runtime_words *runtime_words_of(bundle *b);
 void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then, char *out,

@@ -17,76 +17,97 @@
 #include <string.h>
 
 /* the runtime's own marker, the words that tell one limit from another
- * (NULL: any), who ran out, of what, and the flag that sets that limit (on
- * the command line or in an option variable) or the variable that does */
-#define FOR_EACH_RUNTIME_WORDS(X)                                                                 \
-    X("OutOfMemoryError", "Java heap space", "the JVM", "its Java heap was full", "-Xmx", NULL)    \
+ * (NULL: any), who ran out, of what, the flag that sets that limit (on the
+ * command line or in an option variable) or the variable that does, and
+ * what the memory that ran out is made of: ALLOCATIONS, blocks from malloc
+ * and its kin, which the preload sees one by one (what held them can be
+ * named); OWN_HEAP, a heap the runtime maps and manages itself (the JVM's,
+ * V8's, Go's, PHP's Zend heap, GHC's, SBCL's, Mono's, the Boehm
+ * collector's, BEAM's carriers, LuaJIT's arena), whose holders are the
+ * runtime's objects: no native allocation site says what held it */
+#define ALLOCATIONS 0
+#define OWN_HEAP 1
+#define FOR_EACH_RUNTIME_WORDS(X)                                                                  \
+    X("OutOfMemoryError", "Java heap space", "the JVM", "its Java heap was full", "-Xmx", NULL,    \
+      OWN_HEAP)                                                                                    \
     X("OutOfMemoryError", "GC overhead limit exceeded", "the JVM",                                 \
       "its Java heap was so nearly full that it spent almost all its time collecting garbage",     \
-      "-Xmx", NULL)                                                                                \
-    X("OutOfMemoryError", "Metaspace", "the JVM", "its class metadata (Metaspace) reached its limit", \
-      "-XX:MaxMetaspaceSize", NULL)                                                                \
+      "-Xmx", NULL, OWN_HEAP)                                                                      \
+    X("OutOfMemoryError", "Metaspace", "the JVM",                                                  \
+      "its class metadata (Metaspace) reached its limit",                                          \
+      "-XX:MaxMetaspaceSize", NULL, OWN_HEAP)                                                      \
     X("OutOfMemoryError", "Compressed class space", "the JVM",                                     \
-      "its compressed class space reached its limit", "-XX:CompressedClassSpaceSize", NULL)        \
+      "its compressed class space reached its limit", "-XX:CompressedClassSpaceSize", NULL,        \
+      OWN_HEAP)                                                                                    \
     X("OutOfMemoryError", "Direct buffer memory", "the JVM",                                       \
-      "its direct buffers reached their limit", "-XX:MaxDirectMemorySize", NULL)                   \
+      "its direct buffers reached their limit", "-XX:MaxDirectMemorySize", NULL, ALLOCATIONS)      \
     X("OutOfMemoryError", "Requested array size exceeds VM limit", "the JVM",                      \
-      "an array larger than the JVM allows was asked for", NULL, NULL)                             \
+      "an array larger than the JVM allows was asked for", NULL, NULL, OWN_HEAP)                   \
     X("OutOfMemoryError", "native thread", "the JVM",                                              \
-      "it could not start a thread (memory, or a limit on processes)", NULL, NULL)                 \
-    X("OutOfMemoryError", NULL, "the JVM", "it ran out of a memory it manages itself", NULL, NULL) \
+      "it could not start a thread (memory, or a limit on processes)", NULL, NULL, OWN_HEAP)       \
+    X("OutOfMemoryError", NULL, "the JVM", "it ran out of a memory it manages itself", NULL, NULL, \
+      OWN_HEAP)                                                                                    \
     X("JavaScript heap out of memory", NULL, "Node (V8)", "its JavaScript heap reached its limit", \
-      "--max-old-space-size", NULL)                                                                \
+      "--max-old-space-size", NULL, OWN_HEAP)                                                      \
     X("runtime: out of memory", NULL, "the Go runtime", "the system gave it no more memory",       \
-      NULL, NULL)                                                                                  \
+      NULL, NULL, OWN_HEAP)                                                                        \
     X("std::bad_alloc", NULL, "the C++ runtime",                                                   \
-      "an allocation threw std::bad_alloc and nothing caught it", NULL, NULL)                      \
+      "an allocation threw std::bad_alloc and nothing caught it", NULL, NULL, ALLOCATIONS)         \
     X("memory allocation of ", "failed", "the Rust runtime",                                       \
-      "an allocation failed, and Rust aborts when one does", NULL, NULL)                           \
+      "an allocation failed, and Rust aborts when one does", NULL, NULL, ALLOCATIONS)              \
     X("Allowed memory size of ", "exhausted", "PHP", "its memory_limit was reached",               \
-      "memory_limit", NULL)                                                                        \
-    X("Out of memory (allocated ", NULL, "PHP", "the system gave it no more memory", NULL, NULL)   \
-    X("mmap() failed: [12]", NULL, "PHP", "the system gave it no more memory", NULL, NULL)         \
+      "memory_limit", NULL, OWN_HEAP)                                                              \
+    X("Out of memory (allocated ", NULL, "PHP", "the system gave it no more memory", NULL, NULL,   \
+      OWN_HEAP)                                                                                    \
+    X("mmap() failed: [12]", NULL, "PHP", "the system gave it no more memory", NULL, NULL,         \
+      OWN_HEAP)                                                                                    \
     X("luajit: not enough memory", NULL, "LuaJIT", "the system gave it no more memory", NULL,      \
-      NULL)                                                                                        \
-    X(": not enough memory", NULL, "Lua", "the system gave it no more memory", NULL, NULL)         \
+      NULL, OWN_HEAP)                                                                              \
+    X(": not enough memory", NULL, "Lua", "the system gave it no more memory", NULL, NULL,         \
+      ALLOCATIONS)                                                                                 \
     X(": Heap exhausted;", NULL, "the GHC runtime", "its heap reached the size +RTS -M sets",      \
-      "-M", NULL)                                                                                  \
+      "-M", NULL, OWN_HEAP)                                                                        \
     X("GC Warning: Out of Memory! Heap size:", NULL, "the Boehm garbage collector",                \
-      "its heap could not grow (its limit, or the system's)", NULL, "GC_MAXIMUM_HEAP_SIZE")        \
+      "its heap could not grow (its limit, or the system's)", NULL, "GC_MAXIMUM_HEAP_SIZE",        \
+      OWN_HEAP)                                                                                    \
     X("Unwind-only out of memory exception", NULL, "Guile", "its heap could not grow", NULL,       \
-      "GC_MAXIMUM_HEAP_SIZE")                                                                      \
+      "GC_MAXIMUM_HEAP_SIZE", OWN_HEAP)                                                            \
     X("Heap exhausted during allocation", NULL, "SBCL", "its dynamic space was full",              \
-      "--dynamic-space-size", NULL)                                                                \
+      "--dynamic-space-size", NULL, OWN_HEAP)                                                      \
     X("Heap exhausted, game over", NULL, "SBCL", "its dynamic space was full",                     \
-      "--dynamic-space-size", NULL)                                                                \
+      "--dynamic-space-size", NULL, OWN_HEAP)                                                      \
     X("System.OutOfMemoryException", NULL, "the .NET runtime (Mono)",                              \
-      "its managed heap could not grow", "max-heap-size", NULL)                                    \
-    X("(NoMemoryError)", NULL, "Ruby", "the system gave it no more memory", NULL, NULL)            \
+      "its managed heap could not grow", "max-heap-size", NULL, OWN_HEAP)                          \
+    X("(NoMemoryError)", NULL, "Ruby", "the system gave it no more memory", NULL, NULL,            \
+      ALLOCATIONS)                                                                                 \
     X("vector memory exhausted (limit reached?)", NULL, "R",                                       \
-      "its vector heap reached its limit", "--max-vsize", "R_MAX_VSIZE")                           \
+      "its vector heap reached its limit", "--max-vsize", "R_MAX_VSIZE", ALLOCATIONS)              \
     X("cannot allocate vector of size ", NULL, "R", "the system gave it no more memory", NULL,     \
-      NULL)                                                                                        \
+      NULL, ALLOCATIONS)                                                                           \
     X("cannot allocate memory block of size ", NULL, "R", "the system gave it no more memory",     \
-      NULL, NULL)                                                                                  \
+      NULL, NULL, ALLOCATIONS)                                                                     \
     X("_alloc: Cannot allocate ", "bytes of memory", "the Erlang VM (BEAM)",                       \
-      "the system gave it no more memory", NULL, NULL)                                             \
-    X("Out of memory!", NULL, "Perl", "the system gave it no more memory", NULL, NULL)             \
-    X("Out of memory during ", NULL, "Perl", "the system gave it no more memory", NULL, NULL)      \
-    X("unable to alloc ", " bytes", "Tcl", "the system gave it no more memory", NULL, NULL)        \
-    X("out of memory allocating ", NULL, "Tcl", "the system gave it no more memory", NULL, NULL)   \
+      "the system gave it no more memory", NULL, NULL, OWN_HEAP)                                   \
+    X("Out of memory!", NULL, "Perl", "the system gave it no more memory", NULL, NULL,             \
+      ALLOCATIONS)                                                                                 \
+    X("Out of memory during ", NULL, "Perl", "the system gave it no more memory", NULL, NULL,      \
+      ALLOCATIONS)                                                                                 \
+    X("unable to alloc ", " bytes", "Tcl", "the system gave it no more memory", NULL, NULL,        \
+      ALLOCATIONS)                                                                                 \
+    X("out of memory allocating ", NULL, "Tcl", "the system gave it no more memory", NULL, NULL,   \
+      ALLOCATIONS)                                                                                 \
     X("Fatal error: exception Out_of_memory", NULL, "OCaml", "the system gave it no more memory",  \
-      NULL, NULL)
+      NULL, NULL, ALLOCATIONS)
 
 /* GHC's RTS and others say only "prog: out of memory": theirs by the
  * reason the preload gave it (message_pattern:<pattern>) */
-#define FOR_EACH_RUNTIME_REASON(X)                                                                \
-    X("message_pattern:ghc: out of memory", NULL, "the GHC runtime",                              \
-      "the address space it reserved for its heap was used up, or the system gave it no more",    \
-      NULL, NULL)
+#define FOR_EACH_RUNTIME_REASON(X)                                                                 \
+    X("message_pattern:ghc: out of memory", NULL, "the GHC runtime",                               \
+      "the address space it reserved for its heap was used up, or the system gave it no more",     \
+      NULL, NULL, OWN_HEAP)
 
-#define AS_ENTRY(marker, words, runtime, what, flag, variable)                                    \
-    {marker, words, runtime, what, flag, variable},
+#define AS_ENTRY(marker, words, runtime, what, flag, variable, heap)                              \
+    {marker, words, runtime, what, flag, variable, heap},
 static const runtime_words table[] = {FOR_EACH_RUNTIME_WORDS(AS_ENTRY)};
 static const runtime_words by_reason[] = {FOR_EACH_RUNTIME_REASON(AS_ENTRY)};
 #undef AS_ENTRY
@@ -101,7 +122,7 @@ static const char *const option_variables[] = {"JAVA_TOOL_OPTIONS", "JDK_JAVA_OP
 static const runtime_words pypy = {"MemoryError", NULL, "PyPy",
                                    "its garbage-collected heap could not grow (its limit, or the "
                                    "system's)",
-                                   NULL, "PYPY_GC_MAX"};
+                                   NULL, "PYPY_GC_MAX", ALLOCATIONS};
 
 const runtime_words *runtime_words_of(bundle *b)
 {

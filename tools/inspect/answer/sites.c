@@ -363,7 +363,9 @@ static void memory_words(const char *backend, int64_t device, char *out, size_t 
  * where the bundle does not say which ran out, or lists only some), else,
  * for a bundle recovered from a ring, the events' allocations not freed
  * before the end (events.json read here when the bundle was opened
- * without it).  The count of sites named; the memory's words, and the
+ * without it); none where a runtime's words say a heap it manages itself
+ * ran out (the JVM's, V8's: runtime_words.c), whose holders are its
+ * objects, while the native blocks beside it hold something else.  The count of sites named; the memory's words, and the
  * totals held, in *where, *count and *bytes. */
 static size_t held_sites(bundle *b, named_site *named, size_t cap, char *where,
                          size_t where_cap, const char **backend_out, int64_t *count,
@@ -375,6 +377,12 @@ static size_t held_sites(bundle *b, named_site *named, size_t cap, char *where,
     site sites[256];
     size_t ns = 0;
     *count = *bytes = 0;
+    const runtime_words *words = runtime_words_of(b);
+    if (words && words->own_heap) { /* a heap of the runtime's own ran out: no site held it */
+        memory_words(NULL, -1, where, where_cap);
+        *backend_out = NULL;
+        return 0;
+    }
     if (json_is_object(held)) {
         if (failed_memory(b, &backend, &device) ||
             sites_in(held, backend, device, sites, 256, &ns, count, bytes)) {
