@@ -86,7 +86,8 @@ static void test_stack_when_address_space_is_spent(void **state)
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
     const char *shown = show_output(bundle);
-    if (!strstr(shown, "\nFailed at:        ask_when_spent"))
+    /* the function's name, not GCC's copy of it ("ask_when_spent.constprop.0") */
+    if (!strstr(shown, "\nFailed at:        ask_when_spent ("))
         fail_msg("show says:\n%s", shown);
 }
 

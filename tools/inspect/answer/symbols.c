@@ -115,6 +115,28 @@ static void demangle(char *fn, size_t fn_cap)
     free(plain);
 }
 
+/* A compiler's copy of a function named as the function: GCC's clones
+ * ("grow.constprop.0", "step.isra.0", "fill.part.0", "main.cold",
+ * "f.lto_priv.0"), LLVM's ("g.llvm.123"), and C++'s " [clone .cold]" that
+ * the demangler writes for them.  No C, C++ or Rust name holds a '.'
+ * itself; a copy's suffix is the user's function all the same. */
+static void drop_clone_suffix(char *fn)
+{
+    static const char *const suffixes[] = {".constprop.", ".isra.", ".part.", ".cold",
+                                           ".lto_priv.", ".llvm.", ".localalias", ".clone."};
+    char *clone = strstr(fn, " [clone .");
+    if (clone) {
+        *clone = '\0';
+        return;
+    }
+    for (char *dot = strchr(fn, '.'); dot; dot = strchr(dot + 1, '.'))
+        for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++)
+            if (dot != fn && !strncmp(dot, suffixes[i], strlen(suffixes[i]))) {
+                *dot = '\0';
+                return;
+            }
+}
+
 static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_cap, char *file,
                          size_t file_cap, int *line);
 
@@ -293,6 +315,7 @@ static int symbolise_now(module_cache *m, uint64_t offset, char *fn, size_t fn_c
     if (name) {
         snprintf(fn, fn_cap, "%s", name);
         demangle(fn, fn_cap);
+        drop_clone_suffix(fn);
     }
     if (where)
         snprintf(file, file_cap, "%s", where);
