@@ -692,6 +692,39 @@ static void test_jvm_heap_space(void **state)
     }
 }
 
+/* Direct buffers past -XX:MaxDirectMemorySize, in JDK 17's words ("Cannot
+ * reserve N bytes of direct buffer memory (allocated: A, limit: L)", where
+ * older JDKs said "Direct buffer memory"): the bundle says the direct
+ * buffers reached their limit and that the command line set it (it said
+ * "a memory it manages itself"), and, those buffers being the JVM's
+ * mallocs, what held them.  Skipped with a line where no JDK is installed. */
+static void test_jvm_direct_buffers(void **state)
+{
+    (void)state;
+    char script[4096], bundle[1024];
+    scratch_remove(paths.dumps);
+    snprintf(script, sizeof script,
+             "command -v javac >/dev/null || exit 77; cd '%s' && printf '%%s\\n' "
+             "'import java.nio.*;' 'import java.util.*;' 'public class Direct {' "
+             "'  public static void main(String[] a) {' "
+             "'    List<ByteBuffer> kept = new ArrayList<>();' "
+             "'    while (true) kept.add(ByteBuffer.allocateDirect(1 << 20)); } }' >Direct.java && "
+             "javac Direct.java && LD_PRELOAD='%s' java -XX:MaxDirectMemorySize=8m Direct",
+             paths.scratch, paths.preload);
+    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    if (code == 77) {
+        printf("SKIP  test_jvm_direct_buffers: no JDK (javac) is installed\n");
+        return;
+    }
+    assert_int_equal(code, 1);
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    expect_headline(bundle, "the JVM ran out of memory: its direct buffers reached their limit\n");
+    const char *shown = show_output(bundle);
+    if (!strstr(shown, "; the command line sets -XX:MaxDirectMemorySize=8m\n") ||
+        !strstr(shown, "\nHeld by:          "))
+        fail_msg("show:\n%s\nstderr: %s", shown, err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -707,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_words_nobody_here_can_mean),
         cmocka_unit_test(test_node_heap_limit),
         cmocka_unit_test(test_jvm_heap_space),
+        cmocka_unit_test(test_jvm_direct_buffers),
         cmocka_unit_test(test_printed_traceback_is_masked),
         cmocka_unit_test(test_rank_prefixed_lines),
         cmocka_unit_test(test_relayed_traceback_is_no_death),

@@ -41,6 +41,9 @@
       OWN_HEAP)                                                                                    \
     X("OutOfMemoryError", "Direct buffer memory", "the JVM",                                       \
       "its direct buffers reached their limit", "-XX:MaxDirectMemorySize", NULL, ALLOCATIONS)      \
+    /* JDK 17's: "Cannot reserve N bytes of direct buffer memory (allocated: A, limit: L)" */      \
+    X("OutOfMemoryError", "bytes of direct buffer memory", "the JVM",                              \
+      "its direct buffers reached their limit", "-XX:MaxDirectMemorySize", NULL, ALLOCATIONS)      \
     X("OutOfMemoryError", "Requested array size exceeds VM limit", "the JVM",                      \
       "an array larger than the JVM allows was asked for", NULL, NULL, OWN_HEAP)                   \
     X("OutOfMemoryError", "native thread", "the JVM",                                              \
