@@ -322,6 +322,22 @@ static void test_native_call_paths(void **state)
     expect_all_said(h.shown, lines, sizeof lines / sizeof *lines);
 }
 
+/* main itself holds the memory (make demo's grow-heap): held by main, and
+ * nothing said of who called it (it said "called from _start"). */
+static void test_main_holds_it(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    char script[4096];
+    snprintf(script, sizeof script,
+             "ulimit -v 400000; LD_PRELOAD=\"%s\" exec %s/examples/grow-heap", paths.preload,
+             paths.build);
+    held_answer h;
+    held_after(script, 1, &h);
+    if (strncmp(h.site, "main (grow-heap.c:", 18) || strstr(h.site, "called from"))
+        fail_msg("held by %.1f MiB in %u at \"%s\":\n%s", h.mib, h.count, h.site, h.shown);
+}
+
 /* python3 -c program under gmp-run, SIGKILLed at its end, nothing written
  * by the process: the bundle recovered from its ring says `count`
  * allocations of about `mib` MiB at `site` hold the memory. */
@@ -558,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_every_cpython_layout),
         cmocka_unit_test(test_interpreter_laid_out_otherwise),
         cmocka_unit_test(test_native_call_paths),
+        cmocka_unit_test(test_main_holds_it),
         cmocka_unit_test(test_switched_stack_is_not_read_through),
         cmocka_unit_test(test_killed_names_the_line_from_its_ring),
         cmocka_unit_test(test_killed_first_event_names_its_line),

@@ -90,6 +90,13 @@ int name_site(bundle *b, int64_t stack, char *out, size_t cap)
                     notebook_cells(b), stack, out, cap);
 }
 
+/* The program's entry, which calls main through the C library: "called
+ * from _start" says nothing a reader of main wants. */
+static int program_entry(const char *frame)
+{
+    return !strncmp(frame, "_start", 6) && (frame[6] == '\0' || frame[6] == ' ');
+}
+
 /* The innermost frame of the program's own, with the function of the next
  * one of its own outward ("keep (held.c:22), called from keep_batches": a
  * helper that wraps malloc is not the answer alone, and two calls from
@@ -121,8 +128,8 @@ static int describe(int dirfd, const stack_index *stacks, const module_table *mo
         if (path && !is_library_frame(path) && found) {
             char caller[300];
             name_frame(dirfd, path, at - bias, caller, sizeof caller);
-            if (runtime_allocation_name(caller))
-                continue; /* Rust's std::rt, C++'s std::: the runtime's, not a caller */
+            if (runtime_allocation_name(caller) || program_entry(caller))
+                continue; /* Rust's std::rt, C++'s std::, the program's _start: not a caller */
             char *where = NULL; /* "fn (file:line)": the function; fn may hold " (" */
             for (char *p = strstr(caller, " ("); p; p = strstr(p + 1, " ("))
                 where = p;
