@@ -7,8 +7,10 @@
  * status as without the preload, one bundle, whose headline names the
  * runtime and what ran out, whose message quotes the runtime's words with
  * the size they state, and whose failure site is the script inside its
- * interpreter ("inside the Perl interpreter, running grow.pl") or the
- * program's own native function (OCaml), the same in triage as in show;
+ * interpreter ("inside the Perl interpreter, running grow.pl"), the
+ * program's own native function (OCaml) or, where no call failed, the
+ * place the runtime's words name (PHP's "grow.php:4"), the same in triage
+ * as in show;
  * where the heap that ran out is one the runtime maps itself (SBCL's
  * dynamic space, PHP's Zend heap, GHC's, Mono's, the Boehm collector's,
  * BEAM's carriers, LuaJIT's arena), show names no native block as what
@@ -214,7 +216,7 @@ RUNTIME_CASE(lua, "lua5.4", NULL, "lua5.4 $F/grow.lua", 1000000,
              "Lua ran out of memory: the system gave it no more memory",
              "inside the Lua interpreter, running grow.lua", "lua5.4: not enough memory", NULL, 0)
 RUNTIME_CASE(php_limit, "php", NULL, "php -d memory_limit=256M -d display_errors=stderr -d log_errors=0 $F/grow.php", 0,
-             "PHP ran out of memory: its memory_limit was reached", NULL,
+             "PHP ran out of memory: its memory_limit was reached", "grow.php:4",
              "Allowed memory size of 268435456 bytes exhausted (tried to allocate ",
              "the command line sets memory_limit=256M", 1)
 RUNTIME_CASE(php_mmap, "php", NULL, "php -d memory_limit=-1 -d display_errors=stderr -d log_errors=0 $F/grow.php",

@@ -549,6 +549,41 @@ static void test_growth_with_one_free(void **state)
         fail_msg("show:\n%s", out);
 }
 
+/* PHP's fatal error names the script and line where memory_limit was
+ * reached, and no call failed: "Failed at" is that place (in show, its
+ * JSON and triage), the script by its name; words that only look like it
+ * name none. */
+static void test_failed_at_from_php_words(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *said, *want;
+    } cases[] = {
+        {"PHP Fatal error:  Allowed memory size of 134217728 bytes exhausted (tried to allocate "
+         "20480 bytes) in /srv/app/src/Loader.php on line 88",
+         "\nFailed at:        Loader.php:88\n"},
+        {"Allowed memory size of 1 bytes exhausted in on line 4", NULL},
+        {"Allowed memory size of 1 bytes exhausted (tried to allocate 2 bytes) in /x/y.php on line",
+         NULL},
+        {"Allowed memory size of 1 bytes exhausted (tried to allocate 2 bytes) in /x/ on line 3",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char name[32], bundle[4096];
+        snprintf(name, sizeof name, "php-%zu", i);
+        gmp_recorder *rec = recorder_in(name);
+        gmp_dump_request req = {.reason = "message_pattern:php: memory exhausted",
+                                .exception_type = "php.E_ERROR",
+                                .exception_message = cases[i].said,
+                                .backend = GMP_BACKEND_CPU};
+        assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
+        gmp_recorder_destroy(rec);
+        assert_int_equal(run_verb("show", bundle, NULL), 0);
+        if (cases[i].want ? !strstr(out, cases[i].want) : strstr(out, "\nFailed at:") != NULL)
+            fail_msg("case %zu, show:\n%s", i, out);
+    }
+}
+
 /* A device failure whose printed Python stack is a framework's Cython
  * frame alone (CuPy's pool: "cupy/cuda/memory.pyx"), while the failing
  * call's frames, walked from the interpreter, reach the program's line:
@@ -716,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_the_request_the_framework_states),
         cmocka_unit_test(test_limit_without_a_failed_call),
         cmocka_unit_test(test_growth_with_one_free),
+        cmocka_unit_test(test_failed_at_from_php_words),
         cmocka_unit_test(test_near_is_past_the_threshold),
         cmocka_unit_test(test_failed_at_past_cython_frames),
         cmocka_unit_test(test_a_directory_means_its_newest),

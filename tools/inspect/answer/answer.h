@@ -214,6 +214,10 @@ typedef struct runtime_words {
     int own_heap;               /* the memory is a heap the runtime manages: no site held it */
 } runtime_words;
 const runtime_words *runtime_words_of(bundle *b);
+/* Where the runtime's words say it ran out, into out: PHP ends a fatal
+ * error with " in /srv/app/grow.php on line 4", "grow.php:4"; 0, or -1
+ * where they name no place. */
+int runtime_words_site(bundle *b, char *out, size_t cap);
 void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then, char *out,
                             size_t cap);
 

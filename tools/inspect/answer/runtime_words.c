@@ -201,3 +201,31 @@ void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then,
         snprintf(out + n, cap - (size_t)n, "; nothing here sets %s, so %s chose its default",
                  w->flag, w->runtime);
 }
+
+int runtime_words_site(bundle *b, char *out, size_t cap)
+{
+    const runtime_words *w = runtime_words_of(b);
+    const char *said = jstr(b->metadata, "exception_message");
+    if (!w || !said || strcmp(w->runtime, "PHP"))
+        return -1;
+    const char *on = NULL, *in = NULL;
+    for (const char *p = strstr(said, " on line "); p; p = strstr(p + 1, " on line "))
+        on = p;
+    for (const char *p = strstr(said, " in "); p && (!on || p < on); p = strstr(p + 1, " in "))
+        in = p;
+    if (!on || !in || in + 4 > on) /* " in on line 4": no file between */
+        return -1;
+    char *end;
+    long line = strtol(on + 9, &end, 10);
+    const char *file = in + 4;
+    size_t len = (size_t)(on - file);
+    for (const char *p = file; p < on; p++)
+        if (*p == '/') { /* the script's name, as a Python site names its file */
+            len = (size_t)(on - p - 1);
+            file = p + 1;
+        }
+    if (end == on + 9 || line <= 0 || !len)
+        return -1;
+    snprintf(out, cap, "%.*s:%ld", (int)len, file, line);
+    return 0;
+}

@@ -217,7 +217,10 @@ int name_failure_site(bundle *b, char *out, size_t cap)
         name_frame(b->dirfd, path, offset, out, cap);
     else if (raw)
         snprintf(out, cap, "%s", raw);
-    return found != SITE_UNKNOWN || raw ? found : -1;
+    if (found != SITE_UNKNOWN || raw)
+        return found;
+    /* no failed call: the place the runtime's own words name (PHP's) */
+    return !f && runtime_words_site(b, out, cap) == 0 ? SITE_PROGRAM : -1;
 }
 
 typedef struct named_site {

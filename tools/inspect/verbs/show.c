@@ -29,8 +29,12 @@ static void print_failed_request(bundle *b)
 {
     json_t *md = b->metadata;
     const bundle_failure *f = bundle_failure_of(b);
-    if (!f)
+    char site[600];
+    if (!f) { /* no failed call: where the runtime's words say it ran out */
+        if (runtime_words_site(b, site, sizeof site) == 0)
+            print_field("Failed at:", site);
         return;
+    }
     int64_t device = f->device, code = f->code;
     uint64_t size = f->size;
     const char *api = f->api;
@@ -59,7 +63,6 @@ static void print_failed_request(bundle *b)
         printf("%-18s%s %s\n", "In use then:", amount,
                device >= 0 ? "on that device" : "of host memory through malloc");
     }
-    char site[600];
     int found = name_failure_site(b, site, sizeof site);
     if (found >= 0) {
         printf("%-18s", "Failed at:");
