@@ -17,12 +17,13 @@
  *
  * The FDE of an address is found in its object's .eh_frame_hdr table
  * (eh_frame_hdr.c), else by libgcc's _Unwind_Find_FDE (frames registered
- * by JITs); its CFA program is run here up to the address.  Followed: the CFA as a
- * register (%rsp or %rbp) plus an offset, or as a small expression of them
- * (GCC's stack-realigning frames); %rbp and the return address saved at an
- * offset or an expression of the CFA.  Anything else (a signal frame, a
- * rule of another register) stops the walk: a stack cut short, never a
- * read of an address not checked.
+ * by JITs), and checked to cover the address; its CFA program is run here
+ * up to the address.  Followed: the CFA as a register (%rsp or %rbp) plus
+ * an offset, or as a small expression of them (GCC's stack-realigning
+ * frames); %rbp and the return address saved at an offset or an
+ * expression of the CFA.  Anything else (a signal frame, a rule of another
+ * register) stops the walk: a stack cut short, never a read of an address
+ * not checked.
  */
 #include "preload.h"
 

@@ -229,6 +229,8 @@ __attribute__((no_sanitize_address)) static int walk_by_rules(const rule_slot *t
 
 static gmp_find_fde_fn find_fde; /* atomic: libgcc's _Unwind_Find_FDE */
 
+/* libgcc's lookup of an address's FDE, loaded the first time (a dlopen:
+ * it maps and allocates); NULL when libgcc cannot be loaded. */
 static gmp_find_fde_fn libgcc_finder(void)
 {
     gmp_find_fde_fn f = __atomic_load_n(&find_fde, __ATOMIC_ACQUIRE);
