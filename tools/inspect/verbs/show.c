@@ -155,6 +155,11 @@ static void print_host(bundle *bd)
             kills_before = h->has_cgroup_kills_at_start ? h->cgroup_kills_at_start : -1;
     char a[32], b[32];
     printf("%-18s", "Host:");
+    /* a bundle recovered from a ring reads the host once the process is
+     * gone: its cgroup no longer holds what the process held */
+    const char *confirmed = jstr(bd->metadata, "confirmed_by");
+    if (confirmed && !strcmp(confirmed, "recovered"))
+        printf("after it died: ");
     if (rss >= 0) {
         fmt_bytes((uint64_t)rss, a, sizeof a);
         fmt_bytes((uint64_t)(hwm > 0 ? hwm : rss), b, sizeof b);
