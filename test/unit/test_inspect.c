@@ -86,6 +86,15 @@ static gmp_recorder *recorder_in(const char *name)
     return gmp_recorder_create(&cfg);
 }
 
+/* rec's bundle for req, then rec destroyed and show of the bundle into out. */
+static void show_of_dump(gmp_recorder *rec, const gmp_dump_request *req)
+{
+    char bundle[4096];
+    assert_non_null(gmp_dump(rec, req, bundle, sizeof bundle));
+    gmp_recorder_destroy(rec);
+    assert_int_equal(run_verb("show", bundle, NULL), 0);
+}
+
 /* Pinned host memory is said as such in "In use at dump", beside the
  * host's own: never two lines of "host". */
 static void test_pinned_host_said_so(void **state)
@@ -100,10 +109,7 @@ static void test_pinned_host_said_so(void **state)
     gmp_record(rec, &pinned);
     gmp_dump_request req = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
                             .failed = {1, GMP_API_MALLOC, 1ull << 40, -1, 12}};
-    char path[4096];
-    assert_non_null(gmp_dump(rec, &req, path, sizeof path));
-    gmp_recorder_destroy(rec);
-    assert_int_equal(run_verb("show", path, NULL), 0);
+    show_of_dump(rec, &req);
     if (!strstr(out, "In use at dump:   host 2.0 MiB; pinned host 4.0 KiB\n"))
         fail_msg("show says:\n%s", out);
 }
@@ -440,10 +446,7 @@ static void show_of(const char *name, const char *reason, int allocs, uint64_t f
                             .devices = &dev, .device_count = 1,
                             .failed = {failed_size > 0, GMP_API_CU_MEM_CREATE, failed_size, 0, 2,
                                        (uint64_t)allocs * (20u << 20)}};
-    char bundle[4096];
-    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
-    gmp_recorder_destroy(rec);
-    assert_int_equal(run_verb("show", bundle, NULL), 0);
+    show_of_dump(rec, &req);
 }
 
 /* What a framework's message says it asked for, when no call shows it: PyTorch's
@@ -541,10 +544,7 @@ static void test_growth_with_one_free(void **state)
     }
     gmp_dump_request req = {.reason = "ENOMEM", .backend = GMP_BACKEND_CPU,
                             .failed = {1, GMP_API_MALLOC, 256ull << 20, -1, 12}};
-    char bundle[4096];
-    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
-    gmp_recorder_destroy(rec);
-    assert_int_equal(run_verb("show", bundle, NULL), 0);
+    show_of_dump(rec, &req);
     if (!strstr(out, "in 8 allocations and only 1 free before the failure"))
         fail_msg("show:\n%s", out);
 }
@@ -569,16 +569,14 @@ static void test_failed_at_from_php_words(void **state)
          NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char name[32], bundle[4096];
+        char name[32];
         snprintf(name, sizeof name, "php-%zu", i);
         gmp_recorder *rec = recorder_in(name);
         gmp_dump_request req = {.reason = "message_pattern:php: memory exhausted",
                                 .exception_type = "php.E_ERROR",
                                 .exception_message = cases[i].said,
                                 .backend = GMP_BACKEND_CPU};
-        assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
-        gmp_recorder_destroy(rec);
-        assert_int_equal(run_verb("show", bundle, NULL), 0);
+        show_of_dump(rec, &req);
         if (cases[i].want ? !strstr(out, cases[i].want) : strstr(out, "\nFailed at:") != NULL)
             fail_msg("case %zu, show:\n%s", i, out);
     }
@@ -635,10 +633,7 @@ static void warning_with_cgroup_at(const char *name, int pct)
                                                  "memory 140.0 GiB (threshold 90%).",
                             .backend = GMP_BACKEND_CUDA, .confirmed_by = "watchdog",
                             .evidence = evidence};
-    char bundle[4096];
-    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
-    gmp_recorder_destroy(rec);
-    assert_int_equal(run_verb("show", bundle, NULL), 0);
+    show_of_dump(rec, &req);
 }
 
 /* "near" is at or above the threshold the warning was written at: a
