@@ -371,7 +371,8 @@ uint32_t gmp_python_frames(uint64_t *out, uint32_t max, int may_map)
         return 0;
     const py_layout *l = py.layout;
     const void *ts = py.this_thread();
-    frame_entry *t = !ts || ((uintptr_t)ts & 7) ? NULL : gmp_interned_entries(&frames_named, may_map);
+    frame_entry *t =
+        !ts || ((uintptr_t)ts & 7) ? NULL : gmp_interned_entries(&frames_named, may_map);
     if (!t)
         return 0;
     uint32_t n = 0;

@@ -375,8 +375,9 @@ static void memory_words(const char *backend, int64_t device, char *out, size_t 
  * before the end (events.json read here when the bundle was opened
  * without it); none where a runtime's words say a heap it manages itself
  * ran out (the JVM's, V8's: runtime_words.c), whose holders are its
- * objects, while the native blocks beside it hold something else.  The count of sites named; the memory's words, and the
- * totals held, in *where, *count and *bytes. */
+ * objects, while the native blocks beside it hold something else.  The
+ * count of sites named; the memory's words, and the totals held, in
+ * *where, *count and *bytes. */
 static size_t held_sites(bundle *b, named_site *named, size_t cap, char *where,
                          size_t where_cap, const char **backend_out, int64_t *count,
                          int64_t *bytes)
