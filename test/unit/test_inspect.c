@@ -618,6 +618,39 @@ static void test_failed_at_past_cython_frames(void **state)
         fail_msg("show:\n%s", out);
 }
 
+/* The Python API's MemoryError, no call failed: "Failed at" is the
+ * traceback's innermost line of the program's, in show's text as in its
+ * JSON (the text had only the Python stack). */
+static void test_failed_at_from_a_traceback(void **state)
+{
+    (void)state;
+    gmp_recorder *rec = recorder_in("traceback");
+    gmp_dump_request req = {.reason = "MemoryError", .exception_type = "MemoryError",
+                            .exception_message = "", .backend = GMP_BACKEND_CPU};
+    char bundle[4096];
+    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
+    gmp_recorder_destroy(rec);
+    static const char printed[] = "Traceback (most recent call last):\n"
+                                  "  File \"/srv/job/train.py\", line 41, in <module>\n"
+                                  "    main()\n"
+                                  "  File \"/srv/job/train.py\", line 29, in grow\n"
+                                  "    x = bytearray(1 << 40)\n"
+                                  "MemoryError\n";
+    assert_int_equal(gmp_bundle_attach(bundle, "python_traceback.txt", printed,
+                                       sizeof printed - 1),
+                     0);
+    assert_int_equal(run_verb("show", bundle, NULL), 0);
+    if (!strstr(out, "\nFailed at:        train.py:29 in grow\n"))
+        fail_msg("show:\n%s", out);
+    assert_int_equal(run_verb("show", bundle, "--json"), 0);
+    json_error_t jerr;
+    json_t *doc = json_loads(out, 0, &jerr);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "failed_at")),
+                        "train.py:29 in grow");
+    json_decref(doc);
+}
+
 /* A pressure warning whose evidence lists its cgroup at PCT% of its limit,
  * written at a threshold of 90%: show of it into out. */
 static void warning_with_cgroup_at(const char *name, int pct)
@@ -749,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_failed_at_from_php_words),
         cmocka_unit_test(test_near_is_past_the_threshold),
         cmocka_unit_test(test_failed_at_past_cython_frames),
+        cmocka_unit_test(test_failed_at_from_a_traceback),
         cmocka_unit_test(test_a_directory_means_its_newest),
         cmocka_unit_test(test_show_as_json),
         cmocka_unit_test(test_help_and_usage),

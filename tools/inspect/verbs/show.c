@@ -25,14 +25,26 @@ static void print_field(const char *label, const char *value)
     putchar('\n');
 }
 
+/* Where the failure is sited, as `show --json`'s failed_at; where no call
+ * failed, the innermost frame of the program's own in the Python exception,
+ * or where the runtime's own words say it ran out. */
+static void print_failure_site(bundle *b)
+{
+    char site[600];
+    int found = name_failure_site(b, site, sizeof site);
+    if (found >= 0) {
+        printf("%-18s", "Failed at:");
+        print_clean(stdout, site, 600);
+        puts(found == SITE_LIBRARY ? "  (no frame of the program's own)" : "");
+    }
+}
+
 static void print_failed_request(bundle *b)
 {
     json_t *md = b->metadata;
     const bundle_failure *f = bundle_failure_of(b);
-    char site[600];
-    if (!f) { /* no failed call: where the runtime's words say it ran out */
-        if (runtime_words_site(b, site, sizeof site) == 0)
-            print_field("Failed at:", site);
+    if (!f) {
+        print_failure_site(b);
         return;
     }
     int64_t device = f->device, code = f->code;
@@ -63,12 +75,7 @@ static void print_failed_request(bundle *b)
         printf("%-18s%s %s\n", "In use then:", amount,
                device >= 0 ? "on that device" : "of host memory through malloc");
     }
-    int found = name_failure_site(b, site, sizeof site);
-    if (found >= 0) {
-        printf("%-18s", "Failed at:");
-        print_clean(stdout, site, 600);
-        puts(found == SITE_LIBRARY ? "  (no frame of the program's own)" : "");
-    }
+    print_failure_site(b);
 }
 
 /* What was in use when the bundle was written: at exit, after the program
