@@ -248,7 +248,8 @@ RUNTIME_CASE(mono, "mcs mono", "mcs -out:Grow.exe $F/Grow.cs",
              "the .NET runtime (Mono) ran out of memory: its managed heap could not grow", NULL,
              "System.OutOfMemoryException: ", "MONO_GC_PARAMS sets max-heap-size=256m", 1)
 RUNTIME_CASE(pypy, "pypy3", NULL, "env PYPY_GC_MAX=256MB pypy3 $F/grow.py", 0,
-             "PyPy ran out of memory", NULL, "MemoryError", "PYPY_GC_MAX=256MB sets it", 0)
+             "PyPy ran out of memory", "grow.py:4 in <module>", "MemoryError",
+             "PYPY_GC_MAX=256MB sets it", 0)
 RUNTIME_CASE(ruby, "ruby", NULL, "ruby $F/grow.rb", 1000000,
              "Ruby ran out of memory: the system gave it no more memory",
              "inside the Ruby interpreter, running grow.rb",
