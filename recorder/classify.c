@@ -145,6 +145,7 @@ static const char *oom_pattern(const char *line, size_t n)
         {"memory allocation failed", MEMORY | ALLOC},
         {"cannot allocate memory", MEMORY | ALLOC}, /* ENOMEM's perror */
         {"java.lang.outofmemoryerror", MEMORY},
+        {"array buffer allocation failed", ALLOC}, /* V8's RangeError */
     };
     for (size_t i = 0; i < sizeof phrases / sizeof *phrases; i++)
         if (!(phrases[i].needs & ~have) && gmp_find_ci(line, n, phrases[i].words))

@@ -42,6 +42,7 @@
 #include "preload.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -375,7 +376,14 @@ static int write_bundle(const exception_text *t, const char *pattern, const char
         /* a death may follow (a framework's abort): our handlers, where the
          * action is still the default, then say so in the bundle's outcome */
         gmp_crash_arm();
-        gmp_log("OOM message on stderr (%s); bundle: %s" GMP_READ_IT "%s", pattern, path, path);
+        char said[GMP_PATH_MAX * 2 + 160];
+        snprintf(said, sizeof said, "OOM message on stderr (%s); bundle: %s" GMP_READ_IT "%s",
+                 pattern, path, path);
+        gmp_printed_frames_expect(path);
+        if (!strcmp(pattern, "java.lang.outofmemoryerror"))
+            gmp_printed_frames_hold(said); /* its "\tat" lines follow */
+        else
+            gmp_log("%s", said);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);
         last_bundle_ns = gmp_now_realtime_ns();
         last_bundle_level = t->level;
@@ -480,7 +488,7 @@ static void on_line(const char *line)
         return; /* our own */
     if (!(line = past_rank_prefix(line)) || relayed(line))
         return;
-    if (joined_detail(line))
+    if (joined_detail(line) || gmp_printed_frames_line(line))
         return;
     traceback_line(line);
     if (relaying == RELAY_SPAWN) {
@@ -525,6 +533,7 @@ static void on_line(const char *line)
      * expected errors writes none, and reads it once a line less */
     if (last_bundle[0] && gmp_now_realtime_ns() - last_bundle_ns < RECENT_NS) {
         line_text(line, pattern, words_of, &t);
+        gmp_printed_frames_expect(last_bundle);
         if (with_traceback) /* kept when the bundle has its own */
             gmp_bundle_add_file(last_bundle, "python_traceback.txt", traceback, traceback_len,
                                 patch_buf, sizeof patch_buf);
@@ -541,6 +550,14 @@ static void on_line(const char *line)
     if (!with_traceback)
         traceback_state = 0; /* not this message's */
     write_message_bundle(pattern, line, with_traceback, runtime, own);
+}
+
+void gmp_messages_end(void)
+{
+    if (!try_lock())
+        return; /* a writer this thread interrupted: its line is lost */
+    gmp_printed_frames_end();
+    unlock();
 }
 
 /* Lines are assembled across writes: Python prints "torch", ".",

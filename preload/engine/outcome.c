@@ -116,6 +116,7 @@ GMP_START_EXIT_TEXT void gmp_outcome_end(gmp_outcome_state state, int code)
 {
     if (!ours() || !gmp_pl.cfg->enabled)
         return;
+    gmp_messages_end(); /* our line a runtime's printed frames held back */
     int expected = GMP_OUTCOME_RUNNING;
     __atomic_store_n(&ending_code, code, __ATOMIC_RELAXED);
     if (!__atomic_compare_exchange_n(&ending_state, &expected, (int)state, 0, __ATOMIC_ACQ_REL,

@@ -21,6 +21,7 @@
 static const char *const names[] = {
     "manifest.json", "metadata.json", "events.json", "environment.json",
     "allocations.json", "stacks.json", "modules.json", "leaks.json", "python_traceback.txt",
+    "printed_stack.txt",
 };
 #define NAMES (sizeof names / sizeof *names)
 

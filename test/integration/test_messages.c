@@ -633,14 +633,49 @@ static void test_node_heap_limit(void **state)
         fail_msg("show does not say where the limit was set:\n%s", show_output(bundle));
 }
 
+/* An ArrayBuffer that Node cannot allocate under `ulimit -v`: calloc fails,
+ * V8 throws "RangeError: Array buffer allocation failed" and prints the
+ * script's frames after it.  The bundle's exception is V8's, and it failed
+ * at the script's line (not inside node's allocator, the failed call's own
+ * native frame).  Skipped with a line where node is not installed. */
+static void test_node_array_buffer(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("`ulimit -v`");
+    char script[4096], bundle[1024];
+    scratch_remove(paths.dumps);
+    snprintf(script, sizeof script,
+             "command -v node >/dev/null || exit 77; cd '%s' && printf '%%s\\n' "
+             "'const keep = [];' 'function grow() {' "
+             "'  for (;;) keep.push(new ArrayBuffer(64 << 20));' '}' 'grow();' >grow.js && "
+             "ulimit -v 3000000 && LD_PRELOAD='%s' node grow.js",
+             paths.scratch, paths.preload);
+    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    if (code == 77) {
+        printf("SKIP  test_node_array_buffer: node is not installed\n");
+        return;
+    }
+    assert_int_equal(code, 1);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    if (strcmp(json_str(md, "exception_type"), "RangeError") ||
+        strcmp(json_str(md, "exception_message"), "Array buffer allocation failed"))
+        fail_msg("exception: %s: %s\nstderr: %s", json_str(md, "exception_type"),
+                 json_str(md, "exception_message"), err);
+    json_decref(md);
+    if (!strstr(show_output(bundle), "\nFailed at:        grow.js:3 in grow\n"))
+        fail_msg("show:\n%s\nstderr: %s", show_output(bundle), err);
+}
+
 /* The JVM's heap reaches -Xmx: an uncaught java.lang.OutOfMemoryError (the
  * filled list unreachable by then, so the JVM has the memory to say so),
  * then the JVM's exit 1.  One bundle, which says the JVM's Java heap was full,
  * that the command line set -Xmx16m, and that the process exited 1, and
- * names none of the JVM's native blocks as what held the heap (nor does
- * triage as its site); the JVM's words on stderr are whole.  A second program catches the error,
- * prints it and exits 0: its bundle says it survived.  Skipped with a line
- * where no JDK is installed. */
+ * names none of the JVM's native blocks as what held the heap; it failed
+ * at the Java line its printed stack names (in show and triage).  The
+ * JVM's words on stderr are whole: our line comes after its "\tat" lines,
+ * never between them and the exception's.  A second program catches the
+ * error, prints it and exits 0: its bundle says it survived.  Skipped with
+ * a line where no JDK is installed. */
 static void test_jvm_heap_space(void **state)
 {
     (void)state;
@@ -668,6 +703,9 @@ static void test_jvm_heap_space(void **state)
         assert_int_equal(code, atoi(cases[i][1]));
         if (!strstr(err, "java.lang.OutOfMemoryError: Java heap space\n"))
             fail_msg("case %zu, the JVM's words: %s", i, err);
+        if (i == 0 && (!strstr(err, "Java heap space\n\tat Heap.fill(Heap.java:5)\n\tat "
+                                    "Heap.main(Heap.java:8)\ngpumemprof: ")))
+            fail_msg("our line splits the JVM's report: %s", err);
         json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
         json_t *outcome = json_object_get(md, "outcome");
         assert_string_equal(json_str(outcome, "state"), "exited");
@@ -681,10 +719,13 @@ static void test_jvm_heap_space(void **state)
             /* the JVM's own native blocks (os::malloc's) did not hold its heap */
             if (strstr(show_output(bundle), "\nHeld by:"))
                 fail_msg("show names a holder of the Java heap:\n%s", show_output(bundle));
+            if (!strstr(show_output(bundle), "\nFailed at:        Heap.java:5 in Heap.fill\n"))
+                fail_msg("show does not name the Java line:\n%s", show_output(bundle));
             const char *argv[] = {inspect_path(), "triage", paths.dumps, NULL};
             static char triaged[1 << 14], terr[4096];
             run_capture(argv, triaged, sizeof triaged, terr, sizeof terr);
-            if (!strstr(triaged, "message_pattern:java.lang.outofmemoryerror  at -\n"))
+            if (!strstr(triaged, "message_pattern:java.lang.outofmemoryerror  at Heap.java:5 in "
+                                 "Heap.fill\n"))
                 fail_msg("triage sites the Java heap's death:\n%s", triaged);
         } else {
             expect_headline(bundle, "the process survived");
@@ -739,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_last_words_only_from_their_runtime),
         cmocka_unit_test(test_words_nobody_here_can_mean),
         cmocka_unit_test(test_node_heap_limit),
+        cmocka_unit_test(test_node_array_buffer),
         cmocka_unit_test(test_jvm_heap_space),
         cmocka_unit_test(test_jvm_direct_buffers),
         cmocka_unit_test(test_printed_traceback_is_masked),

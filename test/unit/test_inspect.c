@@ -651,6 +651,54 @@ static void test_failed_at_from_a_traceback(void **state)
     json_decref(doc);
 }
 
+/* The frames a runtime printed after its OOM line (printed_stack.txt):
+ * "Failed at" is the innermost of the program's own, past the JDK's
+ * classes, Node's own modules and node_modules; a stack of the library's
+ * alone names its innermost frame, said to be a library's; lines that only
+ * look like frames name none. */
+static void test_failed_at_from_printed_frames(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *printed, *want;
+    } cases[] = {
+        {"\tat java.base/java.util.Arrays.copyOf(Arrays.java:3512)\n"
+         "\tat java.base/java.util.ArrayList.grow(ArrayList.java:237)\n"
+         "\tat com.acme.Loader.fill(Loader.java:41)\n\tat com.acme.Main.main(Main.java:9)\n",
+         "\nFailed at:        Loader.java:41 in com.acme.Loader.fill\n"},
+        {"    at new ArrayBuffer (<anonymous>)\n"
+         "    at readAll (/srv/app/node_modules/pkg/read.js:9:3)\n"
+         "    at load (/srv/app/load.js:12:7)\n"
+         "    at Module._compile (node:internal/modules/cjs/loader:1521:14)\n",
+         "\nFailed at:        load.js:12 in load\n"},
+        {"    at file:///srv/app/main.mjs:4:11\n", "\nFailed at:        main.mjs:4\n"},
+        {"\tat java.base/java.util.Arrays.copyOf(Arrays.java:3512)\n",
+         "\nFailed at:        Arrays.java:3512 in java.util.Arrays.copyOf  (no frame of the "
+         "program's own)\n"},
+        {"\tat (X.java:1)\n\tat a.b(X.java:)\n\tat a.b(X.java:-3)\n\tat a.b(:7)\n"
+         "    at f (x.js:1)\n    at f (:1:2)\n    at f (x.js:0:2)\n    at \n",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char name[32], bundle[4096];
+        snprintf(name, sizeof name, "printed-%zu", i);
+        gmp_recorder *rec = recorder_in(name);
+        gmp_dump_request req = {.reason = "message_pattern:java.lang.outofmemoryerror",
+                                .exception_type = "OutOfMemoryError",
+                                .exception_module = "java.lang",
+                                .exception_message = "Java heap space",
+                                .backend = GMP_BACKEND_CPU};
+        assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
+        gmp_recorder_destroy(rec);
+        assert_int_equal(gmp_bundle_attach(bundle, "printed_stack.txt", cases[i].printed,
+                                           strlen(cases[i].printed)),
+                         0);
+        assert_int_equal(run_verb("show", bundle, NULL), 0);
+        if (cases[i].want ? !strstr(out, cases[i].want) : strstr(out, "\nFailed at:") != NULL)
+            fail_msg("case %zu, show:\n%s", i, out);
+    }
+}
+
 /* A pressure warning whose evidence lists its cgroup at PCT% of its limit,
  * written at a threshold of 90%: show of it into out. */
 static void warning_with_cgroup_at(const char *name, int pct)
@@ -783,6 +831,7 @@ int main(void)
         cmocka_unit_test(test_near_is_past_the_threshold),
         cmocka_unit_test(test_failed_at_past_cython_frames),
         cmocka_unit_test(test_failed_at_from_a_traceback),
+        cmocka_unit_test(test_failed_at_from_printed_frames),
         cmocka_unit_test(test_a_directory_means_its_newest),
         cmocka_unit_test(test_show_as_json),
         cmocka_unit_test(test_help_and_usage),

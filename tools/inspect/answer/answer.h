@@ -177,6 +177,11 @@ int python_site(bundle *b, char *out, size_t cap);
  * extract_features (called from x.py:17)". */
 int python_frames_site(json_t *frames, json_t *cells, char *out, size_t cap);
 
+/* printed_stack.c: the failure's site from the frames a runtime printed
+ * after its OOM line (printed_stack.txt: the JVM's, V8's), named as
+ * python_site names one ("Heap.java:5 in Heap.fill"), with its answers. */
+int printed_stack_site(bundle *b, char *out, size_t cap);
+
 /* window_growth.c: growth on the failed request's device (backend, device;
  * -1 the host) before the failure, as diagnose words it: a sentence of what
  * (into what) and of the evidence (into evidence, with the site of what

@@ -203,6 +203,8 @@ int failure_frame(bundle *b, const module_table *mods, const char **path, uint64
 int name_failure_site(bundle *b, char *out, size_t cap)
 {
     int python = python_site(b, out, cap);
+    if (python == SITE_UNKNOWN)
+        python = printed_stack_site(b, out, cap); /* the JVM's, V8's */
     if (python != SITE_UNKNOWN)
         return python;
     const module_table *mods = bundle_modules(b);

@@ -1,0 +1,125 @@
+/*
+ * printed_frames.c — the stack a runtime prints after its out-of-memory
+ * line, for the bundle that line went to: the JVM's "\tat Heap.fill(Heap.java:5)"
+ * under "Exception in thread "main" java.lang.OutOfMemoryError: Java heap
+ * space", V8's "    at grow (/srv/app/load.js:3:46)" under "RangeError:
+ * Array buffer allocation failed".  Python prints its traceback before the
+ * exception's line (oom_messages.c keeps that one); these runtimes print
+ * theirs after it, and it is the only word of which line of the program
+ * ran out.  The innermost frames go to the bundle as printed_stack.txt when
+ * the frames end: at the next line that is not one, at the 16th, or at the
+ * process's end (an uncaught error's frames are its last words).
+ *
+ * And our own line about that bundle waits until the frames end (the next
+ * line that is not one, or the process's end): said between the
+ * exception's line and its frames, it would split the one report that log
+ * readers join by its indented lines.
+ *
+ * Called under oom_messages.c's lock: one thread at a time, no allocation.
+ */
+#include "bundle.h"
+#include "preload.h"
+
+#include <string.h>
+
+#define FRAMES_KEPT 16
+#define FRAMES_MAX 4096
+
+static int expecting; /* a line that may be followed by frames was taken */
+static int owner;     /* the pid that took it: a forked child's lines are its own */
+static char bundle[GMP_PATH_MAX]; /* where they go, until they are written */
+static char frames[FRAMES_MAX];
+static size_t frames_len, frames_n;
+static char held[GMP_PATH_MAX * 2 + 160]; /* our line, said when the frames end */
+static char patch_buf[64 * 1024];
+
+/* "LINE:COL" or "LINE" ending at end (exclusive): the digits' start, or NULL */
+static const char *digits_before(const char *start, const char *end)
+{
+    const char *p = end;
+    while (p > start && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return p < end ? p : NULL;
+}
+
+/* The JVM's "\tat pkg.Class.method(File.java:12)" (or "(Native Method)",
+ * "(Unknown Source)"); V8's "    at fn (/path/x.js:3:46)", "    at /path/x.js:3:46",
+ * "    at new ArrayBuffer (<anonymous>)". */
+static int is_frame(const char *line)
+{
+    size_t n = strlen(line);
+    if (!strncmp(line, "\tat ", 4))
+        return n > 5 && line[n - 1] == ')' && strchr(line + 4, '(') != NULL;
+    if (strncmp(line, "    at ", 7) || n < 9 || line[7] == ' ')
+        return 0;
+    const char *end = line + n - (line[n - 1] == ')' ? 1 : 0);
+    if (line[n - 1] == ')' && end - (line + 7) > 11 && !memcmp(end - 11, "<anonymous>", 11))
+        return strchr(line + 7, '(') != NULL;
+    const char *col = digits_before(line + 7, end);
+    if (!col || col[-1] != ':')
+        return 0;
+    const char *row = digits_before(line + 7, col - 1);
+    return row && row[-1] == ':';
+}
+
+/* The frames kept so far into the bundle, once (a bundle's file is never
+ * written over). */
+static void write_frames(void)
+{
+    if (bundle[0] && frames_n)
+        gmp_bundle_add_file(bundle, "printed_stack.txt", frames, frames_len, patch_buf,
+                            sizeof patch_buf);
+    bundle[0] = '\0';
+}
+
+static int this_pid(void)
+{
+    return __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED);
+}
+
+void gmp_printed_frames_expect(const char *path)
+{
+    gmp_strlcpy(bundle, path, sizeof bundle);
+    frames_len = frames_n = 0;
+    expecting = 1;
+    owner = this_pid();
+    held[0] = '\0';
+}
+
+void gmp_printed_frames_hold(const char *line)
+{
+    gmp_strlcpy(held, line, sizeof held);
+}
+
+int gmp_printed_frames_line(const char *line)
+{
+    if (expecting && owner != this_pid())
+        expecting = 0; /* the parent's, from before the fork */
+    if (!expecting)
+        return 0;
+    if (!is_frame(line)) {
+        gmp_printed_frames_end();
+        return 0;
+    }
+    size_t n = strlen(line);
+    if (bundle[0] && frames_len + n + 1 <= sizeof frames) {
+        memcpy(frames + frames_len, line, n);
+        frames_len += n;
+        frames[frames_len++] = '\n';
+        if (++frames_n == FRAMES_KEPT)
+            write_frames(); /* the program's own are among the innermost */
+    }
+    return 1;
+}
+
+void gmp_printed_frames_end(void)
+{
+    if (!expecting || owner != this_pid())
+        return;
+    write_frames();
+    expecting = 0;
+    if (held[0]) {
+        gmp_log("%s", held);
+        held[0] = '\0';
+    }
+}
