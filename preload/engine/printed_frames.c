@@ -19,6 +19,7 @@
  */
 #include "bundle.h"
 #include "preload.h"
+#include "redact.h"
 
 #include <string.h>
 
@@ -104,6 +105,7 @@ int gmp_printed_frames_line(const char *line)
     size_t n = strlen(line);
     if (bundle[0] && frames_len + n + 1 <= sizeof frames) {
         memcpy(frames + frames_len, line, n);
+        gmp_redact_text(frames + frames_len, n); /* a script's URL with a password */
         frames_len += n;
         frames[frames_len++] = '\n';
         if (++frames_n == FRAMES_KEPT)
