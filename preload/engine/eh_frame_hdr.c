@@ -27,33 +27,6 @@ enum {
     PE_DATAREL_SDATA4 = 0x3b, /* the table's encoding from every linker of this platform */
 };
 
-/* glibc's struct dl_find_object on x86-64 (2.35), as its ABI fixes it,
- * so the preload builds and loads where glibc is older */
-typedef struct found_object {
-    unsigned long long flags;
-    void *map_start, *map_end;
-    void *link_map;
-    void *eh_frame; /* the object's PT_GNU_EH_FRAME, or NULL */
-    unsigned long long reserved[7];
-} found_object;
-typedef int (*find_object_fn)(void *pc, found_object *out);
-
-static find_object_fn find_object; /* atomic */
-static int find_object_looked;     /* atomic */
-
-/* glibc's _dl_find_object, looked up once in the symbol tables (no
- * allocation); NULL before 2.35 */
-static find_object_fn glibc_find_object(void)
-{
-    if (!__atomic_load_n(&find_object_looked, __ATOMIC_ACQUIRE)) {
-        find_object_fn f;
-        *(void **)&f = gmp_global_symbol("_dl_find_object");
-        __atomic_store_n(&find_object, f, __ATOMIC_RELEASE);
-        __atomic_store_n(&find_object_looked, 1, __ATOMIC_RELEASE);
-    }
-    return __atomic_load_n(&find_object, __ATOMIC_ACQUIRE);
-}
-
 typedef struct header_search {
     uintptr_t pc;
     const uint8_t *header;
@@ -76,10 +49,10 @@ static int header_of_holder(struct dl_phdr_info *info, size_t size, void *arg)
  * (JIT code) or it has none. */
 static const uint8_t *header_of(uintptr_t pc)
 {
-    find_object_fn find = glibc_find_object();
-    found_object o;
-    if (find)
-        return find((void *)pc, &o) == 0 ? o.eh_frame : NULL;
+    gmp_found_object o;
+    int found = gmp_find_object((const void *)pc, &o);
+    if (found >= 0)
+        return found == 0 ? o.eh_frame : NULL;
     header_search s = {pc, NULL};
     gmp_each_object(header_of_holder, &s);
     return s.header;

@@ -378,3 +378,54 @@ uintptr_t gmp_object_of(const void *address)
         gmp_each_object(find_base, &b);
     return b.base;
 }
+
+#if defined(__x86_64__)
+/* glibc's struct dl_find_object on x86-64 (2.35), as its ABI fixes it,
+ * so the preload builds and loads where glibc is older */
+typedef struct found_object {
+    unsigned long long flags;
+    void *map_start, *map_end;
+    struct link_map *link_map;
+    void *eh_frame; /* the object's PT_GNU_EH_FRAME, or NULL */
+    unsigned long long reserved[7];
+} found_object;
+typedef int (*find_object_fn)(void *pc, found_object *out);
+
+static find_object_fn find_object; /* atomic */
+static int find_object_looked;     /* atomic */
+
+/* glibc's _dl_find_object, looked up once in the symbol tables (no
+ * allocation); NULL before 2.35 */
+static find_object_fn glibc_find_object(void)
+{
+    if (!__atomic_load_n(&find_object_looked, __ATOMIC_ACQUIRE)) {
+        find_object_fn f;
+        *(void **)&f = gmp_global_symbol("_dl_find_object");
+        __atomic_store_n(&find_object, f, __ATOMIC_RELEASE);
+        __atomic_store_n(&find_object_looked, 1, __ATOMIC_RELEASE);
+    }
+    return __atomic_load_n(&find_object, __ATOMIC_ACQUIRE);
+}
+
+int gmp_find_object(const void *pc, gmp_found_object *out)
+{
+    find_object_fn find = glibc_find_object();
+    found_object o;
+    if (!find)
+        return -1;
+    if (find((void *)pc, &o) != 0)
+        return 1;
+    out->start = (uintptr_t)o.map_start;
+    out->end = (uintptr_t)o.map_end;
+    out->eh_frame = o.eh_frame;
+    out->path = o.link_map && o.link_map->l_name ? o.link_map->l_name : "";
+    return 0;
+}
+#else
+int gmp_find_object(const void *pc, gmp_found_object *out)
+{
+    (void)pc;
+    (void)out;
+    return -1;
+}
+#endif

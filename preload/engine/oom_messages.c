@@ -68,6 +68,7 @@ static char traceback[TRACEBACK_MAX]; /* the last one printed */
 static size_t traceback_len;
 static int traceback_state;  /* 0 none, 1 being printed, 2 whole */
 static int pending_traceback; /* the whole one belongs to the open episode */
+static const char *scanned_stream = "stderr"; /* the stream being read */
 
 static int try_lock(void)
 {
@@ -377,8 +378,8 @@ static int write_bundle(const exception_text *t, const char *pattern, const char
          * action is still the default, then say so in the bundle's outcome */
         gmp_crash_arm();
         char said[GMP_PATH_MAX * 2 + 160];
-        snprintf(said, sizeof said, "OOM message on stderr (%s); bundle: %s" GMP_READ_IT "%s",
-                 pattern, path, path);
+        snprintf(said, sizeof said, "OOM message on %s (%s); bundle: %s" GMP_READ_IT "%s",
+                 scanned_stream, pattern, path, path);
         gmp_printed_frames_expect(path);
         if (!strcmp(pattern, "java.lang.outofmemoryerror"))
             gmp_printed_frames_hold(said); /* its "\tat" lines follow */
@@ -560,31 +561,37 @@ void gmp_messages_end(void)
     unlock();
 }
 
-/* Lines are assembled across writes: Python prints "torch", ".",
- * "OutOfMemoryError", ": ", the message and "\n" as six writes. */
-void gmp_messages_scan(const char *buf, size_t n)
+/* Lines are assembled across writes, each stream's apart: Python prints
+ * "torch", ".", "OutOfMemoryError", ": ", the message and "\n" as six writes. */
+typedef struct line_assembly {
+    const char *stream; /* as our line names it */
+    char line[1024];
+    size_t have;
+} line_assembly;
+static line_assembly from_stderr = {.stream = "stderr"}, from_stdout = {.stream = "stdout"};
+
+static void scan(line_assembly *a, const char *buf, size_t n)
 {
-    static char line[1024];
-    static size_t have;
     if (!n || !buf || !gmp_pl_active() || !try_lock())
         return;
     {
         GMP_IN_HOOK_SCOPE();
+        scanned_stream = a->stream;
         size_t len = n < SCAN_MAX ? n : SCAN_MAX;
         for (size_t at = 0; at < len;) {
             const char *nl = memchr(buf + at, '\n', len - at);
             size_t end = nl ? (size_t)(nl - buf) : len, take = end - at;
-            if (take > sizeof line - 1 - have)
-                take = sizeof line - 1 - have; /* a longer line is cut */
-            memcpy(line + have, buf + at, take);
-            have += take;
-            if (nl || have == sizeof line - 1) {
-                if (nl && have && line[have - 1] == '\r')
-                    have--; /* a terminal's "\r\n" (erl -noshell) */
-                line[have] = '\0';
-                if (have > 8)
-                    on_line(line);
-                have = 0;
+            if (take > sizeof a->line - 1 - a->have)
+                take = sizeof a->line - 1 - a->have; /* a longer line is cut */
+            memcpy(a->line + a->have, buf + at, take);
+            a->have += take;
+            if (nl || a->have == sizeof a->line - 1) {
+                if (nl && a->have && a->line[a->have - 1] == '\r')
+                    a->have--; /* a terminal's "\r\n" (erl -noshell) */
+                a->line[a->have] = '\0';
+                if (a->have > 8)
+                    on_line(a->line);
+                a->have = 0;
             }
             at = end + (nl ? 1 : 0);
             if (!nl)
@@ -592,4 +599,14 @@ void gmp_messages_scan(const char *buf, size_t n)
         }
     }
     unlock();
+}
+
+void gmp_messages_scan(const char *buf, size_t n)
+{
+    scan(&from_stderr, buf, n);
+}
+
+void gmp_messages_scan_stdout(const char *buf, size_t n)
+{
+    scan(&from_stdout, buf, n);
 }

@@ -220,6 +220,17 @@ GMP_HIDDEN void *gmp_global_symbol(const char *name);
 /* The loaded object whose segments hold address, as its load bias plus one
  * (0: none): by segments, not symbols (dladdr scans those: slow). */
 GMP_HIDDEN uintptr_t gmp_object_of(const void *address);
+/* The loaded object that holds pc, found lock-free (glibc's
+ * _dl_find_object, 2.35 on; no lock, no allocation: a signal handler may
+ * ask): 0 with its mapped range, its PT_GNU_EH_FRAME (or NULL) and its path
+ * ("" for the program); 1 when no object holds pc (JIT code); -1 when this
+ * glibc cannot say. */
+typedef struct gmp_found_object {
+    uintptr_t start, end;
+    const void *eh_frame;
+    const char *path;
+} gmp_found_object;
+GMP_HIDDEN int gmp_find_object(const void *pc, gmp_found_object *out);
 /* dl_iterate_phdr (glibc's own, past a sanitizer's interceptor), kept out
  * of a fork's way: every walk of the loaded objects goes through here. */
 struct dl_phdr_info;
@@ -450,8 +461,13 @@ GMP_HIDDEN int gmp_messages_take(gmp_oom_words *said, int *python_fd);
 /* Whether such a message, one naming its exception ("MemoryError",
  * "torch.OutOfMemoryError: ..."), is waiting for an episode's bundle. */
 GMP_HIDDEN int gmp_messages_exception_pending(void);
-/* Bytes the program just wrote to stderr (stderr.c), at most 4 KiB read. */
+/* Bytes the program just wrote to stderr (stderr.c), at most 4 KiB read;
+ * _stdout: bytes the JVM itself (libjvm, not the program) wrote to stdout. */
 GMP_HIDDEN void gmp_messages_scan(const char *buf, size_t n);
+GMP_HIDDEN void gmp_messages_scan_stdout(const char *buf, size_t n);
+/* stderr.c: atomic, 1 once dlsym was asked for JNI_CreateJavaVM (dlsym.c):
+ * a JVM runs in this process, and its own words on stdout are read. */
+GMP_HIDDEN extern int gmp_jvm_started;
 GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
 /* printed_frames.c, under oom_messages.c's lock: the frames a runtime prints
  * after its OOM line (the JVM's, V8's) go to the bundle at path that line

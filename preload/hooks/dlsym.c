@@ -86,6 +86,8 @@ void *gmp_dlsym_forward_to(void *handle, const char *name)
         return NULL; /* no real dlsym: gmp_dlsym_route says "not found" */
     if (!name || __atomic_load_n(&gmp_pl.state, __ATOMIC_ACQUIRE) == GMP_PL_DISABLED)
         return (void *)fn;
+    if (name[0] == 'J' && !strcmp(name, "JNI_CreateJavaVM")) /* java's launcher, JNI's embedders */
+        __atomic_store_n(&gmp_jvm_started, 1, __ATOMIC_RELAXED);
     int cuda = name[0] == 'c' && name[1] == 'u' && gmp_cuda_routed_name(name) >= 0;
     return cuda || libc_lookup(handle, name) ? NULL : (void *)fn;
 }

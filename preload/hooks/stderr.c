@@ -97,6 +97,34 @@ static void scan_keeping_errno(const void *buf, size_t n)
 
 /* ---- file descriptors ------------------------------------------------- */
 
+int gmp_jvm_started;
+
+/* Whether code at writer is the JVM's own (libjvm): HotSpot writes its
+ * last words to stdout ("Terminating due to java.lang.OutOfMemoryError:
+ * Java heap space", then _exit(3), under -XX:+ExitOnOutOfMemoryError,
+ * which containers set), where the program's own output goes through
+ * libjava.  Asked only once a JVM was started here (gmp_jvm_started); the
+ * object last asked about is kept per thread: a program's writes to stdout
+ * come from one place, and cost two compares. */
+static __thread uintptr_t seen_start __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t seen_end __attribute__((tls_model("initial-exec")));
+static __thread int seen_jvm __attribute__((tls_model("initial-exec")));
+
+static __attribute__((noinline)) int jvm_wrote(const void *writer)
+{
+    uintptr_t at = (uintptr_t)writer;
+    if (at >= seen_start && at < seen_end)
+        return seen_jvm;
+    gmp_found_object o;
+    if (gmp_find_object(writer, &o) != 0)
+        return 0;
+    const char *base = strrchr(o.path, '/');
+    seen_jvm = base && !strcmp(base, "/libjvm.so");
+    seen_start = o.start;
+    seen_end = o.end;
+    return seen_jvm;
+}
+
 typedef ssize_t (*write_fn)(int, const void *, size_t);
 GMP_EXPORT ssize_t write(int fd, const void *buf, size_t n);
 ssize_t write(int fd, const void *buf, size_t n)
@@ -106,6 +134,12 @@ ssize_t write(int fd, const void *buf, size_t n)
     if (wants(fd == 2) && r > 0) {
         gmp_stderr_writer = __builtin_return_address(0);
         scan_keeping_errno(buf, (size_t)r);
+    } else if (GMP_UNLIKELY(fd == 1) && __atomic_load_n(&gmp_jvm_started, __ATOMIC_RELAXED) &&
+               r > 0 && !gmp_in_hook && jvm_wrote(__builtin_return_address(0))) {
+        int saved = errno;
+        gmp_stderr_writer = __builtin_return_address(0);
+        gmp_messages_scan_stdout(buf, (size_t)r);
+        errno = saved;
     }
     return r;
 }

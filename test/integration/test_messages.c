@@ -733,6 +733,60 @@ static void test_jvm_heap_space(void **state)
     }
 }
 
+/* The flags a JVM in a container runs with: -XX:+ExitOnOutOfMemoryError
+ * makes HotSpot print "Terminating due to java.lang.OutOfMemoryError: Java
+ * heap space" to stdout itself, then _exit(3), and there was no bundle at
+ * all; -XX:+HeapDumpOnOutOfMemoryError prints the error's name to stdout
+ * before its heap dump, then the uncaught error's report to stderr.  Each
+ * is one bundle that says the Java heap was full; the first exited 3, the
+ * second failed at the Java line.  The program's own stdout (System.out,
+ * through libjava) is never read: a Java program printing the same words
+ * there makes no bundle.  Skipped with a line where no JDK is installed. */
+static void test_jvm_exit_on_oom(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *flags, *status, *want;
+    } cases[] = {
+        {"-XX:+ExitOnOutOfMemoryError", "3", "\nOutcome:          exited 3\n"},
+        {"-XX:+HeapDumpOnOutOfMemoryError -XX:HeapDumpPath=dump.hprof", "1",
+         "\nFailed at:        Heap.java:5 in Heap.fill\n"},
+        {"", "0", NULL}, /* prints the words to stdout and exits */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char script[4096], bundle[1024];
+        scratch_remove(paths.dumps);
+        snprintf(script, sizeof script,
+                 "command -v javac >/dev/null || exit 77; cd '%s' && rm -f dump.hprof && "
+                 "printf '%%s\\n' 'import java.util.*;' 'public class Heap {' "
+                 "'  static void fill() {' '    List<long[]> kept = new ArrayList<>();' "
+                 "'    while (true) kept.add(new long[1 << 16]);' '  }' "
+                 "'  public static void main(String[] a) { if (a.length > 0) { System.out.println("
+                 "\"Terminating due to java.lang.OutOfMemoryError: Java heap space\"); return; }' "
+                 "'    fill(); } }' >Heap.java && "
+                 "javac Heap.java && LD_PRELOAD='%s' java -Xmx16m %s Heap %s; s=$?; "
+                 "rm -f dump.hprof; exit $s",
+                 paths.scratch, paths.preload, cases[i].flags, cases[i].want ? "" : "quote");
+        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+        if (code == 77) {
+            printf("SKIP  test_jvm_exit_on_oom: no JDK (javac) is installed\n");
+            return;
+        }
+        assert_int_equal(code, atoi(cases[i].status));
+        if (!cases[i].want) {
+            assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
+            continue;
+        }
+        json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+        expect_headline(bundle, "the JVM ran out of memory: its Java heap was full\n");
+        if (!strstr(show_output(bundle), cases[i].want))
+            fail_msg("case %zu, show:\n%s\nstdout: %s\nstderr: %s", i, show_output(bundle), out,
+                     err);
+        if (!strstr(err, "gpumemprof: OOM message on stdout (java.lang.outofmemoryerror); "))
+            fail_msg("case %zu, stderr: %s", i, err);
+    }
+}
+
 /* Direct buffers past -XX:MaxDirectMemorySize, in JDK 17's words ("Cannot
  * reserve N bytes of direct buffer memory (allocated: A, limit: L)", where
  * older JDKs said "Direct buffer memory"): the bundle says the direct
@@ -782,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_node_heap_limit),
         cmocka_unit_test(test_node_array_buffer),
         cmocka_unit_test(test_jvm_heap_space),
+        cmocka_unit_test(test_jvm_exit_on_oom),
         cmocka_unit_test(test_jvm_direct_buffers),
         cmocka_unit_test(test_printed_traceback_is_masked),
         cmocka_unit_test(test_rank_prefixed_lines),

@@ -142,8 +142,13 @@ const runtime_words *runtime_words_of(bundle *b)
     const char *said = jstr(md, "exception_message");
     if (!said)
         return NULL;
+    /* "java.lang.OutOfMemoryError: Java heap space" alone on a line (the
+     * JVM's before a heap dump) is read as its type and message apart */
+    const char *module = jstr(md, "exception_module");
+    const char *java_type = type && module && !strncmp(module, "java.", 5) ? type : "";
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (strstr(said, table[i].marker) && (!table[i].words || strstr(said, table[i].words)))
+        if ((strstr(said, table[i].marker) || !strcmp(java_type, table[i].marker)) &&
+            (!table[i].words || strstr(said, table[i].words)))
             return &table[i];
     return NULL;
 }
@@ -164,7 +169,14 @@ void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then,
                             size_t cap)
 {
     const char *said = jstr(b->metadata, "exception_message");
-    int n = snprintf(out, cap, "it said \"%.300s\"%s", said ? said : "", then);
+    const char *module = jstr(b->metadata, "exception_module");
+    int n;
+    if (said && module && !strncmp(module, "java.", 5) && !strstr(said, w->marker))
+        /* the type was read apart from it (runtime_words_of) */
+        n = snprintf(out, cap, "it said \"%.100s.%.100s: %.300s\"%s", module, w->marker, said,
+                     then);
+    else
+        n = snprintf(out, cap, "it said \"%.300s\"%s", said ? said : "", then);
     if ((!w->flag && !w->variable) || n < 0 || (size_t)n >= cap)
         return;
     char set[200] = "", where[40] = "";
