@@ -86,6 +86,17 @@ static gmp_recorder *recorder_in(const char *name)
     return gmp_recorder_create(&cfg);
 }
 
+/* The Python API's MemoryError with no failed call, alone in dump dir
+ * name: its path into bundle. */
+static void python_memory_error(const char *name, char *bundle, size_t cap)
+{
+    gmp_recorder *rec = recorder_in(name);
+    gmp_dump_request req = {.reason = "MemoryError", .exception_type = "MemoryError",
+                            .exception_message = "", .backend = GMP_BACKEND_CPU};
+    assert_non_null(gmp_dump(rec, &req, bundle, cap));
+    gmp_recorder_destroy(rec);
+}
+
 /* rec's bundle for req, then rec destroyed and show of the bundle into out. */
 static void show_of_dump(gmp_recorder *rec, const gmp_dump_request *req)
 {
@@ -493,12 +504,8 @@ static void test_the_request_the_framework_states(void **state)
 static void test_limit_without_a_failed_call(void **state)
 {
     (void)state;
-    gmp_recorder *rec = recorder_in("no-call");
-    gmp_dump_request req = {.reason = "MemoryError", .exception_type = "MemoryError",
-                            .exception_message = "", .backend = GMP_BACKEND_CPU};
     char bundle[4096];
-    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
-    gmp_recorder_destroy(rec);
+    python_memory_error("no-call", bundle, sizeof bundle);
     json_t *env = bundle_file(bundle, "environment.json"), *md = bundle_file(bundle, "metadata.json");
     json_object_set_new(json_object_get(json_object_get(env, "process"), "rlimits"), "as",
                         json_pack("{s:I, s:I}", "soft", (json_int_t)1 << 30, "hard",
@@ -624,12 +631,8 @@ static void test_failed_at_past_cython_frames(void **state)
 static void test_failed_at_from_a_traceback(void **state)
 {
     (void)state;
-    gmp_recorder *rec = recorder_in("traceback");
-    gmp_dump_request req = {.reason = "MemoryError", .exception_type = "MemoryError",
-                            .exception_message = "", .backend = GMP_BACKEND_CPU};
     char bundle[4096];
-    assert_non_null(gmp_dump(rec, &req, bundle, sizeof bundle));
-    gmp_recorder_destroy(rec);
+    python_memory_error("traceback", bundle, sizeof bundle);
     static const char printed[] = "Traceback (most recent call last):\n"
                                   "  File \"/srv/job/train.py\", line 41, in <module>\n"
                                   "    main()\n"
