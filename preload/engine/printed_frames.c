@@ -19,6 +19,7 @@
  */
 #include "bundle.h"
 #include "preload.h"
+#include "printed_frame.h"
 #include "redact.h"
 
 #include <string.h>
@@ -34,33 +35,10 @@ static size_t frames_len, frames_n;
 static char held[GMP_PATH_MAX * 2 + 160]; /* our line, said when the frames end */
 static char patch_buf[64 * 1024];
 
-/* "LINE:COL" or "LINE" ending at end (exclusive): the digits' start, or NULL */
-static const char *digits_before(const char *start, const char *end)
-{
-    const char *p = end;
-    while (p > start && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    return p < end ? p : NULL;
-}
-
-/* The JVM's "\tat pkg.Class.method(File.java:12)" (or "(Native Method)",
- * "(Unknown Source)"); V8's "    at fn (/path/x.js:3:46)", "    at /path/x.js:3:46",
- * "    at new ArrayBuffer (<anonymous>)". */
 static int is_frame(const char *line)
 {
-    size_t n = strlen(line);
-    if (!strncmp(line, "\tat ", 4))
-        return n > 5 && line[n - 1] == ')' && strchr(line + 4, '(') != NULL;
-    if (strncmp(line, "    at ", 7) || n < 9 || line[7] == ' ')
-        return 0;
-    const char *end = line + n - (line[n - 1] == ')' ? 1 : 0);
-    if (line[n - 1] == ')' && end - (line + 7) > 11 && !memcmp(end - 11, "<anonymous>", 11))
-        return strchr(line + 7, '(') != NULL;
-    const char *col = digits_before(line + 7, end);
-    if (!col || col[-1] != ':')
-        return 0;
-    const char *row = digits_before(line + 7, col - 1);
-    return row && row[-1] == ':';
+    gmp_printed_frame f;
+    return gmp_printed_frame_read(line, strlen(line), &f) == 0;
 }
 
 /* The frames kept so far into the bundle, once (a bundle's file is never
