@@ -600,6 +600,17 @@ static void test_words_nobody_here_can_mean(void **state)
     unsetenv("GMP_TEST_LINE");
 }
 
+/* script's exit status (run_script's: its output in out and err), or -1
+ * after a SKIP line for test when it exited 77: what it needs (node, a
+ * JDK) is not installed here. */
+static int run_needing(const char *script, const char *test, const char *missing)
+{
+    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+    if (code == 77)
+        printf("SKIP  %s: %s\n", test, missing);
+    return code == 77 ? -1 : code;
+}
+
 /* Node's heap reaches the --max-old-space-size NODE_OPTIONS sets: V8 says
  * so in its own form ("FATAL ERROR: ... JavaScript heap out of memory") and
  * aborts.  One bundle with those words, whose outcome is the abort; the
@@ -614,11 +625,9 @@ static void test_node_heap_limit(void **state)
              "NODE_OPTIONS=--max-old-space-size=32 node -e 'const a = []; "
              "while (true) a.push(new Array(1e5).fill(1))' >/dev/null 2>&1",
              paths.preload);
-    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-    if (code == 77) {
-        printf("SKIP  test_node_heap_limit: node is not installed\n");
+    int code = run_needing(script, "test_node_heap_limit", "node is not installed");
+    if (code < 0)
         return;
-    }
     assert_int_equal(code, 128 + 6);
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     if (!strstr(json_str(md, "exception_message"), "JavaScript heap out of memory"))
@@ -650,11 +659,9 @@ static void test_node_array_buffer(void **state)
              "'  for (;;) keep.push(new ArrayBuffer(64 << 20));' '}' 'grow();' >grow.js && "
              "ulimit -v 3000000 && LD_PRELOAD='%s' node grow.js",
              paths.scratch, paths.preload);
-    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-    if (code == 77) {
-        printf("SKIP  test_node_array_buffer: node is not installed\n");
+    int code = run_needing(script, "test_node_array_buffer", "node is not installed");
+    if (code < 0)
         return;
-    }
     assert_int_equal(code, 1);
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     if (strcmp(json_str(md, "exception_type"), "RangeError") ||
@@ -695,11 +702,9 @@ static void test_jvm_heap_space(void **state)
                  "'    if (a.length == 0) fill(); } }' >Heap.java && "
                  "javac Heap.java && LD_PRELOAD='%s' java -Xmx16m Heap %s",
                  paths.scratch, cases[i][0], paths.preload, i ? "caught" : "");
-        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-        if (code == 77) {
-            printf("SKIP  test_jvm_heap_space: no JDK (javac) is installed\n");
+        int code = run_needing(script, "test_jvm_heap_space", "no JDK (javac) is installed");
+        if (code < 0)
             return;
-        }
         assert_int_equal(code, atoi(cases[i][1]));
         if (!strstr(err, "java.lang.OutOfMemoryError: Java heap space\n"))
             fail_msg("case %zu, the JVM's words: %s", i, err);
@@ -767,11 +772,9 @@ static void test_jvm_exit_on_oom(void **state)
                  "javac Heap.java && LD_PRELOAD='%s' java -Xmx16m %s Heap %s; s=$?; "
                  "rm -f dump.hprof; exit $s",
                  paths.scratch, paths.preload, cases[i].flags, cases[i].want ? "" : "quote");
-        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-        if (code == 77) {
-            printf("SKIP  test_jvm_exit_on_oom: no JDK (javac) is installed\n");
+        int code = run_needing(script, "test_jvm_exit_on_oom", "no JDK (javac) is installed");
+        if (code < 0)
             return;
-        }
         assert_int_equal(code, atoi(cases[i].status));
         if (!cases[i].want) {
             assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
@@ -806,11 +809,9 @@ static void test_jvm_direct_buffers(void **state)
              "'    while (true) kept.add(ByteBuffer.allocateDirect(1 << 20)); } }' >Direct.java && "
              "javac Direct.java && LD_PRELOAD='%s' java -XX:MaxDirectMemorySize=8m Direct",
              paths.scratch, paths.preload);
-    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-    if (code == 77) {
-        printf("SKIP  test_jvm_direct_buffers: no JDK (javac) is installed\n");
+    int code = run_needing(script, "test_jvm_direct_buffers", "no JDK (javac) is installed");
+    if (code < 0)
         return;
-    }
     assert_int_equal(code, 1);
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
     expect_headline(bundle, "the JVM ran out of memory: its direct buffers reached their limit\n");
