@@ -151,19 +151,33 @@ static void test_preload_textfile(void **state)
     char script[4096];
     /* while it runs: python3 holding 40 MiB in its main thread and 8 MiB
      * in each of 8 threads still alive (each counts in its own slot), the
-     * file rewritten every second */
+     * file rewritten every second. Python reads its own file until a
+     * rewrite shows at least what it holds (at most 30 s: a loaded machine
+     * may take seconds to start it, so no fixed sleep), prints the last
+     * one read, and only then lets its threads go. */
     snprintf(script, sizeof script,
              "export GMP_PROM_FILE='%s/live_%%p.prom' GMP_PROM_INTERVAL_S=1; "
-             "LD_PRELOAD='%s' python3 -c 'import threading, time\n"
+             "LD_PRELOAD='%s' python3 -c 'import os, re, threading, time\n"
              "keep = [bytearray(8 << 20) for _ in range(5)]\n"
              "done = threading.Event()\n"
+             "held = threading.Semaphore(0)\n"
              "def hold():\n"
              "    block = bytearray(8 << 20)\n"
+             "    held.release()\n"
              "    done.wait()\n"
              "threads = [threading.Thread(target=hold) for _ in range(8)]\n"
              "for t in threads: t.start()\n"
-             "time.sleep(3)\n"
-             "done.set()' & sleep 2; cat %s/live_$!.prom; wait",
+             "for t in threads: held.acquire()\n"
+             "path = \"%s/live_%%d.prom\" %% os.getpid()\n"
+             "text = \"\"\n"
+             "for _ in range(300):\n"
+             "    try: text = open(path).read()\n"
+             "    except OSError: pass\n"
+             "    m = re.search(r\"gpumemprof_bytes_in_use\\{[^}]*\\} (\\d+)\", text)\n"
+             "    if m and int(m.group(1)) >= 104 << 20: break\n"
+             "    time.sleep(0.1)\n"
+             "print(text, end=\"\")\n"
+             "done.set()'",
              paths.scratch, paths.preload, paths.scratch);
     run_script(&paths, script, text, sizeof text, err, sizeof err);
     check_format(text);
