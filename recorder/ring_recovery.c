@@ -132,6 +132,9 @@ typedef struct reaped_child {
     int pid, sig; /* sig 0: it exited */
     char newest[256];
     uint64_t newest_ns;
+    gmp_ring_header *newest_header; /* as read when found: the file may go
+                                     * before it is read again (gmp-run
+                                     * removes a proxy of a process gone) */
     uint64_t ticks; /* the newest's process */
     int keep, kept; /* the signal noted in its rings / it was */
 } reaped_child;
@@ -148,6 +151,7 @@ static int find_child_ring(int dirfd, const char *name, void *arg)
         return 0;
     c->newest_ns = h.start_time_ns;
     gmp_strlcpy(c->newest, name, sizeof c->newest);
+    memcpy(c->newest_header, &h, sizeof h);
     return 0;
 }
 
@@ -227,11 +231,12 @@ int gmp_rings_reaped(const char *run_dir, int pid, int status)
     int dirfd = gmp_run_dir_open(run_dir, NULL, 0);
     if (dirfd < 0)
         return 0;
-    reaped_child c = {.pid = pid, .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0};
-    gmp_dir_foreach(dirfd, find_child_ring, &c);
     gmp_ring_header h;
+    reaped_child c = {
+        .pid = pid, .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0, .newest_header = &h};
+    gmp_dir_foreach(dirfd, find_child_ring, &c);
     int kept = 0;
-    if (c.newest[0] && gmp_ring_file_header(dirfd, c.newest, &h, NULL) == 0) {
+    if (c.newest[0]) {
         /* the same for each ring of that process: its own, and gmp-run's
          * proxy of it made before it had its own */
         c.ticks = h.proc_start_ticks;

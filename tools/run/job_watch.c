@@ -9,7 +9,8 @@
  *     preload, or none of its allocations was worth one yet), makes a
  *     proxy ring for it (gmp_ring_create_proxy): its start time,
  *     command line and cgroup, so that a SIGKILL leaves a ring to recover
- *     whatever the runtime; the proxy goes once the process has its own.
+ *     whatever the runtime; the proxy goes once the process has its own,
+ *     or 2 s after the process is gone (its reaper reads it first).
  *     A process younger than a look (50 ms) is left for the next one: a
  *     build's or a shell loop's thousands of short processes would each
  *     cost a file made, mapped, unmapped and removed.  So a process killed
@@ -463,24 +464,78 @@ static int proxy_without_a_kill(const watched *w)
     return then != UINT64_MAX && now == then;
 }
 
+/* Proxies of processes gone, to be removed a while later.  A process is
+ * gone from /proc once its parent has reaped it, and a preloaded parent
+ * (torchrun, a launcher in Python) reads its proxy right after: how it
+ * ended, noted for the run's verdict (gmp_rings_reaped).  Removed at once,
+ * the proxy went between the parent's wait and its look, on a busy machine,
+ * and a rank the launcher stopped "left no bundle".  So the proxy waits
+ * GONE_GRACE_NS; where the reaper got there first, the file is gone already. */
+#define GONE_GRACE_NS (2ull * 1000000000)
+#define GONE_MAX 64
+static struct {
+    char path[GMP_PATH_MAX];
+    uint64_t due_ns;
+} gone[GONE_MAX];
+static size_t gone_count;
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The proxies whose time has come (all of them: now_ns UINT64_MAX). */
+static void remove_gone_proxies(uint64_t now_ns)
+{
+    for (size_t i = 0; i < gone_count;) {
+        if (gone[i].due_ns > now_ns) {
+            i++;
+            continue;
+        }
+        unlink(gone[i].path);
+        gone[i] = gone[--gone_count];
+    }
+}
+
+/* w's process is gone: its own ring is the reaper's to judge, a proxy goes
+ * (after GONE_GRACE_NS) as proxy_without_a_kill says. */
+static void forget_gone(watched *w, uint64_t now_ns)
+{
+    int remove = proxy_without_a_kill(w);
+    if (remove && gone_count == GONE_MAX) { /* the oldest goes early */
+        size_t oldest = 0;
+        for (size_t i = 1; i < gone_count; i++)
+            if (gone[i].due_ns < gone[oldest].due_ns)
+                oldest = i;
+        unlink(gone[oldest].path);
+        gone[oldest] = gone[--gone_count];
+    }
+    if (remove) {
+        gmp_strlcpy(gone[gone_count].path, w->ring.path, sizeof gone[gone_count].path);
+        gone[gone_count++].due_ns = now_ns + GONE_GRACE_NS;
+    }
+    unmap(w, 0);
+    let_files_go(w);
+}
+
 void job_watch_tick(void)
 {
     listed.done = 0;
     for (size_t i = 0; i < count; i++)
         table[i].alive = 0;
     visit_children((int)getpid(), 1, NULL, 0); /* gmp-run has one thread */
-    /* gone since the last tick: their own rings are the reaper's to judge,
-     * a proxy as proxy_without_a_kill says */
+    uint64_t now_ns = monotonic_ns();
     for (size_t i = 0; i < count;) {
-        watched *w = &table[i];
-        if (w->alive) {
+        if (table[i].alive) {
             i++;
             continue;
         }
-        unmap(w, proxy_without_a_kill(w));
-        let_files_go(w);
+        forget_gone(&table[i], now_ns);
         table[i] = table[--count];
     }
+    remove_gone_proxies(now_ns);
 }
 
 /* Go's own last words, as its runtime writes them (raw system calls, past
@@ -526,6 +581,7 @@ void job_watch_reaped(int pid)
  * running (a daemon) keeps its proxy, for a death later. */
 void job_watch_end(void)
 {
+    remove_gone_proxies(UINT64_MAX); /* the job's reapers are done */
     for (size_t i = 0; i < count; i++) {
         watched *w = &table[i];
         unmap(w, !w->reaped_here && proxy_without_a_kill(w) &&
