@@ -373,7 +373,7 @@ int main(int argc, char **argv)
         long long now_ns = now.tv_sec * 1000000000ll + now.tv_nsec;
         if (now_ns - last_look_ns >= LOOK_EVERY_NS) {
             if (held >= 0)
-                job_watch_tick();
+                job_watch_tick(now_ns);
             last_look_ns = now_ns;
         }
         long long left = last_look_ns + LOOK_EVERY_NS - now_ns;

@@ -479,13 +479,6 @@ static struct {
 } gone[GONE_MAX];
 static size_t gone_count;
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The proxies whose time has come (all of them: now_ns UINT64_MAX). */
 static void remove_gone_proxies(uint64_t now_ns)
 {
@@ -520,22 +513,21 @@ static void forget_gone(watched *w, uint64_t now_ns)
     let_files_go(w);
 }
 
-void job_watch_tick(void)
+void job_watch_tick(long long now_ns)
 {
     listed.done = 0;
     for (size_t i = 0; i < count; i++)
         table[i].alive = 0;
     visit_children((int)getpid(), 1, NULL, 0); /* gmp-run has one thread */
-    uint64_t now_ns = monotonic_ns();
     for (size_t i = 0; i < count;) {
         if (table[i].alive) {
             i++;
             continue;
         }
-        forget_gone(&table[i], now_ns);
+        forget_gone(&table[i], (uint64_t)now_ns);
         table[i] = table[--count];
     }
-    remove_gone_proxies(now_ns);
+    remove_gone_proxies((uint64_t)now_ns);
 }
 
 /* Go's own last words, as its runtime writes them (raw system calls, past
