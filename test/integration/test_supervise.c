@@ -277,13 +277,17 @@ static void test_output_through_a_pipe_as_without(void **state)
 
 /* gmp-run killed alone (kill -9 of its pid) while its job writes stderr to
  * a pipe: the relay that passes the pipe on is a process of its own, so
- * the job's later lines still arrive, as they would have without it. */
+ * the job's later lines still arrive, as they would have without it.  The
+ * kill waits for the job to have begun (a fixed wait could come before
+ * gmp-run had started it, on a busy machine). */
 static void test_output_outlives_a_killed_gmp_run(void **state)
 {
     (void)state;
-    run("( \"$GMP_RUN\" -- sh -c 'sleep 1; echo after >&2' 2>&1 & echo $! >\"$SLEEPER_PID.run\"; "
-        "wait ) | cat >\"$SLEEPER_PID.out\" & sleep 0.4; kill -9 $(cat \"$SLEEPER_PID.run\"); "
-        "wait; cat \"$SLEEPER_PID.out\"");
+    run("( \"$GMP_RUN\" -- sh -c ': >\"$SLEEPER_PID.began\"; sleep 1; echo after >&2' 2>&1 & "
+        "echo $! >\"$SLEEPER_PID.run\"; wait ) | cat >\"$SLEEPER_PID.out\" & "
+        "i=0; until [ -e \"$SLEEPER_PID.began\" ] && [ -s \"$SLEEPER_PID.run\" ] || [ $i = 400 ]; "
+        "do sleep 0.05; i=$((i + 1)); done; "
+        "kill -9 $(cat \"$SLEEPER_PID.run\"); wait; cat \"$SLEEPER_PID.out\"");
     if (strcmp(out, "after\n"))
         fail_msg("the job's line after gmp-run was killed: \"%s\" %s", out, err);
 }
