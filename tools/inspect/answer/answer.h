@@ -98,8 +98,8 @@ const char *outcome_words(bundle *b, char *out, size_t cap);
  * in none (key ""), -1 without memory; site is its failure's
  * (name_failure_site), path its bundle's.
  * runs_order: members by time, runs by their first death (runs with none
- * last).  run_heading: "torchrun run 7f3a, 3 ranks on a and b";
- * run_verdict: "rank 1 ran out of host memory first at ... (ENOMEM in
+ * last).  run_words.c: run_heading, "torchrun run 7f3a, 3 ranks on a and b";
+ * run_verdict, "rank 1 ran out of host memory first at ... (ENOMEM in
  * malloc at train.py:29 in step); ranks 0 and 2 ended 0.9 s later
  * (SIGTERM, not of memory)". */
 #define RUN_HOSTS_NAMED 4
