@@ -162,7 +162,8 @@ typedef struct gmp_ring_header {
     uint64_t stacks_used;    /* atomic: stack records claimed */
     uint64_t modules_used;   /* atomic: module records claimed */
     uint32_t python_records; /* the Python frames' region, in records */
-    uint32_t reserved;
+    uint32_t death_after_ms; /* written with death_signal: the reap, in ms after
+                              * start_time_ns (0 unknown) */
     uint64_t python_used;    /* atomic: Python frame records claimed */
     gmp_job_place place;     /* its Slurm job, step, task and node */
     char run_vars[GMP_RUN_VARS_SIZE]; /* its run's launcher variables */

@@ -168,9 +168,18 @@ static int decide_child_ring(int dirfd, const char *name, void *arg)
                __atomic_load_n(&h.death_signal, __ATOMIC_RELAXED) == 0;
     int kept = 0;
     if (ours && c->keep) {
+        /* when, then how (readers take the signal's presence to mean both):
+         * its bundle, written at the job's end or by a later `recover`,
+         * dates the death, not its own writing */
+        uint64_t now = gmp_now_realtime_ns(), ms = now > h.start_time_ns
+                                                       ? (now - h.start_time_ns) / 1000000 + 1
+                                                       : 0;
+        uint32_t after = ms > UINT32_MAX ? 0 : (uint32_t)ms;
         int32_t sig = c->sig;
-        kept = pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal)) ==
-               (ssize_t)sizeof sig;
+        kept = pwrite(fd, &after, sizeof after, offsetof(gmp_ring_header, death_after_ms)) ==
+                   (ssize_t)sizeof after &&
+               pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal)) ==
+                   (ssize_t)sizeof sig;
         c->kept |= kept;
     }
     close(fd);

@@ -104,6 +104,19 @@ static void scan_twins(int dirfd, twin_scan *t)
     close(fd);
 }
 
+/* When the ring's process died, as near as known: when its parent reaped
+ * it (noted in the ring with the signal), else now, for a caller that has
+ * just reaped it itself (opt->pid) or a death nobody saw end. */
+static uint64_t death_time_ns(const gmp_recover_options *opt, const gmp_ring_header *live)
+{
+    uint32_t after = __atomic_load_n(&live->death_after_ms, __ATOMIC_RELAXED);
+    if ((opt->pid && opt->pid == live->pid) || !after ||
+        !__atomic_load_n(&live->death_signal, __ATOMIC_RELAXED))
+        return gmp_now_realtime_ns();
+    uint64_t at = live->start_time_ns + (uint64_t)(after - 1) * 1000000;
+    return at >= live->start_time_ns && at <= gmp_now_realtime_ns() ? at : gmp_now_realtime_ns();
+}
+
 /* Whether the kernel's OOM killer is named as the killer of the ring's
  * process (1) or not (0), with the evidence written in out.  A privileged
  * caller's word (gmp_recover_options) is taken for the processes it names
@@ -321,7 +334,7 @@ static int recover_one(int dirfd, const char *name, void *arg)
         .req = &req,
         .context = context,
         .metadata_json = "{}",
-        .time_ns = gmp_now_realtime_ns(),
+        .time_ns = death_time_ns(rc->opt, live),
         .pid = live->pid > 0 ? live->pid : -1,
     };
     char bundle[GMP_PATH_MAX], bname[256];

@@ -36,7 +36,11 @@ static char launcher[700];
 
 /* launcher.py MODE [NODE] [RUN_ID]: MODE "one" (local rank 1 runs out),
  * "every" (all do; local rank 1 raises last), "staggered" (all do, rank
- * 1 first, the others 0.7 s later, and rank 1 raises 4 s after its failure) or "healthy" (all exit 0 at once).
+ * 1 first, the others 0.7 s later, and rank 1 raises 4 s after its
+ * failure), "killed" (rank 1 runs out and holds its MemoryError, rank 0
+ * allocates 8 MiB and kills itself with SIGKILL 1.2 s after its start, the
+ * launcher exits 3 s after stopping the others) or "healthy" (all exit 0
+ * at once).
  * Ranks NODE*3 .. NODE*3+2 of a world of 3 per node (NODES in the
  * environment, 1 unless set).  SLOW_REAPER in the environment: it reaps
  * the ranks it stopped as a busy machine may let a preloaded launcher do,
@@ -52,7 +56,7 @@ static const char launcher_py[] =
     "rank, mode = int(os.environ['LOCAL_RANK']), sys.argv[1]\n"
     "if mode == 'staggered' and rank != 1:\n"
     "    time.sleep(0.7)  # rank 1 runs out first, the others after it\n"
-    "if mode not in ('one', 'healthy') or rank == 1 and mode == 'one':\n"
+    "if mode not in ('one', 'killed', 'healthy') or rank == 1 and mode in ('one', 'killed'):\n"
     "    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
     "    hold = []\n"
     "    def fill():\n"
@@ -63,8 +67,13 @@ static const char launcher_py[] =
     "    except MemoryError:\n"
     "        # the others still at it when stopped; staggered, they have run out\n"
     "        # by then, even on a busy machine (they start 0.7 s late)\n"
-    "        time.sleep((4 if mode == 'staggered' else 1.5) if rank == 1 else 60)\n"
+    "        time.sleep((4 if mode == 'staggered' else 1.5) if rank == 1 and mode != 'killed'\n"
+    "                   else 60)\n"
     "        raise\n"
+    "if mode == 'killed' and rank == 0:\n"
+    "    held = [bytearray(1 << 20) for _ in range(8)]  # a ring of its own\n"
+    "    time.sleep(1.2)  # rank 1 has run out by then\n"
+    "    os.kill(os.getpid(), 9)\n"
     "if mode != 'healthy':\n"
     "    time.sleep(60)\n"
     "'''\n"
@@ -93,7 +102,10 @@ static const char launcher_py[] =
     "                                       status.value)\n"
     "    p.returncode = -(status.value & 0x7f) or status.value >> 8\n"
     "    return abs(p.returncode)\n"
-    "sys.exit(max(reap(p) for p in ranks))\n";
+    "status = max(reap(p) for p in ranks)\n"
+    "if mode == 'killed':\n"
+    "    time.sleep(3)  # the job ends, and its rings are recovered, later\n"
+    "sys.exit(status)\n";
 
 /* The launcher run under the preload with ARGS, and then `triage FORMAT`
  * of the dump directory in out. */
@@ -247,6 +259,29 @@ static void test_gmp_run_tells_the_run(void **state)
     run_script(&paths, script, out, sizeof out, err, sizeof err);
     if (strcmp(out, "status 0\n0\n") || strstr(err, "gpumemprof"))
         fail_msg("a healthy run: %s\nstderr: %s", out, err);
+}
+
+/* Under gmp-run, a rank killed by SIGKILL (as the OOM killer kills) leaves
+ * a ring its launcher keeps; gmp-run writes its bundle when the job ends,
+ * here 3 s later.  Its death is dated by the launcher's reap, noted in the
+ * ring, not by that writing: the verdict puts it within a second of rank
+ * 1's failure, and `show` says so. */
+static void test_killed_rank_dated_by_its_death(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    char script[4096];
+    snprintf(script, sizeof script,
+             "'%s/gmp-run' --dump-dir \"$GMP_DUMP_DIR\" -- python3 '%s' killed 2>&1 | tail -2",
+             paths.build, launcher);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    expect_said("the first death", "rank 1 ran out of host memory first, at ");
+    expect_said("its bundle", "died (SIGKILL); bundle: ");
+    const char *killed = strstr(out, "rank 0 ended by SIGKILL ");
+    double later = killed ? strtod(killed + strlen("rank 0 ended by SIGKILL "), NULL) : -1;
+    if (!killed || later < 0.5 || later > 2.5)
+        fail_msg("rank 0's SIGKILL is not dated near its death (1.2 s after its start, "
+                 "3 s before the job's end):\n%s\nstderr: %s", out, err);
 }
 
 /* ---- the real torchrun and torch.multiprocessing.spawn ------------------ */
@@ -466,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_runs_told_apart_and_joined),
         cmocka_unit_test(test_retention_keeps_the_first),
         cmocka_unit_test(test_gmp_run_tells_the_run),
+        cmocka_unit_test(test_killed_rank_dated_by_its_death),
         cmocka_unit_test(test_torchrun_one_rank),
         cmocka_unit_test(test_torchrun_every_rank),
         cmocka_unit_test(test_torchrun_under_gmp_run),
