@@ -553,8 +553,10 @@ static void on_line(const char *line)
     write_message_bundle(pattern, line, with_traceback, runtime, own);
 }
 
-void gmp_messages_end(void)
+GMP_START_EXIT_TEXT void gmp_messages_end(void)
 {
+    if (!gmp_printed_frames_awaited())
+        return; /* nothing held back: most processes, at their exit */
     if (!try_lock())
         return; /* a writer this thread interrupted: its line is lost */
     gmp_printed_frames_end();

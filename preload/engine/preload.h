@@ -473,12 +473,14 @@ GMP_HIDDEN void gmp_messages_note_bundle(const char *path, int level);
  * after its OOM line (the JVM's, V8's) go to the bundle at path that line
  * went to (expect); our line about a bundle waits for them (hold: the text
  * after "gpumemprof: "); line: 1 when it was such a frame, kept; end: no
- * more frames, the held line said.  gmp_messages_end (oom_messages.c): the
+ * more frames, the held line said; awaited: whether frames are expected (read
+ * without the lock, by every exit).  gmp_messages_end (oom_messages.c): the
  * process ends, the held line is said (async-signal-safe). */
 GMP_HIDDEN void gmp_printed_frames_expect(const char *path);
 GMP_HIDDEN void gmp_printed_frames_hold(const char *line);
 GMP_HIDDEN int gmp_printed_frames_line(const char *line);
 GMP_HIDDEN void gmp_printed_frames_end(void);
+GMP_HIDDEN int gmp_printed_frames_awaited(void);
 GMP_HIDDEN void gmp_messages_end(void);
 /* message_speakers.c: whether this process can mean the OOM line it wrote
  * (pattern: gmp_classify_oom_line's), so that it may be a bundle of its own:

@@ -27,7 +27,10 @@
 #define FRAMES_KEPT 16
 #define FRAMES_MAX 4096
 
-static int expecting; /* a line that may be followed by frames was taken */
+/* a line that may be followed by frames was taken; every process's exit
+ * reads it (gmp_printed_frames_awaited), so it lies on a page the loader
+ * wrote: in .bss it was a page fault of its own in each process */
+static int expecting GMP_STARTUP_DATA;
 static int owner;     /* the pid that took it: a forked child's lines are its own */
 static char bundle[GMP_PATH_MAX]; /* where they go, until they are written */
 static char frames[FRAMES_MAX];
@@ -90,6 +93,14 @@ int gmp_printed_frames_line(const char *line)
             write_frames(); /* the program's own are among the innermost */
     }
     return 1;
+}
+
+/* Read without the lock, by the exit: whether there is anything for
+ * gmp_printed_frames_end to do, so that a process that printed no runtime's
+ * OOM line exits without the lock's page or this file's text. */
+GMP_START_EXIT_TEXT int gmp_printed_frames_awaited(void)
+{
+    return __atomic_load_n(&expecting, __ATOMIC_RELAXED);
 }
 
 void gmp_printed_frames_end(void)
