@@ -162,8 +162,9 @@ typedef struct gmp_ring_header {
     uint64_t stacks_used;    /* atomic: stack records claimed */
     uint64_t modules_used;   /* atomic: module records claimed */
     uint32_t python_records; /* the Python frames' region, in records */
-    uint32_t death_after_ms; /* written with death_signal: the reap, in ms after
-                              * start_time_ns (0 unknown) */
+    uint32_t death_after_ms; /* atomic: the death, in ms after start_time_ns, plus
+                              * 1 (0 unknown): its reaper's wait, or gmp-run's
+                              * first sight of it dead, whichever came first */
     uint64_t python_used;    /* atomic: Python frame records claimed */
     gmp_job_place place;     /* its Slurm job, step, task and node */
     char run_vars[GMP_RUN_VARS_SIZE]; /* its run's launcher variables */
@@ -207,6 +208,14 @@ GMP_HIDDEN int gmp_ring_process_gone(const gmp_ring_header *h);
  * flags: SIGKILL, or a crash after a failed allocation the process did not
  * write up itself. */
 GMP_HIDDEN int gmp_ring_death_may_be_memory(uint32_t flags, int sig);
+/* When h's process died, as near as known: the time noted in its
+ * death_after_ms, else (none noted, or one that cannot be) fallback_ns.
+ * Noting: the death seen at now_ns, in a ring mapped writable, unless a
+ * time is noted already (an earlier one: gmp-run sees a zombie before a
+ * launcher that polls every few seconds reaps it). */
+GMP_HIDDEN uint64_t gmp_ring_death_ns(const gmp_ring_header *h, uint64_t fallback_ns);
+GMP_HIDDEN uint32_t gmp_ring_death_after_ms(const gmp_ring_header *h, uint64_t now_ns);
+GMP_HIDDEN void gmp_ring_note_death_time(gmp_ring_header *h, uint64_t now_ns);
 
 /* Create a ring for capacity events.  dir != NULL: a file "ring_<pid>_<ns>.gmr"
  * in dir (blocks reserved up front, so a full disk never SIGBUSes a writer);

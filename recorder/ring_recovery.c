@@ -155,6 +155,29 @@ static int find_child_ring(int dirfd, const char *name, void *arg)
     return 0;
 }
 
+uint32_t gmp_ring_death_after_ms(const gmp_ring_header *h, uint64_t now_ns)
+{
+    if (now_ns <= h->start_time_ns)
+        return 0;
+    uint64_t ms = (now_ns - h->start_time_ns) / 1000000 + 1;
+    return ms > UINT32_MAX ? 0 : (uint32_t)ms;
+}
+
+uint64_t gmp_ring_death_ns(const gmp_ring_header *h, uint64_t fallback_ns)
+{
+    uint32_t after = __atomic_load_n(&h->death_after_ms, __ATOMIC_RELAXED);
+    uint64_t at = h->start_time_ns + (uint64_t)(after - 1) * 1000000;
+    return after && at >= h->start_time_ns && at <= fallback_ns ? at : fallback_ns;
+}
+
+void gmp_ring_note_death_time(gmp_ring_header *h, uint64_t now_ns)
+{
+    uint32_t none = 0, after = gmp_ring_death_after_ms(h, now_ns);
+    if (after)
+        __atomic_compare_exchange_n(&h->death_after_ms, &none, after, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+}
+
 /* Each ring of the reaped process: the signal noted (a death that may be
  * of memory), or the ring removed. */
 static int decide_child_ring(int dirfd, const char *name, void *arg)
@@ -168,18 +191,16 @@ static int decide_child_ring(int dirfd, const char *name, void *arg)
                __atomic_load_n(&h.death_signal, __ATOMIC_RELAXED) == 0;
     int kept = 0;
     if (ours && c->keep) {
-        /* when, then how (readers take the signal's presence to mean both):
-         * its bundle, written at the job's end or by a later `recover`,
-         * dates the death, not its own writing */
-        uint64_t now = gmp_now_realtime_ns(), ms = now > h.start_time_ns
-                                                       ? (now - h.start_time_ns) / 1000000 + 1
-                                                       : 0;
-        uint32_t after = ms > UINT32_MAX ? 0 : (uint32_t)ms;
+        /* when, then how: its bundle, written at the job's end or by a
+         * later `recover`, dates the death, not its own writing; a time
+         * gmp-run noted when it saw the process dead is kept, as earlier */
+        uint32_t after = gmp_ring_death_after_ms(&h, gmp_now_realtime_ns());
         int32_t sig = c->sig;
-        kept = pwrite(fd, &after, sizeof after, offsetof(gmp_ring_header, death_after_ms)) ==
-                   (ssize_t)sizeof after &&
-               pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal)) ==
-                   (ssize_t)sizeof sig;
+        int dated = h.death_after_ms || !after ||
+                    pwrite(fd, &after, sizeof after, offsetof(gmp_ring_header, death_after_ms)) ==
+                        (ssize_t)sizeof after;
+        kept = dated && pwrite(fd, &sig, sizeof sig, offsetof(gmp_ring_header, death_signal)) ==
+                            (ssize_t)sizeof sig;
         c->kept |= kept;
     }
     close(fd);
@@ -211,7 +232,7 @@ static void note_end(int dirfd, const char *run_dir, const gmp_ring_header *h, i
         gmp_fmt_i64(WEXITSTATUS(status), code);
     else
         gmp_fmt_i64(WTERMSIG(status), sig);
-    gmp_fmt_u64(gmp_now_realtime_ns(), ns);
+    gmp_fmt_u64(gmp_ring_death_ns(h, gmp_now_realtime_ns()), ns);
     if (gmp_strjoin(line, sizeof line, pid, " ", r, " ", code, " ", sig, " ", ns, " ", key, "\n",
                     (char *)NULL) < 0)
         return;

@@ -105,16 +105,12 @@ static void scan_twins(int dirfd, twin_scan *t)
 }
 
 /* When the ring's process died, as near as known: when its parent reaped
- * it (noted in the ring with the signal), else now, for a caller that has
- * just reaped it itself (opt->pid) or a death nobody saw end. */
+ * it or gmp-run saw it dead (noted in the ring), else now, for a caller
+ * that has just reaped it itself (opt->pid) or a death nobody saw end. */
 static uint64_t death_time_ns(const gmp_recover_options *opt, const gmp_ring_header *live)
 {
-    uint32_t after = __atomic_load_n(&live->death_after_ms, __ATOMIC_RELAXED);
-    if ((opt->pid && opt->pid == live->pid) || !after ||
-        !__atomic_load_n(&live->death_signal, __ATOMIC_RELAXED))
-        return gmp_now_realtime_ns();
-    uint64_t at = live->start_time_ns + (uint64_t)(after - 1) * 1000000;
-    return at >= live->start_time_ns && at <= gmp_now_realtime_ns() ? at : gmp_now_realtime_ns();
+    uint64_t now = gmp_now_realtime_ns();
+    return opt->pid && opt->pid == live->pid ? now : gmp_ring_death_ns(live, now);
 }
 
 /* Whether the kernel's OOM killer is named as the killer of the ring's

@@ -23,7 +23,10 @@
  *     to a kill, without pushing a steady process's own events out.
  *
  * How a process ended is decided where it is reaped (gmp_rings_reaped) and
- * recovered (gmp_rings_recover), as for every ring.  One end only the
+ * recovered (gmp_rings_recover), as for every ring; when, the first look
+ * that sees it dead (a zombie, or gone) notes in its ring, where its
+ * reaper has not: a launcher that polls its ranks every few seconds reaps
+ * a rank the OOM killer killed seconds after its death.  One end only the
  * job's output tells: a Go program writes its out-of-memory words and exits
  * 2 past the C library; what a proxied process's life added to the job's
  * stderr (job_output.c: a file read back, a pipe passed on) is searched
@@ -392,8 +395,11 @@ static void visit_child(int child, int depth)
     else
         memset(&look, 0, sizeof look);
     if (look.state == 'Z') { /* dead, not reaped: kept for its reaper */
-        if (known)
+        if (known) {
             known->alive = 1;
+            if (known->mapped) /* dated now, not when a launcher that polls reaps it */
+                gmp_ring_note_death_time(known->ring.hdr, gmp_now_realtime_ns());
+        }
         return;
     }
     watched *w = look.start_ticks ? find(known, child, look.start_ticks) : NULL;
@@ -493,9 +499,13 @@ static void remove_gone_proxies(uint64_t now_ns)
 }
 
 /* w's process is gone: its own ring is the reaper's to judge, a proxy goes
- * (after GONE_GRACE_NS) as proxy_without_a_kill says. */
+ * (after GONE_GRACE_NS) as proxy_without_a_kill says.  Its death is dated
+ * now where neither its reaper (one without the preload) nor a look that
+ * saw it dead did. */
 static void forget_gone(watched *w, uint64_t now_ns)
 {
+    if (w->mapped)
+        gmp_ring_note_death_time(w->ring.hdr, gmp_now_realtime_ns());
     int remove = proxy_without_a_kill(w);
     if (remove && gone_count == GONE_MAX) { /* the oldest goes early */
         size_t oldest = 0;
