@@ -27,9 +27,10 @@
 #define FRAMES_KEPT 16
 #define FRAMES_MAX 4096
 
-/* a line that may be followed by frames was taken; every process's exit
- * reads it (gmp_printed_frames_awaited), so it lies on a page the loader
- * wrote: in .bss it was a page fault of its own in each process */
+/* atomic: a line that may be followed by frames was taken.  Every
+ * process's exit reads it, without the lock (gmp_printed_frames_awaited),
+ * so it lies on a page the loader wrote: in .bss it was a page fault of
+ * its own in each process */
 static int expecting GMP_STARTUP_DATA;
 static int owner;     /* the pid that took it: a forked child's lines are its own */
 static char bundle[GMP_PATH_MAX]; /* where they go, until they are written */
@@ -63,7 +64,7 @@ void gmp_printed_frames_expect(const char *path)
 {
     gmp_strlcpy(bundle, path, sizeof bundle);
     frames_len = frames_n = 0;
-    expecting = 1;
+    __atomic_store_n(&expecting, 1, __ATOMIC_RELAXED);
     owner = this_pid();
     held[0] = '\0';
 }
@@ -75,9 +76,9 @@ void gmp_printed_frames_hold(const char *line)
 
 int gmp_printed_frames_line(const char *line)
 {
-    if (expecting && owner != this_pid())
-        expecting = 0; /* the parent's, from before the fork */
-    if (!expecting)
+    if (__atomic_load_n(&expecting, __ATOMIC_RELAXED) && owner != this_pid())
+        __atomic_store_n(&expecting, 0, __ATOMIC_RELAXED); /* the parent's, from before the fork */
+    if (!__atomic_load_n(&expecting, __ATOMIC_RELAXED))
         return 0;
     if (!is_frame(line)) {
         gmp_printed_frames_end();
@@ -105,10 +106,10 @@ GMP_START_EXIT_TEXT int gmp_printed_frames_awaited(void)
 
 void gmp_printed_frames_end(void)
 {
-    if (!expecting || owner != this_pid())
+    if (!__atomic_load_n(&expecting, __ATOMIC_RELAXED) || owner != this_pid())
         return;
     write_frames();
-    expecting = 0;
+    __atomic_store_n(&expecting, 0, __ATOMIC_RELAXED);
     if (held[0]) {
         gmp_log("%s", held);
         held[0] = '\0';
