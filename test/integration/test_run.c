@@ -115,6 +115,29 @@ static void test_gmp_run_grandchild(void **state)
     json_decref(killed_bundle("SIGKILL", 4));
 }
 
+/* A process whose main thread ended first reads as a zombie in /proc,
+ * its live threads counted, though it runs on: gmp-run's look does not
+ * date its death then.  Killed 1.5 s after its start, 1.2 s after its
+ * main thread ended, its bundle is dated by the kill. */
+static void test_killed_after_its_main_thread_ended(void **state)
+{
+    (void)state;
+    char script[2048];
+    snprintf(script, sizeof script,
+             "echo \"t0 $(date +%%s%%N)\"; \"$GMP_RUN\" --dump-dir \"$GMP_DUMP_DIR\" -- "
+             "sh -c '%s/test/programs/leader_exits 1500; exit 4'",
+             paths.build);
+    run(script);
+    assert_true(ends_with_status(4));
+    long long t0 = strncmp(out, "t0 ", 3) ? 0 : atoll(out + 3);
+    json_t *manifest = only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle);
+    double after = (double)(json_int(manifest, "created_at_ns") - t0) / 1e9;
+    json_decref(manifest);
+    if (!t0 || after < 1.2 || after > 5)
+        fail_msg("the kill 1.5 s after the start is dated %.2f s after it:\n%s\nstderr: %s",
+                 after, out, err);
+}
+
 /* An exec leaves the old image's ring, os._exit skips the destructor:
  * neither is a death, so neither gets a bundle. */
 static void test_exec_and_quick_exit_are_not_deaths(void **state)
@@ -612,6 +635,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gmp_run_kill_9),
         cmocka_unit_test(test_gmp_run_grandchild),
+        cmocka_unit_test(test_killed_after_its_main_thread_ended),
         cmocka_unit_test(test_exec_and_quick_exit_are_not_deaths),
         cmocka_unit_test(test_killed_bundle_names_sites),
         cmocka_unit_test(test_killed_rank_names_its_run),

@@ -397,7 +397,9 @@ static void visit_child(int child, int depth)
     if (look.state == 'Z') { /* dead, not reaped: kept for its reaper */
         if (known) {
             known->alive = 1;
-            if (known->mapped) /* dated now, not when a launcher that polls reaps it */
+            /* dated now, not when a launcher that polls reaps it; a leader
+             * whose threads live on reads as a zombie too, with them counted */
+            if (known->mapped && look.threads == 1)
                 gmp_ring_note_death_time(known->ring.hdr, gmp_now_realtime_ns());
         }
         return;
@@ -498,13 +500,15 @@ static void remove_gone_proxies(uint64_t now_ns)
     }
 }
 
-/* w's process is gone: its own ring is the reaper's to judge, a proxy goes
- * (after GONE_GRACE_NS) as proxy_without_a_kill says.  Its death is dated
- * now where neither its reaper (one without the preload) nor a look that
- * saw it dead did. */
+/* w's process was not seen this look: gone, its own ring the reaper's to
+ * judge, a proxy removed (after GONE_GRACE_NS) as proxy_without_a_kill
+ * says.  Its death is dated now where neither its reaper (one without the
+ * preload) nor a look that saw it dead did, once its pid is another's or
+ * none (a look that missed a live process, under a leader read as a
+ * zombie, dates nothing). */
 static void forget_gone(watched *w, uint64_t now_ns)
 {
-    if (w->mapped)
+    if (w->mapped && gmp_proc_start_ticks(w->pid) != w->start_ticks)
         gmp_ring_note_death_time(w->ring.hdr, gmp_now_realtime_ns());
     int remove = proxy_without_a_kill(w);
     if (remove && gone_count == GONE_MAX) { /* the oldest goes early */
