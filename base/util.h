@@ -138,6 +138,14 @@ typedef struct gmp_proc_look {
 GMP_HIDDEN int gmp_proc_look_at(int pid, gmp_proc_look *out);
 /* The same of a /proc/PID/stat text already read. */
 GMP_HIDDEN int gmp_proc_look_in(const char *stat_text, gmp_proc_look *out);
+/* Whether it says a process dead and not yet reaped: a zombie with no live
+ * thread, or one the kernel is tearing down.  A process whose main thread
+ * ended before its other threads reads as a zombie too, and runs on; its
+ * live threads are counted then. */
+static inline int gmp_proc_look_dead(const gmp_proc_look *look)
+{
+    return (look->state == 'Z' && look->threads <= 1) || look->state == 'X';
+}
 /* Its state letter in /proc/PID/stat ('R', 'S', 'Z' a zombie), 0 if none;
  * its parent's pid, 0 if unknown (pid 0: this process, for both). */
 GMP_HIDDEN char gmp_proc_state(int pid);

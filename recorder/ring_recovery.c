@@ -292,8 +292,8 @@ int gmp_ring_process_gone(const gmp_ring_header *h)
         return 1; /* another process under that pid */
     /* dead, not yet reaped: its parent died with it (a gmp-run killed with
      * its command) and the one it went to has not waited yet */
-    char state = gmp_proc_state(h->pid);
-    return state == 'Z' || state == 'X';
+    gmp_proc_look look;
+    return gmp_proc_look_at(h->pid, &look) == 0 && gmp_proc_look_dead(&look);
 }
 
 /* ---- reaping ----------------------------------------------------------- */

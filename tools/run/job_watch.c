@@ -394,12 +394,10 @@ static void visit_child(int child, int depth)
         gmp_proc_look_in(stat, &look);
     else
         memset(&look, 0, sizeof look);
-    if (look.state == 'Z') { /* dead, not reaped: kept for its reaper */
+    if (gmp_proc_look_dead(&look)) { /* dead, not reaped: kept for its reaper */
         if (known) {
             known->alive = 1;
-            /* dated now, not when a launcher that polls reaps it; a leader
-             * whose threads live on reads as a zombie too, with them counted */
-            if (known->mapped && look.threads == 1)
+            if (known->mapped) /* dated now, not when a launcher that polls reaps it */
                 gmp_ring_note_death_time(known->ring.hdr, gmp_now_realtime_ns());
         }
         return;
@@ -438,7 +436,7 @@ static void visit_children_of_thread(int pid, const char *tid, watched *w, int d
 /* Each child of pid (every thread's), then theirs.  threads: as its stat
  * said (0 unknown); a process of one thread is asked only of its own, not
  * its task directory listed (five system calls fewer a process a look; a
- * leader gone before its threads reads as a zombie, never walked). */
+ * process whose leader ended before its threads counts them, and is). */
 static void visit_children(int pid, long threads, watched *w, int depth)
 {
     char num[24];
@@ -504,8 +502,7 @@ static void remove_gone_proxies(uint64_t now_ns)
  * judge, a proxy removed (after GONE_GRACE_NS) as proxy_without_a_kill
  * says.  Its death is dated now where neither its reaper (one without the
  * preload) nor a look that saw it dead did, once its pid is another's or
- * none (a look that missed a live process, under a leader read as a
- * zombie, dates nothing). */
+ * none: a look that missed a live process dates nothing. */
 static void forget_gone(watched *w, uint64_t now_ns)
 {
     if (w->mapped && gmp_proc_start_ticks(w->pid) != w->start_ticks)
