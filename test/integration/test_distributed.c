@@ -394,6 +394,57 @@ static void test_torchrun_under_gmp_run(void **state)
     expect_said("the ranks torchrun stopped", "; ranks 0 and 2 ended by SIGTERM ");
 }
 
+/* Ranks for torchrun: rank 1 runs out (RLIMIT_AS) and holds its
+ * MemoryError; rank 0, with a ring of its own, kills itself with SIGKILL
+ * (as the OOM killer kills) 0.5 s after rank 1's failure. */
+static const char killed_rank_py[] =
+    "import os, resource, signal, time\n"
+    "rank = int(os.environ['RANK'])\n"
+    "if rank == 1:\n"
+    "    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+    "    hold = []\n"
+    "    try:\n"
+    "        while True:\n"
+    "            hold.append(bytearray(64 << 20))\n"
+    "    except MemoryError:\n"
+    "        open('rank1-failed', 'w').close()\n"
+    "        time.sleep(60)\n"
+    "        raise\n"
+    "if rank == 0:\n"
+    "    keep = [bytearray(8 << 20) for _ in range(4)]\n"
+    "    while not os.path.exists('rank1-failed'):\n"
+    "        time.sleep(0.05)\n"
+    "    time.sleep(0.5)\n"
+    "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    "time.sleep(60)\n";
+
+/* torchrun looking at its ranks every 10 s (--monitor-interval; 5 s was
+ * the default of older releases), under gmp-run: rank 0's SIGKILL is dated
+ * by gmp-run's look at the job, 0.5 s after rank 1's failure, not by
+ * torchrun's reap seconds later. */
+static void test_torchrun_slow_monitor_under_gmp_run(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    const char *python = torch_python();
+    char file[sizeof paths.scratch + 16], commands[3000];
+    snprintf(file, sizeof file, "%s/killed.py", paths.scratch);
+    write_file(file, killed_rank_py, strlen(killed_rank_py));
+    snprintf(commands, sizeof commands,
+             "export PATH=\"$(dirname '%s'):$PATH\" TMPDIR='%s'; cd '%s' && rm -f rank1-failed && "
+             "{ '%s/gmp-run' --dump-dir \"$GMP_DUMP_DIR\" -- torchrun --nproc-per-node 3 "
+             "--monitor-interval 10 killed.py; } >torch.out 2>&1; tail -1 torch.out",
+             python, paths.scratch, paths.scratch, paths.build);
+    run_launchers(commands, "text");
+    expect_said("rank 1 first", ": rank 1 ran out of host memory first, at ");
+    const char *killed = strstr(out, "rank 0 ended by SIGKILL ");
+    char *end = NULL;
+    double later = killed ? strtod(killed + strlen("rank 0 ended by SIGKILL "), &end) : -1;
+    if (!killed || strncmp(end, " s later", 8) || later < 0.3 || later > 2)
+        fail_msg("rank 0's SIGKILL, 0.5 s after rank 1's failure, is not dated so:\n%s\n"
+                 "stderr: %s", out, err);
+}
+
 /* torch.multiprocessing.spawn: the parent's relay of rank 1's error is no
  * death; the ranks are one run, of their launcher. */
 static void test_mp_spawn(void **state)
@@ -513,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_torchrun_one_rank),
         cmocka_unit_test(test_torchrun_every_rank),
         cmocka_unit_test(test_torchrun_under_gmp_run),
+        cmocka_unit_test(test_torchrun_slow_monitor_under_gmp_run),
         cmocka_unit_test(test_accelerate_launch),
         cmocka_unit_test(test_mp_spawn),
         cmocka_unit_test(test_spawn_rank_on_every_cpython),
