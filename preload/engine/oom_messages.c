@@ -381,8 +381,11 @@ static int write_bundle(const exception_text *t, const char *pattern, const char
         snprintf(said, sizeof said, "OOM message on %s (%s); bundle: %s" GMP_READ_IT "%s",
                  scanned_stream, pattern, path, path);
         gmp_printed_frames_expect(path);
-        if (!strcmp(pattern, "java.lang.outofmemoryerror"))
-            gmp_printed_frames_hold(said); /* its "\tat" lines follow */
+        /* its "\tat" lines follow, whichever words matched ("unable to
+         * create native thread: possibly out of memory" reads as "out of
+         * memory") */
+        if (strcasestr(line, "java.lang.OutOfMemoryError"))
+            gmp_printed_frames_hold(said);
         else
             gmp_log("%s", said);
         gmp_strlcpy(last_bundle, path, sizeof last_bundle);

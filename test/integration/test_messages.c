@@ -738,6 +738,41 @@ static void test_jvm_heap_space(void **state)
     }
 }
 
+/* A JVM that cannot start another thread under `ulimit -v` says so in
+ * words that match "out of memory" first ("unable to create native thread:
+ * possibly out of memory or process/resource limits reached"); its "\tat"
+ * lines follow, and our line waits until they end, as for the heap.  The
+ * bundle fails at the program's Java line.  Skipped with a line where no
+ * JDK is installed. */
+static void test_jvm_native_thread(void **state)
+{
+    (void)state;
+    skip_under_preload_sanitizer("RLIMIT_AS");
+    char script[4096], bundle[1024];
+    snprintf(script, sizeof script,
+             "command -v javac >/dev/null || exit 77; cd '%s' && printf '%%s\\n' "
+             "'public class Threads {' '  static void spawn() {' "
+             "'    Thread t = new Thread(() -> { try { Thread.sleep(600000); } "
+             "catch (InterruptedException e) {} });' "
+             "'    t.setDaemon(true); t.start();' '  }' "
+             "'  public static void main(String[] a) { for (;;) spawn(); } }' >Threads.java && "
+             "javac Threads.java && ulimit -v 3000000 && LD_PRELOAD='%s' java -XX:+UseSerialGC "
+             "-Xss16m -Xmx64m -XX:CompressedClassSpaceSize=64m -XX:ReservedCodeCacheSize=32m "
+             "Threads",
+             paths.scratch, paths.preload);
+    int code = run_needing(script, "test_jvm_native_thread", "no JDK (javac) is installed");
+    if (code < 0)
+        return;
+    assert_int_equal(code, 1);
+    if (!strstr(err, "java.lang.OutOfMemoryError: unable to create native thread") ||
+        !strstr(err, "\tat Threads.spawn(Threads.java:4)\n\tat Threads.main(Threads.java:6)\n"
+                     "gpumemprof: "))
+        fail_msg("our line splits the JVM's report, or it is not there: %s", err);
+    json_decref(only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle));
+    if (!strstr(show_output(bundle), "\nFailed at:        Threads.java:4 in Threads.spawn\n"))
+        fail_msg("show does not name the Java line:\n%s", show_output(bundle));
+}
+
 /* The flags a JVM in a container runs with: -XX:+ExitOnOutOfMemoryError
  * makes HotSpot print "Terminating due to java.lang.OutOfMemoryError: Java
  * heap space" to stdout itself, then _exit(3), and there was no bundle at
@@ -837,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_node_heap_limit),
         cmocka_unit_test(test_node_array_buffer),
         cmocka_unit_test(test_jvm_heap_space),
+        cmocka_unit_test(test_jvm_native_thread),
         cmocka_unit_test(test_jvm_exit_on_oom),
         cmocka_unit_test(test_jvm_direct_buffers),
         cmocka_unit_test(test_printed_traceback_is_masked),
