@@ -30,7 +30,7 @@
  * launcher relays (torch.multiprocessing.spawn's "-- Process 1 terminated
  * with the following error:", torchrun's summary of its failed ranks, its
  * "[default3]:" copy of a rank's log) are not read at all: the child's
- * bundle tells that death.
+ * bundle tells that death (launcher_relays.c).
  * A line right after one that was taken, with PostgreSQL's "DETAIL:" in it
  * ("Failed on request of size 100663296 in memory context ..."), joins that
  * one's message: the program's own account of its failed request.
@@ -429,81 +429,17 @@ static int joined_detail(const char *line)
     return 1;
 }
 
-/* The line past the prefix a rank writes before each line of an uncaught
- * error once torch.distributed knows its rank ("[rank3]: "): behind it a
- * traceback is a traceback, and an exception's line names its exception.
- * NULL for a line torchrun's agent relays from a rank's log ("[default3]:",
- * the role's name and the local rank, with --tee or --redirects): the
- * rank wrote those words, and its own bundle tells them. */
-static const char *past_rank_prefix(const char *line)
-{
-    if (line[0] != '[')
-        return line;
-    const char *p = line + 1;
-    p += strspn(p, "abcdefghijklmnopqrstuvwxyz_");
-    size_t digits = strspn(p, "0123456789");
-    if (p == line + 1 || !digits || p[digits] != ']' || p[digits + 1] != ':')
-        return line;
-    if (p - line != 5 || strncmp(line + 1, "rank", 4))
-        return NULL; /* the agent's, from the log of its local rank */
-    p += digits + 2;
-    return *p == ' ' ? p + 1 : p;
-}
-
-/* A launcher relaying its child's traceback in its own exception: the
- * child's death, told by the child's own bundle, is no death of this
- * process.
- *   - torch.multiprocessing.spawn: "-- Process 1 terminated with the
- *     following error:", then the child's traceback, to its exception line;
- *   - torchrun's agent (and accelerate's, which is torchrun's): its
- *     ChildFailedError's summary, from the exception's line through the
- *     "=" rule that closes its "Root Cause (first observed failure)", where
- *     a rank that used @record has its traceback, indented. */
-static enum { RELAY_NONE, RELAY_SPAWN, RELAY_ELASTIC, RELAY_ELASTIC_ROOT } relaying;
-
-static int is_rule(const char *line, char c)
-{
-    return line[0] == c && line[strspn(line, (char[]){c, 0})] == '\0';
-}
-
-/* Whether the line is part of a relay (and so no words of this process). */
-static int relayed(const char *line)
-{
-    if (!strncmp(line, "-- Process ", 11) && strstr(line, " terminated with the following error:")) {
-        relaying = RELAY_SPAWN;
-        return 1;
-    }
-    if (relaying == RELAY_ELASTIC || relaying == RELAY_ELASTIC_ROOT) {
-        if (!strcmp(line, "Traceback (most recent call last):"))
-            relaying = RELAY_NONE; /* the launcher's own, at the margin */
-        else if (!strncmp(line, "Root Cause (first observed failure):", 36))
-            relaying = RELAY_ELASTIC_ROOT;
-        else if (relaying == RELAY_ELASTIC_ROOT && is_rule(line, '='))
-            relaying = RELAY_NONE;
-        if (relaying != RELAY_NONE)
-            return 1;
-    }
-    return 0;
-}
-
 static void on_line(const char *line)
 {
     if (!strncmp(line, "gpumemprof: ", 12))
         return; /* our own */
-    if (!(line = past_rank_prefix(line)) || relayed(line))
+    if (!(line = gmp_line_past_rank_prefix(line)) || gmp_line_in_relay(line))
         return;
     if (joined_detail(line) || gmp_printed_frames_line(line))
         return;
     traceback_line(line);
-    if (relaying == RELAY_SPAWN) {
-        if (traceback_state == 2 || (traceback_state == 0 && line[0] != ' '))
-            relaying = RELAY_NONE; /* the child's exception line ends what is relayed */
+    if (gmp_line_relayed_traceback(line, traceback_state))
         return;
-    }
-    if (line[0] != ' ' && strstr(line, "ChildFailedError:")) {
-        relaying = RELAY_ELASTIC; /* its summary follows, on lines of its own */
-        return;
-    }
     if (traceback_state == 1)
         return; /* a frame or source line ("raise OutOfMemoryError(...)"): the
                  * exception's own line ends the traceback and says it */

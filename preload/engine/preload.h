@@ -32,6 +32,7 @@
  *                 preload by a --gmp batch script
  *   watchdog.c    the slow death: pressure against the nearest memory limit
  *   oom_messages.c OOM messages on stderr, for failures no hook saw
+ *   launcher_relays.c a launcher's lines that are its ranks' words
  *   message_speakers.c whether the process can mean such a message
  *   stderr.c      what the program writes to stderr: write, writev, stdio
  *   python.c      the Python stack of the thread that failed
@@ -482,6 +483,16 @@ GMP_HIDDEN int gmp_printed_frames_line(const char *line);
 GMP_HIDDEN void gmp_printed_frames_end(void);
 GMP_HIDDEN int gmp_printed_frames_awaited(void);
 GMP_HIDDEN void gmp_messages_end(void);
+/* launcher_relays.c, under oom_messages.c's lock, a line at a time: the
+ * line past a rank's "[rank3]: " (NULL: torchrun's agent's copy of a rank's
+ * log, "[default3]:"); in_relay: it is part of a child's words a launcher
+ * relays, seen before the line reaches the traceback it may be part of;
+ * relayed_traceback: after that (traceback_state: oom_messages.c's, 1 in a
+ * traceback, 2 at its exception's line), it is, or it starts a summary of
+ * failed ranks (torchrun's ChildFailedError). */
+GMP_HIDDEN const char *gmp_line_past_rank_prefix(const char *line);
+GMP_HIDDEN int gmp_line_in_relay(const char *line);
+GMP_HIDDEN int gmp_line_relayed_traceback(const char *line, int traceback_state);
 /* message_speakers.c: whether this process can mean the OOM line it wrote
  * (pattern: gmp_classify_oom_line's), so that it may be a bundle of its own:
  * the framework it names is loaded here, or it is a runtime's last words in
