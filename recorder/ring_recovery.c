@@ -166,8 +166,10 @@ uint32_t gmp_ring_death_after_ms(const gmp_ring_header *h, uint64_t now_ns)
 uint64_t gmp_ring_death_ns(const gmp_ring_header *h, uint64_t fallback_ns)
 {
     uint32_t after = __atomic_load_n(&h->death_after_ms, __ATOMIC_RELAXED);
+    if (!after)
+        return fallback_ns;
     uint64_t at = h->start_time_ns + (uint64_t)(after - 1) * 1000000;
-    return after && at >= h->start_time_ns && at <= fallback_ns ? at : fallback_ns;
+    return at >= h->start_time_ns && at <= fallback_ns ? at : fallback_ns;
 }
 
 void gmp_ring_note_death_time(gmp_ring_header *h, uint64_t now_ns)
