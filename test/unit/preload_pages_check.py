@@ -18,15 +18,16 @@ event: after the exit's handlers ran, before its memory goes), and the
 preload's .bss must hold no page: the start and exit read and write only
 what lies on the pages above (GMP_STARTUP_DATA), and each .bss page they
 touch is a fault, a zeroed page and its unmapping in every process.  It
-fails naming the symbols on the pages written.  Where ptrace is refused
+fails naming the variables on the pages touched.  Where ptrace is refused
 (a sandbox), that half is skipped with a line."""
 import ctypes
 import os
 import re
+import shutil
 import signal
-import tempfile
 import subprocess
 import sys
+import tempfile
 
 PAGE = 4096
 
@@ -93,7 +94,8 @@ def bss_pages_at_exit(argv):
     traceme, cont, setoptions, detach = 0, 7, 0x4200, 17
     o_traceexit, event_exit = 0x40, 6
     env = {k: v for k, v in os.environ.items() if not k.startswith("GMP_")}
-    env.update(LD_PRELOAD=lib, GMP_DUMP_DIR=tempfile.mkdtemp(prefix="gmp-pages."))
+    dumps = tempfile.mkdtemp(prefix="gmp-pages.")
+    env.update(LD_PRELOAD=lib, GMP_DUMP_DIR=dumps)
     pid = os.fork()
     if pid == 0:
         try:
@@ -101,15 +103,19 @@ def bss_pages_at_exit(argv):
                 os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
-    os.waitpid(pid, 0)  # the exec's stop, or the child's end
+    _, status = os.waitpid(pid, 0)  # the exec's stop, or the child's end
     found = None
     try:
+        if not os.WIFSTOPPED(status):
+            pid = 0  # reaped: ptrace refused
+            return None
         if libc.ptrace(setoptions, pid, None, ctypes.c_void_p(o_traceexit)) != 0:
             return None
         libc.ptrace(cont, pid, None, None)
         while True:
             _, status = os.waitpid(pid, 0)
             if not os.WIFSTOPPED(status):
+                pid = 0  # it ended without the exit's stop
                 return None
             if status >> 16 == event_exit:
                 break
@@ -134,8 +140,10 @@ def bss_pages_at_exit(argv):
                 if int.from_bytes(entries[8 * i:8 * i + 8], "little") >> 63:
                     found.append(lo - base + i * PAGE)
     finally:
-        libc.ptrace(detach, pid, None, None)
-        os.waitpid(pid, 0)
+        if pid:
+            libc.ptrace(detach, pid, None, None)
+            os.waitpid(pid, 0)
+        shutil.rmtree(dumps, ignore_errors=True)
     return found
 
 
@@ -151,7 +159,7 @@ if written:
         if len(f) == 4 and f[2] in "bB" and any(
                 int(f[0], 16) < p + PAGE and int(f[0], 16) + int(f[1], 16) > p for p in written):
             names.append(f[3])
-    sys.exit("preload_pages_check: /bin/true under the preload wrote %d page(s) of its .bss as "
-             "it started and exited, a page fault each in every process; the variables there: %s"
+    sys.exit("preload_pages_check: /bin/true under the preload touched %d page(s) of its .bss "
+             "as it started and exited, a page fault each in every process; the variables there: %s"
              % (len(written), ", ".join(sorted(names)[:12]) or "?"))
 print("preload_pages_check: /bin/true under the preload starts and exits without a page of its .bss")
