@@ -103,6 +103,9 @@ typedef struct gmp_host_state {
     uint64_t vm_rss, vm_hwm, vm_size, vm_peak, vm_swap;
     /* the machine (/proc/meminfo) */
     uint64_t mem_total, mem_available, swap_total, swap_free;
+    /* /dev/shm as this process sees it (its mount namespace's: a
+     * container's is often 64 MiB), where POSIX shared memory lives */
+    uint64_t shm_total, shm_available;
     /* the memory cgroup; cgroup_version 0 when none */
     int cgroup_version;
     char cgroup_path[256];

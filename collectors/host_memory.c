@@ -1,8 +1,8 @@
 /*
  * host_memory.c — the host collector: this process (/proc/self/status), the
  * machine (/proc/meminfo), its memory cgroup (v2: memory.current, max,
- * high, peak, swap, events; v1: usage, limit, max usage), PSI memory and
- * the memory rlimits.  Plain reads into fixed buffers, no allocation: it
+ * high, peak, swap, events; v1: usage, limit, max usage), PSI memory,
+ * /dev/shm's size and room, and the memory rlimits.  Plain reads into fixed buffers, no allocation: it
  * runs on the dump path too, in a signal handler included.
  */
 #include "collector.h"
@@ -10,6 +10,7 @@
 
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 
 uint64_t gmp_text_value(const char *text, const char *key, uint64_t unit)
 {
@@ -248,6 +249,13 @@ void gmp_host_state_read(gmp_host_state *s)
         s->mem_available = gmp_text_value(buf, "MemAvailable", 1024);
         s->swap_total = gmp_text_value(buf, "SwapTotal", 1024);
         s->swap_free = gmp_text_value(buf, "SwapFree", 1024);
+    }
+    /* statfs, not statvfs: glibc's statvfs reads /proc/mounts through stdio */
+    struct statfs shm;
+    s->shm_total = s->shm_available = GMP_UNKNOWN;
+    if (statfs("/dev/shm", &shm) == 0 && shm.f_blocks > 0) {
+        s->shm_total = (uint64_t)shm.f_blocks * (uint64_t)shm.f_frsize;
+        s->shm_available = (uint64_t)shm.f_bavail * (uint64_t)shm.f_frsize;
     }
     read_cgroup(s, buf, sizeof buf);
     read_rlimit(RLIMIT_AS, s->rlimit_as);

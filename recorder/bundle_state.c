@@ -92,6 +92,7 @@ static const host_field process_fields[] = {
 static const host_field machine_fields[] = {
     HF("mem_total", mem_total), HF("mem_available", mem_available),
     HF("swap_total", swap_total), HF("swap_free", swap_free),
+    HF("shm_total", shm_total), HF("shm_available", shm_available),
 };
 static const host_field cgroup_fields[] = {
     HF("memory_current", cg_current), HF("memory_max", cg_max), HF("memory_high", cg_high),

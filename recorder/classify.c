@@ -146,6 +146,10 @@ static const char *oom_pattern(const char *line, size_t n)
         {"cannot allocate memory", MEMORY | ALLOC}, /* ENOMEM's perror */
         {"java.lang.outofmemoryerror", MEMORY},
         {"array buffer allocation failed", ALLOC}, /* V8's RangeError */
+        /* PyTorch's shared tensors (a DataLoader's batches) in a full
+         * /dev/shm: "unable to allocate shared memory(shm) for file
+         * </torch_...>: No space left on device (28)" */
+        {"unable to allocate shared memory", MEMORY | ALLOC},
     };
     for (size_t i = 0; i < sizeof phrases / sizeof *phrases; i++)
         if (!(phrases[i].needs & ~have) && gmp_find_ci(line, n, phrases[i].words))

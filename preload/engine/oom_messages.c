@@ -128,14 +128,23 @@ int gmp_messages_exception_pending(void)
 }
 
 /* Python's traceback, line by line as it is printed: the frames are
- * indented, the exception's line that ends it is not. */
+ * indented, the exception's line that ends it is not.  PyTorch re-raises a
+ * DataLoader worker's exception in the main process with the worker's
+ * traceback in its message ("RuntimeError: Caught RuntimeError in
+ * DataLoader worker process 0." then "Original Traceback (most recent
+ * call last):" and the worker's frames): one traceback, which the worker's
+ * own exception's line ends. */
 static void traceback_line(const char *line)
 {
     static const char start[] = "Traceback (most recent call last):";
+    static const char worker_start[] = "Original Traceback (most recent call last):";
     int first = !strcmp(line, start);
     if (first) {
         traceback_len = 0;
         traceback_state = 1;
+    } else if (traceback_state == 2 && !strcmp(line, worker_start)) {
+        traceback_state = 1; /* the worker's frames carry on the main process's */
+        first = 1;
     } else if (traceback_state != 1) {
         return;
     }

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static preload_paths paths;
 static char out[1 << 16], err[1 << 16];
@@ -856,6 +857,62 @@ static void test_jvm_direct_buffers(void **state)
         fail_msg("show:\n%s\nstderr: %s", shown, err);
 }
 
+/* PyTorch's DataLoader hands each batch its workers make to the main
+ * process through /dev/shm, a tmpfs of its own size (64 MiB in a
+ * container unless --shm-size says more).  Full, the worker's collate
+ * fails with "unable to allocate shared memory(shm) ...: No space left on
+ * device" and the main process re-raises it, the worker's traceback inside
+ * its message: the real torch, batches of 64 MiB, a /dev/shm of 20 MiB (a
+ * mount namespace of its own).  No allocation call failed and the machine
+ * had memory to spare; it wrote nothing.  One bundle, of the main process
+ * that died: PyTorch's shared memory, the size of /dev/shm, the program's
+ * line (the loop over the DataLoader), no heap block called its holder.
+ * Skipped with a line where there is no torch or no mount namespace. */
+static void test_torch_dataloader_shm_full(void **state)
+{
+    (void)state;
+    const char *python = getenv("GMP_TEST_TORCH_PYTHON");
+    char script[4096], file[700], bundle[1024];
+    if (!python || !*python || access(python, X_OK) != 0) {
+        printf("SKIP  test_torch_dataloader_shm_full: no python with torch here (make test gets "
+               "one with mk/torch-venv.sh)\n");
+        return;
+    }
+    snprintf(file, sizeof file, "%s/loader.py", paths.scratch);
+    static const char program[] =
+        "import torch\n"
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class Samples(Dataset):\n"
+        "    def __len__(self):\n"
+        "        return 16\n"
+        "    def __getitem__(self, i):\n"
+        "        return torch.ones(4 << 20)\n"
+        "if __name__ == '__main__':\n"
+        "    for batch in DataLoader(Samples(), batch_size=4, num_workers=2):\n"
+        "        print(batch.shape)\n";
+    write_file(file, program, sizeof program - 1);
+    snprintf(script, sizeof script,
+             "unshare -m true 2>/dev/null || exit 77; "
+             "exec unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
+             "OMP_NUM_THREADS=1 LD_PRELOAD=%s exec %s %s'",
+             paths.preload, python, file);
+    int code = run_needing(script, "test_torch_dataloader_shm_full",
+                           "no mount namespace of its own here (unshare -m)");
+    if (code < 0)
+        return;
+    assert_int_equal(code, 1);
+    if (!strstr(err, "unable to allocate shared memory(shm)"))
+        fail_msg("not torch's shared memory failure; stderr: %s", err);
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    expect_headline(bundle, "PyTorch ran out of memory: /dev/shm was full, the shared memory "
+                            "through which it hands tensors between processes");
+    const char *shown = show_output(bundle);
+    if (!strstr(shown, "; /dev/shm holds 20.0 MiB in all (") ||
+        !strstr(shown, "\nFailed at:        loader.py:9 in <module>\n") ||
+        strstr(shown, "\nHeld by:"))
+        fail_msg("show:\n%s\nstderr: %s", shown, err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -875,6 +932,7 @@ int main(void)
         cmocka_unit_test(test_jvm_native_thread),
         cmocka_unit_test(test_jvm_exit_on_oom),
         cmocka_unit_test(test_jvm_direct_buffers),
+        cmocka_unit_test(test_torch_dataloader_shm_full),
         cmocka_unit_test(test_printed_traceback_is_masked),
         cmocka_unit_test(test_rank_prefixed_lines),
         cmocka_unit_test(test_relayed_traceback_is_no_death),

@@ -166,6 +166,9 @@ static void test_oom_lines(void **state)
         {"fatal error: runtime: out of memory", "out of memory"},
         {"memory allocation of 1099511627776 bytes failed", "memory allocation of"},
         {"hipErrorOutOfMemory: HIP out of memory", "hip out of memory"},
+        {"RuntimeError: unable to allocate shared memory(shm) for file "
+         "</torch_18429_4104630655_0>: No space left on device (28)",
+         "unable to allocate shared memory"},
         /* the device's words where the line's second "out of memory" follows them */
         {"retrying after out of memory: CUDA out of memory. Tried to allocate 20 MiB",
          "cuda out of memory"},

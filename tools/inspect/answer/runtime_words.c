@@ -127,6 +127,17 @@ static const runtime_words pypy = {"MemoryError", NULL, "PyPy",
                                    "system's)",
                                    NULL, "PYPY_GC_MAX", ALLOCATIONS};
 
+/* PyTorch puts a tensor it shares between processes (every batch a
+ * DataLoader worker hands over) in /dev/shm, a tmpfs of its own size (a
+ * container's: 64 MiB unless --shm-size says more): full, it says "unable
+ * to allocate shared memory(shm) for file </torch_...>: No space left on
+ * device" whatever the machine has free.  No native site held it. */
+static const runtime_words torch_shm = {"unable to allocate shared memory", NULL, "PyTorch",
+                                        "/dev/shm was full, the shared memory through which "
+                                        "it hands tensors between processes (a DataLoader's "
+                                        "batches)",
+                                        NULL, NULL, OWN_HEAP};
+
 const runtime_words *runtime_words_of(bundle *b)
 {
     json_t *md = b->metadata;
@@ -142,6 +153,8 @@ const runtime_words *runtime_words_of(bundle *b)
     const char *said = jstr(md, "exception_message");
     if (!said)
         return NULL;
+    if (strstr(said, torch_shm.marker))
+        return &torch_shm;
     /* "java.lang.OutOfMemoryError: Java heap space" alone on a line (the
      * JVM's before a heap dump) is read as its type and message apart */
     const char *module = jstr(md, "exception_module");
@@ -177,6 +190,17 @@ void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then,
                      then);
     else
         n = snprintf(out, cap, "it said \"%.300s\"%s", said ? said : "", then);
+    const bundle_host_state *h = w == &torch_shm ? bundle_host_state_of(b) : NULL;
+    if (h && h->has_shm && n >= 0 && (size_t)n < cap) {
+        char total[32], room[32];
+        fmt_bytes((uint64_t)h->shm_total, total, sizeof total);
+        fmt_bytes((uint64_t)(h->shm_available > 0 ? h->shm_available : 0), room, sizeof room);
+        snprintf(out + n, cap - (size_t)n,
+                 "; /dev/shm holds %s in all (%s free when this was written; in a container, "
+                 "docker run --shm-size sets its size)",
+                 total, room);
+        return;
+    }
     if ((!w->flag && !w->variable) || n < 0 || (size_t)n >= cap)
         return;
     char set[200] = "", where[40] = "";

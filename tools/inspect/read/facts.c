@@ -85,6 +85,8 @@ const bundle_host_state *bundle_host_state_of(bundle *b)
         h->has_available = !jint(mach, "mem_available", &h->available);
         h->has_mem_total = !jint(mach, "mem_total", &h->mem_total);
         h->has_swap_total = !jint(mach, "swap_total", &h->swap_total);
+        h->has_shm = !jint(mach, "shm_total", &h->shm_total) &&
+                     !jint(mach, "shm_available", &h->shm_available) && h->shm_total > 0;
         h->has_as_soft = !jint(json_object_get(json_object_get(hs, "rlimits"), "as"), "soft",
                                &h->as_soft);
     }

@@ -73,10 +73,12 @@ typedef struct bundle_device {
 typedef struct bundle_host_state {
     const char *cgroup_limit_path; /* the ancestor whose limit binds, or NULL */
     int has_rss, has_hwm, has_vm_size, has_cgroup_current, has_cgroup_max, has_cgroup_kills,
-        has_cgroup_kills_at_start, has_available, has_mem_total, has_swap_total, has_as_soft;
+        has_cgroup_kills_at_start, has_available, has_mem_total, has_swap_total, has_as_soft,
+        has_shm;
     int64_t rss, hwm, vm_size;
     int64_t cgroup_current, cgroup_max, cgroup_kills, cgroup_kills_at_start;
     int64_t available, mem_total, swap_total;
+    int64_t shm_total, shm_available; /* /dev/shm's (has_shm: both read) */
     int64_t as_soft; /* RLIMIT_AS's soft limit */
 } bundle_host_state;
 

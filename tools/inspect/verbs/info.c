@@ -105,6 +105,11 @@ static void print_text(collector_view *views, int nviews, const gmp_host_state *
         }
         putchar('\n');
     }
+    if (h->shm_total != GMP_UNKNOWN) {
+        fmt_bytes(h->shm_available != GMP_UNKNOWN ? h->shm_available : 0, a, sizeof a);
+        fmt_bytes(h->shm_total, b, sizeof b);
+        printf("Shared memory: /dev/shm, %s available of %s\n", a, b);
+    }
     if (h->cgroup_version) {
         fmt_bytes(h->cg_current != GMP_UNKNOWN ? h->cg_current : 0, a, sizeof a);
         printf("Cgroup:  v%d %s: %s", h->cgroup_version, h->cgroup_path, a);
