@@ -44,6 +44,9 @@ gmp_classification gmp_classify_result(gmp_backend backend, gmp_api api, long co
     case GMP_BACKEND_CPU:
         if (code == ENOMEM)
             return make(1, "", "ENOMEM");
+        /* a page of a shared mapping a full tmpfs could not back (shm_fault.c) */
+        if (code == ENOSPC && api == GMP_API_MMAP)
+            return make(1, "", "ENOSPC");
         break;
     default:
         break;

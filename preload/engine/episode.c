@@ -137,6 +137,7 @@ typedef struct crash {
     int sig;
     uint64_t address;
     int fault;
+    const char *detail; /* more of the message (" It touched ..."), or NULL */
 } crash;
 
 /* Write the bundle of a failed request (an episode this thread owns, or the
@@ -162,7 +163,8 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
     int at_address = cr && cr->fault;
     gmp_strjoin(message, sizeof message, cr ? signame : "", at_address ? " at address " : "",
                 at_address ? addr : "", cr ? " after " : "", gmp_api_name(f->api), " of ", size,
-                " on ", place, " failed with ", c.reason, " (code ", code, ").", (char *)NULL);
+                " on ", place, " failed with ", c.reason, " (code ", code, ").",
+                cr && cr->detail ? cr->detail : "", (char *)NULL);
 
     /* a framework's own words on stderr, when it said something meanwhile;
      * for a sent signal too (abort after C++'s or Rust's last words), not
@@ -532,8 +534,17 @@ GMP_START_EXIT_TEXT void gmp_episode_wait_commits(unsigned max_ms)
 int gmp_episode_crash(int sig, const siginfo_t *info)
 {
     int failed = __atomic_load_n(&any_failure, __ATOMIC_ACQUIRE);
-    if (!gmp_pl_active() || gmp_pl.cfg->on_crash == GMP_ON_CRASH_NEVER ||
-        (!failed && gmp_pl.cfg->on_crash != GMP_ON_CRASH_ALWAYS))
+    if (!gmp_pl_active() || gmp_pl.cfg->on_crash == GMP_ON_CRASH_NEVER)
+        return 0;
+    /* a page of shared memory a full tmpfs could not back: the failure,
+     * which no call returned, is this fault (shm_fault.c) */
+    gmp_failed_request shm;
+    char detail[GMP_PATH_MAX + 96];
+    if (sig == SIGBUS && gmp_shm_fault(info, &shm, detail, sizeof detail)) {
+        crash cr = {sig, (uint64_t)(uintptr_t)info->si_addr, 1, detail};
+        return commit_failure(GMP_BACKEND_CPU, &shm, "signal", &cr, -1);
+    }
+    if (!failed && gmp_pl.cfg->on_crash != GMP_ON_CRASH_ALWAYS)
         return 0;
     if (gmp_signal_is_stop(sig)) {
         /* stopped from outside while a failure is open: that failure is the
@@ -546,7 +557,7 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
         return written;
     }
     int fault = info && info->si_code > 0;
-    crash cr = {sig, fault ? (uint64_t)(uintptr_t)info->si_addr : 0, fault};
+    crash cr = {sig, fault ? (uint64_t)(uintptr_t)info->si_addr : 0, fault, NULL};
     /* an open episode is this death's cause: its bundle names the signal */
     int written = 0;
     for (int b = 0; b < GMP_BACKEND_COUNT; b++)

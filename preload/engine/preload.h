@@ -371,6 +371,12 @@ static inline int gmp_any_episode_open(void)
  * GMP_ON_CRASH mode asks for (async-signal-safe, no allocation, no lock).
  * Returns 1 when it wrote one. */
 GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
+/* shm_fault.c: whether a SIGBUS is a touch of a shared mapping of a tmpfs
+ * file (/dev/shm) that had no room for the page; then the failed request
+ * it stands for in *f and the words about the file and its room in detail
+ * (in the signal handler: no allocation, no lock). */
+GMP_HIDDEN int gmp_shm_fault(const siginfo_t *info, gmp_failed_request *f, char *detail,
+                             size_t cap);
 
 /* outcome.c: how the process ended, in every bundle it wrote.  now gives
  * the outcome for a bundle written at this moment; note_bundle remembers a

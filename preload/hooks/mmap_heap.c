@@ -15,6 +15,9 @@
  * request).  A large one that succeeds closes an open episode, as a success
  * of the malloc family does; mapped memory is not counted in use (its
  * munmap is not followed).
+ * A large writable shared mapping of a tmpfs file (/dev/shm) arms the crash
+ * handlers: its pages come at the touch, and a full tmpfs gives SIGBUS
+ * instead of a failure (shm_fault.c says so).
  */
 #include "bundle.h"
 #include "preload.h"
@@ -22,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /* The code that called mmap is an allocator that malloc goes through, or
@@ -62,6 +66,29 @@ static __attribute__((noinline, cold)) void after_heap_map(void *p, size_t len, 
     errno = err;
 }
 
+static inline int shared_file_like(size_t len, int prot, int flags, int fd)
+{
+    return (flags & MAP_SHARED) && fd >= 0 && (prot & PROT_WRITE) &&
+           len >= gmp_pl.host_event_min && gmp_pl_active() && !gmp_in_hook;
+}
+
+/* The handlers, and what they read made ready here, where the loader's
+ * lock and mapping memory are allowed: CPython's symbols, and the tables
+ * of stacks and Python frames (a stack taken now maps them), so that the
+ * SIGBUS bundle names the program's line. */
+static __attribute__((noinline, cold)) void after_shared_map(int fd, int err)
+{
+    struct statfs fs;
+    /* a sized tmpfs: a memfd's (the kernel's own mount) has no size to fill */
+    if (fstatfs(fd, &fs) == 0 && fs.f_type == 0x01021994 /* TMPFS_MAGIC */ && fs.f_blocks > 0) {
+        GMP_IN_HOOK_SCOPE();
+        gmp_pl_probe_python();
+        (void)gmp_stack_id_here();
+        gmp_crash_arm();
+    }
+    errno = err;
+}
+
 typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
 
 #define MMAP_HOOK(name)                                                                    \
@@ -74,6 +101,8 @@ typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
         if (GMP_UNLIKELY(heap_like(len, prot, flags, fd)) &&                               \
             (p == MAP_FAILED || gmp_any_episode_open()))                                   \
             after_heap_map(p, len, errno, __builtin_return_address(0));                    \
+        else if (GMP_UNLIKELY(shared_file_like(len, prot, flags, fd)) && p != MAP_FAILED)   \
+            after_shared_map(fd, errno);                                                   \
         return p;                                                                          \
     }
 MMAP_HOOK(mmap)

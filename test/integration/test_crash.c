@@ -520,6 +520,68 @@ static void test_stopped_while_a_failure_is_open(void **state)
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
+/* Python's multiprocessing.shared_memory fills a segment larger than the
+ * room /dev/shm has (20 MiB here, a mount namespace of its own; a
+ * container's is 64 MiB): the kernel backs its pages only at the touch,
+ * and the first it cannot back kills the process with SIGBUS.  No call
+ * failed, and no large malloc made a ring before it.  The status stays
+ * 135; one bundle, an out-of-memory death, that says the tmpfs was full,
+ * with its size and the file, failed at the line that wrote.  A SIGBUS
+ * past the end of a tmpfs file with room to spare (truncated under its
+ * mapping) is no death of memory: no bundle, the same status.  Skipped
+ * with a line where there is no mount namespace of our own. */
+static void test_shared_memory_full(void **state)
+{
+    (void)state;
+    char file[700], script[4096], bundle[1024];
+    snprintf(file, sizeof file, "%s/fill.py", paths.scratch);
+    static const char fill[] =
+        "import mmap, os, sys\n"
+        "from multiprocessing import shared_memory\n"
+        "if sys.argv[1] == 'full':\n"
+        "    shm = shared_memory.SharedMemory(create=True, size=64 << 20)\n"
+        "    for at in range(0, 64 << 20, 4096):\n"
+        "        shm.buf[at:at + 4096] = b'x' * 4096\n"
+        "else:\n"
+        "    fd = os.open('/dev/shm/gmp-short', os.O_CREAT | os.O_RDWR)\n"
+        "    os.ftruncate(fd, 8 << 20)\n"
+        "    m = mmap.mmap(fd, 8 << 20)\n"
+        "    os.ftruncate(fd, 4096)\n"
+        "    m[1 << 20] = 1\n";
+    write_file(file, fill, sizeof fill - 1);
+    const char *mode[] = {"full", "past-end"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(script, sizeof script,
+                 "unshare -m true 2>/dev/null || exit 77; "
+                 "unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
+                 "LD_PRELOAD=%s python3 %s %s 2>/dev/null; echo status $?'",
+                 paths.preload, file, mode[i]);
+        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+        if (code == 77) {
+            printf("SKIP  test_shared_memory_full: no mount namespace of its own here\n");
+            return;
+        }
+        assert_string_equal(out, "status 135\n");
+        if (i == 1) {
+            assert_int_equal(bundles(), 0);
+            break;
+        }
+        json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+        if (strcmp(json_str(md, "kind"), "crash_after_failed_allocation") ||
+            strcmp(json_str(md, "reason"), "SIGBUS after failed allocation"))
+            fail_msg("kind %s, reason %s", json_str(md, "kind"), json_str(md, "reason"));
+        json_decref(md);
+        expect_headline(bundle, "the process ran out of memory: a tmpfs it shared memory "
+                                "through (/dev/shm, as a rule) was full");
+        const char *shown = show_output(bundle);
+        if (!strstr(shown, "It touched a page of /dev/shm/psm_") ||
+            !strstr(shown, ", shared memory on a tmpfs of 20.0 MiB with 0 B free.") ||
+            !strstr(shown, "\nFailed at:        fill.py:6 in <module>\n") ||
+            strstr(shown, "\nHeld by:"))
+            fail_msg("show:\n%s", shown);
+    }
+}
+
 static int naive_program(void **state)
 {
     (void)state;
@@ -555,6 +617,7 @@ int main(void)
         cmocka_unit_test_setup(test_held_by_is_what_was_live_at_the_failure, naive_program),
         cmocka_unit_test_setup(test_crash_names_its_own_thread_failure, naive_program),
         cmocka_unit_test(test_stopped_while_a_failure_is_open),
+        cmocka_unit_test(test_shared_memory_full),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

@@ -332,10 +332,13 @@ static void collect(bundle *b, causes *cs)
          * std::bad_alloc, Rust's failed allocation): the runtime ended the
          * program, as it does when an allocation fails; no NULL was used */
         const char *said = jstr(md, "exception_message"); /* ours begins "SIGABRT ..." */
+        const runtime_words *w = runtime_words_of(b);
         if (starts(reason, "SIGABRT") && said && !starts(said, "SIG")) {
             snprintf(ev, sizeof ev, "it said \"%.300s\", then aborted", said);
             runtime_cause(b, cs, "ended the program", ", then aborted",
                           "the language runtime ended the program when an allocation failed", ev);
+        } else if (w && w->own_heap) { /* a memory of its own was full: a page of /dev/shm */
+            runtime_cause(b, cs, "ran out of memory", "", NULL, NULL);
         } else {
             snprintf(ev, sizeof ev, "%s: the program used the NULL (or error) the failed "
                                     "allocation returned instead of checking it", reason);

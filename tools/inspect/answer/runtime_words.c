@@ -137,6 +137,13 @@ static const runtime_words torch_shm = {"unable to allocate shared memory", NULL
                                         "it hands tensors between processes (a DataLoader's "
                                         "batches)",
                                         NULL, NULL, OWN_HEAP};
+/* A page of a shared mapping that a full tmpfs could not back: SIGBUS,
+ * told in the preload's own words (shm_fault.c). */
+static const runtime_words shm_fault = {", shared memory on a tmpfs of ", NULL, "the process",
+                                        "a tmpfs it shared memory through (/dev/shm, as a "
+                                        "rule) was full, and the kernel ends a touch of a page "
+                                        "it cannot back with SIGBUS",
+                                        NULL, NULL, OWN_HEAP};
 
 const runtime_words *runtime_words_of(bundle *b)
 {
@@ -155,6 +162,8 @@ const runtime_words *runtime_words_of(bundle *b)
         return NULL;
     if (strstr(said, torch_shm.marker))
         return &torch_shm;
+    if (type && !strcmp(type, "SIGBUS") && strstr(said, shm_fault.marker))
+        return &shm_fault;
     /* "java.lang.OutOfMemoryError: Java heap space" alone on a line (the
      * JVM's before a heap dump) is read as its type and message apart */
     const char *module = jstr(md, "exception_module");
@@ -184,6 +193,12 @@ void runtime_words_evidence(bundle *b, const runtime_words *w, const char *then,
     const char *said = jstr(b->metadata, "exception_message");
     const char *module = jstr(b->metadata, "exception_module");
     int n;
+    if (w == &shm_fault) { /* the words are ours, and hold the numbers */
+        snprintf(out, cap, "%.500s (in a container, docker run --shm-size sets the size of "
+                           "/dev/shm)",
+                 said ? said : "");
+        return;
+    }
     if (said && module && !strncmp(module, "java.", 5) && !strstr(said, w->marker))
         /* the type was read apart from it (runtime_words_of) */
         n = snprintf(out, cap, "it said \"%.100s.%.100s: %.300s\"%s", module, w->marker, said,

@@ -55,6 +55,10 @@ void what_happened(FILE *f, bundle *b, const char *reason, const char *backend)
             fprintf(f, "%s ended the program (SIGABRT): %s", words->runtime, words->what);
             return;
         }
+        if (words && words->own_heap) { /* a page of a full /dev/shm (SIGBUS) */
+            fprintf(f, "%s ran out of memory: %s", words->runtime, words->what);
+            return;
+        }
         fprintf(f, "the process crashed (");
         print_clean(f, sig ? signame : "a signal", 20);
         fprintf(f, ") after an allocation of ");
