@@ -554,7 +554,7 @@ static void test_shared_memory_full(void **state)
         snprintf(script, sizeof script,
                  "unshare -m true 2>/dev/null || exit 77; "
                  "unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
-                 "LD_PRELOAD=%s python3 %s %s 2>/dev/null; echo status $?'",
+                 "LD_PRELOAD=\"%s\" python3 %s %s 2>/dev/null; echo status $?'",
                  paths.preload, file, mode[i]);
         int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
         if (code == 77) {

@@ -894,7 +894,7 @@ static void test_torch_dataloader_shm_full(void **state)
     snprintf(script, sizeof script,
              "unshare -m true 2>/dev/null || exit 77; "
              "exec unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
-             "OMP_NUM_THREADS=1 LD_PRELOAD=%s exec %s %s'",
+             "OMP_NUM_THREADS=1 LD_PRELOAD=\"%s\" exec %s %s'",
              paths.preload, python, file);
     int code = run_needing(script, "test_torch_dataloader_shm_full",
                            "no mount namespace of its own here (unshare -m)");
