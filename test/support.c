@@ -244,6 +244,16 @@ int count_prefixed(const char *dir, const char *prefix)
     return n;
 }
 
+const char *torch_python_or_skip_line(const char *test)
+{
+    const char *python = getenv("GMP_TEST_TORCH_PYTHON");
+    if (python && *python && access(python, X_OK) == 0)
+        return python;
+    printf("SKIP  %s: no python with torch here (make test gets one with mk/torch-venv.sh)\n",
+           test);
+    return NULL;
+}
+
 void write_file(const char *path, const void *data, size_t len)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);

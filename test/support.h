@@ -107,6 +107,11 @@ void expect_headline(const char *bundle, const char *headline);
  * made when missing; -1 when it cannot be made.  For tests run as root. */
 int throwaway_user(const char *name);
 
+/* The python of the venv with torch that `make test` makes
+ * (mk/torch-venv.sh, GMP_TEST_TORCH_PYTHON), or NULL with a SKIP line
+ * naming test. */
+const char *torch_python_or_skip_line(const char *test);
+
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);
 

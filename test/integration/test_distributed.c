@@ -297,11 +297,9 @@ static void test_killed_rank_dated_by_its_death(void **state)
 /* The venv's python with torch (mk/torch-venv.sh), else skip with a line. */
 static const char *torch_python(void)
 {
-    const char *python = getenv("GMP_TEST_TORCH_PYTHON");
-    if (!python || !*python || access(python, X_OK) != 0) {
-        printf("SKIP: no python with torch here (make test gets one with mk/torch-venv.sh)\n");
+    const char *python = torch_python_or_skip_line("a test of the real torch");
+    if (!python)
         skip();
-    }
     return python;
 }
 

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static preload_paths paths;
 static char out[1 << 16], err[1 << 16];
@@ -871,13 +870,10 @@ static void test_jvm_direct_buffers(void **state)
 static void test_torch_dataloader_shm_full(void **state)
 {
     (void)state;
-    const char *python = getenv("GMP_TEST_TORCH_PYTHON");
+    const char *python = torch_python_or_skip_line("test_torch_dataloader_shm_full");
     char script[4096], file[700], bundle[1024];
-    if (!python || !*python || access(python, X_OK) != 0) {
-        printf("SKIP  test_torch_dataloader_shm_full: no python with torch here (make test gets "
-               "one with mk/torch-venv.sh)\n");
+    if (!python)
         return;
-    }
     snprintf(file, sizeof file, "%s/loader.py", paths.scratch);
     static const char program[] =
         "import torch\n"
