@@ -2,7 +2,8 @@
  * host_memory.c — the host collector: this process (/proc/self/status), the
  * machine (/proc/meminfo), its memory cgroup (v2: memory.current, max,
  * high, peak, swap, events; v1: usage, limit, max usage), PSI memory,
- * /dev/shm's size and room, and the memory rlimits.  Plain reads into fixed buffers, no allocation: it
+ * /dev/shm's size and room, and the memory rlimits.  Plain reads into
+ * fixed buffers, no allocation: it
  * runs on the dump path too, in a signal handler included.
  */
 #include "collector.h"

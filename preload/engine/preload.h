@@ -377,6 +377,8 @@ GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
  * (in the signal handler: no allocation, no lock). */
 GMP_HIDDEN int gmp_shm_fault(const siginfo_t *info, gmp_failed_request *f, char *detail,
                              size_t cap);
+/* Whether fd is a file of a sized tmpfs, whose shared mapping may meet it. */
+GMP_HIDDEN int gmp_shm_fd_can_fill(int fd);
 
 /* outcome.c: how the process ended, in every bundle it wrote.  now gives
  * the outcome for a bundle written at this moment; note_bundle remembers a

@@ -8,23 +8,37 @@
  *
  * The crash handler asks here (episode.c) whether its SIGBUS is that one:
  * a fault on an address the kernel could not back (BUS_ADRERR), inside a
- * shared mapping of a file on a tmpfs with less than a page left (a touch
- * past a file's end faults the same way, with room to spare).  Then it is a failed allocation (one page, ENOSPC, as the
- * filesystem says it), and the bundle names the file and the room.  Runs
- * in the signal handler: /proc/self/maps read into a static buffer, statfs;
- * no allocation, no lock.
+ * shared mapping of a file on a sized tmpfs with less than a page left (a
+ * touch past a file's end faults the same way, with room to spare).  Then
+ * it is a failed allocation (one page, ENOSPC, as the filesystem says it),
+ * and the bundle names the file and the room.  Runs in the signal handler:
+ * /proc/self/maps read into a static buffer, statfs; no allocation, no
+ * lock.  The mmap hook asks here too whether a mapping could meet that
+ * death, to arm the handlers.
  */
 #include "bundle.h"
 #include "preload.h"
 
 #include <errno.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#define TMPFS_MAGIC_NUMBER 0x01021994
+/* A tmpfs of a size, which a process can fill: a memfd's (the kernel's own
+ * mount) has none, and its pages come from memory like any other's. */
+static int sized_tmpfs(const struct statfs *fs)
+{
+    return fs->f_type == TMPFS_MAGIC && fs->f_blocks > 0;
+}
+
+int gmp_shm_fd_can_fill(int fd)
+{
+    struct statfs fs;
+    return fstatfs(fd, &fs) == 0 && sized_tmpfs(&fs);
+}
 
 typedef struct shared_at {
     uintptr_t addr;
@@ -74,9 +88,7 @@ int gmp_shm_fault(const siginfo_t *info, gmp_failed_request *f, char *detail, si
     at.path[0] = '\0';
     gmp_maps_foreach(maps, sizeof maps, shared_mapping, &at);
     struct statfs fs;
-    /* a sized tmpfs: a memfd's mount has no size, and nothing to fill */
-    if (!at.path[0] || statfs_of(at.path, &fs) != 0 || fs.f_type != TMPFS_MAGIC_NUMBER ||
-        fs.f_blocks == 0)
+    if (!at.path[0] || statfs_of(at.path, &fs) != 0 || !sized_tmpfs(&fs))
         return 0;
     uint64_t unit = fs.f_frsize ? (uint64_t)fs.f_frsize : (uint64_t)fs.f_bsize;
     uint64_t room = (uint64_t)fs.f_bavail * unit, page = (uint64_t)getpagesize();

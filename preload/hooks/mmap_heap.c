@@ -25,7 +25,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 /* The code that called mmap is an allocator that malloc goes through, or
@@ -78,9 +77,7 @@ static inline int shared_file_like(size_t len, int prot, int flags, int fd)
  * SIGBUS bundle names the program's line. */
 static __attribute__((noinline, cold)) void after_shared_map(int fd, int err)
 {
-    struct statfs fs;
-    /* a sized tmpfs: a memfd's (the kernel's own mount) has no size to fill */
-    if (fstatfs(fd, &fs) == 0 && fs.f_type == 0x01021994 /* TMPFS_MAGIC */ && fs.f_blocks > 0) {
+    if (gmp_shm_fd_can_fill(fd)) {
         GMP_IN_HOOK_SCOPE();
         gmp_pl_probe_python();
         (void)gmp_stack_id_here();
