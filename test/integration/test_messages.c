@@ -865,8 +865,9 @@ static void test_jvm_direct_buffers(void **state)
  * mount namespace of its own).  No allocation call failed and the machine
  * had memory to spare; it wrote nothing.  One bundle, of the main process
  * that died: PyTorch's shared memory, the size of /dev/shm, the program's
- * line (the loop over the DataLoader), no heap block called its holder.
- * Skipped with a line where there is no torch or no mount namespace. */
+ * line (the loop over the DataLoader), no heap block called its holder;
+ * as rank 1 of a run, the run's verdict says it ran out of /dev/shm, not
+ * of host memory.  Skipped with a line where there is no torch or no mount namespace. */
 static void test_torch_dataloader_shm_full(void **state)
 {
     (void)state;
@@ -890,6 +891,7 @@ static void test_torch_dataloader_shm_full(void **state)
     snprintf(script, sizeof script,
              "unshare -m true 2>/dev/null || exit 77; "
              "exec unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
+             "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29561 "
              "OMP_NUM_THREADS=1 LD_PRELOAD=\"%s\" exec %s %s'",
              paths.preload, python, file);
     int code = run_needing(script, "test_torch_dataloader_shm_full",
@@ -907,6 +909,12 @@ static void test_torch_dataloader_shm_full(void **state)
         !strstr(shown, "\nFailed at:        loader.py:9 in <module>\n") ||
         strstr(shown, "\nHeld by:"))
         fail_msg("show:\n%s\nstderr: %s", shown, err);
+    /* a rank's: its run's verdict names the memory that ran out */
+    const char *argv[] = {inspect_path(), "triage", "--format", "line", paths.dumps, NULL};
+    static char verdict[1 << 14], terr[4096];
+    run_capture(argv, verdict, sizeof verdict, terr, sizeof terr);
+    if (!strstr(verdict, ": rank 1 ran out of shared memory (/dev/shm) at "))
+        fail_msg("the run's verdict:\n%s", verdict);
 }
 
 int main(void)

@@ -335,6 +335,32 @@ static void test_run_time_past_any_clock(void **state)
     assert_null(strstr(out, "an unknown time"));
 }
 
+/* A rank that died of a limit of its runtime's own names that limit in
+ * its run's verdict: Node's heap is not the machine's memory, which had
+ * room to spare. */
+static void test_run_names_a_runtimes_own_limit(void **state)
+{
+    (void)state;
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/node_run", scratch);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "10.0.0.9", 1);
+    setenv("MASTER_PORT", "29501", 1);
+    gmp_dump_request said = {
+        .reason = "message_pattern:out of memory", .backend = GMP_BACKEND_CPU,
+        .exception_type = "FATAL ERROR",
+        .exception_message = "Reached heap limit Allocation failed - JavaScript heap out of "
+                             "memory"};
+    dump_one(dir, &said);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    /* the directory twice, as above: two of one rank */
+    expect_everywhere(dir, dir, 3, "rank 1 ran out of V8's JavaScript heap first, at 20");
+}
+
 /* triage parses metadata.json without the host and device state it never
  * reads (half the text); a bundle it so reads is one every verb reads, and
  * one no verb can read is unreadable to it too: host_state written first
@@ -423,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_exit_status_table),
         cmocka_unit_test(test_python_site),
         cmocka_unit_test(test_run_time_past_any_clock),
+        cmocka_unit_test(test_run_names_a_runtimes_own_limit),
         cmocka_unit_test(test_lean_reading_reads_as_every_verb),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -125,7 +125,7 @@ typedef struct run_story {
     struct {                    /* the earliest of them, in full */
         run_member member;
         double at;
-        char memory[40], reason[64], api[48], site[200];
+        char memory[64], reason[64], api[48], site[200];
         char *bundle; /* its path (heap; runs_free frees it) */
     } first;
 } run_story;
@@ -214,6 +214,7 @@ typedef struct runtime_words {
     const char *marker, *words; /* both in the message (words NULL: any) */
     const char *runtime;        /* "the JVM" */
     const char *what;           /* "its Java heap was full" */
+    const char *memory;         /* "the JVM's Java heap"; NULL: the system's memory */
     const char *flag;           /* "-Xmx", or NULL */
     const char *variable;       /* "PYPY_GC_MAX": sets the limit itself, or NULL */
     int own_heap;               /* the memory is a heap the runtime manages: no site held it */

@@ -172,9 +172,14 @@ static double time_of(bundle *b)
     return plausible(at) ? at : 0;
 }
 
-/* "host memory", "cuda:1 memory". */
+/* "host memory", "cuda:1 memory", "V8's JavaScript heap". */
 static void memory_words(bundle *b, char *out, size_t cap)
 {
+    const runtime_words *w = runtime_words_of(b);
+    if (w && w->memory) { /* a limit of the runtime's own, or /dev/shm */
+        snprintf(out, cap, "%s", w->memory);
+        return;
+    }
     const char *backend = jstr(b->manifest, "backend");
     const bundle_failure *f = bundle_failure_of(b);
     if (!backend || !strcmp(backend, "cpu") || !strcmp(backend, "host"))

@@ -17,7 +17,8 @@
 #include <string.h>
 
 /* the runtime's own marker, the words that tell one limit from another
- * (NULL: any), who ran out, of what, the flag that sets that limit (on the
+ * (NULL: any), who ran out, of what (a clause, then the memory's name
+ * where it is not the system's: NULL when the system gave no more), the flag that sets that limit (on the
  * command line or in an option variable) or the variable that does, and
  * what the memory that ran out is made of: ALLOCATIONS, blocks from malloc
  * and its kin, which the preload sees one by one (what held them can be
@@ -28,89 +29,93 @@
 #define ALLOCATIONS 0
 #define OWN_HEAP 1
 #define FOR_EACH_RUNTIME_WORDS(X)                                                                  \
-    X("OutOfMemoryError", "Java heap space", "the JVM", "its Java heap was full", "-Xmx", NULL,    \
-      OWN_HEAP)                                                                                    \
+    X("OutOfMemoryError", "Java heap space", "the JVM", "its Java heap was full",                  \
+      "the JVM's Java heap", "-Xmx", NULL, OWN_HEAP)                                               \
     X("OutOfMemoryError", "GC overhead limit exceeded", "the JVM",                                 \
       "its Java heap was so nearly full that it spent almost all its time collecting garbage",     \
-      "-Xmx", NULL, OWN_HEAP)                                                                      \
+      "the JVM's Java heap", "-Xmx", NULL, OWN_HEAP)                                               \
     X("OutOfMemoryError", "Metaspace", "the JVM",                                                  \
-      "its class metadata (Metaspace) reached its limit",                                          \
+      "its class metadata (Metaspace) reached its limit", "the JVM's Metaspace",                   \
       "-XX:MaxMetaspaceSize", NULL, OWN_HEAP)                                                      \
     X("OutOfMemoryError", "Compressed class space", "the JVM",                                     \
-      "its compressed class space reached its limit", "-XX:CompressedClassSpaceSize", NULL,        \
-      OWN_HEAP)                                                                                    \
+      "its compressed class space reached its limit", "the JVM's compressed class space",          \
+      "-XX:CompressedClassSpaceSize", NULL, OWN_HEAP)                                              \
     X("OutOfMemoryError", "Direct buffer memory", "the JVM",                                       \
-      "its direct buffers reached their limit", "-XX:MaxDirectMemorySize", NULL, ALLOCATIONS)      \
+      "its direct buffers reached their limit", "the JVM's direct buffer memory",                  \
+      "-XX:MaxDirectMemorySize", NULL, ALLOCATIONS)                                                \
     /* JDK 17's: "Cannot reserve N bytes of direct buffer memory (allocated: A, limit: L)" */      \
     X("OutOfMemoryError", "bytes of direct buffer memory", "the JVM",                              \
-      "its direct buffers reached their limit", "-XX:MaxDirectMemorySize", NULL, ALLOCATIONS)      \
+      "its direct buffers reached their limit", "the JVM's direct buffer memory",                  \
+      "-XX:MaxDirectMemorySize", NULL, ALLOCATIONS)                                                \
     X("OutOfMemoryError", "Requested array size exceeds VM limit", "the JVM",                      \
-      "an array larger than the JVM allows was asked for", NULL, NULL, OWN_HEAP)                   \
+      "an array larger than the JVM allows was asked for", "the array size the JVM allows", NULL,  \
+      NULL, OWN_HEAP)                                                                              \
     X("OutOfMemoryError", "native thread", "the JVM",                                              \
-      "it could not start a thread (memory, or a limit on processes)", NULL, NULL, OWN_HEAP)       \
-    X("OutOfMemoryError", NULL, "the JVM", "it ran out of a memory it manages itself", NULL, NULL, \
-      OWN_HEAP)                                                                                    \
+      "it could not start a thread (memory, or a limit on processes)",                             \
+      "room for a thread (memory, or a limit on processes)", NULL, NULL, OWN_HEAP)                 \
+    X("OutOfMemoryError", NULL, "the JVM", "it ran out of a memory it manages itself",             \
+      "a memory the JVM manages itself", NULL, NULL, OWN_HEAP)                                     \
     X("JavaScript heap out of memory", NULL, "Node (V8)", "its JavaScript heap reached its limit", \
-      "--max-old-space-size", NULL, OWN_HEAP)                                                      \
-    X("runtime: out of memory", NULL, "the Go runtime", "the system gave it no more memory",       \
+      "V8's JavaScript heap", "--max-old-space-size", NULL, OWN_HEAP)                              \
+    X("runtime: out of memory", NULL, "the Go runtime", "the system gave it no more memory", NULL, \
       NULL, NULL, OWN_HEAP)                                                                        \
     X("std::bad_alloc", NULL, "the C++ runtime",                                                   \
-      "an allocation threw std::bad_alloc and nothing caught it", NULL, NULL, ALLOCATIONS)         \
+      "an allocation threw std::bad_alloc and nothing caught it", NULL, NULL, NULL, ALLOCATIONS)   \
     X("memory allocation of ", "failed", "the Rust runtime",                                       \
-      "an allocation failed, and Rust aborts when one does", NULL, NULL, ALLOCATIONS)              \
+      "an allocation failed, and Rust aborts when one does", NULL, NULL, NULL, ALLOCATIONS)        \
     X("Allowed memory size of ", "exhausted", "PHP", "its memory_limit was reached",               \
-      "memory_limit", NULL, OWN_HEAP)                                                              \
+      "PHP's memory_limit", "memory_limit", NULL, OWN_HEAP)                                        \
     X("Out of memory (allocated ", NULL, "PHP", "the system gave it no more memory", NULL, NULL,   \
-      OWN_HEAP)                                                                                    \
-    X("mmap() failed: [12]", NULL, "PHP", "the system gave it no more memory", NULL, NULL,         \
+      NULL, OWN_HEAP)                                                                              \
+    X("mmap() failed: [12]", NULL, "PHP", "the system gave it no more memory", NULL, NULL, NULL,   \
       OWN_HEAP)                                                                                    \
     X("luajit: not enough memory", NULL, "LuaJIT", "the system gave it no more memory", NULL,      \
-      NULL, OWN_HEAP)                                                                              \
-    X(": not enough memory", NULL, "Lua", "the system gave it no more memory", NULL, NULL,         \
+      NULL, NULL, OWN_HEAP)                                                                        \
+    X(": not enough memory", NULL, "Lua", "the system gave it no more memory", NULL, NULL, NULL,   \
       ALLOCATIONS)                                                                                 \
     X(": Heap exhausted;", NULL, "the GHC runtime", "its heap reached the size +RTS -M sets",      \
-      "-M", NULL, OWN_HEAP)                                                                        \
+      "the GHC heap (+RTS -M)", "-M", NULL, OWN_HEAP)                                              \
     X("GC Warning: Out of Memory! Heap size:", NULL, "the Boehm garbage collector",                \
-      "its heap could not grow (its limit, or the system's)", NULL, "GC_MAXIMUM_HEAP_SIZE",        \
-      OWN_HEAP)                                                                                    \
-    X("Unwind-only out of memory exception", NULL, "Guile", "its heap could not grow", NULL,       \
+      "its heap could not grow (its limit, or the system's)", "the Boehm collector's heap", NULL,  \
       "GC_MAXIMUM_HEAP_SIZE", OWN_HEAP)                                                            \
+    X("Unwind-only out of memory exception", NULL, "Guile", "its heap could not grow",             \
+      "Guile's heap", NULL, "GC_MAXIMUM_HEAP_SIZE", OWN_HEAP)                                      \
     X("Heap exhausted during allocation", NULL, "SBCL", "its dynamic space was full",              \
-      "--dynamic-space-size", NULL, OWN_HEAP)                                                      \
+      "SBCL's dynamic space", "--dynamic-space-size", NULL, OWN_HEAP)                              \
     X("Heap exhausted, game over", NULL, "SBCL", "its dynamic space was full",                     \
-      "--dynamic-space-size", NULL, OWN_HEAP)                                                      \
+      "SBCL's dynamic space", "--dynamic-space-size", NULL, OWN_HEAP)                              \
     X("System.OutOfMemoryException", NULL, "the .NET runtime (Mono)",                              \
-      "its managed heap could not grow", "max-heap-size", NULL, OWN_HEAP)                          \
-    X("(NoMemoryError)", NULL, "Ruby", "the system gave it no more memory", NULL, NULL,            \
+      "its managed heap could not grow", "the .NET managed heap", "max-heap-size", NULL, OWN_HEAP) \
+    X("(NoMemoryError)", NULL, "Ruby", "the system gave it no more memory", NULL, NULL, NULL,      \
       ALLOCATIONS)                                                                                 \
-    X("vector memory exhausted (limit reached?)", NULL, "R",                                       \
-      "its vector heap reached its limit", "--max-vsize", "R_MAX_VSIZE", ALLOCATIONS)              \
+    X("vector memory exhausted (limit reached?)", NULL, "R", "its vector heap reached its limit",  \
+      "R's vector heap", "--max-vsize", "R_MAX_VSIZE", ALLOCATIONS)                                \
     X("cannot allocate vector of size ", NULL, "R", "the system gave it no more memory", NULL,     \
-      NULL, ALLOCATIONS)                                                                           \
-    X("cannot allocate memory block of size ", NULL, "R", "the system gave it no more memory",     \
       NULL, NULL, ALLOCATIONS)                                                                     \
+    X("cannot allocate memory block of size ", NULL, "R", "the system gave it no more memory",     \
+      NULL, NULL, NULL, ALLOCATIONS)                                                               \
     X("_alloc: Cannot allocate ", "bytes of memory", "the Erlang VM (BEAM)",                       \
-      "the system gave it no more memory", NULL, NULL, OWN_HEAP)                                   \
-    X("Out of memory!", NULL, "Perl", "the system gave it no more memory", NULL, NULL,             \
+      "the system gave it no more memory", NULL, NULL, NULL, OWN_HEAP)                             \
+    X("Out of memory!", NULL, "Perl", "the system gave it no more memory", NULL, NULL, NULL,       \
       ALLOCATIONS)                                                                                 \
     X("Out of memory during ", NULL, "Perl", "the system gave it no more memory", NULL, NULL,      \
-      ALLOCATIONS)                                                                                 \
-    X("unable to alloc ", " bytes", "Tcl", "the system gave it no more memory", NULL, NULL,        \
+      NULL, ALLOCATIONS)                                                                           \
+    X("unable to alloc ", " bytes", "Tcl", "the system gave it no more memory", NULL, NULL, NULL,  \
       ALLOCATIONS)                                                                                 \
     X("out of memory allocating ", NULL, "Tcl", "the system gave it no more memory", NULL, NULL,   \
-      ALLOCATIONS)                                                                                 \
+      NULL, ALLOCATIONS)                                                                           \
     X("Fatal error: exception Out_of_memory", NULL, "OCaml", "the system gave it no more memory",  \
-      NULL, NULL, ALLOCATIONS)
+      NULL, NULL, NULL, ALLOCATIONS)
 
 /* GHC's RTS and others say only "prog: out of memory": theirs by the
  * reason the preload gave it (message_pattern:<pattern>) */
 #define FOR_EACH_RUNTIME_REASON(X)                                                                 \
     X("message_pattern:ghc: out of memory", NULL, "the GHC runtime",                               \
       "the address space it reserved for its heap was used up, or the system gave it no more",     \
-      NULL, NULL, OWN_HEAP)
+      NULL, NULL, NULL, OWN_HEAP)
 
-#define AS_ENTRY(marker, words, runtime, what, flag, variable, heap)                              \
-    {marker, words, runtime, what, flag, variable, heap},
+#define AS_ENTRY(marker, words, runtime, what, memory, flag, variable, heap)                      \
+    {marker, words, runtime, what, memory, flag, variable, heap},
 static const runtime_words table[] = {FOR_EACH_RUNTIME_WORDS(AS_ENTRY)};
 static const runtime_words by_reason[] = {FOR_EACH_RUNTIME_REASON(AS_ENTRY)};
 #undef AS_ENTRY
@@ -125,7 +130,8 @@ static const char *const option_variables[] = {"JAVA_TOOL_OPTIONS", "JDK_JAVA_OP
 static const runtime_words pypy = {"MemoryError", NULL, "PyPy",
                                    "its garbage-collected heap could not grow (its limit, or the "
                                    "system's)",
-                                   NULL, "PYPY_GC_MAX", ALLOCATIONS};
+                                   "PyPy's garbage-collected heap", NULL, "PYPY_GC_MAX",
+                                   ALLOCATIONS};
 
 /* PyTorch puts a tensor it shares between processes (every batch a
  * DataLoader worker hands over) in /dev/shm, a tmpfs of its own size (a
@@ -136,14 +142,14 @@ static const runtime_words torch_shm = {"unable to allocate shared memory", NULL
                                         "/dev/shm was full, the shared memory through which "
                                         "it hands tensors between processes (a DataLoader's "
                                         "batches)",
-                                        NULL, NULL, OWN_HEAP};
+                                        "shared memory (/dev/shm)", NULL, NULL, OWN_HEAP};
 /* A page of a shared mapping that a full tmpfs could not back: SIGBUS,
  * told in the preload's own words (shm_fault.c). */
 static const runtime_words shm_fault = {", shared memory on a tmpfs of ", NULL, "the process",
                                         "a tmpfs it shared memory through (/dev/shm, as a "
                                         "rule) was full, and the kernel ends a touch of a page "
                                         "it cannot back with SIGBUS",
-                                        NULL, NULL, OWN_HEAP};
+                                        "shared memory (a full tmpfs)", NULL, NULL, OWN_HEAP};
 
 const runtime_words *runtime_words_of(bundle *b)
 {
