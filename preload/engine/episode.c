@@ -59,21 +59,6 @@ typedef struct episode {
 
 static episode episodes[GMP_BACKEND_COUNT][GMP_MAX_DEVICES + 1];
 
-/* The latest failed allocations, for a fatal signal that follows one: the
- * crashing thread's own when it has one here (its unchecked NULL), else the
- * newest.  A slot is written or read only by whoever holds its busy flag,
- * taken by CAS and never waited for: a writer that finds its slot busy
- * drops its hint, a reader tries the next best slot. */
-#define RECENT_SLOTS 8
-typedef struct recent_failure {
-    int busy;     /* atomic */
-    uint64_t seq; /* atomic: 0 empty, else the order of writing */
-    uint32_t tid; /* atomic */
-    gmp_backend backend;
-    gmp_failed_request f;
-} recent_failure;
-static recent_failure recent[RECENT_SLOTS];
-static uint64_t recent_written; /* atomic */
 static int any_failure;         /* atomic */
 int gmp_episodes_open GMP_STARTUP_DATA; /* atomic count; read at every exit */
 static uint32_t recovered;      /* atomic: episodes closed as recovered */
@@ -264,75 +249,6 @@ static void *watcher_main(void *arg)
     return NULL;
 }
 
-static int take_slot(recent_failure *r)
-{
-    int idle = 0;
-    return __atomic_compare_exchange_n(&r->busy, &idle, 1, 0, __ATOMIC_ACQUIRE,
-                                       __ATOMIC_RELAXED);
-}
-
-static void note_recent(gmp_backend backend, const gmp_failed_request *f)
-{
-    uint64_t seq = __atomic_add_fetch(&recent_written, 1, __ATOMIC_RELAXED);
-    recent_failure *r = &recent[seq % RECENT_SLOTS];
-    if (!take_slot(r))
-        return;
-    r->backend = backend;
-    r->f = *f;
-    __atomic_store_n(&r->tid, gmp_gettid(), __ATOMIC_RELAXED);
-    __atomic_store_n(&r->seq, seq, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
-}
-
-/* The newest recent failure that is this thread's (own_only), of backend
- * (want_backend >= 0) and at since_ns or later, copied out; 0 when there is
- * none (or every candidate is being written right now). */
-static int newest_recent(int own_only, int want_backend, uint64_t since_ns,
-                         gmp_failed_request *f, gmp_backend *backend)
-{
-    uint32_t self = gmp_gettid();
-    int tried[RECENT_SLOTS] = {0};
-    for (;;) {
-        int best = -1;
-        uint64_t best_seq = 0;
-        for (int i = 0; i < RECENT_SLOTS; i++) {
-            uint64_t seq = __atomic_load_n(&recent[i].seq, __ATOMIC_RELAXED);
-            if (tried[i] || seq <= best_seq ||
-                (own_only && __atomic_load_n(&recent[i].tid, __ATOMIC_RELAXED) != self))
-                continue;
-            best = i;
-            best_seq = seq;
-        }
-        if (best < 0)
-            return 0;
-        tried[best] = 1;
-        if (!take_slot(&recent[best]))
-            continue;
-        int fits = (want_backend < 0 || (int)recent[best].backend == want_backend) &&
-                   recent[best].f.time_ns >= since_ns;
-        if (fits) {
-            *f = recent[best].f;
-            *backend = recent[best].backend;
-        }
-        __atomic_store_n(&recent[best].busy, 0, __ATOMIC_RELEASE);
-        if (fits)
-            return 1;
-    }
-}
-
-/* For a signal: the crashing thread's own failure (its unchecked NULL),
- * else the newest. */
-static int recent_for_crash(gmp_failed_request *f, gmp_backend *backend)
-{
-    return newest_recent(1, -1, 0, f, backend) || newest_recent(0, -1, 0, f, backend);
-}
-
-int gmp_episode_recent_failure(gmp_backend backend, uint64_t since_ns, gmp_failed_request *f)
-{
-    gmp_backend found;
-    return newest_recent(0, (int)backend, since_ns, f, &found);
-}
-
 /* The watcher exists only in processes that had an episode. */
 static void ensure_watcher(void)
 {
@@ -391,7 +307,7 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
         f.vm_size = address_space_now();
     f.stack_depth = gmp_stack_capture(f.stack, GMP_STACK_MAX);
     gmp_pl_probe_python(); /* now, not in the signal handler a crash may bring */
-    note_recent(backend, &f);
+    gmp_recent_failure_note(backend, &f);
     __atomic_store_n(&any_failure, 1, __ATOMIC_RELEASE);
     gmp_crash_arm();
     episode *ep = &episodes[backend][gmp_device_index(device)];
@@ -568,7 +484,7 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
         return 1;
     gmp_failed_request f;
     gmp_backend backend;
-    if (failed && recent_for_crash(&f, &backend))
+    if (failed && gmp_recent_failure_for_crash(&f, &backend))
         return written_lately(&episodes[backend][gmp_device_index(f.device)]) ||
                commit_failure(backend, &f, "signal", &cr, -1);
     /* GMP_ON_CRASH=always, and no allocation ever failed */
@@ -601,11 +517,8 @@ void gmp_episode_after_fork(void)
     /* the child inherits no episode and no watcher thread; every episode
      * follows a noted failure, so without one there is nothing to clear
      * (and 64 KiB of pages not to touch in a child that execs at once) */
-    if (__atomic_load_n(&recent_written, __ATOMIC_RELAXED)) {
+    if (gmp_recent_failures_after_fork())
         memset(episodes, 0, sizeof episodes);
-        memset(recent, 0, sizeof recent);
-        __atomic_store_n(&recent_written, 0, __ATOMIC_RELAXED);
-    }
     GMP_CLEAR_IN_CHILD(any_failure);
     GMP_CLEAR_IN_CHILD(gmp_episodes_open);
     GMP_CLEAR_IN_CHILD(watcher_started);

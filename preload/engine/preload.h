@@ -347,11 +347,19 @@ GMP_HIDDEN void gmp_episode_commit_backend(gmp_backend backend, const char *conf
 GMP_HIDDEN int gmp_episode_adopt(gmp_backend prefer, gmp_backend *backend,
                                  gmp_failed_request *f, int *traceback_fd,
                                  uint32_t *recovered_episodes);
-/* The newest failed request of backend at since_ns (CLOCK_REALTIME) or
- * later, copied into *f, whether or not its episode recovered: for a
- * framework's OOM message that follows it.  1, or 0 when there is none. */
+/* recent_failures.c: the newest failed request of backend at since_ns
+ * (CLOCK_REALTIME) or later, copied into *f, whether or not its episode
+ * recovered: for a framework's OOM message that follows it.  1, or 0 when
+ * there is none. */
 GMP_HIDDEN int gmp_episode_recent_failure(gmp_backend backend, uint64_t since_ns,
                                           gmp_failed_request *f);
+/* Every failed request is noted; a fatal signal takes the crashing
+ * thread's own (its unchecked NULL), else the newest (1, or 0: none). */
+GMP_HIDDEN void gmp_recent_failure_note(gmp_backend backend, const gmp_failed_request *f);
+GMP_HIDDEN int gmp_recent_failure_for_crash(gmp_failed_request *f, gmp_backend *backend);
+/* In a forked child: forgets them; 1 when there were any (so an episode
+ * may have been open), else 0. */
+GMP_HIDDEN int gmp_recent_failures_after_fork(void);
 /* Commits episodes whose confirmation time has passed. */
 GMP_HIDDEN void gmp_episode_check_deadlines(void);
 GMP_HIDDEN void gmp_episode_after_fork(void);
