@@ -457,7 +457,8 @@ int gmp_episode_crash(int sig, const siginfo_t *info)
     gmp_failed_request shm;
     char detail[GMP_PATH_MAX + 96];
     if (sig == SIGBUS && gmp_shm_fault(info, &shm, detail, sizeof detail)) {
-        crash cr = {sig, (uint64_t)(uintptr_t)info->si_addr, 1, detail};
+        int fault = info->si_code > 0; /* else raised again, by a handler of its own */
+        crash cr = {sig, fault ? (uint64_t)(uintptr_t)info->si_addr : 0, fault, detail};
         return commit_failure(GMP_BACKEND_CPU, &shm, "signal", &cr, -1);
     }
     if (!failed && gmp_pl.cfg->on_crash != GMP_ON_CRASH_ALWAYS)

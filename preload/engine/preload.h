@@ -380,7 +380,9 @@ static inline int gmp_any_episode_open(void)
  * Returns 1 when it wrote one. */
 GMP_HIDDEN int gmp_episode_crash(int sig, const siginfo_t *info);
 /* shm_fault.c: whether a SIGBUS is a touch of a shared mapping of a tmpfs
- * file (/dev/shm) that had no room for the page; then the failed request
+ * file (/dev/shm) that had no room for the page (or, raised again by the
+ * process's own handler, one while such a mapping's tmpfs is full); then
+ * the failed request
  * it stands for in *f and the words about the file and its room in detail
  * (in the signal handler: no allocation, no lock). */
 GMP_HIDDEN int gmp_shm_fault(const siginfo_t *info, gmp_failed_request *f, char *detail,

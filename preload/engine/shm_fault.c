@@ -11,7 +11,13 @@
  * shared mapping of a file on a sized tmpfs with less than a page left (a
  * touch past a file's end faults the same way, with room to spare).  Then
  * it is a failed allocation (one page, ENOSPC, as the filesystem says it),
- * and the bundle names the file and the room.  Runs in the signal handler:
+ * and the bundle names the file and the room.  A runtime may catch the
+ * fault first, print its own words and raise SIGBUS again with the default
+ * action (PyTorch's DataLoader workers: "Unexpected bus error encountered
+ * in worker. This might be caused by insufficient shared memory"): then
+ * the address is gone, and a SIGBUS the process raised itself is that
+ * death when one of its shared mappings is of a tmpfs so full.  Runs in
+ * the signal handler:
  * /proc/self/maps read into a static buffer, statfs; no allocation, no
  * lock.  The mmap hook asks here too whether a mapping could meet that
  * death, to arm the handlers.
@@ -40,30 +46,6 @@ int gmp_shm_fd_can_fill(int fd)
     return fstatfs(fd, &fs) == 0 && sized_tmpfs(&fs);
 }
 
-typedef struct shared_at {
-    uintptr_t addr;
-    char path[GMP_PATH_MAX]; /* "" until the mapping that holds addr is found shared */
-} shared_at;
-
-static void shared_mapping(const char *line, void *arg)
-{
-    shared_at *s = arg;
-    char *end;
-    uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
-    uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, &end, 16) : 0;
-    /* "start-end rw-s offset dev inode /dev/shm/psm_1f2e (deleted)" */
-    if (s->addr < lo || s->addr >= hi || *end != ' ' || strlen(end) < 5 || end[4] != 's')
-        return;
-    const char *path = strchr(end, '/');
-    if (!path)
-        return;
-    gmp_strlcpy(s->path, path, sizeof s->path);
-    size_t n = strlen(s->path);
-    static const char deleted[] = " (deleted)"; /* unlinked while mapped: its directory's room */
-    if (n > sizeof deleted - 1 && !strcmp(s->path + n - (sizeof deleted - 1), deleted))
-        s->path[n - (sizeof deleted - 1)] = '\0';
-}
-
 /* The filesystem of path, or of its directory when the file is gone. */
 static int statfs_of(const char *path, struct statfs *fs)
 {
@@ -78,22 +60,74 @@ static int statfs_of(const char *path, struct statfs *fs)
     return statfs(dir, fs);
 }
 
+/* Whether path is on a sized tmpfs with less than a page left; its size
+ * and room then. */
+static int full_tmpfs(const char *path, uint64_t *total, uint64_t *room)
+{
+    struct statfs fs;
+    if (statfs_of(path, &fs) != 0 || !sized_tmpfs(&fs))
+        return 0;
+    uint64_t unit = fs.f_frsize ? (uint64_t)fs.f_frsize : (uint64_t)fs.f_bsize;
+    *total = (uint64_t)fs.f_blocks * unit;
+    *room = (uint64_t)fs.f_bavail * unit;
+    return *room < (uint64_t)getpagesize();
+}
+
+typedef struct shared_at {
+    uintptr_t addr; /* the fault's; any_full: any mapping will do */
+    int any_full;
+    char path[GMP_PATH_MAX]; /* "" until the mapping is found, on a full tmpfs */
+    char file[GMP_PATH_MAX]; /* the line's (static with the rest: a handler's stack is small) */
+    uint64_t total, room;    /* its tmpfs's, once found full */
+} shared_at;
+
+/* "start-end rw-s offset dev inode /dev/shm/psm_1f2e (deleted)": the
+ * shared mapping of a file that holds addr, or (any_full) the first on a
+ * full tmpfs, into s->path. */
+static void shared_mapping(const char *line, void *arg)
+{
+    shared_at *s = arg;
+    if (s->path[0])
+        return;
+    char *end;
+    uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
+    uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, &end, 16) : 0;
+    if ((!s->any_full && (s->addr < lo || s->addr >= hi)) || *end != ' ' || strlen(end) < 5 ||
+        end[4] != 's')
+        return;
+    const char *path = strchr(end, '/');
+    if (!path)
+        return;
+    char *file = s->file;
+    gmp_strlcpy(file, path, sizeof s->file);
+    size_t n = strlen(file);
+    static const char deleted[] = " (deleted)"; /* unlinked while mapped: its directory's room */
+    if (n > sizeof deleted - 1 && !strcmp(file + n - (sizeof deleted - 1), deleted))
+        file[n - (sizeof deleted - 1)] = '\0';
+    if (full_tmpfs(file, &s->total, &s->room))
+        memcpy(s->path, file, sizeof s->path);
+}
+
 int gmp_shm_fault(const siginfo_t *info, gmp_failed_request *f, char *detail, size_t cap)
 {
-    if (!info || info->si_signo != SIGBUS || info->si_code != BUS_ADRERR)
+    if (!info || info->si_signo != SIGBUS)
+        return 0;
+    /* raised again by the process itself, after a handler of its own */
+    int raised = (info->si_code == SI_TKILL || info->si_code == SI_USER) &&
+                 info->si_pid == getpid();
+    if (info->si_code != BUS_ADRERR && !raised)
         return 0;
     static char maps[8192];
     static shared_at at;
-    at.addr = (uintptr_t)info->si_addr;
+    at.addr = raised ? 0 : (uintptr_t)info->si_addr;
+    at.any_full = raised;
     at.path[0] = '\0';
+    /* at the fault's address, a tmpfs with room for the page was a touch
+     * past the file's end, not a full tmpfs */
     gmp_maps_foreach(maps, sizeof maps, shared_mapping, &at);
-    struct statfs fs;
-    if (!at.path[0] || statfs_of(at.path, &fs) != 0 || !sized_tmpfs(&fs))
+    if (!at.path[0])
         return 0;
-    uint64_t unit = fs.f_frsize ? (uint64_t)fs.f_frsize : (uint64_t)fs.f_bsize;
-    uint64_t room = (uint64_t)fs.f_bavail * unit, page = (uint64_t)getpagesize();
-    if (room >= page)
-        return 0; /* room for the page: a touch past the file's end, not a full tmpfs */
+    uint64_t page = (uint64_t)getpagesize();
     memset(f, 0, sizeof *f);
     f->present = 1;
     f->api = GMP_API_MMAP;
@@ -105,9 +139,13 @@ int gmp_shm_fault(const siginfo_t *info, gmp_failed_request *f, char *detail, si
     f->stack_id = gmp_stack_id_in_tables_made();
     f->stack_depth = gmp_stack_capture(f->stack, GMP_STACK_MAX);
     char total[32], left[32];
-    gmp_fmt_bytes((uint64_t)fs.f_blocks * unit, total);
-    gmp_fmt_bytes(room, left);
-    gmp_strjoin(detail, cap, " It touched a page of ", at.path, ", shared memory on a tmpfs of ",
-                total, " with ", left, " free.", (char *)NULL);
+    gmp_fmt_bytes(at.total, total);
+    gmp_fmt_bytes(at.room, left);
+    gmp_strjoin(detail, cap,
+                raised ? " A handler of its own raised it again, its address gone; it had "
+                         "mapped "
+                       : " It touched a page of ",
+                at.path, ", shared memory on a tmpfs of ", total, " with ", left, " free.",
+                (char *)NULL);
     return 1;
 }

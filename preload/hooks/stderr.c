@@ -80,11 +80,22 @@ static void ended_with(char last)
     __atomic_store_n(&mid_line, last != '\n', __ATOMIC_RELAXED);
 }
 
+/* The last of n bytes written that shows: a C string written with its NUL
+ * (write(2, MSG, sizeof MSG), as PyTorch's DataLoader workers' signal
+ * handlers write their words) ends its line where its newline is.  Bytes
+ * that are all NUL leave the line as it was. */
+static void ended_with_bytes(const char *bytes, size_t n)
+{
+    while (n && bytes[n - 1] == '\0')
+        n--;
+    if (n)
+        ended_with(bytes[n - 1]);
+}
+
 /* The program wrote n bytes to stderr. */
 static void wrote(const void *buf, size_t n)
 {
-    if (n)
-        ended_with(((const char *)buf)[n - 1]);
+    ended_with_bytes(buf, n);
     gmp_messages_scan(buf, n);
 }
 
@@ -158,8 +169,7 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
             size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
             if (i < 8)
                 gmp_messages_scan(iov[i].iov_base, n);
-            if (n)
-                ended_with(((const char *)iov[i].iov_base)[n - 1]);
+            ended_with_bytes(iov[i].iov_base, n);
             left -= n;
         }
         errno = saved;

@@ -582,6 +582,56 @@ static void test_shared_memory_full(void **state)
     }
 }
 
+/* The same death under a SIGBUS handler of the program's own, which
+ * writes its words (with a C string's NUL, as PyTorch's DataLoader workers'
+ * handlers do), puts the default action back and raises the signal again:
+ * the address is gone, and the process sent the signal itself.  Still one
+ * bundle, the tmpfs full, the mapped file named; our line follows the
+ * program's words on stderr (their NUL does not leave a line open).  A SIGBUS the program raises while its
+ * tmpfs has room is none: no bundle.  The status is 135 either way. */
+static void test_shared_memory_full_under_its_handler(void **state)
+{
+    (void)state;
+    char script[8192], bundle[1024];
+    program_path("shm_bus_handler", program, sizeof program);
+    const char *mode[] = {"", "raise"};
+    for (int i = 0; i < 2; i++) {
+        scratch_remove(paths.dumps);
+        snprintf(script, sizeof script,
+                 "unshare -m true 2>/dev/null || exit 77; "
+                 "unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
+                 "LD_PRELOAD=\"%s\" %s /dev/shm %s 2>%s/bus.err; echo status $?; "
+                 "tr \"\\000\" @ <%s/bus.err >&2'",
+                 paths.preload, program, mode[i], paths.scratch, paths.scratch);
+        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+        if (code == 77) {
+            printf("SKIP  test_shared_memory_full_under_its_handler: no mount namespace of its "
+                   "own here\n");
+            return;
+        }
+        assert_string_equal(out, "status 135\n");
+        if (i == 1) {
+            assert_int_equal(bundles(), 0);
+            break;
+        }
+        json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+        if (strcmp(json_str(md, "kind"), "crash_after_failed_allocation") ||
+            !strstr(json_str(md, "exception_message"),
+                    " A handler of its own raised it again, its address gone; it had mapped "
+                    "/dev/shm/gmp-bus-handler, shared memory on a tmpfs of 20.0 MiB with 0 B "
+                    "free."))
+            fail_msg("kind %s, message %s", json_str(md, "kind"),
+                     json_str(md, "exception_message"));
+        json_decref(md);
+        expect_headline(bundle, "the process ran out of memory: a tmpfs it shared memory "
+                                "through (/dev/shm, as a rule) was full");
+        /* the program's NUL (shown as @) after its line, then ours */
+        if (!strstr(err, "insufficient shared memory (shm).\n@gpumemprof: SIGBUS after "
+                         "failed allocation (mmap 4.0 KiB on host, ENOSPC); bundle: "))
+            fail_msg("stderr: %s", err);
+    }
+}
+
 static int naive_program(void **state)
 {
     (void)state;
@@ -618,6 +668,7 @@ int main(void)
         cmocka_unit_test_setup(test_crash_names_its_own_thread_failure, naive_program),
         cmocka_unit_test(test_stopped_while_a_failure_is_open),
         cmocka_unit_test(test_shared_memory_full),
+        cmocka_unit_test(test_shared_memory_full_under_its_handler),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

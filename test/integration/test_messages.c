@@ -917,6 +917,64 @@ static void test_torch_dataloader_shm_full(void **state)
         fail_msg("the run's verdict:\n%s", verdict);
 }
 
+/* A DataLoader worker whose dataset fills /dev/shm through Python's
+ * shared memory: the worker dies of SIGBUS under PyTorch's own handler
+ * ("Unexpected bus error encountered in worker. This might be caused by
+ * insufficient shared memory (shm)."), which raises it again without its
+ * address; the main process raises "DataLoader worker ... exited
+ * unexpectedly" and exits 1.  It wrote nothing.  One bundle, the worker's:
+ * the tmpfs full, at the dataset's line; our line after PyTorch's on
+ * stderr.  The real torch; skipped with a line where there is no torch or
+ * no mount namespace. */
+static void test_torch_worker_bus_error(void **state)
+{
+    (void)state;
+    const char *python = torch_python_or_skip_line("test_torch_worker_bus_error");
+    char script[4096], file[700], bundle[1024];
+    if (!python)
+        return;
+    snprintf(file, sizeof file, "%s/bus.py", paths.scratch);
+    static const char program[] =
+        "import torch\n"
+        "from multiprocessing import shared_memory\n"
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class Samples(Dataset):\n"
+        "    def __len__(self):\n"
+        "        return 4\n"
+        "    def __getitem__(self, i):\n"
+        "        shm = shared_memory.SharedMemory(create=True, size=64 << 20)\n"
+        "        for at in range(0, 64 << 20, 4096):\n"
+        "            shm.buf[at:at + 4096] = b'x' * 4096\n"
+        "        return torch.ones(4)\n"
+        "if __name__ == '__main__':\n"
+        "    for batch in DataLoader(Samples(), batch_size=2, num_workers=1):\n"
+        "        print(batch.shape)\n";
+    write_file(file, program, sizeof program - 1);
+    snprintf(script, sizeof script,
+             "unshare -m true 2>/dev/null || exit 77; "
+             "exec unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
+             "OMP_NUM_THREADS=1 LD_PRELOAD=\"%s\" %s %s 2>&1 >/dev/null | tr -d \"\\000\" >&2'",
+             paths.preload, python, file);
+    int code = run_needing(script, "test_torch_worker_bus_error",
+                           "no mount namespace of its own here (unshare -m)");
+    if (code < 0)
+        return;
+    if (!strstr(err, "Unexpected bus error encountered in worker") ||
+        !strstr(err, "exited unexpectedly"))
+        fail_msg("not PyTorch's worker bus error; stderr: %s", err);
+    /* PyTorch writes its words with their NUL (taken out here), then ours */
+    if (!strstr(err, "(shm).\ngpumemprof: SIGBUS after failed allocation (mmap 4.0 KiB on host, "
+                     "ENOSPC); bundle: "))
+        fail_msg("no line of ours after PyTorch's; stderr: %s", err);
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    expect_headline(bundle, "the process ran out of memory: a tmpfs it shared memory through "
+                            "(/dev/shm, as a rule) was full");
+    const char *shown = show_output(bundle);
+    if (!strstr(shown, "; it had mapped /dev/shm/psm_") ||
+        !strstr(shown, "\nFailed at:        bus.py:10 in Samples.__getitem__\n"))
+        fail_msg("show:\n%s\nstderr: %s", shown, err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -937,6 +995,7 @@ int main(void)
         cmocka_unit_test(test_jvm_exit_on_oom),
         cmocka_unit_test(test_jvm_direct_buffers),
         cmocka_unit_test(test_torch_dataloader_shm_full),
+        cmocka_unit_test(test_torch_worker_bus_error),
         cmocka_unit_test(test_printed_traceback_is_masked),
         cmocka_unit_test(test_rank_prefixed_lines),
         cmocka_unit_test(test_relayed_traceback_is_no_death),
