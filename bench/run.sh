@@ -71,27 +71,23 @@ pinned() {
 timed() { pinned "$B/bench/timed" "$@"; }
 timed_unpinned() { "$B/bench/timed" "$@"; }
 
-# under TOOL CMD...: CMD run under a tool (the bare run and the preloads
-# through env alike, so that env's own exec is in each)
+# under PEER CMD...: CMD run under a peer that wraps a native program
+# (the bare run and the preloads are timed in pairs: see paired)
 under() {
     tool=$1
     shift
     case $tool in
-    none) timed env "$@" ;;
-    empty) timed env LD_PRELOAD="$B/bench/libempty.so" "$@" ;;
-    gpumemprof) timed env LD_PRELOAD="$PRELOAD" "$@" ;;
     heaptrack) timed_unpinned heaptrack -o "$W/ht" "$@" ;;
     libmemusage) timed env MEMUSAGE_OUTPUT=/dev/null LD_PRELOAD="$MEMUSAGE" "$@" ;;
     esac
 }
 
-# python TOOL SCRIPT: a python3 script under a tool (Memray and Fil start
-# the interpreter themselves)
+# python PEER SCRIPT: a python3 script under Memray or Fil, which start
+# the interpreter themselves
 python() {
     case $1 in
     memray) timed "$PY" -m memray run --native -q -f -o "$W/memray.bin" "$2" ;;
     fil) timed "$PY" -m filprofiler -o "$W/fil" --no-browser run "$2" ;;
-    *) under "$1" "$PY" "$2" ;;
     esac
 }
 
@@ -126,9 +122,10 @@ available() { # TOOL
     esac
 }
 
-# the compile: one of our own files, as the Makefile builds it
-compile() { # TOOL
-    under "$1" gcc -std=gnu11 -D_GNU_SOURCE -O2 -I"$ROOT/include" -I"$ROOT/base" \
+# compile CMD...: CMD, then the compile as its arguments: one of our own
+# files, as the Makefile builds it
+compile() {
+    "$@" gcc -std=gnu11 -D_GNU_SOURCE -O2 -I"$ROOT/include" -I"$ROOT/base" \
         -I"$ROOT/recorder" -I"$ROOT/collectors" -c "$ROOT/recorder/bundle.c" -o "$W/bundle.o"
 }
 
@@ -151,6 +148,30 @@ order() { # ROUND TOOL...
     fi
 }
 
+# paired KIND ROUND CMD...: the whole process CMD bare beside it under the
+# empty preload, then bare beside it under the library (or the other way
+# round, turning every round), each pair a second or less apart
+# (bench/start_pairs.c): a round's ratio for each preload is its pair's.
+# Whole runs of a few seconds timed in turn, as these rows were until
+# 2026-12-03, ranged over 0.64-1.43x of the same round's bare run; a pair
+# over 0.93-1.05x.  The bare run beside the library's is the round's bare
+# run, which the peers are measured against.
+paired() {
+    kind=$1
+    round=$2
+    shift 2
+    turn=
+    [ $((round % 2)) = 0 ] || turn=-r
+    for tool in $(order "$round" empty gpumemprof); do
+        lib=$PRELOAD
+        [ "$tool" = gpumemprof ] || lib=$B/bench/libempty.so
+        pair=$(pinned "$B/bench/start_pairs" $turn 1 "" "$lib" "$@")
+        record "$kind" "$tool" "$round" "$pair"
+        # start_pairs' 7th, 8th and 6th: the bare run's WALL CPU FAULTS
+        [ "$tool" = empty ] || record "$kind" none "$round" "$(echo "$pair" | awk '{ print $7, $8, $6 }')"
+    done
+}
+
 for round in $(seq "$CHURN_ROUNDS"); do
     for threads in 1 2; do
         for tool in $(order "$round" none empty forward gpumemprof heaptrack libmemusage); do
@@ -161,18 +182,20 @@ for round in $(seq "$CHURN_ROUNDS"); do
     done
 done
 for round in $(seq "$ROUNDS"); do
-    for tool in $(order "$round" none empty gpumemprof memray fil); do
-        available $tool || continue
-        case $tool in memray | fil) [ "$round" -le "$LONG_ROUNDS" ] || continue ;; esac
-        record python $tool $round "$(python $tool "$HERE/pyload.py")"
-        record pylarge $tool $round "$(python $tool "$HERE/pylarge.py")"
+    for workload in pyload pylarge; do
+        kind=$workload
+        [ $kind = pyload ] && kind=python
+        paired $kind "$round" "$PY" "$HERE/$workload.py"
+        for tool in memray fil; do
+            available $tool && [ "$round" -le "$LONG_ROUNDS" ] || continue
+            record $kind $tool $round "$(python $tool "$HERE/$workload.py")"
+        done
     done
-    for tool in $(order "$round" none empty gpumemprof); do
-        record pystderr $tool $round "$(python $tool "$HERE/pystderr.py")"
-    done
-    for tool in $(order "$round" none empty gpumemprof heaptrack libmemusage); do
+    paired pystderr "$round" "$PY" "$HERE/pystderr.py"
+    compile paired gcc "$round"
+    for tool in heaptrack libmemusage; do
         available $tool || continue
-        record gcc $tool $round "$(compile $tool)"
+        record gcc $tool $round "$(compile under $tool)"
     done
     # the doubles read their settings with getenv on every call: the bare
     # run gets an environment as long (an empty preload, the same variables)
@@ -193,18 +216,19 @@ done
 # fifth of a second that this row timed until 2026-12-02 read 0.62-1.23x
 # of the same loop run again); and a shell loop of 300 /bin/true under
 # gmp-run (its job directory, its look at the job 20 times a second, a
-# proxy ring for the shell) against the same loop under the empty preload.
-# Everything on one CPU (the last): a fork, an exec and a wait that cross
-# between two CPUs differ from run to run by more than the library costs
-# (a round's own ratio ranged over 0.85-1.46x unpinned); gmp-run's looks
-# on that CPU too.
+# proxy ring for the shell) beside the same loop under the empty preload,
+# a pair a round, in turn.  Everything on one CPU (the last): a fork, an
+# exec and a wait that cross between two CPUs differ from run to run by
+# more than the library costs (a round's own ratio ranged over 0.85-1.46x
+# unpinned); gmp-run's looks on that CPU too.
 LOOP='i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done'
 for round in $(seq "$STARTUP_ROUNDS"); do
-    for tool in $(order "$round" empty gpumemprof gmp-run); do
+    turn=
+    [ $((round % 2)) = 0 ] || turn=-r
+    for tool in $(order "$round" gpumemprof gmp-run); do
         case $tool in
-        gmp-run) record startup gmp-run $round "$(timed "$B/gmp-run" sh -c "$LOOP")" ;;
-        empty) record startup empty $round "$(timed env \
-            LD_PRELOAD="$B/bench/libempty.so" sh -c "$LOOP")" ;;
+        gmp-run) record startup gmp-run $round "$(pinned "$B/bench/start_pairs" $turn \
+            -w "$B/gmp-run" 1 "$B/bench/libempty.so" "" sh -c "$LOOP")" ;;
         gpumemprof) record startup gpumemprof $round "$(pinned "$B/bench/start_pairs" 300 \
             "$B/bench/libempty.so" "$PRELOAD" /bin/true)" ;;
         esac

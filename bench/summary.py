@@ -1,8 +1,9 @@
 """summary.py RESULTS — the tables and the verdict of `make bench`.
 
 RESULTS has one line per run, written by bench/run.sh: "KIND TOOL ROUND
-WALL CPU" for a timed workload (seconds; the churn and the library's
-start-up add their own "WALL_RATIO CPU_RATIO", see bench/churn.c and
+WALL CPU [FAULTS]" for a timed workload (seconds; the churn and the runs
+timed in pairs add their own "WALL_RATIO CPU_RATIO", see bench/churn.c,
+and the pairs their page faults and the bare side's times, see
 bench/start_pairs.c), "pairs TOOL ROUND NS" for the device pair,
 "recorder WHAT ROUND VALUE" for the recorder's, and the rows of triage
 and rss.  A ratio cell is the median of the rounds' own ratios (a
@@ -28,8 +29,8 @@ TOOLS = [("gpumemprof", "gpumemprof"), ("empty", "empty preload"),
 WORKLOADS = [
     ("churn1", "malloc/free churn, 1 thread", "none", 1.10),
     ("churn2", "malloc/free churn, 2 threads", "none", 1.10),
-    ("python", "python3 dict of 300k, JSON round-trip", "none", 1.03),
-    ("pylarge", "python3, 20,000 blocks of 2 MiB, each an event with a stack", "none", 1.05),
+    ("python", "python3 dict of 100k, JSON round-trip", "none", 1.03),
+    ("pylarge", "python3, 5,000 blocks of 2 MiB, each an event with a stack", "none", 1.05),
     ("pystderr", "python3 printing 20,000 lines on stderr that read as OOM messages", "none", 1.30),
     ("gcc", "gcc -O2 -c recorder/bundle.c", "none", 1.05),
     ("startup", "start-up: 300 `/bin/true`, each beside one under the empty preload", "empty", 1.05),
@@ -95,21 +96,29 @@ def bare(kind, base):
     return statistics.median(v) if v else 0
 
 
+def paired_median(kind, tool, at):
+    """the median over the rounds of a value of start_pairs' line (0 when
+    there is none): at 3 and 4 a TOOL process's wall and CPU time, 7 and 8
+    the page faults of a TOOL and a BASE process, 9 and 10 a BASE
+    process's times"""
+    v = [float(r[at]) for r in rows if r[0] == kind and r[1] == tool and len(r) > at]
+    return statistics.median(v) if v else 0
+
+
 for column, title in ((0, "Wall time"), (1, "CPU time (user + system)")):
-    print("%s, against the same round's bare run (start-up: against the empty preload):" % title)
+    print("%s, against the bare run beside it (the peers: the round's bare run; start-up: the "
+          "empty preload beside it):" % title)
     print()
     print("| workload | " + " | ".join(label for _, label in TOOLS) + " | target |")
     print("| --- |" + " ---: |" * len(TOOLS) + " --- |")
     for kind, label, base, target in WORKLOADS:
         if kind == "startup":
-            each = statistics.median(
-                float(r[3 + column]) / 300 for r in rows
-                if r[0] == kind and r[1] == "gpumemprof" and len(r) > 6) \
-                if ratios(kind, "gpumemprof", base, column) else 0
+            each = paired_median(kind, "gpumemprof", 3 + column)
+            loop = paired_median(kind, "gmp-run", 9 + column)
             for tool, what in (
                     ("gpumemprof", "%s (%.2f ms a process under the library)" % (label, each * 1e3)),
-                    ("gmp-run", "a shell loop of 300 `/bin/true` under `gmp-run` (%.3f s with the "
-                     "empty preload)" % bare(kind, base))):
+                    ("gmp-run", "a shell loop of 300 `/bin/true` under `gmp-run`, beside the same "
+                     "loop under the empty preload (%.3f s)" % loop)):
                 print("| %s | %s | 1.00x | - | - | - | - | - | <= %.2fx |" % (
                     what, cell(ratios(kind, tool, base, column)), target))
             continue
@@ -215,19 +224,11 @@ if t:
         n, n // 100, len(t), most / 1024), statistics.median(t), 6, "6 s", t) %
         ("%.2f s (%.2f-%.2f)" % (statistics.median(t), t[0], t[-1])))
 faults = {}
-for tool, at, per in (("empty", 5, 301), ("gmp-run", 5, 301), ("library", 7, 1), ("beside", 8, 1)):
-    kind_tool = "gpumemprof" if tool in ("library", "beside") else tool
-    f = sorted(float(r[at]) / per for r in rows
-               if r[0] == "startup" and r[1] == kind_tool and len(r) > at)
+for name, tool, at, per in (("empty", "gmp-run", 8, 301), ("gmp-run", "gmp-run", 7, 301),
+                            ("library", "gpumemprof", 7, 1), ("beside", "gpumemprof", 8, 1)):
+    f = paired_median("startup", tool, at)
     if f:
-        faults[tool] = statistics.median(f)
-
-
-def run_faults(kind, tool):
-    """the median page faults of a whole-process run (timed's third value)"""
-    f = sorted(float(r[5]) for r in rows if r[0] == kind and r[1] == tool and len(r) == 6)
-    return statistics.median(f) if f else None
-
+        faults[name] = f / per
 
 if len(faults) == 4:
     print()
@@ -236,10 +237,10 @@ if len(faults) == 4:
           "the empty preload, %.1f under `gmp-run` (%+.1f)." % (
               faults["library"], faults["beside"], faults["library"] - faults["beside"],
               faults["empty"], faults["gmp-run"], faults["gmp-run"] - faults["empty"]))
-    big = [run_faults("pylarge", tool) for tool in ("gpumemprof", "none")]
-    if None not in big:
-        print("python3 with 20,000 blocks of 2 MiB, each an event: %.0f under the library, %.0f "
-              "bare (%+.0f)." % (big[0], big[1], big[0] - big[1]))
+    big = [paired_median("pylarge", "gpumemprof", at) for at in (7, 8)]
+    if all(big):
+        print("python3 with 5,000 blocks of 2 MiB, each an event: %.0f under the library, %.0f "
+              "bare beside it (%+.0f)." % (big[0], big[1], big[0] - big[1]))
 print()
 print("Verdict, row by row (each median with its 95% interval; met when both intervals lie "
       "at or under the target, missed when either lies over it):")
