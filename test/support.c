@@ -254,6 +254,14 @@ const char *torch_python_or_skip_line(const char *test)
     return NULL;
 }
 
+void small_shm_script(char *out, size_t cap, const char *command)
+{
+    snprintf(out, cap,
+             "unshare -m true 2>/dev/null || exit 77; "
+             "exec unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; %s'",
+             command);
+}
+
 void write_file(const char *path, const void *data, size_t len)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);

@@ -112,6 +112,12 @@ int throwaway_user(const char *name);
  * naming test. */
 const char *torch_python_or_skip_line(const char *test);
 
+/* A script that runs command (sh) with a /dev/shm of 20 MiB of its own, a
+ * tmpfs mounted in a mount namespace of its own (`unshare -m`: a
+ * container's /dev/shm is 64 MiB), into out; the script exits 77 where
+ * there is no such namespace here.  command is inside single quotes. */
+void small_shm_script(char *out, size_t cap, const char *command);
+
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);
 

@@ -520,6 +520,35 @@ static void test_stopped_while_a_failure_is_open(void **state)
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
+/* command (its status echoed last) run with a /dev/shm of 20 MiB of its
+ * own: it ended with status 135 (SIGBUS) either way; when died, one
+ * bundle, a crash after a failed allocation that says the tmpfs was full
+ * (its metadata returned, its path in bundle), else none (an empty
+ * object).  NULL after a SKIP line for test where there is no mount
+ * namespace of our own. */
+static json_t *shm_death_bundle(const char *command, int died, const char *test, char *bundle,
+                                size_t cap)
+{
+    char script[8192];
+    small_shm_script(script, sizeof script, command);
+    if (exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)) == 77) {
+        printf("SKIP  %s: no mount namespace of its own here\n", test);
+        return NULL;
+    }
+    assert_string_equal(out, "status 135\n");
+    if (!died) {
+        assert_int_equal(bundles(), 0);
+        return json_object();
+    }
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, cap);
+    if (strcmp(json_str(md, "kind"), "crash_after_failed_allocation") ||
+        strcmp(json_str(md, "reason"), "SIGBUS after failed allocation"))
+        fail_msg("kind %s, reason %s", json_str(md, "kind"), json_str(md, "reason"));
+    expect_headline(bundle, "the process ran out of memory: a tmpfs it shared memory "
+                            "through (/dev/shm, as a rule) was full");
+    return md;
+}
+
 /* Python's multiprocessing.shared_memory fills a segment larger than the
  * room /dev/shm has (20 MiB here, a mount namespace of its own; a
  * container's is 64 MiB): the kernel backs its pages only at the touch,
@@ -533,7 +562,7 @@ static void test_stopped_while_a_failure_is_open(void **state)
 static void test_shared_memory_full(void **state)
 {
     (void)state;
-    char file[700], script[4096], bundle[1024];
+    char file[700], command[4096], bundle[1024];
     snprintf(file, sizeof file, "%s/fill.py", paths.scratch);
     static const char fill[] =
         "import mmap, os, sys\n"
@@ -551,28 +580,16 @@ static void test_shared_memory_full(void **state)
     write_file(file, fill, sizeof fill - 1);
     const char *mode[] = {"full", "past-end"};
     for (int i = 0; i < 2; i++) {
-        snprintf(script, sizeof script,
-                 "unshare -m true 2>/dev/null || exit 77; "
-                 "unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
-                 "LD_PRELOAD=\"%s\" python3 %s %s 2>/dev/null; echo status $?'",
-                 paths.preload, file, mode[i]);
-        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-        if (code == 77) {
-            printf("SKIP  test_shared_memory_full: no mount namespace of its own here\n");
+        snprintf(command, sizeof command,
+                 "LD_PRELOAD=\"%s\" python3 %s %s 2>/dev/null; echo status $?", paths.preload,
+                 file, mode[i]);
+        json_t *md = shm_death_bundle(command, i == 0, "test_shared_memory_full", bundle,
+                                      sizeof bundle);
+        if (!md)
             return;
-        }
-        assert_string_equal(out, "status 135\n");
-        if (i == 1) {
-            assert_int_equal(bundles(), 0);
-            break;
-        }
-        json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
-        if (strcmp(json_str(md, "kind"), "crash_after_failed_allocation") ||
-            strcmp(json_str(md, "reason"), "SIGBUS after failed allocation"))
-            fail_msg("kind %s, reason %s", json_str(md, "kind"), json_str(md, "reason"));
         json_decref(md);
-        expect_headline(bundle, "the process ran out of memory: a tmpfs it shared memory "
-                                "through (/dev/shm, as a rule) was full");
+        if (i == 1)
+            break;
         const char *shown = show_output(bundle);
         if (!strstr(shown, "It touched a page of /dev/shm/psm_") ||
             !strstr(shown, ", shared memory on a tmpfs of 20.0 MiB with 0 B free.") ||
@@ -587,44 +604,36 @@ static void test_shared_memory_full(void **state)
  * handlers do), puts the default action back and raises the signal again:
  * the address is gone, and the process sent the signal itself.  Still one
  * bundle, the tmpfs full, the mapped file named; our line follows the
- * program's words on stderr (their NUL does not leave a line open).  A SIGBUS the program raises while its
- * tmpfs has room is none: no bundle.  The status is 135 either way. */
+ * program's words on stderr (their NUL does not leave a line open).  A
+ * SIGBUS the program raises while its tmpfs has room is none: no bundle.
+ * The status is 135 either way. */
 static void test_shared_memory_full_under_its_handler(void **state)
 {
     (void)state;
-    char script[8192], bundle[1024];
+    char command[8192], bundle[1024];
     program_path("shm_bus_handler", program, sizeof program);
     const char *mode[] = {"", "raise"};
     for (int i = 0; i < 2; i++) {
         scratch_remove(paths.dumps);
-        snprintf(script, sizeof script,
-                 "unshare -m true 2>/dev/null || exit 77; "
-                 "unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
+        snprintf(command, sizeof command,
                  "LD_PRELOAD=\"%s\" %s /dev/shm %s 2>%s/bus.err; echo status $?; "
-                 "tr \"\\000\" @ <%s/bus.err >&2'",
+                 "tr \"\\000\" @ <%s/bus.err >&2",
                  paths.preload, program, mode[i], paths.scratch, paths.scratch);
-        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-        if (code == 77) {
-            printf("SKIP  test_shared_memory_full_under_its_handler: no mount namespace of its "
-                   "own here\n");
+        json_t *md = shm_death_bundle(command, i == 0,
+                                      "test_shared_memory_full_under_its_handler", bundle,
+                                      sizeof bundle);
+        if (!md)
             return;
-        }
-        assert_string_equal(out, "status 135\n");
         if (i == 1) {
-            assert_int_equal(bundles(), 0);
+            json_decref(md);
             break;
         }
-        json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
-        if (strcmp(json_str(md, "kind"), "crash_after_failed_allocation") ||
-            !strstr(json_str(md, "exception_message"),
+        if (!strstr(json_str(md, "exception_message"),
                     " A handler of its own raised it again, its address gone; it had mapped "
                     "/dev/shm/gmp-bus-handler, shared memory on a tmpfs of 20.0 MiB with 0 B "
                     "free."))
-            fail_msg("kind %s, message %s", json_str(md, "kind"),
-                     json_str(md, "exception_message"));
+            fail_msg("message %s", json_str(md, "exception_message"));
         json_decref(md);
-        expect_headline(bundle, "the process ran out of memory: a tmpfs it shared memory "
-                                "through (/dev/shm, as a rule) was full");
         /* the program's NUL (shown as @) after its line, then ours */
         if (!strstr(err, "insufficient shared memory (shm).\n@gpumemprof: SIGBUS after "
                          "failed allocation (mmap 4.0 KiB on host, ENOSPC); bundle: "))

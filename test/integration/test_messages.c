@@ -872,7 +872,7 @@ static void test_torch_dataloader_shm_full(void **state)
 {
     (void)state;
     const char *python = torch_python_or_skip_line("test_torch_dataloader_shm_full");
-    char script[4096], file[700], bundle[1024];
+    char command[4096], script[4400], file[700], bundle[1024];
     if (!python)
         return;
     snprintf(file, sizeof file, "%s/loader.py", paths.scratch);
@@ -888,12 +888,11 @@ static void test_torch_dataloader_shm_full(void **state)
         "    for batch in DataLoader(Samples(), batch_size=4, num_workers=2):\n"
         "        print(batch.shape)\n";
     write_file(file, program, sizeof program - 1);
-    snprintf(script, sizeof script,
-             "unshare -m true 2>/dev/null || exit 77; "
-             "exec unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
+    snprintf(command, sizeof command,
              "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29561 "
-             "OMP_NUM_THREADS=1 LD_PRELOAD=\"%s\" exec %s %s'",
+             "OMP_NUM_THREADS=1 LD_PRELOAD=\"%s\" exec %s %s",
              paths.preload, python, file);
+    small_shm_script(script, sizeof script, command);
     int code = run_needing(script, "test_torch_dataloader_shm_full",
                            "no mount namespace of its own here (unshare -m)");
     if (code < 0)
@@ -930,7 +929,7 @@ static void test_torch_worker_bus_error(void **state)
 {
     (void)state;
     const char *python = torch_python_or_skip_line("test_torch_worker_bus_error");
-    char script[4096], file[700], bundle[1024];
+    char command[4096], script[4400], file[700], bundle[1024];
     if (!python)
         return;
     snprintf(file, sizeof file, "%s/bus.py", paths.scratch);
@@ -950,11 +949,10 @@ static void test_torch_worker_bus_error(void **state)
         "    for batch in DataLoader(Samples(), batch_size=2, num_workers=1):\n"
         "        print(batch.shape)\n";
     write_file(file, program, sizeof program - 1);
-    snprintf(script, sizeof script,
-             "unshare -m true 2>/dev/null || exit 77; "
-             "exec unshare -m sh -c 'mount -t tmpfs -o size=20M tmpfs /dev/shm || exit 77; "
-             "OMP_NUM_THREADS=1 LD_PRELOAD=\"%s\" %s %s 2>&1 >/dev/null | tr -d \"\\000\" >&2'",
+    snprintf(command, sizeof command,
+             "OMP_NUM_THREADS=1 LD_PRELOAD=\"%s\" %s %s 2>&1 >/dev/null | tr -d \"\\000\" >&2",
              paths.preload, python, file);
+    small_shm_script(script, sizeof script, command);
     int code = run_needing(script, "test_torch_worker_bus_error",
                            "no mount namespace of its own here (unshare -m)");
     if (code < 0)
