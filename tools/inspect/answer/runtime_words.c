@@ -17,9 +17,10 @@
 #include <string.h>
 
 /* the runtime's own marker, the words that tell one limit from another
- * (NULL: any), who ran out, of what (a clause, then the memory's name
- * where it is not the system's: NULL when the system gave no more), the flag that sets that limit (on the
- * command line or in an option variable) or the variable that does, and
+ * (NULL: any), who ran out, of what (a clause, then the memory's name for
+ * a run's verdict where it is not the system's: NULL when the system gave
+ * no more), the flag that sets that limit (on the command line or in an
+ * option variable) or the variable that does, and
  * what the memory that ran out is made of: ALLOCATIONS, blocks from malloc
  * and its kin, which the preload sees one by one (what held them can be
  * named); OWN_HEAP, a heap the runtime maps and manages itself (the JVM's,
