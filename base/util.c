@@ -276,6 +276,31 @@ const char *gmp_strerror(int err)
     return s ? s : "unknown error";
 }
 
+const char *gmp_errno_name(int err)
+{
+#if __GLIBC_PREREQ(2, 32)
+    return strerrorname_np(err);
+#else
+    /* the names an allocation or a mapping fails with */
+    switch (err) {
+    case EPERM: return "EPERM";
+    case EAGAIN: return "EAGAIN";
+    case ENOMEM: return "ENOMEM";
+    case EACCES: return "EACCES";
+    case EBADF: return "EBADF";
+    case EEXIST: return "EEXIST";
+    case ENODEV: return "ENODEV";
+    case EINVAL: return "EINVAL";
+    case ENFILE: return "ENFILE";
+    case EMFILE: return "EMFILE";
+    case EFBIG: return "EFBIG";
+    case ENOSPC: return "ENOSPC";
+    case EOVERFLOW: return "EOVERFLOW";
+    default: return NULL;
+    }
+#endif
+}
+
 /* glibc's sigabbrev_np, which glibc 2.28 lacks, by each signal's number
  * on this architecture */
 const char *gmp_signal_abbrev(int sig)

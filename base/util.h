@@ -154,6 +154,9 @@ GMP_HIDDEN int gmp_proc_parent(int pid);
 /* errno as English text, never translated, never allocating (strerror may
  * go through gettext, which can malloc). */
 GMP_HIDDEN const char *gmp_strerror(int err);
+/* errno's name ("ENOMEM"), or NULL: glibc's own list from 2.32, the
+ * names allocations and mappings fail with before it. */
+GMP_HIDDEN const char *gmp_errno_name(int err);
 GMP_HIDDEN const char *gmp_signal_abbrev(int sig); /* "TERM", or NULL */
 GMP_HIDDEN void gmp_close_from(int first);
 

@@ -62,7 +62,7 @@ static int code_name(const char *api_name, int64_t code, char *out, size_t cap)
         }
     }
     /* the rest of libc's: an errno */
-    const char *named = host && code > 0 && code < 4096 ? strerrorname_np((int)code) : NULL;
+    const char *named = host && code > 0 && code < 4096 ? gmp_errno_name((int)code) : NULL;
     if (named)
         snprintf(out, cap, "%s", named);
     return named != NULL;
