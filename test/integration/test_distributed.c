@@ -38,8 +38,9 @@ static char launcher[700];
  * "every" (all do; local rank 1 raises last), "staggered" (all do, rank
  * 1 first, the others 0.7 s later, and rank 1 raises 4 s after its
  * failure), "killed" (rank 1 runs out and holds its MemoryError, rank 0
- * allocates 8 MiB and kills itself with SIGKILL 1.2 s after its start, the
- * launcher exits 3 s after stopping the others) or "healthy" (all exit 0
+ * allocates 8 MiB and kills itself with SIGKILL 1.2 s after rank 1's
+ * failure, which rank 1 marks with a file, the launcher exits 3 s after
+ * stopping the others) or "healthy" (all exit 0
  * at once).
  * Ranks NODE*3 .. NODE*3+2 of a world of 3 per node (NODES in the
  * environment, 1 unless set).  SLOW_REAPER in the environment: it reaps
@@ -69,18 +70,24 @@ static const char launcher_py[] =
     "    except MemoryError:\n"
     "        # the others still at it when stopped; staggered, they have run out\n"
     "        # by then, even on a busy machine (they start 0.7 s late)\n"
+    "        if mode == 'killed':\n"
+    "            open(os.environ['RUN_MARK'], 'w').close()  # rank 0 may go on\n"
     "        time.sleep((4 if mode == 'staggered' else 1.5) if rank == 1 and mode != 'killed'\n"
     "                   else 60)\n"
     "        raise\n"
     "if mode == 'killed' and rank == 0:\n"
     "    held = [bytearray(1 << 20) for _ in range(8)]  # a ring of its own\n"
-    "    time.sleep(1.2)  # rank 1 has run out by then\n"
+    "    deadline = time.time() + 30  # until rank 1 has run out, however busy the machine\n"
+    "    while not os.path.exists(os.environ['RUN_MARK']) and time.time() < deadline:\n"
+    "        time.sleep(0.01)\n"
+    "    time.sleep(1.2)\n"
     "    os.kill(os.getpid(), 9)\n"
     "if mode != 'healthy':\n"
     "    time.sleep(60)\n"
     "'''\n"
     "env = dict(os.environ, WORLD_SIZE=str(3 * nodes), LOCAL_WORLD_SIZE='3', "
-    "MASTER_ADDR='127.0.0.1', MASTER_PORT='29511', GROUP_RANK=str(node))\n"
+    "MASTER_ADDR='127.0.0.1', MASTER_PORT='29511', GROUP_RANK=str(node),\n"
+    "           RUN_MARK='/tmp/gmp-test-launcher-%d' % os.getpid())\n"
     "if len(sys.argv) > 3:\n"
     "    env['TORCHELASTIC_RUN_ID'] = sys.argv[3]\n"
     "ranks = [subprocess.Popen([sys.executable, '-c', rank_code, mode],\n"
@@ -106,6 +113,8 @@ static const char launcher_py[] =
     "    return abs(p.returncode)\n"
     "status = max(reap(p) for p in ranks)\n"
     "if mode == 'killed':\n"
+    "    if os.path.exists(env['RUN_MARK']):\n"
+    "        os.unlink(env['RUN_MARK'])\n"
     "    time.sleep(3)  # the job ends, and its rings are recovered, later\n"
     "sys.exit(status)\n";
 
@@ -266,8 +275,8 @@ static void test_gmp_run_tells_the_run(void **state)
 /* Under gmp-run, a rank killed by SIGKILL (as the OOM killer kills) leaves
  * a ring its launcher keeps; gmp-run writes its bundle when the job ends,
  * here 3 s later.  Its death is dated when it was seen, noted in the ring,
- * not by that writing: the verdict puts it within a second of rank 1's
- * failure, and `show` says so.  Seen by the launcher's reap; and by
+ * not by that writing: the verdict puts it about 1.2 s after rank 1's
+ * failure, which rank 0 waits for, and `show` says so.  Seen by the launcher's reap; and by
  * gmp-run's look at the job, where the launcher looks at its ranks every
  * 4 s (POLL_EVERY) and reaps the dead rank 3 s late. */
 static void test_killed_rank_dated_by_its_death(void **state)
@@ -286,8 +295,8 @@ static void test_killed_rank_dated_by_its_death(void **state)
         const char *killed = strstr(out, "rank 0 ended by SIGKILL ");
         double later = killed ? strtod(killed + strlen("rank 0 ended by SIGKILL "), NULL) : -1;
         if (!killed || later < 0.5 || later > 2.5)
-            fail_msg("rank 0's SIGKILL is not dated near its death (1.2 s after its start, "
-                     "3 s before the job's end)%s:\n%s\nstderr: %s",
+            fail_msg("rank 0's SIGKILL is not dated near its death (1.2 s after rank 1's "
+                     "failure, 3 s before the job's end)%s:\n%s\nstderr: %s",
                      slow ? ", its launcher looking every 4 s" : "", out, err);
     }
 }
