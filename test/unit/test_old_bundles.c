@@ -11,13 +11,15 @@
  * list, leaks, metrics, diff, both exports, plot — and its output must be
  * that version's, byte for byte, and its exit status too: a reader
  * restructured, or a field added to the bundle, must not change what an
- * older bundle says.  Three changes were made on purpose since:
+ * older bundle says.  Four changes were made on purpose since:
  * expected/triage_json has triage's "runs" key (an empty list: none of
  * these processes was a rank of a run), added when triage learnt runs;
  * expected/plot_* are the HTML report's pages, show's answer above the
  * chart and hover text on its marks (the chart otherwise the same); and
  * expected/show_* name the failed request's code as its library does
- * ("failed with ENOMEM (code 12)", not "returned code 12").
+ * ("failed with ENOMEM (code 12)", not "returned code 12"); and the event
+ * lines of expected/show_* and expected/events_host_rlimit do so too
+ * ("result ENOMEM (code 12)", not "result 12").
  */
 #include <setjmp.h>
 #include <stdarg.h>

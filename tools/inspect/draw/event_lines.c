@@ -82,8 +82,13 @@ void print_event(json_t *ev, int is_failure)
         printf(pct < 10 ? ", %.1f%% of a %s limit" : ", %.0f%% of a %s limit", pct, size);
     } else if (pressure && size[0] && !jint(ev, "result", &result))
         printf(", %lld%% of a %s limit", (long long)result, size);
-    else if (!jint(ev, "result", &result) && result)
-        printf("  result %lld", (long long)result);
+    else if (!jint(ev, "result", &result) && result) {
+        char name[64];
+        if (result_code_name(api, result, name, sizeof name))
+            printf("  result %s (code %lld)", name, (long long)result);
+        else
+            printf("  result %lld", (long long)result);
+    }
     const char *key;
     json_t *val;
     json_object_foreach(ev, key, val) {

@@ -4,10 +4,12 @@
  * the sites, the Python stack and the torch export read; the devices and
  * the host as they were then (bundle_devices_of, bundle_host_state_of), which
  * show, diagnose, leaks and the torch export read; how its process ended
- * (bundle_outcome_of), which kind.c and show read.
+ * (bundle_outcome_of), which kind.c and show read; what a failed call's
+ * code is called (result_code_name), which show and the event lines print.
  * The document stays the reader's for what no field holds.
  */
 #include "read.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -117,4 +119,32 @@ const bundle_outcome *bundle_outcome_of(bundle *b)
         o->death_bundle = jstr(doc, "death_bundle");
     }
     return &b->outcome;
+}
+
+/* An out-of-memory code by the classifier the preload decided with, so the
+ * name is the one its library gives it. */
+int result_code_name(const char *api_name, int64_t code, char *out, size_t cap)
+{
+    unsigned api = GMP_API_UNKNOWN;
+    for (unsigned i = 0; api_name && i < GMP_API_COUNT && api == GMP_API_UNKNOWN; i++)
+        if (!strcmp(gmp_api_name(i), api_name))
+            api = i;
+    const char *library = gmp_api_library(api);
+    int host = !strcmp(library, "libc");
+    gmp_backend backend = host                              ? GMP_BACKEND_CPU
+                          : !strncmp(library, "libcuda", 7) ? GMP_BACKEND_CUDA
+                          : !strcmp(library, "libamdhip64") ? GMP_BACKEND_ROCM
+                                                            : GMP_BACKEND_COUNT;
+    if (backend != GMP_BACKEND_COUNT && code > INT32_MIN && code < INT32_MAX) {
+        gmp_classification c = gmp_classify_result(backend, (gmp_api)api, (long)code);
+        if (c.is_oom) {
+            snprintf(out, cap, "%s", c.reason);
+            return 1;
+        }
+    }
+    /* the rest of libc's: an errno */
+    const char *named = host && code > 0 && code < 4096 ? gmp_errno_name((int)code) : NULL;
+    if (named)
+        snprintf(out, cap, "%s", named);
+    return named != NULL;
 }

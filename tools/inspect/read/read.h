@@ -57,6 +57,11 @@ typedef struct bundle_failure {
     json_t *stack;      /* its return addresses, innermost first (an array), or NULL */
     json_t *timestamp;  /* as written: it names the failure's event */
 } bundle_failure;
+/* The code a call of API (its name as events and metadata.json spell it)
+ * failed with, as its library names it ("ENOMEM",
+ * "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY"), into out; 0
+ * when it is known by its number alone. */
+int result_code_name(const char *api_name, int64_t code, char *out, size_t cap);
 
 /* metadata.json's device_state, each device decoded once
  * (bundle_devices_of): as the collectors saw it when the process failed. */

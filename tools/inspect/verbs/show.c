@@ -39,35 +39,6 @@ static void print_failure_site(bundle *b)
     }
 }
 
-/* The failed call's code as its library names it ("ENOMEM",
- * "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY"), into out; 0
- * when it is known by its number alone. */
-static int code_name(const char *api_name, int64_t code, char *out, size_t cap)
-{
-    unsigned api = GMP_API_UNKNOWN;
-    for (unsigned i = 0; api_name && i < GMP_API_COUNT && api == GMP_API_UNKNOWN; i++)
-        if (!strcmp(gmp_api_name(i), api_name))
-            api = i;
-    const char *library = gmp_api_library(api);
-    int host = !strcmp(library, "libc");
-    gmp_backend backend = host                              ? GMP_BACKEND_CPU
-                          : !strncmp(library, "libcuda", 7) ? GMP_BACKEND_CUDA
-                          : !strcmp(library, "libamdhip64") ? GMP_BACKEND_ROCM
-                                                            : GMP_BACKEND_COUNT;
-    if (backend != GMP_BACKEND_COUNT && code > INT32_MIN && code < INT32_MAX) {
-        gmp_classification c = gmp_classify_result(backend, (gmp_api)api, (long)code);
-        if (c.is_oom) {
-            snprintf(out, cap, "%s", c.reason);
-            return 1;
-        }
-    }
-    /* the rest of libc's: an errno */
-    const char *named = host && code > 0 && code < 4096 ? gmp_errno_name((int)code) : NULL;
-    if (named)
-        snprintf(out, cap, "%s", named);
-    return named != NULL;
-}
-
 static void print_failed_request(bundle *b)
 {
     json_t *md = b->metadata;
@@ -90,7 +61,7 @@ static void print_failed_request(bundle *b)
     char name[160];
     if (!f->has_code)
         printf(" failed");
-    else if (code_name(api, code, name, sizeof name))
+    else if (result_code_name(api, code, name, sizeof name))
         printf(" failed with %s (code %lld)", name, (long long)code);
     else
         printf(" failed with code %lld", (long long)code);
