@@ -36,12 +36,11 @@ static char launcher[700];
 
 /* launcher.py MODE [NODE] [RUN_ID]: MODE "one" (local rank 1 runs out),
  * "every" (all do; local rank 1 raises last), "staggered" (all do, rank
- * 1 first, the others 0.7 s later, and rank 1 raises 4 s after its
+ * 1 first, the others once it has, and rank 1 raises 4 s after its
  * failure), "killed" (rank 1 runs out and holds its MemoryError, rank 0
  * allocates 8 MiB and kills itself with SIGKILL 1.2 s after rank 1's
  * failure, which rank 1 marks with a file, the launcher exits 3 s after
- * stopping the others) or "healthy" (all exit 0
- * at once).
+ * stopping the others) or "healthy" (all exit 0 at once).
  * Ranks NODE*3 .. NODE*3+2 of a world of 3 per node (NODES in the
  * environment, 1 unless set).  SLOW_REAPER in the environment: it reaps
  * the ranks it stopped as a busy machine may let a preloaded launcher do,
@@ -56,9 +55,9 @@ static const char launcher_py[] =
     "nodes = int(os.environ.get('NODES', '1'))\n"
     "rank_code = r'''\n"
     "import os, resource, sys, time\n"
-    "rank, mode = int(os.environ['LOCAL_RANK']), sys.argv[1]\n"
-    "if mode == 'staggered' and rank != 1:\n"
-    "    time.sleep(0.7)  # rank 1 runs out first, the others after it\n"
+    "rank, mode, mark = int(os.environ['LOCAL_RANK']), sys.argv[1], os.environ['RUN_MARK']\n"
+    "if mode == 'staggered' and rank != 1:  # rank 1 runs out first, the others after it\n"
+    "    while not os.path.exists(mark): time.sleep(0.01)  # however busy the machine\n"
     "if mode not in ('one', 'killed', 'healthy') or rank == 1 and mode in ('one', 'killed'):\n"
     "    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
     "    hold = []\n"
@@ -69,17 +68,15 @@ static const char launcher_py[] =
     "        fill()\n"
     "    except MemoryError:\n"
     "        # the others still at it when stopped; staggered, they have run out\n"
-    "        # by then, even on a busy machine (they start 0.7 s late)\n"
-    "        if mode == 'killed':\n"
-    "            open(os.environ['RUN_MARK'], 'w').close()  # rank 0 may go on\n"
+    "        # by then (they start when rank 1 has)\n"
+    "        if rank == 1 and mode in ('killed', 'staggered'):\n"
+    "            open(mark, 'w').close()  # the others may go on\n"
     "        time.sleep((4 if mode == 'staggered' else 1.5) if rank == 1 and mode != 'killed'\n"
     "                   else 60)\n"
     "        raise\n"
     "if mode == 'killed' and rank == 0:\n"
     "    held = [bytearray(1 << 20) for _ in range(8)]  # a ring of its own\n"
-    "    deadline = time.time() + 30  # until rank 1 has run out, however busy the machine\n"
-    "    while not os.path.exists(os.environ['RUN_MARK']) and time.time() < deadline:\n"
-    "        time.sleep(0.01)\n"
+    "    while not os.path.exists(mark): time.sleep(0.01)\n"
     "    time.sleep(1.2)\n"
     "    os.kill(os.getpid(), 9)\n"
     "if mode != 'healthy':\n"
@@ -112,9 +109,9 @@ static const char launcher_py[] =
     "    p.returncode = -(status.value & 0x7f) or status.value >> 8\n"
     "    return abs(p.returncode)\n"
     "status = max(reap(p) for p in ranks)\n"
+    "if os.path.exists(env['RUN_MARK']):\n"
+    "    os.unlink(env['RUN_MARK'])\n"
     "if mode == 'killed':\n"
-    "    if os.path.exists(env['RUN_MARK']):\n"
-    "        os.unlink(env['RUN_MARK'])\n"
     "    time.sleep(3)  # the job ends, and its rings are recovered, later\n"
     "sys.exit(status)\n";
 
