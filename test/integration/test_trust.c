@@ -526,8 +526,9 @@ static void test_watch_survives_a_shrinking_ring(void **state)
     (void)state;
     char script[8192];
     snprintf(script, sizeof script,
-             "LD_PRELOAD='%s' %s fail-sleep >/dev/null 2>&1 & p=$!; sleep 0.4; "
-             "r=$(ls \"$GMP_RUN_DIR\"/ring_${p}_*); "
+             "LD_PRELOAD='%s' %s fail-sleep >/dev/null 2>&1 & p=$!; i=0; "
+             "until r=$(ls \"$GMP_RUN_DIR\"/ring_${p}_* 2>/dev/null) || [ $i -ge 300 ]; do "
+             "sleep 0.1; i=$((i + 1)); done; sleep 0.2; "
              "( %s watch \"$r\" --interval 0.05 >/dev/null; echo \"watch $?\" ) & w=$!; "
              "sleep 0.3; truncate -s 100 \"$r\"; wait $w; wait $p; rm -f \"$r\"",
              paths.preload, program, inspector);
