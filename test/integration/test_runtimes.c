@@ -274,6 +274,51 @@ RUNTIME_CASE(ocaml, "ocamlopt", "cp $F/grow.ml . && ocamlopt -g grow.ml -o grow_
              "Grow.grow (grow.ml:2)", "Fatal error: exception Out_of_memory", NULL, 0)
 #undef RUNTIME_CASE
 
+/* PyPy's MemoryError as a torchrun rank's: triage, which opens such a
+ * bundle's manifest alone, names PyPy's heap as show does, by the
+ * manifest's program; and for a bundle written before the manifest named
+ * it, by environment.json's exe, read for that. */
+static void test_pypy_rank_in_triage(void **state)
+{
+    (void)state;
+    static const runtime_case c = {
+        "pypy3", NULL,
+        "env PYPY_GC_MAX=256MB RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 TORCHELASTIC_RUN_ID=pp "
+        "TORCHELASTIC_RESTART_COUNT=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 pypy3 $F/grow.py",
+        0, NULL, NULL, NULL, NULL, 0};
+    need_commands(c.needs);
+    skip_under_preload_sanitizer("a language runtime under ASan's or TSan's own runtime");
+    char work[600], script[4096];
+    snprintf(work, sizeof work, "%s/work", paths.scratch);
+    snprintf(script, sizeof script, "rm -rf '%s' && mkdir -p '%s'", work, work);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    assert_int_equal(run_case(&c, work, 1), 1);
+    char bundle[1024];
+    json_t *manifest = only_bundle_file(paths.dumps, "manifest.json", bundle, sizeof bundle);
+    const char *program = json_str(manifest, "program");
+    if (strncmp(program, "pypy3", 5))
+        fail_msg("the manifest's program: %s", program);
+    json_decref(manifest);
+    static const char *const want = "rank 1 ran out of PyPy's garbage-collected heap at ";
+    const char *argv[] = {inspect_path(), "triage", paths.dumps, NULL};
+    static char triaged[1 << 14], terr[4096];
+    run_capture(argv, triaged, sizeof triaged, terr, sizeof terr);
+    if (!strstr(triaged, want))
+        fail_msg("triage says:\n%s", triaged);
+    /* the same bundle as an older writer left it, no program in its
+     * manifest (run_script would empty the dump directory) */
+    snprintf(script, sizeof script,
+             "sed -i 's/\"program\":\"[^\"]*\",//' '%s/manifest.json' && "
+             "! grep -q program '%s/manifest.json'",
+             bundle, bundle);
+    const char *strip[] = {"/bin/sh", "-c", script, NULL};
+    if (exit_code_of(run_capture(strip, out, sizeof out, err, sizeof err)) != 0)
+        fail_msg("taking program out: %s", err);
+    run_capture(argv, triaged, sizeof triaged, terr, sizeof terr);
+    if (!strstr(triaged, want))
+        fail_msg("triage of the older bundle says:\n%s", triaged);
+}
+
 /* A runtime's words are its death only when the death follows, and only
  * in its own mouth: SBCL that catches its heap's exhaustion and exits 0
  * wrote them and went on; Perl printing GHC's and PHP's, then exiting with
@@ -321,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_sbcl),
         cmocka_unit_test(test_mono),
         cmocka_unit_test(test_pypy),
+        cmocka_unit_test(test_pypy_rank_in_triage),
         cmocka_unit_test(test_ruby),
         cmocka_unit_test(test_r),
         cmocka_unit_test(test_beam),

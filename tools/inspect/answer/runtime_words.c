@@ -152,13 +152,25 @@ static const runtime_words shm_fault = {", shared memory on a tmpfs of ", NULL, 
                                         "it cannot back with SIGBUS",
                                         "shared memory (a full tmpfs)", NULL, NULL, OWN_HEAP};
 
+/* The program's file name: the manifest's, else the last part of
+ * environment.json's exe, read now where a lean bundle (triage's) was
+ * opened without it and its writer predates the manifest's. */
+static const char *program_of(bundle *b)
+{
+    const char *name = jstr(b->manifest, "program");
+    if (name)
+        return name;
+    const char *exe = jstr(json_object_get(bundle_json(b, "environment.json"), "process"), "exe");
+    const char *slash = exe ? strrchr(exe, '/') : NULL;
+    return slash ? slash + 1 : exe;
+}
+
 const runtime_words *runtime_words_of(bundle *b)
 {
     json_t *md = b->metadata;
-    const char *exe = jstr(json_object_get(b->environment, "process"), "exe");
-    const char *slash = exe ? strrchr(exe, '/') : NULL;
     const char *type = jstr(md, "exception_type");
-    if (type && !strcmp(type, "MemoryError") && slash && !strncmp(slash + 1, "pypy", 4))
+    const char *program = type && !strcmp(type, "MemoryError") ? program_of(b) : NULL;
+    if (program && !strncmp(program, "pypy", 4))
         return &pypy;
     const char *reason = jstr(md, "reason");
     for (size_t i = 0; reason && i < sizeof by_reason / sizeof *by_reason; i++)
