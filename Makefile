@@ -120,23 +120,23 @@ $(PY_TYPES): include/gpumemprof.h mk/c_types.py
 	python3 mk/c_types.py $< $@
 
 $(BUILD)/check/cuda_decls.ok: preload/hooks/check/cuda_decls.c preload/hooks/cuda_runtime_table.h \
-                             preload/hooks/gpu_types.h
+                             preload/hooks/gpu_types.h base/gpu_results.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror -I$(CUDA_HOME)/include $<
+	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror -Ibase -I$(CUDA_HOME)/include $<
 	@touch $@
 
 $(BUILD)/check/cuda_driver_decls.ok: preload/hooks/check/cuda_driver_decls.c \
                                      preload/hooks/cuda_driver_table.h preload/hooks/gpu_types.h \
-                                     preload/hooks/gpu_family.h
+                                     preload/hooks/gpu_family.h base/gpu_results.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -fsyntax-only -Wall -Wextra -Werror -Iinclude -Ibase -Irecorder \
 	    $(PRELOAD_INCLUDES) -isystem $(CUDA_HOME)/include $<
 	@touch $@
 
 $(BUILD)/check/hip_decls.ok: preload/hooks/check/hip_decls.c preload/hooks/hip_table.h \
-                            preload/hooks/gpu_types.h
+                            preload/hooks/gpu_types.h base/gpu_results.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror $<
+	$(CC) -std=gnu11 -fsyntax-only -Wall -Wextra -Werror -Ibase $<
 	@touch $@
 
 # Set-up is a step of its own: `make deps` installs the Debian packages the

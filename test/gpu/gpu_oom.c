@@ -4,6 +4,8 @@
  * libamdhip64 double.  Usage: gpu_oom MODE [DEVICE]
  *   until-oom     256 MiB allocations on DEVICE until one fails; prints what
  *                 it holds and the failed size; exits 3 holding it
+ *   invalid-first one allocation with no place for its pointer (the
+ *                 library's invalid-value code), then until-oom
  *   (the retry modes expect the default 1 GiB device: they fill it exactly)
  *   retry-recover fail a 512 MiB request, free 512 MiB, retry: success
  *                 (PyTorch's caching allocator); prints the preload's count
@@ -195,6 +197,11 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "until-oom";
     int device = argc > 2 ? atoi(argv[2]) : 0;
     void *p;
+    if (!strcmp(mode, "invalid-first")) {
+        if (GPU(Malloc)(NULL, MIB) == 0)
+            return 5;
+        return until_oom(device);
+    }
     if (!strcmp(mode, "until-oom"))
         return until_oom(device);
     if (!strcmp(mode, "step-leak"))

@@ -28,12 +28,13 @@ typedef struct family {
     const char *reason;
     const char *library;
     int alloc_kinds;      /* allocation APIs `kinds` exercises */
+    const char *invalid;  /* the library's name for code 1 */
 } family;
 
 static const family cuda = {"gpu_oom_cuda", "cuda", "cudaMalloc", "cudaErrorMemoryAllocation",
-                            "libcudart", 9};
+                            "libcudart", 9, "cudaErrorInvalidValue"};
 static const family hip = {"gpu_oom_hip", "rocm", "hipMalloc", "hipErrorOutOfMemory",
-                           "libamdhip64", 7};
+                           "libamdhip64", 7, "hipErrorInvalidValue"};
 
 static preload_paths paths;
 static char out[1 << 16], err[1 << 16];
@@ -108,6 +109,34 @@ static void test_cuda_until_oom(void **state)
     (void)state;
     until_oom(&cuda, 0);
     until_oom(&cuda, 1);
+}
+
+/* A call that failed with another of its library's codes before the
+ * program ran out: the event is kept, and `events` names its code as the
+ * library does, not by its number alone. */
+static void other_code_named(const family *f)
+{
+    run(NULL, f->program, "invalid-first 0");
+    assert_int_equal(code(), 3);
+    char bundle[1024], want[200];
+    json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
+    const char *argv[] = {inspect_path(), "events", bundle, NULL};
+    static char listed[1 << 16], lerr[4096];
+    run_capture(argv, listed, sizeof listed, lerr, sizeof lerr);
+    snprintf(want, sizeof want, "alloc_failed  %s", f->api);
+    const char *line = strstr(listed, want);
+    snprintf(want, sizeof want, "  result %s (code 1)\n", f->invalid);
+    const char *named = line ? strstr(line, want) : NULL;
+    if (!named || memchr(line, '\n', (size_t)(named - line)))
+        fail_msg("want a line \"alloc_failed  %s ...%s\"; events says:\n%s", f->api, want,
+                 listed);
+}
+
+static void test_other_codes_named(void **state)
+{
+    (void)state;
+    other_code_named(&cuda);
+    other_code_named(&hip);
 }
 
 /* Each device allocation's stack (GMP_STACKS, on by default): one stack_id
@@ -518,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_hip_device_pressure),
         cmocka_unit_test(test_cuda_until_oom),
         cmocka_unit_test(test_hip_until_oom),
+        cmocka_unit_test(test_other_codes_named),
         cmocka_unit_test(test_caching_allocator_retries),
         cmocka_unit_test(test_each_failure_keeps_its_moment),
         cmocka_unit_test(test_threads_and_fork),

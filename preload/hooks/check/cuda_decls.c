@@ -42,3 +42,9 @@ _Static_assert(offsetof(struct cudaPitchedPtr, pitch) == offsetof(gmp_cuda_pitch
                "cudaPitchedPtr layout");
 _Static_assert(cudaErrorMemoryAllocation == 2, "the OOM code is 2");
 _Static_assert(cudaErrorSharedObjectSymbolNotFound == 302, "symbol-not-found code");
+
+/* the names the tools print for a failed call's code (base/gpu_results.h) */
+#include "gpu_results.h"
+#define GMP_SAME_VALUE(name, value) _Static_assert(name == value, #name);
+GMP_FOR_EACH_CUDART_RESULT(GMP_SAME_VALUE)
+#undef GMP_SAME_VALUE

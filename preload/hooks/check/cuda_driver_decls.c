@@ -52,3 +52,9 @@ _Static_assert(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM == 2, "ptsz flag");
 _Static_assert(CUDA_ERROR_OUT_OF_MEMORY == 2, "the OOM code is 2");
 _Static_assert(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND == GMP_GPU_SYMBOL_NOT_FOUND,
                "symbol-not-found code");
+
+/* the names the tools print for a failed call's code (base/gpu_results.h) */
+#include "gpu_results.h"
+#define GMP_SAME_VALUE(name, value) _Static_assert(name == value, #name);
+GMP_FOR_EACH_CU_RESULT(GMP_SAME_VALUE)
+#undef GMP_SAME_VALUE

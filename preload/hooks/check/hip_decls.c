@@ -22,3 +22,9 @@ _Static_assert(sizeof(hipError_t) == sizeof(gmp_gpu_status), "hipError_t size");
 _Static_assert(sizeof(hipStream_t) == sizeof(gmp_gpu_stream), "hipStream_t size");
 _Static_assert(hipErrorOutOfMemory == 2, "the OOM code is 2");
 _Static_assert(hipErrorSharedObjectSymbolNotFound == 302, "symbol-not-found code");
+
+/* the names the tools print for a failed call's code (base/gpu_results.h) */
+#include "gpu_results.h"
+#define GMP_SAME_VALUE(name, value) _Static_assert(name == value, #name);
+GMP_FOR_EACH_HIP_RESULT(GMP_SAME_VALUE)
+#undef GMP_SAME_VALUE

@@ -8,6 +8,7 @@
  * code is called (result_code_name), which show and the event lines print.
  * The document stays the reader's for what no field holds.
  */
+#include "gpu_results.h"
 #include "read.h"
 #include "util.h"
 
@@ -121,8 +122,42 @@ const bundle_outcome *bundle_outcome_of(bundle *b)
     return &b->outcome;
 }
 
+/* A GPU library's other codes by name: {code, name} in one table each. */
+typedef struct gpu_result {
+    int code;
+    const char *name;
+} gpu_result;
+#define GPU_RESULT_ENTRY(name, value) {value, #name},
+static const gpu_result cudart_results[] = {GMP_FOR_EACH_CUDART_RESULT(GPU_RESULT_ENTRY)};
+static const gpu_result cu_results[] = {GMP_FOR_EACH_CU_RESULT(GPU_RESULT_ENTRY)};
+static const gpu_result hip_results[] = {GMP_FOR_EACH_HIP_RESULT(GPU_RESULT_ENTRY)};
+#undef GPU_RESULT_ENTRY
+
+#define LIBRARY_RESULTS(library, table) {library, table, sizeof table / sizeof *table}
+static const struct {
+    const char *library;
+    const gpu_result *results;
+    size_t count;
+} gpu_libraries[] = {LIBRARY_RESULTS("libcudart", cudart_results),
+                     LIBRARY_RESULTS("libcuda", cu_results),
+                     LIBRARY_RESULTS("libamdhip64", hip_results)};
+#undef LIBRARY_RESULTS
+
+static const char *gpu_result_name(const char *library, int64_t code)
+{
+    for (size_t l = 0; l < sizeof gpu_libraries / sizeof *gpu_libraries; l++) {
+        if (strcmp(library, gpu_libraries[l].library))
+            continue;
+        for (size_t i = 0; i < gpu_libraries[l].count; i++)
+            if (gpu_libraries[l].results[i].code == code)
+                return gpu_libraries[l].results[i].name;
+    }
+    return NULL;
+}
+
 /* An out-of-memory code by the classifier the preload decided with, so the
- * name is the one its library gives it. */
+ * name is the one its library gives it; another by its library's table or
+ * errno. */
 int result_code_name(const char *api_name, int64_t code, char *out, size_t cap)
 {
     unsigned api = GMP_API_UNKNOWN;
@@ -142,8 +177,10 @@ int result_code_name(const char *api_name, int64_t code, char *out, size_t cap)
             return 1;
         }
     }
-    /* the rest of libc's: an errno */
-    const char *named = host && code > 0 && code < 4096 ? gmp_errno_name((int)code) : NULL;
+    /* the rest: an errno of libc's, a GPU library's own code */
+    const char *named = !host                          ? gpu_result_name(library, code)
+                        : code > 0 && code < 4096 ? gmp_errno_name((int)code)
+                                                       : NULL;
     if (named)
         snprintf(out, cap, "%s", named);
     return named != NULL;
