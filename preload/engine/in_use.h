@@ -154,7 +154,7 @@ GMP_HIDDEN int gmp_sizes_put(const void *p, uint64_t size);
 GMP_HIDDEN int gmp_sizes_get(const void *p, uint64_t *size);
 GMP_HIDDEN int gmp_sizes_take(const void *p, uint64_t *size);
 
-/* libc.c: the allocation functions dlsym.c routes: whether name is one,
+/* libc_real.c: the allocation functions dlsym.c routes: whether name is one,
  * and the hook for `found` (what the real lookup gave) when found is the
  * function the hook forwards to, else found. */
 GMP_HIDDEN int gmp_libc_routed_name(const char *name);

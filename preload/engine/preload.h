@@ -9,7 +9,8 @@
  *   init.c        process lifecycle: constructor, config, fork, exit
  *   services.c    what every file calls on: events, bundles, lazy tables,
  *                 threads, the run directory, the C API's way in
- *   libc.c        malloc and friends, with a bootstrap pool for dlsym
+ *   libc.c        malloc and friends, and what they count
+ *   libc_real.c   the allocator past them, and a bootstrap pool for dlsym
  *   mmap_heap.c   a heap a runtime maps itself, refused (ENOMEM)
  *   host_counters.c per-thread host counters (bytes in use without contention)
  *   in_use.h      those counters and the live tables, as the hooks inline them

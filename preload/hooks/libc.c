@@ -1,187 +1,22 @@
 /*
- * libc.c — malloc and its relatives.
+ * libc.c — malloc and its relatives: the hooks, and what they count.
  *
- * The real functions come from dlsym(RTLD_NEXT), so an allocator preloaded
- * after us (jemalloc, tcmalloc, mimalloc) keeps working.  dlsym itself may
- * allocate before we know the real malloc; those few requests are served
- * from a static bootstrap pool, and pointers from it are recognised by
- * address in free/realloc/malloc_usable_size and never handed to the real
- * allocator.
- *
- * Cost for the common case: the real call, one usable-size lookup and a
- * per-thread counter update.  Events are recorded only for allocations of
- * at least GMP_HOST_EVENT_MIN_BYTES and for every failure; errno is kept
- * exactly as the real function left it.
- *
- * How a block's size is known is decided once, when the reals are found:
- * glibc's chunk header only when the real malloc provably is glibc's (it
- * lives in the object that defines gnu_get_libc_version: gperftools and
- * mimalloc export __libc_malloc as their own malloc, so comparing with that
- * proves nothing); the allocator's malloc_usable_size only when it lives in
- * the same object as its malloc, with large blocks kept at their requested
- * size (sizes.c: size classes overshoot by up to a tenth); otherwise every
- * block's requested size, in sizes.c.
+ * Each hook calls the allocator past the preload (libc_real.c finds it),
+ * then counts the block in this thread's slot (in_use.h).  Cost for the
+ * common case: the real call, the block's size read from glibc's chunk
+ * header and two adds into the slot.  Events are recorded only for
+ * allocations of at least GMP_HOST_EVENT_MIN_BYTES and for every failure;
+ * errno is kept exactly as the real function left it.  A block of the
+ * bootstrap pool (dlsym's, while the reals were found) is told by its
+ * address in free, realloc and malloc_usable_size, never counted, and
+ * never handed to the real allocator.
  */
-#include "preload.h"
+#include "libc_real.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef enum size_source {
-    SIZE_TABLE,       /* an allocator that cannot be asked: sizes.c only */
-    SIZE_ALLOCATOR,   /* the allocator's malloc_usable_size; large blocks in sizes.c */
-    SIZE_GLIBC_CHUNK, /* glibc's malloc: its chunk header, without a call */
-} size_source;
-
-static void *malloc_first(size_t size);
-
-typedef struct libc_real {
-    /* What the malloc hook calls: malloc_first until the real functions
-     * are resolved, then the real malloc, so the hook tests nothing first. */
-    void *(*malloc_entry)(size_t);
-    /* how a block's size is known; set before malloc is published
-     * (SIZE_TABLE until then: no block comes from the real allocator yet) */
-    size_source sizes_from;
-    void *(*malloc)(size_t);
-    void (*free)(void *);
-    void *(*calloc)(size_t, size_t);
-    void *(*realloc)(void *, size_t);
-    void *(*reallocarray)(void *, size_t, size_t);
-    int (*posix_memalign)(void **, size_t, size_t);
-    void *(*aligned_alloc)(size_t, size_t);
-    void *(*memalign)(size_t, size_t);
-    void *(*valloc)(size_t);
-    void *(*pvalloc)(size_t);
-    size_t (*malloc_usable_size)(void *);
-} libc_real;
-
-static libc_real real GMP_STARTUP_DATA = {.malloc_entry = malloc_first}; /* every process resolves */
-static int resolving; /* atomic: a thread is inside dlsym for the reals */
-
-/* ---- bootstrap pool --------------------------------------------------- */
-
-#define POOL_SIZE (256 * 1024)
-static char pool[POOL_SIZE] __attribute__((aligned(64)));
-static size_t pool_used; /* atomic */
-
-typedef struct pool_header {
-    size_t size;
-    size_t pad;
-} pool_header;
-
-static inline int in_pool(const void *p)
-{
-    return (uintptr_t)p - (uintptr_t)pool < POOL_SIZE; /* one compare */
-}
-
-static void *pool_alloc(size_t size, size_t align)
-{
-    if (align < 16)
-        align = 16;
-    size_t need = sizeof(pool_header) + size + align;
-    size_t off = __atomic_fetch_add(&pool_used, (need + 15) & ~(size_t)15, __ATOMIC_RELAXED);
-    if (off + need > POOL_SIZE) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    uintptr_t start = (uintptr_t)(pool + off + sizeof(pool_header));
-    uintptr_t p = (start + align - 1) & ~(uintptr_t)(align - 1);
-    ((pool_header *)p)[-1].size = size;
-    /* where glibc keeps a chunk's size: read as one, above any threshold,
-     * so free's common case sends a pool block on to free_slow */
-    ((pool_header *)p)[-1].pad = SIZE_MAX;
-    return (void *)p; /* static storage: already zeroed, calloc-ready */
-}
-
-static size_t pool_size(const void *p)
-{
-    return ((const pool_header *)p)[-1].size;
-}
-
-/* ---- resolving the real functions ------------------------------------ */
-
-/* A dlsym fallback allocates: the pool serves it. */
-#define RESOLVE(name) real.name = (__typeof__(real.name))gmp_real_function(#name)
-
-static size_source size_source_of(void *malloc_fn, void *usable_size_fn)
-{
-    uintptr_t home = gmp_object_of(malloc_fn);
-    if (!home || home != gmp_object_of(usable_size_fn))
-        return SIZE_TABLE;
-#if defined(__x86_64__) && defined(__GLIBC__)
-    /* the chunk layout read below is x86-64 glibc's; tunables can change it */
-    if (home == gmp_object_of((void *)gnu_get_libc_version) && getenv("GLIBC_TUNABLES") == NULL)
-        return SIZE_GLIBC_CHUNK;
-#endif
-    return SIZE_ALLOCATOR;
-}
-
-static void resolve_libc(void)
-{
-    int expected = 0;
-    if (!__atomic_compare_exchange_n(&resolving, &expected, 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        return; /* another thread (or dlsym's own calloc) is resolving */
-    int saved = errno;
-    GMP_IN_HOOK_SCOPE();
-    RESOLVE(free);
-    RESOLVE(calloc);
-    RESOLVE(realloc);
-    RESOLVE(reallocarray);
-    RESOLVE(posix_memalign);
-    RESOLVE(aligned_alloc);
-    RESOLVE(memalign);
-    RESOLVE(valloc);
-    RESOLVE(pvalloc);
-    RESOLVE(malloc_usable_size);
-    void *(*m)(size_t) = (void *(*)(size_t))gmp_real_function("malloc");
-    real.sizes_from = size_source_of((void *)m, (void *)real.malloc_usable_size);
-    __atomic_store_n(&real.malloc, m, __ATOMIC_RELEASE); /* published last */
-    if (m)
-        __atomic_store_n(&real.malloc_entry, m, __ATOMIC_RELEASE);
-    gmp_host_fast_path_refresh();
-    errno = saved;
-}
-
-static int have_real(void)
-{
-    if (GMP_LIKELY(__atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) != NULL))
-        return 1;
-    resolve_libc();
-    return __atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) != NULL;
-}
-
-/* The malloc hook's callee until the real functions are resolved: dlsym's
- * own requests while we resolve are served by the pool. */
-static void *malloc_first(size_t size)
-{
-    if (!have_real())
-        return pool_alloc(size, 16);
-    return real.malloc(size);
-}
-
-/* ---- lookups past us --------------------------------------------------- */
-
-/* Every allocation function a hook here stands for.  A lookup through a
- * library's own handle (ctypes.CDLL("libc.so.6").malloc, cffi, JNA) finds
- * the allocator's function past the preload; dlsym.c asks gmp_libc_route
- * for the hook instead, when what was found is the very function the hook
- * forwards to (an allocator loaded after us, or a library's own malloc,
- * is left as found). */
-#define FOR_EACH_LIBC_HOOK(X)                                                                     \
-    X(malloc) X(free) X(calloc) X(realloc) X(reallocarray) X(posix_memalign) X(aligned_alloc)    \
-    X(memalign) X(valloc) X(pvalloc) X(malloc_usable_size)
-
-int gmp_libc_routed_name(const char *name)
-{
-#define IS(fn) !strcmp(name, #fn) ||
-    return FOR_EACH_LIBC_HOOK(IS) 0;
-#undef IS
-}
 
 /* ---- bookkeeping ------------------------------------------------------ */
 
@@ -215,7 +50,7 @@ static inline size_t glibc_chunk_bytes(const void *p)
 
 static size_t allocator_bytes(void *p)
 {
-    size_t n = real.malloc_usable_size(p);
+    size_t n = gmp_libc_real.malloc_usable_size(p);
     /* an allocator asked about a block it never made (the loader's, from
      * before it was there) may answer anything */
     return n < ((size_t)1 << 48) ? n : 0;
@@ -224,7 +59,7 @@ static size_t allocator_bytes(void *p)
 /* Bytes counted for a block the real allocator just gave for `size` asked. */
 static __attribute__((noinline)) size_t foreign_bytes_added(void *p, size_t size)
 {
-    if (real.sizes_from == SIZE_TABLE)
+    if (gmp_libc_real.sizes_from == SIZE_TABLE)
         return gmp_sizes_put(p, size) == 0 ? size : 0;
     if (size >= gmp_pl.host_event_min && gmp_sizes_put(p, size) == 0)
         return size;
@@ -237,7 +72,7 @@ static __attribute__((noinline)) size_t foreign_bytes(void *p, int take)
 {
     uint64_t kept;
     int (*lookup)(const void *, uint64_t *) = take ? gmp_sizes_take : gmp_sizes_get;
-    if (real.sizes_from == SIZE_TABLE)
+    if (gmp_libc_real.sizes_from == SIZE_TABLE)
         return lookup(p, &kept) == 0 ? (size_t)kept : 0;
     size_t n = allocator_bytes(p);
     if (n >= gmp_pl.host_event_min && lookup(p, &kept) == 0)
@@ -247,13 +82,13 @@ static __attribute__((noinline)) size_t foreign_bytes(void *p, int take)
 
 static inline size_t bytes_added(void *p, size_t size)
 {
-    return GMP_LIKELY(real.sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
+    return GMP_LIKELY(gmp_libc_real.sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
                                                       : foreign_bytes_added(p, size);
 }
 
 static inline size_t bytes_of(void *p, int take)
 {
-    return GMP_LIKELY(real.sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
+    return GMP_LIKELY(gmp_libc_real.sizes_from == SIZE_GLIBC_CHUNK) ? glibc_chunk_bytes(p)
                                                       : foreign_bytes(p, take);
 }
 
@@ -343,8 +178,8 @@ static inline void before_free(gmp_api api, void *p)
  * real call set it. */
 static __attribute__((noinline)) void *finish_alloc_slow(gmp_api api, void *p, size_t size)
 {
-    if (GMP_UNLIKELY(in_pool(p)))
-        return p; /* malloc_first's, while another thread resolves: not counted */
+    if (GMP_UNLIKELY(gmp_libc_in_pool(p)))
+        return p; /* the pool's, while another thread resolves: not counted */
     if (GMP_LIKELY(p != NULL)) {
         if (ACCOUNTING())
             after_alloc(api, p, size);
@@ -360,7 +195,7 @@ static __attribute__((noinline)) void *finish_alloc_slow(gmp_api api, void *p, s
 /* The same, its common case inline: a small request while this thread's
  * slot's bound holds (a block of glibc's, active, no episode open: see
  * word_bound_now), and its block's size word below the bound too, as free
- * decides: a pool block (malloc_first's, while another thread resolved)
+ * decides: a pool block (dlsym's, while another thread resolved)
  * has SIZE_MAX there.  Two adds and no call: the hook's own frame stays a
  * push and a pop around the real call.  The request is tested against the
  * word's bound, 8 above the bytes' (a request that passes it and is not
@@ -391,7 +226,7 @@ static inline __attribute__((always_inline)) void *finish_alloc(gmp_api api, voi
  * episode is open; 0 otherwise, and then every call takes the full path. */
 GMP_START_EXIT_TEXT static size_t word_bound_now(void)
 {
-    if (real.sizes_from != SIZE_GLIBC_CHUNK || !gmp_pl_active() || gmp_any_episode_open())
+    if (gmp_libc_real.sizes_from != SIZE_GLIBC_CHUNK || !gmp_pl_active() || gmp_any_episode_open())
         return 0;
     size_t min = gmp_pl.host_event_min;
     return min < SIZE_MAX - 8 ? min + 8 : SIZE_MAX;
@@ -414,19 +249,19 @@ GMP_START_EXIT_TEXT void gmp_host_fast_path_refresh(void)
 
 GMP_EXPORT GMP_HOT_ALIGNED void *malloc(size_t size)
 {
-    void *p = __atomic_load_n(&real.malloc_entry, __ATOMIC_ACQUIRE)(size);
+    void *p = __atomic_load_n(&gmp_libc_real.malloc_entry, __ATOMIC_ACQUIRE)(size);
     return finish_alloc(GMP_API_MALLOC, p, size);
 }
 
 static __attribute__((noinline)) void free_slow(void *p)
 {
-    if (!p || GMP_UNLIKELY(in_pool(p)))
+    if (!p || GMP_UNLIKELY(gmp_libc_in_pool(p)))
         return;
-    if (GMP_UNLIKELY(!have_real()))
+    if (GMP_UNLIKELY(!gmp_libc_have_real()))
         return; /* cannot happen: p came from a real allocator we resolved */
     if (ACCOUNTING())
         before_free(GMP_API_FREE, p);
-    real.free(p);
+    gmp_libc_real.free(p);
 }
 
 /* The common case inline, as finish_alloc's: a small block of glibc's
@@ -443,7 +278,7 @@ GMP_EXPORT GMP_HOT_ALIGNED void free(void *p)
         size_t word = glibc_chunk_word(p);
         if (GMP_LIKELY(word < bound)) {
             gmp_host_slot_free(s, glibc_chunk_counted_of_word(word));
-            real.free(p);
+            gmp_libc_real.free(p);
             return;
         }
     }
@@ -452,16 +287,16 @@ GMP_EXPORT GMP_HOT_ALIGNED void free(void *p)
 
 GMP_EXPORT void *calloc(size_t n, size_t size)
 {
-    if (GMP_UNLIKELY(!real.calloc)) {
+    if (GMP_UNLIKELY(!gmp_libc_real.calloc)) {
         /* dlsym's own calloc while we resolve: the pool is zeroed */
         if (n && size > SIZE_MAX / n) {
             errno = ENOMEM;
             return NULL;
         }
-        if (!have_real())
-            return pool_alloc(n * size, 16);
+        if (!gmp_libc_have_real())
+            return gmp_libc_pool_alloc(n * size, 16);
     }
-    void *p = real.calloc(n, size);
+    void *p = gmp_libc_real.calloc(n, size);
     size_t total = n && size > SIZE_MAX / n ? SIZE_MAX : n * size;
     return finish_alloc(GMP_API_CALLOC, p, total);
 }
@@ -493,7 +328,7 @@ static void *finish_realloc(gmp_api api, int accounting, void *old, size_t old_s
         if (p)
             after_alloc(api, p, size);
         else if (size) {
-            if (real.sizes_from != SIZE_GLIBC_CHUNK && old_size)
+            if (gmp_libc_real.sizes_from != SIZE_GLIBC_CHUNK && old_size)
                 foreign_bytes_added(old, old_size); /* kept again, by the same rule */
             if (held)
                 gmp_host_live_put_back(held);
@@ -509,7 +344,7 @@ static void *realloc_from_pool(void *old, size_t size)
 {
     void *p = malloc(size);
     if (p) {
-        size_t keep = pool_size(old) < size ? pool_size(old) : size;
+        size_t keep = gmp_libc_pool_size(old) < size ? gmp_libc_pool_size(old) : size;
         memcpy(p, old, keep);
     }
     return p;
@@ -517,14 +352,14 @@ static void *realloc_from_pool(void *old, size_t size)
 
 GMP_EXPORT void *realloc(void *old, size_t size)
 {
-    if (GMP_UNLIKELY(old && in_pool(old)))
+    if (GMP_UNLIKELY(old && gmp_libc_in_pool(old)))
         return realloc_from_pool(old, size);
-    if (GMP_UNLIKELY(!have_real()))
-        return pool_alloc(size, 16);
+    if (GMP_UNLIKELY(!gmp_libc_have_real()))
+        return gmp_libc_pool_alloc(size, 16);
     int accounting = ACCOUNTING(), live;
     gmp_live_taken held;
     size_t old_size = realloc_old_bytes(accounting, old, &held, &live);
-    void *p = real.realloc(old, size);
+    void *p = gmp_libc_real.realloc(old, size);
     return finish_realloc(GMP_API_REALLOC, accounting, old, old_size, p, size, errno,
                           live ? &held : NULL);
 }
@@ -532,34 +367,35 @@ GMP_EXPORT void *realloc(void *old, size_t size)
 GMP_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 {
     if (n && size > SIZE_MAX / n) {
-        if (!have_real() || !real.reallocarray) {
+        if (!gmp_libc_have_real() || !gmp_libc_real.reallocarray) {
             errno = ENOMEM;
             return NULL;
         }
-        void *p = real.reallocarray(old, n, size); /* the real one reports it */
+        void *p = gmp_libc_real.reallocarray(old, n, size); /* the real one reports it */
         return finish_alloc(GMP_API_REALLOCARRAY, p, SIZE_MAX);
     }
-    if (GMP_UNLIKELY((old && in_pool(old)) || !have_real() || !real.reallocarray))
+    if (GMP_UNLIKELY((old && gmp_libc_in_pool(old)) || !gmp_libc_have_real() ||
+                     !gmp_libc_real.reallocarray))
         return realloc(old, n * size);
     int accounting = ACCOUNTING(), live;
     gmp_live_taken held;
     size_t old_size = realloc_old_bytes(accounting, old, &held, &live);
-    void *p = real.reallocarray(old, n, size);
+    void *p = gmp_libc_real.reallocarray(old, n, size);
     return finish_realloc(GMP_API_REALLOCARRAY, accounting, old, old_size, p, n * size,
                           errno, live ? &held : NULL);
 }
 
 GMP_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
-    if (GMP_UNLIKELY(!have_real())) {
-        void *p = pool_alloc(size, align);
+    if (GMP_UNLIKELY(!gmp_libc_have_real())) {
+        void *p = gmp_libc_pool_alloc(size, align);
         if (!p)
             return ENOMEM;
         *out = p;
         return 0;
     }
     int saved = errno;
-    int rc = real.posix_memalign(out, align, size);
+    int rc = gmp_libc_real.posix_memalign(out, align, size);
     if (rc != 0)
         errno = rc; /* the failure's code, for the bookkeeping */
     finish_alloc(GMP_API_POSIX_MEMALIGN, rc == 0 ? *out : NULL, size);
@@ -569,33 +405,33 @@ GMP_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 
 GMP_EXPORT void *aligned_alloc(size_t align, size_t size)
 {
-    if (GMP_UNLIKELY(!have_real()))
-        return pool_alloc(size, align);
-    void *p = real.aligned_alloc(align, size);
+    if (GMP_UNLIKELY(!gmp_libc_have_real()))
+        return gmp_libc_pool_alloc(size, align);
+    void *p = gmp_libc_real.aligned_alloc(align, size);
     return finish_alloc(GMP_API_ALIGNED_ALLOC, p, size);
 }
 
 GMP_EXPORT void *memalign(size_t align, size_t size)
 {
-    if (GMP_UNLIKELY(!have_real()))
-        return pool_alloc(size, align);
-    void *p = real.memalign(align, size);
+    if (GMP_UNLIKELY(!gmp_libc_have_real()))
+        return gmp_libc_pool_alloc(size, align);
+    void *p = gmp_libc_real.memalign(align, size);
     return finish_alloc(GMP_API_MEMALIGN, p, size);
 }
 
 GMP_EXPORT void *valloc(size_t size)
 {
-    if (GMP_UNLIKELY(!have_real()))
-        return pool_alloc(size, 4096);
-    void *p = real.valloc(size);
+    if (GMP_UNLIKELY(!gmp_libc_have_real()))
+        return gmp_libc_pool_alloc(size, 4096);
+    void *p = gmp_libc_real.valloc(size);
     return finish_alloc(GMP_API_VALLOC, p, size);
 }
 
 GMP_EXPORT void *pvalloc(size_t size)
 {
-    if (GMP_UNLIKELY(!have_real()))
-        return pool_alloc((size + 4095) & ~(size_t)4095, 4096);
-    void *p = real.pvalloc(size);
+    if (GMP_UNLIKELY(!gmp_libc_have_real()))
+        return gmp_libc_pool_alloc((size + 4095) & ~(size_t)4095, 4096);
+    void *p = gmp_libc_real.pvalloc(size);
     return finish_alloc(GMP_API_PVALLOC, p, size);
 }
 
@@ -603,21 +439,9 @@ GMP_EXPORT size_t malloc_usable_size(void *p)
 {
     if (!p)
         return 0;
-    if (GMP_UNLIKELY(in_pool(p)))
-        return pool_size(p);
-    if (GMP_UNLIKELY(!have_real()) || !real.malloc_usable_size)
+    if (GMP_UNLIKELY(gmp_libc_in_pool(p)))
+        return gmp_libc_pool_size(p);
+    if (GMP_UNLIKELY(!gmp_libc_have_real()) || !gmp_libc_real.malloc_usable_size)
         return 0;
-    return real.malloc_usable_size(p);
-}
-
-void *gmp_libc_route(const char *name, void *found)
-{
-    if (!found || !have_real())
-        return found;
-#define ROUTE(fn)                                                                                 \
-    if (!strcmp(name, #fn))                                                                       \
-        return found == (void *)real.fn ? (void *)fn : found;
-    FOR_EACH_LIBC_HOOK(ROUTE)
-#undef ROUTE
-    return found;
+    return gmp_libc_real.malloc_usable_size(p);
 }
