@@ -374,30 +374,6 @@ static long subject_rank(const gmp_bundle_input *in)
     return r >= 0 ? r : gmp_run_vars_rank(h->run_vars, sizeof h->run_vars);
 }
 
-/* The program's file name ("pypy3.9", "python3"): a reader that opens the
- * manifest alone (triage of many bundles) can tell the interpreter whose
- * words a MemoryError are without reading environment.json. */
-static void write_program(gmp_jw *w, const gmp_bundle_input *in)
-{
-    char exe[1024];
-    size_t n = 0;
-    if (in->pid == 0) {
-        ssize_t got = readlink("/proc/self/exe", exe, sizeof exe);
-        n = got > 0 && (size_t)got < sizeof exe ? (size_t)got : 0; /* whole, or none */
-    } else if (in->ring) {
-        const char *h = in->ring->hdr->exe; /* another process's file: bounded */
-        n = strnlen(h, sizeof in->ring->hdr->exe);
-        memcpy(exe, h, n);
-    }
-    if (!n || n == sizeof exe)
-        return;
-    exe[n] = '\0';
-    const char *slash = strrchr(exe, '/');
-    const char *name = slash ? slash + 1 : exe;
-    if (*name)
-        gmp_jw_kstr(w, "program", name);
-}
-
 static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
 {
     const gmp_bundle_input *in = ctx->in;
@@ -429,7 +405,7 @@ static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
     } else {
         place = in->ring ? &in->ring->hdr->place : NULL;
     }
-    write_program(w, in);
+    gmp_bundle_fill_program(w, in->pid == 0, in->ring ? in->ring->hdr : NULL);
     long rank = subject_rank(in);
     if (in->pid == 0 || rank >= 0) {
         gmp_jw_key(w, "rank");

@@ -54,6 +54,12 @@ GMP_HIDDEN void gmp_bundle_fill_software(gmp_jw *w, const gmp_gpu_probe_result *
 GMP_HIDDEN void gmp_bundle_fill_system(gmp_jw *w, const char *backend,
                                        const gmp_gpu_probe_result *p);
 
+/* The manifest's "program": the file name of the calling process's
+ * executable (self), else of the one h kept; nothing where it is not known
+ * whole.  A reader that opens the manifest alone (triage of many bundles)
+ * tells by it the interpreter whose words a MemoryError are. */
+GMP_HIDDEN void gmp_bundle_fill_program(gmp_jw *w, int self, const gmp_ring_header *h);
+
 /* environment.json of a dead process, from what its ring header kept. */
 GMP_HIDDEN void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h,
                                                const char *backend);

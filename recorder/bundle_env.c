@@ -1,7 +1,8 @@
 /*
  * bundle_env.c — environment.json: who the process was and what the machine
  * looked like (pid, cwd, kernel, command line, limits, cgroup, and an
- * allow-list of environment variables with secret-looking values redacted).
+ * allow-list of environment variables with secret-looking values redacted),
+ * and the manifest's "program", the executable's file name.
  * Read straight from uname(2), getrlimit(2), /proc and `environ` into fixed
  * buffers: this runs on the dump path, where malloc may be what failed.
  */
@@ -349,6 +350,26 @@ void gmp_bundle_fill_software(gmp_jw *w, const gmp_gpu_probe_result *p)
     }
     gmp_jw_arr_end(w);
     gmp_jw_obj_end(w);
+}
+
+void gmp_bundle_fill_program(gmp_jw *w, int self, const gmp_ring_header *h)
+{
+    char exe[sizeof h->exe];
+    size_t n = 0;
+    if (self) {
+        ssize_t got = readlink("/proc/self/exe", exe, sizeof exe);
+        n = got > 0 && (size_t)got < sizeof exe ? (size_t)got : 0; /* whole, or none */
+    } else if (h) {
+        n = strnlen(h->exe, sizeof h->exe); /* another process's file: bounded */
+        memcpy(exe, h->exe, n);
+    }
+    if (!n || n == sizeof exe)
+        return;
+    exe[n] = '\0';
+    const char *slash = strrchr(exe, '/');
+    const char *name = slash ? slash + 1 : exe;
+    if (*name)
+        gmp_jw_kstr(w, "program", name);
 }
 
 void gmp_bundle_fill_environment_of(gmp_jw *w, const gmp_ring_header *h, const char *backend)
