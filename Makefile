@@ -174,7 +174,7 @@ $(PRELOAD): $(PRELOAD_OBJ) $(RECORDER_OBJ) mk/preload_layout.ld
 # The files that run before the ASan runtime has mapped its shadow (it calls
 # our dlsym and malloc while it starts; TSan's calls our mmap) take
 # BOOT_SAN_CFLAGS instead.
-PRELOAD_BOOT := libc dlsym host_counters sizes next mmap_heap
+PRELOAD_BOOT := libc libc_real dlsym host_counters sizes next mmap_heap
 BOOT_SAN_CFLAGS ?= $(SAN_CFLAGS)
 $(BUILD)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)

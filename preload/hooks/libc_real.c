@@ -13,6 +13,9 @@
  * the same object as its malloc, with large blocks kept at their requested
  * size (sizes.c: size classes overshoot by up to a tenth); otherwise every
  * block's requested size, in sizes.c.
+ *
+ * Runs before a sanitizer's runtime has mapped its shadow (ASan calls our
+ * dlsym and malloc as it starts): the Makefile builds it as PRELOAD_BOOT.
  */
 #include "libc_real.h"
 
