@@ -492,11 +492,14 @@ GMP_HIDDEN void gmp_python_frames_foreach_known(void (*fn)(uint32_t id, const gm
 /* ==== outputs and other ways in ==================================================== */
 
 /* prom_textfile.c: the GMP_PROM_FILE textfile: a thread rewriting it (start,
- * after fork), a write now (at exit), and host peaks seen by the hooks. */
+ * after fork), a write now (at exit), the file held while the image goes
+ * (exec), and host peaks seen by the hooks. */
 GMP_HIDDEN void gmp_metrics_start(void);
 GMP_HIDDEN void gmp_metrics_after_fork(void);
 GMP_HIDDEN void gmp_metrics_write(void);
 GMP_HIDDEN void gmp_metrics_flush(void); /* at exit: waits for a write in progress */
+GMP_HIDDEN int gmp_metrics_hold(void);   /* 1: no write in progress, none to start */
+GMP_HIDDEN void gmp_metrics_release(void);
 GMP_HIDDEN void gmp_metrics_note_host(uint64_t in_use);
 /* peak_watch.c: bytes in use seen at a large allocation, for open watches */
 GMP_HIDDEN void gmp_peak_watch_note(uint64_t in_use);

@@ -23,7 +23,8 @@ static char path[GMP_PATH_MAX], tmp[GMP_PATH_MAX + 32];
 static char text[64 * 1024];
 static uint64_t host_peak;   /* atomic */
 static int running;          /* atomic: the thread exists */
-static int busy;             /* atomic: a write in progress */
+static int busy;             /* atomic: a write in progress, or none to start */
+static int forked;           /* atomic: this process is a fork child */
 
 void gmp_metrics_note_host(uint64_t in_use)
 {
@@ -121,22 +122,35 @@ static void write_now(void);
 
 void gmp_metrics_write(void)
 {
-    if (path[0] && !__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
+    if (path[0] && !__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
         write_now();
+        __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+    }
+}
+
+int gmp_metrics_hold(void)
+{
+    /* the thread may be writing right now: wait for it (a second at
+     * most), since a process that left first would leave its temporary
+     * file behind, or, at exit, its older file as the last */
+    for (int i = 0; path[0] && i < 1000; i++) {
+        if (!__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
+            return 1;
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+void gmp_metrics_release(void)
+{
+    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
 }
 
 void gmp_metrics_flush(void)
 {
-    /* the thread may be writing right now: its file would be the last if
-     * the process left first, so wait for it (a second at most) */
-    for (int i = 0; path[0] && i < 100; i++) {
-        if (!__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
-            write_now();
-            return;
-        }
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    if (gmp_metrics_hold())
+        write_now(); /* and held for good: this write is the last */
 }
 
 static void write_now(void)
@@ -174,15 +188,19 @@ static void write_now(void)
         if (!ok || rename(tmp, path) != 0)
             unlink(tmp);
     }
-    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
 }
 
 static void *metrics_main(void *arg)
 {
     (void)arg;
     GMP_IN_HOOK_SCOPE(); /* nothing this thread does is the program's */
-    for (;;) {
-        gmp_metrics_write();
+    /* a fork child's first write waits an interval: one that execs at
+     * once (a shell, a launcher) leaves no file of its own, the new
+     * image writes it; one that exits at once writes it then */
+    int wait_first = __atomic_load_n(&forked, __ATOMIC_RELAXED);
+    for (;; wait_first = 0) {
+        if (!wait_first)
+            gmp_metrics_write();
         struct timespec ts = {(time_t)gmp_pl.cfg->prom_interval_s, 0};
         nanosleep(&ts, NULL);
     }
@@ -204,5 +222,6 @@ void gmp_metrics_after_fork(void)
         return;
     __atomic_store_n(&running, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&busy, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
     gmp_metrics_start(); /* the child's own file (its pid in labels and %p) */
 }

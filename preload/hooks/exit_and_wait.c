@@ -115,9 +115,13 @@ typedef void (*exit_fn)(int);
 QUICK_EXIT(_exit)
 QUICK_EXIT(_Exit)
 
-/* Before the image goes: the bundle of an open episode, and the ring marked
- * (not in a vfork child: the episodes and the ring are the parent's).
- * Returns whether the ring was marked, for exec_failed. */
+/* What before_exec did, for exec_failed to undo. */
+enum { EXEC_RING_MARKED = 1, EXEC_METRICS_HELD = 2 };
+
+/* Before the image goes: the bundle of an open episode, the ring marked,
+ * and the metrics file held, so that no rewrite is cut off halfway, its
+ * temporary file left behind (not in a vfork child: the episodes, the ring
+ * and the metrics thread are the parent's). */
 static int before_exec(void)
 {
     if (!gmp_pl_active() || getpid() != __atomic_load_n(&gmp_pl.pid, __ATOMIC_RELAXED))
@@ -129,15 +133,21 @@ static int before_exec(void)
         gmp_episode_wait_commits(5000);
     }
     gmp_recorder_ring_flags(gmp_pl.rec, GMP_RING_FLAG_EXEC, 0);
+    int done = EXEC_RING_MARKED;
+    if (gmp_pl.prom_file && gmp_metrics_hold())
+        done |= EXEC_METRICS_HELD;
     errno = saved;
-    return 1;
+    return done;
 }
 
-/* The exec returned: the image lives on, and so does the meaning of its ring. */
-static void exec_failed(int marked)
+/* The exec returned: the image lives on, and so does the meaning of its
+ * ring, and its metrics thread writes again. */
+static void exec_failed(int done)
 {
-    if (marked)
+    if (done & EXEC_RING_MARKED)
         gmp_recorder_ring_flags(gmp_pl.rec, 0, GMP_RING_FLAG_EXEC);
+    if (done & EXEC_METRICS_HELD)
+        gmp_metrics_release();
 }
 
 /* The exec functions with an argument vector.  glibc's own calls between
@@ -180,11 +190,11 @@ extern char **environ;
         const char *started = file;                                                        \
         char *const *given = NULL, *const *used = NULL;                                    \
         (void)started;                                                                     \
-        int marked = before_exec();                                                        \
+        int done = before_exec();                                                          \
         int rc = fn args;                                                                  \
         int saved = errno;                                                                 \
         gmp_launcher_env_done(used, given);                                                \
-        exec_failed(marked);                                                               \
+        exec_failed(done);                                                                 \
         errno = saved;                                                                     \
         return rc;                                                                         \
     }

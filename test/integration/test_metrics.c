@@ -3,9 +3,10 @@
  * preload while a process runs (python3 holding 104 MiB in 9 threads: its
  * live bytes) and at its exit (the CUDA double: bytes, peaks, counts, one
  * episode opened and recovered; calls from threads that changed device or
- * exited), and `gmp-inspect metrics` over bundles.  Every file passes a
- * strict reading of the text format, and `promtool check metrics` where
- * Debian's prometheus package can be installed.
+ * exited), an exec while the file is rewritten, and `gmp-inspect metrics`
+ * over bundles.  Every file passes a strict reading of the text format, and
+ * `promtool check metrics` where Debian's prometheus package can be
+ * installed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -154,10 +155,13 @@ static void test_preload_textfile(void **state)
      * file rewritten every second. Python reads its own file until a
      * rewrite shows at least what it holds (at most 30 s: a loaded machine
      * may take seconds to start it, so no fixed sleep), prints the last
-     * one read, and only then lets its threads go. */
+     * one read, and only then lets its threads go.  A run still going
+     * after 45 s prints every thread's stack and exits (a CI run once
+     * passed the 60 s that kill it, and said nothing of where it was). */
     snprintf(script, sizeof script,
              "export GMP_PROM_FILE='%s/live_%%p.prom' GMP_PROM_INTERVAL_S=1; "
-             "LD_PRELOAD='%s' python3 -c 'import os, re, threading, time\n"
+             "LD_PRELOAD='%s' python3 -c 'import faulthandler, os, re, threading, time\n"
+             "faulthandler.dump_traceback_later(45, exit=True)\n"
              "keep = [bytearray(8 << 20) for _ in range(5)]\n"
              "done = threading.Event()\n"
              "held = threading.Semaphore(0)\n"
@@ -170,7 +174,8 @@ static void test_preload_textfile(void **state)
              "for t in threads: held.acquire()\n"
              "path = \"%s/live_%%d.prom\" %% os.getpid()\n"
              "text = \"\"\n"
-             "for _ in range(300):\n"
+             "deadline = time.monotonic() + 30\n"
+             "while time.monotonic() < deadline:\n"
              "    try: text = open(path).read()\n"
              "    except OSError: pass\n"
              "    m = re.search(r\"gpumemprof_bytes_in_use\\{[^}]*\\} (\\d+)\", text)\n"
@@ -179,7 +184,9 @@ static void test_preload_textfile(void **state)
              "print(text, end=\"\")\n"
              "done.set()'",
              paths.scratch, paths.preload, paths.scratch);
-    run_script(&paths, script, text, sizeof text, err, sizeof err);
+    int status = run_script(&paths, script, text, sizeof text, err, sizeof err);
+    if (exit_code_of(status) != 0)
+        fail_msg("python3 exited with status %d:\n%s", exit_code_of(status), err);
     check_format(text);
     long long host = value_of(text, "gpumemprof_bytes_in_use{");
     if (host < 104ll << 20)
@@ -221,6 +228,48 @@ static void test_calls_counted_across_threads_and_devices(void **state)
         if (!line || (end && line > end))
             fail_msg("no %s...%s in:\n%s", want[i], want[i + 1], text);
     }
+}
+
+/* A process that execs while its thread rewrites the file: strace holds
+ * every rename for 0.3 s, python3 (and a child it forked) waits until its
+ * temporary file is there, then execs a program without the preload.  The
+ * image that went must not leave its temporary file behind: the exec waits
+ * for the rewrite.  Both pids' files are there, and no temporary one. */
+static void test_exec_mid_rewrite(void **state)
+{
+    (void)state;
+    static char script[16384];
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/exec", paths.scratch);
+    snprintf(script, sizeof script,
+             "rm -rf '%s' && mkdir '%s' && py=$(python3 -c 'import sys; print(sys.executable)') "
+             "&& GMP_PROM_FILE='%s/m_%%p.prom' GMP_PROM_INTERVAL_S=1 "
+             "strace -f -qq -o /dev/null -e trace=rename,renameat,renameat2 "
+             "-e inject=rename,renameat,renameat2:delay_enter=300000 "
+             "env LD_PRELOAD='%s' \"$py\" -c 'import os, sys, time\n"
+             "def exec_mid_rewrite():\n"
+             "    tmp = \"%s/m_%%d.prom.%%d.tmp\" %% (os.getpid(), os.getpid())\n"
+             "    for _ in range(500):\n"
+             "        if os.path.exists(tmp): os.execve(\"/bin/true\", [\"true\"], {})\n"
+             "        time.sleep(0.01)\n"
+             "    os._exit(3)\n"
+             "child = os.fork()\n"
+             "if child == 0: exec_mid_rewrite()\n"
+             "_, status = os.waitpid(child, 0)\n"
+             "if status: sys.exit(4)\n"
+             "exec_mid_rewrite()'; echo \"status $?\"; ls '%s'",
+             dir, dir, dir, paths.preload, dir, dir);
+    run_script(&paths, script, out, sizeof out, err, sizeof err);
+    if (!strstr(out, "status 0\n"))
+        fail_msg("no rewrite was seen under way (3: by the child, 4: by the parent): %s%s", out,
+                 err);
+    if (strstr(out, ".tmp\n"))
+        fail_msg("a temporary file left by an exec:\n%s", out);
+    int files = 0;
+    for (const char *l = strstr(out, "status 0\n"); (l = strstr(l, ".prom\n")); l++)
+        files++;
+    if (files != 2)
+        fail_msg("not a file for each of the two pids:\n%s", out);
 }
 
 static void test_metrics_from_bundles(void **state)
@@ -275,6 +324,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_preload_textfile),
         cmocka_unit_test(test_calls_counted_across_threads_and_devices),
+        cmocka_unit_test(test_exec_mid_rewrite),
         cmocka_unit_test(test_metrics_from_bundles),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
