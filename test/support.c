@@ -272,6 +272,14 @@ void write_file(const char *path, const void *data, size_t len)
     close(fd);
 }
 
+void write_file_in(const char *dir, const char *file, const void *data, size_t len)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    unlink(path);
+    write_file(path, data, len);
+}
+
 json_t *only_bundle_file(const char *dumps, const char *file, char *path_out, size_t cap)
 {
     int n = count_prefixed(dumps, "oom_dump_");
@@ -327,6 +335,19 @@ const char *json_str(json_t *obj, const char *key)
 long long json_int(json_t *obj, const char *key)
 {
     return (long long)json_integer_value(json_object_get(obj, key));
+}
+
+int inspect_verb(const char *verb, const char *arg, const char *arg2, char *out, size_t out_cap,
+                 char *err, size_t err_cap)
+{
+    const char *argv[] = {inspect_path(), verb, arg, arg2, NULL};
+    int status = run_capture(argv, out, out_cap, err, err_cap);
+    if (WIFSIGNALED(status))
+        fail_msg("gmp-inspect %s %s died of signal %d", verb, arg ? arg : "",
+                 WTERMSIG(status));
+    if (strstr(err, "Sanitizer") || strstr(err, "runtime error:"))
+        fail_msg("gmp-inspect %s %s: %s", verb, arg ? arg : "", err);
+    return WEXITSTATUS(status);
 }
 
 /* gmp-inspect show's output for bundle (a static buffer). */

@@ -79,6 +79,12 @@ unsigned long long bundle_module_base(const char *bundle, const char *path_end);
 const char *json_str(struct json_t *obj, const char *key);
 long long json_int(struct json_t *obj, const char *key);
 
+/* `gmp-inspect VERB [ARG [ARG2]]` (NULL ends the arguments) into out and
+ * err: its exit status.  A death by signal fails the test, and so does a
+ * sanitizer's report (a sanitizer build exits 1 on one, as on a refused
+ * bundle). */
+int inspect_verb(const char *verb, const char *arg, const char *arg2, char *out, size_t out_cap,
+                 char *err, size_t err_cap);
 /* `gmp-inspect show BUNDLE`'s output (a static buffer; fails the test when
  * show fails). */
 const char *show_output(const char *bundle);
@@ -120,6 +126,8 @@ void small_shm_script(char *out, size_t cap, const char *command);
 
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);
+/* DIR/FILE written anew: a file or link there is removed first. */
+void write_file_in(const char *dir, const char *file, const void *data, size_t len);
 
 /* The CPythons beside the system's, for tests of what the preload reads
  * from an interpreter's own structures (each version lays them out its own
