@@ -119,6 +119,22 @@ int run_script(const preload_paths *p, const char *script, char *out, size_t out
     return status;
 }
 
+int run_script_preloaded(const preload_paths *p, const char *script, char *out, size_t out_cap,
+                         char *err, size_t err_cap)
+{
+    static char full[8192 + 3000];
+    snprintf(full, sizeof full, "ulimit -c 0; export LD_PRELOAD=\"%s\"; %s", p->preload, script);
+    return run_script(p, full, out, out_cap, err, err_cap);
+}
+
+int run_script_bare(const preload_paths *p, const char *script, char *out, size_t out_cap,
+                    char *err, size_t err_cap)
+{
+    static char full[16384 + 64];
+    snprintf(full, sizeof full, "unset LD_PRELOAD; %s", script);
+    return run_script(p, full, out, out_cap, err, err_cap);
+}
+
 int exit_code_of(int status)
 {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -270,6 +286,15 @@ void write_file(const char *path, const void *data, size_t len)
         abort();
     }
     close(fd);
+}
+
+char *fixtures_dir_absolute(void)
+{
+    char *dir = realpath(getenv("GMP_TEST_FIXTURES") ? getenv("GMP_TEST_FIXTURES")
+                                                     : "test/fixtures",
+                         NULL);
+    assert_non_null(dir);
+    return dir;
 }
 
 void write_file_in(const char *dir, const char *file, const void *data, size_t len)

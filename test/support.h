@@ -45,6 +45,12 @@ int preload_paths_teardown(void **state);
  * test when the shell is killed by a signal.  Returns the wait status. */
 int run_script(const preload_paths *p, const char *script, char *out, size_t out_cap,
                char *err, size_t err_cap);
+/* run_script with the preload exported to what the script starts (and no
+ * core files), or with none at all. */
+int run_script_preloaded(const preload_paths *p, const char *script, char *out, size_t out_cap,
+                         char *err, size_t err_cap);
+int run_script_bare(const preload_paths *p, const char *script, char *out, size_t out_cap,
+                    char *err, size_t err_cap);
 /* The exit code in a wait status, -1 when killed. */
 int exit_code_of(int status);
 
@@ -123,6 +129,9 @@ const char *torch_python_or_skip_line(const char *test);
  * container's /dev/shm is 64 MiB), into out; the script exits 77 where
  * there is no such namespace here.  command is inside single quotes. */
 void small_shm_script(char *out, size_t cap, const char *command);
+
+/* The test fixtures' directory (GMP_TEST_FIXTURES), absolute: free it. */
+char *fixtures_dir_absolute(void);
 
 /* Write a whole file (mode 0600). */
 void write_file(const char *path, const void *data, size_t len);
