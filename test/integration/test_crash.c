@@ -520,127 +520,6 @@ static void test_stopped_while_a_failure_is_open(void **state)
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 0);
 }
 
-/* command (its status echoed last) run with a /dev/shm of 20 MiB of its
- * own: it ended with status 135 (SIGBUS) either way; when died, one
- * bundle, a crash after a failed allocation that says the tmpfs was full
- * (its metadata returned, its path in bundle), else none (an empty
- * object).  NULL after a SKIP line for test where there is no mount
- * namespace of our own. */
-static json_t *shm_death_bundle(const char *command, int died, const char *test, char *bundle,
-                                size_t cap)
-{
-    char script[8192];
-    small_shm_script(script, sizeof script, command);
-    if (exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)) == 77) {
-        printf("SKIP  %s: no mount namespace of its own here\n", test);
-        return NULL;
-    }
-    assert_string_equal(out, "status 135\n");
-    if (!died) {
-        assert_int_equal(bundles(), 0);
-        return json_object();
-    }
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, cap);
-    if (strcmp(json_str(md, "kind"), "crash_after_failed_allocation") ||
-        strcmp(json_str(md, "reason"), "SIGBUS after failed allocation"))
-        fail_msg("kind %s, reason %s", json_str(md, "kind"), json_str(md, "reason"));
-    expect_headline(bundle, "the process ran out of memory: a tmpfs it shared memory "
-                            "through (/dev/shm, as a rule) was full");
-    return md;
-}
-
-/* Python's multiprocessing.shared_memory fills a segment larger than the
- * room /dev/shm has (20 MiB here, a mount namespace of its own; a
- * container's is 64 MiB): the kernel backs its pages only at the touch,
- * and the first it cannot back kills the process with SIGBUS.  No call
- * failed, and no large malloc made a ring before it.  The status stays
- * 135; one bundle, an out-of-memory death, that says the tmpfs was full,
- * with its size and the file, failed at the line that wrote.  A SIGBUS
- * past the end of a tmpfs file with room to spare (truncated under its
- * mapping) is no death of memory: no bundle, the same status.  Skipped
- * with a line where there is no mount namespace of our own. */
-static void test_shared_memory_full(void **state)
-{
-    (void)state;
-    char file[700], command[4096], bundle[1024];
-    snprintf(file, sizeof file, "%s/fill.py", paths.scratch);
-    static const char fill[] =
-        "import mmap, os, sys\n"
-        "from multiprocessing import shared_memory\n"
-        "if sys.argv[1] == 'full':\n"
-        "    shm = shared_memory.SharedMemory(create=True, size=64 << 20)\n"
-        "    for at in range(0, 64 << 20, 4096):\n"
-        "        shm.buf[at:at + 4096] = b'x' * 4096\n"
-        "else:\n"
-        "    fd = os.open('/dev/shm/gmp-short', os.O_CREAT | os.O_RDWR)\n"
-        "    os.ftruncate(fd, 8 << 20)\n"
-        "    m = mmap.mmap(fd, 8 << 20)\n"
-        "    os.ftruncate(fd, 4096)\n"
-        "    m[1 << 20] = 1\n";
-    write_file(file, fill, sizeof fill - 1);
-    const char *mode[] = {"full", "past-end"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(command, sizeof command,
-                 "LD_PRELOAD=\"%s\" python3 %s %s 2>/dev/null; echo status $?", paths.preload,
-                 file, mode[i]);
-        json_t *md = shm_death_bundle(command, i == 0, "test_shared_memory_full", bundle,
-                                      sizeof bundle);
-        if (!md)
-            return;
-        json_decref(md);
-        if (i == 1)
-            break;
-        const char *shown = show_output(bundle);
-        if (!strstr(shown, "It touched a page of /dev/shm/psm_") ||
-            !strstr(shown, ", shared memory on a tmpfs of 20.0 MiB with 0 B free.") ||
-            !strstr(shown, "\nFailed at:        fill.py:6 in <module>\n") ||
-            strstr(shown, "\nHeld by:"))
-            fail_msg("show:\n%s", shown);
-    }
-}
-
-/* The same death under a SIGBUS handler of the program's own, which
- * writes its words (with a C string's NUL, as PyTorch's DataLoader workers'
- * handlers do), puts the default action back and raises the signal again:
- * the address is gone, and the process sent the signal itself.  Still one
- * bundle, the tmpfs full, the mapped file named; our line follows the
- * program's words on stderr (their NUL does not leave a line open).  A
- * SIGBUS the program raises while its tmpfs has room is none: no bundle.
- * The status is 135 either way. */
-static void test_shared_memory_full_under_its_handler(void **state)
-{
-    (void)state;
-    char command[8192], bundle[1024];
-    program_path("shm_bus_handler", program, sizeof program);
-    const char *mode[] = {"", "raise"};
-    for (int i = 0; i < 2; i++) {
-        scratch_remove(paths.dumps);
-        snprintf(command, sizeof command,
-                 "LD_PRELOAD=\"%s\" %s /dev/shm %s 2>%s/bus.err; echo status $?; "
-                 "tr \"\\000\" @ <%s/bus.err >&2",
-                 paths.preload, program, mode[i], paths.scratch, paths.scratch);
-        json_t *md = shm_death_bundle(command, i == 0,
-                                      "test_shared_memory_full_under_its_handler", bundle,
-                                      sizeof bundle);
-        if (!md)
-            return;
-        if (i == 1) {
-            json_decref(md);
-            break;
-        }
-        if (!strstr(json_str(md, "exception_message"),
-                    " A handler of its own raised it again, its address gone; it had mapped "
-                    "/dev/shm/gmp-bus-handler, shared memory on a tmpfs of 20.0 MiB with 0 B "
-                    "free."))
-            fail_msg("message %s", json_str(md, "exception_message"));
-        json_decref(md);
-        /* the program's NUL (shown as @) after its line, then ours */
-        if (!strstr(err, "insufficient shared memory (shm).\n@gpumemprof: SIGBUS after "
-                         "failed allocation (mmap 4.0 KiB on host, ENOSPC); bundle: "))
-            fail_msg("stderr: %s", err);
-    }
-}
-
 static int naive_program(void **state)
 {
     (void)state;
@@ -676,8 +555,6 @@ int main(void)
         cmocka_unit_test_setup(test_held_by_is_what_was_live_at_the_failure, naive_program),
         cmocka_unit_test_setup(test_crash_names_its_own_thread_failure, naive_program),
         cmocka_unit_test(test_stopped_while_a_failure_is_open),
-        cmocka_unit_test(test_shared_memory_full),
-        cmocka_unit_test(test_shared_memory_full_under_its_handler),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
