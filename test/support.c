@@ -213,6 +213,16 @@ const char *inspect_path(void)
     return p && *p ? p : "build/gmp-inspect";
 }
 
+int inspect_path_absolute(char *out, size_t cap)
+{
+    char *abs = realpath(inspect_path(), NULL);
+    int ok = abs && strlen(abs) < cap;
+    if (ok)
+        memcpy(out, abs, strlen(abs) + 1);
+    free(abs);
+    return ok ? 0 : -1;
+}
+
 static int saved_stderr = -1;
 static char capture_file[64];
 

@@ -60,6 +60,9 @@ int run_capture(const char *const argv[], char *out, size_t out_cap, char *err,
                 size_t err_cap);
 /* The gmp-inspect binary under test ($GMP_INSPECT, else build/gmp-inspect). */
 const char *inspect_path(void);
+/* inspect_path, absolute (for scripts that change directory), into out:
+ * 0, or -1 when it cannot be resolved or does not fit. */
+int inspect_path_absolute(char *out, size_t cap);
 
 /* Capture what this process writes to fd 2 between begin and end. */
 void stderr_capture_begin(void);
