@@ -44,21 +44,10 @@ static int exit_code(void)
     return exit_code_of(status);
 }
 
-/* What `gmp-inspect show BUNDLE` prints (it must succeed). */
-static const char *shown_of(const char *bundle)
-{
-    static char shown[1 << 16], shown_err[4096];
-    const char *argv[] = {inspect_path(), "show", bundle, NULL};
-    assert_int_equal(run_capture(argv, shown, sizeof shown, shown_err, sizeof shown_err), 0);
-    return shown;
-}
-
 static int bundle_count(void)
 {
     return count_prefixed(paths.dumps, "oom_dump_");
 }
-
-/* The metadata of the one bundle there is (and checks it validates). */
 
 /* Exactly one stderr line of ours, of the documented shape. */
 static void assert_one_oom_line(const char *where)
@@ -207,7 +196,7 @@ static void test_python_growth_story(void **state)
     json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
     assert_string_equal(json_str(md, "confirmed_by"), "exit");
     json_decref(md);
-    const char *shown = shown_of(bundle);
+    const char *shown = show_output(bundle);
     unsigned held_mib = 0, held_count = 0;
     const char *held = strstr(shown, "\nHeld by:          ");
     char site[200] = "";
@@ -245,7 +234,7 @@ static void test_request_no_host_could_give(void **state)
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
     expect_first_cause(bundle, "a request larger than this host could ever give");
-    const char *shown = shown_of(bundle);
+    const char *shown = show_output(bundle);
     if (!strstr(shown, "evidence: asked for 80.0 TiB at once; the machine has "))
         fail_msg("no numbers:\n%s", shown);
 }
@@ -269,7 +258,7 @@ static void test_python_site_inside_a_package(void **state)
     assert_int_equal(exit_code(), 1);
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
-    const char *shown = shown_of(bundle);
+    const char *shown = show_output(bundle);
     if (!strstr(shown, "\nFailed at:        gmp_reserve_tool.py:2 in reserve  "
                        "(no frame of the program's own)\n"))
         fail_msg("show names another site:\n%s", shown);
@@ -295,7 +284,7 @@ static void test_cxx_site_reads_as_cxx(void **state)
         fail_msg("the program's own words first: %s", err);
     char bundle[1024];
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
-    const char *shown = shown_of(bundle);
+    const char *shown = show_output(bundle);
     if (!strstr(shown, "\nFailed at:        model::reserve(unsigned long) (cxx_oom.cc:"))
         fail_msg("the site is not C++:\n%s", shown);
 }
@@ -324,12 +313,12 @@ static void test_run_named_from_its_launcher(void **state)
         "\nRun's error file: /tmp/torchelastic_7f3a/attempt_1/1/error.json (torchrun's",
         "\nNCCL trace:       /tmp/nccl_trace_rank_1 (PyTorch's NCCL flight recorder",
     };
-    expect_all_said(shown_of(bundle), want, sizeof want / sizeof *want);
+    expect_all_said(show_output(bundle), want, sizeof want / sizeof *want);
 
     run_sh(NULL, cmd);
     json_decref(only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle));
-    if (strstr(shown_of(bundle), "\nRun:"))
-        fail_msg("a process of its own has a Run line:\n%s", shown_of(bundle));
+    if (strstr(show_output(bundle), "\nRun:"))
+        fail_msg("a process of its own has a Run line:\n%s", show_output(bundle));
 }
 
 static void test_second_failure_and_timeout_and_first(void **state)
@@ -412,7 +401,7 @@ static void test_recovery_is_not_an_oom(void **state)
     assert_string_equal(json_str(fr, "api"), "malloc");
     assert_int_equal(json_int(fr, "size"), 300 << 20);
     json_decref(md);
-    const char *shown = shown_of(path);
+    const char *shown = show_output(path);
     if (strstr(shown, "no allocation call failed") ||
         !strstr(shown, "\nFailed request:   malloc of 300.0 MiB of host memory"))
         fail_msg("show does not tell the failed malloc:\n%s", shown);
@@ -446,7 +435,7 @@ static void test_python_small_objects_outgrow_the_limit(void **state)
         assert_string_equal(json_str(json_object_get(md, "failed_request"), "api"), "malloc");
         json_decref(md);
         expect_first_cause(bundle, "a host limit was reached (the address-space limit)");
-        const char *shown = shown_of(bundle);
+        const char *shown = show_output(bundle);
         /* the line that failed: the dict's, the call's or the counter's */
         if (!strstr(shown, "was mapped (VmSize)") || !strstr(shown, "\nFailed at:        <string>:"))
             fail_msg("run %d:\n%s", run, shown);
