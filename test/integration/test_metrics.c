@@ -261,7 +261,7 @@ static void test_exec_mid_rewrite(void **state)
              dir, dir, dir, paths.preload, dir, dir);
     run_script(&paths, script, out, sizeof out, err, sizeof err);
     if (!strstr(out, "status 0\n"))
-        fail_msg("no rewrite was seen under way (3: by the child, 4: by the parent): %s%s", out,
+        fail_msg("no rewrite was seen under way (3: by the parent, 4: by its child): %s%s", out,
                  err);
     if (strstr(out, ".tmp\n"))
         fail_msg("a temporary file left by an exec:\n%s", out);
