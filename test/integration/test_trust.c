@@ -484,9 +484,8 @@ static int empty_dirs(void **state)
 {
     (void)state;
     char script[2400];
-    snprintf(script, sizeof script, "rm -rf '%s'/ring_* '%s/cwd' '%s/ours' '%s/keep' '%s/secrets' '%s/sites'",
-             paths.rundir, paths.scratch, paths.scratch, paths.scratch, paths.scratch,
-             paths.scratch);
+    snprintf(script, sizeof script, "rm -rf '%s'/ring_* '%s/cwd' '%s/ours' '%s/keep' '%s/secrets'",
+             paths.rundir, paths.scratch, paths.scratch, paths.scratch, paths.scratch);
     return system(script) == 0 ? 0 : -1;
 }
 
