@@ -95,7 +95,7 @@ UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 INTEGRATION_SRC := $(wildcard test/integration/test_*.c)
 INTEGRATION_BIN := $(INTEGRATION_SRC:test/integration/%.c=$(BUILD)/test/%)
 TEST_BIN := $(UNIT_BIN) $(INTEGRATION_BIN)
-TEST_SUPPORT := $(BUILD)/test/support.o
+TEST_SUPPORT := $(BUILD)/test/support.o $(BUILD)/test/deadline.o
 
 .PHONY: all deps check test test-after-deps demo demo-after-deps bench gpu-check fuzz sanitize \
         unit-programs test-programs bench-programs install uninstall clean wheel docs docs-check native
@@ -208,7 +208,7 @@ $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fno-builtin $(LDFLAGS) -o $@ $<
 
-$(BUILD)/test/support.o: test/support.c test/support.h
+$(BUILD)/test/support.o $(BUILD)/test/deadline.o: $(BUILD)/test/%.o: test/%.c test/support.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CODE_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) -c $< -o $@
 

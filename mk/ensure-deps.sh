@@ -37,6 +37,7 @@ need libxml2-utils command -v xmllint     # the tests check triage's JUnit XML
 need tmux command -v tmux                 # the tests watch `gmp-inspect watch` in a terminal
 need binutils command -v addr2line        # the tests symbolise a bundle's stack
 need strace command -v strace             # a test counts the files `show` opens
+need elfutils command -v eu-stack         # a command past its deadline shows its stacks (test/deadline.c)
 need g++ command -v g++                   # a test program writes through std::cerr
 need clang command -v clang               # the libFuzzer harnesses (test/fuzz/)
 # the conformance suite (test/conformance/): real software, bare and preloaded

@@ -190,12 +190,14 @@ int run_capture(const char *const argv[], char *out, size_t out_cap, char *err,
     if (pid == 0) {
         dup2(ofd, 1);
         dup2(efd, 2);
-        alarm(60); /* a hang fails the test (SIGALRM) instead of stalling CI */
+        /* a hang fails the test instead of stalling CI: the parent's
+         * deadline (deadline.c) says where it hung; this alarm ends it where
+         * the kernel cannot give the parent a pidfd to wait on */
+        alarm(RUN_DEADLINE_SECONDS + 15);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    int status = 0;
-    waitpid(pid, &status, 0);
+    int status = wait_with_deadline(pid, RUN_DEADLINE_SECONDS);
     lseek(ofd, 0, SEEK_SET);
     lseek(efd, 0, SEEK_SET);
     slurp(ofd, out, out_cap);

@@ -55,9 +55,15 @@ int run_script_bare(const preload_paths *p, const char *script, char *out, size_
 int exit_code_of(int status);
 
 /* Run argv with stdout/stderr captured (NUL-terminated, truncated to cap).
- * Returns the wait status. */
+ * Returns the wait status; past RUN_DEADLINE_SECONDS, that of SIGALRM
+ * (see wait_with_deadline). */
+#define RUN_DEADLINE_SECONDS 60
 int run_capture(const char *const argv[], char *out, size_t out_cap, char *err,
                 size_t err_cap);
+/* deadline.c: waits for pid, a child of ours, and returns its wait status.
+ * Past `seconds`, it first writes what every process under pid is doing
+ * to our stderr, then ends pid with SIGALRM and the rest with SIGKILL. */
+int wait_with_deadline(pid_t pid, int seconds);
 /* The gmp-inspect binary under test ($GMP_INSPECT, else build/gmp-inspect). */
 const char *inspect_path(void);
 /* inspect_path, absolute (for scripts that change directory), into out:
