@@ -492,11 +492,10 @@ GMP_HIDDEN void gmp_python_frames_foreach_known(void (*fn)(uint32_t id, const gm
 /* ==== outputs and other ways in ==================================================== */
 
 /* prom_textfile.c: the GMP_PROM_FILE textfile: a thread rewriting it (start,
- * after fork), a write now (at exit), the file held while the image goes
+ * after fork), a last write (at exit), the file held while the image goes
  * (exec), and host peaks seen by the hooks. */
 GMP_HIDDEN void gmp_metrics_start(void);
 GMP_HIDDEN void gmp_metrics_after_fork(void);
-GMP_HIDDEN void gmp_metrics_write(void);
 GMP_HIDDEN void gmp_metrics_flush(void); /* at exit: waits for a write in progress */
 GMP_HIDDEN int gmp_metrics_hold(void);   /* 1: no write in progress, none to start */
 GMP_HIDDEN void gmp_metrics_release(void);

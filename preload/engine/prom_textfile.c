@@ -120,7 +120,8 @@ static void per_device(out *o, const char *name, int which, uint64_t host_value)
 
 static void write_now(void);
 
-void gmp_metrics_write(void)
+/* A rewrite by the thread, unless one is under way or the file is held. */
+static void metrics_write(void)
 {
     if (path[0] && !__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
         write_now();
@@ -200,7 +201,7 @@ static void *metrics_main(void *arg)
     int wait_first = __atomic_load_n(&forked, __ATOMIC_RELAXED);
     for (;; wait_first = 0) {
         if (!wait_first)
-            gmp_metrics_write();
+            metrics_write();
         struct timespec ts = {(time_t)gmp_pl.cfg->prom_interval_s, 0};
         nanosleep(&ts, NULL);
     }
