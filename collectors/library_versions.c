@@ -29,6 +29,38 @@ static int count_loads(struct dl_phdr_info *info, size_t size, void *arg)
     return 1; /* the counter is the same in every entry */
 }
 
+/* The string a line "__version__ = '2.3.0'" (or "__version__: str = ...")
+ * of a version.py assigns, into out: 1, or 0 where no line does.  Only a
+ * line that starts with the name counts: torch's own file names it first
+ * in its __all__ list ("__all__ = ['__version__', 'debug', ...]"). */
+static int version_assigned(const char *text, char *out, size_t cap)
+{
+    for (const char *line = text, *end; *line; line = *end ? end + 1 : end) {
+        end = line + strcspn(line, "\n");
+        if (strncmp(line, "__version__", 11))
+            continue;
+        const char *p = line + 11;
+        p += strspn(p, " \t");
+        if (*p == ':') /* an annotation, up to its '=' */
+            p += strcspn(p, "=\n");
+        if (*p != '=')
+            continue;
+        p += 1 + strspn(p + 1, " \t");
+        if (*p != '\'' && *p != '"')
+            continue;
+        char quote = *p++;
+        size_t len = strcspn(p, quote == '\'' ? "'\n" : "\"\n");
+        if (p[len] != quote)
+            continue;
+        if (len >= cap)
+            len = cap - 1;
+        memcpy(out, p, len);
+        out[len] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
 /* torch/lib/libc10.so -> torch/version.py: "__version__ = '2.3.0+cu121'" */
 static int find_torch(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -45,17 +77,7 @@ static int find_torch(struct dl_phdr_info *info, size_t size, void *arg)
     memcpy(file + dir, "version.py", 11);
     if (gmp_read_file(file, text, sizeof text) <= 0)
         return 0;
-    const char *v = strstr(text, "__version__");
-    if (!v || !(v = strpbrk(v, "'\"")))
-        return 0;
-    char quote = *v++;
-    size_t len = strcspn(v, quote == '\'' ? "'\n" : "\"\n");
-    char *out = arg;
-    if (len >= sizeof probe.torch_version)
-        len = sizeof probe.torch_version - 1;
-    memcpy(out, v, len);
-    out[len] = '\0';
-    return 1;
+    return version_assigned(text, arg, sizeof probe.torch_version);
 }
 
 static void add_devices(const gmp_collector *c, int *n)

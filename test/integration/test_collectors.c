@@ -334,7 +334,9 @@ static void test_rank_and_versions(void **state)
     snprintf(torch, sizeof torch, "%s/site/torch", paths.scratch);
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/lib && cp %s/libnvidia-ml.so.1 %s/lib/libc10.so && "
-             "printf \"__version__ = '9.8.7+fake'\\ngit_version = 'x'\\n\" > %s/version.py",
+             /* as torch 2.15 writes it: the name first in __all__ */
+             "printf \"from typing import Optional\\n\\n__all__ = ['__version__', 'debug', "
+             "'git_version']\\n__version__ = '9.8.7+fake'\\ngit_version = 'x'\\n\" > %s/version.py",
              torch, doubles, torch, torch);
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     assert_int_equal(exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)), 0);
