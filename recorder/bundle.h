@@ -161,5 +161,9 @@ GMP_HIDDEN int gmp_bundle_remove(const char *path);
 
 GMP_HIDDEN int gmp_bundle_add_file(const char *bundle, const char *name, const char *data,
                                    size_t len, char *buf, size_t cap);
+/* The same, or data in place of the file the bundle has under that name
+ * (renamed over it, so a reader sees one whole). */
+GMP_HIDDEN int gmp_bundle_put_file(const char *bundle, const char *name, const char *data,
+                                   size_t len, char *buf, size_t cap);
 
 #endif

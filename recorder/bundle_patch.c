@@ -3,7 +3,7 @@
  * (and the context and custom metadata, when the program itself reports
  * the exception), says how its process ended once it has (the outcome),
  * and adds a file to one (the Python traceback a framework printed after
- * it); each change decides the bundle's kind again (verdict.h).  A process killed by a signal it never sees (SIGKILL) cannot say
+ * it) or puts a longer text in a file's place (that traceback, carried on); each change decides the bundle's kind again (verdict.h).  A process killed by a signal it never sees (SIGKILL) cannot say
  * how it ended: whoever writes its death up afterwards (gmp-run, recover)
  * says it in the bundles it wrote while it ran (gmp_bundle_patch_ended).
  *
@@ -35,6 +35,7 @@
 
 #define TMP_NAME ".metadata.json.tmp"
 #define MANIFEST_TMP_NAME ".manifest.json.tmp"
+#define PUT_TMP_NAME ".put.tmp"
 
 /* name in dirfd replaced by data whole: written under tmp, renamed over. */
 static int replace_file(int dirfd, const char *tmp, const char *name, const char *data,
@@ -271,6 +272,20 @@ int gmp_bundle_add_file(const char *bundle, const char *name, const char *data, 
     close(dirfd);
     errno = saved;
     return rc;
+}
+
+int gmp_bundle_put_file(const char *bundle, const char *name, const char *data, size_t len,
+                        char *buf, size_t cap)
+{
+    int dirfd = gmp_dir_open_safely(bundle, 0, 0, NULL, 0);
+    if (dirfd < 0)
+        return -1;
+    struct stat st;
+    int have = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    /* the manifest lists it already: the new text goes in under its name */
+    int rc = have && S_ISREG(st.st_mode) ? replace_file(dirfd, PUT_TMP_NAME, name, data, len) : -1;
+    close(dirfd);
+    return have ? rc : gmp_bundle_add_file(bundle, name, data, len, buf, cap);
 }
 
 int gmp_bundle_attach(const char *bundle, const char *name, const char *data, size_t len)

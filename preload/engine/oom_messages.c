@@ -67,6 +67,7 @@ static char patch_buf[64 * 1024];
 static char traceback[TRACEBACK_MAX]; /* the last one printed */
 static size_t traceback_len;
 static int traceback_state;  /* 0 none, 1 being printed, 2 whole */
+static int traceback_of_worker; /* it carries on with a DataLoader worker's frames */
 static int pending_traceback; /* the whole one belongs to the open episode */
 static const char *scanned_stream = "stderr"; /* the stream being read */
 
@@ -142,8 +143,10 @@ static void traceback_line(const char *line)
     if (first) {
         traceback_len = 0;
         traceback_state = 1;
+        traceback_of_worker = 0;
     } else if (traceback_state == 2 && !strcmp(line, worker_start)) {
         traceback_state = 1; /* the worker's frames carry on the main process's */
+        traceback_of_worker = 1;
         first = 1;
     } else if (traceback_state != 1) {
         return;
@@ -483,9 +486,13 @@ static void on_line(const char *line)
     if (last_bundle[0] && gmp_now_realtime_ns() - last_bundle_ns < RECENT_NS) {
         line_text(line, pattern, words_of, &t);
         gmp_printed_frames_expect(last_bundle);
-        if (with_traceback) /* kept when the bundle has its own */
-            gmp_bundle_add_file(last_bundle, "python_traceback.txt", traceback, traceback_len,
-                                patch_buf, sizeof patch_buf);
+        /* kept when the bundle has none of its own; the main process's
+         * carried on by its DataLoader worker's, whose exception line ends
+         * them, takes the place of its first part (written with the bundle) */
+        if (with_traceback)
+            (traceback_of_worker ? gmp_bundle_put_file : gmp_bundle_add_file)(
+                last_bundle, "python_traceback.txt", traceback, traceback_len, patch_buf,
+                sizeof patch_buf);
         if (t.level > last_bundle_level &&
             gmp_bundle_patch_exception(last_bundle, t.said.type[0] ? t.said.type : NULL,
                                        t.said.module[0] ? t.said.module : NULL, t.said.message,

@@ -157,7 +157,10 @@ int python_stack_read(bundle *b, python_stack *st)
         next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
-        if (strstr(line, "most recent call")) {
+        /* PyTorch's re-raise of a DataLoader worker's exception carries on
+         * with the worker's own frames, innermost last: one stack */
+        if (strstr(line, "most recent call") &&
+            strcmp(line, "Original Traceback (most recent call last):")) {
             if (++stacks > 1)
                 break; /* another thread's stack */
             outermost_first = strstr(line, "most recent call last") != NULL;

@@ -144,6 +144,18 @@ static const runtime_words torch_shm = {"unable to allocate shared memory", NULL
                                         "it hands tensors between processes (a DataLoader's "
                                         "batches)",
                                         "shared memory (/dev/shm)", NULL, NULL, OWN_HEAP};
+/* PyTorch's DataLoader raises a worker's exception again in the main
+ * process ("MemoryError: Caught MemoryError in DataLoader worker process
+ * 0.", then the worker's traceback): the memory ran out in the worker, a
+ * process with a bundle of its own, so nothing the main process held is
+ * the cause (no "Held by" from it). */
+static const runtime_words torch_worker = {" in DataLoader worker process ", NULL,
+                                           "PyTorch's DataLoader",
+                                           "in one of its worker processes, where the "
+                                           "dataset's code runs; the main process raised the "
+                                           "worker's error again (the worker's own bundle has "
+                                           "its failed request)",
+                                           NULL, NULL, NULL, OWN_HEAP};
 /* A page of a shared mapping that a full tmpfs could not back: SIGBUS,
  * told in the preload's own words (shm_fault.c). */
 static const runtime_words shm_fault = {", shared memory on a tmpfs of ", NULL, "the process",
@@ -181,6 +193,8 @@ const runtime_words *runtime_words_of(bundle *b)
         return NULL;
     if (strstr(said, torch_shm.marker))
         return &torch_shm;
+    if (!strncmp(said, "Caught ", 7) && strstr(said, torch_worker.marker))
+        return &torch_worker;
     if (type && !strcmp(type, "SIGBUS") && strstr(said, shm_fault.marker))
         return &shm_fault;
     /* "java.lang.OutOfMemoryError: Java heap space" alone on a line (the
