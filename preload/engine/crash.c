@@ -12,7 +12,10 @@
  * a stop that comes while a failure is still open, as when every rank of a
  * job runs out on the same step and the first to die has its siblings
  * stopped: that failure is then this death's cause (episode.c), told as it
- * is, and written before the ring goes.
+ * is, and written before the ring goes.  A stop sent while a bundle is
+ * being written (a pool stopping a worker whose exit writes up the failure
+ * it went on from) lets that bundle be finished first: the writing thread
+ * holds such signals back, and a handler on another thread waits for it.
  *
  * Both hand the signal on exactly as it would have gone: to the default
  * action with the same signal, so the exit status and the core dump do not
@@ -56,6 +59,8 @@
 /* What writing a bundle may take, with room to spare (about 40 KiB at -O2;
  * more in sanitizer builds). */
 #define DUMP_STACK_NEED (128 * 1024)
+/* How long a stop waits for a bundle another thread is writing. */
+#define STOP_WAITS_FOR_BUNDLE_MS 2000
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
 #define FATAL_COUNT (sizeof fatal_signals / sizeof *fatal_signals)
@@ -67,6 +72,12 @@ static const int stop_signals[] = {SIGHUP,  SIGINT,  SIGQUIT,   SIGPIPE,   SIGAL
                                    SIGTERM, SIGUSR1, SIGUSR2,   SIGIO,     SIGPROF,
                                    SIGVTALRM, SIGXCPU, SIGXFSZ, SIGSTKFLT, SIGPWR};
 #define STOP_COUNT (sizeof stop_signals / sizeof *stop_signals)
+
+/* Of those, the ones another process sends to end this one (a launcher
+ * stopping its workers, a scheduler, a terminal): held back from a thread
+ * while it writes a bundle (gmp_stop_signals_hold).  Not the ones a write
+ * of ours may raise itself (SIGPIPE, SIGXFSZ), nor timers. */
+static const int sent_stops[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGPWR};
 
 static struct sigaction previous[FATAL_COUNT]; /* SIG_DFL where ours went */
 static int armed;                      /* atomic: 0 no, 1 installing, 2 installed */
@@ -89,6 +100,20 @@ int gmp_signal_is_stop(int sig)
         if (stop_signals[i] == sig)
             return 1;
     return 0;
+}
+
+void gmp_stop_signals_hold(sigset_t *old)
+{
+    sigset_t held;
+    sigemptyset(&held);
+    for (size_t i = 0; i < sizeof sent_stops / sizeof *sent_stops; i++)
+        sigaddset(&held, sent_stops[i]);
+    sigprocmask(SIG_BLOCK, &held, old);
+}
+
+void gmp_stop_signals_release(const sigset_t *old)
+{
+    sigprocmask(SIG_SETMASK, old, NULL);
 }
 
 static void *emergency_stack; /* mapped when the handlers are installed */
@@ -123,6 +148,11 @@ static ring_fate dump_ring_fate;
  * sets one of a few KiB) holds no more than the handler's own frame. */
 static void dump_now(void)
 {
+    /* a stop sent while another thread writes a failure's bundle (the
+     * exit's, the confirmation's watcher's) waits for it, a while: that
+     * bundle, cut short, would never be seen, and the failure with it */
+    if (gmp_signal_is_stop(dump_sig))
+        gmp_episode_wait_commits(STOP_WAITS_FOR_BUNDLE_MS);
     /* ours went only where the default action was: it follows (bundles
      * written before, by the confirmation's watcher, are rewritten) */
     gmp_outcome_end(GMP_OUTCOME_KILLED, dump_sig);

@@ -202,6 +202,11 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
 static int commit(gmp_backend backend, episode *ep, const char *confirmed_by,
                   const crash *cr)
 {
+    /* a stop sent meanwhile comes once the episode is settled: its
+     * handler then finds the bundle written (see crash.c) */
+    sigset_t held;
+    if (!gmp_in_signal)
+        gmp_stop_signals_hold(&held);
     int written = commit_failure(backend, &ep->failed, confirmed_by, cr,
                                  ep->python_traceback_fd);
     if (written)
@@ -211,6 +216,8 @@ static int commit(gmp_backend backend, episode *ep, const char *confirmed_by,
     ep->python_traceback_fd = -1;
     episodes_open_add(-1);
     __atomic_store_n(&ep->state, EP_IDLE, __ATOMIC_RELEASE);
+    if (!gmp_in_signal)
+        gmp_stop_signals_release(&held);
     return written;
 }
 

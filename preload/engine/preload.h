@@ -412,6 +412,11 @@ GMP_HIDDEN void gmp_crash_arm(void);
 GMP_HIDDEN void gmp_crash_ring_made(void);
 /* sig ends the process by default and is no crash (SIGTERM, SIGINT, ...). */
 GMP_HIDDEN int gmp_signal_is_stop(int sig);
+/* The signals other processes send to end this one (SIGTERM, SIGINT, ...),
+ * held back from this thread while it writes a bundle, then let through:
+ * one sent meanwhile is delivered once the bundle is whole. */
+GMP_HIDDEN void gmp_stop_signals_hold(sigset_t *old);
+GMP_HIDDEN void gmp_stop_signals_release(const sigset_t *old);
 /* For signal_actions.c: whether a handler (an SA_SIGINFO one's address) is
  * ours; whether ours stands in for sig's default action now (and which, in
  * ours). */

@@ -118,7 +118,14 @@ const char *gmp_pl_dump(const gmp_dump_request *req, char *path, size_t cap)
     }
     if (with_stacks.outcome.state == GMP_OUTCOME_RUNNING)
         gmp_outcome_now(&with_stacks.outcome);
+    /* a SIGTERM now would end the process with the bundle half written,
+     * under its hidden name: never seen, the failure with it */
+    sigset_t held;
+    if (!gmp_in_signal)
+        gmp_stop_signals_hold(&held);
     const char *p = gmp_dump(gmp_pl.rec, &with_stacks, path, cap);
+    if (!gmp_in_signal)
+        gmp_stop_signals_release(&held);
     gmp_failure_snapshot_done(then);
     if (p && req->kind == GMP_BUNDLE_OOM) {
         __atomic_fetch_add(&bundles_written, 1, __ATOMIC_RELAXED);

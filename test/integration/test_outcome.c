@@ -10,7 +10,8 @@
  * bundle does not tell the failure again.  A caught failure, then an
  * uncaught one at another line: each its own bundle and outcome (survived,
  * naming the death's bundle; the death); a request retried at one line is
- * one bundle.
+ * one bundle.  A SIGTERM sent while the bundle is being written waits for
+ * it to be whole.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -228,6 +229,49 @@ static void test_retries_of_one_request_are_one(void **state)
     assert_string_equal(outcome_of_the_bundle(), "exited 1");
 }
 
+/* A pool stops its worker with SIGTERM while the worker's exit writes up
+ * the failure it went on from (multiprocessing's Pool does at its end).
+ * strace holds each mkdirat for 0.6 s, so the bundle takes a second or
+ * more to write, and the parent's SIGTERM comes 0.3 s into it.  The bundle
+ * is finished all the same: the writing thread holds such signals back,
+ * and a handler on another thread waits for it.  One bundle, whole, of the
+ * failed request; before, the worker died with it half written under its
+ * hidden name, and nothing was left. */
+static void test_stop_sent_while_its_bundle_is_written(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    char script[4096];
+    snprintf(script, sizeof script,
+             "py=$(python3 -c 'import sys; print(sys.executable)') && "
+             "GMP_WATCHDOG=0 strace -f -qq -o /dev/null -e trace=mkdirat "
+             "-e inject=mkdirat:delay_exit=600000 env LD_PRELOAD=\"%s\" \"$py\" -c '"
+             "import os, signal, sys, time\n"
+             "r, w = os.pipe()\n"
+             "pid = os.fork()\n"
+             "if pid == 0:\n"
+             "    try:\n"
+             "        bytearray(1 << 46)\n"
+             "    except MemoryError:\n"
+             "        os.write(w, b\"x\")\n"
+             "    sys.exit(0)\n"
+             "os.read(r, 1)\n"
+             "time.sleep(0.3)\n"
+             "os.kill(pid, signal.SIGTERM)\n"
+             "print(\"worker\", os.waitpid(pid, 0)[1])\n'",
+             paths.preload);
+    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
+                     0);
+    /* it ends as it ended: by the SIGTERM, or by its exit if that came first */
+    if (strcmp(out, "worker 0\n") && strcmp(out, "worker 15\n"))
+        fail_msg("the worker: %s; stderr: %s", out, err);
+    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
+    assert_string_equal(json_str(md, "reason"), "ENOMEM");
+    assert_true(json_int(json_object_get(md, "failed_request"), "size") >= 1ll << 46);
+    json_decref(md);
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -245,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_killed_later_said_in_the_failure_bundle),
         cmocka_unit_test(test_caught_then_fatal_each_its_own),
         cmocka_unit_test(test_retries_of_one_request_are_one),
+        cmocka_unit_test(test_stop_sent_while_its_bundle_is_written),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

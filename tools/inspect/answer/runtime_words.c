@@ -156,6 +156,54 @@ static const runtime_words torch_worker = {" in DataLoader worker process ", NUL
                                            "worker's error again (the worker's own bundle has "
                                            "its failed request)",
                                            NULL, NULL, NULL, OWN_HEAP};
+/* multiprocessing's Pool and concurrent.futures' ProcessPoolExecutor hand
+ * a worker's exception to the process that waits for its result, which
+ * raises it again and prints the worker's traceback first, as its cause
+ * ("multiprocessing.pool.RemoteTraceback: ", then it between triple
+ * quotes): the traceback this process's bundle keeps, whose outermost
+ * frame is the pool's loop in the worker (the worker itself prints none:
+ * that loop catches every exception).  The memory ran out in the worker. */
+static const struct pool_loop {
+    const char *file_end, *fn;
+    runtime_words words;
+} pool_loops[] = {
+    {"/multiprocessing/pool.py", "worker",
+     {"", NULL, "multiprocessing's Pool",
+      "in one of its worker processes, where the function given to the pool runs; this process "
+      "raised the worker's error again (the worker's own bundle has its failed request)",
+      NULL, NULL, NULL, OWN_HEAP}},
+    {"/concurrent/futures/process.py", "_process_worker",
+     {"", NULL, "concurrent.futures' ProcessPoolExecutor",
+      "in one of its worker processes, where the function given to the executor runs; this "
+      "process raised the worker's error again (the worker's own bundle has its failed request)",
+      NULL, NULL, NULL, OWN_HEAP}},
+};
+
+/* The pool whose worker's error this process raised again, told by the
+ * outermost frame of the traceback it printed; NULL for any other.  Only
+ * for a death its words alone told (no call of its own failed). */
+static const runtime_words *pool_worker_relayed(bundle *b, const char *reason)
+{
+    if (!reason || strncmp(reason, "message_pattern:", 16) || bundle_failure_of(b))
+        return NULL;
+    size_t len;
+    const char *text = bundle_text(b, "python_traceback.txt", &len);
+    const char *file = text ? strstr(text, "File \"") : NULL;
+    const char *end = file ? strstr(file + 6, "\", line ") : NULL;
+    const char *in = end ? strstr(end, " in ") : NULL;
+    if (!in || memchr(end, '\n', (size_t)(in - end)))
+        return NULL;
+    in += 4;
+    size_t fn_len = strcspn(in, "\r\n");
+    for (size_t i = 0; i < sizeof pool_loops / sizeof *pool_loops; i++) {
+        size_t tail = strlen(pool_loops[i].file_end);
+        if ((size_t)(end - (file + 6)) >= tail && !memcmp(end - tail, pool_loops[i].file_end, tail) &&
+            fn_len == strlen(pool_loops[i].fn) && !memcmp(in, pool_loops[i].fn, fn_len))
+            return &pool_loops[i].words;
+    }
+    return NULL;
+}
+
 /* A page of a shared mapping that a full tmpfs could not back: SIGBUS,
  * told in the preload's own words (shm_fault.c). */
 static const runtime_words shm_fault = {", shared memory on a tmpfs of ", NULL, "the process",
@@ -191,6 +239,9 @@ const runtime_words *runtime_words_of(bundle *b)
     const char *said = jstr(md, "exception_message");
     if (!said)
         return NULL;
+    const runtime_words *pool = pool_worker_relayed(b, reason);
+    if (pool)
+        return pool;
     if (strstr(said, torch_shm.marker))
         return &torch_shm;
     if (!strncmp(said, "Caught ", 7) && strstr(said, torch_worker.marker))
