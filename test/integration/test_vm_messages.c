@@ -5,7 +5,7 @@
  * OutOfMemoryError for its heap, a native thread, direct buffers and
  * -XX:+ExitOnOutOfMemoryError; PyTorch's DataLoader when /dev/shm is full,
  * by its error and by a worker's bus error, and a worker's MemoryError
- * that the main process raises again.  Each the real program, under
+ * that the main process raises again, as Python's own pools do too.  Each the real program, under
  * the preload: its own status, one bundle whose headline and causes say
  * what ran out and where its limit was set.  A program that is not
  * installed skips with a line.  (test_messages.c has the stand-ins: lines
@@ -496,6 +496,55 @@ static void test_torch_dataloader_worker_memory_error(void **state)
         fail_msg("triage:\n%s", verdict);
 }
 
+/* multiprocessing's Pool and concurrent.futures' ProcessPoolExecutor hand a
+ * worker's MemoryError to the main process, which raises it again after
+ * printing the worker's traceback as its cause ("RemoteTraceback").  The
+ * main process's bundle says the memory ran out in one of the pool's
+ * workers, is failed at the function's line, and names no holder of its
+ * own.  Python's own library; `python3` as found. */
+static void test_pool_worker_memory_error(void **state)
+{
+    (void)state;
+    if (huge_malloc_may_succeed())
+        return;
+    static const struct {
+        const char *kind, *headline;
+    } pools[] = {
+        {"pool", "multiprocessing's Pool ran out of memory: in one of its worker processes, "
+                 "where the function given to the pool runs"},
+        {"executor", "concurrent.futures' ProcessPoolExecutor ran out of memory: in one of its "
+                     "worker processes, where the function given to the executor runs"},
+    };
+    char file[700], script[4096], main_bundle[1024];
+    snprintf(file, sizeof file, "%s/pool_oom.py", paths.scratch);
+    static const char program[] =
+        "import concurrent.futures as cf, multiprocessing as mp, sys\n"
+        "def work(n):\n"
+        "    return len(bytearray(n))\n"
+        "if __name__ == '__main__':\n"
+        "    if sys.argv[1] == 'pool':\n"
+        "        with mp.Pool(1) as p:\n"
+        "            p.map(work, [1 << 46])\n"
+        "    else:\n"
+        "        with cf.ProcessPoolExecutor(1) as ex:\n"
+        "            list(ex.map(work, [1 << 46]))\n";
+    write_file(file, program, sizeof program - 1);
+    for (size_t i = 0; i < sizeof pools / sizeof *pools; i++) {
+        snprintf(script, sizeof script, "GMP_WATCHDOG=0 LD_PRELOAD=\"%s\" python3 %s %s",
+                 paths.preload, file, pools[i].kind);
+        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+        if (code != 1 || !strstr(err, "RemoteTraceback"))
+            fail_msg("%s: exit %d, not the worker's error raised again; stderr: %s",
+                     pools[i].kind, code, err);
+        bundle_with_reason("message_pattern:MemoryError", main_bundle, sizeof main_bundle);
+        expect_headline(main_bundle, pools[i].headline);
+        const char *shown = show_output(main_bundle);
+        if (!strstr(shown, "\nFailed at:        pool_oom.py:3 in work\n") ||
+            strstr(shown, "\nHeld by:"))
+            fail_msg("%s: show:\n%s\nstderr: %s", pools[i].kind, shown, err);
+    }
+}
+
 static int setup(void **state)
 {
     *state = &paths;
@@ -515,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_torch_dataloader_shm_full),
         cmocka_unit_test(test_torch_worker_bus_error),
         cmocka_unit_test(test_torch_dataloader_worker_memory_error),
+        cmocka_unit_test(test_pool_worker_memory_error),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
