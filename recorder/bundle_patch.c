@@ -3,9 +3,11 @@
  * (and the context and custom metadata, when the program itself reports
  * the exception), says how its process ended once it has (the outcome),
  * and adds a file to one (the Python traceback a framework printed after
- * it) or puts a longer text in a file's place (that traceback, carried on); each change decides the bundle's kind again (verdict.h).  A process killed by a signal it never sees (SIGKILL) cannot say
- * how it ended: whoever writes its death up afterwards (gmp-run, recover)
- * says it in the bundles it wrote while it ran (gmp_bundle_patch_ended).
+ * it) or puts a longer text in a file's place (that traceback, carried
+ * on); each change decides the bundle's kind again (verdict.h).  A process
+ * killed by a signal it never sees (SIGKILL) cannot say how it ended:
+ * whoever writes its death up afterwards (gmp-run, recover) says it in the
+ * bundles it wrote while it ran (gmp_bundle_patch_ended).
  *
  * A framework's own message ("torch.OutOfMemoryError: CUDA out of memory.
  * Tried to allocate ...") often reaches stderr just after the failing call
@@ -283,7 +285,9 @@ int gmp_bundle_put_file(const char *bundle, const char *name, const char *data, 
     struct stat st;
     int have = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     /* the manifest lists it already: the new text goes in under its name */
-    int rc = have && S_ISREG(st.st_mode) ? replace_file(dirfd, PUT_TMP_NAME, name, data, len) : -1;
+    int rc = -1;
+    if (have && S_ISREG(st.st_mode))
+        rc = replace_file(dirfd, PUT_TMP_NAME, name, data, len);
     close(dirfd);
     return have ? rc : gmp_bundle_add_file(bundle, name, data, len, buf, cap);
 }

@@ -191,15 +191,16 @@ static const runtime_words *pool_worker_relayed(bundle *b, const char *reason)
     const char *file = text ? strstr(text, "File \"") : NULL;
     const char *end = file ? strstr(file + 6, "\", line ") : NULL;
     const char *in = end ? strstr(end, " in ") : NULL;
-    if (!in || memchr(end, '\n', (size_t)(in - end)))
+    if (!in || memchr(file, '\n', (size_t)(in - file))) /* all on the frame's line */
         return NULL;
-    in += 4;
-    size_t fn_len = strcspn(in, "\r\n");
+    const char *path = file + 6, *fn = in + 4;
+    size_t path_len = (size_t)(end - path), fn_len = strcspn(fn, "\r\n");
     for (size_t i = 0; i < sizeof pool_loops / sizeof *pool_loops; i++) {
-        size_t tail = strlen(pool_loops[i].file_end);
-        if ((size_t)(end - (file + 6)) >= tail && !memcmp(end - tail, pool_loops[i].file_end, tail) &&
-            fn_len == strlen(pool_loops[i].fn) && !memcmp(in, pool_loops[i].fn, fn_len))
-            return &pool_loops[i].words;
+        const struct pool_loop *l = &pool_loops[i];
+        size_t tail = strlen(l->file_end);
+        if (path_len >= tail && !memcmp(end - tail, l->file_end, tail) &&
+            fn_len == strlen(l->fn) && !memcmp(fn, l->fn, fn_len))
+            return &l->words;
     }
     return NULL;
 }
