@@ -464,13 +464,15 @@ static void test_runtimes_oom_killed_under_gmp_run(void **state)
                               "python3 -c \"import time\nkeep = []\nwhile True:\n"
                               "    keep.append(bytearray(1 << 20)); time.sleep(0.005)\"");
     /* a heap of its own from mmap (LuaJIT's, GHC's, PHP's): only gmp-run's
-     * proxy knows it, and its bundle still goes to gmp-run's default */
+     * proxy knows it, and its bundle still goes to gmp-run's default; 4 MiB
+     * every 20 ms, as fast as the others grow (every 2 ms, it reached the
+     * limit between two of gmp-run's looks on a busy machine: one sample) */
     expect_oom_killed_by_default(
         "an mmap heap, gmp-run's default dump directory", "cc",
         "printf '%s\\n' '#include <string.h>' '#include <sys/mman.h>' '#include <unistd.h>' "
         "'int main(void) { for (;;) { char *p = mmap(0, 4 << 20, PROT_READ | PROT_WRITE, "
         "MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); if (p == MAP_FAILED) return 3; "
-        "memset(p, 1, 4 << 20); usleep(2000); } }' > mmap_heap.c && cc -o mmap_heap mmap_heap.c",
+        "memset(p, 1, 4 << 20); usleep(20000); } }' > mmap_heap.c && cc -o mmap_heap mmap_heap.c",
         "./mmap_heap");
 }
 
