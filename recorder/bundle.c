@@ -124,6 +124,7 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
             .exception_type = req->exception_type,
             .evidence = req->evidence,
             .confirmed_by = req->confirmed_by,
+            .caught = req->caught_by != NULL,
             .failed_request = req->failed.present,
             .exited = req->outcome.state == GMP_OUTCOME_EXITED,
             .exit_status = req->outcome.code,
@@ -175,6 +176,8 @@ static void fill_metadata(gmp_jw *w, bundle_ctx *ctx)
                                    ? in->ring->hdr->oom_kills_at_start
                                    : UINT64_MAX);
     gmp_jw_kstr(w, "confirmed_by", req->confirmed_by);
+    if (req->caught_by)
+        gmp_jw_kstr(w, "caught_by", req->caught_by);
     gmp_jw_key(w, "outcome");
     gmp_bundle_write_outcome(w, &req->outcome);
     gmp_jw_kstr(w, "evidence", req->evidence);

@@ -97,6 +97,10 @@ typedef struct gmp_dump_request {
     gmp_backend backend;
     const char *metadata_json;     /* JSON object; NULL -> config metadata */
     const char *confirmed_by;      /* how the OOM episode was confirmed, or NULL */
+    /* the loop, by name, that catches every exception of the failed call's
+     * task and hands it to another process (a pool's worker loop): the
+     * process went on from the failure, however it ends; NULL: none */
+    const char *caught_by;
     gmp_failed_request failed;
     uint32_t recovered_episodes;
     const char *evidence;          /* why we believe the reason, e.g. the kernel OOM killer */

@@ -42,7 +42,7 @@ gmp_verdict gmp_verdict_decide(const gmp_verdict_facts *f)
                (f->reason && (is(f->reason, "killed") || !strncmp(f->reason, "SIG", 3)));
     if (died && !f->failed_request)
         return is(f->confirmed_by, "signal") ? GMP_VERDICT_CRASH : GMP_VERDICT_KILLED_UNKNOWN;
-    if ((f->exited && f->exit_status == 0) || f->death_bundle)
+    if ((f->exited && f->exit_status == 0) || f->death_bundle || f->caught)
         return GMP_VERDICT_SURVIVED;
     return GMP_VERDICT_OUT_OF_MEMORY;
 }
@@ -95,6 +95,8 @@ void gmp_verdict_facts_from_text(const char *metadata, gmp_verdict_facts *f,
     }
     f->death_bundle = outcome && gmp_json_string_value(outcome, "death_bundle", death,
                                                        sizeof death) == 0;
+    char loop[8];
+    f->caught = gmp_json_string_value(metadata, "caught_by", loop, sizeof loop) == 0;
 }
 
 gmp_verdict gmp_verdict_of_text(const char *metadata)

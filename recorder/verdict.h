@@ -51,6 +51,7 @@ typedef struct gmp_verdict_facts {
     int exited;                 /* the process exited, with exit_status */
     int exit_status;
     int death_bundle;           /* its death is written up in another bundle */
+    int caught;                 /* a worker loop caught the failure (caught_by) */
 } gmp_verdict_facts;
 
 GMP_HIDDEN gmp_verdict gmp_verdict_decide(const gmp_verdict_facts *f);

@@ -167,6 +167,9 @@ static int commit_failure(gmp_backend backend, const gmp_failed_request *f,
         .exception_message = framework ? said.message : message,
         .backend = backend,
         .confirmed_by = confirmed_by,
+        /* under a pool's worker loop, which catches it: no death of this
+         * process's, whatever ends it (its pool's SIGTERM, as a rule) */
+        .caught_by = cr ? NULL : gmp_python_worker_loop(traceback_fd),
         .failed = *f,
         .recovered_episodes = __atomic_load_n(&recovered, __ATOMIC_RELAXED),
         .python_traceback_fd = traceback_fd,

@@ -480,6 +480,11 @@ GMP_HIDDEN int gmp_main_program_is_go(void);
 /* python.c: in a CPython thread holding the GIL, its Python stack in a
  * memfd (the caller closes it); else -1. */
 GMP_HIDDEN int gmp_python_traceback_fd(void);
+/* The worker loop (a pool's, which catches every exception of its task and
+ * hands it on) that the Python stack in traceback_fd runs under, by the
+ * name metadata.json's caught_by gives it; NULL for none.  Reads, no
+ * allocation: a signal handler calls it. */
+GMP_HIDDEN const char *gmp_python_worker_loop(int traceback_fd);
 /* python_frames.c: this thread's Python frames (CPython 3.9-3.15),
  * innermost first, as GMP_PYTHON_FRAME_TAG | id, at most max; 0 when it
  * runs none.  gmp_python_frame_lookup names an id (a

@@ -5,11 +5,14 @@
  * the GIL, CPython's own async-signal-safe dumper (_Py_DumpTraceback, the
  * one faulthandler uses: no allocation) writes the stack into a memfd at the
  * moment of the failure; the bundle copies it when it is written, perhaps
- * later and from another thread.
+ * later and from another thread.  That stack also says whether the failure
+ * happened under a worker loop that catches every exception (a pool's):
+ * then the process does not die of it, whatever ends it later.
  */
 #include "preload.h"
 
 #include <dlfcn.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -51,4 +54,77 @@ int gmp_python_traceback_fd(void)
         return -1;
     }
     return fd;
+}
+
+/* Worker loops that catch every exception of the task they run and hand it
+ * to the process that waits for its result, which raises it again and
+ * writes that failure up itself: the worker goes on (or is stopped with
+ * its pool).  By the file's end and the function, as the dumper writes a
+ * frame ("  File \"/usr/lib/python3.11/multiprocessing/pool.py\", line 125
+ * in worker"); the name is what metadata.json's caught_by says. */
+static const struct worker_loop {
+    const char *file_end, *function, *name;
+} worker_loops[] = {
+    {"/multiprocessing/pool.py", "worker", "multiprocessing.pool.worker"},
+    {"/concurrent/futures/process.py", "_process_worker",
+     "concurrent.futures.process._process_worker"},
+    {"/torch/utils/data/_utils/worker.py", "_worker_loop",
+     "torch.utils.data._utils.worker._worker_loop"},
+};
+
+/* The worker loop one dumped frame line is in, or NULL. */
+static const char *worker_loop_of(const char *line, size_t len)
+{
+    static const char file[] = "  File \"", mid[] = "\", line ";
+    if (len < sizeof file || memcmp(line, file, sizeof file - 1))
+        return NULL;
+    const char *path = line + sizeof file - 1, *end = line + len, *close = NULL;
+    for (const char *p = path; p + sizeof mid - 1 <= end; p++)
+        if (!memcmp(p, mid, sizeof mid - 1))
+            close = p; /* the last: a path may hold the same characters */
+    const char *in = NULL;
+    for (const char *p = close; p && p + 4 <= end; p++)
+        if (!memcmp(p, " in ", 4))
+            in = p + 4;
+    if (!in)
+        return NULL;
+    for (size_t i = 0; i < sizeof worker_loops / sizeof *worker_loops; i++) {
+        const struct worker_loop *w = &worker_loops[i];
+        size_t tail = strlen(w->file_end), fn = strlen(w->function);
+        if ((size_t)(close - path) >= tail && !memcmp(close - tail, w->file_end, tail) &&
+            (size_t)(end - in) == fn && !memcmp(in, w->function, fn))
+            return w->name;
+    }
+    return NULL;
+}
+
+const char *gmp_python_worker_loop(int traceback_fd)
+{
+    char buf[4096];
+    size_t have = 0;
+    off_t at = 0;
+    int skipping = 0; /* the rest of a line longer than buf */
+    while (traceback_fd > 0) {
+        ssize_t got = pread(traceback_fd, buf + have, sizeof buf - have, at);
+        if (got <= 0)
+            return NULL;
+        at += got;
+        have += (size_t)got;
+        size_t start = 0;
+        for (char *nl; (nl = memchr(buf + start, '\n', have - start)) != NULL;
+             start = (size_t)(nl - buf) + 1) {
+            const char *loop = skipping ? NULL : worker_loop_of(buf + start, (size_t)(nl - buf) - start);
+            skipping = 0;
+            if (loop)
+                return loop;
+        }
+        if (start == 0 && have == sizeof buf) { /* one line fills it: passed over */
+            skipping = 1;
+            have = 0;
+            continue;
+        }
+        memmove(buf, buf + start, have - start);
+        have -= start;
+    }
+    return NULL;
 }

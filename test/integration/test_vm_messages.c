@@ -429,7 +429,7 @@ static void bundle_with_reason(const char *reason, char *path, size_t cap)
  * main process and raised there again ("MemoryError: Caught MemoryError
  * in DataLoader worker process 0.", then "Original Traceback" and the
  * worker's frames).  Two bundles: the worker's, its failed 4 GiB request,
- * which it went on from; and the main process's death, which says the
+ * which it went on from (caught by the DataLoader's worker loop); and the main process's death, which says the
  * memory ran out in one of the DataLoader's workers, is failed at the
  * dataset's line (the worker's frames its traceback carries on with, kept
  * whole though they came after its bundle was written), names no holder
@@ -474,6 +474,7 @@ static void test_torch_dataloader_worker_memory_error(void **state)
     bundle_with_reason("ENOMEM", worker_bundle, sizeof worker_bundle);
     json_t *md = bundle_file(worker_bundle, "metadata.json");
     assert_string_equal(json_str(md, "kind"), "survived");
+    assert_string_equal(json_str(md, "caught_by"), "torch.utils.data._utils.worker._worker_loop");
     assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), (4ll << 30) + 1);
     json_decref(md);
     expect_headline(main_bundle, "PyTorch's DataLoader ran out of memory: in one of its worker "
@@ -501,7 +502,11 @@ static void test_torch_dataloader_worker_memory_error(void **state)
  * printing the worker's traceback as its cause ("RemoteTraceback").  The
  * main process's bundle says the memory ran out in one of the pool's
  * workers, is failed at the function's line, and names no holder of its
- * own.  Python's own library; `python3` as found. */
+ * own.  The worker's bundle, its failed request, is a failure it survived,
+ * caught by the pool's worker loop, however the pool then ends it: with
+ * the spawn start the pool's SIGTERM comes while that failure is still
+ * open, which made it a second death.  One failure, one death, for triage
+ * too.  Python's own library; `python3` as found. */
 static void test_pool_worker_memory_error(void **state)
 {
     (void)state;
@@ -515,13 +520,18 @@ static void test_pool_worker_memory_error(void **state)
         {"executor", "concurrent.futures' ProcessPoolExecutor ran out of memory: in one of its "
                      "worker processes, where the function given to the executor runs"},
     };
-    char file[700], script[4096], main_bundle[1024];
+    static const char *const starts[] = {"fork", "spawn"};
+    static const char *const loops[] = {"multiprocessing.pool.worker",
+                                        "concurrent.futures.process._process_worker"};
+    char file[700], script[4096], main_bundle[1024], worker_bundle[1024];
+    static char verdict[1 << 14], terr[4096];
     snprintf(file, sizeof file, "%s/pool_oom.py", paths.scratch);
     static const char program[] =
         "import concurrent.futures as cf, multiprocessing as mp, sys\n"
         "def work(n):\n"
         "    return len(bytearray(n))\n"
         "if __name__ == '__main__':\n"
+        "    mp.set_start_method(sys.argv[2])\n"
         "    if sys.argv[1] == 'pool':\n"
         "        with mp.Pool(1) as p:\n"
         "            p.map(work, [1 << 46])\n"
@@ -529,19 +539,35 @@ static void test_pool_worker_memory_error(void **state)
         "        with cf.ProcessPoolExecutor(1) as ex:\n"
         "            list(ex.map(work, [1 << 46]))\n";
     write_file(file, program, sizeof program - 1);
-    for (size_t i = 0; i < sizeof pools / sizeof *pools; i++) {
-        snprintf(script, sizeof script, "GMP_WATCHDOG=0 LD_PRELOAD=\"%s\" python3 %s %s",
-                 paths.preload, file, pools[i].kind);
+    for (size_t k = 0; k < 2 * sizeof pools / sizeof *pools; k++) {
+        size_t i = k / 2;
+        const char *start = starts[k % 2];
+        snprintf(script, sizeof script, "GMP_WATCHDOG=0 LD_PRELOAD=\"%s\" python3 %s %s %s",
+                 paths.preload, file, pools[i].kind, start);
         int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
         if (code != 1 || !strstr(err, "RemoteTraceback"))
-            fail_msg("%s: exit %d, not the worker's error raised again; stderr: %s",
-                     pools[i].kind, code, err);
+            fail_msg("%s, %s: exit %d, not the worker's error raised again; stderr: %s",
+                     pools[i].kind, start, code, err);
         bundle_with_reason("message_pattern:MemoryError", main_bundle, sizeof main_bundle);
         expect_headline(main_bundle, pools[i].headline);
         const char *shown = show_output(main_bundle);
         if (!strstr(shown, "\nFailed at:        pool_oom.py:3 in work\n") ||
             strstr(shown, "\nHeld by:"))
-            fail_msg("%s: show:\n%s\nstderr: %s", pools[i].kind, shown, err);
+            fail_msg("%s, %s: show:\n%s\nstderr: %s", pools[i].kind, start, shown, err);
+        bundle_with_reason("ENOMEM", worker_bundle, sizeof worker_bundle);
+        json_t *md = bundle_file(worker_bundle, "metadata.json");
+        if (strcmp(json_str(md, "kind"), "survived") || strcmp(json_str(md, "caught_by"), loops[i]))
+            fail_msg("%s, %s: the worker's bundle is %s, caught by %s", pools[i].kind, start,
+                     json_str(md, "kind"), json_str(md, "caught_by"));
+        json_decref(md);
+        expect_headline(worker_bundle, "the process survived: an allocation of host memory "
+                                       "failed (ENOMEM) in a task of ");
+        assert_int_equal(inspect_verb("triage", paths.dumps, NULL, verdict, sizeof verdict, terr,
+                                      sizeof terr),
+                         3);
+        if (!strstr(verdict, " 1 out-of-memory death(s)") ||
+            !strstr(verdict, " 1 failure(s) survived"))
+            fail_msg("%s, %s: triage:\n%s", pools[i].kind, start, verdict);
     }
 }
 

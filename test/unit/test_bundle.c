@@ -485,29 +485,37 @@ static void test_patch_program(void **state)
 /* What a bundle records is decided once: written first in metadata.json
  * by its writer, decided again when its outcome is learned (a failure the
  * process went on from and exited 0 was survived; a later failing exit
- * makes it a death again), never from a key of the program's metadata. */
+ * makes it a death again, unless a pool's worker loop caught the failure:
+ * survived however the process ends), never from a key of the program's
+ * metadata. */
 static void test_kind_decided_by_writer_and_patcher(void **state)
 {
     (void)state;
     char dir[256], path[4096], md_path[4200], buf[64 * 1024], text[64 * 1024];
     scratch_make(dir, sizeof dir, "kind");
-    gmp_recorder *rec = make_recorder(dir, 100, 5);
-    record_allocs(rec, 3);
-    gmp_dump_request req = cuda_oom;
-    req.metadata_json = "{\"kind\": \"survived\", \"outcome\": {\"state\": \"exited\", "
-                        "\"exit_status\": 0}}";
-    assert_non_null(gmp_dump(rec, &req, path, sizeof path));
-    gmp_recorder_destroy(rec);
-    snprintf(md_path, sizeof md_path, "%s/metadata.json", path);
     static const struct {
         gmp_outcome_state state;
         int code;
-        const char *kind;
-    } steps[] = {{GMP_OUTCOME_RUNNING, 0, "out_of_memory"},
-                 {GMP_OUTCOME_EXITED, 0, "survived"},
-                 {GMP_OUTCOME_EXITED, 1, "out_of_memory"},
-                 {GMP_OUTCOME_KILLED, 9, "out_of_memory"}};
-    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        const char *kind, *caught_kind;
+    } steps[] = {{GMP_OUTCOME_RUNNING, 0, "out_of_memory", "survived"},
+                 {GMP_OUTCOME_EXITED, 0, "survived", "survived"},
+                 {GMP_OUTCOME_EXITED, 1, "out_of_memory", "survived"},
+                 {GMP_OUTCOME_KILLED, 15, "out_of_memory", "survived"}};
+    for (size_t k = 0; k < 2 * (sizeof steps / sizeof *steps); k++) {
+        size_t i = k % (sizeof steps / sizeof *steps);
+        int caught = k >= sizeof steps / sizeof *steps;
+        if (i == 0) {
+            gmp_recorder *rec = make_recorder(dir, 100, 5);
+            record_allocs(rec, 3);
+            gmp_dump_request req = cuda_oom;
+            req.metadata_json = "{\"kind\": \"survived\", \"outcome\": {\"state\": "
+                                "\"exited\", \"exit_status\": 0}}";
+            req.caught_by = caught ? "multiprocessing.pool.worker" : NULL;
+            assert_non_null(gmp_dump(rec, &req, path, sizeof path));
+            gmp_recorder_destroy(rec);
+            snprintf(md_path, sizeof md_path, "%s/metadata.json", path);
+        }
+        const char *kind = caught ? steps[i].caught_kind : steps[i].kind;
         gmp_outcome o = {steps[i].state, steps[i].code};
         if (i)
             assert_int_equal(gmp_bundle_patch_outcome(path, &o, buf, sizeof buf), 0);
@@ -519,8 +527,8 @@ static void test_kind_decided_by_writer_and_patcher(void **state)
         assert_memory_equal(text, "{\"kind\":", 8); /* first, for a reader of the head */
         json_t *md = json_loads(text, 0, NULL);
         assert_non_null(md);
-        assert_string_equal(json_string_value(json_object_get(md, "kind")), steps[i].kind);
-        assert_int_equal(gmp_verdict_of_text(text), gmp_verdict_parse(steps[i].kind));
+        assert_string_equal(json_string_value(json_object_get(md, "kind")), kind);
+        assert_int_equal(gmp_verdict_of_text(text), gmp_verdict_parse(kind));
         json_decref(md);
     }
     /* a bundle written before it had a kind: its facts decide, the same way */
@@ -534,6 +542,11 @@ static void test_kind_decided_by_writer_and_patcher(void **state)
         {"{\"reason\":\"ENOMEM\",\"failed_request\":{\"size\":1},\"outcome\":{\"state\":"
          "\"exited\",\"exit_status\":1}}",
          GMP_VERDICT_OUT_OF_MEMORY},
+        {"{\"reason\":\"ENOMEM\",\"failed_request\":{\"size\":1},\"caught_by\":\"x\","
+         "\"outcome\":{\"state\":\"killed\",\"signal\":\"SIGTERM\"}}",
+         GMP_VERDICT_SURVIVED},
+        {"{\"reason\":\"SIGSEGV after failed allocation\",\"caught_by\":\"x\"}",
+         GMP_VERDICT_CRASH_AFTER_FAILED},
         {"{\"reason\":\"SIGKILL\",\"failed_request\":null}", GMP_VERDICT_KILLED_UNKNOWN},
         {"{\"reason\":\"SIGSEGV\",\"confirmed_by\":\"signal\"}", GMP_VERDICT_CRASH},
         {"{\"reason\":\"killed\",\"exception_type\":\"oom_killer\"}", GMP_VERDICT_OOM_KILLED},

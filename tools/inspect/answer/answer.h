@@ -220,6 +220,9 @@ typedef struct runtime_words {
     int own_heap;               /* the memory is a heap the runtime manages: no site held it */
 } runtime_words;
 const runtime_words *runtime_words_of(bundle *b);
+/* The pool whose worker loop metadata.json's caught_by names
+ * ("multiprocessing.pool.worker": "multiprocessing's Pool"). */
+const char *worker_loop_owner(const char *caught_by);
 /* Where the runtime's words say it ran out, into out: PHP ends a fatal
  * error with " in /srv/app/grow.php on line 4", "grow.php:4"; 0, or -1
  * where they name no place. */

@@ -35,6 +35,7 @@ gmp_verdict bundle_kind_of(bundle *b)
         .exited = status >= 0,
         .exit_status = (int)status,
         .death_bundle = outcome->death_bundle != NULL,
+        .caught = json_is_string(json_object_get(md, "caught_by")),
     };
     return gmp_verdict_decide(&facts);
 }

@@ -179,6 +179,23 @@ static const struct pool_loop {
       NULL, NULL, NULL, OWN_HEAP}},
 };
 
+/* The worker loops the preload names in caught_by, by their pool. */
+static const struct {
+    const char *loop, *owner;
+} worker_loops[] = {
+    {"multiprocessing.pool.worker", "multiprocessing's Pool"},
+    {"concurrent.futures.process._process_worker", "concurrent.futures' ProcessPoolExecutor"},
+    {"torch.utils.data._utils.worker._worker_loop", "PyTorch's DataLoader"},
+};
+
+const char *worker_loop_owner(const char *caught_by)
+{
+    for (size_t i = 0; caught_by && i < sizeof worker_loops / sizeof *worker_loops; i++)
+        if (!strcmp(caught_by, worker_loops[i].loop))
+            return worker_loops[i].owner;
+    return "a pool of worker processes";
+}
+
 /* The pool whose worker's error this process raised again, told by the
  * outermost frame of the traceback it printed; NULL for any other.  Only
  * for a death its words alone told (no call of its own failed). */

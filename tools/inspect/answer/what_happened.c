@@ -78,11 +78,24 @@ void what_happened(FILE *f, bundle *b, const char *reason, const char *backend)
         return;
     case GMP_VERDICT_SURVIVED: {
         char later[200];
+        const char *loop = jstr(md, "caught_by");
         fprintf(f, "the process survived: an allocation of ");
         print_clean(f, memory, 20);
         fprintf(f, " memory failed (");
         print_clean(f, reason ? reason : "unknown reason", 200);
-        if (bundle_outcome_of(b)->death_bundle)
+        if (loop) { /* a pool's worker: the process that waits for it raises the error */
+            const bundle_outcome *o = bundle_outcome_of(b);
+            fprintf(f, ") in a task of %s, whose worker loop caught the error and handed it to "
+                       "the process that waits for the task's result (that process's bundle "
+                       "tells what followed); this one went on",
+                    worker_loop_owner(loop));
+            if (o->end == BUNDLE_END_EXITED && o->has_exit_status)
+                fprintf(f, " and exited %lld", o->exit_status);
+            else if (o->end == BUNDLE_END_KILLED) { /* its pool's teardown, as a rule */
+                fprintf(f, " until it was killed by ");
+                print_clean(f, o->signal ? o->signal : "a signal", 24);
+            }
+        } else if (bundle_outcome_of(b)->death_bundle)
             fprintf(f, "), and it went on; %s", outcome_words(b, later, sizeof later));
         else
             fprintf(f, "), and it went on and exited 0; no death");
