@@ -12,7 +12,8 @@
  * (its pid and start on its host, with the rendezvous where one is named):
  * a rank, a world size, a rendezvous or multiprocessing's spawn says it is
  * one of several.  A bundle with none of these is a process on its own and
- * no run's.
+ * no run's; so is a pool's worker that spawn started (its failure caught by
+ * the pool's loop, caught_by), whose pool is the program's, not a run.
  *
  * Per run this keeps the first death of memory in full (its words, site
  * and bundle) and, per member, only what the verdict sorts and counts: a
@@ -70,7 +71,8 @@ static int run_named_by(bundle *b, char *key, size_t key_cap, char *title, size_
         snprintf(key, key_cap, "slurm|%s", r->job);
         return title_of_key(key, title, title_cap);
     }
-    int ranked = r->rank || r->world_size || r->master_addr || r->multiprocessing;
+    int pool_worker = json_is_string(json_object_get(b->metadata, "caught_by"));
+    int ranked = r->rank || r->world_size || r->master_addr || (r->multiprocessing && !pool_worker);
     if (!ranked || !r->launcher)
         return 0;
     char launcher_pid[24];
