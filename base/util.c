@@ -321,14 +321,12 @@ const char *gmp_signal_abbrev(int sig)
     return sig > 0 && sig < (int)(sizeof abbrev / sizeof *abbrev) ? abbrev[sig] : NULL;
 }
 
-int (*gmp_log_gate)(void) GMP_STARTUP_DATA; /* set as every process starts */
+int (*gmp_log_gate)(const char *, size_t) GMP_STARTUP_DATA; /* set as every process starts */
 
 void gmp_log(const char *fmt, ...)
 {
     char line[1024];
     int saved = errno;
-    if (gmp_log_gate && !gmp_log_gate())
-        return; /* the preload, where fd 2 is no longer the program's stderr */
     size_t off = (size_t)snprintf(line, sizeof line, "gpumemprof: ");
     va_list ap;
     va_start(ap, fmt);
@@ -338,7 +336,10 @@ void gmp_log(const char *fmt, ...)
         n = 0;
     off += (size_t)n < sizeof line - off - 1 ? (size_t)n : sizeof line - off - 2;
     line[off++] = '\n';
-    (void)gmp_write_all(2, line, off);
+    /* the preload's gate: not where fd 2 is no longer the program's
+     * stderr, and not into a line of the program's (kept for its end) */
+    if (!gmp_log_gate || gmp_log_gate(line, off))
+        (void)gmp_write_all(2, line, off);
     errno = saved;
 }
 

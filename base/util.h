@@ -163,8 +163,10 @@ GMP_HIDDEN void gmp_close_from(int first);
 /* One line on stderr: "gpumemprof: <msg>\n".  Formats with vsnprintf into a
  * stack buffer; keep formats to %s %d %u %l* %z* on emergency paths. */
 GMP_HIDDEN void gmp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* When set, gmp_log writes only while it answers 1 (the preload: fd 2 still
- * the stderr its process started with, at the start of a line). */
-GMP_HIDDEN extern int (*gmp_log_gate)(void);
+/* When set, gmp_log writes its line (n bytes, its newline included) only
+ * when this answers 1 (the preload: fd 2 still the stderr its process
+ * started with, at the start of a line); on 0 the gate may keep the line
+ * to write later itself. */
+GMP_HIDDEN extern int (*gmp_log_gate)(const char *line, size_t n);
 
 #endif

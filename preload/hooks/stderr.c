@@ -52,17 +52,67 @@ static struct {
 } started_with GMP_STARTUP_DATA; /* written as every process starts */
 static int mid_line;
 
+/* A line of ours that came while one of the program's was open (a bundle
+ * written at a line inside one long write: Python prints a pool worker's
+ * traceback, quoted, in one): said when the program's next write ends a
+ * line.  One at a time, by this process (a forked child's writes do not
+ * say its parent's); a line that comes while one waits, or that waits
+ * when the process ends with its last line open, is not said: the bundle
+ * is written all the same. */
+static struct {
+    int state; /* atomic: HELD_* */
+    int pid;
+    size_t n;
+    char line[1024];
+} held;
+enum { HELD_NONE, HELD_FILLING, HELD_WAITING, HELD_SAYING };
+
+static int stderr_is_the_programs(void)
+{
+    struct stat st;
+    return started_with.known && fstat(2, &st) == 0 && st.st_dev == started_with.dev &&
+           st.st_ino == started_with.ino;
+}
+
 /* gmp_log's gate in this process: a line of ours goes only to the stderr
  * the process started with (a program that closed it and opened a data
  * file, which took fd 2, must not find our words in its data), and only
  * where the program's last write ended a line (never into the middle of
- * one of its own).  Otherwise we stay silent: the bundle is written all
- * the same.  System calls only: a signal handler's line asks too. */
-static int may_speak(void)
+ * one of its own: kept until it ends).  System calls only: a signal
+ * handler's line asks too. */
+static int may_speak(const char *line, size_t n)
 {
-    struct stat st;
-    return started_with.known && !__atomic_load_n(&mid_line, __ATOMIC_RELAXED) &&
-           fstat(2, &st) == 0 && st.st_dev == started_with.dev && st.st_ino == started_with.ino;
+    if (!stderr_is_the_programs())
+        return 0;
+    if (!__atomic_load_n(&mid_line, __ATOMIC_RELAXED))
+        return 1;
+    int none = HELD_NONE;
+    if (n <= sizeof held.line && __atomic_compare_exchange_n(&held.state, &none, HELD_FILLING, 0,
+                                                             __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        memcpy(held.line, line, n);
+        held.n = n;
+        held.pid = gmp_start_getpid();
+        __atomic_store_n(&held.state, HELD_WAITING, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
+
+/* After each write of the program's: the line kept, once the program's
+ * own has ended. */
+static void say_held(void)
+{
+    if (GMP_LIKELY(__atomic_load_n(&held.state, __ATOMIC_ACQUIRE) != HELD_WAITING) ||
+        __atomic_load_n(&mid_line, __ATOMIC_RELAXED))
+        return;
+    int waiting = HELD_WAITING;
+    if (!__atomic_compare_exchange_n(&held.state, &waiting, HELD_SAYING, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return;
+    if (held.pid == gmp_start_getpid() && stderr_is_the_programs()) {
+        GMP_IN_HOOK_SCOPE(); /* our write: not the program's, not scanned */
+        (void)gmp_write_all(2, held.line, held.n);
+    }
+    __atomic_store_n(&held.state, HELD_NONE, __ATOMIC_RELEASE);
 }
 
 GMP_START_EXIT_TEXT void gmp_stderr_start(void)
@@ -97,6 +147,7 @@ static void wrote(const void *buf, size_t n)
 {
     ended_with_bytes(buf, n);
     gmp_messages_scan(buf, n);
+    say_held();
 }
 
 static void scan_keeping_errno(const void *buf, size_t n)
@@ -172,6 +223,7 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
             ended_with_bytes(iov[i].iov_base, n);
             left -= n;
         }
+        say_held(); /* as the whole write ended */
         errno = saved;
     }
     return r;
@@ -231,6 +283,7 @@ static void scan_formatted(const char *fmt, va_list ap)
         gmp_messages_scan(text, sizeof text - 1);
         size_t f = strlen(fmt);
         ended_with(f ? fmt[f - 1] : '\n');
+        say_held();
     }
     errno = saved;
 }

@@ -502,11 +502,13 @@ static void test_torch_dataloader_worker_memory_error(void **state)
  * printing the worker's traceback as its cause ("RemoteTraceback").  The
  * main process's bundle says the memory ran out in one of the pool's
  * workers, is failed at the function's line, and names no holder of its
- * own.  The worker's bundle, its failed request, is a failure it survived,
- * caught by the pool's worker loop, however the pool then ends it: with
- * the spawn start the pool's SIGTERM comes while that failure is still
- * open, which made it a second death.  One failure, one death, for triage
- * too, and no distributed run made of the pool's spawned workers.  Python's own library; `python3` as found. */
+ * own, and our line of it follows the quoted traceback.  The worker's
+ * bundle, its failed request, is a failure it survived, caught by the
+ * pool's worker loop, however the pool then ends it: with the spawn start
+ * the pool's SIGTERM comes while that failure is still open, which made it
+ * a second death.  One failure, one death, for triage too, and no
+ * distributed run made of the pool's spawned workers.  Python's own
+ * library; `python3` as found. */
 static void test_pool_worker_memory_error(void **state)
 {
     (void)state;
@@ -550,6 +552,14 @@ static void test_pool_worker_memory_error(void **state)
                      pools[i].kind, start, code, err);
         bundle_with_reason("message_pattern:MemoryError", main_bundle, sizeof main_bundle);
         expect_headline(main_bundle, pools[i].headline);
+        /* our line of it, though the worker's traceback it was written at
+         * came inside one long write of the quoted text: after that line */
+        char ours[1200];
+        snprintf(ours, sizeof ours, "\"\"\"\ngpumemprof: OOM message on stderr (MemoryError); "
+                                    "bundle: %s;", main_bundle);
+        if (!strstr(err, ours))
+            fail_msg("%s, %s: no line of ours after the quoted traceback: %s", pools[i].kind,
+                     start, err);
         const char *shown = show_output(main_bundle);
         if (!strstr(shown, "\nFailed at:        pool_oom.py:3 in work\n") ||
             strstr(shown, "\nHeld by:"))

@@ -165,8 +165,10 @@ static void torch_history(void)
     setenv("PYTHONPATH", path, 1);
 }
 
-static int say_nothing(void)
+static int say_nothing(const char *line, size_t n)
 {
+    (void)line;
+    (void)n;
     return 0;
 }
 
@@ -177,7 +179,7 @@ static int say_nothing(void)
  * what is wrong with a variable. */
 static void job_config(gmp_config *job, const char *abs_dump)
 {
-    int (*gate)(void) = gmp_log_gate;
+    int (*gate)(const char *, size_t) = gmp_log_gate;
     gmp_log_gate = say_nothing;
     gmp_config_from_env(job);
     gmp_log_gate = gate;
