@@ -422,7 +422,9 @@ static void fill_manifest(gmp_jw *w, bundle_ctx *ctx)
     gmp_bundle_job_name(place, job, sizeof job);
     if (job[0])
         gmp_jw_kstr(w, "slurm_job", job);
-    if (in->req->kind == GMP_BUNDLE_OOM)
+    /* a pool worker's caught failure is told by the process that raised it
+     * again: never its run's, nor that run's first */
+    if (in->req->kind == GMP_BUNDLE_OOM && !in->req->caught_by)
         gmp_bundle_fill_run(w, in->pid != 0 && in->ring ? in->ring->hdr : NULL, in->pid == 0,
                             place, ctx->dump_dirfd,
                             in->req->reason && !strcmp(in->req->reason, GMP_REASON_PRESSURE));

@@ -12,8 +12,9 @@
  * (its pid and start on its host, with the rendezvous where one is named):
  * a rank, a world size, a rendezvous or multiprocessing's spawn says it is
  * one of several.  A bundle with none of these is a process on its own and
- * no run's; so is a pool's worker that spawn started (its failure caught by
- * the pool's loop, caught_by), whose pool is the program's, not a run.
+ * no run's; so is a pool's worker whose failure the pool's loop caught
+ * (caught_by): the rank or program that raised it again tells that
+ * failure, and the pool is the program's, not a run.
  *
  * Per run this keeps the first death of memory in full (its words, site
  * and bundle) and, per member, only what the verdict sorts and counts: a
@@ -71,8 +72,7 @@ static int run_named_by(bundle *b, char *key, size_t key_cap, char *title, size_
         snprintf(key, key_cap, "slurm|%s", r->job);
         return title_of_key(key, title, title_cap);
     }
-    int pool_worker = json_is_string(json_object_get(b->metadata, "caught_by"));
-    int ranked = r->rank || r->world_size || r->master_addr || (r->multiprocessing && !pool_worker);
+    int ranked = r->rank || r->world_size || r->master_addr || r->multiprocessing;
     if (!ranked || !r->launcher)
         return 0;
     char launcher_pid[24];
@@ -93,6 +93,8 @@ static int run_named_by(bundle *b, char *key, size_t key_cap, char *title, size_
  * else the one its variables name; 0 when it is in none. */
 static int run_of(bundle *b, char *key, size_t key_cap, char *title, size_t title_cap)
 {
+    if (json_is_string(json_object_get(b->metadata, "caught_by")))
+        return 0; /* a pool's worker, its rank's helper (see above) */
     const char *written = jstr(b->manifest, "run");
     if (written && *written && title_of_key(written, title, title_cap)) {
         snprintf(key, key_cap, "%s", written);
