@@ -429,12 +429,13 @@ static void bundle_with_reason(const char *reason, char *path, size_t cap)
  * main process and raised there again ("MemoryError: Caught MemoryError
  * in DataLoader worker process 0.", then "Original Traceback" and the
  * worker's frames).  Two bundles: the worker's, its failed 4 GiB request,
- * which it went on from (caught by the DataLoader's worker loop); and the main process's death, which says the
- * memory ran out in one of the DataLoader's workers, is failed at the
- * dataset's line (the worker's frames its traceback carries on with, kept
- * whole though they came after its bundle was written), names no holder
- * of its own and its torch's version; triage sites its one death there.
- * The real torch; skipped with a line where there is none. */
+ * which it went on from (caught by the DataLoader's worker loop); and the
+ * main process's death, which says the memory ran out in one of the
+ * DataLoader's workers, is failed at the dataset's line (the worker's
+ * frames its traceback carries on with, kept whole though they came after
+ * its bundle was written), names no holder of its own but the worker's
+ * bundle, and its torch's version; triage sites its one death there.  The
+ * real torch; skipped with a line where there is none. */
 static void test_torch_dataloader_worker_memory_error(void **state)
 {
     (void)state;
@@ -480,8 +481,10 @@ static void test_torch_dataloader_worker_memory_error(void **state)
     expect_headline(main_bundle, "PyTorch's DataLoader ran out of memory: in one of its worker "
                                  "processes, where the dataset's code runs");
     const char *shown = show_output(main_bundle);
+    char named[1100];
+    snprintf(named, sizeof named, "\nWorker's bundle:  %s\n", worker_bundle);
     if (!strstr(shown, "\nFailed at:        worker_oom.py:14 in __getitem__\n") ||
-        strstr(shown, "\nHeld by:"))
+        strstr(shown, "\nHeld by:") || !strstr(shown, named))
         fail_msg("show:\n%s\nstderr: %s", shown, err);
     json_t *env = bundle_file(main_bundle, "environment.json");
     const char *version = json_str(json_object_get(env, "system"), "torch_version");
@@ -501,14 +504,15 @@ static void test_torch_dataloader_worker_memory_error(void **state)
  * worker's MemoryError to the main process, which raises it again after
  * printing the worker's traceback as its cause ("RemoteTraceback").  The
  * main process's bundle says the memory ran out in one of the pool's
- * workers, is failed at the function's line, and names no holder of its
- * own, and our line of it follows the quoted traceback.  The worker's
- * bundle, its failed request, is a failure it survived, caught by the
- * pool's worker loop, however the pool then ends it: with the spawn start
- * the pool's SIGTERM comes while that failure is still open, which made it
- * a second death.  One failure, one death, for triage too: no distributed
- * run made of the pool's spawned workers, and in a rank's run, the rank's
- * death alone.  Python's own library; `python3` as found. */
+ * workers, is failed at the function's line, names no holder of its own
+ * but the worker's bundle, and our line of it follows the quoted
+ * traceback.  The worker's bundle, its failed request, is a failure it
+ * survived, caught by the pool's worker loop, however the pool then ends
+ * it: with the spawn start the pool's SIGTERM comes while that failure is
+ * still open, which made it a second death.  One failure, one death, for
+ * triage too: no distributed run made of the pool's spawned workers, and
+ * in a rank's run, the rank's death alone.  Python's own library;
+ * `python3` as found. */
 static void test_pool_worker_memory_error(void **state)
 {
     (void)state;
@@ -569,6 +573,11 @@ static void test_pool_worker_memory_error(void **state)
             strstr(shown, "\nHeld by:"))
             fail_msg("%s, %s: show:\n%s\nstderr: %s", pools[i].kind, start, shown, err);
         bundle_with_reason("ENOMEM", worker_bundle, sizeof worker_bundle);
+        char named[1100];
+        snprintf(named, sizeof named, "\nWorker's bundle:  %s\n", worker_bundle);
+        if (!strstr(shown, named))
+            fail_msg("%s, %s: show names not the worker's bundle:\n%s", pools[i].kind, start,
+                     shown);
         json_t *md = bundle_file(worker_bundle, "metadata.json");
         if (strcmp(json_str(md, "kind"), "survived") || strcmp(json_str(md, "caught_by"), loops[i]))
             fail_msg("%s, %s: the worker's bundle is %s, caught by %s", pools[i].kind, start,

@@ -223,6 +223,12 @@ const runtime_words *runtime_words_of(bundle *b);
 /* The pool whose worker loop metadata.json's caught_by names
  * ("multiprocessing.pool.worker": "multiprocessing's Pool"). */
 const char *worker_loop_owner(const char *caught_by);
+/* Whether w tells a pool worker's error that this process raised again
+ * (PyTorch's DataLoader, multiprocessing's Pool, ProcessPoolExecutor). */
+int runtime_words_relay_worker(const runtime_words *w);
+/* worker_bundle.c: the bundle of that worker, beside b: 0 with its path
+ * in out, else -1. */
+int worker_bundle_of(bundle *b, char *out, size_t cap);
 /* Where the runtime's words say it ran out, into out: PHP ends a fatal
  * error with " in /srv/app/grow.php on line 4", "grow.php:4"; 0, or -1
  * where they name no place. */

@@ -222,6 +222,14 @@ static const runtime_words *pool_worker_relayed(bundle *b, const char *reason)
     return NULL;
 }
 
+int runtime_words_relay_worker(const runtime_words *w)
+{
+    for (size_t i = 0; w && i < sizeof pool_loops / sizeof *pool_loops; i++)
+        if (w == &pool_loops[i].words)
+            return 1;
+    return w && w == &torch_worker;
+}
+
 /* A page of a shared mapping that a full tmpfs could not back: SIGBUS,
  * told in the preload's own words (shm_fault.c). */
 static const runtime_words shm_fault = {", shared memory on a tmpfs of ", NULL, "the process",

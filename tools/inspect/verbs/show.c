@@ -511,6 +511,9 @@ static int show_one(const char *path, long last)
     char outcome[200];
     if (bundle_kind_of(&b) != GMP_VERDICT_SURVIVED)
         print_field("Outcome:", outcome_words(&b, outcome, sizeof outcome));
+    char worker[sizeof b.path]; /* where its worker's error was written up */
+    if (worker_bundle_of(&b, worker, sizeof worker) == 0)
+        print_field("Worker's bundle:", worker);
     diagnose(&b, isatty(1) && getenv("NO_COLOR") == NULL);
     print_python_stack(&b);
     print_field("When:", jstr(b.manifest, "created_at_utc"));

@@ -107,6 +107,10 @@ json_t *show_json(bundle *b)
                         name_failure_site(b, site, sizeof site) >= 0 ? json_string(site)
                                                                      : json_null());
     json_object_set_new(doc, "outcome", text_or_null(outcome_words(b, outcome, sizeof outcome)));
+    char worker[sizeof b->path];
+    json_object_set_new(doc, "worker_bundle",
+                        worker_bundle_of(b, worker, sizeof worker) == 0 ? json_string(worker)
+                                                                        : json_null());
     json_t *causes = json_array();
     diagnose_each(b, add_cause, causes);
     json_object_set_new(doc, "likely_causes", causes);
