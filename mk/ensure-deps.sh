@@ -79,6 +79,7 @@ runtime tcl command -v tclsh
 runtime ocaml-nox command -v ocamlopt
 runtime r-base-core command -v Rscript
 runtime mono-mcs sh -c 'command -v mcs && command -v mono'
+runtime python3-joblib /usr/bin/python3 -c 'import joblib'   # joblib's worker pool (test_pools)
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 if [ -n "$pyver" ]; then
     need "libpython$pyver-testsuite" /usr/bin/python3 -c 'import test.test_os'  # the stdlib ships regrtest alone

@@ -12,6 +12,9 @@
  *   timeout         GMP_OOM_CONFIRM_MS pass (a watcher thread, started on the
  *                   first episode, or the next hook call notices)
  *   first           GMP_OOM_POLICY=first writes at the first failure
+ *   caught          a pool's worker loop catches it (python.c): written at
+ *                   once, for the process lives on, and its pool may
+ *                   SIGKILL it at any moment
  *   message         a success that would close it comes after the program
  *                   wrote an OOM exception to stderr (oom_messages.c)
  * Once a bundle is written, a failure there within GMP_OOM_CONFIRM_MS is
@@ -352,9 +355,13 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
     __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
     episodes_open_add(1);
     __atomic_store_n(&ep->state, EP_OPEN, __ATOMIC_RELEASE);
-    if (gmp_pl.cfg->oom_policy_first) {
+    /* under a pool's worker loop, which catches it, the process lives on
+     * (and its pool may SIGKILL it at any moment, as joblib's does): no
+     * death to wait for, the bundle now */
+    int caught = !gmp_pl.cfg->oom_policy_first && gmp_python_worker_loop(ep->python_traceback_fd);
+    if (gmp_pl.cfg->oom_policy_first || caught) {
         if (try_take(ep))
-            commit(backend, ep, "first", NULL);
+            commit(backend, ep, caught ? "caught" : "first", NULL);
         return;
     }
     ensure_watcher();

@@ -70,6 +70,8 @@ static const struct worker_loop {
      "concurrent.futures.process._process_worker"},
     {"/torch/utils/data/_utils/worker.py", "_worker_loop",
      "torch.utils.data._utils.worker._worker_loop"},
+    /* joblib's executor (loky, vendored in joblib.externals or on its own) */
+    {"/loky/process_executor.py", "_process_worker", "loky.process_executor._process_worker"},
 };
 
 /* The worker loop one dumped frame line is in, or NULL. */

@@ -4,10 +4,10 @@
  * V8 at its heap limit and at an ArrayBuffer it cannot allocate; the JVM's
  * OutOfMemoryError for its heap, a native thread, direct buffers and
  * -XX:+ExitOnOutOfMemoryError; PyTorch's DataLoader when /dev/shm is full,
- * by its error and by a worker's bus error, and a worker's MemoryError
- * that the main process raises again, as Python's own pools do too.  Each the real program, under
+ * by its error and by a worker's bus error.  Each the real program, under
  * the preload: its own status, one bundle whose headline and causes say
- * what ran out and where its limit was set.  A program that is not
+ * what ran out and where its limit was set.  (test_pools.c has a pool's
+ * worker's MemoryError that the main process raises again.)  A program that is not
  * installed skips with a line.  (test_messages.c has the stand-ins: lines
  * as frameworks print them.)
  */
@@ -401,203 +401,6 @@ static void test_torch_worker_bus_error(void **state)
         fail_msg("show:\n%s\nstderr: %s", shown, err);
 }
 
-/* The bundle in dumps whose metadata's reason is `reason` (its path into
- * path), among those there; fails the test when none has it. */
-static void bundle_with_reason(const char *reason, char *path, size_t cap)
-{
-    char pattern[600];
-    glob_t g;
-    snprintf(pattern, sizeof pattern, "%s/oom_dump_*", paths.dumps);
-    int found = 0;
-    if (glob(pattern, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc && !found; i++) {
-            json_t *md = bundle_file(g.gl_pathv[i], "metadata.json");
-            if (!strcmp(json_str(md, "reason"), reason)) {
-                snprintf(path, cap, "%s", g.gl_pathv[i]);
-                found = 1;
-            }
-            json_decref(md);
-        }
-        globfree(&g);
-    }
-    if (!found)
-        fail_msg("no bundle of reason %s in %s; stderr: %s", reason, paths.dumps, err);
-}
-
-/* A DataLoader worker whose dataset asks for more than its RLIMIT_AS
- * leaves: the worker's MemoryError is caught in the worker, handed to the
- * main process and raised there again ("MemoryError: Caught MemoryError
- * in DataLoader worker process 0.", then "Original Traceback" and the
- * worker's frames).  Two bundles: the worker's, its failed 4 GiB request,
- * which it went on from (caught by the DataLoader's worker loop); and the
- * main process's death, which says the memory ran out in one of the
- * DataLoader's workers, is failed at the dataset's line (the worker's
- * frames its traceback carries on with, kept whole though they came after
- * its bundle was written), names no holder of its own but the worker's
- * bundle, and its torch's version; triage sites its one death there.  The
- * real torch; skipped with a line where there is none. */
-static void test_torch_dataloader_worker_memory_error(void **state)
-{
-    (void)state;
-    skip_under_preload_sanitizer("RLIMIT_AS");
-    const char *python = torch_python_or_skip_line("test_torch_dataloader_worker_memory_error");
-    char script[4096], file[700], main_bundle[1024], worker_bundle[1024];
-    if (!python)
-        return;
-    snprintf(file, sizeof file, "%s/worker_oom.py", paths.scratch);
-    static const char program[] =
-        "import resource, torch\n"
-        "from torch.utils.data import DataLoader, Dataset\n"
-        "def mapped():\n"
-        "    for line in open('/proc/self/status'):\n"
-        "        if line.startswith('VmSize:'):\n"
-        "            return int(line.split()[1]) * 1024\n"
-        "class Samples(Dataset):\n"
-        "    def __len__(self):\n"
-        "        return 8\n"
-        "    def __getitem__(self, i):\n"
-        "        if i == 5:\n"
-        "            limit = mapped() + (1 << 30)\n"
-        "            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
-        "            return bytearray(4 << 30)\n"
-        "        return torch.zeros(4)\n"
-        "if __name__ == '__main__':\n"
-        "    for batch in DataLoader(Samples(), batch_size=2, num_workers=2):\n"
-        "        pass\n";
-    write_file(file, program, sizeof program - 1);
-    snprintf(script, sizeof script, "OMP_NUM_THREADS=1 LD_PRELOAD=\"%s\" exec %s %s",
-             paths.preload, python, file);
-    int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-    if (code != 1 || !strstr(err, "MemoryError: Caught MemoryError in DataLoader worker process"))
-        fail_msg("exit %d, not the DataLoader's re-raise; stderr: %s", code, err);
-    assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 2);
-    bundle_with_reason("message_pattern:MemoryError", main_bundle, sizeof main_bundle);
-    bundle_with_reason("ENOMEM", worker_bundle, sizeof worker_bundle);
-    json_t *md = bundle_file(worker_bundle, "metadata.json");
-    assert_string_equal(json_str(md, "kind"), "survived");
-    assert_string_equal(json_str(md, "caught_by"), "torch.utils.data._utils.worker._worker_loop");
-    assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), (4ll << 30) + 1);
-    json_decref(md);
-    expect_headline(main_bundle, "PyTorch's DataLoader ran out of memory: in one of its worker "
-                                 "processes, where the dataset's code runs");
-    const char *shown = show_output(main_bundle);
-    char named[1100];
-    snprintf(named, sizeof named, "\nWorker's bundle:  %s\n", worker_bundle);
-    if (!strstr(shown, "\nFailed at:        worker_oom.py:14 in __getitem__\n") ||
-        strstr(shown, "\nHeld by:") || !strstr(shown, named))
-        fail_msg("show:\n%s\nstderr: %s", shown, err);
-    json_t *env = bundle_file(main_bundle, "environment.json");
-    const char *version = json_str(json_object_get(env, "system"), "torch_version");
-    if (!strchr("0123456789", version[0]) || !strchr(version, '.'))
-        fail_msg("torch's version: \"%s\"", version);
-    json_decref(env);
-    static char verdict[1 << 14], terr[4096];
-    assert_int_equal(inspect_verb("triage", paths.dumps, NULL, verdict, sizeof verdict, terr,
-                                  sizeof terr),
-                     3);
-    if (!strstr(verdict, " 1 out-of-memory death(s)") ||
-        !strstr(verdict, "message_pattern:MemoryError  at worker_oom.py:14 in __getitem__\n"))
-        fail_msg("triage:\n%s", verdict);
-}
-
-/* multiprocessing's Pool and concurrent.futures' ProcessPoolExecutor hand a
- * worker's MemoryError to the main process, which raises it again after
- * printing the worker's traceback as its cause ("RemoteTraceback").  The
- * main process's bundle says the memory ran out in one of the pool's
- * workers, is failed at the function's line, names no holder of its own
- * but the worker's bundle, and our line of it follows the quoted
- * traceback.  The worker's bundle, its failed request, is a failure it
- * survived, caught by the pool's worker loop, however the pool then ends
- * it: with the spawn start the pool's SIGTERM comes while that failure is
- * still open, which made it a second death.  One failure, one death, for
- * triage too: no distributed run made of the pool's spawned workers, and
- * in a rank's run, the rank's death alone.  Python's own library;
- * `python3` as found. */
-static void test_pool_worker_memory_error(void **state)
-{
-    (void)state;
-    if (huge_malloc_may_succeed())
-        return;
-    static const struct {
-        const char *kind, *headline;
-    } pools[] = {
-        {"pool", "multiprocessing's Pool ran out of memory: in one of its worker processes, "
-                 "where the function given to the pool runs"},
-        {"executor", "concurrent.futures' ProcessPoolExecutor ran out of memory: in one of its "
-                     "worker processes, where the function given to the executor runs"},
-    };
-    static const char *const starts[] = {"fork", "spawn"};
-    static const char *const loops[] = {"multiprocessing.pool.worker",
-                                        "concurrent.futures.process._process_worker"};
-    char file[700], script[4096], main_bundle[1024], worker_bundle[1024];
-    static char verdict[1 << 14], terr[4096];
-    snprintf(file, sizeof file, "%s/pool_oom.py", paths.scratch);
-    static const char program[] =
-        "import concurrent.futures as cf, multiprocessing as mp, sys\n"
-        "def work(n):\n"
-        "    return len(bytearray(n))\n"
-        "if __name__ == '__main__':\n"
-        "    mp.set_start_method(sys.argv[2])\n"
-        "    if sys.argv[1] == 'pool':\n"
-        "        with mp.Pool(1) as p:\n"
-        "            p.map(work, [1 << 46])\n"
-        "    else:\n"
-        "        with cf.ProcessPoolExecutor(1) as ex:\n"
-        "            list(ex.map(work, [1 << 46]))\n";
-    write_file(file, program, sizeof program - 1);
-    for (size_t k = 0; k < 2 * sizeof pools / sizeof *pools; k++) {
-        size_t i = k / 2;
-        const char *start = starts[k % 2];
-        /* the last as rank 1 of a distributed run, whose run its pool's
-         * worker is no member of */
-        int ranked = k + 1 == 2 * sizeof pools / sizeof *pools;
-        snprintf(script, sizeof script, "%sGMP_WATCHDOG=0 LD_PRELOAD=\"%s\" python3 %s %s %s",
-                 ranked ? "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 " : "",
-                 paths.preload, file, pools[i].kind, start);
-        int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
-        if (code != 1 || !strstr(err, "RemoteTraceback"))
-            fail_msg("%s, %s: exit %d, not the worker's error raised again; stderr: %s",
-                     pools[i].kind, start, code, err);
-        bundle_with_reason("message_pattern:MemoryError", main_bundle, sizeof main_bundle);
-        expect_headline(main_bundle, pools[i].headline);
-        /* our line of it, though the worker's traceback it was written at
-         * came inside one long write of the quoted text: after that line */
-        char ours[1200];
-        snprintf(ours, sizeof ours, "\"\"\"\ngpumemprof: OOM message on stderr (MemoryError); "
-                                    "bundle: %s;", main_bundle);
-        if (!strstr(err, ours))
-            fail_msg("%s, %s: no line of ours after the quoted traceback: %s", pools[i].kind,
-                     start, err);
-        const char *shown = show_output(main_bundle);
-        if (!strstr(shown, "\nFailed at:        pool_oom.py:3 in work\n") ||
-            strstr(shown, "\nHeld by:"))
-            fail_msg("%s, %s: show:\n%s\nstderr: %s", pools[i].kind, start, shown, err);
-        bundle_with_reason("ENOMEM", worker_bundle, sizeof worker_bundle);
-        char named[1100];
-        snprintf(named, sizeof named, "\nWorker's bundle:  %s\n", worker_bundle);
-        if (!strstr(shown, named))
-            fail_msg("%s, %s: show names not the worker's bundle:\n%s", pools[i].kind, start,
-                     shown);
-        json_t *md = bundle_file(worker_bundle, "metadata.json");
-        if (strcmp(json_str(md, "kind"), "survived") || strcmp(json_str(md, "caught_by"), loops[i]))
-            fail_msg("%s, %s: the worker's bundle is %s, caught by %s", pools[i].kind, start,
-                     json_str(md, "kind"), json_str(md, "caught_by"));
-        json_decref(md);
-        expect_headline(worker_bundle, "the process survived: an allocation of host memory "
-                                       "failed (ENOMEM) in a task of ");
-        assert_int_equal(inspect_verb("triage", paths.dumps, NULL, verdict, sizeof verdict, terr,
-                                      sizeof terr),
-                         3);
-        /* a pool is the program's, not a distributed run, however started */
-        if (!strstr(verdict, " 1 out-of-memory death(s)") ||
-            !strstr(verdict, " 1 failure(s) survived") ||
-            (ranked ? !strstr(verdict, "\n    rank 1 ran out of host memory at ") ||
-                          strstr(verdict, "rank 1 survived")
-                    : strstr(verdict, " run(s), ") != NULL))
-            fail_msg("%s, %s: triage:\n%s", pools[i].kind, start, verdict);
-    }
-}
-
 static int setup(void **state)
 {
     *state = &paths;
@@ -616,8 +419,6 @@ int main(void)
         cmocka_unit_test(test_jvm_direct_buffers),
         cmocka_unit_test(test_torch_dataloader_shm_full),
         cmocka_unit_test(test_torch_worker_bus_error),
-        cmocka_unit_test(test_torch_dataloader_worker_memory_error),
-        cmocka_unit_test(test_pool_worker_memory_error),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }

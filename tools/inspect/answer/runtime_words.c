@@ -177,6 +177,13 @@ static const struct pool_loop {
       "in one of its worker processes, where the function given to the executor runs; this "
       "process raised the worker's error again (the worker's own bundle has its failed request)",
       NULL, NULL, NULL, OWN_HEAP}},
+    /* joblib's Parallel (scikit-learn's n_jobs): loky's executor, vendored
+     * in joblib.externals or on its own */
+    {"/loky/process_executor.py", "_process_worker",
+     {"", NULL, "joblib's process pool (loky)",
+      "in one of its worker processes, where the function given to Parallel runs; this process "
+      "raised the worker's error again (the worker's own bundle has its failed request)",
+      NULL, NULL, NULL, OWN_HEAP}},
 };
 
 /* The worker loops the preload names in caught_by, by their pool. */
@@ -186,6 +193,7 @@ static const struct {
     {"multiprocessing.pool.worker", "multiprocessing's Pool"},
     {"concurrent.futures.process._process_worker", "concurrent.futures' ProcessPoolExecutor"},
     {"torch.utils.data._utils.worker._worker_loop", "PyTorch's DataLoader"},
+    {"loky.process_executor._process_worker", "joblib's process pool (loky)"},
 };
 
 const char *worker_loop_owner(const char *caught_by)
