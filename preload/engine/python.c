@@ -115,7 +115,8 @@ const char *gmp_python_worker_loop(int traceback_fd)
         size_t start = 0;
         for (char *nl; (nl = memchr(buf + start, '\n', have - start)) != NULL;
              start = (size_t)(nl - buf) + 1) {
-            const char *loop = skipping ? NULL : worker_loop_of(buf + start, (size_t)(nl - buf) - start);
+            size_t len = (size_t)(nl - buf) - start;
+            const char *loop = skipping ? NULL : worker_loop_of(buf + start, len);
             skipping = 0;
             if (loop)
                 return loop;

@@ -6,7 +6,8 @@
  * failed request, what was held and by which line.  show names it.
  *
  * It is a bundle of the same directory and host, written within a minute
- * of this one, whose failure a pool's worker loop caught (caught_by): one
+ * of this one, whose failure a pool's worker loop caught (caught_by) before
+ * this one was written: one
  * by a child of this process (environment.json's ppid), the nearest in
  * time where there are several; else, where the workers are another
  * process's children (a forkserver's), the one such bundle there is.
@@ -39,12 +40,21 @@ static long long manifest_number(bundle *b, const char *key)
     return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
 }
 
+/* A worker's failure, caught by its pool's loop before `written` (in
+ * seconds; a second of slack for the clocks' grain). */
+static int caught_before(bundle *w, double written)
+{
+    const bundle_failure *f = bundle_failure_of(w);
+    return json_is_string(json_object_get(w->metadata, "caught_by")) && f &&
+           json_is_number(f->timestamp) && json_number_value(f->timestamp) <= written + 1;
+}
+
 int worker_bundle_of(bundle *b, char *out, size_t cap)
 {
     if (!runtime_words_relay_worker(runtime_words_of(b)))
         return -1;
     time_t at = written_by_name(b->name);
-    long long pid = manifest_number(b, "pid");
+    long long pid = manifest_number(b, "pid"), written_ns = manifest_number(b, "created_at_ns");
     const char *host = bundle_host(b);
     char dir[sizeof b->path];
     snprintf(dir, sizeof dir, "%s", b->path);
@@ -53,7 +63,7 @@ int worker_bundle_of(bundle *b, char *out, size_t cap)
         slash[slash == dir] = '\0'; /* "/oom_dump_...": the root */
     else
         snprintf(dir, sizeof dir, ".");
-    DIR *d = at && pid > 0 ? opendir(dir) : NULL;
+    DIR *d = at && pid > 0 && written_ns > 0 ? opendir(dir) : NULL;
     if (!d)
         return -1;
     /* the child's nearest in time, else the one other worker's */
@@ -74,7 +84,7 @@ int worker_bundle_of(bundle *b, char *out, size_t cap)
         const char *its_host = bundle_host(&w);
         json_t *process = json_object_get(w.environment, "process");
         json_t *ppid = json_object_get(process, "ppid");
-        if (json_is_string(json_object_get(w.metadata, "caught_by")) &&
+        if (caught_before(&w, (double)written_ns / 1e9) &&
             (!host || !its_host || !strcmp(host, its_host))) {
             if (json_is_integer(ppid) && json_integer_value(ppid) == pid) {
                 if (off < child_off) {

@@ -109,8 +109,8 @@ json_t *show_json(bundle *b)
     json_object_set_new(doc, "outcome", text_or_null(outcome_words(b, outcome, sizeof outcome)));
     char worker[sizeof b->path];
     json_object_set_new(doc, "worker_bundle",
-                        worker_bundle_of(b, worker, sizeof worker) == 0 ? json_string(worker)
-                                                                        : json_null());
+                        text_or_null(worker_bundle_of(b, worker, sizeof worker) == 0 ? worker
+                                                                                     : NULL));
     json_t *causes = json_array();
     diagnose_each(b, add_cause, causes);
     json_object_set_new(doc, "likely_causes", causes);
