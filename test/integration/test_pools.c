@@ -49,6 +49,39 @@ static void bundle_with_reason(const char *reason, char *path, size_t cap)
         fail_msg("no bundle of reason %s in %s; stderr: %s", reason, paths.dumps, err);
 }
 
+static char verdict[1 << 14];
+
+/* What every pool's case leaves: the main process's death and the worker's
+ * bundle (their paths into main_bundle and worker_bundle); show of the
+ * death names the worker's bundle, which is a failure survived, caught by
+ * `loop`; triage counts one death and one failure survived (its text in
+ * verdict).  `what` names the case in a failure's message. */
+#define BUNDLE_PATH_CAP 1024
+static void expect_death_and_worker(const char *what, const char *loop,
+                                    char main_bundle[static BUNDLE_PATH_CAP],
+                                    char worker_bundle[static BUNDLE_PATH_CAP])
+{
+    char named[BUNDLE_PATH_CAP + 32], terr[4096];
+    bundle_with_reason("message_pattern:MemoryError", main_bundle, BUNDLE_PATH_CAP);
+    bundle_with_reason("ENOMEM", worker_bundle, BUNDLE_PATH_CAP);
+    snprintf(named, sizeof named, "\nWorker's bundle:  %s\n", worker_bundle);
+    if (!strstr(show_output(main_bundle), named))
+        fail_msg("%s: show names not the worker's bundle:\n%s", what, show_output(main_bundle));
+    json_t *md = bundle_file(worker_bundle, "metadata.json");
+    if (strcmp(json_str(md, "kind"), "survived") || strcmp(json_str(md, "caught_by"), loop))
+        fail_msg("%s: the worker's bundle is %s, caught by %s", what, json_str(md, "kind"),
+                 json_str(md, "caught_by"));
+    json_decref(md);
+    expect_headline(worker_bundle, "the process survived: an allocation of host memory "
+                                   "failed (ENOMEM) in a task of ");
+    assert_int_equal(inspect_verb("triage", paths.dumps, NULL, verdict, sizeof verdict, terr,
+                                  sizeof terr),
+                     3);
+    if (!strstr(verdict, " 1 out-of-memory death(s)") ||
+        !strstr(verdict, " 1 failure(s) survived"))
+        fail_msg("%s: triage:\n%s", what, verdict);
+}
+
 /* A DataLoader worker whose dataset asks for more than its RLIMIT_AS
  * leaves: the worker's MemoryError is caught in the worker, handed to the
  * main process and raised there again ("MemoryError: Caught MemoryError
@@ -66,7 +99,8 @@ static void test_torch_dataloader_worker_memory_error(void **state)
     (void)state;
     skip_under_preload_sanitizer("RLIMIT_AS");
     const char *python = torch_python_or_skip_line("test_torch_dataloader_worker_memory_error");
-    char script[4096], file[700], main_bundle[1024], worker_bundle[1024];
+    char script[4096], file[700];
+    char main_bundle[BUNDLE_PATH_CAP], worker_bundle[BUNDLE_PATH_CAP];
     if (!python)
         return;
     snprintf(file, sizeof file, "%s/worker_oom.py", paths.scratch);
@@ -96,32 +130,23 @@ static void test_torch_dataloader_worker_memory_error(void **state)
     if (code != 1 || !strstr(err, "MemoryError: Caught MemoryError in DataLoader worker process"))
         fail_msg("exit %d, not the DataLoader's re-raise; stderr: %s", code, err);
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 2);
-    bundle_with_reason("message_pattern:MemoryError", main_bundle, sizeof main_bundle);
-    bundle_with_reason("ENOMEM", worker_bundle, sizeof worker_bundle);
+    expect_death_and_worker("DataLoader", "torch.utils.data._utils.worker._worker_loop",
+                            main_bundle, worker_bundle);
     json_t *md = bundle_file(worker_bundle, "metadata.json");
-    assert_string_equal(json_str(md, "kind"), "survived");
-    assert_string_equal(json_str(md, "caught_by"), "torch.utils.data._utils.worker._worker_loop");
     assert_int_equal(json_int(json_object_get(md, "failed_request"), "size"), (4ll << 30) + 1);
     json_decref(md);
     expect_headline(main_bundle, "PyTorch's DataLoader ran out of memory: in one of its worker "
                                  "processes, where the dataset's code runs");
     const char *shown = show_output(main_bundle);
-    char named[1100];
-    snprintf(named, sizeof named, "\nWorker's bundle:  %s\n", worker_bundle);
     if (!strstr(shown, "\nFailed at:        worker_oom.py:14 in __getitem__\n") ||
-        strstr(shown, "\nHeld by:") || !strstr(shown, named))
+        strstr(shown, "\nHeld by:"))
         fail_msg("show:\n%s\nstderr: %s", shown, err);
     json_t *env = bundle_file(main_bundle, "environment.json");
     const char *version = json_str(json_object_get(env, "system"), "torch_version");
     if (!strchr("0123456789", version[0]) || !strchr(version, '.'))
         fail_msg("torch's version: \"%s\"", version);
     json_decref(env);
-    static char verdict[1 << 14], terr[4096];
-    assert_int_equal(inspect_verb("triage", paths.dumps, NULL, verdict, sizeof verdict, terr,
-                                  sizeof terr),
-                     3);
-    if (!strstr(verdict, " 1 out-of-memory death(s)") ||
-        !strstr(verdict, "message_pattern:MemoryError  at worker_oom.py:14 in __getitem__\n"))
+    if (!strstr(verdict, "message_pattern:MemoryError  at worker_oom.py:14 in __getitem__\n"))
         fail_msg("triage:\n%s", verdict);
 }
 
@@ -154,8 +179,8 @@ static void test_pool_worker_memory_error(void **state)
     static const char *const starts[] = {"fork", "spawn"};
     static const char *const loops[] = {"multiprocessing.pool.worker",
                                         "concurrent.futures.process._process_worker"};
-    char file[700], script[4096], main_bundle[1024], worker_bundle[1024];
-    static char verdict[1 << 14], terr[4096];
+    char file[700], script[4096], what[64];
+    char main_bundle[BUNDLE_PATH_CAP], worker_bundle[BUNDLE_PATH_CAP];
     snprintf(file, sizeof file, "%s/pool_oom.py", paths.scratch);
     static const char program[] =
         "import concurrent.futures as cf, multiprocessing as mp, sys\n"
@@ -180,10 +205,11 @@ static void test_pool_worker_memory_error(void **state)
                  ranked ? "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 " : "",
                  paths.preload, file, pools[i].kind, start);
         int code = exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
+        snprintf(what, sizeof what, "%s, %s", pools[i].kind, start);
         if (code != 1 || !strstr(err, "RemoteTraceback"))
-            fail_msg("%s, %s: exit %d, not the worker's error raised again; stderr: %s",
-                     pools[i].kind, start, code, err);
-        bundle_with_reason("message_pattern:MemoryError", main_bundle, sizeof main_bundle);
+            fail_msg("%s: exit %d, not the worker's error raised again; stderr: %s", what, code,
+                     err);
+        expect_death_and_worker(what, loops[i], main_bundle, worker_bundle);
         expect_headline(main_bundle, pools[i].headline);
         /* our line of it, though the worker's traceback it was written at
          * came inside one long write of the quoted text: after that line */
@@ -191,35 +217,16 @@ static void test_pool_worker_memory_error(void **state)
         snprintf(ours, sizeof ours, "\"\"\"\ngpumemprof: OOM message on stderr (MemoryError); "
                                     "bundle: %s;", main_bundle);
         if (!strstr(err, ours))
-            fail_msg("%s, %s: no line of ours after the quoted traceback: %s", pools[i].kind,
-                     start, err);
+            fail_msg("%s: no line of ours after the quoted traceback: %s", what, err);
         const char *shown = show_output(main_bundle);
         if (!strstr(shown, "\nFailed at:        pool_oom.py:3 in work\n") ||
             strstr(shown, "\nHeld by:"))
-            fail_msg("%s, %s: show:\n%s\nstderr: %s", pools[i].kind, start, shown, err);
-        bundle_with_reason("ENOMEM", worker_bundle, sizeof worker_bundle);
-        char named[1100];
-        snprintf(named, sizeof named, "\nWorker's bundle:  %s\n", worker_bundle);
-        if (!strstr(shown, named))
-            fail_msg("%s, %s: show names not the worker's bundle:\n%s", pools[i].kind, start,
-                     shown);
-        json_t *md = bundle_file(worker_bundle, "metadata.json");
-        if (strcmp(json_str(md, "kind"), "survived") || strcmp(json_str(md, "caught_by"), loops[i]))
-            fail_msg("%s, %s: the worker's bundle is %s, caught by %s", pools[i].kind, start,
-                     json_str(md, "kind"), json_str(md, "caught_by"));
-        json_decref(md);
-        expect_headline(worker_bundle, "the process survived: an allocation of host memory "
-                                       "failed (ENOMEM) in a task of ");
-        assert_int_equal(inspect_verb("triage", paths.dumps, NULL, verdict, sizeof verdict, terr,
-                                      sizeof terr),
-                         3);
+            fail_msg("%s: show:\n%s\nstderr: %s", what, shown, err);
         /* a pool is the program's, not a distributed run, however started */
-        if (!strstr(verdict, " 1 out-of-memory death(s)") ||
-            !strstr(verdict, " 1 failure(s) survived") ||
-            (ranked ? !strstr(verdict, "\n    rank 1 ran out of host memory at ") ||
-                          strstr(verdict, "rank 1 survived")
-                    : strstr(verdict, " run(s), ") != NULL))
-            fail_msg("%s, %s: triage:\n%s", pools[i].kind, start, verdict);
+        if (ranked ? !strstr(verdict, "\n    rank 1 ran out of host memory at ") ||
+                         strstr(verdict, "rank 1 survived")
+                   : strstr(verdict, " run(s), ") != NULL)
+            fail_msg("%s: triage:\n%s", what, verdict);
     }
 }
 
@@ -236,8 +243,8 @@ static void test_joblib_worker_memory_error(void **state)
     (void)state;
     if (huge_malloc_may_succeed())
         return;
-    char file[700], script[4096], main_bundle[1024], worker_bundle[1024], named[1100];
-    static char verdict[1 << 14], terr[4096];
+    char file[700], script[4096];
+    char main_bundle[BUNDLE_PATH_CAP], worker_bundle[BUNDLE_PATH_CAP];
     snprintf(file, sizeof file, "%s/joblib_oom.py", paths.scratch);
     static const char program[] =
         "from joblib import Parallel, delayed\n"
@@ -259,25 +266,14 @@ static void test_joblib_worker_memory_error(void **state)
     if (code != 1 || !strstr(err, "_RemoteTraceback"))
         fail_msg("exit %d, not the worker's error raised again; stderr: %s", code, err);
     assert_int_equal(count_prefixed(paths.dumps, "oom_dump_"), 2);
-    bundle_with_reason("message_pattern:MemoryError", main_bundle, sizeof main_bundle);
-    bundle_with_reason("ENOMEM", worker_bundle, sizeof worker_bundle);
+    expect_death_and_worker("joblib", "loky.process_executor._process_worker", main_bundle,
+                            worker_bundle);
     expect_headline(main_bundle, "joblib's process pool (loky) ran out of memory: in one of its "
                                  "worker processes, where the function given to Parallel runs");
-    snprintf(named, sizeof named, "\nWorker's bundle:  %s\n", worker_bundle);
-    if (!strstr(show_output(main_bundle), named))
-        fail_msg("show names not the worker's bundle:\n%s", show_output(main_bundle));
     json_t *md = bundle_file(worker_bundle, "metadata.json");
-    assert_string_equal(json_str(md, "kind"), "survived");
-    assert_string_equal(json_str(md, "caught_by"), "loky.process_executor._process_worker");
     assert_string_equal(json_str(md, "confirmed_by"), "caught");
     assert_true(json_int(json_object_get(md, "failed_request"), "size") >= 1ll << 46);
     json_decref(md);
-    assert_int_equal(inspect_verb("triage", paths.dumps, NULL, verdict, sizeof verdict, terr,
-                                  sizeof terr),
-                     3);
-    if (!strstr(verdict, " 1 out-of-memory death(s)") ||
-        !strstr(verdict, " 1 failure(s) survived"))
-        fail_msg("triage:\n%s", verdict);
 }
 
 static int setup(void **state)
