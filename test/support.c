@@ -80,6 +80,15 @@ void skip_under_preload_sanitizer(const char *why)
     skip();
 }
 
+const char *speaker_library(const preload_paths *p, const char *name)
+{
+    static char path[4][1200];
+    static int next;
+    char *at = path[next++ % 4];
+    snprintf(at, sizeof path[0], "%s/test/doubles/speakers/%s", p->build, name);
+    return at;
+}
+
 void preload_paths_make(preload_paths *p, const char *tag)
 {
     const char *b = getenv("GMP_BUILD");

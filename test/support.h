@@ -14,6 +14,14 @@
 void scratch_make(char *out, size_t cap, const char *tag);
 void scratch_remove(const char *path);
 
+/* PyTorch's words for a CUDA allocation it could not make, in full: past
+ * 128 bytes, as they are (the message tests print them) */
+#define TORCH_MESSAGE                                                                     \
+    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "   \
+    "79.15 GiB of which 3.12 GiB is free. Including non-PyTorch memory, this process "    \
+    "has 76.02 GiB memory in use. Of the allocated memory 75.50 GiB is allocated by "     \
+    "PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated."
+
 /* For tests that run programs under the preload: the build directory
  * ($GMP_BUILD, else build), what LD_PRELOAD must name for the preload in it
  * (preload) and its file alone (preload_so), and a fresh scratch directory
@@ -22,6 +30,10 @@ typedef struct preload_paths {
     char build[1024], preload[2400], preload_so[1100], scratch[256], dumps[512], rundir[512];
 } preload_paths;
 void preload_paths_make(preload_paths *p, const char *tag);
+/* The stand-in of a framework's library (test/doubles/speaker.c) by name,
+ * for LD_PRELOAD beside ours: a process that prints that framework's line
+ * then has the framework loaded, as in life.  Four paths live at once. */
+const char *speaker_library(const preload_paths *p, const char *name);
 /* The sanitizer's runtime when the preload under test is built with ASan
  * or TSan ($GMP_TEST_SAN_RUNTIME, set by `make sanitize`), else NULL.  Then
  * p->preload names the runtime after the preload (a list for LD_PRELOAD),

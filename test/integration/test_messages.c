@@ -10,7 +10,7 @@
  * exhausted" is no OOM; one message-only bundle a process.  The traceback
  * Python printed becomes the bundle's Python stack when none was taken at
  * the failure.  The program's own output and status never change; other
- * stderr is ignored.
+ * stderr is ignored.  (test_relays.c has a launcher's and a rank's lines.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,25 +28,6 @@
 static preload_paths paths;
 static char out[1 << 16], err[1 << 16];
 
-/* PyTorch's words in full: past 128 bytes, as they are */
-#define TORCH_MESSAGE                                                                     \
-    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "   \
-    "79.15 GiB of which 3.12 GiB is free. Including non-PyTorch memory, this process "    \
-    "has 76.02 GiB memory in use. Of the allocated memory 75.50 GiB is allocated by "     \
-    "PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated."
-
-/* The stand-in of a framework's library (test/doubles/speaker.c) by name:
- * preloaded into a process that prints that framework's line, so that the
- * line comes from where the framework is loaded, as in life. */
-static const char *speaker(const char *name)
-{
-    static char path[4][1200];
-    static int next;
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/test/doubles/speakers/%s", paths.build, name);
-    return p;
-}
-
 /* python3 raising a torch.OutOfMemoryError (torch's library loaded), after
  * `before` (python code). */
 static int run_python(const char *env, const char *before)
@@ -62,7 +43,7 @@ static int run_python(const char *env, const char *before)
              "def train_step():\n"
              "    raise OutOfMemoryError(\"" TORCH_MESSAGE "\")\n"
              "train_step()'",
-             paths.preload, speaker("libtorch_cpu.so"), paths.build, env ? env : "",
+             paths.preload, speaker_library(&paths, "libtorch_cpu.so"), paths.build, env ? env : "",
              before ? before : "");
     return exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err));
 }
@@ -187,7 +168,7 @@ static int run_program_both_ways(const char *program, const char *how, const cha
 {
     char script[4096];
     static char bare_out[sizeof out], bare_err[sizeof err];
-    const char *with = lib ? speaker(lib) : "";
+    const char *with = lib ? speaker_library(&paths, lib) : "";
     snprintf(script, sizeof script, "LD_PRELOAD='%s' '%s/test/programs/%s' %s", with, paths.build,
              program, how);
     int bare = exit_code_of(run_script(&paths, script, bare_out, sizeof bare_out, bare_err,
@@ -254,7 +235,7 @@ static void test_one_message_bundle_per_process(void **state)
     (void)state;
     char script[4096];
     snprintf(script, sizeof script, "LD_PRELOAD='%s %s' '%s/test/programs/stderr_oom' twice",
-             paths.preload, speaker("libtorch_cpu.so"), paths.build);
+             paths.preload, speaker_library(&paths, "libtorch_cpu.so"), paths.build);
     assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
                      0);
     assert_string_equal(out, "done\n");
@@ -284,7 +265,7 @@ static void test_printed_traceback_is_masked(void **state)
         "train_step()\n";
     write_file(file, program, sizeof program - 1);
     snprintf(script, sizeof script, "export LD_PRELOAD='%s %s'; exec python3 '%s'",
-             paths.preload, speaker("libtorch_cpu.so"), file);
+             paths.preload, speaker_library(&paths, "libtorch_cpu.so"), file);
     assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
                      1);
     assert_non_null(strstr(err, "s3cret-77")); /* the program's own stderr is its own */
@@ -295,128 +276,6 @@ static void test_printed_traceback_is_masked(void **state)
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     if (exit_code_of(run_capture(argv, out, sizeof out, err, sizeof err)) != 0)
         fail_msg("the password reached the bundle, or no traceback: %s", out);
-}
-
-/* torch.distributed prints an uncaught error with "[rankN]: " before each
- * line: behind it the traceback is a traceback and the exception's line
- * names torch's OutOfMemoryError (it was the JVM's, by the word
- * "OutOfMemoryError" left in an unparsed message). */
-static void test_rank_prefixed_lines(void **state)
-{
-    (void)state;
-    char script[8192], file[700];
-    snprintf(file, sizeof file, "%s/train.py", paths.scratch);
-    static const char program[] =
-        "import sys, traceback\n"
-        "def hook(t, v, tb):\n"
-        "    for line in ''.join(traceback.format_exception(t, v, tb)).splitlines():\n"
-        "        print('[rank1]: ' + line, file=sys.stderr)\n"
-        "sys.excepthook = hook\n"
-        "class OutOfMemoryError(RuntimeError):\n"
-        "    pass\n"
-        "OutOfMemoryError.__module__ = 'torch'\n"
-        "def train_step():\n"
-        "    raise OutOfMemoryError('" TORCH_MESSAGE "')\n"
-        "train_step()\n";
-    write_file(file, program, sizeof program - 1);
-    snprintf(script, sizeof script, "export LD_PRELOAD='%s %s'; exec python3 '%s'",
-             paths.preload, speaker("libtorch_cpu.so"), file);
-    assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err, sizeof err)),
-                     1);
-    char bundle[1024];
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
-    assert_string_equal(json_str(md, "exception_type"), "OutOfMemoryError");
-    assert_string_equal(json_str(md, "exception_module"), "torch");
-    json_decref(md);
-    const char *shown = show_output(bundle);
-    if (strstr(shown, "JVM") || !strstr(shown, "\nPython stack:     ") ||
-        !strstr(shown, "train.py:10 in train_step"))
-        fail_msg("show says:\n%s", shown);
-}
-
-/* torch.multiprocessing.spawn's parent raises its child's traceback
- * again, in its own exception: the child's MemoryError and the child's
- * torch OutOfMemoryError are the child's deaths (its own bundle tells
- * them), not deaths of the parent, which wrote two false bundles. */
-static void test_relayed_traceback_is_no_death(void **state)
-{
-    (void)state;
-    char script[8192], file[700];
-    snprintf(file, sizeof file, "%s/spawn.py", paths.scratch);
-    static const char program[] =
-        "import sys\n"
-        "class ProcessRaisedException(Exception):\n"
-        "    pass\n"
-        "ProcessRaisedException.__module__ = 'torch.multiprocessing.spawn'\n"
-        "last = sys.argv[1]\n"
-        "child = ('Traceback (most recent call last):\\n'\n"
-        "         '  File \"/w/train.py\", line 9, in worker\\n'\n"
-        "         '    step(batch)\\n' + last + '\\n')\n"
-        "raise ProcessRaisedException('\\n\\n-- Process 1 terminated with the following "
-        "error:\\n' + child)\n";
-    write_file(file, program, sizeof program - 1);
-    snprintf(script, sizeof script,
-             "export LD_PRELOAD='%s %s'; python3 '%s' MemoryError; echo $?; "
-             "python3 '%s' 'torch.OutOfMemoryError: " TORCH_MESSAGE "'; echo $?",
-             paths.preload, speaker("libtorch_cpu.so"), file, file);
-    run_script(&paths, script, out, sizeof out, err, sizeof err);
-    assert_string_equal(out, "1\n1\n");
-    if (!strstr(err, "-- Process 1 terminated with the following error:\nTraceback") ||
-        count_prefixed(paths.dumps, "oom_dump_") != 0)
-        fail_msg("bundles: %d; stderr: %s", count_prefixed(paths.dumps, "oom_dump_"), err);
-}
-
-/* torchrun's agent relays its ranks' words twice: with --tee, each line
- * of a rank's log, behind "[default1]:"; at its end, its ChildFailedError's
- * summary, whose "Root Cause" holds the traceback of a rank that used
- * @record, indented.  Neither is a death of the agent (torch is loaded in
- * it: it wrote a false bundle for each).  What the agent says of its own
- * after the summary's closing rule is its own: one bundle, its words. */
-static void test_torchrun_relays_are_no_death(void **state)
-{
-    (void)state;
-    char script[8192], file[700];
-    snprintf(file, sizeof file, "%s/agent.py", paths.scratch);
-    static const char program[] =
-        "import sys\n"
-        "relayed = ('Traceback (most recent call last):\\n'\n"
-        "           '  File \"/w/train.py\", line 9, in main\\n'\n"
-        "           '    step(batch)\\n'\n"
-        "           'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.')\n"
-        "for line in relayed.splitlines():\n"
-        "    print('[default1]:' + line, file=sys.stderr, flush=True)\n"
-        "print('[default1]:RuntimeError: DefaultCPUAllocator: can\\'t allocate memory: you tried "
-        "to allocate 268435456 bytes. Error code 12 (Cannot allocate memory)', file=sys.stderr)\n"
-        "summary = ('Traceback (most recent call last):\\n'\n"
-        "           '  File \"/v/bin/torchrun\", line 8, in <module>\\n'\n"
-        "           '    sys.exit(main())\\n'\n"
-        "           'torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \\n'\n"
-        "           '=' * 60 + '\\ntrain.py FAILED\\n' + '-' * 60 + '\\nFailures:\\n'\n"
-        "           '  <NO_OTHER_FAILURES>\\n' + '-' * 60 + '\\n'\n"
-        "           'Root Cause (first observed failure):\\n[0]:\\n'\n"
-        "           '  rank      : 1 (local_rank: 1)\\n'\n"
-        "           '  exitcode  : 1 (pid: 17244)\\n'\n"
-        "           '  error_file: /tmp/torchelastic_u/attempt_0/1/error.json\\n'\n"
-        "           '  traceback : ' + relayed.replace('\\n', '\\n  ') + '\\n  \\n' + '=' * 60)\n"
-        "print(summary, file=sys.stderr, flush=True)\n"
-        "class OutOfMemoryError(RuntimeError):\n"
-        "    pass\n"
-        "OutOfMemoryError.__module__ = 'torch'\n"
-        "raise OutOfMemoryError('" TORCH_MESSAGE "')\n";
-    write_file(file, program, sizeof program - 1);
-    snprintf(script, sizeof script, "export LD_PRELOAD='%s %s'; python3 '%s'; echo $?",
-             paths.preload, speaker("libtorch_cpu.so"), file);
-    run_script(&paths, script, out, sizeof out, err, sizeof err);
-    assert_string_equal(out, "1\n");
-    if (!strstr(err, "[default1]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-                     "2.00 GiB.\n") ||
-        !strstr(err, "\n  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 "
-                     "GiB.\n"))
-        fail_msg("the relays were not printed: %s", err);
-    char bundle[1024];
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", bundle, sizeof bundle);
-    assert_string_equal(json_str(md, "exception_message"), TORCH_MESSAGE);
-    json_decref(md);
 }
 
 /* Each framework's own last line, as it prints it, from a process that
@@ -471,7 +330,7 @@ static void test_frameworks_own_words(void **state)
         snprintf(script, sizeof script,
                  "export LD_PRELOAD='%s %s'; python3 -c 'import os\n"
                  "os.write(2, (os.environ[\"GMP_TEST_LINE\"] + \"\\n\").encode())\n%s'",
-                 paths.preload, cases[i].lib ? speaker(cases[i].lib) : "",
+                 paths.preload, cases[i].lib ? speaker_library(&paths, cases[i].lib) : "",
                  last_words ? "os.abort()" : "");
         assert_int_equal(exit_code_of(run_script(&paths, script, out, sizeof out, err,
                                                  sizeof err)),
@@ -614,9 +473,6 @@ int main(void)
         cmocka_unit_test(test_last_words_only_from_their_runtime),
         cmocka_unit_test(test_words_nobody_here_can_mean),
         cmocka_unit_test(test_printed_traceback_is_masked),
-        cmocka_unit_test(test_rank_prefixed_lines),
-        cmocka_unit_test(test_relayed_traceback_is_no_death),
-        cmocka_unit_test(test_torchrun_relays_are_no_death),
     };
     return cmocka_run_group_tests(tests, setup, preload_paths_teardown);
 }
