@@ -19,7 +19,9 @@
 #                kind, decided as its writer decided it; ring_recovery.h:
 #                the bundles of rings their processes left, which recover
 #                and gmp-run write; printed_frame.h: the JVM's and V8's
-#                printed frames, read as the preload read them)
+#                printed frames, read as the preload read them;
+#                worker_loops.h: Python's pools' worker loops, named as the
+#                preload names them)
 #   tools/inspect/ gmp-inspect's rooms, each on the ones before it:
 #                read (bundles and rings) <- answer (what a bundle means)
 #                <- draw (on read alone) <- export (on read and answer)
@@ -43,7 +45,7 @@ allowed() { # allowed FROM_FOLDER HEADER_FOLDER HEADER
     preload/engine:preload/engine | preload/hooks:preload/hooks | preload/hooks:preload/engine) return 0 ;;
     tools/run:tools/run) return 0 ;;
     tools/inspect/*:tools/inspect/*) room_may_use "${1#tools/inspect/}" "${2#tools/inspect/}" && return 0 ;;
-    tools/*:recorder) case "$3" in ring.h | rundir.h | bundle.h | kernel_log.h | dumpdir.h | verdict.h | ring_recovery.h | printed_frame.h) return 0 ;; esac ;;
+    tools/*:recorder) case "$3" in ring.h | rundir.h | bundle.h | kernel_log.h | dumpdir.h | verdict.h | ring_recovery.h | printed_frame.h | worker_loops.h) return 0 ;; esac ;;
     tools/*:collectors) [ "$3" = collector.h ] && return 0 ;;
     esac
     return 1

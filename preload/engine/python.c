@@ -10,6 +10,7 @@
  * then the process does not die of it, whatever ends it later.
  */
 #include "preload.h"
+#include "worker_loops.h"
 
 #include <dlfcn.h>
 #include <string.h>
@@ -56,23 +57,14 @@ int gmp_python_traceback_fd(void)
     return fd;
 }
 
-/* Worker loops that catch every exception of the task they run and hand it
- * to the process that waits for its result, which raises it again and
- * writes that failure up itself: the worker goes on (or is stopped with
- * its pool).  By the file's end and the function, as the dumper writes a
- * frame ("  File \"/usr/lib/python3.11/multiprocessing/pool.py\", line 125
- * in worker"); the name is what metadata.json's caught_by says. */
+/* The pools' worker loops (worker_loops.h), by the file's end and the
+ * function as the dumper writes a frame ("  File \"/usr/lib/python3.11/
+ * multiprocessing/pool.py\", line 125 in worker"). */
+#define WORKER_LOOP(file_end, function, name, owner, runs) {file_end, function, name},
 static const struct worker_loop {
     const char *file_end, *function, *name;
-} worker_loops[] = {
-    {"/multiprocessing/pool.py", "worker", "multiprocessing.pool.worker"},
-    {"/concurrent/futures/process.py", "_process_worker",
-     "concurrent.futures.process._process_worker"},
-    {"/torch/utils/data/_utils/worker.py", "_worker_loop",
-     "torch.utils.data._utils.worker._worker_loop"},
-    /* joblib's executor (loky, vendored in joblib.externals or on its own) */
-    {"/loky/process_executor.py", "_process_worker", "loky.process_executor._process_worker"},
-};
+} worker_loops[] = {GMP_FOR_EACH_WORKER_LOOP(WORKER_LOOP)};
+#undef WORKER_LOOP
 
 /* The worker loop one dumped frame line is in, or NULL. */
 static const char *worker_loop_of(const char *line, size_t len)

@@ -13,6 +13,7 @@
  * environment holds it.
  */
 #include "answer.h"
+#include "worker_loops.h"
 
 #include <string.h>
 
@@ -156,51 +157,32 @@ static const runtime_words torch_worker = {" in DataLoader worker process ", NUL
                                            "worker's error again (the worker's own bundle has "
                                            "its failed request)",
                                            NULL, NULL, NULL, OWN_HEAP};
-/* multiprocessing's Pool and concurrent.futures' ProcessPoolExecutor hand
- * a worker's exception to the process that waits for its result, which
- * raises it again and prints the worker's traceback first, as its cause
- * ("multiprocessing.pool.RemoteTraceback: ", then it between triple
- * quotes): the traceback this process's bundle keeps, whose outermost
- * frame is the pool's loop in the worker (the worker itself prints none:
- * that loop catches every exception).  The memory ran out in the worker. */
+/* A pool (worker_loops.h: multiprocessing's Pool, concurrent.futures'
+ * ProcessPoolExecutor, joblib's) hands a worker's exception to the process
+ * that waits for its result, which raises it again and prints the worker's
+ * traceback first, as its cause ("multiprocessing.pool.RemoteTraceback: ",
+ * then it between triple quotes): the traceback this process's bundle
+ * keeps, whose outermost frame is the pool's loop in the worker (the
+ * worker itself prints none: that loop catches every exception).  The
+ * memory ran out in the worker.  (PyTorch's DataLoader prints the main
+ * process's frames first: torch_worker, above.) */
+#define POOL_LOOP(file_end, function, name, owner, runs)                                      \
+    {file_end, function, name,                                                                 \
+     {"", NULL, owner,                                                                         \
+      "in one of its worker processes, where " runs " runs; this process raised the worker's " \
+      "error again (the worker's own bundle has its failed request)",                          \
+      NULL, NULL, NULL, OWN_HEAP}},
 static const struct pool_loop {
-    const char *file_end, *fn;
+    const char *file_end, *fn, *name; /* name: caught_by's */
     runtime_words words;
-} pool_loops[] = {
-    {"/multiprocessing/pool.py", "worker",
-     {"", NULL, "multiprocessing's Pool",
-      "in one of its worker processes, where the function given to the pool runs; this process "
-      "raised the worker's error again (the worker's own bundle has its failed request)",
-      NULL, NULL, NULL, OWN_HEAP}},
-    {"/concurrent/futures/process.py", "_process_worker",
-     {"", NULL, "concurrent.futures' ProcessPoolExecutor",
-      "in one of its worker processes, where the function given to the executor runs; this "
-      "process raised the worker's error again (the worker's own bundle has its failed request)",
-      NULL, NULL, NULL, OWN_HEAP}},
-    /* joblib's Parallel (scikit-learn's n_jobs): loky's executor, vendored
-     * in joblib.externals or on its own */
-    {"/loky/process_executor.py", "_process_worker",
-     {"", NULL, "joblib's process pool (loky)",
-      "in one of its worker processes, where the function given to Parallel runs; this process "
-      "raised the worker's error again (the worker's own bundle has its failed request)",
-      NULL, NULL, NULL, OWN_HEAP}},
-};
-
-/* The worker loops the preload names in caught_by, by their pool. */
-static const struct {
-    const char *loop, *owner;
-} worker_loops[] = {
-    {"multiprocessing.pool.worker", "multiprocessing's Pool"},
-    {"concurrent.futures.process._process_worker", "concurrent.futures' ProcessPoolExecutor"},
-    {"torch.utils.data._utils.worker._worker_loop", "PyTorch's DataLoader"},
-    {"loky.process_executor._process_worker", "joblib's process pool (loky)"},
-};
+} pool_loops[] = {GMP_FOR_EACH_WORKER_LOOP(POOL_LOOP)};
+#undef POOL_LOOP
 
 const char *worker_loop_owner(const char *caught_by)
 {
-    for (size_t i = 0; caught_by && i < sizeof worker_loops / sizeof *worker_loops; i++)
-        if (!strcmp(caught_by, worker_loops[i].loop))
-            return worker_loops[i].owner;
+    for (size_t i = 0; caught_by && i < sizeof pool_loops / sizeof *pool_loops; i++)
+        if (!strcmp(caught_by, pool_loops[i].name))
+            return pool_loops[i].words.runtime;
     return "a pool of worker processes";
 }
 
