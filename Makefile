@@ -488,8 +488,9 @@ test-after-deps: all $(TEST_BIN) $(TEST_PROGRAMS) $(GPU_TESTS) $(SPEAKERS) $(FUZ
 # build.  Results and bundles under $OUT when set, else $(BUILD)/gpu-check;
 # GPU_CHECK_ONLY=1,7 runs those cases alone.  Case 15 exports case 19's
 # bundle with gmp-inspect where `make all` built it (it needs jansson),
-# and skips with a line where it cannot.
-gpu-check: $(PRELOAD) $(RUN_TOOL) $(SHARED_LIB)
+# and skips with a line where it cannot.  Case 13 times the preload's own
+# work a pair on the bench's pairs program against the cudart double.
+gpu-check: $(PRELOAD) $(RUN_TOOL) $(SHARED_LIB) $(BUILD)/bench/device_pairs
 	@python3 test/gpu_check/gpu_check.py --build $(BUILD) --only "$(GPU_CHECK_ONLY)"
 
 # The wheel (mk/wheel.sh): the preload, the tools, the recorder library and

@@ -294,11 +294,11 @@ def torch_fits(c):
                 lines += "".join(l for l in err.splitlines(True) if "gpumemprof" in l)
         ratios.append(runs[True] / runs[False])
     c.step_ratio = statistics.median(ratios)
-    c.row(label, "no bundle, no stderr line, step time <= 1.02x",
+    c.row(label, "no bundle, no stderr line, step time <= 1.01x",
           "%d bundles, %d lines, step %.3fx (%s)" % (bundles_seen, lines.count("\n"),
                                                       c.step_ratio,
                                                       " ".join("%.3f" % r for r in ratios)),
-          bundles_seen == 0 and not lines and c.step_ratio <= 1.02)
+          bundles_seen == 0 and not lines and c.step_ratio <= 1.01)
 
 
 RECOVER = r"""
@@ -449,31 +449,80 @@ def killed_under_gmp_run(c, progs):
           all(live.get(a) == s for a, s in held.items()))
 
 
-def overhead(c, progs):
-    label = "13 cudaMalloc/cudaFree pair"
-    if "pairs" not in progs:
-        return c.row(label, "<= 1.10x", "program not built", False)
-    ratios, added = [], []
-    for i in range(5):
-        t = {}
-        for preload in ((False, True) if i % 2 == 0 else (True, False)):
-            rc, out, err, dumps = c.run("13_pairs", progs["pairs"] + ["20000"],
-                                        {"GMP_STACKS": "0", "GMP_WATCHDOG": "0"}, preload=preload)
+def pinned(argv):
+    """argv on one CPU where taskset is there: a process that moves between
+    a VM's CPUs mid-run times what the other guests do."""
+    cpu = (os.cpu_count() or 1) - 1
+    return (["taskset", "-c", str(cpu)] + argv) if shutil.which("taskset") else argv
+
+
+def pair_rounds(c, name, argv, rounds, extra=None):
+    """Rounds of bare, preloaded, bare again runs of a pairs program: each
+    preloaded run against the mean of the two bare ones it sits between (a
+    drift of the GPU's clocks cancels), and the second bare run against the
+    first (the noise such a ratio has with no preload at all).  (ratios,
+    controls, ns added, last bare ns) or a string saying what went wrong."""
+    ratios, controls, added = [], [], []
+    for i in range(rounds):
+        t = []
+        for n, preload in enumerate((False, True, False)):
+            rc, out, err, dumps = c.run("%s_%d_%d" % (name, i, n), pinned(argv),
+                                        dict({"GMP_STACKS": "0", "GMP_WATCHDOG": "0"},
+                                             **(extra or {})), preload=preload)
             try:
-                t[preload] = float(out.split()[-1])
+                t.append(float(out.split()[-1]))
             except (IndexError, ValueError):
-                return c.row(label, "<= 1.10x", "rc %s: %s" % (rc, err[-200:]), False)
-        ratios.append(t[True] / t[False])
-        added.append(t[True] - t[False])
+                return "rc %s: %s" % (rc, err[-200:])
+        bare = (t[0] + t[2]) / 2
+        ratios.append(t[1] / bare)
+        controls.append(t[2] / t[0])
+        added.append(t[1] - bare)
+    return ratios, controls, added, bare
+
+
+def spread(values, fmt="%.3f"):
+    return (fmt + "x (" + fmt + "-" + fmt + ")") % (
+        statistics.median(values), min(values), max(values))
+
+
+def overhead(c, progs):
+    """The preload's cost on a real driver's cudaMalloc/cudaFree pair and on a
+    training step (case 2's), both <= 1.01x.  A driver's pair varies from one
+    process to the next by far more than the preload adds, so the bare
+    against bare ratio is printed beside it; and where the build has the
+    pairs program of the bench with its cudart double, the preload's own
+    work a pair is timed on this CPU against that double (nanoseconds, not
+    the driver's microseconds) and put against the driver's bare pair."""
+    label = "13 cudaMalloc/cudaFree pair"
+    want = "<= 1.01x"
+    if "pairs" not in progs:
+        return c.row(label, want, "program not built", False)
+    got = pair_rounds(c, "13_pairs", progs["pairs"] + ["10500"], 15)
+    if isinstance(got, str):
+        return c.row(label, want, got, False)
+    ratios, controls, added, bare = got
     r = statistics.median(ratios)
+    seen = "%s, %+.0f ns a pair (%.0f ns bare); bare against bare %s; 15 rounds" % (
+        spread(ratios), statistics.median(added), bare, spread(controls))
+    ok = r <= 1.01
+    double = os.path.join(c.build, "bench", "device_pairs")
+    doubles = os.path.join(c.build, "test", "doubles")
+    if not c.doubles and os.access(double, os.X_OK) and os.path.isdir(doubles):
+        own = pair_rounds(c, "13_own", [double, "2100000"], 11, {"LD_LIBRARY_PATH": doubles})
+        if not isinstance(own, str):
+            # what the preload adds is its own work: at most 1% of the
+            # driver's pair, and no more seen on the driver than bare
+            # against bare varies
+            work = statistics.median(own[2])
+            seen += "; the preload's own work %+.0f ns a pair (%s against the double), " \
+                "%.4fx of the driver's pair" % (work, spread(own[0]), 1 + work / bare)
+            ok = 1 + work / bare <= 1.01 and r <= max(1.01, max(controls))
     # a double allocates in nanoseconds, the driver in microseconds: a ratio
-    # against the double is no measure of what a real program pays
-    c.row(label, "<= 1.10x", "%.3fx (%.3f-%.3f), %+.0f ns a pair (%.0f ns bare)" % (
-        r, min(ratios), max(ratios), statistics.median(added), t[False]),
-        "skip" if c.doubles else r <= 1.10)
+    # against the double alone is no measure of what a real program pays
+    c.row(label, want, seen, "skip" if c.doubles else ok)
     if c.step_ratio is not None:
-        c.row("13 forward/backward step", "<= 1.02x", "%.3fx (case 2)" % c.step_ratio,
-              c.step_ratio <= 1.02)
+        c.row("13 forward/backward step", want, "%.3fx (case 2)" % c.step_ratio,
+              c.step_ratio <= 1.01)
 
 
 TRACKER = r"""
@@ -851,12 +900,13 @@ def main():
 main()
 """
 
-# torchrun's part, where there is no torch: two ranks with its variables;
-# the first to end has the other stopped by SIGTERM
+# torchrun's part, where there is no torch: two ranks with its variables
+# (its run id "none", as torchrun gives without --rdzv-id); the first to
+# end has the other stopped by SIGTERM
 LAUNCHER_STANDIN = r"""
 import os, signal, subprocess, sys, time
 env = dict(os.environ, WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-           MASTER_PORT="29541", TORCHELASTIC_RUN_ID="gpucheck", TORCHELASTIC_RESTART_COUNT="0")
+           MASTER_PORT="29541", TORCHELASTIC_RUN_ID="none", TORCHELASTIC_RESTART_COUNT="0")
 ranks = [subprocess.Popen([sys.executable, sys.argv[1]], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
          for r in range(2)]
 while all(p.poll() is None for p in ranks):
@@ -901,8 +951,10 @@ def two_ranks(c):
     man = (load(found[0], "manifest.json") or {}) if found else {}
     md = (load(found[0], "metadata.json") or {}) if found else {}
     frames = python_frames(found[0], failed(md).get("stack_id")) if found else []
-    if man.get("rank") != 1 or not str(man.get("run", "")).startswith("torchrun|") or \
-            man.get("run_first") is not True:
+    # torchrun with no --rdzv-id names its run "none": the run is its
+    # launcher's and rendezvous's, told as torchrun's
+    if man.get("rank") != 1 or not str(man.get("run", "")).startswith(("torchrun|", "launcher|")) \
+            or man.get("run_first") is not True:
         problems.append("manifest rank %s run %s" % (man.get("rank"), man.get("run")))
     if failed(md).get("device") != 0 or not at_line(frames, line, "main"):
         problems.append("failed at %s" % innermost_words(frames, "-"))
@@ -916,9 +968,14 @@ def two_ranks(c):
         said = re.search(r"\n    (rank .*)\n", p.stdout)
         verdict = said.group(1) if said else p.stdout.strip()[-300:]
         if p.returncode != 3 or " 1 out-of-memory death(s)" not in p.stdout or \
+                not re.search(r"\n  run 1  torchrun run ", p.stdout) or \
                 not re.search(r"rank 1 ran out of cuda:0 memory at [^\n]* at rank\.py:%d in main"
                               r"\); rank 0 left no bundle" % line, p.stdout):
             problems.append("triage")
+        shown = subprocess.run([os.path.join(c.build, "gmp-inspect"), "show", found[0]],
+                               capture_output=True, text=True, timeout=60) if found else p
+        if not re.search(r"\nRun: +torchrun run(?! none)[ ,].*rank 1 of 2", shown.stdout):
+            problems.append("show's Run: line")
     else:
         verdict = "gmp-inspect cannot run here (rc %s); triage %s elsewhere" % (
             p.returncode, dumps)

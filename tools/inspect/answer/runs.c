@@ -80,9 +80,10 @@ static int run_named_by(bundle *b, char *key, size_t key_cap, char *title, size_
              r->launcher);
     snprintf(key, key_cap, "launcher|%.100s|%.60s|%.100s:%.20s", host, r->launcher,
              r->master_addr ? r->master_addr : "", r->master_port ? r->master_port : "");
-    if (r->master_addr)
-        snprintf(title, title_cap, "run at rendezvous %.60s:%.12s (launcher pid %s)",
-                 r->master_addr, r->master_port ? r->master_port : "?", launcher_pid);
+    if (r->master_addr) /* torchrun's run id is "none" where no --rdzv-id was given */
+        snprintf(title, title_cap, "%srun at rendezvous %.60s:%.12s (launcher pid %s)",
+                 r->run_id ? "torchrun " : "", r->master_addr,
+                 r->master_port ? r->master_port : "?", launcher_pid);
     else
         snprintf(title, title_cap, "%s run of launcher pid %s",
                  r->multiprocessing ? "multiprocessing" : "a", launcher_pid);

@@ -329,8 +329,9 @@ static void print_run(bundle *b)
     char line[600];
     size_t n = 0;
 #define SAY(...) (n += n < sizeof line ? (size_t)snprintf(line + n, sizeof line - n, __VA_ARGS__) : 0)
-    if (r->run_id) {
-        SAY("torchrun run %.64s", r->run_id);
+    if (r->run_id) { /* "none": torchrun's id where no --rdzv-id was given */
+        SAY("torchrun run%s%.64s", strcmp(r->run_id, "none") ? " " : "",
+            strcmp(r->run_id, "none") ? r->run_id : "");
         if (r->restart && strcmp(r->restart, "0"))
             SAY(" (restart %.16s)", r->restart);
     }
