@@ -349,16 +349,18 @@ void gmp_episode_failure(gmp_backend backend, int device, gmp_api api, uint64_t 
     /* what was held, the host and the device then, not at the bundle's writing */
     gmp_failure_snapshot_take(backend, device, now, device_then);
     __atomic_fetch_add(&opened, 1, __ATOMIC_RELAXED);
-    ep->python_traceback_fd = gmp_python_traceback_fd();
+    int traceback_fd = gmp_python_traceback_fd();
+    ep->python_traceback_fd = traceback_fd;
+    /* under a pool's worker loop, which catches it, the process lives on
+     * (and its pool may SIGKILL it at any moment, as joblib's does): no
+     * death to wait for, the bundle now.  Read before the episode is open:
+     * from then on another thread's failure may commit it and close the fd */
+    int caught = !gmp_pl.cfg->oom_policy_first && gmp_python_worker_loop(traceback_fd);
     __atomic_store_n(&ep->failed_size, size, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->deadline_ns, now_ns() + gmp_pl.confirm_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&ep->success_since, 0, __ATOMIC_RELAXED);
     episodes_open_add(1);
     __atomic_store_n(&ep->state, EP_OPEN, __ATOMIC_RELEASE);
-    /* under a pool's worker loop, which catches it, the process lives on
-     * (and its pool may SIGKILL it at any moment, as joblib's does): no
-     * death to wait for, the bundle now */
-    int caught = !gmp_pl.cfg->oom_policy_first && gmp_python_worker_loop(ep->python_traceback_fd);
     if (gmp_pl.cfg->oom_policy_first || caught) {
         if (try_take(ep))
             commit(backend, ep, caught ? "caught" : "first", NULL);
