@@ -214,10 +214,13 @@ $(BUILD)/test/support.o $(BUILD)/test/deadline.o: $(BUILD)/test/%.o: test/%.c te
 
 TEST_LINK = $(CC) $(CODE_CFLAGS) -Itest $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(TEST_SUPPORT) $(RECORDER_LIB) $(CMOCKA_LIBS) $(JANSSON_LIBS) -lpthread
-$(BUILD)/test/test_%: test/unit/test_%.c test/support.h $(TEST_SUPPORT) $(RECORDER_LIB)
+# the headers tests share among themselves (fixtures, a common runner)
+TEST_HEADERS := $(wildcard test/unit/*.h test/integration/*.h)
+$(BUILD)/test/test_%: test/unit/test_%.c test/support.h $(TEST_HEADERS) $(TEST_SUPPORT) $(RECORDER_LIB)
 	@mkdir -p $(dir $@)
 	$(TEST_LINK)
-$(BUILD)/test/test_%: test/integration/test_%.c test/support.h $(TEST_SUPPORT) $(RECORDER_LIB)
+$(BUILD)/test/test_%: test/integration/test_%.c test/support.h $(TEST_HEADERS) $(TEST_SUPPORT) \
+                      $(RECORDER_LIB)
 	@mkdir -p $(dir $@)
 	$(TEST_LINK)
 # It stands in for slurmstepd (with spank_standin.c): the plugin it loads

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "support.h"
+#include "preload_run.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -22,54 +22,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static preload_paths paths;
-static char program[1200];
-static char out[1 << 16], err[1 << 16];
-static int status;
-
-/* Run `sh -c SCRIPT` with the preload's variables set; extra: "VAR=V ..." */
-static void run_sh(const char *extra_env, const char *script)
-{
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "export GMP_WATCHDOG=0 %s; " /* the watchdog has its own tests */
-             "export LD_PRELOAD=\"%s${LD_PRELOAD_AFTER:+ $LD_PRELOAD_AFTER}\"; %s",
-             extra_env ? extra_env : "", paths.preload, script);
-    status = run_script(&paths, cmd, out, sizeof out, err, sizeof err);
-}
-
-static int exit_code(void)
-{
-    return exit_code_of(status);
-}
-
-static int bundle_count(void)
-{
-    return count_prefixed(paths.dumps, "oom_dump_");
-}
-
-/* Exactly one stderr line of ours, of the documented shape. */
-static void assert_one_oom_line(const char *where)
-{
-    int ours = 0;
-    for (const char *p = err; (p = strstr(p, "gpumemprof: ")); p++)
-        ours++;
-    if (ours != 1)
-        fail_msg("want one gpumemprof line, got %d: %s", ours, err);
-    char want[128];
-    snprintf(want, sizeof want, "gpumemprof: OOM on %s (", where);
-    if (!strstr(err, want) || !strstr(err, "); bundle: "))
-        fail_msg("stderr line not of the documented shape: %s", err);
-}
-
-static int setup(void **state)
-{
-    *state = &paths;
-    preload_paths_make(&paths, "preload");
-    snprintf(program, sizeof program, "%s/test/programs/host_oom", paths.build);
-    return 0;
-}
 
 static void test_everyday_processes_pay_nothing(void **state)
 {
@@ -513,127 +465,6 @@ static void test_program_report_is_the_oom_bundle(void **state)
     }
 }
 
-static void test_disabled_and_unwritable(void **state)
-{
-    (void)state;
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s fail-twice", program);
-    run_sh("GMP_ENABLED=0", cmd);
-    assert_int_equal(exit_code(), 0);
-    assert_string_equal(err, "");
-    assert_int_equal(bundle_count(), 0);
-
-    /* a dump directory that cannot be made: one line, the program runs on */
-    run_sh("GMP_DUMP_DIR=/proc/gmp-no-such-dir", cmd);
-    assert_int_equal(exit_code(), 0);
-    assert_int_equal(count_lines(err), 1);
-    assert_non_null(strstr(err, "gpumemprof: cannot create dump directory"));
-
-    /* garbage in the variables: one line each, the program runs on */
-    run_sh("GMP_BUFFER_SIZE=lots GMP_OOM_POLICY=sometimes", cmd);
-    assert_int_equal(exit_code(), 0);
-    assert_non_null(strstr(err, "GMP_BUFFER_SIZE='lots'"));
-    assert_non_null(strstr(err, "GMP_OOM_POLICY='sometimes'"));
-    assert_int_equal(bundle_count(), 1);
-}
-
-/* Near an address-space limit the ring asked for may not fit: a shorter
- * one, said in one line, and the bundle still has its events. */
-static void test_ring_that_does_not_fit(void **state)
-{
-    (void)state;
-    skip_under_preload_sanitizer("`ulimit -v`");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "ulimit -v 50000; %s fail-twice", program);
-    run_sh("GMP_BUFFER_SIZE=1000000", cmd);
-    assert_int_equal(exit_code(), 0);
-    if (count_lines(err) != 2 ||
-        !strstr(err, "gpumemprof: an event ring of 1000000 events did not fit (") ||
-        !strstr(err, "); keeping the last 250000\n") || !strstr(err, "gpumemprof: OOM on host"))
-        fail_msg("stderr: %s", err);
-    json_t *md = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
-    json_t *ring = json_object_get(md, "ring");
-    assert_int_equal(json_int(ring, "capacity"), 250000);
-    assert_int_equal(json_int(ring, "recorded_total"), 2); /* the two failures */
-    json_decref(md);
-}
-
-/* The file of a system library, or "" when it is not installed. */
-static void system_library(const char *name, char *found, size_t cap)
-{
-    static const char *const dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-                                       "/usr/lib64", "/usr/lib"};
-    found[0] = '\0';
-    for (size_t d = 0; d < sizeof dirs / sizeof *dirs && !found[0]; d++) {
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dirs[d], name);
-        if (access(p, R_OK) == 0)
-            snprintf(found, cap, "%s", p);
-    }
-}
-
-/* Any allocator behind ours keeps every program working, and a bundle's
- * bytes in use is what the program held, within 10%: gperftools' tcmalloc
- * and mimalloc export __libc_malloc as their own malloc (our glibc test was
- * fooled by it: SIGSEGV reading a chunk header that is not there), jemalloc
- * rounds large blocks up by up to a tenth, and an allocator with nothing
- * but malloc and free cannot be asked a block's size at all. */
-static void test_allocators_behind_us(void **state)
-{
-    (void)state;
-    static const char *const libs[] = {"", "libjemalloc.so.2", "libtcmalloc_minimal.so.4",
-                                       "libmimalloc.so.2", "malloc-only double"};
-    for (size_t l = 0; l < sizeof libs / sizeof *libs; l++) {
-        char lib[1200] = "";
-        if (l == 4)
-            snprintf(lib, sizeof lib, "%s/test/doubles/libmalloc_only.so", paths.build);
-        else if (l > 0)
-            system_library(libs[l], lib, sizeof lib);
-        if (l > 0 && access(lib, R_OK) != 0)
-            fail_msg("%s is not installed (make test installs it)", libs[l]);
-        char env[1400], cmd[4096], bare[sizeof out];
-        snprintf(env, sizeof env, "LD_PRELOAD_AFTER='%s'", lib);
-
-        /* the bare run: the allocator alone */
-        snprintf(cmd, sizeof cmd, "LD_PRELOAD='%s' %s hold-fail 12", lib, program);
-        status = run_script(&paths, cmd, out, sizeof out, err, sizeof err);
-        if (exit_code() != 0 || strncmp(out, "held ", 5))
-            fail_msg("bare %s: rc=%d out=%s err=%s", lib, exit_code(), out, err);
-        snprintf(bare, sizeof bare, "%s", out);
-        unsigned long long held = strtoull(out + 5, NULL, 10);
-
-        snprintf(cmd, sizeof cmd, "%s hold-fail 12", program);
-        run_sh(env, cmd);
-        if (exit_code() != 0 || strcmp(out, bare))
-            fail_msg("behind %s: rc=%d out=%s err=%s (bare: %s)", l ? lib : "glibc", exit_code(),
-                     out, err, bare);
-        assert_one_oom_line("host");
-        json_t *meta = only_bundle_file(paths.dumps, "metadata.json", NULL, 0);
-        json_t *failed = json_object_get(meta, "failed_request");
-        /* the program's malloc, not the mmap an allocator made for it */
-        if (strcmp(json_str(failed, "api"), "malloc"))
-            fail_msg("behind %s the failed request is %s", l ? lib : "glibc",
-                     json_str(failed, "api"));
-        long long in_use = json_int(failed, "bytes_in_use");
-        if (in_use < (long long)(held * 9 / 10) || in_use > (long long)(held * 11 / 10))
-            fail_msg("behind %s the bundle says %lld bytes in use; the program held %llu",
-                     l ? lib : "glibc", in_use, held);
-        json_decref(meta);
-
-        if (l == 4)
-            continue; /* glibc's realloc on its blocks would crash python without us too */
-        run_sh(env, "python3 -c 'import json; d={str(i): [i]*3 for i in range(200000)}; "
-                    "print(len(json.loads(json.dumps(d))))'");
-        if (exit_code() != 0 || strcmp(out, "200000\n"))
-            fail_msg("python3 with %s behind us: rc=%d out=%s err=%s", lib, exit_code(), out,
-                     err);
-        /* small blocks only: nothing worth a ring, nothing on stderr */
-        if (err[0])
-            fail_msg("python3 with %s behind us wrote to stderr: %s", lib, err);
-        assert_int_equal(count_prefixed(paths.rundir, "ring_"), 0);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -653,9 +484,6 @@ int main(void)
         cmocka_unit_test(test_sixteen_threads),
         cmocka_unit_test(test_c_api_inside_preloaded_process),
         cmocka_unit_test(test_program_report_is_the_oom_bundle),
-        cmocka_unit_test(test_disabled_and_unwritable),
-        cmocka_unit_test(test_allocators_behind_us),
-        cmocka_unit_test(test_ring_that_does_not_fit),
     };
     return cmocka_run_group_tests_name("preload", tests, setup, preload_paths_teardown);
 }
